@@ -1,0 +1,65 @@
+"""Helpers shared by the headless commands: JSON output, sizes, ages, plain tables."""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from collections.abc import Sequence
+from typing import Any
+
+
+def emit_json(payload: Any) -> None:
+    """Print exactly one JSON object on stdout."""
+    sys.stdout.write(json.dumps(payload, sort_keys=True, default=str) + "\n")
+    sys.stdout.flush()
+
+
+def human_bytes(n: int | float | None) -> str:
+    """Binary units (GiB), which is how caps and tmpfs sizes are expressed."""
+    if n is None:
+        return "-"
+    from rich.filesize import pick_unit_and_suffix
+
+    unit, suffix = pick_unit_and_suffix(int(n), ["B", "KiB", "MiB", "GiB", "TiB", "PiB"], 1024)
+    if unit == 1:
+        return f"{int(n)} B"
+    return f"{n / unit:.1f} {suffix}"
+
+
+def human_age(seconds: float | None) -> str:
+    """Compact age such as ``42s``, ``5m``, ``3h``, ``2d``."""
+    if seconds is None:
+        return "-"
+    seconds = max(0.0, float(seconds))
+    for limit, div, suffix in ((120, 1, "s"), (7200, 60, "m"), (172800, 3600, "h")):
+        if seconds < limit:
+            return f"{int(seconds // div)}{suffix}"
+    return f"{int(seconds // 86400)}d"
+
+
+def age_since(epoch_seconds: float | None, now: float | None = None) -> str:
+    if epoch_seconds is None:
+        return "-"
+    return human_age((now if now is not None else time.time()) - epoch_seconds)
+
+
+def format_table(headers: Sequence[str], rows: Sequence[Sequence[Any]], right: Sequence[int] = ()) -> str:
+    """A plain aligned text table (no colour: it must read well in logs and srun output)."""
+    cells = [[str(h) for h in headers]] + [["" if c is None else str(c) for c in row] for row in rows]
+    widths = [max(len(row[i]) for row in cells) for i in range(len(headers))]
+    lines = []
+    for row in cells:
+        parts = [
+            cell.rjust(widths[i]) if i in right else cell.ljust(widths[i]) for i, cell in enumerate(row)
+        ]
+        lines.append("  ".join(parts).rstrip())
+    lines.insert(1, "  ".join("-" * w for w in widths))
+    return "\n".join(lines)
+
+
+def head_tail(items: Sequence[Any], head: int = 8, tail: int = 4) -> tuple[list[Any], int, list[Any]]:
+    """Split a long list into (head, number omitted, tail) for readable summaries."""
+    if len(items) <= head + tail + 1:
+        return list(items), 0, []
+    return list(items[:head]), len(items) - head - tail, list(items[-tail:])
