@@ -1,9 +1,252 @@
-"""`fvconsole checkpoints` (placeholder: registers nothing yet)."""
+"""`fvconsole checkpoints ls|show`: what a training output dir holds, and whether it can resume.
+
+Also home of the small formatting helpers the `migrate` and `sidecars` commands share
+(mismatch tables, `--set` options), so the three commands read alike.
+"""
 
 from __future__ import annotations
 
 import argparse
+from collections.abc import Sequence
+from typing import Any
+
+from fvconsole.cli.common import emit_json, format_table, head_tail, human_bytes
+
+LS_EPILOG = """\
+examples:
+  fvconsole checkpoints ls /runs/gb200/outputs
+  fvconsole checkpoints ls /runs/gb200/outputs/checkpoint-4000 --json
+
+exit codes: 0 listed (even when empty), 1 the directory cannot be read.
+"""
+
+SHOW_EPILOG = """\
+examples:
+  fvconsole checkpoints show /runs/gb200/outputs/checkpoint-4000
+  fvconsole checkpoints show /runs/gb200/outputs/checkpoint-4000 --config run.yaml \\
+      --set training.distributed.num_gpus=64 --json
+
+exit codes: 0 shown (mismatches are reported, not an error), 1 unreadable checkpoint or config.
+"""
+
+
+# --------------------------------------------------------------------------- shared helpers
+
+
+def add_set_option(parser: argparse.ArgumentParser) -> None:
+    """``--set k.a.b=value`` (repeatable): the launch-time dotted overrides of the run."""
+    parser.add_argument(
+        "--set",
+        dest="overrides",
+        metavar="KEY=VALUE",
+        action="append",
+        default=[],
+        help="override a run-config value, e.g. training.distributed.num_gpus=64 (repeatable; "
+        "use the same overrides the training launch used)",
+    )
+
+
+def short(value: Any, width: int = 48) -> str:
+    """A one-line rendering of a config value for tables."""
+    text = "<missing>" if value is None else repr(value) if isinstance(value, str) else str(value)
+    return text if len(text) <= width else text[: width - 3] + "..."
+
+
+def mismatch_rows(mismatches: Sequence[Any]) -> list[list[str]]:
+    rows = []
+    for m in mismatches:
+        data = m.to_json() if hasattr(m, "to_json") else dict(m)
+        missing = data.get("missing")
+        ck = "<missing>" if missing in ("checkpoint", "both") else short(data.get("checkpoint"))
+        cfg = "<missing>" if missing in ("config", "both") else short(data.get("config"))
+        rows.append(["!" if data.get("critical") else "", str(data.get("path")), ck, cfg])
+    return rows
+
+
+def format_mismatches(mismatches: Sequence[Any], *, limit: int = 40) -> str:
+    """Critical rows first (the caller's order is already critical-first), marked with '!'."""
+    if not mismatches:
+        return "config: matches the checkpoint's embedded config on every key"
+    rows = mismatch_rows(mismatches)
+    critical = sum(1 for r in rows if r[0])
+    head, omitted, tail = head_tail(rows, head=limit, tail=4)
+    shown = head + ([["", f"... {omitted} more", "", ""]] if omitted else []) + tail
+    title = f"config mismatches: {critical} critical ('!'), {len(rows) - critical} other"
+    return title + "\n" + format_table(["", "path", "checkpoint", "config"], shown)
+
+
+def mismatches_json(mismatches: Sequence[Any]) -> list[dict]:
+    return [m.to_json() if hasattr(m, "to_json") else dict(m) for m in mismatches]
+
+
+# --------------------------------------------------------------------------- ls
+
+
+def _latest_resume(infos: Sequence[Any]) -> Any | None:
+    """The checkpoint FastVideo's "latest" resume picks: highest step with a dcp/ dir."""
+    from fvconsole.core.checkpoints import latest_resumable
+
+    return latest_resumable(list(infos))
+
+
+def ls_warnings(infos: Sequence[Any]) -> list[str]:
+    warnings = []
+    latest = _latest_resume(infos)
+    if latest is not None and not latest.complete:
+        warnings.append(
+            f"{latest.path}: newest checkpoint is incomplete (interrupted save); "
+            "FastVideo's \"latest\" resume would pick it — resume from an explicit complete checkpoint"
+        )
+    for info in infos:
+        warnings.extend(f"{info.path}: {p}" for p in getattr(info, "problems", ()))
+    return warnings
+
+
+def _ls(args: argparse.Namespace) -> int:
+    from fvconsole.core.checkpoints import discover_checkpoints
+
+    infos = sorted(discover_checkpoints(args.dir), key=lambda i: i.step, reverse=True)
+    warnings = ls_warnings(infos)
+    latest = _latest_resume(infos)
+    if args.json:
+        emit_json(
+            {
+                "checkpoints": [i.to_json() for i in infos],
+                "latest": latest.path if latest is not None else None,
+                "warnings": warnings,
+            }
+        )
+        return 0
+    if not infos:
+        print(f"no checkpoint-<step> directories under {args.dir}")
+        return 0
+    rows = [
+        [
+            i.step,
+            "yes" if i.complete else "NO",
+            i.kind,
+            i.rank_sidecars,
+            i.rng_states,
+            "yes" if i.has_config else "no",
+            human_bytes(i.bytes),
+            i.path,
+        ]
+        for i in infos
+    ]
+    print(format_table(["step", "complete", "kind", "sidecars", "rng", "config", "size", "path"], rows, right=(0, 3, 4, 6)))
+    for w in warnings:
+        print(f"warning: {w}")
+    return 0
+
+
+# --------------------------------------------------------------------------- show
+
+
+def dcp_summary(keys: Sequence[str]) -> dict:
+    """Key counts per top-level state key, plus the legacy `dataloader.*` keys verbatim."""
+    prefixes: dict[str, int] = {}
+    for key in keys:
+        top = key.split(".", 1)[0]
+        prefixes[top] = prefixes.get(top, 0) + 1
+    dataloader = [k for k in keys if k == "dataloader" or k.startswith("dataloader.")]
+    return {"keys": len(keys), "prefixes": dict(sorted(prefixes.items())), "dataloader_keys": dataloader}
+
+
+def critical_values(config: Any) -> dict:
+    """The checkpoint's embedded values on the FORMATS.md §2 critical paths."""
+    from fvconsole.core.runconfig import CRITICAL_PATHS, get_path
+
+    if not isinstance(config, dict):
+        return {}
+    return {p: get_path(config, p, None) for p in CRITICAL_PATHS}
+
+
+def _show(args: argparse.Namespace) -> int:
+    from fvconsole.core.checkpoints import dcp_state_keys, inspect_checkpoint, read_metadata
+
+    info = inspect_checkpoint(args.checkpoint)
+    metadata = read_metadata(args.checkpoint)
+    embedded = metadata.get("config")
+    keys: list[str] = []
+    dcp_error = None
+    try:
+        keys = list(dcp_state_keys(args.checkpoint))
+    except Exception as exc:  # noqa: BLE001 - an unreadable DCP is reported, the rest still shown
+        dcp_error = " ".join(str(exc).split())
+    mismatches = None
+    if args.config:
+        from fvconsole.core.runconfig import compare_configs, load_run_config
+
+        cfg = load_run_config(args.config, args.overrides)
+        mismatches = compare_configs(embedded if isinstance(embedded, dict) else {}, cfg.data)
+    summary = dcp_summary(keys)
+    if args.json:
+        emit_json(
+            {
+                "checkpoint": info.to_json(),
+                "metadata_step": metadata.get("step"),
+                "critical_config": critical_values(embedded),
+                "dcp": dict(summary, error=dcp_error),
+                "mismatches": mismatches_json(mismatches) if mismatches is not None else None,
+            }
+        )
+        return 0
+    print(f"checkpoint: {info.path}")
+    print(f"step: {info.step} (metadata.json says {metadata.get('step')!r})")
+    print(f"complete: {'yes' if info.complete else 'NO (interrupted save)'}; kind: {info.kind}; "
+          f"rank sidecars: {info.rank_sidecars}; rng states: {info.rng_states}; size: {human_bytes(info.bytes)}")
+    for p in getattr(info, "problems", ()):
+        print(f"warning: {p}")
+    print("\nembedded config (critical paths):")
+    values = critical_values(embedded)
+    print(format_table(["path", "value"], [[k, short(v, 80)] for k, v in values.items()]) if values else "  (none)")
+    print("\nDCP state:")
+    if dcp_error:
+        print(f"  unreadable: {dcp_error}")
+    else:
+        print(format_table(["top-level key", "entries"], sorted(summary["prefixes"].items()), right=(1,)))
+        if summary["dataloader_keys"]:
+            print(f"legacy dataloader state in DCP: {len(summary['dataloader_keys'])} key(s) "
+                  "(unsafe to resume with world size > 1 without rank-local sidecars)")
+    if mismatches is not None:
+        print()
+        print(format_mismatches(mismatches))
+    return 0
+
+
+# --------------------------------------------------------------------------- register
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    """Add this command's parser to `sub`."""
+    """Add `checkpoints ls` and `checkpoints show`."""
+    parser = sub.add_parser(
+        "checkpoints",
+        help="list and inspect training checkpoints",
+        description="List and inspect FastVideo training checkpoints (read-only).",
+    )
+    commands = parser.add_subparsers(dest="checkpoints_command", metavar="SUBCOMMAND", required=True)
+    ls = commands.add_parser(
+        "ls",
+        help="list checkpoints newest first",
+        description="List checkpoint-<step> dirs newest first: completeness (dcp/.metadata and one "
+        "rng_state per rank), dataloader-state kind, sidecars, size. Warns when FastVideo's "
+        '"latest" resume would pick an interrupted checkpoint.',
+        epilog=LS_EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    ls.add_argument("dir", metavar="DIR", help="training output dir or one checkpoint-<step> dir")
+    ls.add_argument("--json", action="store_true", help="print one JSON object")
+    ls.set_defaults(func=_ls)
+    show = commands.add_parser(
+        "show",
+        help="metadata, DCP keys and config mismatches of one checkpoint",
+        description="Show one checkpoint: metadata, DCP state key summary (legacy dataloader keys "
+        "flagged) and, with --config, the mismatch report against a run config (critical rows marked '!').",
+        epilog=SHOW_EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    show.add_argument("checkpoint", metavar="CKPT", help="a checkpoint-<step> dir")
+    show.add_argument("--config", metavar="RUN.yaml", help="compare with this run config")
+    add_set_option(show)
+    show.add_argument("--json", action="store_true", help="print one JSON object")
+    show.set_defaults(func=_show)

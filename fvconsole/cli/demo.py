@@ -1,9 +1,75 @@
-"""`fvconsole demo` (placeholder: registers nothing yet)."""
+"""`fvconsole demo [DIR] [--no-tui]`: build a realistic workspace and open the console on it."""
 
 from __future__ import annotations
 
 import argparse
+import shlex
+import time
+
+EPILOG = """\
+examples:
+  fvconsole demo                    # build in a fresh temp dir and open the console
+  fvconsole demo ./fv-demo          # build (or rebuild) ./fv-demo, then open the console
+  fvconsole demo ./fv-demo --no-tui # build and print the equivalent headless commands
+
+DIR must be empty, missing, or a previous demo workspace (it is rebuilt); anything else is
+refused and left untouched. exit codes: 0 ok, 1 refused (DIR not a demo workspace), 2 usage.
+"""
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    """Add this command's parser to `sub`."""
+    """Add the `demo` parser."""
+    parser = sub.add_parser(
+        "demo",
+        help="build a demo workspace (run, checkpoints, shard cache) and open the console on it",
+        description="Build a small, real FastVideo-like workspace: a Parquet dataset and its streaming "
+        "manifest, a run config, legacy (DCP) and rank-local checkpoints, and a weight shard cache "
+        "with complete, partial, incomplete and invalid entries. Then open the console on it.",
+        epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("dir", nargs="?", metavar="DIR", help="where to build (default: a fresh dir under $TMPDIR)")
+    parser.add_argument("--no-tui", action="store_true", help="build and print the equivalent CLI commands only")
+    parser.set_defaults(func=run_demo)
+
+
+def cli_commands(ws: object) -> list[str]:
+    """The headless commands that do what the console does on this workspace."""
+    q = shlex.quote
+    ckpt, out = ws.legacy_checkpoint, ws.sidecar_dir  # type: ignore[attr-defined]
+    cfg, root = ws.config_path, ws.cache_root  # type: ignore[attr-defined]
+    return [
+        f"fvconsole checkpoints ls {q(ws.output_dir)}",  # type: ignore[attr-defined]
+        f"fvconsole checkpoints show {q(ws.mismatch_checkpoint)} --config {q(cfg)}",  # type: ignore[attr-defined]
+        f"fvconsole migrate --config {q(cfg)} --checkpoint {q(ckpt)} --output-dir {q(out)} \\\n"
+        "    --expected-step 300 --expected-world-size 8 --consumed-batches-per-rank 600 --yes",
+        f"fvconsole sidecars verify --config {q(cfg)} --checkpoint {q(ckpt)} --sidecar-dir {q(out)}",
+        f"fvconsole cache ls {q(root)}",
+        f"fvconsole cache evict {q(root)} --invalid          # dry run; add --yes to delete",
+        f"fvconsole --config {q(cfg)} --cache-root {q(root)}   # the console again",
+    ]
+
+
+def run_demo(args: argparse.Namespace) -> int:
+    """Build the workspace, then open the console (or print the commands with --no-tui)."""
+    import tempfile
+
+    from fvconsole.demo.workspace import build_demo_workspace
+
+    target = args.dir or tempfile.mkdtemp(prefix="fvconsole-demo-")
+    started = time.monotonic()
+    ws = build_demo_workspace(target)
+    print(f"demo workspace: {ws.root}  (built in {time.monotonic() - started:.1f}s)")
+    print(f"  run config   {ws.config_path}\n  checkpoints  {ws.output_dir}\n  shard cache  {ws.cache_root}")
+    if args.no_tui:
+        print("\nequivalent commands:")
+        for command in cli_commands(ws):
+            print(f"  {command}")
+        return 0
+    from fvconsole.tui.launch import run_console
+
+    console_args = argparse.Namespace(config=ws.config_path, checkpoints=ws.output_dir, cache_root=ws.cache_root,
+                                      read_only=bool(getattr(args, "read_only", False)))
+    code = run_console(console_args)
+    print(f"demo workspace kept at {ws.root}; reopen with: fvconsole demo {shlex.quote(ws.root)}")
+    return code

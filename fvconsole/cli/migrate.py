@@ -1,9 +1,231 @@
-"""`fvconsole migrate` (placeholder: registers nothing yet)."""
+"""`fvconsole migrate`: write rank-local dataloader sidecars for a legacy checkpoint.
+
+A dry run unless --yes: the plan is computed and shown, nothing is written.
+"""
 
 from __future__ import annotations
 
 import argparse
+import os
+import sys
+import threading
+from typing import Any
+
+from fvconsole.cli.checkpoints import add_set_option, format_mismatches, mismatches_json
+from fvconsole.cli.common import emit_json, format_table, head_tail
+
+EPILOG = """\
+example (dry run, then write):
+  fvconsole migrate --config run.yaml --checkpoint outputs/checkpoint-4000 \\
+      --output-dir /shared/gb200/dataloader-state-4000 \\
+      --expected-step 4000 --expected-world-size 64 --consumed-batches-per-rank 4000
+  fvconsole migrate ... --yes
+  export FASTVIDEO_DATALOADER_STATE_DIR=/shared/gb200/dataloader-state-4000
+
+exit codes: 0 dry run or written, 1 refused (nothing written), 2 usage error,
+3 failed part-way (the output dir was not changed; details reported).
+"""
+
+
+def _nonneg_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must be >= 0, got {value}")
+    return value
+
+
+def _positive_int(text: str) -> int:
+    value = _nonneg_int(text)
+    if value == 0:
+        raise argparse.ArgumentTypeError("must be >= 1")
+    return value
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    """Add this command's parser to `sub`."""
+    """Add the `migrate` parser."""
+    parser = sub.add_parser(
+        "migrate",
+        help="write rank-local dataloader sidecars for a legacy checkpoint (dry run unless --yes)",
+        description="Recompute every rank's streaming-dataloader cursor for a legacy checkpoint and "
+        "write dataloader_state_rank<r>.pt sidecars plus migration_receipt.json into --output-dir, "
+        "for FastVideo's FASTVIDEO_DATALOADER_STATE_DIR. The checkpoint is never modified. The "
+        "three --expected/--consumed values are deliberate confirmations: a mismatch refuses.",
+        epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("--config", required=True, metavar="RUN.yaml", help="the run config (YAML)")
+    parser.add_argument("--checkpoint", required=True, metavar="CKPT", help="the legacy checkpoint-<step> dir")
+    parser.add_argument("--output-dir", required=True, metavar="DIR", help="where to write the sidecar set (outside the checkpoint)")
+    parser.add_argument("--expected-step", required=True, type=_nonneg_int, metavar="S", help="the checkpoint's step")
+    parser.add_argument("--expected-world-size", required=True, type=_positive_int, metavar="W", help="the run's world size")
+    parser.add_argument(
+        "--consumed-batches-per-rank", required=True, type=_nonneg_int, metavar="B",
+        help="batches each rank consumed (= step x gradient_accumulation_steps)",
+    )
+    add_set_option(parser)
+    parser.add_argument("--overwrite", action="store_true", help="replace an existing sidecar set atomically")
+    parser.add_argument(
+        "--skip-source-check", action="store_true",
+        help="accept dataset files whose size/mtime drifted from the manifest",
+    )
+    parser.add_argument("--yes", action="store_true", help="write the sidecars (default: dry run)")
+    parser.add_argument("--json", action="store_true", help="print exactly one JSON object")
+    parser.add_argument("--workers", type=_positive_int, default=None, help=argparse.SUPPRESS)
+    parser.set_defaults(func=_run)
+
+
+def _request(args: argparse.Namespace) -> Any:
+    from fvconsole.core.migration import MigrationRequest
+
+    return MigrationRequest(
+        config_path=args.config,
+        checkpoint=args.checkpoint,
+        output_dir=args.output_dir,
+        expected_step=args.expected_step,
+        expected_world_size=args.expected_world_size,
+        consumed_batches_per_rank=args.consumed_batches_per_rank,
+        overrides=tuple(args.overrides),
+        overwrite=args.overwrite,
+        skip_source_check=args.skip_source_check,
+    )
+
+
+def _run(args: argparse.Namespace) -> int:
+    from fvconsole.core.errors import FvError
+    from fvconsole.core.migration import preview_migration
+
+    preview = preview_migration(_request(args))
+    mismatches = mismatches_json(preview.mismatches)
+    warnings = list(preview.warnings)
+    refusals = [{"field": r.field, "message": r.message} for r in preview.refusals]
+    if preview.plan is not None:
+        refusals += _output_dir_refusals(preview.plan)
+    if refusals or preview.plan is None:
+        _refuse(args, preview, refusals, mismatches, warnings)
+    plan = preview.plan
+    if not args.yes:
+        if args.json:
+            emit_json({"executed": False, "plan": plan.to_json(), "mismatches": mismatches,
+                       "receipt": None, "warnings": warnings})
+        else:
+            print(_report(plan, preview))
+            print(f"\ndry run: nothing written; re-run with --yes to write {plan.world_size} sidecars "
+                  f"to {os.path.abspath(plan.output_dir)}")
+        return 0
+    from fvconsole.core.sidecars import RECEIPT_NAME, execute_plan
+
+    base = {"executed": False, "plan": plan.to_json(), "mismatches": mismatches, "receipt": None, "warnings": warnings}
+    if not args.json:
+        print(_report(plan, preview))
+    try:
+        progress = None if args.json and not sys.stderr.isatty() else _progress_printer()
+        receipt = execute_plan(plan, progress=progress, workers=args.workers)
+    except FvError as exc:
+        merged = dict(base)
+        if exc.details:
+            merged["failure"] = dict(exc.details)
+        exc.details = merged
+        raise
+    out = os.path.abspath(plan.output_dir)
+    receipt_path = os.path.join(out, RECEIPT_NAME)
+    if args.json:
+        emit_json(dict(base, executed=True, receipt=receipt, receipt_path=receipt_path, output_dir=out))
+        return 0
+    print(f"\nwrote {len(receipt['sidecars'])} sidecars to {out}")
+    print(f"receipt: {receipt_path}")
+    print("next step: resume training with")
+    print(f"  export FASTVIDEO_DATALOADER_STATE_DIR={out}")
+    return 0
+
+
+def _output_dir_refusals(plan: Any) -> list[dict]:
+    """The execute-time output dir rules (foreign files, symlinks), checked already in the dry run."""
+    from fvconsole.core.errors import FvError
+    from fvconsole.core.sidecars import check_output_dir
+
+    try:
+        check_output_dir(os.path.abspath(plan.output_dir), plan.checkpoint, plan.request.overwrite)
+    except FvError as exc:
+        return [{"field": "output_dir", "message": f"output_dir: {exc}"}]
+    return []
+
+
+def _refuse(args: argparse.Namespace, preview: Any, refusals: list, mismatches: list, warnings: list) -> None:
+    from fvconsole.core.errors import FvError
+
+    if not refusals:
+        refusals = [{"field": "plan", "message": "no plan could be computed"}]
+    if not args.json:
+        if preview.mismatches:
+            print(format_mismatches(preview.mismatches))
+        for w in warnings:
+            print(f"warning: {w}")
+        print(f"refused ({len(refusals)} reason(s)); nothing written:")
+        for r in refusals:
+            print(f"  - {r['message']}")
+    first = refusals[0]["message"]
+    more = f" (+{len(refusals) - 1} more refusal(s))" if len(refusals) > 1 else ""
+    raise FvError(
+        first + more,
+        details={"executed": False, "mismatches": mismatches, "refusals": refusals, "warnings": warnings},
+    )
+
+
+def _report(plan: Any, preview: Any) -> str:
+    """Mismatches, warnings, plan summary and the per-rank table (head/tail for long ones)."""
+    lines = []
+    if preview.mismatches:
+        lines += [format_mismatches(preview.mismatches), ""]
+    lines += [f"warning: {w}" for w in preview.warnings]
+    groups = plan.world_size // plan.sp_world_size if plan.sp_world_size else plan.world_size
+    lines += [
+        f"checkpoint: {plan.checkpoint} (step {plan.step})",
+        f"manifest:   {plan.manifest_path} ({plan.num_row_groups} row groups, {plan.total_rows} rows, "
+        f"fingerprint {plan.manifest_fingerprint[:12]})",
+        f"world size {plan.world_size}, SP size {plan.sp_world_size} ({groups} data-parallel groups), "
+        f"batch size {plan.batch_size}, gradient accumulation {plan.gradient_accumulation_steps}",
+        f"consumed batches per rank {plan.consumed_batches_per_rank} -> yielded samples per rank "
+        f"{plan.yielded_samples_per_rank} of {plan.samples_per_worker} per worker "
+        f"({plan.epoch_progress * 100:.1f}% of the epoch)",
+        "",
+    ]
+    head, omitted, tail = head_tail(list(plan.ranks))
+    rows = [_rank_row(c) for c in head]
+    if omitted:
+        rows.append(["...", f"{omitted} more", "", "", "", "", ""])
+    rows += [_rank_row(c) for c in tail]
+    lines.append(format_table(
+        ["rank", "sp group", "rg position", "row offset", "yielded", "next sample", "next rg"], rows,
+        right=(0, 1, 2, 3, 4, 5, 6),
+    ))
+    return "\n".join(lines)
+
+
+def _rank_row(c: Any) -> list:
+    return [c.rank, c.sp_group_index, c.row_group_position, c.row_offset, c.yielded_samples,
+            c.next_sample_index, c.next_row_group if c.next_row_group >= 0 else "-"]
+
+
+def _progress_printer() -> Any:
+    """Progress on stderr: a rewritten line on a TTY, at most ~10 plain lines otherwise."""
+    tty = sys.stderr.isatty()
+    lock = threading.Lock()
+    last = {"decile": -1}
+
+    def show(done: int, total: int, message: str) -> None:
+        with lock:
+            if tty:
+                end = "\n" if done >= total and message.startswith("published") else ""
+                sys.stderr.write(f"\r\x1b[Kwriting sidecars {done}/{total}  {message}{end}")
+                sys.stderr.flush()
+                return
+            decile = done * 10 // max(total, 1)
+            if decile != last["decile"] or message.startswith("published"):
+                last["decile"] = decile
+                sys.stderr.write(f"progress: {done}/{total} {message}\n")
+                sys.stderr.flush()
+
+    return show

@@ -1,9 +1,102 @@
-"""`fvconsole sidecars` (placeholder: registers nothing yet)."""
+"""`fvconsole sidecars verify`: check a written sidecar set against a recomputed plan."""
 
 from __future__ import annotations
 
 import argparse
+import sys
+
+from fvconsole.cli.checkpoints import add_set_option
+from fvconsole.cli.common import emit_json, format_table, head_tail
+
+VERIFY_EPILOG = """\
+examples:
+  fvconsole sidecars verify --config run.yaml --checkpoint outputs/checkpoint-4000 \\
+      --sidecar-dir /shared/gb200/dataloader-state-4000
+  fvconsole sidecars verify ... --deep --json
+
+Sidecars are loaded only with torch.load(weights_only=True): a file whose pickle would run
+code is reported as a problem and never executed.
+
+exit codes: 0 every sidecar and the receipt match, 1 verification failed or inputs unreadable,
+2 usage error.
+"""
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    """Add this command's parser to `sub`."""
+    """Add `sidecars verify`."""
+    parser = sub.add_parser(
+        "sidecars",
+        help="verify rank-local dataloader sidecars",
+        description="Work with rank-local dataloader sidecars (dataloader_state_rank<r>.pt).",
+    )
+    commands = parser.add_subparsers(dest="sidecars_command", metavar="SUBCOMMAND", required=True)
+    verify = commands.add_parser(
+        "verify",
+        help="check a sidecar dir against the plan recomputed from config + checkpoint",
+        description="Recompute the migration plan from the run config and the checkpoint, then "
+        "compare every sidecar field by field, check the receipt (schema, step, world size, sha256 "
+        "of every file) and report missing, extra and foreign files. --deep also reads, from the "
+        "Parquet dataset, the id of the next sample each rank will read.",
+        epilog=VERIFY_EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    verify.add_argument("--config", required=True, metavar="RUN.yaml", help="the run config (YAML)")
+    verify.add_argument("--checkpoint", required=True, metavar="CKPT", help="the checkpoint-<step> dir")
+    verify.add_argument("--sidecar-dir", required=True, metavar="DIR", help="the dir holding the sidecars")
+    add_set_option(verify)
+    verify.add_argument("--deep", action="store_true", help="read each rank's next sample id from the dataset")
+    verify.add_argument("--json", action="store_true", help="print exactly one JSON object")
+    verify.set_defaults(func=_verify)
+
+
+def _verify(args: argparse.Namespace) -> int:
+    from fvconsole.core.sidecars import verify_sidecars
+
+    result = verify_sidecars(
+        args.config, args.checkpoint, args.sidecar_dir, overrides=tuple(args.overrides), deep=args.deep
+    )
+    if args.json:
+        emit_json(result.to_json())
+    else:
+        print(_report(result, args.deep))
+    if not result.ok:
+        if not args.json:
+            first = result.problems[0] if result.problems else "unknown problem"
+            print(f"error: verification failed ({len(result.problems)} problem(s)); first: {first}", file=sys.stderr)
+        return 1
+    return 0
+
+
+def _report(result, deep: bool) -> str:
+    lines = [f"sidecar dir: {result.sidecar_dir}"]
+    if result.step is not None:
+        lines.append(f"plan: step {result.step}, world size {result.world_size}")
+    lines += [f"warning: {w}" for w in result.warnings]
+    if result.ranks:
+        head, omitted, tail = head_tail(list(result.ranks))
+        headers = ["rank", "ok", "rg position", "row offset", "yielded", "next sample"]
+        if deep:
+            headers.append("next id")
+        rows = [_row(r, deep) for r in head]
+        if omitted:
+            rows.append(["...", f"{omitted} more"] + [""] * (len(headers) - 2))
+        rows += [_row(r, deep) for r in tail]
+        lines.append(format_table(headers, rows, right=(0, 2, 3, 4, 5)))
+    if result.ok:
+        lines.append(f"OK: {len(result.ranks)} sidecars and the receipt match the plan")
+    else:
+        head, omitted, tail = head_tail(list(result.problems), head=20, tail=5)
+        lines.append(f"FAILED: {len(result.problems)} problem(s):")
+        lines += [f"  - {p}" for p in head]
+        if omitted:
+            lines.append(f"  ... {omitted} more")
+        lines += [f"  - {p}" for p in tail]
+    return "\n".join(lines)
+
+
+def _row(r: dict, deep: bool) -> list:
+    row = [r["rank"], "ok" if r["ok"] else "BAD", r["row_group_position"], r["row_offset"],
+           r["yielded_samples"], r["next_sample_index"]]
+    if deep:
+        row.append(r.get("next_sample_id", "-"))
+    return row

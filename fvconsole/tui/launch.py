@@ -1,11 +1,15 @@
-"""Open the console from the command line (placeholder until the TUI lands)."""
+"""Open the console from the command line (textual is imported here, never by `--help`)."""
 
 from __future__ import annotations
 
 import argparse
 
-from fvconsole.core.errors import FvError
-
 
 def run_console(args: argparse.Namespace) -> int:
-    raise FvError("the interactive console is not built yet; use a subcommand (see --help)")
+    """Run the app until the user quits; returns the exit code."""
+    from fvconsole.tui.app import FvConsoleApp
+    from fvconsole.tui.state import ConsoleState
+
+    app = FvConsoleApp(ConsoleState.from_args(args))
+    app.run()
+    return int(app.return_code or 0)

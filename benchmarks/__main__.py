@@ -1,0 +1,110 @@
+"""``python -m benchmarks [--quick] [--only CASE ...] [--json FILE]``: run the cases, print the table.
+
+Exit status: 0 when every case ran (targets missed are reported in the table, not as
+failures), 1 when a case crashed or its cross-check (baseline and fvconsole agree) failed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import tempfile
+import time
+import traceback
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from benchmarks.harness import Row, format_machine, format_table, machine_info
+
+CASES = ("fingerprint", "plan", "dryrun", "execute", "cache", "startup", "tui")
+
+
+@dataclass(frozen=True)
+class Sizes:
+    """Problem sizes; FULL is the issue's acceptance configuration."""
+
+    plan_ranks: int
+    plan_row_groups: int
+    plan_baseline_ranks: int | None  # None: time every rank
+    e2e_ranks: int
+    e2e_row_groups: int
+    e2e_baseline_ranks: int
+    exec_ranks: int
+    exec_fsync_delay: float  # 0 disables the simulated network-filesystem row
+    cache_entries: int
+    cache_shards: int
+    tui_ranks: int
+    tui_entries: int
+    key_presses: int
+    repeat: int
+
+
+FULL = Sizes(1024, 100_000, None, 4096, 1_000_000, 8, 1024, 0.005, 2000, 32, 4096, 2000, 15, 3)
+QUICK = Sizes(64, 5_000, 16, 256, 20_000, 4, 64, 0.0, 100, 8, 256, 200, 4, 1)
+
+
+def _runners(sizes: Sizes, tmp: str) -> dict[str, Callable[[], list[Row]]]:
+    from benchmarks import cases_io, cases_plan, cases_tui
+
+    def plan() -> list[Row]:
+        return [
+            cases_plan.plan_case(sizes.plan_ranks, sizes.plan_row_groups, sp, sizes.plan_baseline_ranks, sizes.repeat)
+            for sp in (1, 4)
+        ]
+
+    def execute() -> list[Row]:
+        rows = [cases_io.execute_case(f"{tmp}/exec", sizes.exec_ranks, max(2, sizes.repeat))]
+        if sizes.exec_fsync_delay:
+            rows.append(cases_io.execute_case(f"{tmp}/exec-nfs", sizes.exec_ranks, 1, sizes.exec_fsync_delay))
+        return rows
+
+    return {
+        "fingerprint": lambda: cases_plan.fingerprint_case(sizes.e2e_row_groups, min(2, sizes.repeat)),
+        "plan": plan,
+        "dryrun": lambda: cases_plan.dry_run_case(f"{tmp}/e2e", sizes.e2e_ranks, sizes.e2e_row_groups,
+                                                  sizes.e2e_baseline_ranks),
+        "execute": execute,
+        "cache": lambda: cases_io.cache_scan_case(f"{tmp}/cache", sizes.cache_entries, sizes.cache_shards,
+                                                  sizes.repeat),
+        "startup": lambda: cases_io.startup_case(f"{tmp}/startup", max(3, sizes.repeat)),
+        "tui": lambda: cases_tui.tui_cases(f"{tmp}/tui", sizes.tui_ranks, sizes.tui_entries, sizes.key_presses),
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m benchmarks", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--quick", action="store_true", help="small sizes (about 30 s; used by the smoke test)")
+    parser.add_argument("--only", nargs="+", choices=CASES, metavar="CASE", help=f"run only these: {', '.join(CASES)}")
+    parser.add_argument("--json", metavar="FILE", help="also write the machine and rows as JSON")
+    parser.add_argument("--tmp", metavar="DIR", help="parent of the temp dir (default: the system temp dir)")
+    args = parser.parse_args(argv)
+    sizes = QUICK if args.quick else FULL
+    info = machine_info()
+    print(format_machine(info), flush=True)
+    rows: list[Row] = []
+    failed: list[str] = []
+    started = time.perf_counter()
+    with tempfile.TemporaryDirectory(prefix="fvconsole-bench-", dir=args.tmp) as tmp:
+        runners = _runners(sizes, tmp)
+        for name in args.only or CASES:
+            t0 = time.perf_counter()
+            try:
+                new = runners[name]()
+            except Exception as exc:  # noqa: BLE001 - report and go on with the other cases
+                traceback.print_exc()
+                failed.append(name)
+                new = [Row(f"{name}: FAILED", None, note=f"{type(exc).__name__}: {exc}"[:200])]
+            rows.extend(new)
+            print(f"  {name}: {time.perf_counter() - t0:.1f} s", file=sys.stderr, flush=True)
+    print(format_table(rows))
+    print(f"total {time.perf_counter() - started:.0f} s ({'quick' if args.quick else 'full'} sizes)")
+    if args.json:
+        with open(args.json, "w", encoding="utf-8") as handle:
+            json.dump({"machine": info, "quick": args.quick, "rows": [r.to_json() for r in rows]}, handle, indent=2)
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,150 @@
+"""TUI cases with the real app under ``App.run_test()``: first screen, populate, key latency."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import statistics
+import time
+from typing import Any
+
+from benchmarks import inputs
+from benchmarks.harness import Row
+
+SIZE = (160, 48)
+
+
+async def _settle(app: Any, pilot: Any) -> None:
+    """Wait until no worker runs and the screen has processed what they posted."""
+    for _ in range(200):
+        await app.workers.wait_for_complete()
+        await pilot.pause()
+        if not any(w.is_running for w in app.workers):
+            return
+    raise AssertionError("workers never settled")
+
+
+async def _first_screen(state: Any) -> float:
+    from fvconsole.tui.app import FvConsoleApp
+
+    start = time.perf_counter()
+    app = FvConsoleApp(state)
+    async with app.run_test(size=SIZE) as pilot:
+        for _ in range(2000):
+            if app.loaded:
+                break
+            await pilot.pause(0.005)
+        if not app.loaded:
+            raise AssertionError("the console never loaded its state")
+        await _settle(app, pilot)
+        return time.perf_counter() - start
+
+
+class FrameClock:
+    """Timestamps every frame the app composes (``App._display``), rendering it to terminal bytes.
+
+    Pilot's own ``press``/``pause`` wait for three idle periods of 20 ms each, so they cannot
+    measure anything below ~60 ms; the frame timestamps can. Headless apps skip turning a frame
+    into escape sequences, so the hook does that work too, as a real terminal would need.
+    """
+
+    def __init__(self, app: Any) -> None:
+        self.frames: list[float] = []
+        self._app = app
+        self._display = app._display
+        app._display = self._hook
+
+    def _hook(self, screen: Any, renderable: Any) -> None:
+        if renderable is not None and hasattr(renderable, "render_segments"):
+            renderable.render_segments(self._app.console)
+            self.frames.append(time.perf_counter())
+        self._display(screen, renderable)
+
+    def first_after(self, start: float) -> float | None:
+        """Seconds from ``start`` to the first frame composed after it."""
+        later = [t for t in self.frames if t > start]
+        return later[0] - start if later else None
+
+
+async def _key_latency(pilot: Any, clock: FrameClock, table: Any, key: str, presses: int) -> float:
+    """Median seconds from a key press until the frame showing the moved cursor is composed."""
+    times = []
+    for _ in range(presses):
+        before = table.cursor_row
+        start = time.perf_counter()
+        await pilot.press(key)
+        await pilot.pause()
+        latency = clock.first_after(start)
+        if table.cursor_row == before or latency is None:
+            raise AssertionError(f"{key}: the cursor did not move or no frame was drawn")
+        times.append(latency)
+    return statistics.median(times)
+
+
+async def _populate_and_scroll(state: Any, view_name: str, fill: Any, table_id: str, presses: int) -> dict:
+    from textual.widgets import DataTable
+
+    from fvconsole.tui.app import FvConsoleApp
+
+    app = FvConsoleApp(state)
+    async with app.run_test(size=SIZE) as pilot:
+        await _settle(app, pilot)
+        app.action_show(view_name)
+        await pilot.pause()
+        clock = FrameClock(app)
+        view = app.current_view()
+        start = time.perf_counter()
+        fill(view)
+        await pilot.pause()
+        populate = clock.first_after(start)
+        if populate is None:
+            raise AssertionError("no frame was drawn after populating")
+        table = app.query_one(table_id, DataTable)
+        table.focus()
+        await pilot.pause()
+        down = await _key_latency(pilot, clock, table, "down", presses)
+        pagedown = await _key_latency(pilot, clock, table, "pagedown", presses)
+        return {"populate": populate, "down": down, "pagedown": pagedown, "rows": table.row_count}
+
+
+def tui_cases(root: str, ranks: int, cache_entries: int, presses: int) -> list[Row]:
+    """First screen on the demo workspace, then the migration and cache views at scale."""
+    from fvconsole.core.cache import scan_cache
+    from fvconsole.core.migration import preview_migration
+    from fvconsole.demo.workspace import build_demo_workspace
+    from fvconsole.tui.state import ConsoleState
+
+    ws = build_demo_workspace(os.path.join(root, "demo"))
+    demo_state = ConsoleState(config_path=ws.config_path, checkpoints_path=ws.output_dir, cache_root=ws.cache_root)
+    first = asyncio.run(_first_screen(demo_state))
+    rows = [Row("TUI first screen (demo workspace)", first, None, "", "<1.5 s", first < 1.5,
+                "run_test() start until loaded and settled")]
+
+    run = inputs.migration_run(os.path.join(root, "mig"), world_size=ranks, num_row_groups=ranks * 8, step=20)
+    preview = preview_migration(run.request(os.path.join(root, "mig-out")))
+    if preview.plan is None:
+        raise AssertionError(f"preview refused: {[r.message for r in preview.refusals]}")
+    mig = asyncio.run(_populate_and_scroll(ConsoleState(), "migration", lambda v: v._show_preview(preview),
+                                           "#mig-ranks", presses))
+    if mig["rows"] != ranks:
+        raise AssertionError(f"migration table shows {mig['rows']} rows, expected {ranks}")
+    rows += _tui_rows(f"TUI migration view, {ranks}-rank plan", mig)
+
+    cache = inputs.cache_root(os.path.join(root, "cache"), cache_entries, 2)
+    scan = scan_cache(cache)
+    state = ConsoleState(cache_root=cache)
+    res = asyncio.run(_populate_and_scroll(state, "cache", lambda v: v._show_scan(scan), "#cache-table", presses))
+    if res["rows"] != cache_entries:
+        raise AssertionError(f"cache table shows {res['rows']} rows, expected {cache_entries}")
+    rows += _tui_rows(f"TUI cache view, {cache_entries:,} entries", res)
+    return rows
+
+
+def _tui_rows(label: str, res: dict) -> list[Row]:
+    key = max(res["down"], res["pagedown"])
+    return [
+        Row(f"{label}: populate", res["populate"], None, "", "<1 s", res["populate"] < 1,
+            "table filled and rendered (scan/plan excluded)"),
+        Row(f"{label}: key latency", key, None, "", "<50 ms", key < 0.05,
+            f"median down {res['down'] * 1e3:.1f} ms, pagedown {res['pagedown'] * 1e3:.1f} ms"),
+    ]

@@ -1,0 +1,116 @@
+"""Timing, result rows, the machine description and the printed table."""
+
+from __future__ import annotations
+
+import os
+import platform
+import sys
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass
+from typing import Any, TypeVar
+
+T = TypeVar("T")
+
+
+@dataclass(frozen=True)
+class Row:
+    """One line of the results table; ``ratio`` is baseline / fvconsole (higher is better)."""
+
+    case: str
+    fv_seconds: float | None
+    baseline_seconds: float | None = None
+    baseline: str = ""
+    target: str = ""
+    met: bool | None = None
+    note: str = ""
+
+    @property
+    def ratio(self) -> float | None:
+        if not self.fv_seconds or self.baseline_seconds is None:
+            return None
+        return self.baseline_seconds / self.fv_seconds
+
+    def to_json(self) -> dict[str, Any]:
+        return {**asdict(self), "ratio": self.ratio}
+
+
+def timed(fn: Callable[[], T]) -> tuple[float, T]:
+    """Wall time of one call and its result."""
+    start = time.perf_counter()
+    result = fn()
+    return time.perf_counter() - start, result
+
+
+def best_of(fn: Callable[[], Any], repeat: int) -> float:
+    """Fastest of ``repeat`` calls: the least disturbed by other load on a shared machine."""
+    return min(timed(fn)[0] for _ in range(max(1, repeat)))
+
+
+def _cpu_model() -> str:
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as handle:
+            for line in handle:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or "unknown"
+
+
+def machine_info() -> dict[str, str]:
+    """CPU, cores, Python, torch and OS, printed above the table."""
+    try:
+        import torch
+
+        torch_version = torch.__version__
+    except ImportError:  # pragma: no cover - torch is a dependency
+        torch_version = "not installed"
+    return {
+        "cpu": _cpu_model(),
+        "cores": str(os.cpu_count()),
+        "python": sys.version.split()[0],
+        "torch": torch_version,
+        "os": f"{platform.system()} {platform.release()}",
+    }
+
+
+def _fmt_seconds(value: float | None) -> str:
+    if value is None:
+        return "-"
+    if value < 0.001:
+        return f"{value * 1e6:.0f} us"
+    if value < 1:
+        return f"{value * 1e3:.1f} ms"
+    return f"{value:.2f} s"
+
+
+def _fmt_ratio(value: float | None) -> str:
+    if value is None:
+        return "-"
+    return f"{value:.1f}x" if value < 100 else f"{value:.0f}x"
+
+
+def _fmt_met(value: bool | None) -> str:
+    return {True: "yes", False: "NO", None: "-"}[value]
+
+
+def format_table(rows: Sequence[Row]) -> str:
+    """A Markdown table (prints well on a terminal and pastes into the README)."""
+    headers = ("case", "fvconsole", "baseline", "baseline time", "ratio", "target", "met", "notes")
+    body = [
+        (r.case, _fmt_seconds(r.fv_seconds), r.baseline or "-", _fmt_seconds(r.baseline_seconds),
+         _fmt_ratio(r.ratio), r.target or "-", _fmt_met(r.met), r.note)
+        for r in rows
+    ]
+    widths = [max(len(str(line[i])) for line in [headers, *body]) for i in range(len(headers))]
+
+    def line(cells: Sequence[str]) -> str:
+        return "| " + " | ".join(str(c).ljust(w) for c, w in zip(cells, widths, strict=True)) + " |"
+
+    rule = "|" + "|".join("-" * (w + 2) for w in widths) + "|"
+    return "\n".join([line(headers), rule, *(line(b) for b in body)])
+
+
+def format_machine(info: dict[str, str]) -> str:
+    return "machine: " + ", ".join(f"{k} {v}" for k, v in info.items())

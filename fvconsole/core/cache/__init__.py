@@ -1,0 +1,47 @@
+"""Weight shard cache: scan, eviction plans, safe eviction (FORMATS.md §6).
+
+Pure standard library: safetensors headers and manifests are parsed with ``json`` so
+``fvconsole cache ls`` starts fast and never imports torch.
+"""
+
+from __future__ import annotations
+
+from fvconsole.core.cache.durations import format_duration, parse_duration
+from fvconsole.core.cache.evict import EvictedEntry, EvictionResult, execute_eviction, remove_tree
+from fvconsole.core.cache.plan import (
+    EvictionPlan,
+    PlannedEviction,
+    SkippedEntry,
+    gc_sort_key,
+    lru_victims,
+    lru_walk,
+    plan_eviction,
+)
+from fvconsole.core.cache.roots import (
+    DEFAULT_MAX_GB,
+    ENV_MAX_GB,
+    ENV_ROOT,
+    cap_bytes,
+    default_max_gb,
+    parse_max_gb,
+    resolve_root,
+)
+from fvconsole.core.cache.scan import (
+    DEFAULT_GRACE_SECONDS,
+    KEY_RE,
+    CacheEntry,
+    CacheScan,
+    Leftover,
+    ManifestSummary,
+    compact_indices,
+    scan_cache,
+)
+
+__all__ = [
+    "DEFAULT_GRACE_SECONDS", "DEFAULT_MAX_GB", "ENV_MAX_GB", "ENV_ROOT", "KEY_RE",
+    "CacheEntry", "CacheScan", "EvictedEntry", "EvictionPlan", "EvictionResult", "Leftover",
+    "ManifestSummary", "PlannedEviction", "SkippedEntry",
+    "cap_bytes", "compact_indices", "default_max_gb", "execute_eviction", "format_duration",
+    "gc_sort_key", "lru_victims", "lru_walk", "parse_duration", "parse_max_gb", "plan_eviction", "remove_tree",
+    "resolve_root", "scan_cache",
+]

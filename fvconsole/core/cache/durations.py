@@ -1,0 +1,43 @@
+"""Human durations (``90s``, ``30m``, ``12h``, ``7d``, ``1w``, ``1d12h``) for cache selectors."""
+
+from __future__ import annotations
+
+import math
+import re
+
+from fvconsole.core.errors import UsageError
+
+_UNITS = {"s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0, "w": 604800.0}
+_PART = re.compile(r"(\d+(?:\.\d+)?)([smhdw])")
+_WHOLE = re.compile(r"(?:\d+(?:\.\d+)?[smhdw])+")
+
+
+def parse_duration(text: str, flag: str = "duration") -> float:
+    """Seconds in ``text``; a unit is required so ``7`` is never silently 7 seconds or 7 days.
+
+    Raises UsageError naming ``flag`` (exit 2) on anything else.
+    """
+    value = str(text).strip().lower()
+    if value == "0":
+        return 0.0
+    if not _WHOLE.fullmatch(value):
+        raise UsageError(
+            f"{flag}: invalid duration {text!r} (use e.g. 90s, 30m, 12h, 7d, 1w or 1d12h)"
+        )
+    seconds = sum(float(n) * _UNITS[u] for n, u in _PART.findall(value))
+    if not math.isfinite(seconds):
+        raise UsageError(f"{flag}: duration {text!r} is too large")
+    return seconds
+
+
+def format_duration(seconds: float) -> str:
+    """The inverse, compact and exact enough for reasons in plans (``10m``, ``1d12h``)."""
+    seconds = int(round(seconds))
+    if seconds <= 0:
+        return "0s"
+    parts = []
+    for unit, size in (("d", 86400), ("h", 3600), ("m", 60), ("s", 1)):
+        if seconds >= size:
+            parts.append(f"{seconds // size}{unit}")
+            seconds %= size
+    return "".join(parts)

@@ -1,0 +1,134 @@
+"""Polite, bounded reads of cache files: never the tensor data, never an mtime/atime change.
+
+Opened with ``O_NOATIME`` where the kernel allows it (owner or CAP_FOWNER; silently
+falls back otherwise) and ``O_NOFOLLOW`` so a planted symlink is never read through.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from typing import Any
+
+#: A safetensors header longer than this is treated as corrupt, not read.
+MAX_HEADER_BYTES = 100 * 2**20
+#: A manifest larger than this is refused rather than parsed (real ones are a few MB).
+MAX_MANIFEST_BYTES = 512 * 2**20
+
+
+class CacheFileError(ValueError):
+    """A cache file that cannot be used; the message says what is wrong with it."""
+
+
+def open_readonly(path: str, *, directory: bool = False) -> int:
+    """A read-only fd that does not follow symlinks and, when permitted, does not touch atime."""
+    flags = os.O_RDONLY | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0)
+    if directory:
+        flags |= os.O_DIRECTORY
+    noatime = getattr(os, "O_NOATIME", 0)
+    if noatime:
+        try:
+            return os.open(path, flags | noatime)
+        except PermissionError:
+            pass  # EPERM: not the owner; retry politely without O_NOATIME
+    return os.open(path, flags)
+
+
+def list_dir(path: str) -> list[tuple[str, os.stat_result]]:
+    """(name, lstat) of every child: one getdents pass plus one lstat per child, atime untouched.
+
+    Children removed between readdir and lstat are left out (they are gone).
+    """
+    fd = open_readonly(path, directory=True)
+    try:
+        out = []
+        with os.scandir(fd) as it:
+            for item in it:
+                try:
+                    out.append((item.name, item.stat(follow_symlinks=False)))
+                except FileNotFoundError:
+                    continue
+        return out
+    finally:
+        os.close(fd)
+
+
+def _pread_exact(fd: int, length: int, offset: int) -> bytes:
+    chunks = []
+    while length > 0:
+        chunk = os.pread(fd, min(length, 1 << 24), offset)
+        if not chunk:
+            break
+        chunks.append(chunk)
+        length -= len(chunk)
+        offset += len(chunk)
+    return b"".join(chunks)
+
+
+def read_manifest(path: str) -> dict[str, Any]:
+    """Parse a manifest.json once (CacheFileError when it is not a JSON object)."""
+    fd = open_readonly(path)
+    try:
+        size = os.fstat(fd).st_size
+        if size > MAX_MANIFEST_BYTES:
+            raise CacheFileError(f"manifest.json is {size} bytes (more than {MAX_MANIFEST_BYTES})")
+        raw = _pread_exact(fd, size, 0)
+    finally:
+        os.close(fd)
+    try:
+        data = json.loads(raw)
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise CacheFileError(f"manifest.json does not parse as JSON ({exc})") from None
+    if not isinstance(data, dict):
+        raise CacheFileError("manifest.json is not a JSON object")
+    return data
+
+
+def read_safetensors_header(path: str) -> dict[str, Any]:
+    """The JSON header of a safetensors file, validated against the file size.
+
+    Reads 8 bytes plus the header: never tensor data, so it is cheap on a 10 GB shard.
+    """
+    fd = open_readonly(path)
+    try:
+        size = os.fstat(fd).st_size
+        head = _pread_exact(fd, 8, 0)
+        if len(head) < 8:
+            raise CacheFileError(f"{size} bytes, shorter than the 8-byte header length")
+        length = int.from_bytes(head, "little")
+        if length > MAX_HEADER_BYTES:
+            raise CacheFileError(f"header length {length} exceeds {MAX_HEADER_BYTES} bytes")
+        if 8 + length > size:
+            raise CacheFileError(f"header length {length} runs past the end of the file ({size} bytes)")
+        raw = _pread_exact(fd, length, 8)
+    finally:
+        os.close(fd)
+    try:
+        header = json.loads(raw)
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise CacheFileError(f"header does not parse as JSON ({exc})") from None
+    if not isinstance(header, dict):
+        raise CacheFileError("header is not a JSON object")
+    _check_tensor_table(header, data_bytes=size - 8 - length)
+    return header
+
+
+def _check_tensor_table(header: dict[str, Any], data_bytes: int) -> None:
+    """Every tensor has dtype/shape/data_offsets inside the data section (catches truncation)."""
+    for name, info in header.items():
+        if name == "__metadata__":
+            continue
+        if not isinstance(info, dict) or not {"dtype", "shape", "data_offsets"} <= info.keys():
+            raise CacheFileError(f"tensor {name!r} lacks dtype/shape/data_offsets")
+        offsets = info["data_offsets"]
+        if (
+            not isinstance(offsets, list)
+            or len(offsets) != 2
+            or not all(isinstance(o, int) and not isinstance(o, bool) for o in offsets)
+            or not 0 <= offsets[0] <= offsets[1]
+        ):
+            raise CacheFileError(f"tensor {name!r} has bad data_offsets {offsets!r}")
+        if offsets[1] > data_bytes:
+            raise CacheFileError(
+                f"tensor {name!r} ends at byte {offsets[1]} of a {data_bytes}-byte data section (truncated)"
+            )

@@ -1,0 +1,237 @@
+"""Eviction plans: which entries to delete and why, decided without touching the disk."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from fvconsole.core.cache.durations import format_duration
+from fvconsole.core.cache.roots import cap_bytes, dangerous_root_reason
+from fvconsole.core.cache.scan import CacheEntry, CacheScan, Leftover
+from fvconsole.core.errors import FvError, UsageError
+
+
+@dataclass(frozen=True)
+class PlannedEviction:
+    """One directory (or top-level symlink) to remove; re-checked against these fields first."""
+
+    key: str
+    path: str
+    bytes: int
+    reason: str
+    manifest_mtime_ns: int | None
+    is_symlink: bool = False
+    leftover: bool = False
+
+    def to_json(self) -> dict[str, Any]:
+        return {"key": self.key, "path": self.path, "bytes": int(self.bytes), "reason": self.reason,
+                "manifest_mtime_ns": self.manifest_mtime_ns, "is_symlink": self.is_symlink,
+                "leftover": self.leftover}
+
+
+@dataclass(frozen=True)
+class SkippedEntry:
+    """A selected entry that will not be removed, with the reason."""
+
+    key: str
+    reason: str
+
+    def to_json(self) -> dict[str, Any]:
+        return {"key": self.key, "reason": self.reason}
+
+
+@dataclass(frozen=True)
+class EvictionPlan:
+    """Exactly what ``execute_eviction`` will attempt, in order."""
+
+    root: str
+    real_root: str
+    evict: tuple[PlannedEviction, ...]
+    skipped: tuple[SkippedEntry, ...]
+    total_bytes: int
+    cap_bytes: int | None
+    grace_seconds: float
+    force: bool
+    created_at: float
+    hostname: str
+
+    @property
+    def freed_bytes(self) -> int:
+        return sum(p.bytes for p in self.evict)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "executed": False,
+            "root": self.root,
+            "evict": [p.to_json() for p in self.evict],
+            "skipped": [s.to_json() for s in self.skipped],
+            "freed_bytes": self.freed_bytes,
+            "errors": [],
+            "total_bytes": self.total_bytes,
+            "total_bytes_after": self.total_bytes - sum(p.bytes for p in self.evict if not p.leftover),
+            "cap_bytes": self.cap_bytes,
+            "grace_seconds": self.grace_seconds,
+            "force": self.force,
+            "hostname": self.hostname,
+        }
+
+
+def gc_sort_key(entry: CacheEntry) -> tuple[float, int, str]:
+    """FastVideo ``_gc_cache_root`` order: manifest mtime (0.0 without a manifest), size, path."""
+    return (entry.last_used if entry.last_used is not None else 0.0, entry.bytes, entry.path)
+
+
+def lru_victims(entries: Sequence[CacheEntry], cap: float, skip: Iterable[str] = ()) -> list[CacheEntry]:
+    """The entries FastVideo's GC would delete, in its order, to bring the total to <= ``cap``."""
+    return lru_walk(entries, cap, skip)[0]
+
+
+def lru_walk(entries: Sequence[CacheEntry], cap: float,
+             skip: Iterable[str] = ()) -> tuple[list[CacheEntry], list[CacheEntry]]:
+    """(victims, passed over): FastVideo's GC loop, recording what it had to skip.
+
+    Mirrors the upstream loop: walk the gc order, stop once total <= cap, pass over the
+    skipped keys (upstream: the key it just wrote) without counting them as freed.
+    """
+    skip = set(skip)
+    total = sum(e.bytes for e in entries)
+    victims, passed = [], []
+    for entry in sorted(entries, key=gc_sort_key):
+        if total <= cap:
+            break
+        if entry.key in skip:
+            passed.append(entry)
+            continue
+        victims.append(entry)
+        total -= entry.bytes
+    return victims, passed
+
+
+def protection_reason(entry: CacheEntry, now: float, grace: float) -> str | None:
+    """Why an entry looks in use right now (skipped unless --force)."""
+    window = format_duration(grace)
+    if entry.writing:
+        return f"being written (a .tmp file changed within the {window} grace period)"
+    if entry.last_used is not None and now - entry.last_used < grace:
+        return f"used {format_duration(max(now - entry.last_used, 0))} ago (within the {window} grace period)"
+    if entry.newest_mtime is not None and now - entry.newest_mtime < grace:
+        age = format_duration(max(now - entry.newest_mtime, 0))
+        return f"modified {age} ago (within the {window} grace period; a write may be in progress)"
+    return None
+
+
+def _leftover_reason(item: Leftover, now: float, grace: float) -> str | None:
+    """A leftover whose evictor may still be running on this host is left alone for a while."""
+    if now - item.mtime >= grace or not _pid_alive(item.pid):
+        return None
+    return f"eviction by pid {item.pid} may still be running (changed {format_duration(now - item.mtime)} ago)"
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except (PermissionError, OverflowError, ValueError):
+        return pid > 0
+    return pid > 0
+
+
+def _select(scan: CacheScan, *, max_gb: float | None, keys: Sequence[str], invalid: bool,
+            older_than: float | None, skip_lru: set[str], now: float) -> dict[str, list[str]]:
+    """key -> reasons, the union of all selectors."""
+    reasons: dict[str, list[str]] = {}
+    regular = [e for e in scan.entries if not e.is_symlink]
+    for key in keys:
+        if scan.get(key) is not None:
+            reasons.setdefault(key, []).append("selected by --key")
+    if invalid:
+        for e in scan.entries:
+            if e.status in ("invalid", "incomplete"):
+                reasons.setdefault(e.key, []).append(f"{e.status}: {e.explanation}")
+    if older_than is not None:
+        for e in regular:
+            if e.last_used is None:
+                reasons.setdefault(e.key, []).append("never used (no manifest): counts as oldest")
+            elif now - e.last_used > older_than:
+                age = format_duration(now - e.last_used)
+                reasons.setdefault(e.key, []).append(f"last used {age} ago (older than {format_duration(older_than)})")
+    if max_gb is not None:
+        victims, passed = lru_walk(regular, cap_bytes(max_gb), skip_lru)
+        for rank, e in enumerate(victims, 1):
+            reasons.setdefault(e.key, []).append(f"LRU #{rank}: total over the {max_gb:g} GiB cap")
+        for e in passed:
+            reasons.setdefault(e.key, []).append(f"LRU: next in line for the {max_gb:g} GiB cap")
+    return reasons
+
+
+def plan_eviction(scan: CacheScan, *, max_gb: float | None = None, keys: Sequence[str] = (),
+                  invalid: bool = False, older_than: float | None = None, keep: Sequence[str] = (),
+                  grace_seconds: float | None = None, force: bool = False,
+                  now: float | None = None) -> EvictionPlan:
+    """Union of the selectors minus --keep and (unless ``force``) entries in use.
+
+    Raises FvError for a dangerous root and UsageError when nothing is selected. Leftovers
+    of interrupted evictions are always planned for cleanup (first).
+    """
+    if max_gb is None and not keys and not invalid and older_than is None:
+        raise UsageError("nothing selected: give --max-gb, --key, --invalid or --older-than")
+    reason = dangerous_root_reason(scan.real_root, bool(scan.entries or scan.leftovers), force)
+    if reason:
+        raise FvError(f"{scan.root}: {reason}")
+    now = scan.scanned_at if now is None else now
+    grace = scan.grace_seconds if grace_seconds is None else float(grace_seconds)
+    keep_set = set(keep)
+    protected = {} if force else {
+        e.key: r for e in scan.entries if (r := protection_reason(e, now, grace)) is not None
+    }
+    selected = _select(scan, max_gb=max_gb, keys=keys, invalid=invalid, older_than=older_than,
+                       skip_lru=keep_set | set(protected), now=now)
+    evict, skipped = _leftover_items(scan, now, grace, force)
+    skipped += [SkippedEntry(k, "no such entry in the cache") for k in dict.fromkeys(keys) if scan.get(k) is None]
+    chosen = [e for e in scan.entries if e.key in selected]
+    for e in sorted(chosen, key=gc_sort_key):
+        if e.key in keep_set:
+            skipped.append(SkippedEntry(e.key, "kept (--keep)"))
+        elif e.key in protected:
+            skipped.append(SkippedEntry(e.key, f"{protected[e.key]}; --force to evict anyway"))
+        else:
+            evict.append(_planned(e, "; ".join(selected[e.key])))
+    if max_gb is not None:
+        skipped += _lru_notes(scan, selected)
+    return EvictionPlan(
+        root=scan.root, real_root=scan.real_root, evict=tuple(evict), skipped=tuple(skipped),
+        total_bytes=scan.total_bytes, cap_bytes=int(cap_bytes(max_gb)) if max_gb is not None else None,
+        grace_seconds=grace, force=force, created_at=now, hostname=scan.hostname,
+    )
+
+
+def _planned(e: CacheEntry, reason: str) -> PlannedEviction:
+    if e.is_symlink:
+        reason += " (a symlink: only the link is removed, its target is never touched)"
+    return PlannedEviction(key=e.key, path=e.path, bytes=e.bytes, reason=reason,
+                           manifest_mtime_ns=e.manifest_mtime_ns, is_symlink=e.is_symlink)
+
+
+def _leftover_items(scan: CacheScan, now: float, grace: float,
+                    force: bool) -> tuple[list[PlannedEviction], list[SkippedEntry]]:
+    evict, skipped = [], []
+    for item in scan.leftovers:
+        busy = None if force else _leftover_reason(item, now, grace)
+        if busy:
+            skipped.append(SkippedEntry(item.key, f"{item.name}: {busy}"))
+        else:
+            evict.append(PlannedEviction(key=item.key, path=item.path, bytes=item.bytes,
+                                         reason=f"leftover of an interrupted eviction ({item.name})",
+                                         manifest_mtime_ns=None, leftover=True))
+    return evict, skipped
+
+
+def _lru_notes(scan: CacheScan, selected: dict[str, list[str]]) -> list[SkippedEntry]:
+    """Symlinked entries are never part of the size policy: say so when --max-gb is used."""
+    return [
+        SkippedEntry(e.key, "symlinked entry: never evicted by --max-gb (select it with --key or --invalid)")
+        for e in scan.entries if e.is_symlink and e.key not in selected
+    ]

@@ -1,0 +1,314 @@
+"""Checkpoint discovery: which ``checkpoint-<step>`` dirs exist, are complete, and of what kind.
+
+Listing never raises for a damaged checkpoint: what cannot be read is reported in
+``problems`` (an operator is usually looking precisely because something is wrong).
+Reading ``dcp/.metadata`` needs torch (it is a pickle of torch classes), imported lazily.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from fvconsole.core.errors import FvError
+
+CHECKPOINT_RE = re.compile(r"^checkpoint-(\d+)$")
+RNG_RE = re.compile(r"^rng_state_rank(\d+)\.pt$")
+SIDECAR_RE = re.compile(r"^dataloader_state_rank(\d+)\.pt$")
+DATALOADER_KEY = "dataloader"
+
+Kind = Literal["legacy", "rank-local", "none", "unknown"]
+
+
+@dataclass(frozen=True)
+class CheckpointInfo:
+    """What one checkpoint directory holds, as far as can be told without loading tensors."""
+
+    path: str
+    step: int
+    complete: bool
+    kind: Kind
+    rank_sidecars: int
+    rng_states: int
+    has_config: bool
+    bytes: int
+    metadata_step: int | None
+    problems: tuple[str, ...] = ()
+    #: World size from the embedded config (None when unknown).
+    world_size: int | None = None
+    has_dcp: bool = False
+    has_dcp_metadata: bool = False
+    #: Number of DCP state keys under ``dataloader.`` (None when DCP metadata was not read).
+    dataloader_keys: int | None = None
+    #: mtime of the checkpoint directory (seconds since the epoch).
+    mtime: float | None = None
+
+    @property
+    def name(self) -> str:
+        return os.path.basename(self.path)
+
+    def to_json(self) -> dict:
+        return {
+            "path": self.path,
+            "name": self.name,
+            "step": self.step,
+            "complete": self.complete,
+            "kind": self.kind,
+            "rank_sidecars": self.rank_sidecars,
+            "rng_states": self.rng_states,
+            "has_config": self.has_config,
+            "bytes": self.bytes,
+            "metadata_step": self.metadata_step,
+            "world_size": self.world_size,
+            "has_dcp": self.has_dcp,
+            "has_dcp_metadata": self.has_dcp_metadata,
+            "dataloader_keys": self.dataloader_keys,
+            "mtime": self.mtime,
+            "problems": list(self.problems),
+        }
+
+
+def checkpoint_step(path: str | os.PathLike[str]) -> int | None:
+    """The step in a ``checkpoint-<step>`` directory name (what FastVideo compares against)."""
+    match = CHECKPOINT_RE.match(os.path.basename(os.path.normpath(os.fspath(path))))
+    return int(match.group(1)) if match else None
+
+
+def tree_bytes(path: str) -> int:
+    """Sum of file sizes below ``path`` (lstat; symlinks are counted, never followed)."""
+    total = 0
+    stack = [path]
+    while stack:
+        current = stack.pop()
+        try:
+            with os.scandir(current) as it:
+                for entry in it:
+                    try:
+                        if entry.is_dir(follow_symlinks=False):
+                            stack.append(entry.path)
+                        else:
+                            total += entry.stat(follow_symlinks=False).st_size
+                    except OSError:
+                        continue
+        except OSError:
+            continue
+    return total
+
+
+def read_metadata(checkpoint_dir: str | os.PathLike[str]) -> dict:
+    """``metadata.json`` as a dict; FvError naming the file and field when malformed."""
+    path = os.path.join(os.fspath(checkpoint_dir), "metadata.json")
+    try:
+        with open(path, encoding="utf-8") as fh:
+            data = json.load(fh)
+    except FileNotFoundError:
+        raise FvError(f"{path}: missing (no metadata.json in the checkpoint)") from None
+    except OSError as exc:
+        raise FvError(f"{path}: cannot read ({exc.strerror or exc})") from None
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise FvError(f"{path}: not valid JSON ({exc})") from None
+    if not isinstance(data, dict):
+        raise FvError(f"{path}: must be a JSON object, got {type(data).__name__}")
+    step = data.get("step")
+    if "step" not in data:
+        raise FvError(f"{path}: field 'step' is missing")
+    if isinstance(step, bool) or not isinstance(step, int) or step < 0:
+        raise FvError(f"{path}: field 'step' must be a non-negative integer (got {step!r})")
+    if "config" in data and not isinstance(data["config"], dict):
+        raise FvError(f"{path}: field 'config' must be a mapping (got {type(data['config']).__name__})")
+    return data
+
+
+# DCP metadata is immutable once written; cache key includes identity and mtime.
+_DCP_CACHE: dict[tuple[str, int, int, int], tuple[str, ...]] = {}
+_DCP_CACHE_MAX = 4096
+
+
+def dcp_state_keys(checkpoint_dir: str | os.PathLike[str]) -> list[str]:
+    """Sorted DCP state-dict keys from ``dcp/.metadata`` (CPU, no process group).
+
+    FvError naming the file when it is missing or unreadable (the unpickling error is kept).
+    """
+    dcp_dir = os.path.join(os.fspath(checkpoint_dir), "dcp")
+    meta = os.path.join(dcp_dir, ".metadata")
+    try:
+        st = os.stat(meta)
+    except OSError as exc:
+        raise FvError(f"{meta}: cannot read DCP metadata ({exc.strerror or exc})") from None
+    key = (os.path.realpath(meta), st.st_ino, st.st_mtime_ns, st.st_size)
+    cached = _DCP_CACHE.get(key)
+    if cached is not None:
+        return list(cached)
+    try:
+        import warnings
+
+        from torch.distributed.checkpoint import FileSystemReader
+
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            keys = tuple(sorted(FileSystemReader(dcp_dir).read_metadata().state_dict_metadata))
+    except Exception as exc:  # noqa: BLE001 - a damaged pickle can raise anything
+        reason = " ".join(f"{type(exc).__name__}: {exc}".split())[:200]
+        raise FvError(f"{meta}: unreadable DCP metadata ({reason})") from None
+    if len(_DCP_CACHE) >= _DCP_CACHE_MAX:
+        _DCP_CACHE.clear()
+    _DCP_CACHE[key] = keys
+    return list(keys)
+
+
+def dcp_key_summary(checkpoint_dir: str | os.PathLike[str]) -> dict[str, int]:
+    """Top-level DCP key → number of state keys under it (for the TUI detail pane)."""
+    summary: dict[str, int] = {}
+    for key in dcp_state_keys(checkpoint_dir):
+        top = key.split(".", 1)[0]
+        summary[top] = summary.get(top, 0) + 1
+    return dict(sorted(summary.items()))
+
+
+def _scan_rank_files(path: str) -> tuple[set[int], set[int], bool, bool]:
+    """(rng ranks, sidecar ranks, has dcp dir, has metadata.json) from one directory listing."""
+    rng: set[int] = set()
+    sidecars: set[int] = set()
+    has_dcp = has_meta = False
+    with os.scandir(path) as it:
+        for entry in it:
+            name = entry.name
+            if name == "dcp":
+                has_dcp = entry.is_dir(follow_symlinks=False)
+            elif name == "metadata.json":
+                has_meta = True
+            elif (m := RNG_RE.match(name)) is not None:
+                rng.add(int(m.group(1)))
+            elif (m := SIDECAR_RE.match(name)) is not None:
+                sidecars.add(int(m.group(1)))
+    return rng, sidecars, has_dcp, has_meta
+
+
+def _world_size(config: Any) -> int | None:
+    try:
+        value = config["training"]["distributed"]["num_gpus"]
+    except (KeyError, TypeError):
+        return None
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        return None
+    return value
+
+
+def inspect_checkpoint(path: str | os.PathLike[str], *, read_dcp: bool = True) -> CheckpointInfo:
+    """Inspect one ``checkpoint-<step>`` dir. ``read_dcp=False`` skips torch (kind may be unknown)."""
+    path = os.path.abspath(os.path.expanduser(os.fspath(path)))
+    step = checkpoint_step(path)
+    if step is None:
+        raise FvError(f"{path}: not a checkpoint directory (name must match checkpoint-<step>)")
+    if not os.path.isdir(path):
+        raise FvError(f"{path}: checkpoint directory does not exist")
+    problems: list[str] = []
+    if os.path.islink(path):
+        problems.append("checkpoint directory is a symlink")
+    rng, sidecars, has_dcp, has_meta = _scan_rank_files(path)
+    metadata_step: int | None = None
+    config: Any = None
+    if has_meta:
+        try:
+            meta = read_metadata(path)
+            metadata_step = meta["step"]
+            config = meta.get("config")
+        except FvError as exc:
+            problems.append(str(exc))
+    else:
+        problems.append("metadata.json is missing")
+    if metadata_step is not None and metadata_step != step:
+        problems.append(f"metadata.json step {metadata_step} differs from directory step {step}")
+    if has_meta and config is None and metadata_step is not None:
+        problems.append("metadata.json has no embedded config")
+    world = _world_size(config)
+    dcp_meta = has_dcp and os.path.isfile(os.path.join(path, "dcp", ".metadata"))
+    if not has_dcp:
+        problems.append("dcp/ directory is missing")
+    elif not dcp_meta:
+        problems.append("dcp/.metadata is missing (interrupted save)")
+    if world is not None:
+        complete = dcp_meta and all(r in rng for r in range(world))
+        missing_rng = world - sum(1 for r in range(world) if r in rng)
+        if missing_rng:
+            problems.append(f"{missing_rng} of {world} rng_state_rank<r>.pt files missing (interrupted save)")
+    else:
+        complete = dcp_meta
+    if sidecars and world is not None and sidecars != set(range(world)):
+        problems.append(f"{len(sidecars)} dataloader_state_rank<r>.pt files for world size {world}")
+    kind: Kind
+    loader_keys: int | None = None
+    if sidecars:
+        kind = "rank-local"
+    elif not read_dcp or not dcp_meta:
+        kind = "unknown"
+    else:
+        try:
+            keys = dcp_state_keys(path)
+            loader_keys = sum(1 for k in keys if k == DATALOADER_KEY or k.startswith(DATALOADER_KEY + "."))
+            kind = "legacy" if loader_keys else "none"
+        except FvError as exc:
+            problems.append(str(exc))
+            kind = "unknown"
+    try:
+        mtime: float | None = os.stat(path).st_mtime
+    except OSError:
+        mtime = None
+    return CheckpointInfo(
+        path=path,
+        step=step,
+        complete=complete,
+        kind=kind,
+        rank_sidecars=len(sidecars),
+        rng_states=len(rng),
+        has_config=isinstance(config, dict),
+        bytes=tree_bytes(path),
+        metadata_step=metadata_step,
+        problems=tuple(problems),
+        world_size=world,
+        has_dcp=has_dcp,
+        has_dcp_metadata=dcp_meta,
+        dataloader_keys=loader_keys,
+        mtime=mtime,
+    )
+
+
+def checkpoint_dirs(output_dir: str | os.PathLike[str]) -> list[str]:
+    """``checkpoint-<step>`` children of an output dir, highest step first."""
+    base = os.fspath(output_dir)
+    found: list[tuple[int, str]] = []
+    with os.scandir(base) as it:
+        for entry in it:
+            match = CHECKPOINT_RE.match(entry.name)
+            if match and entry.is_dir():
+                found.append((int(match.group(1)), entry.path))
+    found.sort(key=lambda item: (-item[0], item[1]))
+    return [p for _, p in found]
+
+
+def discover_checkpoints(path: str | os.PathLike[str], *, read_dcp: bool = True) -> list[CheckpointInfo]:
+    """Checkpoints in an output dir, or the one checkpoint dir given; newest (highest step) first."""
+    path = os.path.abspath(os.path.expanduser(os.fspath(path)))
+    if not os.path.exists(path):
+        raise FvError(f"{path}: checkpoint path does not exist")
+    if not os.path.isdir(path):
+        raise FvError(f"{path}: not a directory (expected an output dir or a checkpoint-<step> dir)")
+    if checkpoint_step(path) is not None:
+        return [inspect_checkpoint(path, read_dcp=read_dcp)]
+    try:
+        dirs = checkpoint_dirs(path)
+    except OSError as exc:
+        raise FvError(f"{path}: cannot list directory ({exc.strerror or exc})") from None
+    return [inspect_checkpoint(d, read_dcp=read_dcp) for d in dirs]
+
+
+def latest_resumable(infos: list[CheckpointInfo]) -> CheckpointInfo | None:
+    """What FastVideo's "latest" resume picks: the highest step whose ``dcp/`` is a directory.
+
+    It may be incomplete (an interrupted save), which is worth a warning.
+    """
+    candidates = [info for info in infos if info.has_dcp]
+    return max(candidates, key=lambda info: info.step, default=None)

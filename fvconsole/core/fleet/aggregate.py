@@ -1,0 +1,234 @@
+"""Fleet-wide views built from per-node ``cache ls`` / ``cache evict`` JSON (pure functions).
+
+Everything here is linear in the total number of (node, entry) pairs, so a thousand
+nodes with thousands of entries each stays cheap; nothing here touches Slurm or disk.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from fvconsole.core.errors import EXIT_OK, EXIT_PARTIAL, EXIT_REFUSED
+from fvconsole.core.fleet.dispatch import FleetRun, NodeOutcome, NodeSelection
+from fvconsole.core.fleet.hostlist import compress_hostlist
+
+#: Statuses meaning "this node's copy has its manifest.json".
+WITH_MANIFEST = ("complete", "partial")
+#: Statuses an eviction with --invalid would take (what "reclaimable" means per node).
+RECLAIMABLE = ("invalid", "incomplete")
+
+PER_NODE_MANIFEST = (
+    "FastVideo writes manifest.json from global rank 0 only, so with a node-local cache "
+    "(FASTVIDEO_WEIGHT_SHARD_CACHE_PER_NODE=1) only rank 0's node ever gets a usable entry; "
+    "the other nodes keep shards without a manifest, never hit (the all-ranks vote then makes "
+    "every launch a full load) and their copies look oldest to the built-in GC. Evicting the "
+    "incomplete copies frees their space, but the next launch writes them again."
+)
+
+
+def _entries(doc: Mapping[str, Any]) -> list[Mapping[str, Any]]:
+    entries = doc.get("entries")
+    return [e for e in entries if isinstance(e, Mapping)] if isinstance(entries, list) else []
+
+
+def _int(value: Any) -> int | None:
+    return int(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
+
+
+@dataclass(frozen=True)
+class NodeCacheSummary:
+    """One node's line in the fleet table."""
+
+    node: str
+    ok: bool
+    error: str | None
+    entries: int
+    total_bytes: int
+    statuses: tuple[tuple[str, int], ...]
+    reclaimable_bytes: int  # invalid + incomplete entries: what `evict --invalid` would free
+    fs_free: int | None
+    fs_total: int | None
+    root: str | None
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "ok": self.ok, "error": self.error, "entries": self.entries, "total_bytes": self.total_bytes,
+            "statuses": dict(self.statuses), "reclaimable_bytes": self.reclaimable_bytes,
+            "fs_free_bytes": self.fs_free, "fs_total_bytes": self.fs_total, "root": self.root,
+        }
+
+
+@dataclass(frozen=True)
+class KeyRow:
+    """One cache key across the fleet: its status and size on each node that holds it."""
+
+    key: str
+    statuses: tuple[tuple[str, str], ...]  # (node, status)
+    sizes: tuple[tuple[str, int], ...]  # (node, bytes)
+
+    @property
+    def total_bytes(self) -> int:
+        return sum(size for _, size in self.sizes)
+
+    def nodes_with(self, statuses: Iterable[str]) -> tuple[str, ...]:
+        wanted = set(statuses)
+        return tuple(node for node, status in self.statuses if status in wanted)
+
+
+@dataclass(frozen=True)
+class Finding:
+    """Something an operator should know about one key across nodes."""
+
+    key: str
+    kind: str
+    message: str
+    nodes: tuple[str, ...]
+
+    def to_json(self) -> dict[str, Any]:
+        return {"key": self.key, "kind": self.kind, "message": self.message, "nodes": compress_hostlist(self.nodes)}
+
+
+@dataclass(frozen=True)
+class FleetCacheView:
+    """The aggregated ``fleet cache ls``."""
+
+    selection: NodeSelection
+    outcomes: tuple[NodeOutcome, ...]
+    nodes: tuple[NodeCacheSummary, ...]
+    keys: tuple[KeyRow, ...]
+    findings: tuple[Finding, ...]
+
+    @property
+    def total_bytes(self) -> int:
+        return sum(n.total_bytes for n in self.nodes)
+
+    @property
+    def exit_code(self) -> int:
+        return exit_code_for(self.outcomes)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "nodes": {o.node: o.to_json() for o in self.outcomes},
+            "keys": {row.key: dict(row.statuses) for row in self.keys},
+            "total_bytes": self.total_bytes,
+            "summary": {n.node: n.to_json() for n in self.nodes},
+            "findings": [f.to_json() for f in self.findings],
+            "selection": self.selection.to_json(),
+        }
+
+
+def exit_code_for(outcomes: Iterable[NodeOutcome], executing: bool = False) -> int:
+    """0 all ok; 3 when a node failed while others succeeded (or a failed node may have acted); 1 otherwise."""
+    outcomes = tuple(outcomes)
+    failed = [o for o in outcomes if not o.ok]
+    if not failed:
+        return EXIT_OK
+    if len(failed) < len(outcomes) or (executing and any(o.may_have_acted for o in failed)):
+        return EXIT_PARTIAL
+    return EXIT_REFUSED
+
+
+def summarize_node(outcome: NodeOutcome) -> NodeCacheSummary:
+    """Per-node totals from its ``cache ls`` document (zeros for a failed node)."""
+    doc = outcome.output if outcome.ok and outcome.output is not None else {}
+    entries = _entries(doc)
+    statuses = Counter(str(e.get("status")) for e in entries)
+    sizes = [_int(e.get("bytes")) or 0 for e in entries]
+    reclaimable = sum(_int(e.get("bytes")) or 0 for e in entries if e.get("status") in RECLAIMABLE)
+    return NodeCacheSummary(
+        node=outcome.node, ok=outcome.ok, error=outcome.error, entries=len(entries),
+        total_bytes=sum(sizes), statuses=tuple(sorted(statuses.items())), reclaimable_bytes=reclaimable,
+        fs_free=_int(doc.get("fs_free_bytes")), fs_total=_int(doc.get("fs_total_bytes")),
+        root=doc.get("root") if isinstance(doc.get("root"), str) else None,
+    )
+
+
+def key_rows(outcomes: Iterable[NodeOutcome]) -> tuple[KeyRow, ...]:
+    """Invert node -> entries into key -> node -> status, keys sorted."""
+    statuses: dict[str, list[tuple[str, str]]] = {}
+    sizes: dict[str, list[tuple[str, int]]] = {}
+    for outcome in outcomes:
+        if not outcome.ok or outcome.output is None:
+            continue
+        for entry in _entries(outcome.output):
+            key = str(entry.get("key"))
+            statuses.setdefault(key, []).append((outcome.node, str(entry.get("status"))))
+            sizes.setdefault(key, []).append((outcome.node, _int(entry.get("bytes")) or 0))
+    return tuple(KeyRow(k, tuple(statuses[k]), tuple(sizes[k])) for k in sorted(statuses))
+
+
+def per_node_manifest_finding(row: KeyRow) -> Finding | None:
+    """Complete/partial on some nodes and incomplete (no manifest) on others: the per-node pathology."""
+    with_manifest = row.nodes_with(WITH_MANIFEST)
+    without = row.nodes_with(("incomplete",))
+    if not with_manifest or not without:
+        return None
+    have = ", ".join(f"{status} on {node}" for node, status in row.statuses if status in WITH_MANIFEST)
+    if len(with_manifest) > 3:
+        have = f"a manifest on {compress_hostlist(with_manifest)}"
+    message = (
+        f"{row.key}: {have}; incomplete (shards, no manifest.json) on {compress_hostlist(without)}. "
+        + PER_NODE_MANIFEST
+    )
+    return Finding(row.key, "per-node-manifest", message, without)
+
+
+def aggregate_ls(run: FleetRun) -> FleetCacheView:
+    """The fleet view of one ``cache ls`` run."""
+    rows = key_rows(run.outcomes)
+    findings = tuple(f for f in (per_node_manifest_finding(r) for r in rows) if f is not None)
+    return FleetCacheView(
+        selection=run.plan.selection,
+        outcomes=run.outcomes,
+        nodes=tuple(summarize_node(o) for o in run.outcomes),
+        keys=rows,
+        findings=findings,
+    )
+
+
+# --------------------------------------------------------------------------- eviction
+
+
+def planned_keys(doc: Mapping[str, Any]) -> tuple[str, ...]:
+    """Keys a node's ``cache evict`` dry run plans to remove, in plan order."""
+    items = doc.get("evict")
+    if not isinstance(items, list):
+        return ()
+    return tuple(dict.fromkeys(str(i.get("key")) for i in items if isinstance(i, Mapping) and i.get("key")))
+
+
+def freed_bytes_of(doc: Mapping[str, Any]) -> int:
+    """Bytes a node's evict document says were (or would be) freed."""
+    return _int(doc.get("freed_bytes")) or 0
+
+
+@dataclass(frozen=True)
+class FleetEviction:
+    """The aggregated ``fleet cache evict``: a preview (executed=False) or an execution."""
+
+    selection: NodeSelection
+    executed: bool
+    outcomes: tuple[NodeOutcome, ...]
+
+    @property
+    def freed_bytes(self) -> int:
+        return sum(freed_bytes_of(o.output) for o in self.outcomes if o.output is not None)
+
+    @property
+    def exit_code(self) -> int:
+        return exit_code_for(self.outcomes, executing=self.executed)
+
+    def plans(self) -> dict[str, tuple[str, ...]]:
+        """node -> planned keys, for nodes whose preview succeeded."""
+        return {o.node: planned_keys(o.output) for o in self.outcomes if o.ok and o.output is not None}
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "executed": self.executed,
+            "nodes": {o.node: o.to_json() for o in self.outcomes},
+            "freed_bytes": self.freed_bytes,
+            "selection": self.selection.to_json(),
+        }

@@ -1,0 +1,366 @@
+"""Run one headless fvconsole command on each selected node through ``srun``.
+
+Design: **one srun per node**, run from a bounded thread pool. A single
+``srun -N<count> --ntasks-per-node=1`` for all nodes would be one job step (cheapest for
+slurmctld), but then one down or hung node stalls or fails the whole step and a timeout
+can only kill every node at once. One ``srun -N1 -w <node>`` per node gives each node its
+own exit status, output and timeout, so a bad node is reported while the others succeed.
+The cost is one job step per node; ``parallel`` (default 32) bounds how many run at once,
+so thousands of nodes take ``nodes / parallel`` rounds rather than thousands of
+simultaneous srun processes.
+
+With ``--job`` the job's nodes are read with ``squeue`` and each step runs inside that
+allocation (``--jobid=J --overlap``), so it works while the training job still runs.
+
+Each node runs ``<this interpreter> -m fvconsole.core.fleet.node <args>``: the same
+interpreter path as on the login node (a shared filesystem is assumed), which prints one
+``FVNODE <node> <json>`` line (see :mod:`fvconsole.core.fleet.node`).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import threading
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor, as_completed
+from dataclasses import dataclass, field
+from typing import Any
+
+from fvconsole.core.errors import FvError, UsageError
+from fvconsole.core.fleet.hostlist import compress_hostlist, expand_hostlist
+from fvconsole.core.fleet.node import MARKER
+from fvconsole.core.progress import Progress, no_progress
+
+DEFAULT_TIMEOUT = 60.0
+DEFAULT_PARALLEL = 32
+_JOB_ID = re.compile(r"^\d+([_+]\d+)?$")
+_KILL_GRACE = 5.0
+_TAIL = 400
+
+#: Outcome kinds: ok, failed (the command ran and refused/failed), timeout, invalid
+#: (output that is not one well-formed result line), unreachable (no result line at all).
+KINDS = ("ok", "failed", "timeout", "invalid", "unreachable")
+
+
+@dataclass(frozen=True)
+class NodeSelection:
+    """Which nodes to run on, and how srun reaches them."""
+
+    nodes: tuple[str, ...]
+    job_id: str | None = None
+    partition: str | None = None
+    srun_args: tuple[str, ...] = ()
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "nodes": compress_hostlist(self.nodes),
+            "count": len(self.nodes),
+            "job_id": self.job_id,
+            "partition": self.partition,
+            "srun_args": list(self.srun_args),
+        }
+
+
+@dataclass(frozen=True)
+class NodeCommand:
+    """The exact argv srun is started with for one node."""
+
+    node: str
+    argv: tuple[str, ...]
+
+    def to_json(self) -> dict[str, Any]:
+        return {"node": self.node, "argv": list(self.argv)}
+
+
+@dataclass(frozen=True)
+class FleetPlan:
+    """Exactly what will run: one command per node, with the per-node timeout."""
+
+    selection: NodeSelection
+    commands: tuple[NodeCommand, ...]
+    timeout: float = DEFAULT_TIMEOUT
+    parallel: int = DEFAULT_PARALLEL
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "selection": self.selection.to_json(),
+            "timeout": self.timeout,
+            "parallel": self.parallel,
+            "commands": [c.to_json() for c in self.commands],
+        }
+
+
+@dataclass(frozen=True)
+class NodeOutcome:
+    """What one node answered (or why it did not)."""
+
+    node: str
+    kind: str  # one of KINDS
+    exit_code: int | None  # the fvconsole command's exit code on the node
+    output: dict[str, Any] | None  # its JSON document
+    error: str | None  # one-line reason when kind != "ok"
+    srun_exit: int | None = None
+    stderr_tail: str = ""
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def ok(self) -> bool:
+        return self.kind == "ok"
+
+    @property
+    def may_have_acted(self) -> bool:
+        """True when a failed node may still have changed something (timed out, or exit 3)."""
+        return self.kind == "timeout" or self.exit_code == 3
+
+    def to_json(self) -> dict[str, Any]:
+        """The node's own JSON document, or ``{"error": reason, ...}``."""
+        if self.ok and self.output is not None:
+            return self.output
+        payload: dict[str, Any] = dict(self.output or {})
+        payload["error"] = self.error or "failed"
+        payload["failure"] = self.kind
+        if self.exit_code is not None:
+            payload["exit_code"] = self.exit_code
+        return payload
+
+
+@dataclass(frozen=True)
+class FleetRun:
+    """Every node's outcome, in selection order."""
+
+    plan: FleetPlan
+    outcomes: tuple[NodeOutcome, ...]
+
+    @property
+    def failed(self) -> tuple[NodeOutcome, ...]:
+        return tuple(o for o in self.outcomes if not o.ok)
+
+    def by_node(self) -> dict[str, NodeOutcome]:
+        return {o.node: o for o in self.outcomes}
+
+
+# --------------------------------------------------------------------------- selection
+
+
+def find_srun(srun: str = "srun") -> str:
+    """Absolute path of srun, or the refusal every fleet command gives without Slurm."""
+    found = shutil.which(srun)
+    if not found:
+        raise FvError(f"{srun} not found: fleet commands need Slurm (srun on PATH)")
+    return found
+
+
+def job_nodes(job_id: str, squeue: str = "squeue", timeout: float = 30.0) -> tuple[str, ...]:
+    """The nodes a running job holds, read with ``squeue -j JOBID -o '%T %N'``."""
+    if not _JOB_ID.match(job_id):
+        raise UsageError(f"--job: {job_id!r} is not a Slurm job id")
+    exe = shutil.which(squeue)
+    if not exe:
+        raise FvError(f"{squeue} not found: fleet commands need Slurm (squeue on PATH)")
+    try:
+        proc = subprocess.run(
+            [exe, "-h", "-j", job_id, "-o", "%T %N"],
+            capture_output=True, text=True, timeout=timeout, stdin=subprocess.DEVNULL,
+        )
+    except subprocess.TimeoutExpired as exc:
+        raise FvError(f"--job {job_id}: squeue did not answer within {timeout:g}s") from exc
+    if proc.returncode != 0:
+        reason = _one_line(proc.stderr) or f"exit {proc.returncode}"
+        raise FvError(f"--job {job_id}: squeue failed: {reason}")
+    lines = [line.split(None, 1) for line in proc.stdout.splitlines() if line.strip()]
+    if not lines:
+        raise FvError(f"--job {job_id}: no such job in squeue (finished, or never existed)")
+    nodes: dict[str, None] = {}
+    states = set()
+    for parts in lines:
+        states.add(parts[0])
+        if len(parts) == 2 and parts[1].strip() and parts[1].strip() != "(null)":
+            nodes.update(dict.fromkeys(expand_hostlist(parts[1].strip(), f"squeue node list of job {job_id}")))
+    if not nodes:
+        raise FvError(f"--job {job_id}: job holds no nodes (state {', '.join(sorted(states))})")
+    return tuple(nodes)
+
+
+def select_nodes(
+    nodes: str | None = None,
+    job_id: str | None = None,
+    partition: str | None = None,
+    srun_args: Sequence[str] = (),
+    *,
+    squeue: str = "squeue",
+) -> NodeSelection:
+    """Resolve ``--nodes`` / ``--job`` into a node selection (both: the job's nodes, restricted)."""
+    if nodes is None and job_id is None:
+        raise UsageError("give --nodes NODELIST or --job JOBID to select nodes")
+    wanted = expand_hostlist(nodes, "--nodes") if nodes is not None else None
+    if job_id is not None:
+        held = job_nodes(job_id, squeue)
+        if wanted is not None:
+            outside = [n for n in wanted if n not in set(held)]
+            if outside:
+                raise FvError(
+                    f"--nodes: {compress_hostlist(outside)} not in job {job_id} ({compress_hostlist(held)})"
+                )
+        chosen = wanted if wanted is not None else held
+    else:
+        chosen = wanted or ()
+    if not chosen:
+        raise FvError("--nodes: the node selection is empty")
+    return NodeSelection(tuple(chosen), job_id, partition or None, tuple(srun_args))
+
+
+# --------------------------------------------------------------------------- commands
+
+
+def node_command(srun: str, selection: NodeSelection, node: str, fv_args: Sequence[str]) -> NodeCommand:
+    """``srun -N1 -n1 -w <node> [--jobid=J --overlap] ... <python> -m fvconsole.core.fleet.node <args>``."""
+    argv = [srun, "--nodes=1", "--ntasks=1", "--ntasks-per-node=1", f"--nodelist={node}",
+            "--job-name=fvconsole-fleet", "--quiet"]
+    if selection.job_id is not None:
+        argv += [f"--jobid={selection.job_id}", "--overlap"]
+    if selection.partition:
+        argv.append(f"--partition={selection.partition}")
+    argv += list(selection.srun_args)
+    argv += [sys.executable, "-m", "fvconsole.core.fleet.node", *fv_args]
+    return NodeCommand(node, tuple(argv))
+
+
+def build_plan(
+    selection: NodeSelection,
+    fv_args: Sequence[str] | Callable[[str], Sequence[str] | None],
+    *,
+    timeout: float = DEFAULT_TIMEOUT,
+    parallel: int = DEFAULT_PARALLEL,
+    srun: str = "srun",
+) -> FleetPlan:
+    """One command per node; ``fv_args`` may depend on the node (None skips that node)."""
+    if timeout <= 0:
+        raise UsageError(f"--timeout must be positive (got {timeout:g})")
+    if parallel < 1:
+        raise UsageError(f"--parallel must be at least 1 (got {parallel})")
+    exe = find_srun(srun)
+    commands = []
+    for node in selection.nodes:
+        args = fv_args(node) if callable(fv_args) else fv_args
+        if args is not None:
+            commands.append(node_command(exe, selection, node, args))
+    return FleetPlan(selection, tuple(commands), float(timeout), int(parallel))
+
+
+# --------------------------------------------------------------------------- running
+
+
+def _one_line(text: str) -> str:
+    lines = [line.strip() for line in (text or "").splitlines() if line.strip()]
+    return lines[-1][:_TAIL] if lines else ""
+
+
+def _tail(text: str) -> str:
+    return " | ".join(line.strip() for line in (text or "").splitlines()[-3:] if line.strip())[-_TAIL:]
+
+
+def parse_node_output(node: str, stdout: str) -> tuple[dict[str, Any] | None, str | None]:
+    """The node's result envelope from srun's stdout, or (None, reason)."""
+    lines = [line for line in stdout.splitlines() if line.startswith(MARKER + " ")]
+    if not lines:
+        return None, None
+    if len(lines) > 1:
+        return None, f"{len(lines)} result lines instead of one"
+    parts = lines[0].split(" ", 2)
+    if len(parts) != 3:
+        return None, "truncated result line"
+    if parts[1] != node:
+        return None, f"answered as node {parts[1]!r}"
+    try:
+        payload = json.loads(parts[2])
+    except ValueError as exc:
+        return None, f"invalid JSON in result line ({exc.msg} at char {exc.pos})"
+    if not isinstance(payload, dict):
+        return None, "result line is not a JSON object"
+    return payload, None
+
+
+def outcome_from_output(node: str, stdout: str, stderr: str, srun_exit: int | None) -> NodeOutcome:
+    """Classify one node's srun output into an outcome."""
+    tail = _tail(stderr)
+    payload, problem = parse_node_output(node, stdout)
+    if problem:
+        return NodeOutcome(node, "invalid", None, None, problem, srun_exit, tail)
+    if payload is None:
+        why = _one_line(stderr) or (f"srun exit {srun_exit}" if srun_exit else "no output")
+        return NodeOutcome(node, "unreachable", None, None, f"no result from node: {why}", srun_exit, tail)
+    code = payload.get("exit")
+    output = payload.get("output")
+    if not isinstance(output, dict):
+        snippet = str(payload.get("invalid_output", ""))[:120]
+        if not snippet and code not in (0, None):  # e.g. a usage error: the reason is on stderr
+            why = _one_line(stderr) or "no output"
+            return NodeOutcome(node, "failed", code, None, f"exit {code}: {why}", srun_exit, tail)
+        reason = f"command printed invalid JSON (exit {code}): {snippet!r}"
+        return NodeOutcome(node, "invalid", code, None, reason, srun_exit, tail)
+    if code != 0:
+        reason = str(output.get("error") or f"exit {code}")
+        return NodeOutcome(node, "failed", code, output, reason, srun_exit, tail)
+    return NodeOutcome(node, "ok", 0, output, None, srun_exit, tail)
+
+
+def _terminate(proc: subprocess.Popen) -> None:
+    """SIGTERM srun's process group (srun cancels the step on the node), then SIGKILL."""
+    for sig in (signal.SIGTERM, signal.SIGKILL):
+        try:
+            os.killpg(proc.pid, sig)
+        except ProcessLookupError:
+            return
+        try:
+            proc.wait(timeout=_KILL_GRACE)
+            return
+        except subprocess.TimeoutExpired:
+            continue
+
+
+def run_command(command: NodeCommand, timeout: float) -> NodeOutcome:
+    """Run one node's srun with a timeout; never raises for node-side problems."""
+    try:
+        proc = subprocess.Popen(
+            list(command.argv), stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE, text=True, start_new_session=True,
+        )
+    except OSError as exc:
+        return NodeOutcome(command.node, "unreachable", None, None, f"cannot start srun: {exc.strerror}")
+    try:
+        stdout, stderr = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        _terminate(proc)
+        try:
+            stdout, stderr = proc.communicate(timeout=_KILL_GRACE)
+        except subprocess.TimeoutExpired:
+            stdout, stderr = "", ""
+        return NodeOutcome(
+            command.node, "timeout", None, None, f"timed out after {timeout:g}s", proc.returncode, _tail(stderr)
+        )
+    return outcome_from_output(command.node, stdout, stderr, proc.returncode)
+
+
+def run_plan(plan: FleetPlan, progress: Progress | None = None) -> FleetRun:
+    """Execute exactly the plan's commands, ``plan.parallel`` at a time."""
+    report = progress or no_progress
+    total = len(plan.commands)
+    results: dict[str, NodeOutcome] = {}
+    if total:
+        lock = threading.Lock()
+        with ThreadPoolExecutor(max_workers=min(plan.parallel, total), thread_name_prefix="fleet") as pool:
+            futures = {pool.submit(run_command, c, plan.timeout): c for c in plan.commands}
+            for future in as_completed(futures):
+                outcome = future.result()
+                with lock:
+                    results[outcome.node] = outcome
+                    done = len(results)
+                report(done, total, f"{outcome.node}: {outcome.kind}")
+    ordered = tuple(results[c.node] for c in plan.commands)
+    return FleetRun(plan, ordered)

@@ -1,0 +1,355 @@
+"""The streaming manifest (FORMATS.md §4): loading, shape validation, integrity and source checks.
+
+A manifest can hold a million row groups, so loading keeps compact per-row-group lists
+(rows, sample starts, file index) built in one plain loop, and the checks stat each distinct
+file once. Shape errors (wrong types, missing keys) raise FvError at load time; value
+problems (fingerprint, contiguity, escaping paths, drift) are *reported* by
+``check_manifest`` so a preview can list all of them.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from fvconsole.core.errors import FvError
+
+MANIFEST_VERSION = 2
+ROW_GROUP_FIELDS = ("file", "row_group", "rows", "sample_start", "file_size", "file_mtime_ns")
+_TOP_FIELDS: tuple[tuple[str, type], ...] = (
+    ("version", int),
+    ("dataset_root", str),
+    ("total_rows", int),
+    ("row_groups", list),
+    ("fingerprint", str),
+)
+#: Report at most this many examples of one kind of problem (the count is always given).
+MAX_EXAMPLES = 3
+
+
+def real(path: str | os.PathLike[str]) -> str:
+    """FastVideo's ``_real``: expanduser then realpath."""
+    return os.path.realpath(os.path.expanduser(os.fspath(path)))
+
+
+def compute_fingerprint(row_groups: list[dict]) -> str:
+    """FastVideo's ``_manifest_fingerprint``, byte for byte (ensure_ascii stays True)."""
+    payload = json.dumps(row_groups, sort_keys=True, separators=(",", ":")).encode("utf-8")
+    return hashlib.sha256(payload).hexdigest()
+
+
+@dataclass(frozen=True)
+class Manifest:
+    """A shape-validated manifest with per-row-group lists for O(1) lookups."""
+
+    path: str
+    dataset_root: str
+    fingerprint: str
+    total_rows: int
+    rows: Sequence[int] = field(repr=False)
+    sample_starts: Sequence[int] = field(repr=False)
+    #: File (relative path) of each row group; the strings are shared with ``file_names``.
+    files: Sequence[str] = field(repr=False)
+    row_group_ids: Sequence[int] = field(repr=False)
+    raw: dict = field(repr=False)
+    #: Distinct files in first-seen order, and each row group's index into it.
+    file_names: tuple[str, ...] = field(default=(), repr=False)
+    file_index: Sequence[int] = field(default=(), repr=False)
+    version: Any = MANIFEST_VERSION
+    columns: Any = None
+
+    @property
+    def num_row_groups(self) -> int:
+        return len(self.rows)
+
+    def row_group(self, index: int) -> dict:
+        """The raw manifest entry of row group ``index``."""
+        return self.raw["row_groups"][index]
+
+    def to_json(self) -> dict:
+        return {
+            "path": self.path,
+            "dataset_root": self.dataset_root,
+            "fingerprint": self.fingerprint,
+            "total_rows": self.total_rows,
+            "num_row_groups": self.num_row_groups,
+            "num_files": len(self.file_names),
+            "version": self.version,
+        }
+
+
+def _type_name(value: Any) -> str:
+    return type(value).__name__
+
+
+def _is_int(value: Any) -> bool:
+    return type(value) is int  # bool is not an integer here
+
+
+def _row_group_error(path: str, index: int, item: Any) -> FvError:
+    """The precise one-line error for a malformed row group (slow path, called once)."""
+    where = f"{path}: row_groups[{index}]"
+    if not isinstance(item, dict):
+        return FvError(f"{where} must be an object, got {_type_name(item)}")
+    for name in ROW_GROUP_FIELDS:
+        if name not in item:
+            return FvError(f"{where}.{name} is missing")
+        value = item[name]
+        if name == "file":
+            if not isinstance(value, str) or not value:
+                return FvError(f"{where}.file must be a non-empty string (got {value!r})")
+        elif not _is_int(value):
+            return FvError(f"{where}.{name} must be an integer (got {value!r})")
+    return FvError(f"{where} is malformed")
+
+
+def _read_json(path: str) -> Any:
+    try:
+        with open(path, "rb") as fh:
+            data = fh.read()
+    except FileNotFoundError:
+        raise FvError(f"{path}: streaming manifest does not exist") from None
+    except OSError as exc:
+        raise FvError(f"{path}: cannot read streaming manifest ({exc.strerror or exc})") from None
+    try:
+        return json.loads(data)
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise FvError(f"{path}: streaming manifest is not valid JSON ({exc})") from None
+
+
+def load_manifest(path: str | os.PathLike[str]) -> Manifest:
+    """Load and shape-check a manifest; FvError naming the file and the field at fault."""
+    path = real(path)
+    data = _read_json(path)
+    if not isinstance(data, dict):
+        raise FvError(f"{path}: streaming manifest must be a JSON object, got {_type_name(data)}")
+    for name, kind in _TOP_FIELDS:
+        if name not in data:
+            raise FvError(f"{path}: field '{name}' is missing")
+        value = data[name]
+        ok = _is_int(value) if kind is int else isinstance(value, kind)
+        if not ok:
+            raise FvError(f"{path}: field '{name}' must be {kind.__name__} (got {_type_name(value)})")
+    row_groups = data["row_groups"]
+    if not row_groups:
+        raise FvError(f"{path}: field 'row_groups' is empty")
+    if "columns" in data and not isinstance(data["columns"], list):
+        raise FvError(f"{path}: field 'columns' must be a list (got {_type_name(data['columns'])})")
+
+    n = len(row_groups)
+    rows = [0] * n
+    starts = [0] * n
+    ids = [0] * n
+    file_index = [0] * n
+    names: dict[str, int] = {}
+    for i, item in enumerate(row_groups):
+        try:
+            f = item["file"]
+            r = item["rows"]
+            s = item["sample_start"]
+            g = item["row_group"]
+            if (
+                type(f) is not str
+                or not f
+                or type(r) is not int
+                or type(s) is not int
+                or type(g) is not int
+                or type(item["file_size"]) is not int
+                or type(item["file_mtime_ns"]) is not int
+            ):
+                raise TypeError
+        except (KeyError, TypeError):
+            raise _row_group_error(path, i, item) from None
+        k = names.get(f)
+        if k is None:
+            k = names[f] = len(names)
+        rows[i] = r
+        starts[i] = s
+        ids[i] = g
+        file_index[i] = k
+    name_list = tuple(names)
+    # One shared string object per file (the parsed JSON has one per row group).
+    files = [name_list[k] for k in file_index]
+    return Manifest(
+        path=path,
+        dataset_root=data["dataset_root"],
+        fingerprint=data["fingerprint"],
+        total_rows=data["total_rows"],
+        rows=rows,
+        sample_starts=starts,
+        files=files,
+        row_group_ids=ids,
+        raw=data,
+        file_names=name_list,
+        file_index=file_index,
+        version=data["version"],
+        columns=data.get("columns"),
+    )
+
+
+# --------------------------------------------------------------------------- checks
+
+
+@dataclass(frozen=True)
+class ManifestCheck:
+    """Integrity problems (refusals), source drift (refusal unless skipped), and warnings."""
+
+    problems: tuple[str, ...]
+    source_problems: tuple[str, ...]
+    warnings: tuple[str, ...] = ()
+
+    @property
+    def ok(self) -> bool:
+        return not self.problems and not self.source_problems
+
+    def to_json(self) -> dict:
+        return {
+            "problems": list(self.problems),
+            "source_problems": list(self.source_problems),
+            "warnings": list(self.warnings),
+        }
+
+
+def _examples(label: str, items: list[str], total: int) -> str:
+    shown = "; ".join(items[:MAX_EXAMPLES])
+    more = f" (and {total - MAX_EXAMPLES} more)" if total > MAX_EXAMPLES else ""
+    return f"{label}: {shown}{more}"
+
+
+def _check_values(m: Manifest) -> list[str]:
+    """Contiguity, positivity, totals: one loop over the compact lists."""
+    problems: list[str] = []
+    bad_rows: list[str] = []
+    bad_ids: list[str] = []
+    bad_starts: list[str] = []
+    n_rows = n_ids = n_starts = 0
+    expected = 0
+    rows, starts, ids = m.rows, m.sample_starts, m.row_group_ids
+    for i in range(len(rows)):
+        r = rows[i]
+        if r <= 0:
+            n_rows += 1
+            if n_rows <= MAX_EXAMPLES:
+                bad_rows.append(f"row_groups[{i}].rows={r}")
+        if ids[i] < 0:
+            n_ids += 1
+            if n_ids <= MAX_EXAMPLES:
+                bad_ids.append(f"row_groups[{i}].row_group={ids[i]}")
+        if starts[i] != expected:
+            n_starts += 1
+            if n_starts <= MAX_EXAMPLES:
+                bad_starts.append(f"row_groups[{i}].sample_start={starts[i]}, expected {expected}")
+        expected += r
+    p = m.path
+    if n_rows:
+        problems.append(_examples(f"{p}: field 'rows' must be > 0", bad_rows, n_rows))
+    if n_ids:
+        problems.append(_examples(f"{p}: field 'row_group' must be >= 0", bad_ids, n_ids))
+    if n_starts:
+        problems.append(_examples(f"{p}: field 'sample_start' is not the running sum of rows", bad_starts, n_starts))
+    if m.total_rows != expected:
+        problems.append(f"{p}: field 'total_rows' is {m.total_rows} but the rows sum to {expected}")
+    return problems
+
+
+def _check_order(m: Manifest) -> list[str]:
+    """FORMATS.md §4 orders row groups by file then index; FastVideo does not enforce it."""
+    rows_by_key = list(zip(m.files, m.row_group_ids, strict=True))
+    for i in range(1, len(rows_by_key)):
+        if rows_by_key[i] <= rows_by_key[i - 1]:
+            return [
+                f"{m.path}: row_groups[{i}] ({rows_by_key[i][0]!r}, row group {rows_by_key[i][1]}) is out of "
+                "order or duplicated; FastVideo uses the manifest order as is"
+            ]
+    return []
+
+
+def _check_paths(m: Manifest, data_path: str | None) -> tuple[list[str], dict[str, str]]:
+    """Root equality, manifest location, escaping files. Returns (problems, name → realpath)."""
+    problems: list[str] = []
+    root = m.dataset_root
+    if data_path is not None:
+        expected = real(data_path)
+        if root != expected:
+            problems.append(
+                f"{m.path}: field 'dataset_root' is {root!r} but training.data.data_path resolves to {expected!r}"
+            )
+    manifest_parent = real(os.path.dirname(m.path) or ".")
+    if os.path.isabs(root) and os.path.commonpath([root, manifest_parent]) == root:
+        problems.append(f"{m.path}: the manifest is inside the dataset root {root!r}; it must live outside it")
+    resolved: dict[str, str] = {}
+    escaping: list[str] = []
+    for name in m.file_names:
+        full = real(os.path.join(root, name))
+        if not os.path.isabs(root) or os.path.commonpath([root, full]) != root:
+            escaping.append(repr(name))
+        else:
+            resolved[name] = full
+    if escaping:
+        problems.append(_examples(f"{m.path}: field 'file' escapes dataset_root {root!r}", escaping, len(escaping)))
+    return problems, resolved
+
+
+def check_source(m: Manifest, resolved: dict[str, str]) -> list[str]:
+    """os.stat each distinct file once; compare every row group's size and mtime_ns with it."""
+    stats: list[tuple[int, int] | None] = []
+    missing: list[str] = []
+    for name in m.file_names:
+        full = resolved.get(name)
+        if full is None:  # escaping files are reported as integrity problems
+            stats.append(None)
+            continue
+        try:
+            st = os.stat(full)
+            stats.append((st.st_size, st.st_mtime_ns))
+        except OSError as exc:
+            stats.append(None)
+            missing.append(f"{name!r} ({exc.strerror or exc})")
+    drift: list[str] = []
+    n_drift = 0
+    seen_bad: set[int] = set()
+    for i, item in enumerate(m.raw["row_groups"]):
+        k = m.file_index[i]
+        st = stats[k]
+        if st is None or k in seen_bad:
+            continue
+        size, mtime = item["file_size"], item["file_mtime_ns"]
+        if size != st[0] or mtime != st[1]:
+            seen_bad.add(k)
+            n_drift += 1
+            if n_drift <= MAX_EXAMPLES:
+                what = []
+                if size != st[0]:
+                    what.append(f"file_size manifest={size} disk={st[0]}")
+                if mtime != st[1]:
+                    what.append(f"file_mtime_ns manifest={mtime} disk={st[1]}")
+                drift.append(f"{m.files[i]!r} ({', '.join(what)})")
+    problems: list[str] = []
+    if missing:
+        problems.append(_examples(f"{m.path}: dataset file missing or unreadable", missing, len(missing)))
+    if n_drift:
+        problems.append(_examples(f"{m.path}: dataset file changed since the manifest was built", drift, n_drift))
+    return problems
+
+
+def check_manifest(m: Manifest, data_path: str | None, *, source: bool = True) -> ManifestCheck:
+    """Everything FastVideo would check before trusting the manifest, reported not raised.
+
+    ``data_path`` is the run config's ``training.data.data_path`` (None skips that comparison).
+    ``source=False`` skips the per-file stat (e.g. the dataset is not mounted here).
+    """
+    problems: list[str] = []
+    if m.version != MANIFEST_VERSION:
+        problems.append(f"{m.path}: field 'version' is {m.version!r}, expected {MANIFEST_VERSION}")
+    recomputed = compute_fingerprint(m.raw["row_groups"])
+    if recomputed != m.fingerprint:
+        problems.append(f"{m.path}: field 'fingerprint' is {m.fingerprint!r} but the row groups hash to {recomputed!r}")
+    problems.extend(_check_values(m))
+    path_problems, resolved = _check_paths(m, data_path)
+    problems.extend(path_problems)
+    source_problems = check_source(m, resolved) if source else []
+    return ManifestCheck(tuple(problems), tuple(source_problems), tuple(_check_order(m)))

@@ -1,0 +1,853 @@
+"""Execute a migration plan (write rank-local sidecars + receipt) and verify a written set.
+
+Why this shape: FastVideo reads ``$FASTVIDEO_DATALOADER_STATE_DIR/dataloader_state_rank<r>.pt``
+for every rank, so an output dir holding half a set (or a new receipt beside old sidecars)
+would resume a run from the wrong samples. Everything is therefore staged in a sibling
+directory ``.<outname>.fvconsole-staging-<pid>-<rand>`` on the same filesystem, each file
+written atomically and verified, the receipt written last, and only then published with a
+single rename (new dir) or an atomic ``renameat2(RENAME_EXCHANGE)`` swap (``--overwrite``).
+At any instant the output dir is either absent, the previous complete set, or the new
+complete set. The legacy checkpoint is only ever read.
+
+Test-only fault hook: when the environment variable ``FVCONSOLE_FAULT_KILL_AT=N`` is set,
+:func:`execute_plan` sends itself SIGKILL right before its N-th file-system operation
+(every create, write, fsync, rename, unlink and rmdir counts; see :func:`_fault_point`).
+``FVCONSOLE_FAULT_TRACE=<file>`` appends one line per operation label to that file so a
+crash-consistency test can learn how many points there are. Never set these in production.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import io
+import json
+import os
+import re
+import secrets
+import signal
+import stat
+import tempfile
+import threading
+from collections.abc import Mapping, Sequence
+from concurrent.futures import FIRST_EXCEPTION, ThreadPoolExecutor, wait
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from typing import TYPE_CHECKING, Any
+
+from fvconsole.core.errors import FvError, PartialFailure
+from fvconsole.core.progress import Progress, no_progress
+
+if TYPE_CHECKING:  # pragma: no cover - typing only
+    from fvconsole.core.migration import MigrationPlan
+
+SIDECAR_VERSION = 1
+RECEIPT_SCHEMA = "fastvideo-legacy-streaming-dataloader-migration/v1"
+RECEIPT_NAME = "migration_receipt.json"
+SIDECAR_RE = re.compile(r"^dataloader_state_rank(\d+)\.pt$")
+#: Hidden temp files we (and FastVideo's own atomic save) leave while writing.
+TEMP_RE = re.compile(r"^\.(dataloader_state_rank\d+\.pt|migration_receipt\.json)\.[0-9A-Za-z_-]+\.tmp$")
+STAGING_TAG = ".fvconsole-staging-"
+#: Below this many ranks a thread pool costs more than it saves.
+PARALLEL_THRESHOLD = 16
+
+
+def sidecar_name(rank: int) -> str:
+    """File name FastVideo looks up for ``rank``."""
+    return f"dataloader_state_rank{rank}.pt"
+
+
+def staging_pattern(outname: str) -> re.Pattern[str]:
+    """Names of our staging dirs for an output dir called ``outname`` (group 1: pid)."""
+    return re.compile(rf"^\.{re.escape(outname)}{re.escape(STAGING_TAG)}(\d+)-[0-9a-f]+$")
+
+
+# --------------------------------------------------------------------------- fault hook
+
+
+_FAULT_LOCK = threading.Lock()
+_FAULT_COUNT = 0
+
+
+def _reset_fault_counter() -> None:
+    global _FAULT_COUNT
+    with _FAULT_LOCK:
+        _FAULT_COUNT = 0
+
+
+def _fault_point(label: str) -> None:
+    """Test-only: count one file-system step; SIGKILL ourselves at ``$FVCONSOLE_FAULT_KILL_AT``."""
+    global _FAULT_COUNT
+    kill_at = os.environ.get("FVCONSOLE_FAULT_KILL_AT")
+    trace = os.environ.get("FVCONSOLE_FAULT_TRACE")
+    if not kill_at and not trace:
+        return
+    with _FAULT_LOCK:
+        _FAULT_COUNT += 1
+        count = _FAULT_COUNT
+        if trace:
+            with open(trace, "a", encoding="utf-8") as handle:
+                handle.write(f"{count} {label}\n")
+        if kill_at and kill_at.strip().isdigit() and count == int(kill_at):
+            os.kill(os.getpid(), signal.SIGKILL)
+
+
+# --------------------------------------------------------------------------- small helpers
+
+
+def sha256_bytes(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+def sha256_file(path: str) -> str:
+    """Streamed sha256 of a file (metadata.json, configs and sidecars are small, but be safe)."""
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        for chunk in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def _is_within(child: str, parent: str) -> bool:
+    return child == parent or child.startswith(parent.rstrip(os.sep) + os.sep)
+
+
+def _pid_alive(pid: int) -> bool:
+    if pid <= 0:
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def _fsync_dir(path: str, label: str) -> None:
+    _fault_point(label)
+    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _write_file_atomic(directory: str, name: str, data: bytes) -> str:
+    """Temp file in ``directory``, write, flush, fsync, rename; returns the final path.
+
+    The caller fsyncs the directory once for many files (one fsync per dir, not per file).
+    """
+    tmp = os.path.join(directory, f".{name}.{secrets.token_hex(4)}.tmp")
+    final = os.path.join(directory, name)
+    _fault_point(f"create {tmp}")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o644)
+    try:
+        with os.fdopen(fd, "wb") as handle:
+            _fault_point(f"write {tmp}")
+            handle.write(data)
+            handle.flush()
+            _fault_point(f"fsync {tmp}")
+            os.fsync(handle.fileno())
+        _fault_point(f"rename {tmp} -> {final}")
+        os.rename(tmp, final)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
+    return final
+
+
+# --------------------------------------------------------------------------- output dir rules
+
+
+def classify_entry(name: str) -> str:
+    """'sidecar', 'receipt', 'temp' (our hidden temp files) or 'foreign'."""
+    if SIDECAR_RE.match(name):
+        return "sidecar"
+    if name == RECEIPT_NAME:
+        return "receipt"
+    if TEMP_RE.match(name):
+        return "temp"
+    return "foreign"
+
+
+@dataclass(frozen=True)
+class OutputState:
+    """What is at the output path right now."""
+
+    path: str
+    exists: bool
+    sidecars: tuple[str, ...] = ()
+    receipt: bool = False
+    temps: tuple[str, ...] = ()
+    foreign: tuple[str, ...] = ()
+
+    @property
+    def has_set(self) -> bool:
+        return bool(self.sidecars) or self.receipt
+
+
+def inspect_output_dir(path: str) -> OutputState:
+    """Classify the output dir's entries without following symlinks (FvError if unusable)."""
+    try:
+        st = os.lstat(path)
+    except FileNotFoundError:
+        return OutputState(path, False)
+    if stat.S_ISLNK(st.st_mode):
+        raise FvError(f"{path}: output dir is a symlink; pass the real directory (--output-dir)")
+    if not stat.S_ISDIR(st.st_mode):
+        raise FvError(f"{path}: output dir exists and is not a directory (--output-dir)")
+    sidecars, temps, foreign = [], [], []
+    receipt = False
+    with os.scandir(path) as entries:
+        for entry in entries:
+            kind = classify_entry(entry.name)
+            regular = entry.is_file(follow_symlinks=False)
+            if kind == "foreign" or not regular:
+                foreign.append(entry.name)
+            elif kind == "sidecar":
+                sidecars.append(entry.name)
+            elif kind == "receipt":
+                receipt = True
+            else:
+                temps.append(entry.name)
+    return OutputState(path, True, tuple(sorted(sidecars)), receipt, tuple(sorted(temps)), tuple(sorted(foreign)))
+
+
+def check_output_dir(out: str, checkpoint: str, overwrite: bool) -> OutputState:
+    """Refuse (FvError) unless ``out`` may receive a new set; nothing is written."""
+    out_real = os.path.realpath(out)
+    ck_real = os.path.realpath(checkpoint)
+    if _is_within(out_real, ck_real):
+        raise FvError(
+            f"{out}: output dir resolves to {out_real}, inside the legacy checkpoint {ck_real} "
+            "(--output-dir must be outside it; the checkpoint is never modified)"
+        )
+    if _is_within(ck_real, out_real):
+        raise FvError(f"{out}: output dir contains the checkpoint {ck_real} (--output-dir)")
+    state = inspect_output_dir(out)
+    if state.foreign:
+        shown = ", ".join(state.foreign[:3]) + (" ..." if len(state.foreign) > 3 else "")
+        raise FvError(
+            f"{out}: output dir contains {len(state.foreign)} file(s) that are not fvconsole sidecars "
+            f"({shown}); refusing to replace it (--output-dir)"
+        )
+    if state.has_set and not overwrite:
+        raise FvError(
+            f"{out}: output dir already holds {len(state.sidecars)} sidecar(s)"
+            f"{' and a receipt' if state.receipt else ''}; pass --overwrite to replace the set"
+        )
+    return state
+
+
+# --------------------------------------------------------------------------- preconditions
+
+
+def _recheck_sources(plan: MigrationPlan) -> None:
+    """The checkpoint metadata, config and manifest must still be what the plan was made from."""
+    meta = os.path.join(plan.checkpoint, "metadata.json")
+    try:
+        meta_sha = sha256_file(meta)
+    except OSError as exc:
+        raise FvError(f"{meta}: cannot read checkpoint metadata ({exc.strerror})") from None
+    if meta_sha != plan.checkpoint_metadata_sha256:
+        raise FvError(f"{meta}: changed since the plan was made (sha256 {meta_sha[:12]} != {plan.checkpoint_metadata_sha256[:12]})")
+    if plan.config_path and plan.config_sha256:
+        try:
+            cfg_sha = sha256_file(plan.config_path)
+        except OSError as exc:
+            raise FvError(f"{plan.config_path}: cannot read run config ({exc.strerror})") from None
+        if cfg_sha != plan.config_sha256:
+            raise FvError(f"{plan.config_path}: run config changed since the plan was made (sha256)")
+    fingerprint = _manifest_fingerprint_now(plan.manifest_path)
+    if fingerprint != plan.manifest_fingerprint:
+        raise FvError(
+            f"{plan.manifest_path}: field 'fingerprint' changed since the plan was made "
+            f"({fingerprint[:12]} != {plan.manifest_fingerprint[:12]})"
+        )
+
+
+def _manifest_fingerprint_now(path: str) -> str:
+    """The manifest's fingerprint now; recomputed from the row groups when the stored one agrees.
+
+    A stored field that no longer matches its own row groups is reported as that mismatch.
+    """
+    from fvconsole.core.manifest import compute_fingerprint, load_manifest
+
+    manifest = load_manifest(path)
+    stored = str(manifest.fingerprint)
+    recomputed = compute_fingerprint(manifest.raw["row_groups"])
+    return stored if recomputed == stored else recomputed
+
+
+# --------------------------------------------------------------------------- staging
+
+
+def cleanup_stale_staging(parent: str, outname: str) -> list[str]:
+    """Remove staging dirs of crashed runs (dead pid) beside the output dir; returns their names."""
+    pattern = staging_pattern(outname)
+    removed = []
+    try:
+        entries = list(os.scandir(parent))
+    except FileNotFoundError:
+        return removed
+    for entry in entries:
+        match = pattern.match(entry.name)
+        if not match or not entry.is_dir(follow_symlinks=False):
+            continue
+        if _pid_alive(int(match.group(1))):
+            continue
+        if _remove_set_dir(os.path.join(parent, entry.name)):
+            removed.append(entry.name)
+    return removed
+
+
+def _remove_set_dir(path: str) -> bool:
+    """Delete a staging/old-set dir: only our file names, never following symlinks.
+
+    Uses a directory fd so a swapped-in symlink cannot redirect the unlinks. Returns False
+    (and leaves the dir) if anything unexpected is inside.
+    """
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
+    except OSError:
+        return False
+    clean = True
+    try:
+        for name in os.listdir(fd):
+            st = os.lstat(name, dir_fd=fd)
+            if classify_entry(name) == "foreign" or stat.S_ISDIR(st.st_mode):
+                clean = False
+                continue
+            _fault_point(f"unlink {path}/{name}")
+            os.unlink(name, dir_fd=fd)
+    finally:
+        os.close(fd)
+    if not clean:
+        return False
+    _fault_point(f"rmdir {path}")
+    try:
+        os.rmdir(path)
+    except OSError:
+        return False
+    return True
+
+
+@dataclass
+class _Written:
+    rank: int
+    name: str
+    sha256: str
+
+
+def _write_one(staging: str, plan: MigrationPlan, rank: int) -> _Written:
+    """Serialise, write atomically, read back with weights_only=True and compare."""
+    import torch
+
+    payload = plan.sidecar_payload(rank)
+    buffer = io.BytesIO()
+    torch.save(payload, buffer)
+    data = buffer.getvalue()
+    name = sidecar_name(rank)
+    path = _write_file_atomic(staging, name, data)
+    with open(path, "rb") as handle:
+        back = handle.read()
+    loaded = torch.load(io.BytesIO(back), map_location="cpu", weights_only=True)
+    if back != data or loaded != payload:
+        raise RuntimeError(f"{name}: round-trip mismatch after write")
+    return _Written(rank, name, sha256_bytes(back))
+
+
+def _default_workers(ranks: int) -> int:
+    if ranks < PARALLEL_THRESHOLD:
+        return 1
+    return max(2, min(16, (os.cpu_count() or 1) * 4))
+
+
+def _write_all(
+    staging: str, plan: MigrationPlan, progress: Progress, workers: int | None, done: list[_Written]
+) -> None:
+    """Write every rank's sidecar into ``done`` (thread pool for many ranks); stops at the first failure.
+
+    ``done`` is the caller's list so a failure part-way can report how far it got.
+    """
+    total = len(plan.ranks)
+    workers = workers or _default_workers(total)
+    if workers <= 1:
+        for cursor in plan.ranks:
+            done.append(_write_one(staging, plan, cursor.rank))
+            progress(len(done), total, f"wrote {done[-1].name}")
+        return
+    with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="fvconsole-sidecar") as pool:
+        pending = {pool.submit(_write_one, staging, plan, c.rank) for c in plan.ranks}
+        while pending:
+            finished, pending = wait(pending, return_when=FIRST_EXCEPTION)
+            failure = None
+            for future in finished:
+                if future.exception() is not None:
+                    failure = failure or future.exception()
+                else:
+                    done.append(future.result())
+                    progress(len(done), total, f"wrote {done[-1].name}")
+            if failure is not None:
+                for other in pending:
+                    other.cancel()
+                raise failure
+    done.sort(key=lambda w: w.rank)
+
+
+# --------------------------------------------------------------------------- receipt
+
+
+def build_receipt(plan: MigrationPlan, written: Sequence[_Written]) -> dict[str, Any]:
+    """The FORMATS.md §3 receipt (all upstream fields) plus fvconsole extras."""
+    from fvconsole import __version__
+
+    by_rank = {c.rank: c for c in plan.ranks}
+    sidecars = []
+    for item in written:
+        cursor = by_rank[item.rank]
+        sidecars.append(
+            {
+                "rank": item.rank,
+                "path": item.name,
+                "sha256": item.sha256,
+                "row_group_position": cursor.row_group_position,
+                "row_offset": cursor.row_offset,
+                "yielded_samples": cursor.yielded_samples,
+            }
+        )
+    return {
+        "schema": RECEIPT_SCHEMA,
+        "created_at_utc": datetime.now(timezone.utc).isoformat(),
+        "source_checkpoint": os.path.realpath(plan.checkpoint),
+        "source_checkpoint_metadata_sha256": plan.checkpoint_metadata_sha256,
+        "source_config": os.path.realpath(plan.config_path) if plan.config_path else None,
+        "source_config_sha256": plan.config_sha256,
+        "manifest": os.path.realpath(plan.manifest_path),
+        "manifest_fingerprint": plan.manifest_fingerprint,
+        "step": plan.step,
+        "world_size": plan.world_size,
+        "sp_world_size": plan.sp_world_size,
+        "batch_size": plan.batch_size,
+        "gradient_accumulation_steps": plan.gradient_accumulation_steps,
+        "consumed_batches_per_rank": plan.consumed_batches_per_rank,
+        "yielded_samples_per_rank": plan.yielded_samples_per_rank,
+        "sidecars": sidecars,
+        # fvconsole extras (allowed by the format; the fields above must stay)
+        "tool": "fvconsole",
+        "fvconsole_version": __version__,
+        "sidecar_version": SIDECAR_VERSION,
+        "overrides": list(plan.request.overrides),
+        "samples_per_worker": plan.samples_per_worker,
+        "read_batch_size": plan.read_batch_size,
+        "seed": plan.seed,
+        "shuffle_row_groups": plan.shuffle_row_groups,
+        "dataset_root": plan.dataset_root,
+        "num_row_groups": plan.num_row_groups,
+        "total_rows": plan.total_rows,
+        "output_dir": os.path.abspath(plan.output_dir),
+    }
+
+
+def receipt_bytes(receipt: Mapping[str, Any]) -> bytes:
+    return (json.dumps(receipt, indent=2, sort_keys=True) + "\n").encode("utf-8")
+
+
+# --------------------------------------------------------------------------- publish
+
+
+def _publish(staging: str, out: str, parent: str, outname: str, checkpoint: str, overwrite: bool) -> str | None:
+    """Move the complete staging dir to ``out``; returns the path of the old set (to remove)."""
+    state = check_output_dir(out, checkpoint, overwrite)  # re-check right before the swap
+    if not state.exists:
+        _fault_point(f"rename {staging} -> {out}")
+        os.rename(staging, out)
+        _fsync_dir(parent, f"fsync {parent}")
+        return None
+    _fault_point(f"exchange {staging} <-> {out}")
+    from fvconsole.core.atomic import exchange_paths
+
+    if exchange_paths(staging, out):
+        _fsync_dir(parent, f"fsync {parent}")
+        return staging  # the old set now lives under the staging name
+    aside = os.path.join(parent, f".{outname}{STAGING_TAG}{os.getpid()}-{secrets.token_hex(4)}")
+    _fault_point(f"rename {out} -> {aside}")
+    os.rename(out, aside)
+    try:
+        _fault_point(f"rename {staging} -> {out}")
+        os.rename(staging, out)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.rename(aside, out)
+        raise
+    _fsync_dir(parent, f"fsync {parent}")
+    return aside
+
+
+# --------------------------------------------------------------------------- execute
+
+
+def _precheck(plan: MigrationPlan) -> tuple[str, str, str]:
+    """Everything that can refuse, before the first write. Returns (out, parent, outname)."""
+    out = os.path.abspath(os.path.expanduser(plan.output_dir))
+    outname = os.path.basename(out)
+    if not outname or outname in (".", ".."):
+        raise FvError(f"{plan.output_dir}: not a usable output dir name (--output-dir)")
+    parent = os.path.dirname(out)
+    check_output_dir(out, plan.checkpoint, plan.request.overwrite)
+    _recheck_sources(plan)
+    if not plan.ranks or len(plan.ranks) != plan.world_size:
+        raise FvError(f"plan: field 'ranks' has {len(plan.ranks)} entries for world size {plan.world_size}")
+    probe = parent
+    while not os.path.isdir(probe):
+        probe = os.path.dirname(probe)
+    if not os.access(probe, os.W_OK | os.X_OK):
+        raise FvError(f"{probe}: no write permission for the output dir's parent (--output-dir)")
+    return out, parent, outname
+
+
+def execute_plan(plan: MigrationPlan, progress: Progress | None = None, workers: int | None = None) -> dict:
+    """Write exactly ``plan``'s sidecars and receipt to ``plan.output_dir``; returns the receipt.
+
+    Refusals (FvError) happen before anything is written; a failure after the first write
+    removes the staging dir, leaves any previous set untouched and raises PartialFailure.
+    """
+    progress = progress or no_progress
+    _reset_fault_counter()
+    out, parent, outname = _precheck(plan)
+    total = len(plan.ranks)
+    staging = os.path.join(parent, f".{outname}{STAGING_TAG}{os.getpid()}-{secrets.token_hex(4)}")
+    stage = "creating the output dir's parent"
+    written: list[_Written] = []
+    try:
+        if not os.path.isdir(parent):
+            _fault_point(f"makedirs {parent}")
+            os.makedirs(parent, exist_ok=True)
+        stage = "removing stale staging dirs"
+        cleanup_stale_staging(parent, outname)
+        stage = "creating the staging dir"
+        _fault_point(f"mkdir {staging}")
+        os.mkdir(staging, 0o755)
+        stage = "writing sidecars"
+        _write_all(staging, plan, progress, workers, written)
+        _fsync_dir(staging, f"fsync {staging}")
+        stage = "writing the receipt"
+        receipt = build_receipt(plan, written)
+        _write_file_atomic(staging, RECEIPT_NAME, receipt_bytes(receipt))
+        _fsync_dir(staging, f"fsync {staging}")
+        stage = "publishing"
+        old = _publish(staging, out, parent, outname, plan.checkpoint, plan.request.overwrite)
+    except BaseException as exc:
+        removed = _remove_set_dir(staging) if os.path.lexists(staging) else True
+        if isinstance(exc, KeyboardInterrupt):
+            raise
+        reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+        raise PartialFailure(
+            f"{out}: migration failed while {stage}: {reason}; staging dir "
+            f"{'removed' if removed else 'left at ' + staging}; the output dir was not changed",
+            report={
+                "stage": stage,
+                "output_dir": out,
+                "sidecars_written": len(written),
+                "sidecars_total": total,
+                "staging_dir": staging,
+                "staging_removed": removed,
+                "output_dir_changed": False,
+            },
+        ) from None
+    progress(total, total, f"published {out}")
+    if old is not None:
+        _remove_set_dir(old)  # best effort; a leftover is cleaned by the next execute
+        with contextlib.suppress(OSError):
+            _fsync_dir(parent, f"fsync {parent}")
+    return receipt
+
+
+# --------------------------------------------------------------------------- verify
+
+
+@dataclass(frozen=True)
+class VerifyResult:
+    """Outcome of checking a sidecar dir against a freshly recomputed plan."""
+
+    ok: bool
+    problems: tuple[str, ...]
+    ranks: tuple[dict, ...]
+    warnings: tuple[str, ...] = ()
+    sidecar_dir: str = ""
+    step: int | None = None
+    world_size: int | None = None
+
+    def to_json(self) -> dict:
+        return {
+            "ok": self.ok,
+            "problems": list(self.problems),
+            "ranks": [dict(r) for r in self.ranks],
+            "warnings": list(self.warnings),
+            "sidecar_dir": self.sidecar_dir,
+            "step": self.step,
+            "world_size": self.world_size,
+        }
+
+
+def diff_payload(actual: Any, expected: Any, prefix: str = "") -> list[str]:
+    """Field-by-field differences, named by dotted path (``state.row_offset: 3 != 5``)."""
+    if isinstance(expected, Mapping) and isinstance(actual, Mapping):
+        out = []
+        for key in expected:
+            path = f"{prefix}.{key}" if prefix else str(key)
+            if key not in actual:
+                out.append(f"{path}: missing")
+            else:
+                out.extend(diff_payload(actual[key], expected[key], path))
+        for key in actual:
+            if key not in expected:
+                out.append(f"{prefix + '.' if prefix else ''}{key}: unexpected field")
+        return out
+    if type(actual) is not type(expected) or actual != expected:
+        return [f"{prefix or 'payload'}: sidecar has {actual!r}, expected {expected!r}"]
+    return []
+
+
+def load_sidecar(path: str) -> Any:
+    """Load with ``weights_only=True`` only: a pickle that would run code is refused, never run."""
+    import torch
+
+    return torch.load(path, map_location="cpu", weights_only=True)
+
+
+def _checkpoint_step(checkpoint: str) -> int:
+    """The step FastVideo compares with: parsed from the directory name, else metadata.json."""
+    match = re.match(r"^checkpoint-(\d+)$", os.path.basename(os.path.abspath(checkpoint)))
+    if match:
+        return int(match.group(1))
+    from fvconsole.core.checkpoints import read_metadata
+
+    step = read_metadata(checkpoint).get("step")
+    if not isinstance(step, int) or isinstance(step, bool):
+        raise FvError(f"{checkpoint}/metadata.json: field 'step' must be an integer (got {step!r})")
+    return step
+
+
+def recompute_plan(
+    config_path: str, checkpoint: str, overrides: Sequence[str] = ()
+) -> tuple[MigrationPlan | None, list[str], list[str]]:
+    """Plan the migration again from config + checkpoint; returns (plan, problems, warnings).
+
+    The request targets a path that cannot exist so that refusals about the output dir
+    (existing sidecars, overwrite) never block verification.
+    """
+    from fvconsole.core.migration import MigrationRequest, preview_migration
+    from fvconsole.core.runconfig import load_run_config
+
+    cfg = load_run_config(config_path, overrides)
+    step = _checkpoint_step(checkpoint)
+    world = _int_field(cfg, config_path, "training.distributed.num_gpus")
+    accum = _int_field(cfg, config_path, "training.loop.gradient_accumulation_steps")
+    dummy = os.path.join(tempfile.gettempdir(), f".fvconsole-verify-{os.getpid()}-{secrets.token_hex(6)}")
+    request = MigrationRequest(
+        config_path=config_path,
+        checkpoint=checkpoint,
+        output_dir=dummy,
+        expected_step=step,
+        expected_world_size=world,
+        consumed_batches_per_rank=step * accum,
+        overrides=tuple(overrides),
+        overwrite=True,
+        skip_source_check=True,
+    )
+    preview = preview_migration(request)
+    problems = [f"cannot recompute the plan: {r.message}" for r in preview.refusals]
+    return preview.plan, problems, list(preview.warnings)
+
+
+def _int_field(cfg: Any, path: str, dotted: str) -> int:
+    value = cfg.get(dotted, None)
+    if not isinstance(value, int) or isinstance(value, bool):
+        raise FvError(f"{path}: field '{dotted}' must be an integer (got {value!r})")
+    return value
+
+
+def verify_sidecars(
+    config_path: str,
+    checkpoint: str,
+    sidecar_dir: str,
+    *,
+    overrides: Sequence[str] = (),
+    deep: bool = False,
+    progress: Progress | None = None,
+) -> VerifyResult:
+    """Check every sidecar and the receipt in ``sidecar_dir`` against a recomputed plan."""
+    progress = progress or no_progress
+    plan, problems, warnings = recompute_plan(config_path, checkpoint, overrides)
+    if plan is None:
+        return VerifyResult(False, tuple(problems), (), tuple(warnings), sidecar_dir)
+    if not os.path.isdir(sidecar_dir):
+        problems.append(f"{sidecar_dir}: sidecar dir does not exist")
+        return VerifyResult(False, tuple(problems), (), tuple(warnings), sidecar_dir, plan.step, plan.world_size)
+    listing = _list_dir(sidecar_dir, plan.world_size, problems, warnings)
+    receipt_rows = _check_receipt(sidecar_dir, plan, problems)
+    rows = []
+    for cursor in plan.ranks:
+        rows.append(_verify_rank(sidecar_dir, plan, cursor, listing, receipt_rows))
+        progress(len(rows), plan.world_size, f"checked rank {cursor.rank}")
+    if deep:
+        _deep_next_samples(plan, rows, problems)
+    for row in rows:
+        problems.extend(f"rank {row['rank']}: {p}" for p in row["problems"])
+    return VerifyResult(
+        not problems, tuple(problems), tuple(rows), tuple(warnings), sidecar_dir, plan.step, plan.world_size
+    )
+
+
+def _list_dir(directory: str, world: int, problems: list[str], warnings: list[str]) -> set[str]:
+    """Names of regular sidecar files present; extra/foreign/temp files become problems."""
+    present = set()
+    with os.scandir(directory) as entries:
+        for entry in sorted(entries, key=lambda e: e.name):
+            kind = classify_entry(entry.name)
+            if kind == "sidecar":
+                rank = int(SIDECAR_RE.match(entry.name).group(1))  # type: ignore[union-attr]
+                if entry.is_symlink():
+                    problems.append(f"{entry.name}: is a symlink (sidecars must be regular files)")
+                elif rank >= world or entry.name != sidecar_name(rank):
+                    problems.append(f"{entry.name}: extra sidecar (world size is {world})")
+                else:
+                    present.add(entry.name)
+            elif kind == "temp":
+                problems.append(f"{entry.name}: leftover temp file from an interrupted write")
+            elif kind == "foreign":
+                problems.append(f"{entry.name}: foreign file in the sidecar dir")
+    parent = os.path.dirname(os.path.abspath(directory))
+    pattern = staging_pattern(os.path.basename(os.path.abspath(directory)))
+    with contextlib.suppress(OSError), os.scandir(parent) as entries:
+        for entry in entries:
+            if pattern.match(entry.name):
+                warnings.append(f"{os.path.join(parent, entry.name)}: staging leftover (a migration is running or crashed)")
+    return present
+
+
+def _check_receipt(directory: str, plan: MigrationPlan, problems: list[str]) -> dict[int, dict]:
+    """Receipt presence, schema and headline fields; returns its sidecar rows by rank."""
+    path = os.path.join(directory, RECEIPT_NAME)
+    try:
+        with open(path, encoding="utf-8") as handle:
+            receipt = json.load(handle)
+    except FileNotFoundError:
+        problems.append(f"{RECEIPT_NAME}: missing")
+        return {}
+    except (OSError, ValueError) as exc:
+        problems.append(f"{RECEIPT_NAME}: unreadable ({exc})")
+        return {}
+    if not isinstance(receipt, dict):
+        problems.append(f"{RECEIPT_NAME}: not a JSON object")
+        return {}
+    expect = {
+        "schema": RECEIPT_SCHEMA,
+        "step": plan.step,
+        "world_size": plan.world_size,
+        "sp_world_size": plan.sp_world_size,
+        "manifest_fingerprint": plan.manifest_fingerprint,
+        "source_checkpoint_metadata_sha256": plan.checkpoint_metadata_sha256,
+        "yielded_samples_per_rank": plan.yielded_samples_per_rank,
+    }
+    for key, want in expect.items():
+        if receipt.get(key) != want:
+            problems.append(f"{RECEIPT_NAME}: field '{key}' is {receipt.get(key)!r}, expected {want!r}")
+    rows: dict[int, dict] = {}
+    sidecars = receipt.get("sidecars")
+    if not isinstance(sidecars, list):
+        problems.append(f"{RECEIPT_NAME}: field 'sidecars' missing or not a list")
+        return rows
+    for item in sidecars:
+        if isinstance(item, dict) and isinstance(item.get("rank"), int):
+            rows[item["rank"]] = item
+        else:
+            problems.append(f"{RECEIPT_NAME}: field 'sidecars' has a malformed entry")
+    extra = sorted(set(rows) - {c.rank for c in plan.ranks})
+    if extra:
+        problems.append(f"{RECEIPT_NAME}: field 'sidecars' lists ranks outside the world size: {extra[:5]}")
+    return rows
+
+
+def _verify_rank(
+    directory: str, plan: MigrationPlan, cursor: Any, present: set[str], receipt_rows: dict[int, dict]
+) -> dict:
+    """One rank's row: file present, loads safely, payload equal, sha256 as in the receipt."""
+    name = sidecar_name(cursor.rank)
+    row: dict[str, Any] = {
+        "rank": cursor.rank,
+        "ok": False,
+        "problems": [],
+        "row_group_position": cursor.row_group_position,
+        "row_offset": cursor.row_offset,
+        "yielded_samples": cursor.yielded_samples,
+        "next_sample_index": cursor.next_sample_index,
+    }
+    problems: list[str] = row["problems"]
+    entry = receipt_rows.get(cursor.rank)
+    if entry is None and receipt_rows:
+        problems.append(f"{RECEIPT_NAME}: no entry for rank {cursor.rank}")
+    if name not in present:
+        problems.append(f"{name}: missing")
+        return row
+    path = os.path.join(directory, name)
+    digest = sha256_file(path)
+    if entry is not None:
+        if entry.get("sha256") != digest:
+            problems.append(f"{name}: sha256 {digest[:12]} does not match the receipt ({str(entry.get('sha256'))[:12]})")
+        if entry.get("path") not in (name, path):
+            problems.append(f"{RECEIPT_NAME}: rank {cursor.rank} path is {entry.get('path')!r}, expected {name!r}")
+        for key in ("row_group_position", "row_offset", "yielded_samples"):
+            if entry.get(key) != getattr(cursor, key):
+                problems.append(f"{RECEIPT_NAME}: rank {cursor.rank} field '{key}' is {entry.get(key)!r}, expected {getattr(cursor, key)!r}")
+    try:
+        payload = load_sidecar(path)
+    except Exception as exc:  # noqa: BLE001 - any unpickling failure is a verification problem
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        problems.append(f"{name}: refused by torch.load(weights_only=True): {first[:200]}")
+        return row
+    problems.extend(f"{name}: {d}" for d in diff_payload(payload, plan.sidecar_payload(cursor.rank)))
+    row["ok"] = not problems
+    return row
+
+
+def _deep_next_samples(plan: MigrationPlan, rows: list[dict], problems: list[str]) -> None:
+    """Add ``next_sample_id``: read only the row group each rank reads next (cached)."""
+    from fvconsole.core.manifest import load_manifest
+
+    manifest = load_manifest(plan.manifest_path)
+    cache: dict[int, Any] = {}
+    by_rank = {c.rank: c for c in plan.ranks}
+    for row in rows:
+        cursor = by_rank[row["rank"]]
+        index = cursor.next_row_group
+        if index is None or index < 0:
+            row["next_sample_id"] = None
+            continue
+        try:
+            if index not in cache:
+                cache[index] = _read_id_column(manifest, index)
+            column = cache[index]
+            offset = cursor.next_sample_index - int(manifest.sample_starts[index])
+            row["next_sample_id"] = column[offset]
+        except Exception as exc:  # noqa: BLE001 - dataset read problems are reported, not raised
+            row["next_sample_id"] = None
+            message = f"deep check: cannot read row group {index} ({exc})"
+            if message not in problems:
+                problems.append(message)
+
+
+def _read_id_column(manifest: Any, index: int) -> list:
+    """The ``id`` column (or the first one) of one row group, as Python values."""
+    import pyarrow.parquet as pq
+
+    path = os.path.join(manifest.dataset_root, manifest.files[index])
+    pf = pq.ParquetFile(path)
+    names = pf.schema_arrow.names
+    column = "id" if "id" in names else names[0]
+    table = pf.read_row_group(int(manifest.row_group_ids[index]), columns=[column])
+    return table.column(0).to_pylist()
+

@@ -1,0 +1,118 @@
+"""The demo workspace behind ``fvconsole demo``: a small but real training run and shard cache.
+
+Layout (all under one directory)::
+
+    .fvconsole-demo.json          marker: lets `fvconsole demo DIR` rebuild this dir safely
+    data/openvid/*.parquet        real Parquet dataset (~50 row groups)
+    manifests/openvid.json        its streaming manifest (outside the dataset)
+    run.yaml                      run config: 8 ranks, sp 2 — matches checkpoint-300
+    output/checkpoint-100,200,300 legacy checkpoints (real DCP); 200 was saved with seed 7
+    output/checkpoint-400         rank-local (new-style) checkpoint
+    output/checkpoint-500         interrupted save (RNG files for half the ranks)
+    shard-cache/<key>/            complete, partial, incomplete, writing and invalid entries
+    shard-cache/README.txt        a foreign file the scan must ignore
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import time
+from dataclasses import dataclass
+
+from fvconsole.core.errors import FvError
+
+MARKER = ".fvconsole-demo.json"
+DEMO_ROWS = (48, 64, 56, 72, 60, 52, 68, 64)  # row counts cycled over the row groups
+DEMO_STEPS = {100: 3 * 86400, 200: 2 * 86400, 300: 26 * 3600, 400: 5 * 3600, 500: 20 * 60}
+
+
+@dataclass(frozen=True)
+class DemoWorkspace:
+    """Paths of a built demo workspace."""
+
+    root: str
+    dataset_root: str
+    manifest_path: str
+    config_path: str
+    output_dir: str
+    cache_root: str
+    legacy_checkpoint: str  # the one that migrates cleanly with run.yaml
+    mismatch_checkpoint: str  # legacy, saved with a different seed
+    sidecar_dir: str  # suggested migration output
+    created_at: float
+
+    def to_json(self) -> dict:
+        return dict(self.__dict__)
+
+
+def check_target(root: str) -> None:
+    """Refuse a non-empty directory that is not a previous demo workspace (nothing is touched)."""
+    if os.path.islink(root):
+        raise FvError(f"{root}: is a symlink; give a real directory for the demo workspace")
+    if os.path.exists(root) and not os.path.isdir(root):
+        raise FvError(f"{root}: exists and is not a directory")
+    if os.path.isdir(root) and os.listdir(root) and not os.path.isfile(os.path.join(root, MARKER)):
+        raise FvError(f"{root}: directory is not empty and is not a demo workspace ({MARKER} missing); "
+                      "choose another DIR")
+
+
+def _clear_previous(root: str) -> None:
+    """Empty a previous demo workspace (only entries inside it; symlinks are unlinked, not followed)."""
+    for name in os.listdir(root):
+        path = os.path.join(root, name)
+        if os.path.isdir(path) and not os.path.islink(path):
+            shutil.rmtree(path)
+        else:
+            os.unlink(path)
+
+
+def _age(path: str, when: float) -> None:
+    """Backdate a checkpoint (dir and files) so the table shows varied ages."""
+    for dirpath, dirnames, filenames in os.walk(path):
+        for name in filenames + dirnames:
+            os.utime(os.path.join(dirpath, name), (when, when), follow_symlinks=False)
+    os.utime(path, (when, when))
+
+
+def build_demo_workspace(root: str, now: float | None = None) -> DemoWorkspace:
+    """Build (or rebuild) the demo workspace at ``root``; returns its paths."""
+    from fvconsole.demo import builders, cache_builders
+
+    root = os.path.abspath(os.path.expanduser(root))
+    check_target(root)
+    if os.path.isdir(root):
+        _clear_previous(root)
+    os.makedirs(root, exist_ok=True)
+    now = time.time() if now is None else now
+    dataset = builders.write_dataset(os.path.join(root, "data", "openvid"), files=4, row_groups_per_file=13,
+                                     rows_per_group=DEMO_ROWS)
+    manifest = os.path.join(root, "manifests", "openvid.json")
+    builders.build_manifest(dataset, manifest)
+    output = os.path.join(root, "output")
+    config = builders.run_config(data_path=dataset, manifest_path=manifest, output_dir=output, num_gpus=8,
+                                 sp_size=2, train_batch_size=1, grad_accum=2, seed=42, read_batch_size=8)
+    config_path = builders.write_run_config(os.path.join(root, "run.yaml"), config)
+    other_seed = builders.run_config(data_path=dataset, manifest_path=manifest, output_dir=output, num_gpus=8,
+                                     sp_size=2, train_batch_size=1, grad_accum=2, seed=7, read_batch_size=8)
+    builders.write_checkpoint(output, 100, config)
+    builders.write_checkpoint(output, 200, other_seed)
+    builders.write_checkpoint(output, 300, config)
+    builders.write_checkpoint(output, 400, config, kind="rank-local")
+    builders.write_checkpoint(output, 500, config, kind="rank-local", complete=False)
+    for step, age in DEMO_STEPS.items():
+        _age(os.path.join(output, f"checkpoint-{step}"), now - age)
+    cache_root = os.path.join(root, "shard-cache")
+    cache_builders.build_demo_cache(cache_root, now=now)
+    with open(os.path.join(cache_root, "README.txt"), "w", encoding="utf-8") as handle:
+        handle.write("not a cache entry: the scan lists it as foreign and never deletes it\n")
+    workspace = DemoWorkspace(
+        root=root, dataset_root=dataset, manifest_path=manifest, config_path=config_path, output_dir=output,
+        cache_root=cache_root, legacy_checkpoint=os.path.join(output, "checkpoint-300"),
+        mismatch_checkpoint=os.path.join(output, "checkpoint-200"),
+        sidecar_dir=os.path.join(output, "dataloader-state", "checkpoint-300"), created_at=now,
+    )
+    with open(os.path.join(root, MARKER), "w", encoding="utf-8") as handle:
+        json.dump(workspace.to_json(), handle, indent=2, sort_keys=True)
+    return workspace

@@ -1,0 +1,391 @@
+"""View 4: node-local shard caches across a Slurm job (through srun).
+
+Type a job id and/or a node list and the cache root (``{node}`` allowed), scan: every
+srun round trip runs in a thread worker, so the UI never blocks. The node table shows
+each node's totals (or its error); the matrix shows each key's status and size per node.
+Evictions follow the console's one flow: preview on every node → confirm (focus on
+Cancel) → execute exactly the previewed per-node plans, with progress → rescan.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+from rich.text import Text
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import Horizontal, Vertical, VerticalScroll
+from textual.widgets import Button, DataTable, Input, Label, ProgressBar, Static
+
+from fvconsole.cli.common import head_tail, human_bytes
+from fvconsole.core.fleet.hostlist import compress_hostlist
+from fvconsole.tui.base import BaseView
+from fvconsole.tui.modals import ConfirmScreen
+from fvconsole.tui.widgets import ThreadProgress
+
+STATUS_STYLE = {"complete": "green", "partial": "cyan", "incomplete": "yellow", "invalid": "bold red"}
+#: Node columns shown in the matrix; more nodes are summarised in the last column.
+MAX_NODE_COLUMNS = 12
+WRITE_ACTIONS = (("evict_invalid", "i", "Evict invalid"), ("evict_key", "e", "Evict key"),
+                 ("evict_cap", "c", "Evict to cap"))
+
+
+def _plural(n: int, word: str) -> str:
+    return f"{n} {word}{'' if n == 1 else 's'}"
+
+
+class FleetView(BaseView):
+    """Node × key matrix of weight shard caches across Slurm nodes, with fleet eviction."""
+
+    DEFAULT_CSS = """
+    FleetView #fleet-form { height: auto; padding: 0 1; }
+    FleetView #fleet-form Input { width: 1fr; }
+    FleetView #fleet-form #fleet-root { width: 2fr; }
+    FleetView #fleet-form Button { min-width: 8; }
+    FleetView #fleet-status { height: auto; padding: 0 1; }
+    FleetView #fleet-progress-row { height: 1; display: none; padding: 0 1; }
+    FleetView #fleet-node-table { height: auto; max-height: 12; }
+    FleetView #fleet-matrix { height: 1fr; }
+    FleetView #fleet-detail-scroll { height: auto; max-height: 14; padding: 0 1; border-top: solid $primary; }
+    FleetView .view-filter { display: none; }
+    """
+    BINDINGS = [
+        Binding("ctrl+r", "scan", "Scan"),
+        *[Binding(key, action, label) for action, key, label in WRITE_ACTIONS],
+        *[Binding(key, f"refuse('{label.lower()}')", label, show=False) for _a, key, label in WRITE_ACTIONS],
+    ]
+
+    def __init__(self, read_only: bool = False, cache_root: str | None = None, dispatcher: Any = None,
+                 **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self._read_only = read_only
+        self._initial_root = cache_root or os.environ.get("FASTVIDEO_WEIGHT_SHARD_CACHE", "")
+        self._dispatcher = dispatcher
+        self._view: Any = None  # core FleetCacheView of the last scan
+        self._selected_key: str | None = None
+        self._busy = False
+        self._scanned_once = False
+
+    # ------------------------------------------------------------ layout
+
+    @property
+    def read_only(self) -> bool:
+        return self._read_only or super().read_only
+
+    @property
+    def dispatcher(self) -> Any:
+        if self._dispatcher is None:
+            from fvconsole.core.fleet.ops import SrunDispatcher
+
+            self._dispatcher = SrunDispatcher()
+        return self._dispatcher
+
+    @dispatcher.setter
+    def dispatcher(self, value: Any) -> None:
+        self._dispatcher = value
+
+    @property
+    def view_result(self) -> Any:
+        """The last aggregated scan (tests and the command palette read it)."""
+        return self._view
+
+    def compose(self) -> ComposeResult:
+        with Horizontal(id="fleet-form"):
+            yield Input(value=os.environ.get("SLURM_JOB_ID", ""), placeholder="job id (e.g. 1234)", id="fleet-job")
+            yield Input(placeholder="nodes (e.g. n[1-8]); empty: the job's", id="fleet-nodes")
+            yield Input(value=self._initial_root, placeholder="cache root on every node ({node} allowed)",
+                        id="fleet-root")
+            yield Button("Scan", id="fleet-scan", variant="primary")
+        yield Static(Text("Give a job id or a node list and the cache root, then Scan (ctrl+r).",
+                          style="italic"), id="fleet-status")
+        yield Input(placeholder="filter keys by key, node or status (Esc closes)", classes="view-filter")
+        with Horizontal(id="fleet-progress-row"):
+            yield ProgressBar(id="fleet-progress", show_eta=False)
+            yield Label(id="fleet-progress-label")
+        with Vertical():
+            yield DataTable(id="fleet-node-table", cursor_type="row", zebra_stripes=True)
+            yield DataTable(id="fleet-matrix", cursor_type="row", zebra_stripes=True)
+        with VerticalScroll(id="fleet-detail-scroll"):
+            yield Static(id="fleet-detail")
+
+    def on_mount(self) -> None:
+        table = self.query_one("#fleet-node-table", DataTable)
+        for label, width in (("node", 12), ("entries", 7), ("size", 10), ("reclaimable", 11), ("free", 10),
+                             ("statuses / error", 60)):
+            table.add_column(label, key=label, width=width)
+
+    def focus_main(self) -> None:
+        target = "#fleet-matrix" if self._view is not None else "#fleet-job"
+        self.query_one(target).focus()
+
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        if action in {a for a, _k, _l in WRITE_ACTIONS}:
+            return not self.read_only
+        if action == "refuse":
+            return self.read_only
+        return True
+
+    # ------------------------------------------------------------ scanning
+
+    def _form(self) -> tuple[str | None, str | None, str]:
+        job = self.query_one("#fleet-job", Input).value.strip() or None
+        nodes = self.query_one("#fleet-nodes", Input).value.strip() or None
+        root = self.query_one("#fleet-root", Input).value.strip()
+        return job, nodes, root
+
+    def refresh_view(self) -> None:
+        """`r`: rescan, but only once the user has scanned (never srun on start-up by surprise)."""
+        if self._scanned_once:
+            self.action_scan()
+
+    def on_button_pressed(self, event: Button.Pressed) -> None:
+        if event.button.id == "fleet-scan":
+            event.stop()
+            self.action_scan()
+
+    def on_input_submitted(self, event: Input.Submitted) -> None:
+        if event.input.id in ("fleet-job", "fleet-nodes", "fleet-root"):
+            event.stop()
+            self.action_scan()
+            return
+        super().on_input_submitted(event)
+
+    def action_scan(self) -> None:
+        job, nodes, root = self._form()
+        if not job and not nodes:
+            self.notify("give a job id or a node list", severity="warning")
+            return
+        if not root:
+            self.notify("give the cache root (it may contain {node})", severity="warning")
+            return
+        if self._busy:
+            self.notify("busy: wait for the running eviction", severity="warning")
+            return
+        self._scanned_once = True
+        self._status(Text(f"scanning {nodes or 'job ' + str(job)} …", style="italic"))
+        progress = self._start_progress("scanning")
+        dispatcher = self.dispatcher
+
+        def job_fn() -> Any:
+            selection = dispatcher.select(nodes, job)
+            return dispatcher.ls(selection, root, progress)
+
+        self.run_in_thread(job_fn, self._show_scan, group="fleet-scan", on_error=self._failed)
+
+    def _failed(self, exc: BaseException) -> None:
+        self._busy = False
+        self._stop_progress()
+        self.report_error(exc)
+        self._status(Text(f"✗ {exc}", style="bold red"))
+
+    def _show_scan(self, view: Any) -> None:
+        self._stop_progress()
+        self._view = view
+        failed = [n for n in view.nodes if not n.ok]
+        text = Text().append(f"{compress_hostlist(view.selection.nodes)}", style="bold")
+        if view.selection.job_id:
+            text.append(f" (job {view.selection.job_id})")
+        text.append(f"   {_plural(len(view.nodes), 'node')}, {_plural(len(view.keys), 'key')}, "
+                    f"{human_bytes(view.total_bytes)} fleet-wide")
+        if failed:
+            text.append(f"   {len(failed)} failed: {compress_hostlist(n.node for n in failed)}", style="bold red")
+        self._status(text)
+        self._fill_nodes(view)
+        self.apply_filter(self.filter_text)
+        self._show_findings(view)
+
+    def _fill_nodes(self, view: Any) -> None:
+        table = self.query_one("#fleet-node-table", DataTable)
+        table.clear()
+        for n in view.nodes:
+            if not n.ok:
+                table.add_row(n.node, "-", "-", "-", "-", Text(f"error: {n.error}", style="bold red"), key=n.node)
+                continue
+            statuses = Text()
+            for i, (status, count) in enumerate(n.statuses):
+                statuses.append(("" if i == 0 else ", ") + f"{count} {status}", style=STATUS_STYLE.get(status, ""))
+            table.add_row(n.node, str(n.entries), human_bytes(n.total_bytes), human_bytes(n.reclaimable_bytes),
+                          human_bytes(n.fs_free) if n.fs_free is not None else "-", statuses or "empty", key=n.node)
+
+    def _matrix_nodes(self) -> list[str]:
+        return [n.node for n in self._view.nodes][:MAX_NODE_COLUMNS] if self._view is not None else []
+
+    def apply_filter(self, text: str) -> None:
+        table = self.query_one("#fleet-matrix", DataTable)
+        table.clear(columns=True)
+        if self._view is None:
+            return
+        shown = self._matrix_nodes()
+        table.add_column("key", key="key", width=16)
+        table.add_column("size", key="size", width=10)
+        for node in shown:
+            table.add_column(node, key=f"node:{node}", width=max(len(node), 12))
+        hidden = len(self._view.nodes) - len(shown)
+        if hidden:
+            table.add_column(f"+{hidden} nodes", key="more", width=30)
+        for row in self._view.keys:
+            statuses = dict(row.statuses)
+            sizes = dict(row.sizes)
+            haystack = f"{row.key} " + " ".join(f"{n} {s}" for n, s in row.statuses)
+            if text and text not in haystack.lower():
+                continue
+            cells: list[Any] = [row.key, human_bytes(row.total_bytes)]
+            for node in shown:
+                status = statuses.get(node)
+                cells.append(Text(f"{status} {human_bytes(sizes[node])}", style=STATUS_STYLE.get(status, ""))
+                             if status else Text("—", style="grey50"))
+            if hidden:
+                rest = [(n, s) for n, s in row.statuses if n not in set(shown)]
+                by_status: dict[str, list[str]] = {}
+                for n, s in rest:
+                    by_status.setdefault(s, []).append(n)
+                cells.append("; ".join(f"{s} {compress_hostlist(ns)}" for s, ns in sorted(by_status.items())))
+            table.add_row(*cells, key=row.key)
+        if self._selected_key is not None and self._selected_key in table.rows:
+            table.move_cursor(row=table.get_row_index(self._selected_key))
+
+    def on_data_table_row_highlighted(self, event: DataTable.RowHighlighted) -> None:
+        if event.data_table.id == "fleet-matrix" and event.row_key is not None:
+            self._selected_key = event.row_key.value
+
+    def _show_findings(self, view: Any) -> None:
+        text = Text()
+        for finding in view.findings[:8]:
+            text.append("⚠ ", style="yellow").append(finding.message + "\n")
+        if len(view.findings) > 8:
+            text.append(f"… {len(view.findings) - 8} more findings\n", style="yellow")
+        for n in view.nodes:
+            if not n.ok:
+                text.append(f"✗ {n.node}: {n.error}\n", style="bold red")
+        if not text.plain:
+            text.append("No cross-node findings. RECLAIMABLE = invalid + incomplete (press i to evict them).",
+                        style="italic")
+        self.query_one("#fleet-detail", Static).update(text)
+
+    # ------------------------------------------------------------ eviction
+
+    def action_refuse(self, what: str) -> None:
+        self.refuse_read_only(what)
+
+    def action_evict_invalid(self) -> None:
+        self._preview("evict invalid + incomplete entries", ["--invalid"])
+
+    def action_evict_cap(self) -> None:
+        self._preview("evict each node to its cap", ["--max-gb"])
+
+    def action_evict_key(self) -> None:
+        if self._selected_key is None:
+            self.notify("select a key in the matrix first", severity="warning")
+            return
+        self._preview(f"evict {self._selected_key} on every node", ["--key", self._selected_key])
+
+    def _preview(self, what: str, selectors: list[str]) -> None:
+        if self.refuse_read_only(what):
+            return
+        if self._view is None:
+            self.notify("scan first (ctrl+r)", severity="warning")
+            return
+        if self._busy:
+            self.notify("busy: wait for the running eviction", severity="warning")
+            return
+        _job, _nodes, root = self._form()
+        selection = self._view.selection
+        dispatcher = self.dispatcher
+        progress = self._start_progress("planning")
+        self.run_in_thread(lambda: dispatcher.preview(selection, root, selectors, progress),
+                           lambda p: self._previewed(what, root, p), group="fleet-plan", on_error=self._failed)
+
+    def _previewed(self, what: str, root: str, preview: Any) -> None:
+        self._stop_progress()
+        plans = preview.plans()
+        failed = [o for o in preview.outcomes if not o.ok]
+        self._show_preview(what, preview)
+        if not any(plans.values()):
+            self.notify(f"{what}: nothing to evict" + (f" ({len(failed)} node(s) failed)" if failed else ""),
+                        severity="warning")
+            return
+        busy_nodes = [n for n, keys in plans.items() if keys]
+        body = [f"Delete cache entries on {_plural(len(busy_nodes), 'node')} "
+                f"({compress_hostlist(busy_nodes)}) under {root}, freeing {human_bytes(preview.freed_bytes)}:"]
+        rows = [o for o in preview.outcomes if o.ok and plans.get(o.node)]
+        head, omitted, tail = head_tail(rows, 10, 3)
+        body += [self._node_line(o) for o in head]
+        if omitted:
+            body.append(f"  … {omitted} more nodes")
+        body += [self._node_line(o) for o in tail]
+        if failed:
+            body.append(f"{len(failed)} node(s) failed to plan and will not be touched: "
+                        f"{compress_hostlist(o.node for o in failed)}")
+        body.append("Each node re-checks every entry right before deleting it; symlinks are never followed.")
+        self.app.push_screen(ConfirmScreen(f"{what.capitalize()}?", body, "Evict"),
+                             lambda ok: self._confirmed(preview, root, ok))
+
+    @staticmethod
+    def _node_line(outcome: Any) -> str:
+        doc = outcome.output or {}
+        items = doc.get("evict") or []
+        keys = ", ".join(str(i.get("key")) for i in items[:3]) + (f" +{len(items) - 3}" if len(items) > 3 else "")
+        return f"  {outcome.node}: {len(items)} entr{'y' if len(items) == 1 else 'ies'}, " \
+               f"{human_bytes(doc.get('freed_bytes') or 0)} ({keys})"
+
+    def _show_preview(self, what: str, preview: Any) -> None:
+        text = Text().append(f"Fleet eviction preview: {what}\n", style="bold")
+        text.append(f"would free {human_bytes(preview.freed_bytes)} across "
+                    f"{_plural(len(preview.outcomes), 'node')}\n", style="bold red" if preview.freed_bytes else "")
+        for o in preview.outcomes[:24]:
+            if o.ok:
+                text.append(self._node_line(o) + "\n")
+            else:
+                text.append(f"  ✗ {o.node}: {o.error}\n", style="bold red")
+        if len(preview.outcomes) > 24:
+            text.append(f"  … {len(preview.outcomes) - 24} more nodes\n")
+        self.query_one("#fleet-detail", Static).update(text)
+
+    def _confirmed(self, preview: Any, root: str, ok: bool | None) -> None:
+        if not ok:
+            self.notify("fleet eviction cancelled: nothing deleted")
+            return
+        if self.refuse_read_only("eviction"):
+            return
+        self._busy = True
+        progress = self._start_progress("evicting")
+        dispatcher = self.dispatcher
+        self.run_in_thread(lambda: dispatcher.execute(preview, root, (), progress), self._executed,
+                           group="fleet-evict", on_error=self._failed)
+
+    def _executed(self, result: Any) -> None:
+        self._busy = False
+        self._stop_progress()
+        failed = [o for o in result.outcomes if not o.ok]
+        summary = f"fleet eviction freed {human_bytes(result.freed_bytes)}"
+        text = Text().append(("✗ " if failed else "✓ ") + summary + "\n",
+                             style="bold red" if failed else "bold green")
+        for o in result.outcomes[:24]:
+            if o.ok:
+                text.append(self._node_line(o).replace("entr", "evicted entr", 1) + "\n")
+            else:
+                text.append(f"  ✗ {o.node}: {o.error}\n", style="bold red")
+        self.query_one("#fleet-detail", Static).update(text)
+        if failed:
+            self.notify(f"{summary}; {len(failed)} node(s) failed: {compress_hostlist(o.node for o in failed)}",
+                        severity="error", timeout=10)
+        else:
+            self.notify(summary)
+        self.action_scan()
+
+    # ------------------------------------------------------------ helpers
+
+    def _status(self, text: Text) -> None:
+        self.query_one("#fleet-status", Static).update(text)
+
+    def _start_progress(self, label: str) -> ThreadProgress:
+        self.query_one("#fleet-progress-row").display = True
+        bar = self.query_one("#fleet-progress", ProgressBar)
+        bar.update(total=None, progress=0)
+        label_widget = self.query_one("#fleet-progress-label", Label)
+        label_widget.update(label)
+        return ThreadProgress(self.app, bar, label_widget)
+
+    def _stop_progress(self) -> None:
+        self.query_one("#fleet-progress-row").display = False

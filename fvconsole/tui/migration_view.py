@@ -1,0 +1,413 @@
+"""View 2: migrate a legacy checkpoint to rank-local sidecars.
+
+Preview → (confirm) → execute, all through the same core calls as ``fvconsole migrate``:
+``preview_migration(request)`` builds the plan, ``execute_plan(plan)`` writes exactly that plan.
+"""
+
+from __future__ import annotations
+
+import os
+import shlex
+from typing import Any
+
+from rich.text import Text
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import Horizontal, Vertical, VerticalScroll
+from textual.widgets import Button, Checkbox, DataTable, Input, Label, ProgressBar, Static
+
+from fvconsole.core.errors import FvError
+from fvconsole.tui import backend
+from fvconsole.tui.base import BaseView
+from fvconsole.tui.checkpoints_view import render_mismatches
+from fvconsole.tui.modals import ConfirmScreen
+from fvconsole.tui.widgets import FastTable, PathInput, ThreadProgress
+
+INT_FIELDS = (
+    ("expected_step", "mig-step", "expected step"),
+    ("expected_world_size", "mig-world", "expected world size"),
+    ("consumed_batches_per_rank", "mig-consumed", "consumed batches/rank"),
+)
+RANK_COLUMNS = (
+    ("rank", 5), ("SP grp", 6), ("rg pos", 6), ("offset", 6),
+    ("yielded", 8), ("next sample", 11), ("next rg", 7),
+)
+
+
+def rank_row(cursor: Any, manifest_starts: Any) -> tuple[str, ...]:
+    """One row of the per-rank table (strings: cheap to filter and render)."""
+    return (
+        str(cursor.rank), str(cursor.sp_group_index), str(cursor.row_group_position), str(cursor.row_offset),
+        str(cursor.yielded_samples), str(cursor.next_sample_index),
+        str(cursor.next_row_group) if cursor.next_row_group >= 0 else "-",
+    )
+
+
+def plan_summary(plan: Any) -> Text:
+    """Step, ranks, SP groups, samples per worker and epoch progress of a plan."""
+    groups = plan.world_size // max(plan.sp_world_size, 1)
+    text = Text()
+    text.append("Plan\n", style="bold underline")
+    rows = (
+        ("step", plan.step),
+        ("ranks (world size)", plan.world_size),
+        ("SP groups", f"{groups} × sp {plan.sp_world_size}"),
+        ("batch / grad accum", f"{plan.batch_size} / {plan.gradient_accumulation_steps}"),
+        ("consumed batches/rank", plan.consumed_batches_per_rank),
+        ("yielded samples/rank", plan.yielded_samples_per_rank),
+        ("samples per worker", plan.samples_per_worker),
+        ("epoch progress", f"{plan.epoch_progress * 100:.1f}%"),
+        ("row groups / rows", f"{plan.num_row_groups} / {plan.total_rows}"),
+        ("manifest", f"{plan.manifest_fingerprint[:16]}…  {plan.manifest_path}"),
+        ("output dir", plan.output_dir),
+    )
+    for label, value in rows:
+        text.append(f"  {label:<22}", style="grey62")
+        text.append(f"{value}\n", style="bold" if label == "epoch progress" else "")
+    for warning in plan.warnings:
+        text.append(f"⚠ {warning}\n", style="yellow")
+    return text
+
+
+class MigrationView(BaseView):
+    """Form, preview (refusals, mismatches, summary, per-rank table), execute, verify."""
+
+    DEFAULT_CSS = """
+    MigrationView #mig-left { width: 60; height: 1fr; padding: 0 1; }
+    MigrationView #mig-right { width: 1fr; height: 1fr; border-left: solid $primary; }
+    MigrationView .form-row { height: 1; }
+    MigrationView .form-row Label { width: 23; color: $text-muted; }
+    MigrationView .form-row Input { width: 1fr; }
+    MigrationView #mig-flags { height: 1; margin-top: 1; }
+    MigrationView #mig-derived { height: auto; color: $text-muted; margin: 1 0; }
+    MigrationView #mig-buttons { height: 1; margin-bottom: 1; }
+    MigrationView #mig-buttons Button { margin-right: 1; }
+    MigrationView #mig-progress-row { height: 1; display: none; }
+    MigrationView #mig-details { height: 1fr; }
+    MigrationView #mig-banner { height: auto; padding: 0 1; }
+    MigrationView #mig-banner.refused { background: $error 30%; color: $text; text-style: bold; }
+    MigrationView #mig-banner.ok { background: $success 20%; }
+    MigrationView #mig-receipt { height: auto; display: none; padding: 0 1;
+                                 border: round $success; }
+    MigrationView #mig-ranks { height: 1fr; }
+    MigrationView .view-filter { display: none; }
+    """
+    BINDINGS = [
+        Binding("ctrl+r", "preview", "Preview", priority=True),
+        Binding("ctrl+e", "execute", "Execute", priority=True),
+        Binding("ctrl+e", "refuse_execute", "Execute", show=False, priority=True),
+        Binding("ctrl+y", "verify", "Verify", priority=True),
+    ]
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self._preview: Any = None
+        self._rank_rows: list[tuple[str, ...]] = []
+        self._busy = False
+        self._last_receipt: dict | None = None
+
+    def compose(self) -> ComposeResult:
+        with Horizontal():
+            with Vertical(id="mig-left"):
+                for label, wid, placeholder in (
+                    ("checkpoint", "mig-checkpoint", "…/checkpoint-<step>"),
+                    ("run config", "mig-config", "run.yaml"),
+                    ("output dir", "mig-output", "where the sidecars go (outside the checkpoint)"),
+                ):
+                    with Horizontal(classes="form-row"):
+                        yield Label(label)
+                        yield PathInput(None, placeholder=placeholder, id=wid, compact=True)
+                for _field, wid, label in INT_FIELDS:
+                    with Horizontal(classes="form-row"):
+                        yield Label(label)
+                        yield Input(type="integer", id=wid, compact=True)
+                with Horizontal(classes="form-row"):
+                    yield Label("overrides")
+                    yield Input(placeholder="k.a.b=value …", id="mig-overrides", compact=True)
+                with Horizontal(id="mig-flags"):
+                    yield Checkbox("overwrite existing sidecars", id="mig-overwrite", compact=True)
+                    yield Checkbox("skip source check", id="mig-skip-source", compact=True)
+                yield Static(id="mig-derived")
+                with Horizontal(id="mig-buttons"):
+                    yield Button("Preview ^R", id="mig-preview", variant="primary", compact=True)
+                    yield Button("Execute ^E", id="mig-execute", variant="error", compact=True, disabled=True)
+                    yield Button("Verify ^Y", id="mig-verify", compact=True)
+                with Horizontal(id="mig-progress-row"):
+                    yield ProgressBar(id="mig-progress", show_eta=False)
+                    yield Static(id="mig-progress-label")
+                with VerticalScroll(id="mig-details"):
+                    yield Static(id="mig-summary")
+                    yield Static(id="mig-mismatch")
+            with Vertical(id="mig-right"):
+                yield Static(Text("Select a legacy checkpoint in view 1 and press m, or fill the form; "
+                                  "then Preview (ctrl+r).", style="italic"), id="mig-banner")
+                yield Static(id="mig-receipt")
+                yield Input(placeholder="filter ranks (Esc closes)", classes="view-filter")
+                yield FastTable(id="mig-ranks", cursor_type="row", zebra_stripes=True)
+
+    def on_mount(self) -> None:
+        table = self.query_one("#mig-ranks", DataTable)
+        for label, width in RANK_COLUMNS:
+            table.add_column(label, key=label, width=width)
+        if self.read_only:
+            execute = self.query_one("#mig-execute", Button)
+            execute.label = "Execute (read-only)"
+
+    def focus_main(self) -> None:
+        self.query_one("#mig-ranks", DataTable).focus()
+
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        if action == "execute":
+            return not self.read_only
+        if action == "refuse_execute":
+            return self.read_only
+        return True
+
+    # ------------------------------------------------------------ form
+
+    def prefill(self, checkpoint: str, step: int | None) -> None:
+        """Fill the form from a checkpoint and the loaded run config (derived values to confirm)."""
+        st = self.app.state
+        defaults = backend.migration_defaults(checkpoint, step, st.config_path, st.run_config)
+        self._set("#mig-checkpoint", defaults.checkpoint)
+        self._set("#mig-config", defaults.config_path)
+        self._set("#mig-output", defaults.output_dir)
+        for field, wid, _label in INT_FIELDS:
+            value = getattr(defaults, field)
+            self._set(f"#{wid}", "" if value is None else str(value))
+        text = Text().append("Derived values: confirm or edit\n", style="bold")
+        for note in defaults.derivation:
+            text.append(f"  {note}\n")
+        if st.run_config is None:
+            text.append("  no run config loaded: world size and consumed batches need filling in\n", style="yellow")
+        self.query_one("#mig-derived", Static).update(text)
+        self._invalidate("form prefilled: press Preview (ctrl+r)")
+
+    def _set(self, selector: str, value: str) -> None:
+        box = self.query_one(selector, Input)
+        with box.prevent(Input.Changed):
+            box.value = value
+
+    def on_input_changed(self, event: Input.Changed) -> None:
+        if event.input.has_class("view-filter"):
+            super().on_input_changed(event)
+            return
+        if self._preview is not None:
+            self._invalidate("the form changed: preview again before executing")
+
+    def on_checkbox_changed(self, event: Checkbox.Changed) -> None:
+        if self._preview is not None:
+            self._invalidate("the form changed: preview again before executing")
+
+    def on_input_submitted(self, event: Input.Submitted) -> None:
+        if event.input.has_class("view-filter"):
+            super().on_input_submitted(event)
+            return
+        event.stop()
+        self.action_preview()
+
+    def _invalidate(self, message: str) -> None:
+        self._preview = None
+        self.query_one("#mig-execute", Button).disabled = True
+        banner = self.query_one("#mig-banner", Static)
+        banner.set_classes("")
+        banner.update(Text(message, style="italic"))
+
+    def build_request(self) -> Any:
+        """The MigrationRequest of the form; FvError naming the field when a value is not usable."""
+        values: dict[str, Any] = {}
+        for name, wid in (("checkpoint", "mig-checkpoint"), ("config_path", "mig-config"), ("output_dir", "mig-output")):
+            text = self.query_one(f"#{wid}", Input).value.strip()
+            if not text:
+                raise FvError(f"migration form: field '{name}' is empty")
+            values[name] = os.path.expanduser(text)
+        for name, wid, label in INT_FIELDS:
+            text = self.query_one(f"#{wid}", Input).value.strip()
+            try:
+                values[name] = int(text)
+            except ValueError:
+                raise FvError(f"migration form: field '{name}' ({label}) must be an integer (got {text!r})") from None
+        try:
+            overrides = tuple(shlex.split(self.query_one("#mig-overrides", Input).value))
+        except ValueError as exc:
+            raise FvError(f"migration form: field 'overrides' cannot be parsed ({exc})") from None
+        values["overrides"] = overrides
+        values["overwrite"] = self.query_one("#mig-overwrite", Checkbox).value
+        values["skip_source_check"] = self.query_one("#mig-skip-source", Checkbox).value
+        return backend.make_request(**values)
+
+    # ------------------------------------------------------------ preview
+
+    def on_button_pressed(self, event: Button.Pressed) -> None:
+        actions = {"mig-preview": self.action_preview, "mig-execute": self.action_execute,
+                   "mig-verify": self.action_verify}
+        if event.button.id in actions:
+            event.stop()
+            actions[event.button.id]()
+
+    def _start(self, label: str) -> ThreadProgress | None:
+        if self._busy:
+            self.notify("busy: wait for the running action to finish", severity="warning")
+            return None
+        self._busy = True
+        self.query_one("#mig-progress-row").display = True
+        bar = self.query_one("#mig-progress", ProgressBar)
+        bar.update(total=None, progress=0)
+        status = self.query_one("#mig-progress-label", Static)
+        status.update(label)
+        return ThreadProgress(self.app, bar, status)
+
+    def _finish(self) -> None:
+        self._busy = False
+        self.query_one("#mig-progress-row").display = False
+
+    def action_preview(self) -> None:
+        try:
+            request = self.build_request()
+        except FvError as exc:
+            self.report_error(exc)
+            return
+        progress = self._start("building the plan …")
+        if progress is None:
+            return
+        self.query_one("#mig-receipt", Static).display = False
+        self.run_in_thread(lambda: backend.preview(request, progress), self._show_preview,
+                           group="mig-preview", on_error=self._failed)
+
+    def _failed(self, exc: BaseException) -> None:
+        self._finish()
+        self.report_error(exc)
+        banner = self.query_one("#mig-banner", Static)
+        banner.set_classes("refused")
+        banner.update(Text(f"✗ {exc}"))
+
+    def _show_preview(self, preview: Any) -> None:
+        self._finish()
+        self._preview = preview
+        banner = self.query_one("#mig-banner", Static)
+        self.query_one("#mig-mismatch", Static).update(
+            Text().append("Config mismatch report\n", style="bold underline").append_text(
+                render_mismatches(preview.mismatches))
+        )
+        if preview.refusals:
+            text = Text(f"✗ REFUSED: {len(preview.refusals)} problem(s); nothing can be written\n")
+            for refusal in preview.refusals:
+                text.append(f"  {refusal.field}: ", style="bold")
+                text.append(f"{refusal.message}\n")
+            banner.set_classes("refused")
+            banner.update(text)
+            self.query_one("#mig-summary", Static).update("")
+            self._rank_rows = []
+            self.apply_filter(self.filter_text)
+            self.query_one("#mig-execute", Button).disabled = True
+            return
+        plan = preview.plan
+        text = Text(f"✓ plan ready: {plan.world_size} sidecars for step {plan.step} → {plan.output_dir}")
+        for warning in preview.warnings:
+            text.append(f"\n⚠ {warning}", style="yellow")
+        if not self.read_only:
+            text.append("\nReview, then Execute (ctrl+e).", style="italic")
+        banner.set_classes("ok")
+        banner.update(text)
+        self.query_one("#mig-summary", Static).update(plan_summary(plan))
+        self._rank_rows = [rank_row(cursor, None) for cursor in plan.ranks]
+        self.apply_filter(self.filter_text)
+        self.query_one("#mig-execute", Button).disabled = self.read_only
+
+    def apply_filter(self, text: str) -> None:
+        table = self.query_one("#mig-ranks", DataTable)
+        table.clear()
+        rows = self._rank_rows
+        if text:
+            rows = [row for row in rows if any(text == cell or text in cell for cell in row)]
+        table.add_rows(rows)
+
+    # ------------------------------------------------------------ execute
+
+    def action_refuse_execute(self) -> None:
+        self.refuse_read_only("executing a migration")
+
+    def action_execute(self) -> None:
+        if self.refuse_read_only("executing a migration"):
+            return
+        plan = self._preview.plan if self._preview is not None else None
+        if plan is None:
+            self.notify("preview a valid plan first (ctrl+r)", severity="warning")
+            return
+        last = plan.world_size - 1
+        body = [
+            f"Write {plan.world_size} rank-local sidecars (dataloader_state_rank0.pt … rank{last}.pt)",
+            "and migration_receipt.json (written last) into:",
+            f"  {plan.output_dir}",
+            "",
+            f"Source checkpoint (read only, never modified): {plan.checkpoint}",
+            f"Run config: {plan.config_path}",
+            f"step {plan.step}, world size {plan.world_size}, sp {plan.sp_world_size}, "
+            f"{plan.yielded_samples_per_rank} samples consumed per rank",
+        ]
+        if plan.request.overwrite:
+            body.append("Existing sidecars in the output dir WILL be replaced (overwrite).")
+        self.app.push_screen(ConfirmScreen("Write migration sidecars?", body, "Write sidecars"),
+                             lambda ok: self._confirmed(plan, ok))
+
+    def _confirmed(self, plan: Any, ok: bool | None) -> None:
+        if not ok:
+            self.notify("migration cancelled: nothing written")
+            return
+        if self.refuse_read_only("executing a migration"):
+            return
+        progress = self._start("writing sidecars …")
+        if progress is None:
+            return
+        self.run_in_thread(lambda: backend.execute(plan, progress), lambda r: self._executed(plan, r),
+                           group="mig-exec", on_error=self._failed)
+
+    def _executed(self, plan: Any, receipt: dict) -> None:
+        self._finish()
+        self._last_receipt = receipt
+        out = plan.output_dir
+        text = Text().append("✓ migration written\n", style="bold green")
+        text.append(f"receipt  {os.path.join(out, 'migration_receipt.json')}\n")
+        text.append(f"{len(receipt.get('sidecars', []))} sidecars, step {receipt.get('step')}, world size "
+                    f"{receipt.get('world_size')}, created {receipt.get('created_at_utc')}\n")
+        text.append("Next step: resume from the unchanged legacy checkpoint with\n", style="bold")
+        text.append(f"export FASTVIDEO_DATALOADER_STATE_DIR={shlex.quote(out)}\n", style="bold cyan")
+        text.append(f"(world size must stay {plan.world_size}; checkpoint: {plan.checkpoint})", style="grey62")
+        receipt_box = self.query_one("#mig-receipt", Static)
+        receipt_box.update(text)
+        receipt_box.display = True
+        banner = self.query_one("#mig-banner", Static)
+        banner.set_classes("ok")
+        banner.update(Text(f"✓ done: {len(receipt.get('sidecars', []))} sidecars + receipt in {out}"))
+        self.query_one("#mig-execute", Button).disabled = True
+        self._preview = None
+        self.notify("migration written; next step shown in the receipt panel")
+
+    # ------------------------------------------------------------ verify
+
+    def action_verify(self) -> None:
+        try:
+            request = self.build_request()
+        except FvError as exc:
+            self.report_error(exc)
+            return
+        progress = self._start("verifying sidecars …")
+        if progress is None:
+            return
+        self.run_in_thread(lambda: backend.verify(request, progress), self._verified, group="mig-verify",
+                           on_error=self._failed)
+
+    def _verified(self, result: Any) -> None:
+        self._finish()
+        banner = self.query_one("#mig-banner", Static)
+        if result.ok:
+            banner.set_classes("ok")
+            banner.update(Text(f"✓ verify: {len(result.ranks)} sidecar(s) match the plan"))
+            self.notify("sidecars verified")
+        else:
+            banner.set_classes("refused")
+            text = Text(f"✗ verify failed: {len(result.problems)} problem(s)\n")
+            for problem in result.problems[:20]:
+                text.append(f"  {problem}\n")
+            banner.update(text)
+            self.notify("sidecar verification failed", severity="error")

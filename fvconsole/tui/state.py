@@ -1,0 +1,92 @@
+"""What the console has loaded: the three paths, the read-only switch and the run config.
+
+Kept free of Textual so views, workers and tests can share it. Anything that touches the
+file system lives in ``backend`` and runs in thread workers.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+CACHE_ENV = "FASTVIDEO_WEIGHT_SHARD_CACHE"
+CACHE_MAX_GB_ENV = "FASTVIDEO_WEIGHT_SHARD_CACHE_MAX_GB"
+DEFAULT_MAX_GB = 300.0
+
+#: Clock used for ages; screenshots freeze it so reruns render identical SVGs.
+_frozen_now: float | None = None
+
+
+def now() -> float:
+    """Wall-clock seconds, unless frozen with :func:`freeze_clock`."""
+    return _frozen_now if _frozen_now is not None else time.time()
+
+
+def freeze_clock(at: float | None) -> None:
+    """Freeze (or with None, unfreeze) the clock used to render ages."""
+    global _frozen_now
+    _frozen_now = at
+
+
+def cache_cap_gb() -> float:
+    """The eviction cap FastVideo's own GC uses (``$FASTVIDEO_WEIGHT_SHARD_CACHE_MAX_GB``, 300).
+
+    A malformed environment value falls back to the default here; eviction to cap re-reads it
+    through ``core.cache.default_max_gb`` and refuses with the error.
+    """
+    from fvconsole.core.cache import default_max_gb
+    from fvconsole.core.errors import FvError
+
+    try:
+        return default_max_gb()
+    except FvError:
+        return DEFAULT_MAX_GB
+
+
+@dataclass(frozen=True)
+class ConsoleState:
+    """The paths the console works on. Any of them may be missing; views say so."""
+
+    config_path: str | None = None
+    checkpoints_path: str | None = None
+    cache_root: str | None = None
+    read_only: bool = False
+    run_config: Any = None  # core.runconfig.RunConfig once loaded
+    config_error: str | None = None
+    notes: tuple[str, ...] = field(default=())
+
+    @classmethod
+    def from_args(cls, args: Any) -> ConsoleState:
+        """Paths from the command line; the cache root defaults to the environment."""
+        cache_root = getattr(args, "cache_root", None) or os.environ.get(CACHE_ENV) or None
+        return cls(
+            config_path=_clean(getattr(args, "config", None)),
+            checkpoints_path=_clean(getattr(args, "checkpoints", None)),
+            cache_root=_clean(cache_root),
+            read_only=bool(getattr(args, "read_only", False)),
+        )
+
+    def with_paths(self, **changes: Any) -> ConsoleState:
+        """A copy with some paths changed (empty strings mean 'not set')."""
+        cleaned = {k: _clean(v) if k.endswith(("_path", "_root")) else v for k, v in changes.items()}
+        return replace(self, **cleaned)
+
+    def missing(self) -> list[str]:
+        """Human names of the paths not set, for the banner."""
+        out = []
+        if not self.config_path:
+            out.append("run config (--config)")
+        if not self.checkpoints_path:
+            out.append("checkpoints (--checkpoints)")
+        if not self.cache_root:
+            out.append(f"cache root (--cache-root or ${CACHE_ENV})")
+        return out
+
+
+def _clean(value: Any) -> str | None:
+    if value is None:
+        return None
+    text = str(value).strip()
+    return os.path.expanduser(text) if text else None

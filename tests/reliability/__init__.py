@@ -1,0 +1,1 @@
+"""Reliability suite: crash, disk-full, permission, hostile-input, security and race tests."""

@@ -1,0 +1,78 @@
+"""Reliability suite fixtures, and the recorder that feeds the README's Reliability table.
+
+Each test carries ``@pytest.mark.fault(category, description)`` and may count trials
+and outcomes through the ``trials`` fixture. When ``FVCONSOLE_RELIABILITY_REPORT`` names a
+file, one JSON line per test (category, fault, outcome, trials, outcome counts) is
+appended to it; ``scripts/reliability_report.py`` renders the table from those lines.
+"""
+
+from __future__ import annotations
+
+import collections
+import json
+import os
+from dataclasses import dataclass, field
+
+import pytest
+
+from .harness import can_drop_privileges
+
+REPORT_ENV = "FVCONSOLE_RELIABILITY_REPORT"
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line(
+        "markers", "fault(category, description): reliability fault scenario (rendered in the README table)"
+    )
+
+
+@dataclass
+class Trials:
+    """How many times a fault was injected and what each time led to."""
+
+    count: int = 0
+    outcomes: collections.Counter = field(default_factory=collections.Counter)
+
+    def add(self, outcome: str = "ok", n: int = 1) -> None:
+        self.count += n
+        self.outcomes[outcome] += n
+
+
+@pytest.fixture
+def trials() -> Trials:
+    return Trials()
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
+    outcome = yield
+    report = outcome.get_result()
+    path = os.environ.get(REPORT_ENV)
+    marker = item.get_closest_marker("fault")
+    if not path or marker is None:
+        return
+    if report.when == "call" or (report.when == "setup" and report.skipped):
+        status = report.outcome
+        if hasattr(report, "wasxfail"):
+            status = "xfailed" if report.skipped else "xpassed"
+        rec = getattr(item, "funcargs", {}).get("trials")
+        record = {
+            "category": marker.args[0],
+            "fault": marker.args[1],
+            "test": item.nodeid,
+            "outcome": status,
+            "trials": rec.count if rec and rec.count else (1 if status == "passed" else 0),
+            "outcomes": dict(rec.outcomes) if rec else {},
+        }
+        if report.skipped and isinstance(report.longrepr, tuple):
+            record["reason"] = str(report.longrepr[2])
+        with open(path, "a", encoding="utf-8") as handle:
+            handle.write(json.dumps(record, sort_keys=True) + "\n")
+
+
+@pytest.fixture(scope="session")
+def unprivileged_ok() -> None:
+    """Skip unless a subprocess can be made to obey file modes (we usually run as root)."""
+    reason = can_drop_privileges()
+    if reason:
+        pytest.skip(reason)

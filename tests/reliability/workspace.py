@@ -1,0 +1,76 @@
+"""Real fixture workspaces for the reliability suite, built with the project's own builders.
+
+A small world (16 ranks, SP 2) keeps each crash trial quick while still exercising the
+parallel write path; the dataset is real Parquet and the checkpoint a real torch DCP save.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+WORLD = 16
+STEP = 2
+
+
+@dataclass(frozen=True)
+class MigrationWorkspace:
+    """A legacy checkpoint plus everything `fvconsole migrate` needs, under ``root``."""
+
+    root: Path
+    config: Path
+    checkpoint: Path
+    manifest: Path
+    dataset: Path
+    world: int = WORLD
+    step: int = STEP
+
+    def migrate_args(self, output_dir: str | os.PathLike[str], *extra: str, yes: bool = True) -> list[str]:
+        args = [
+            "migrate",
+            "--config", str(self.config),
+            "--checkpoint", str(self.checkpoint),
+            "--output-dir", str(output_dir),
+            "--expected-step", str(self.step),
+            "--expected-world-size", str(self.world),
+            "--consumed-batches-per-rank", str(self.step),
+        ]
+        if yes:
+            args.append("--yes")
+        return args + list(extra)
+
+    def verify_args(self, sidecar_dir: str | os.PathLike[str], *extra: str) -> list[str]:
+        return [
+            "sidecars", "verify",
+            "--config", str(self.config),
+            "--checkpoint", str(self.checkpoint),
+            "--sidecar-dir", str(sidecar_dir),
+            *extra,
+        ]
+
+
+def build_migration_workspace(root: str | os.PathLike[str], *, world: int = WORLD) -> MigrationWorkspace:
+    """Dataset (4 files x 8 row groups x 10 rows), manifest, YAML config, legacy checkpoint-2."""
+    from fvconsole.demo.builders import build_run
+
+    run = build_run(
+        root,
+        steps=(STEP,),
+        kind="legacy",
+        files=4,
+        row_groups_per_file=8,
+        rows_per_group=10,
+        num_gpus=world,
+        sp_size=2,
+        train_batch_size=2,
+        grad_accum=1,
+    )
+    return MigrationWorkspace(
+        root=Path(run.root),
+        config=Path(run.config_path),
+        checkpoint=Path(run.checkpoint(STEP)),
+        manifest=Path(run.manifest_path),
+        dataset=Path(run.dataset_root),
+        world=world,
+    )

@@ -1,0 +1,228 @@
+"""`fvconsole cache ls|evict`: JSON shapes, human output, exit codes, startup imports."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+
+import pytest
+
+from fvconsole.cli import main
+from fvconsole.demo.cache_builders import make_key, write_cache_entry
+
+DAY = 86400.0
+LS_FIELDS = {"key", "path", "bytes", "last_used", "num_shards", "shards_present", "status", "writing"}
+
+
+@pytest.fixture
+def cache(tmp_path, monkeypatch):
+    """A root with one entry of most kinds, a foreign file and a crashed eviction's leftover."""
+    monkeypatch.delenv("FASTVIDEO_WEIGHT_SHARD_CACHE", raising=False)
+    monkeypatch.delenv("FASTVIDEO_WEIGHT_SHARD_CACHE_MAX_GB", raising=False)
+    monkeypatch.delenv("SLURMD_NODENAME", raising=False)
+    root = tmp_path / "wcache"
+    now = time.time()
+    keys = {}
+    for seed, (status, age) in enumerate([("complete", 3 * DAY), ("complete", 1 * DAY), ("partial", 2 * DAY),
+                                          ("incomplete", 4 * DAY), ("writing", 0), ("invalid-shard", 5 * DAY)]):
+        path = write_cache_entry(root, status=status, last_used=now - age, seed=seed, tensor_bytes=2048 * (seed + 1))
+        keys[f"{status}{seed}"] = os.path.basename(path)
+    (root / "README.txt").write_text("foreign")
+    leftover = root / f".evicting-{make_key('x')}-4194300"
+    leftover.mkdir()
+    return root, keys
+
+
+def _run(capsys, *argv):
+    code = main(list(argv))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def _json(capsys, *argv):
+    code, out, err = _run(capsys, *argv)
+    lines = out.strip().splitlines()
+    assert len(lines) == 1, out  # exactly one JSON object
+    return code, json.loads(lines[0]), err
+
+
+def test_ls_json_shape(cache, capsys, monkeypatch):
+    root, keys = cache
+    monkeypatch.setenv("SLURMD_NODENAME", "node017")
+    code, payload, _ = _json(capsys, "cache", "ls", str(root), "--json")
+    assert code == 0
+    assert payload["root"] == str(root) and payload["hostname"] and payload["node"] == "node017"
+    assert payload["foreign"] == ["README.txt"] and len(payload["leftovers"]) == 1
+    assert len(payload["entries"]) == 6
+    for entry in payload["entries"]:
+        assert set(entry) >= LS_FIELDS and isinstance(entry["bytes"], int)
+        assert entry["last_used"] is None or isinstance(entry["last_used"], float)
+        assert entry["explanation"]
+    assert payload["total_bytes"] == sum(e["bytes"] for e in payload["entries"])
+    assert payload["cap_bytes"] == 300 * 2**30
+    statuses = {e["key"]: e["status"] for e in payload["entries"]}
+    assert statuses[keys["partial2"]] == "partial" and statuses[keys["invalid-shard5"]] == "invalid"
+    assert [e["writing"] for e in payload["entries"] if e["key"] == keys["writing4"]] == [True]
+
+
+def test_ls_sort_orders(cache, capsys):
+    root, keys = cache
+    _, lru, _ = _json(capsys, "cache", "ls", str(root), "--json")
+    order = [e["key"] for e in lru["entries"]]
+    # no manifest first (smaller first), then oldest manifest mtime
+    assert order[:2] == [keys["writing4"], keys["incomplete3"]] or order[:2] == [keys["incomplete3"], keys["writing4"]]
+    assert order[2:] == [keys["invalid-shard5"], keys["complete0"], keys["partial2"], keys["complete1"]]
+    _, by_size, _ = _json(capsys, "cache", "ls", str(root), "--json", "--sort", "size")
+    sizes = [e["bytes"] for e in by_size["entries"]]
+    assert sizes == sorted(sizes, reverse=True)
+    _, by_key, _ = _json(capsys, "cache", "ls", str(root), "--json", "--sort", "key")
+    assert [e["key"] for e in by_key["entries"]] == sorted(keys.values())
+
+
+def test_ls_human_table_and_footer(cache, capsys, monkeypatch):
+    root, keys = cache
+    monkeypatch.setenv("FASTVIDEO_WEIGHT_SHARD_CACHE", str(root))
+    monkeypatch.setenv("FASTVIDEO_WEIGHT_SHARD_CACHE_MAX_GB", "0.5")
+    code, out, _ = _run(capsys, "cache", "ls")
+    assert code == 0
+    assert "KEY" in out and "STATUS" in out and keys["complete0"] in out
+    assert "in 6 entries" in out and "cap 512.0 MiB" in out and "filesystem free" in out
+    assert "README.txt" in out and ".evicting-" in out and "KiB" in out
+
+
+def test_root_from_global_option(cache, capsys):
+    root, _ = cache
+    code, payload, _ = _json(capsys, "--cache-root", str(root), "cache", "ls", "--json")
+    assert code == 0 and payload["root"] == str(root)
+
+
+def test_ls_errors_and_exit_codes(tmp_path, capsys, monkeypatch):
+    monkeypatch.delenv("FASTVIDEO_WEIGHT_SHARD_CACHE", raising=False)
+    code, out, err = _run(capsys, "cache", "ls")
+    assert code == 2 and "FASTVIDEO_WEIGHT_SHARD_CACHE" in err
+    code, payload, err = _json(capsys, "cache", "ls", str(tmp_path / "missing"), "--json")
+    assert code == 1 and "does not exist" in payload["error"] and "missing" in err
+    code, _, err = _run(capsys, "cache", "ls", str(tmp_path), "--grace", "soon")
+    assert code == 2 and "--grace" in err
+
+
+def test_evict_dry_run_changes_nothing(cache, capsys):
+    root, keys = cache
+    before = sorted(os.listdir(root))
+    code, out, _ = _run(capsys, "cache", "evict", str(root), "--older-than", "36h")
+    assert code == 0 and sorted(os.listdir(root)) == before
+    assert "would free" in out and "re-run with --yes" in out and keys["complete0"] in out
+    code, payload, _ = _json(capsys, "cache", "evict", str(root), "--older-than", "36h", "--json")
+    assert code == 0 and payload["executed"] is False and payload["errors"] == []
+    assert {e["key"] for e in payload["evict"]} >= {keys["complete0"], keys["partial2"], keys["invalid-shard5"]}
+    assert all({"key", "bytes", "reason"} <= set(e) for e in payload["evict"])
+    assert {s["key"] for s in payload["skipped"]} == {keys["writing4"]}
+    assert payload["freed_bytes"] == sum(e["bytes"] for e in payload["evict"])
+    assert sorted(os.listdir(root)) == before
+
+
+def test_evict_yes_json_executes(cache, capsys):
+    root, keys = cache
+    code, payload, _ = _json(capsys, "cache", "evict", str(root), "--invalid", "--key", keys["complete1"],
+                             "--keep", keys["incomplete3"], "--yes", "--json")
+    assert code == 0 and payload["executed"] is True and payload["errors"] == []
+    evicted = {e["key"] for e in payload["evict"]}
+    assert evicted == {keys["invalid-shard5"], keys["complete1"], make_key("x")}  # + the leftover
+    skipped = {s["key"]: s["reason"] for s in payload["skipped"]}
+    assert skipped[keys["incomplete3"]] == "kept (--keep)" and "being written" in skipped[keys["writing4"]]
+    assert payload["freed_bytes"] == sum(e["bytes"] for e in payload["evict"]) > 0
+    assert "fs_free_bytes_before" in payload and payload["hostname"]
+    remaining = set(os.listdir(root))
+    assert remaining == set(keys.values()) - {keys["invalid-shard5"], keys["complete1"]} | {"README.txt"}
+
+
+def test_evict_max_gb_without_value_uses_the_environment(cache, capsys, monkeypatch):
+    root, keys = cache
+    monkeypatch.setenv("FASTVIDEO_WEIGHT_SHARD_CACHE_MAX_GB", "0")
+    code, payload, _ = _json(capsys, "cache", "evict", str(root), "--json", "--max-gb")
+    assert code == 0 and payload["cap_bytes"] == 0
+    assert {e["key"] for e in payload["evict"]} == set(keys.values()) - {keys["writing4"]} | {make_key("x")}
+    code, out, _ = _run(capsys, "cache", "evict", str(root), "--max-gb", "0.5")
+    assert code == 0 and "nothing to evict" not in out  # only the leftover; nothing over 0.5 GiB
+    assert "would free" in out
+
+
+@pytest.mark.parametrize(("argv", "needle"), [
+    (["--older-than", "7"], "--older-than"),
+    (["--older-than", "3 days"], "--older-than"),
+    (["--grace", "x"], "--grace"),
+    (["--key", "NOT-A-KEY"], "--key"),
+    (["--keep", "abc"], "--keep"),
+    (["--max-gb", "lots"], "--max-gb"),
+    (["--max-gb=-1"], "--max-gb"),
+    ([], "nothing selected"),
+])
+def test_evict_usage_errors_exit_2(cache, capsys, argv, needle):
+    root, _ = cache
+    before = sorted(os.listdir(root))
+    code, payload, err = _json(capsys, "cache", "evict", str(root), "--json", "--yes", *argv)
+    assert code == 2 and needle in payload["error"] and needle in err
+    assert sorted(os.listdir(root)) == before
+
+
+def test_evict_refuses_dangerous_roots_exit_1(tmp_path, capsys, monkeypatch):
+    home = tmp_path / "home"
+    key = os.path.basename(write_cache_entry(home, last_used=time.time() - DAY))
+    monkeypatch.setenv("HOME", str(home))
+    code, payload, _ = _json(capsys, "cache", "evict", str(home), "--max-gb", "0", "--yes", "--force", "--json")
+    assert code == 1 and "home directory" in payload["error"] and (home / key).is_dir()
+    code, _, err = _run(capsys, "cache", "evict", "~", "--max-gb", "0", "--yes")
+    assert code == 1 and "home directory" in err and (home / key).is_dir()
+    code, _, err = _run(capsys, "cache", "evict", "/", "--max-gb", "0", "--yes", "--force")
+    assert code == 1 and "filesystem root" in err
+
+    stuff = tmp_path / "stuff"
+    stuff.mkdir()
+    (stuff / "data.bin").write_bytes(b"d")
+    code, _, err = _run(capsys, "cache", "evict", str(stuff), "--invalid", "--yes")
+    assert code == 1 and "no cache-looking entries" in err
+    code, _, _ = _run(capsys, "cache", "evict", str(stuff), "--invalid", "--yes", "--force")
+    assert code == 0 and (stuff / "data.bin").read_bytes() == b"d"
+
+    code, _, err = _run(capsys, "cache", "evict", str(tmp_path / "absent"), "--invalid")
+    assert code == 1 and "does not exist" in err
+
+
+def test_evict_failure_part_way_exits_3_with_report(tmp_path, capsys):
+    root = tmp_path / "cache"
+    now = time.time()
+    stuck = os.path.basename(write_cache_entry(root, last_used=now - 3 * DAY, seed=1))
+    fine = os.path.basename(write_cache_entry(root, last_used=now - 2 * DAY, seed=2))
+    pinned = root / stuck / "manifest.json"
+    if not shutil.which("chattr") or subprocess.run(["chattr", "+i", str(pinned)]).returncode:
+        pytest.skip("chattr +i is not available here")
+    hidden = root / f".evicting-{stuck}-{os.getpid()}" / "manifest.json"
+    try:
+        code, payload, err = _json(capsys, "cache", "evict", str(root), "--max-gb", "0", "--yes", "--json")
+        assert code == 3 and payload["executed"] is True
+        assert [e["key"] for e in payload["evict"]] == [fine] and len(payload["errors"]) == 1
+        assert "could not be evicted" in payload["error"] and "error:" in err
+    finally:
+        for candidate in (pinned, hidden):
+            if candidate.exists():
+                subprocess.run(["chattr", "-i", str(candidate)])
+
+
+def test_cache_ls_json_does_not_import_heavy_libraries(cache):
+    root, _ = cache
+    probe = (
+        "import contextlib, io, json, sys\n"
+        "from fvconsole.cli import main\n"
+        "buf = io.StringIO()\n"
+        f"with contextlib.redirect_stdout(buf):\n    code = main(['cache', 'ls', {str(root)!r}, '--json'])\n"
+        "print(json.dumps({'code': code, 'out': json.loads(buf.getvalue()),"
+        " 'heavy': sorted(m for m in ('torch', 'textual', 'pyarrow', 'safetensors') if m in sys.modules)}))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True)
+    result = json.loads(out.stdout.strip().splitlines()[-1])
+    assert result["code"] == 0 and len(result["out"]["entries"]) == 6
+    assert result["heavy"] == []

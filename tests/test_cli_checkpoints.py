@@ -1,0 +1,82 @@
+"""`fvconsole checkpoints ls|show` on real DCP checkpoints (migration-exec)."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+from mexec_helpers import STEP, build_legacy, one_json, run_cli, tree_hash
+
+from fvconsole.demo.builders import write_checkpoint
+
+
+@pytest.fixture()
+def legacy(tmp_path):
+    legacy = build_legacy(str(tmp_path))
+    # A newer checkpoint whose save was interrupted (half the rng states).
+    write_checkpoint(legacy.run.output_dir, 10, legacy.run.config, complete=False)
+    return legacy
+
+
+def test_ls_table_newest_first_and_latest_warning(legacy, tmp_path, capsys) -> None:
+    before = tree_hash(str(tmp_path))
+    code, out, err = run_cli(["checkpoints", "ls", legacy.run.output_dir], capsys)
+    assert code == 0, err
+    lines = out.splitlines()
+    assert lines[0].split()[:3] == ["step", "complete", "kind"]
+    assert lines[2].split()[:3] == ["10", "NO", "legacy"]
+    assert lines[3].split()[:3] == [str(STEP), "yes", "legacy"]
+    assert any(line.startswith("warning:") and "checkpoint-10" in line and "latest" in line for line in lines)
+    assert tree_hash(str(tmp_path)) == before
+
+
+def test_ls_json_shape(legacy, capsys) -> None:
+    code, out, _ = run_cli(["checkpoints", "ls", legacy.run.output_dir, "--json"], capsys)
+    data = one_json(out)
+    assert code == 0
+    assert [c["step"] for c in data["checkpoints"]] == [10, STEP]
+    for row in data["checkpoints"]:
+        assert {"path", "step", "complete", "kind", "rank_sidecars", "rng_states", "has_config", "bytes"} <= set(row)
+    assert data["checkpoints"][0]["complete"] is False and data["checkpoints"][1]["complete"] is True
+    assert data["latest"].endswith("checkpoint-10")
+    assert any("checkpoint-10" in w for w in data["warnings"])
+
+
+def test_ls_missing_dir_is_one_line_error(tmp_path, capsys) -> None:
+    code, out, err = run_cli(["checkpoints", "ls", str(tmp_path / "nope"), "--json"], capsys)
+    assert code == 1
+    assert "nope" in one_json(out)["error"]
+    assert err.startswith("error: ") and err.count("\n") == 1
+
+
+def test_show_with_config_mismatch(legacy, capsys) -> None:
+    ckpt = legacy.checkpoint
+    code, out, err = run_cli(
+        ["checkpoints", "show", ckpt, "--config", legacy.run.config_path, "--set", "training.distributed.num_gpus=16"],
+        capsys,
+    )
+    assert code == 0, err
+    assert "legacy dataloader state in DCP" in out
+    row = next(line for line in out.splitlines() if "training.distributed.num_gpus" in line and "16" in line)
+    assert row.lstrip().startswith("!")
+    code, out, _ = run_cli(
+        ["checkpoints", "show", ckpt, "--config", legacy.run.config_path,
+         "--set", "training.distributed.num_gpus=16", "--json"],
+        capsys,
+    )
+    data = one_json(out)
+    assert data["checkpoint"]["step"] == STEP and data["metadata_step"] == STEP
+    assert data["dcp"]["prefixes"]["dataloader"] >= 1 and data["dcp"]["dataloader_keys"]
+    assert data["critical_config"]["training.distributed.num_gpus"] == 8
+    assert data["mismatches"][0] == {
+        "path": "training.distributed.num_gpus", "checkpoint": 8, "config": 16, "critical": True,
+    }
+
+
+def test_show_without_config_and_matching_config(legacy, capsys) -> None:
+    code, out, _ = run_cli(["checkpoints", "show", legacy.checkpoint, "--json"], capsys)
+    assert code == 0 and one_json(out)["mismatches"] is None
+    code, out, _ = run_cli(["checkpoints", "show", legacy.checkpoint, "--config", legacy.run.config_path], capsys)
+    assert code == 0 and "matches the checkpoint's embedded config" in out
+    code, _, err = run_cli(["checkpoints", "show", os.path.join(legacy.run.output_dir, "checkpoint-99")], capsys)
+    assert code == 1 and "checkpoint-99" in err

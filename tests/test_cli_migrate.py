@@ -1,0 +1,140 @@
+"""`fvconsole migrate` through the real CLI (migration-exec)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+from mexec_helpers import WORLD, build_legacy, one_json, run_cli, tree_hash
+
+from fvconsole.core import sidecars as core
+
+
+@pytest.fixture()
+def legacy(tmp_path):
+    return build_legacy(str(tmp_path))
+
+
+def test_dry_run_writes_nothing(legacy, tmp_path, capsys) -> None:
+    before = tree_hash(str(tmp_path))
+    code, out, err = run_cli(legacy.migrate_argv(), capsys)
+    assert code == 0, err
+    assert f"dry run: nothing written; re-run with --yes to write {WORLD} sidecars to {legacy.out}" in out
+    assert "SP size 2 (4 data-parallel groups)" in out
+    assert "rank" in out and "next sample" in out
+    assert tree_hash(str(tmp_path)) == before
+
+
+def test_dry_run_json_shape(legacy, tmp_path, capsys) -> None:
+    before = tree_hash(str(tmp_path))
+    code, out, _ = run_cli(legacy.migrate_argv("--json"), capsys)
+    data = one_json(out)
+    assert code == 0
+    assert data["executed"] is False and data["receipt"] is None
+    assert isinstance(data["plan"], dict) and isinstance(data["mismatches"], list)
+    assert isinstance(data["warnings"], list)
+    assert tree_hash(str(tmp_path)) == before
+
+
+def test_execute_json_then_verify(legacy, capsys) -> None:
+    code, out, err = run_cli(legacy.migrate_argv("--yes", "--json"), capsys)
+    assert code == 0, err
+    data = one_json(out)
+    assert data["executed"] is True
+    assert len(data["receipt"]["sidecars"]) == WORLD
+    with open(os.path.join(legacy.out, "migration_receipt.json"), encoding="utf-8") as fh:
+        assert json.load(fh) == data["receipt"]
+    code, _, err = run_cli(legacy.verify_argv(), capsys)
+    assert code == 0, err
+
+
+def test_execute_human_prints_next_step(legacy, capsys) -> None:
+    code, out, err = run_cli(legacy.migrate_argv("--yes"), capsys)
+    assert code == 0, err
+    assert f"receipt: {os.path.join(legacy.out, 'migration_receipt.json')}" in out
+    assert f"export FASTVIDEO_DATALOADER_STATE_DIR={legacy.out}" in out
+    assert "progress: 8/8" in err  # plain progress lines when stderr is not a TTY
+
+
+def test_mismatched_config_refused_with_path(legacy, tmp_path, capsys) -> None:
+    before = tree_hash(str(tmp_path))
+    code, out, err = run_cli(legacy.migrate_argv("--set", "training.distributed.num_gpus=16", "--yes", "--json"), capsys)
+    assert code == 1
+    data = one_json(out)
+    assert data["executed"] is False and "error" in data
+    assert data["refusals"] and all({"field", "message"} <= set(r) for r in data["refusals"])
+    critical = [m for m in data["mismatches"] if m["critical"]]
+    assert critical[0]["path"] == "training.distributed.num_gpus"
+    assert (critical[0]["checkpoint"], critical[0]["config"]) == (8, 16)
+    assert err.count("\n") == 1 and err.startswith("error: ")
+    assert tree_hash(str(tmp_path)) == before
+    code, out, err = run_cli(legacy.migrate_argv("--set", "training.distributed.num_gpus=16", "--yes"), capsys)
+    assert code == 1 and "training.distributed.num_gpus" in out + err
+    assert tree_hash(str(tmp_path)) == before
+
+
+def test_existing_set_without_overwrite_refused_then_overwritten(legacy, capsys) -> None:
+    assert run_cli(legacy.migrate_argv("--yes"), capsys)[0] == 0
+    before = tree_hash(legacy.out)
+    code, _, err = run_cli(legacy.migrate_argv("--yes"), capsys)
+    assert code == 1 and "overwrite" in err
+    assert tree_hash(legacy.out) == before
+    code, out, err = run_cli(legacy.migrate_argv("--yes", "--overwrite", "--json"), capsys)
+    assert code == 0, err
+    assert one_json(out)["executed"] is True
+    assert tree_hash(legacy.out) != before  # new receipt (created_at) and new files
+
+
+def test_partial_failure_exit_3_keeps_old_set(legacy, capsys, monkeypatch) -> None:
+    assert run_cli(legacy.migrate_argv("--yes"), capsys)[0] == 0
+    before = tree_hash(legacy.out)
+    real = core._write_file_atomic
+
+    def failing(directory, name, data):
+        if name == "dataloader_state_rank4.pt":
+            raise OSError(5, "Input/output error")
+        return real(directory, name, data)
+
+    monkeypatch.setattr(core, "_write_file_atomic", failing)
+    code, out, err = run_cli(legacy.migrate_argv("--yes", "--overwrite", "--json"), capsys)
+    assert code == 3
+    data = one_json(out)
+    assert data["executed"] is False and "Input/output error" in data["error"]
+    assert data["failure"]["stage"] == "writing sidecars" and data["failure"]["sidecars_written"] == 4
+    assert err.startswith("error: ") and err.count("\n") == 1
+    assert tree_hash(legacy.out) == before
+
+
+def test_output_inside_checkpoint_refused(legacy, capsys) -> None:
+    before = tree_hash(legacy.checkpoint)
+    code, _, err = run_cli(legacy.migrate_argv("--yes", out=os.path.join(legacy.checkpoint, "state")), capsys)
+    assert code == 1 and "checkpoint" in err
+    assert tree_hash(legacy.checkpoint) == before
+
+
+def test_usage_errors_exit_2(legacy, capsys) -> None:
+    from fvconsole.cli import main
+
+    with pytest.raises(SystemExit) as info:
+        main(["migrate", "--config", legacy.run.config_path])
+    assert info.value.code == 2
+    with pytest.raises(SystemExit) as info:
+        main(legacy.migrate_argv()[:-2] + ["--consumed-batches-per-rank", "-1"])
+    assert info.value.code == 2
+
+
+def test_subprocess_python_m_fvconsole(legacy, tmp_path) -> None:
+    before = tree_hash(legacy.checkpoint)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("FVCONSOLE_FAULT")}
+    done = subprocess.run(
+        [sys.executable, "-m", "fvconsole", *legacy.migrate_argv("--yes")],
+        capture_output=True, text=True, timeout=120, env=env,
+    )
+    assert done.returncode == 0, done.stderr
+    assert f"export FASTVIDEO_DATALOADER_STATE_DIR={legacy.out}" in done.stdout
+    assert "Traceback" not in done.stderr
+    assert tree_hash(legacy.checkpoint) == before
+    assert core.verify_sidecars(legacy.run.config_path, legacy.checkpoint, legacy.out).ok

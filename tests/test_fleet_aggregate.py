@@ -1,0 +1,121 @@
+"""Fleet aggregation over real per-node `cache ls` / `cache evict` JSON (no Slurm needed)."""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import json
+from pathlib import Path
+
+from fvconsole.cli import main
+from fvconsole.cli.fleet import render_fleet_evict, render_fleet_ls
+from fvconsole.core.fleet.aggregate import FleetEviction, aggregate_ls, planned_keys
+from fvconsole.core.fleet.dispatch import FleetPlan, FleetRun, NodeOutcome, NodeSelection
+from fvconsole.demo.cache_builders import make_key, write_cache_entry
+
+NODES = tuple(f"n{i}" for i in range(1, 9))
+
+
+def _cli_json(argv: list[str]) -> tuple[int, dict]:
+    buf = io.StringIO()
+    with contextlib.redirect_stdout(buf):
+        code = main(argv)
+    return code, json.loads(buf.getvalue())
+
+
+def _run(outcomes: list[NodeOutcome]) -> FleetRun:
+    sel = NodeSelection(tuple(o.node for o in outcomes))
+    return FleetRun(FleetPlan(sel, ()), tuple(outcomes))
+
+
+def _ok(node: str, doc: dict) -> NodeOutcome:
+    return NodeOutcome(node, "ok", 0, doc, None)
+
+
+def _pathology_fleet(tmp_path: Path) -> tuple[list[NodeOutcome], str, str]:
+    """The per-node manifest pathology: n1 has the manifest, n2..n8 only their shards."""
+    key, other = make_key("model-a"), make_key("model-b")
+    outcomes = []
+    for i, node in enumerate(NODES):
+        root = tmp_path / node / "wcache"
+        status = "partial" if i == 0 else "incomplete"
+        write_cache_entry(root, key, num_shards=8, present=[i], status=status, tensor_bytes=512)
+        if node == "n3":
+            write_cache_entry(root, other, num_shards=1, status="complete", tensor_bytes=512)
+        code, doc = _cli_json(["cache", "ls", str(root), "--json"])
+        assert code == 0
+        outcomes.append(_ok(node, doc))
+    return outcomes, key, other
+
+
+def test_keys_totals_and_pathology(tmp_path: Path) -> None:
+    outcomes, key, other = _pathology_fleet(tmp_path)
+    view = aggregate_ls(_run(outcomes))
+    doc = view.to_json()
+    assert doc["keys"][key] == {"n1": "partial", **{n: "incomplete" for n in NODES[1:]}}
+    assert doc["keys"][other] == {"n3": "complete"}
+    assert doc["total_bytes"] == sum(o.output["total_bytes"] for o in outcomes) > 0
+    assert set(doc["nodes"]) == set(NODES) and doc["nodes"]["n1"]["entries"][0]["key"] == key
+    [finding] = view.findings
+    assert finding.key == key and finding.kind == "per-node-manifest"
+    assert "partial on n1" in finding.message and "incomplete (shards, no manifest.json) on n[2-8]" in finding.message
+    assert "rank 0" in finding.message
+    summary = {n.node: n for n in view.nodes}
+    assert summary["n1"].reclaimable_bytes == 0
+    assert summary["n2"].reclaimable_bytes == summary["n2"].total_bytes > 0
+    assert summary["n3"].statuses == (("complete", 1), ("incomplete", 1))
+    text = render_fleet_ls(view, str(tmp_path / "{node}" / "wcache"))
+    assert "incomplete on n[2-8]; partial on n1" in text and "finding:" in text
+
+
+def test_no_finding_when_every_node_has_the_manifest(tmp_path: Path) -> None:
+    key = make_key("shared")
+    outcomes = []
+    for i, node in enumerate(NODES[:3]):
+        root = tmp_path / node
+        write_cache_entry(root, key, num_shards=3, present=[i], status="partial", tensor_bytes=256)
+        outcomes.append(_ok(node, _cli_json(["cache", "ls", str(root), "--json"])[1]))
+    assert aggregate_ls(_run(outcomes)).findings == ()
+
+
+def test_failed_nodes_are_reported_not_counted(tmp_path: Path) -> None:
+    outcomes, key, _ = _pathology_fleet(tmp_path)
+    code, err_doc = _cli_json(["cache", "ls", str(tmp_path / "missing"), "--json"])
+    assert code == 1
+    outcomes[4] = NodeOutcome("n5", "failed", 1, err_doc, err_doc["error"])
+    outcomes[5] = NodeOutcome("n6", "timeout", None, None, "timed out after 60s")
+    view = aggregate_ls(_run(outcomes))
+    doc = view.to_json()
+    assert "does not exist" in doc["nodes"]["n5"]["error"]
+    assert doc["nodes"]["n6"] == {"error": "timed out after 60s", "failure": "timeout"}
+    assert set(doc["keys"][key]) == set(NODES) - {"n5", "n6"}
+    assert view.exit_code == 3
+    assert "error: timed out after 60s" in render_fleet_ls(view, "/r")
+
+
+def test_eviction_aggregate(tmp_path: Path) -> None:
+    outcomes = []
+    for node in NODES[:2]:
+        root = tmp_path / node
+        write_cache_entry(root, make_key("bad"), num_shards=2, status="incomplete", tensor_bytes=256)
+        write_cache_entry(root, make_key("good"), num_shards=2, status="complete", tensor_bytes=256)
+        code, doc = _cli_json(["cache", "evict", str(root), "--invalid", "--json"])
+        assert code == 0
+        outcomes.append(_ok(node, doc))
+    preview = FleetEviction(NodeSelection(NODES[:2]), False, tuple(outcomes))
+    assert preview.plans() == {"n1": (make_key("bad"),), "n2": (make_key("bad"),)}
+    assert preview.freed_bytes == sum(o.output["freed_bytes"] for o in outcomes) > 0
+    assert preview.to_json()["executed"] is False and preview.exit_code == 0
+    assert "would free" in render_fleet_evict(preview, "/r")
+    assert planned_keys({"evict": "nonsense"}) == ()
+
+
+def test_aggregation_scales_to_a_thousand_nodes() -> None:
+    keys = [make_key(f"k{i}") for i in range(200)]
+    outcomes = [
+        _ok(f"n{i}", {"entries": [{"key": k, "status": "partial", "bytes": 10} for k in keys], "total_bytes": 2000})
+        for i in range(1000)
+    ]
+    view = aggregate_ls(_run(outcomes))
+    assert len(view.keys) == 200 and view.total_bytes == 1000 * 2000
+    assert len(view.to_json()["keys"][keys[0]]) == 1000

@@ -1,0 +1,191 @@
+"""The Fleet view (key 4) in the real console, driven with run_test() + Pilot.
+
+The dispatcher is the real one (``SrunDispatcher``) pointed at the stand-in srun from
+tests/slurm_cluster.py, so ls / preview / execute run the real node entry point on real
+per-node cache roots; only Slurm itself is replaced. A blocking stub checks the UI never
+waits on srun.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import threading
+from pathlib import Path
+
+import pytest
+from slurm_cluster import write_fake_srun
+from textual.widgets import Button, DataTable, Input, Static
+
+from fvconsole.core.fleet.ops import SrunDispatcher
+from fvconsole.demo.cache_builders import make_key, write_cache_entry
+from fvconsole.tui.app import FvConsoleApp
+from fvconsole.tui.fleet_view import FleetView
+from fvconsole.tui.modals import ConfirmScreen
+from fvconsole.tui.state import ConsoleState
+
+pytestmark = pytest.mark.tui
+SIZE = (160, 48)
+KEY, OTHER = make_key("tui-model"), make_key("tui-other")
+
+
+def run_async(fn):
+    @functools.wraps(fn)
+    def wrapper(*args, **kwargs):
+        return asyncio.run(fn(*args, **kwargs))
+
+    return wrapper
+
+
+@pytest.fixture
+def fleet(tmp_path: Path) -> dict:
+    """a1 has the manifest of KEY, a2/a3 only shards; OTHER complete on a2."""
+    for i, node in enumerate(("a1", "a2", "a3")):
+        root = tmp_path / node / "wc"
+        write_cache_entry(root, KEY, num_shards=3, present=[i], status="partial" if i == 0 else "incomplete",
+                          tensor_bytes=256)
+    write_cache_entry(tmp_path / "a2" / "wc", OTHER, num_shards=1, status="complete", tensor_bytes=256)
+    srun = write_fake_srun(tmp_path / "bin")
+    return {"root": str(tmp_path / "{node}" / "wc"), "srun": srun, "base": tmp_path}
+
+
+def _entries(base: Path, node: str) -> list[str]:
+    return sorted(p.name for p in (base / node / "wc").iterdir())
+
+
+async def settle(app, pilot) -> None:
+    for _ in range(100):
+        await app.workers.wait_for_complete()
+        await pilot.pause()
+        if not any(w.is_running for w in app.workers):
+            await pilot.pause()
+            if not any(w.is_running for w in app.workers):
+                return
+    raise AssertionError("workers never settled")
+
+
+async def open_fleet(app, pilot, root: str, nodes: str = "a[1-3]") -> FleetView:
+    await settle(app, pilot)
+    await pilot.press("4")
+    await pilot.pause()
+    view = app.query_one(FleetView)
+    view.query_one("#fleet-job", Input).value = ""
+    view.query_one("#fleet-nodes", Input).value = nodes
+    view.query_one("#fleet-root", Input).value = root
+    return view
+
+
+def make_app(read_only: bool = False) -> FvConsoleApp:
+    return FvConsoleApp(ConsoleState(read_only=read_only))
+
+
+@run_async
+async def test_scan_shows_matrix_and_pathology(fleet: dict) -> None:
+    app = make_app()
+    async with app.run_test(size=SIZE) as pilot:
+        view = await open_fleet(app, pilot, fleet["root"])
+        view.dispatcher = SrunDispatcher(timeout=60, srun=fleet["srun"])
+        view.query_one("#fleet-nodes", Input).focus()
+        await pilot.press("enter")
+        await settle(app, pilot)
+        result = view.view_result
+        assert result is not None and result.exit_code == 0
+        matrix = view.query_one("#fleet-matrix", DataTable)
+        assert [r.value for r in matrix.rows] == sorted([KEY, OTHER])
+        row = [str(c) for c in matrix.get_row(KEY)]
+        assert row[2].startswith("partial") and row[3].startswith("incomplete") and row[4].startswith("incomplete")
+        assert str(matrix.get_row(OTHER)[2]) == "—"
+        nodes = view.query_one("#fleet-node-table", DataTable)
+        assert [r.value for r in nodes.rows] == ["a1", "a2", "a3"]
+        detail = str(view.query_one("#fleet-detail", Static).render())
+        assert "incomplete (shards, no manifest.json) on a[2-3]" in detail
+        status = str(view.query_one("#fleet-status", Static).render())
+        assert "3 nodes, 2 keys" in status
+
+
+@run_async
+async def test_evict_preview_confirm_cancel_then_execute(fleet: dict) -> None:
+    app = make_app()
+    async with app.run_test(size=SIZE) as pilot:
+        view = await open_fleet(app, pilot, fleet["root"])
+        view.dispatcher = SrunDispatcher(timeout=60, srun=fleet["srun"])
+        view.action_scan()
+        await settle(app, pilot)
+        view.query_one("#fleet-matrix", DataTable).focus()
+        await pilot.press("i")
+        await settle(app, pilot)
+        assert isinstance(app.screen, ConfirmScreen)
+        assert app.focused is not None and app.focused.id == "cancel"
+        await pilot.press("enter")  # Enter on the focused Cancel: nothing happens
+        await settle(app, pilot)
+        assert not isinstance(app.screen, ConfirmScreen)
+        assert _entries(fleet["base"], "a2") == sorted([KEY, OTHER])
+        await pilot.press("i")
+        await settle(app, pilot)
+        assert isinstance(app.screen, ConfirmScreen)
+        body = str(app.screen.query_one("#dialog-body Static", Static).render())
+        assert "a[2-3]" in body and KEY in body
+        app.screen.query_one("#confirm", Button).press()
+        await settle(app, pilot)
+        await settle(app, pilot)
+        assert _entries(fleet["base"], "a1") == [KEY]
+        assert _entries(fleet["base"], "a2") == [OTHER]
+        assert _entries(fleet["base"], "a3") == []
+        # the view rescanned after executing
+        assert {r.key for r in view.view_result.keys} == {KEY, OTHER}
+        assert dict(next(r for r in view.view_result.keys if r.key == KEY).statuses) == {"a1": "partial"}
+
+
+@run_async
+async def test_failed_node_is_shown_and_read_only_refuses(fleet: dict) -> None:
+    (fleet["base"] / "a3" / "wc").rename(fleet["base"] / "a3" / "gone")
+    app = make_app(read_only=True)
+    async with app.run_test(size=SIZE) as pilot:
+        view = await open_fleet(app, pilot, fleet["root"])
+        view.dispatcher = SrunDispatcher(timeout=60, srun=fleet["srun"])
+        view.action_scan()
+        await settle(app, pilot)
+        nodes = view.query_one("#fleet-node-table", DataTable)
+        assert "does not exist" in str(nodes.get_row("a3")[-1])
+        assert view.view_result.exit_code == 3
+        view.query_one("#fleet-matrix", DataTable).focus()
+        await pilot.press("i")
+        await settle(app, pilot)
+        assert not isinstance(app.screen, ConfirmScreen)
+        assert any("read-only" in n.message for n in app._notifications)
+        assert _entries(fleet["base"], "a2") == sorted([KEY, OTHER])
+
+
+class BlockingDispatcher:
+    """Blocks in select() until released: the UI must keep responding meanwhile."""
+
+    def __init__(self) -> None:
+        self.entered = threading.Event()
+        self.release = threading.Event()
+
+    def select(self, nodes, job):
+        self.entered.set()
+        self.release.wait(60)
+        raise RuntimeError("released")
+
+
+@run_async
+async def test_scan_runs_in_a_worker(fleet: dict) -> None:
+    app = make_app()
+    async with app.run_test(size=SIZE) as pilot:
+        view = await open_fleet(app, pilot, fleet["root"])
+        stub = BlockingDispatcher()
+        view.dispatcher = stub
+        view.action_scan()
+        await asyncio.to_thread(stub.entered.wait, 30)
+        assert stub.entered.is_set()
+        # srun is "running": the UI still processes keys and input
+        box = view.query_one("#fleet-job", Input)
+        box.focus()
+        await pilot.press("7")
+        await pilot.pause()
+        assert box.value == "7"
+        assert view.query_one("#fleet-progress-row").display
+        stub.release.set()
+        await settle(app, pilot)
+        assert "released" in str(view.query_one("#fleet-status", Static).render())

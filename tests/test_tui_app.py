@@ -1,0 +1,352 @@
+"""The real console driven with run_test() + Pilot over a real demo workspace."""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import json
+import os
+import shutil
+
+import pytest
+
+from fvconsole.cli import main as cli_main
+from fvconsole.demo.workspace import DemoWorkspace, build_demo_workspace
+from fvconsole.tui.app import HELP_SECTIONS, FvConsoleApp
+from fvconsole.tui.cache_view import CacheView
+from fvconsole.tui.migration_view import MigrationView
+from fvconsole.tui.modals import ConfirmScreen, HelpScreen, PathsScreen
+from fvconsole.tui.state import ConsoleState
+
+pytestmark = pytest.mark.tui
+SIZE = (140, 42)
+
+
+def run_async(fn):
+    """Run an async test body with asyncio (no async pytest plugin is required)."""
+
+    @functools.wraps(fn)
+    def wrapper(*args, **kwargs):
+        return asyncio.run(fn(*args, **kwargs))
+
+    return wrapper
+
+
+@pytest.fixture(scope="session")
+def demo_ws(tmp_path_factory: pytest.TempPathFactory) -> DemoWorkspace:
+    """One real workspace per session; tests that write use a copy of its output dir / cache."""
+    return build_demo_workspace(str(tmp_path_factory.mktemp("demo") / "ws"))
+
+
+@pytest.fixture
+def work(demo_ws: DemoWorkspace, tmp_path) -> dict[str, str]:
+    """Copies (mtimes preserved) of the output dir and the cache root for one test.
+
+    The copied checkpoints and run.yaml still point at the session dataset and manifest,
+    which no test modifies.
+    """
+    output = str(tmp_path / "output")
+    cache = str(tmp_path / "shard-cache")
+    shutil.copytree(demo_ws.output_dir, output, symlinks=True)
+    shutil.copytree(demo_ws.cache_root, cache, symlinks=True)
+    return {"config": demo_ws.config_path, "output": output, "cache": cache}
+
+
+def make_app(paths: dict[str, str], read_only: bool = False) -> FvConsoleApp:
+    state = ConsoleState(config_path=paths.get("config"), checkpoints_path=paths.get("output"),
+                         cache_root=paths.get("cache"), read_only=read_only)
+    return FvConsoleApp(state)
+
+
+async def settle(app: FvConsoleApp, pilot) -> None:
+    """Wait until no worker runs and the screen has processed what they posted."""
+    for _ in range(50):
+        await app.workers.wait_for_complete()
+        await pilot.pause()
+        if not any(w.is_running for w in app.workers):
+            await pilot.pause()
+            if not any(w.is_running for w in app.workers):
+                return
+    raise AssertionError("workers never settled")
+
+
+async def started(app: FvConsoleApp, pilot) -> None:
+    for _ in range(400):
+        if app.loaded:
+            break
+        await pilot.pause(0.02)
+    assert app.loaded, "the state never loaded"
+    await settle(app, pilot)
+
+
+def row_key_ending(table, suffix: str) -> str:
+    return next(k.value for k in table.rows if k.value.endswith(suffix))
+
+
+async def select_checkpoint(app: FvConsoleApp, pilot, step: int) -> None:
+    table = app.query_one("#ckpt-table")
+    table.move_cursor(row=table.get_row_index(row_key_ending(table, f"checkpoint-{step}")))
+    await settle(app, pilot)
+
+
+def notifications(app: FvConsoleApp) -> list[str]:
+    return [n.message for n in app._notifications]
+
+
+# --------------------------------------------------------------------------- migration
+
+
+@run_async
+async def test_migration_through_modal_equals_cli(work: dict[str, str], tmp_path) -> None:
+    import torch
+
+    app = make_app(work)
+    async with app.run_test(size=SIZE) as pilot:
+        await started(app, pilot)
+        await select_checkpoint(app, pilot, 300)
+        detail = str(app.query_one("#ckpt-detail").render())
+        assert "matches" in detail and "dataloader.*" in detail
+        await pilot.press("m")
+        await settle(app, pilot)
+        assert app.query_one("#views").active == "migration"
+        view = app.query_one(MigrationView)
+        out = view.query_one("#mig-output").value
+        assert out.endswith(os.path.join("dataloader-state", "checkpoint-300"))
+        assert view.query_one("#mig-consumed").value == "600"
+        await pilot.press("ctrl+r")
+        await settle(app, pilot)
+        assert app.query_one("#mig-ranks").row_count == 8
+        await pilot.press("ctrl+e")
+        await settle(app, pilot)
+        assert isinstance(app.screen, ConfirmScreen)
+        assert app.focused.id == "cancel"
+        await pilot.press("left", "enter")
+        await settle(app, pilot)
+        assert not isinstance(app.screen, ConfirmScreen)
+        assert "FASTVIDEO_DATALOADER_STATE_DIR=" + out in str(app.query_one("#mig-receipt").render())
+
+    cli_out = str(tmp_path / "cli-sidecars")
+    ckpt = os.path.join(work["output"], "checkpoint-300")
+    code = cli_main(["migrate", "--config", work["config"], "--checkpoint", ckpt, "--output-dir", cli_out,
+                     "--expected-step", "300", "--expected-world-size", "8",
+                     "--consumed-batches-per-rank", "600", "--yes", "--json"])
+    assert code == 0
+    with open(os.path.join(out, "migration_receipt.json")) as fh:
+        tui_receipt = json.load(fh)
+    with open(os.path.join(cli_out, "migration_receipt.json")) as fh:
+        cli_receipt = json.load(fh)
+    ignored = {"created_at_utc", "output_dir", "sidecars"}
+    assert {k: v for k, v in tui_receipt.items() if k not in ignored} == {
+        k: v for k, v in cli_receipt.items() if k not in ignored}
+    strip = [{k: v for k, v in s.items() if k != "sha256"} for s in tui_receipt["sidecars"]]
+    assert strip == [{k: v for k, v in s.items() if k != "sha256"} for s in cli_receipt["sidecars"]]
+    for rank in range(8):
+        name = f"dataloader_state_rank{rank}.pt"
+        assert torch.load(os.path.join(out, name), weights_only=True) == torch.load(
+            os.path.join(cli_out, name), weights_only=True)
+    assert sorted(os.listdir(ckpt)) == sorted(os.listdir(os.path.join(os.path.dirname(ckpt), "checkpoint-100")))
+
+
+@run_async
+async def test_cancel_writes_nothing_and_mismatch_is_reported(work: dict[str, str]) -> None:
+    app = make_app(work)
+    async with app.run_test(size=SIZE) as pilot:
+        await started(app, pilot)
+        await select_checkpoint(app, pilot, 200)
+        detail = str(app.query_one("#ckpt-detail").render())
+        assert "critical mismatch" in detail and "training.data.seed" in detail
+        await select_checkpoint(app, pilot, 300)
+        await pilot.press("m")
+        await settle(app, pilot)
+        await pilot.press("ctrl+r")
+        await settle(app, pilot)
+        await pilot.press("ctrl+e")
+        await settle(app, pilot)
+        await pilot.press("enter")  # focus starts on Cancel
+        await settle(app, pilot)
+        assert not os.path.exists(os.path.join(work["output"], "dataloader-state"))
+        # A bad integer names the field; a step that does not match is a refusal banner.
+        view = app.query_one(MigrationView)
+        view.query_one("#mig-step").value = "301"
+        await pilot.press("ctrl+r")
+        await settle(app, pilot)
+        banner = str(app.query_one("#mig-banner").render())
+        assert "REFUSED" in banner and "step" in banner
+        assert app.query_one("#mig-execute").disabled
+
+
+# --------------------------------------------------------------------------- cache
+
+
+@run_async
+async def test_evict_two_marked_entries(work: dict[str, str]) -> None:
+    before = set(os.listdir(work["cache"]))
+    app = make_app(work)
+    async with app.run_test(size=SIZE) as pilot:
+        await started(app, pilot)
+        await pilot.press("3")
+        await settle(app, pilot)
+        view = app.query_one(CacheView)
+        complete = [e.key for e in view._entries if e.status == "complete"][:2]
+        assert len(complete) == 2
+        table = app.query_one("#cache-table")
+        for key in complete:
+            table.move_cursor(row=table.get_row_index(key))
+            await pilot.press("space")
+        assert view.marked == set(complete), (app.focused, notifications(app))
+        await pilot.press("e")
+        await settle(app, pilot)
+        assert isinstance(app.screen, ConfirmScreen)
+        assert app.focused.id == "cancel"
+        await pilot.press("left", "enter")
+        await settle(app, pilot)
+        assert "evicted 2" in str(app.query_one("#cache-preview").render())
+        assert {e.key for e in view._entries}.isdisjoint(complete)
+    after = set(os.listdir(work["cache"]))
+    assert after == before - set(complete)
+    assert "README.txt" in after
+
+
+@run_async
+async def test_filter_rebuilds_table(work: dict[str, str]) -> None:
+    app = make_app(work)
+    async with app.run_test(size=SIZE) as pilot:
+        await started(app, pilot)
+        await pilot.press("3")
+        await settle(app, pilot)
+        table = app.query_one("#cache-table")
+        total = table.row_count
+        await pilot.press("slash", *"invalid")
+        await settle(app, pilot)
+        assert 0 < table.row_count < total
+        assert all("invalid" in str(table.get_row_at(i)[2]) for i in range(table.row_count))
+        await pilot.press("escape")
+        assert table.row_count == total
+
+
+# --------------------------------------------------------------------------- read-only
+
+
+@run_async
+async def test_read_only_refuses_migration_and_eviction(work: dict[str, str]) -> None:
+    before = set(os.listdir(work["cache"]))
+    app = make_app(work, read_only=True)
+    async with app.run_test(size=SIZE) as pilot:
+        await started(app, pilot)
+        await select_checkpoint(app, pilot, 300)
+        await pilot.press("m")
+        await settle(app, pilot)
+        await pilot.press("ctrl+r")
+        await settle(app, pilot)
+        assert app.query_one("#mig-execute").disabled
+        await pilot.press("ctrl+e")
+        await settle(app, pilot)
+        assert not isinstance(app.screen, ConfirmScreen)
+        app.query_one(MigrationView).action_execute()  # what the command palette calls
+        await settle(app, pilot)
+        assert not isinstance(app.screen, ConfirmScreen)
+        await pilot.press("3")
+        await settle(app, pilot)
+        await pilot.press("space", "e", "i", "c")
+        await settle(app, pilot)
+        app.query_one(CacheView).action_evict_invalid()
+        await settle(app, pilot)
+        assert not isinstance(app.screen, ConfirmScreen)
+        refused = [m for m in notifications(app) if m.startswith("read-only mode")]
+        assert len(refused) >= 5
+        titles = [c.title for c in app.get_system_commands(app.screen)]
+        assert "Execute migration (disabled: read-only)" in titles
+        assert not app.query_one(CacheView).check_action("evict_marked", ())
+    assert not os.path.exists(os.path.join(work["output"], "dataloader-state"))
+    assert set(os.listdir(work["cache"])) == before
+
+
+# --------------------------------------------------------------------------- bad input
+
+
+@run_async
+async def test_broken_manifest_and_metadata_show_errors(tmp_path) -> None:
+    from fvconsole.demo import builders
+
+    run = builders.build_run(tmp_path / "run", steps=(4,), num_gpus=2, sp_size=1)
+    with open(run.manifest_path, "w") as fh:
+        fh.write("{ not json")
+    with open(os.path.join(run.checkpoint(4), "metadata.json"), "w") as fh:
+        fh.write("[]")
+    app = make_app({"config": run.config_path, "output": run.output_dir, "cache": str(tmp_path / "nope")})
+    async with app.run_test(size=SIZE) as pilot:
+        await started(app, pilot)
+        assert any("nope" in m for m in notifications(app))  # missing cache root reported
+        await select_checkpoint(app, pilot, 4)
+        assert "metadata.json" in str(app.query_one("#ckpt-detail").render())
+        view = app.query_one(MigrationView)
+        view.prefill(run.checkpoint(4), 4)
+        view.query_one("#mig-output").value = str(tmp_path / "side")
+        await pilot.press("2")
+        await pilot.press("ctrl+r")
+        await settle(app, pilot)
+        shown = str(app.query_one("#mig-banner").render()) + " ".join(notifications(app))
+        assert "manifest" in shown
+        assert app.is_running
+        await pilot.press("1")
+        await settle(app, pilot)
+        assert app.query_one("#views").active == "checkpoints"
+    assert not os.path.exists(tmp_path / "side")
+
+
+@run_async
+async def test_cache_root_vanishing_keeps_app_up(work: dict[str, str]) -> None:
+    app = make_app(work)
+    async with app.run_test(size=SIZE) as pilot:
+        await started(app, pilot)
+        await pilot.press("3")
+        await settle(app, pilot)
+        shutil.rmtree(work["cache"])
+        await pilot.press("i")
+        await settle(app, pilot)
+        await pilot.press("r")
+        await settle(app, pilot)
+        assert app.is_running
+        assert any(work["cache"] in m for m in notifications(app))
+        assert app.query_one("#cache-table").row_count == 0
+
+
+# --------------------------------------------------------------------------- shell
+
+
+@run_async
+async def test_missing_paths_are_picked_in_app(demo_ws: DemoWorkspace) -> None:
+    app = FvConsoleApp(ConsoleState())
+    async with app.run_test(size=SIZE) as pilot:
+        await started(app, pilot)
+        assert any("not set" in m for m in notifications(app))
+        await pilot.press("o")
+        await settle(app, pilot)
+        assert isinstance(app.screen, PathsScreen)
+        app.screen.query_one("#path-config").value = demo_ws.config_path[:-2]
+        await pilot.press("right")  # accept the path completion ("run.yaml")
+        await pilot.press("enter")
+        await started(app, pilot)
+        assert app.state.run_config is not None
+        assert app.state.checkpoints_path == demo_ws.output_dir  # from training.checkpoint.output_dir
+        assert app.query_one("#ckpt-table").row_count == 5
+
+
+@run_async
+async def test_help_lists_every_bound_key(work: dict[str, str]) -> None:
+    from fvconsole.tui.checkpoints_view import CheckpointsView
+
+    app = make_app(work)
+    async with app.run_test(size=SIZE) as pilot:
+        await started(app, pilot)
+        await pilot.press("question_mark")
+        await settle(app, pilot)
+        assert isinstance(app.screen, HelpScreen)
+        listed = " ".join(key for _title, rows in HELP_SECTIONS for key, _desc in rows)
+        for cls in (FvConsoleApp, CheckpointsView, MigrationView, CacheView):
+            for binding in cls.BINDINGS:
+                if binding.show:
+                    key = {"slash": "/", "question_mark": "?"}.get(binding.key, binding.key)
+                    assert key in listed, f"{cls.__name__} key {binding.key} missing from help"
+        await pilot.press("escape")
+        assert not isinstance(app.screen, HelpScreen)

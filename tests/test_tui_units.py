@@ -1,0 +1,114 @@
+"""Pieces of the console that can be checked without a full workspace (still real files)."""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import os
+
+import pytest
+
+from fvconsole.tui import backend
+from fvconsole.tui.cache_view import lru_order
+from fvconsole.tui.widgets import complete_path
+
+pytestmark = pytest.mark.tui
+
+
+def test_complete_path_prefers_sorted_match_and_marks_dirs(tmp_path) -> None:
+    (tmp_path / "alpha").mkdir()
+    (tmp_path / "alphabet.yaml").write_text("x")
+    (tmp_path / ".hidden").mkdir()
+    assert complete_path(str(tmp_path / "al")) == str(tmp_path / "alpha") + "/"
+    assert complete_path(str(tmp_path / "alphab")) == str(tmp_path / "alphabet.yaml")
+    assert complete_path(str(tmp_path / "zzz")) is None
+    assert complete_path(str(tmp_path / "missing" / "x")) is None
+    assert complete_path(str(tmp_path) + "/") == str(tmp_path / "alpha") + "/"
+
+
+def test_migration_defaults_derive_values_and_stay_outside_checkpoint(tmp_path) -> None:
+    from fvconsole.core.runconfig import RunConfig
+
+    cfg = RunConfig(path=None, data={"training": {"distributed": {"num_gpus": 64},
+                                                  "loop": {"gradient_accumulation_steps": 4}}},
+                    sha256=None, overrides=())
+    ckpt = str(tmp_path / "out" / "checkpoint-4000")
+    d = backend.migration_defaults(ckpt, 4000, "run.yaml", cfg)
+    assert (d.expected_step, d.expected_world_size, d.consumed_batches_per_rank) == (4000, 64, 16000)
+    assert os.path.commonpath([d.output_dir, ckpt]) != ckpt
+    assert d.output_dir == str(tmp_path / "out" / "dataloader-state" / "checkpoint-4000")
+    empty = backend.migration_defaults(ckpt, 4000, None, None)
+    assert empty.expected_world_size is None and empty.consumed_batches_per_rank is None
+
+
+def test_lru_order_matches_fastvideo_gc_order(tmp_path) -> None:
+    from fvconsole.core.cache import gc_sort_key, scan_cache
+    from fvconsole.demo.cache_builders import write_cache_entry
+
+    now = 1_800_000_000.0
+    for age, seed in ((3600, 1), (86400, 2), (60, 3)):
+        write_cache_entry(tmp_path, last_used=now - age, seed=seed, num_shards=2, tensor_bytes=256)
+    write_cache_entry(tmp_path, status="incomplete", seed=4, num_shards=2, tensor_bytes=256)
+    scan = scan_cache(str(tmp_path))
+    ordered = lru_order(scan.entries)
+    assert [e.key for e in ordered] == [e.key for e in sorted(scan.entries, key=gc_sort_key)]
+    assert ordered[0].status == "incomplete"  # no manifest: first victim, like FastVideo's GC
+
+
+def test_cache_entry_detail_reads_manifest_and_tolerates_breakage(tmp_path) -> None:
+    from fvconsole.demo.cache_builders import write_cache_entry
+
+    good = write_cache_entry(tmp_path, seed=1, num_shards=2, tensor_bytes=256)
+    detail = backend.cache_entry_detail(good)
+    assert detail.manifest_error is None and detail.params == 3
+    assert dict(detail.dtypes) == {"torch.bfloat16": 2, "torch.float32": 1}
+    assert [name for name, _ in detail.files] == ["manifest.json", "shard0-of-2.safetensors",
+                                                   "shard1-of-2.safetensors"]
+    broken = write_cache_entry(tmp_path, seed=2, status="invalid-manifest", num_shards=2, tensor_bytes=256)
+    bad = backend.cache_entry_detail(broken)
+    assert bad.manifest is None and "manifest.json: unreadable" in bad.manifest_error
+
+
+def test_rank_table_holds_4096_ranks(tmp_path) -> None:
+    from fvconsole.core import migration
+    from fvconsole.demo import builders
+    from fvconsole.demo.builders import synthetic_manifest
+    from fvconsole.tui.app import FvConsoleApp
+    from fvconsole.tui.migration_view import MigrationView
+    from fvconsole.tui.state import ConsoleState
+
+    run = builders.build_run(tmp_path / "run", steps=(3,), num_gpus=2, sp_size=1)
+    request = migration.MigrationRequest(
+        config_path=run.config_path, checkpoint=run.checkpoint(3), output_dir=str(tmp_path / "side"),
+        expected_step=3, expected_world_size=2, consumed_batches_per_rank=3)
+    small = migration.preview_migration(request)
+    assert small.plan is not None, small.refusals
+    manifest = synthetic_manifest(20_000, rows=64)
+    rows = [g["rows"] for g in manifest["row_groups"]]
+    starts = [g["sample_start"] for g in manifest["row_groups"]]
+    topo = migration.Topology(world_size=4096, sp_world_size=2, batch_size=2, seed=42, shuffle=True)
+    shards, spw = migration.shard_layout(rows, topo)
+    cursors = migration.compute_cursors(rows, starts, shards, topo, 100)
+    plan = dataclasses.replace(small.plan, world_size=4096, sp_world_size=2, ranks=cursors, samples_per_worker=spw,
+                               num_row_groups=len(rows), total_rows=manifest["total_rows"])
+    preview = dataclasses.replace(small, plan=plan)
+
+    async def body() -> None:
+        app = FvConsoleApp(ConsoleState(read_only=True))
+        async with app.run_test(size=(140, 42)) as pilot:
+            await pilot.press("2")
+            view = app.query_one(MigrationView)
+            view._show_preview(preview)
+            await pilot.pause()
+            table = app.query_one("#mig-ranks")
+            assert table.row_count == 4096
+            assert table.get_row_at(4095)[0] == "4095"
+            await pilot.press("ctrl+end")
+            await pilot.pause()
+            assert table.cursor_row == 4095
+            view.apply_filter("4095")
+            assert table.row_count >= 1 and all("4095" in "".join(table.get_row_at(i))
+                                                for i in range(table.row_count))
+            assert "4096" in str(app.query_one("#mig-summary").render())
+
+    asyncio.run(body())
