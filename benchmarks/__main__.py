@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 import tempfile
 import time
@@ -40,7 +41,7 @@ class Sizes:
     repeat: int
 
 
-FULL = Sizes(1024, 100_000, None, 4096, 1_000_000, 8, 1024, 0.005, 2000, 32, 4096, 2000, 15, 3)
+FULL = Sizes(1024, 100_000, 128, 4096, 1_000_000, 8, 1024, 0.005, 2000, 32, 4096, 2000, 15, 3)
 QUICK = Sizes(64, 5_000, 16, 256, 20_000, 4, 64, 0.0, 100, 8, 256, 200, 4, 1)
 
 
@@ -98,6 +99,7 @@ def main(argv: list[str] | None = None) -> int:
                 new = [Row(f"{name}: FAILED", None, note=f"{type(exc).__name__}: {exc}"[:200])]
             rows.extend(new)
             print(f"  {name}: {time.perf_counter() - t0:.1f} s", file=sys.stderr, flush=True)
+    print(format_machine({"load average at end": " ".join(f"{x:.2f}" for x in os.getloadavg())}))
     print(format_table(rows))
     print(f"total {time.perf_counter() - started:.0f} s ({'quick' if args.quick else 'full'} sizes)")
     if args.json:

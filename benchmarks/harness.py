@@ -72,6 +72,8 @@ def machine_info() -> dict[str, str]:
         "python": sys.version.split()[0],
         "torch": torch_version,
         "os": f"{platform.system()} {platform.release()}",
+        # Other work on the machine skews every absolute number; the ratios are what count.
+        "load average (1/5/15 min)": " ".join(f"{x:.2f}" for x in os.getloadavg()),
     }
 
 

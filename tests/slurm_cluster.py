@@ -71,6 +71,9 @@ args = sys.argv[1:]
 node = next(a.split("=", 1)[1] for a in args if a.startswith("--nodelist="))
 cmd = args[next(i for i, a in enumerate(args) if not a.startswith("-")):]
 if node.startswith("hang"):
+    if os.environ.get("FAKE_SRUN_PIDS"):
+        with open(os.path.join(os.environ["FAKE_SRUN_PIDS"], node + ".pid"), "w") as f:
+            f.write(str(os.getpid()))
     time.sleep(600)
 if node.startswith("garbage"):
     print("FVNODE " + node + " {not json")

@@ -226,3 +226,17 @@ def test_cache_ls_json_does_not_import_heavy_libraries(cache):
     result = json.loads(out.stdout.strip().splitlines()[-1])
     assert result["code"] == 0 and len(result["out"]["entries"]) == 6
     assert result["heavy"] == []
+
+
+def test_evict_yes_human_output(cache, capsys):
+    root, keys = cache
+    code, out, _ = _run(capsys, "cache", "evict", str(root), "--key", keys["complete0"], "--yes")
+    assert code == 0 and not (root / keys["complete0"]).exists()
+    assert "evicted 2 entries" in out and keys["complete0"] in out  # the entry and the leftover
+    assert "freed" in out and "(measured)" in out and "filesystem free" in out
+
+
+def test_cache_without_action_is_a_usage_error(capsys):
+    with pytest.raises(SystemExit) as exc:
+        main(["cache"])
+    assert exc.value.code == 2

@@ -8,6 +8,8 @@ import time
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from fvconsole.core.cache import lru_victims, plan_eviction, scan_cache
 from fvconsole.core.cache.roots import dangerous_root_reason
@@ -241,4 +243,31 @@ def test_plan_json_shape(tmp_path):
     assert {"key", "bytes", "reason"} <= set(payload["evict"][0])
     assert payload["skipped"][0]["key"] == busy and "reason" in payload["skipped"][0]
     assert payload["freed_bytes"] == payload["evict"][0]["bytes"] and payload["errors"] == []
+    shutil.rmtree(root)
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(
+    entries=st.lists(
+        st.tuples(st.sampled_from([None, 1.0e9, 1.0e9 + 1, 1.5e9]), st.sampled_from([0, 10, 20, 35])),
+        min_size=1, max_size=8,
+    ),
+    cap=st.sampled_from([0, 15, 40, 70, 10**6]),
+    keep_index=st.integers(min_value=-1, max_value=7),
+)
+def test_lru_order_matches_upstream_for_random_ties(tmp_path, entries, cap, keep_index):
+    """Random mtimes (with ties and missing manifests) and sizes: same victims, same order."""
+    root = tmp_path / f"case{len(os.listdir(tmp_path))}"
+    root.mkdir()
+    for i, (mtime, size) in enumerate(entries):
+        entry = root / make_key(f"h{i}")
+        entry.mkdir()
+        (entry / "shard0-of-1.safetensors").write_bytes(b"\0" * size)
+        if mtime is not None:
+            (entry / "manifest.json").write_text("{}")
+            os.utime(entry / "manifest.json", (mtime, mtime))
+    keep = make_key(f"h{keep_index}") if 0 <= keep_index < len(entries) else ""
+    scan = scan_cache(root, check_headers=False)
+    ours = [e.key for e in lru_victims(scan.entries, cap / 2**30 * 2**30, skip=[keep] if keep else [])]
+    assert ours == upstream_gc_victims(root, keep, cap / 2**30)
     shutil.rmtree(root)

@@ -138,3 +138,16 @@ def test_subprocess_python_m_fvconsole(legacy, tmp_path) -> None:
     assert "Traceback" not in done.stderr
     assert tree_hash(legacy.checkpoint) == before
     assert core.verify_sidecars(legacy.run.config_path, legacy.checkpoint, legacy.out).ok
+
+
+def test_dry_run_already_refuses_foreign_output_dir(legacy, tmp_path, capsys) -> None:
+    os.makedirs(legacy.out)
+    with open(os.path.join(legacy.out, "train.log"), "w", encoding="utf-8") as fh:
+        fh.write("not ours")
+    before = tree_hash(str(tmp_path))
+    code, out, err = run_cli(legacy.migrate_argv("--json"), capsys)
+    assert code == 1
+    data = one_json(out)
+    assert data["refusals"][0]["field"] == "output_dir" and "train.log" in data["error"]
+    assert "train.log" in err
+    assert tree_hash(str(tmp_path)) == before

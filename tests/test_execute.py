@@ -130,6 +130,35 @@ def test_overwrite_replaces_set_and_failure_keeps_old_set(tmp_path, monkeypatch)
     assert not [n for n in os.listdir(tmp_path) if "fvconsole-staging" in n]
 
 
+def test_overwrite_without_renameat2_falls_back_to_renames(tmp_path, monkeypatch) -> None:
+    import fvconsole.core.atomic as atomic
+
+    legacy = build_legacy(str(tmp_path))
+    core.execute_plan(plan_for(legacy))
+    monkeypatch.setattr(atomic, "exchange_paths", lambda a, b: False)
+    receipt = core.execute_plan(plan_for(legacy, overwrite=True))
+    with open(os.path.join(legacy.out, "migration_receipt.json"), encoding="utf-8") as fh:
+        assert json.load(fh)["created_at_utc"] == receipt["created_at_utc"]
+    assert sorted(n for n in os.listdir(tmp_path) if n != "run") == ["sidecars"]
+
+
+def test_swap_failure_leaves_old_set(tmp_path, monkeypatch) -> None:
+    import fvconsole.core.atomic as atomic
+
+    legacy = build_legacy(str(tmp_path))
+    core.execute_plan(plan_for(legacy))
+    before = tree_hash(str(tmp_path))
+
+    def broken(a, b):
+        raise OSError(5, "Input/output error", a)
+
+    monkeypatch.setattr(atomic, "exchange_paths", broken)
+    with pytest.raises(PartialFailure, match="while publishing") as info:
+        core.execute_plan(plan_for(legacy, overwrite=True))
+    assert info.value.report["output_dir_changed"] is False
+    assert tree_hash(str(tmp_path)) == before
+
+
 def test_existing_set_needs_overwrite(tmp_path) -> None:
     legacy = build_legacy(str(tmp_path))
     plan = plan_for(legacy)  # planned while the output dir did not exist yet

@@ -119,3 +119,24 @@ def test_aggregation_scales_to_a_thousand_nodes() -> None:
     view = aggregate_ls(_run(outcomes))
     assert len(view.keys) == 200 and view.total_bytes == 1000 * 2000
     assert len(view.to_json()["keys"][keys[0]]) == 1000
+
+
+def test_over_cap_matches_the_nodes_own_eviction_plan(tmp_path: Path, monkeypatch) -> None:
+    """The per-node "what --max-gb would free" equals that node's own `cache evict --max-gb` plan."""
+    import time
+
+    root = tmp_path / "n1"
+    now = time.time()
+    for i in range(5):
+        write_cache_entry(root, make_key(f"cap{i}"), num_shards=1, status="complete", tensor_bytes=2048 * (i + 1),
+                          last_used=now - 86400 * (5 - i))
+    write_cache_entry(root, make_key("nomanifest"), num_shards=1, status="incomplete", tensor_bytes=512)
+    cap_gb = 30000 / 2**30
+    monkeypatch.setenv("FASTVIDEO_WEIGHT_SHARD_CACHE_MAX_GB", repr(cap_gb))
+    _, ls_doc = _cli_json(["cache", "ls", str(root), "--json"])
+    code, plan = _cli_json(["cache", "evict", str(root), "--max-gb", "--json"])
+    assert code == 0 and plan["evict"]
+    [summary] = aggregate_ls(_run([_ok("n1", ls_doc)])).nodes
+    assert summary.cap == int(cap_gb * 2**30)
+    assert summary.over_cap_bytes == plan["freed_bytes"] > 0
+    assert summary.over_cap_bytes < summary.total_bytes

@@ -12,6 +12,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -207,3 +208,52 @@ def test_fleet_evict_executes_exactly_the_preview(fake_srun: str, tmp_path: Path
     for node in ("a1", "a2"):
         assert sorted(p.name for p in (tmp_path / node / "c").iterdir()) == [new]
         assert [e["key"] for e in done["nodes"][node]["evict"]] == [old]
+
+
+def _modules_after(code: str, env: dict[str, str] | None = None) -> set[str]:
+    probe = f"{code}\nimport sys, json\nprint(json.dumps(sorted(sys.modules)))"
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True,
+                         env=env, timeout=60)
+    return set(json.loads(out.stdout.strip().splitlines()[-1]))
+
+
+def test_login_and_node_sides_stay_light(tmp_path: Path) -> None:
+    """`fleet --help` on the login node and `cache ls` on each node never import torch/textual/pyarrow."""
+    login = _modules_after(
+        "import contextlib, io\nfrom fvconsole.cli import main\n"
+        "with contextlib.suppress(SystemExit), contextlib.redirect_stdout(io.StringIO()):\n"
+        "    main(['fleet', 'cache', 'ls', '--help'])"
+    )
+    write_cache_entry(tmp_path / "n1", make_key("light"), num_shards=1, tensor_bytes=128)
+    node = _modules_after(
+        "import contextlib, io\nfrom fvconsole.core.fleet.node import main\n"
+        f"with contextlib.redirect_stdout(io.StringIO()):\n    main(['cache', 'ls', {str(tmp_path / '{node}')!r}, '--json'])",
+        env={**os.environ, "SLURMD_NODENAME": "n1"},
+    )
+    assert "fvconsole.core.fleet.node" in node and "fvconsole.core.cache.scan" in node
+    for heavy in ("torch", "textual", "pyarrow"):
+        assert heavy not in login and heavy not in node, heavy
+
+
+def test_interrupt_stops_every_srun_in_flight(fake_srun: str, caches: tuple[str, str], tmp_path: Path,
+                                              monkeypatch) -> None:
+    template, _ = caches
+    pids = tmp_path / "pids"
+    pids.mkdir()
+    monkeypatch.setenv("FAKE_SRUN_PIDS", str(pids))
+    plan = build_plan(NodeSelection(("hang1", "a1")), ["cache", "ls", template, "--json"], timeout=600,
+                      parallel=2, srun=fake_srun)
+
+    def interrupt(done: int, total: int, message: str) -> None:
+        # Ctrl-C as soon as a1 answered and hang1's srun is surely running (it never answers)
+        for _ in range(300):
+            if (pids / "hang1.pid").exists():
+                break
+            time.sleep(0.1)
+        raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        run_plan(plan, progress=interrupt)
+    pid = int((pids / "hang1.pid").read_text())
+    with pytest.raises(ProcessLookupError):
+        os.kill(pid, 0)

@@ -210,3 +210,9 @@ def test_many_problems_are_summarised(tmp_path) -> None:
     problems = check_manifest(load_manifest(path), manifest["dataset_root"], source=False).problems
     rows_problem = next(p for p in problems if "'rows'" in p)
     assert "(and 997 more)" in rows_problem and len(rows_problem) < 400
+
+
+def test_fingerprint_fast_path_equals_upstream_formula_on_a_large_manifest() -> None:
+    manifest = synthetic_manifest(20_000, seed=5)
+    manifest["row_groups"][7]["file"] = "naïve/片段.parquet"
+    assert compute_fingerprint(manifest["row_groups"]) == fastvideo_fingerprint(manifest["row_groups"])

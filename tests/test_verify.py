@@ -85,7 +85,10 @@ def test_verify_detects_missing_extra_and_foreign_files(migrated) -> None:
     torch.save(plan.sidecar_payload(0), os.path.join(legacy.out, f"dataloader_state_rank{WORLD}.pt"))
     Path(legacy.out, "notes.txt").write_text("x")
     Path(legacy.out, ".dataloader_state_rank1.pt.ab12.tmp").write_text("x")
-    problems = "\n".join(_verify(legacy).problems)
+    os.mkdir(os.path.join(os.path.dirname(legacy.out), ".sidecars.fvconsole-staging-1-ab"))
+    result = _verify(legacy)
+    problems = "\n".join(result.problems)
+    assert any("staging leftover" in w for w in result.warnings)
     assert f"dataloader_state_rank{WORLD - 1}.pt: missing" in problems
     assert f"dataloader_state_rank{WORLD}.pt: extra sidecar" in problems
     assert "notes.txt: foreign file" in problems

@@ -163,9 +163,15 @@ def critical_values(config: Any) -> dict:
 
 def _show(args: argparse.Namespace) -> int:
     from fvconsole.core.checkpoints import dcp_state_keys, inspect_checkpoint, read_metadata
+    from fvconsole.core.errors import FvError
 
     info = inspect_checkpoint(args.checkpoint)
-    metadata = read_metadata(args.checkpoint)
+    try:
+        metadata = read_metadata(args.checkpoint)
+    except FvError:
+        if args.config:
+            raise  # nothing to compare the config with
+        metadata = {}  # already listed in info.problems; show the rest
     embedded = metadata.get("config")
     keys: list[str] = []
     dcp_error = None

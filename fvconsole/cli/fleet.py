@@ -140,12 +140,15 @@ def render_fleet_ls(view: FleetCacheView, root: str) -> str:
     rows = []
     for n in view.nodes:
         if not n.ok:
-            rows.append((n.node, "-", "-", "-", "-", f"error: {n.error}"))
+            rows.append((n.node, "-", "-", "-", "-", "-", f"error: {n.error}"))
             continue
         statuses = ", ".join(f"{count} {status}" for status, count in n.statuses) or "empty"
         free = human_bytes(n.fs_free) if n.fs_free is not None else "-"
-        rows.append((n.node, n.entries, human_bytes(n.total_bytes), human_bytes(n.reclaimable_bytes), free, statuses))
-    lines.append(format_table(("NODE", "ENTRIES", "SIZE", "RECLAIMABLE", "FREE", "STATUSES"), rows, right=(1, 2, 3, 4)))
+        over = human_bytes(n.over_cap_bytes) if n.over_cap_bytes is not None else "-"
+        rows.append((n.node, n.entries, human_bytes(n.total_bytes), human_bytes(n.reclaimable_bytes), over, free,
+                     statuses))
+    lines.append(format_table(("NODE", "ENTRIES", "SIZE", "RECLAIMABLE", "OVER CAP", "FREE", "STATUSES"), rows,
+                              right=(1, 2, 3, 4, 5)))
     if view.keys:
         head, omitted, tail = head_tail(list(view.keys), head=20, tail=5)
         key_rows = [(r.key, len(r.statuses), human_bytes(r.total_bytes), _statuses_text(r)) for r in head]
@@ -156,7 +159,8 @@ def render_fleet_ls(view: FleetCacheView, root: str) -> str:
     else:
         lines.append("(no cache entries on any node)")
     lines.append(f"\ntotal {human_bytes(view.total_bytes)} across {len(view.nodes)} nodes, {len(view.keys)} keys; "
-                 "RECLAIMABLE = invalid + incomplete entries (`fleet cache evict --invalid`)")
+                 "an eviction would free per node: RECLAIMABLE with `--invalid` (invalid + incomplete), "
+                 "OVER CAP with `--max-gb` (the node's $FASTVIDEO_WEIGHT_SHARD_CACHE_MAX_GB cap)")
     for finding in view.findings:
         lines.append(f"finding: {finding.message}")
     return "\n".join(lines)

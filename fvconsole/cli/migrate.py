@@ -14,6 +14,18 @@ from typing import Any
 from fvconsole.cli.checkpoints import add_set_option, format_mismatches, mismatches_json
 from fvconsole.cli.common import emit_json, format_table, head_tail
 
+DESCRIPTION = """\
+Recompute every rank's streaming-dataloader cursor for a legacy checkpoint and write
+dataloader_state_rank<r>.pt sidecars plus migration_receipt.json into --output-dir, for
+FastVideo's FASTVIDEO_DATALOADER_STATE_DIR. The checkpoint is never modified.
+
+Without --yes this is a dry run: the config mismatch report, the plan and the per-rank
+cursors are printed and nothing is written. --expected-step, --expected-world-size and
+--consumed-batches-per-rank are deliberate confirmations: any mismatch refuses. With --yes
+the set is staged beside the output dir and published with one atomic rename (or an
+atomic swap with --overwrite), so the output dir never holds a partial set.
+"""
+
 EPILOG = """\
 example (dry run, then write):
   fvconsole migrate --config run.yaml --checkpoint outputs/checkpoint-4000 \\
@@ -49,10 +61,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     parser = sub.add_parser(
         "migrate",
         help="write rank-local dataloader sidecars for a legacy checkpoint (dry run unless --yes)",
-        description="Recompute every rank's streaming-dataloader cursor for a legacy checkpoint and "
-        "write dataloader_state_rank<r>.pt sidecars plus migration_receipt.json into --output-dir, "
-        "for FastVideo's FASTVIDEO_DATALOADER_STATE_DIR. The checkpoint is never modified. The "
-        "three --expected/--consumed values are deliberate confirmations: a mismatch refuses.",
+        description=DESCRIPTION,
         epilog=EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
@@ -124,9 +133,13 @@ def _run(args: argparse.Namespace) -> int:
         progress = None if args.json and not sys.stderr.isatty() else _progress_printer()
         receipt = execute_plan(plan, progress=progress, workers=args.workers)
     except FvError as exc:
+        from fvconsole.core.errors import PartialFailure
+
         merged = dict(base)
-        if exc.details:
+        if isinstance(exc, PartialFailure):
             merged["failure"] = dict(exc.details)
+        else:  # a re-check right before writing refused: nothing was written
+            merged["refusals"] = [{"field": "execute", "message": exc.message}]
         exc.details = merged
         raise
     out = os.path.abspath(plan.output_dir)

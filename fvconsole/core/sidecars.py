@@ -459,18 +459,20 @@ def receipt_bytes(receipt: Mapping[str, Any]) -> bytes:
 
 
 def _publish(staging: str, out: str, parent: str, outname: str, checkpoint: str, overwrite: bool) -> str | None:
-    """Move the complete staging dir to ``out``; returns the path of the old set (to remove)."""
+    """Move the complete staging dir to ``out`` (renames only); returns where the old set went.
+
+    On failure the output dir is as before; if even restoring it fails, PartialFailure says
+    exactly where both sets are.
+    """
     state = check_output_dir(out, checkpoint, overwrite)  # re-check right before the swap
     if not state.exists:
         _fault_point(f"rename {staging} -> {out}")
         os.rename(staging, out)
-        _fsync_dir(parent, f"fsync {parent}")
         return None
-    _fault_point(f"exchange {staging} <-> {out}")
     from fvconsole.core.atomic import exchange_paths
 
+    _fault_point(f"exchange {staging} <-> {out}")
     if exchange_paths(staging, out):
-        _fsync_dir(parent, f"fsync {parent}")
         return staging  # the old set now lives under the staging name
     aside = os.path.join(parent, f".{outname}{STAGING_TAG}{os.getpid()}-{secrets.token_hex(4)}")
     _fault_point(f"rename {out} -> {aside}")
@@ -478,11 +480,17 @@ def _publish(staging: str, out: str, parent: str, outname: str, checkpoint: str,
     try:
         _fault_point(f"rename {staging} -> {out}")
         os.rename(staging, out)
-    except BaseException:
-        with contextlib.suppress(OSError):
+    except OSError as exc:
+        try:
             os.rename(aside, out)
+        except OSError:
+            raise PartialFailure(
+                f"{out}: publishing failed ({exc.strerror}) and the previous set could not be moved back: "
+                f"previous set at {aside}, new set at {staging}",
+                report={"stage": "publishing", "output_dir": out, "previous_set": aside, "new_set": staging,
+                        "output_dir_changed": True},
+            ) from None
         raise
-    _fsync_dir(parent, f"fsync {parent}")
     return aside
 
 
@@ -517,10 +525,9 @@ def execute_plan(plan: MigrationPlan, progress: Progress | None = None, workers:
     progress = progress or no_progress
     _reset_fault_counter()
     out, parent, outname = _precheck(plan)
-    total = len(plan.ranks)
     staging = os.path.join(parent, f".{outname}{STAGING_TAG}{os.getpid()}-{secrets.token_hex(4)}")
-    stage = "creating the output dir's parent"
     written: list[_Written] = []
+    stage = "creating the output dir's parent"
     try:
         if not os.path.isdir(parent):
             _fault_point(f"makedirs {parent}")
@@ -539,30 +546,55 @@ def execute_plan(plan: MigrationPlan, progress: Progress | None = None, workers:
         _fsync_dir(staging, f"fsync {staging}")
         stage = "publishing"
         old = _publish(staging, out, parent, outname, plan.checkpoint, plan.request.overwrite)
+    except PartialFailure:
+        raise
     except BaseException as exc:
         removed = _remove_set_dir(staging) if os.path.lexists(staging) else True
         if isinstance(exc, KeyboardInterrupt):
             raise
-        reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+        raise _unchanged_failure(out, stage, exc, staging, removed, len(written), len(plan.ranks)) from None
+    _after_publish(out, parent, old)
+    progress(len(plan.ranks), len(plan.ranks), f"published {out}")
+    return receipt
+
+
+def _unchanged_failure(
+    out: str, stage: str, exc: BaseException, staging: str, removed: bool, written: int, total: int
+) -> PartialFailure:
+    """The exit-3 error for a failure before the output dir was touched."""
+    reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc) or type(exc).__name__
+    return PartialFailure(
+        f"{out}: migration failed while {stage}: {reason}; staging dir "
+        f"{'removed' if removed else 'left at ' + staging}; the output dir was not changed",
+        report={
+            "stage": stage,
+            "output_dir": out,
+            "sidecars_written": written,
+            "sidecars_total": total,
+            "staging_dir": staging,
+            "staging_removed": removed,
+            "output_dir_changed": False,
+        },
+    )
+
+
+def _after_publish(out: str, parent: str, old: str | None) -> None:
+    """Make the publishing rename durable, then delete the previous set (if any).
+
+    The new set is already visible and complete here, so a failure is reported as exit 3
+    naming what is left, never by undoing the publish.
+    """
+    try:
+        _fsync_dir(parent, f"fsync {parent}")
+    except OSError as exc:
         raise PartialFailure(
-            f"{out}: migration failed while {stage}: {reason}; staging dir "
-            f"{'removed' if removed else 'left at ' + staging}; the output dir was not changed",
-            report={
-                "stage": stage,
-                "output_dir": out,
-                "sidecars_written": len(written),
-                "sidecars_total": total,
-                "staging_dir": staging,
-                "staging_removed": removed,
-                "output_dir_changed": False,
-            },
+            f"{out}: new set published but syncing {parent} failed ({exc.strerror}); re-run verify",
+            report={"stage": "syncing the parent dir", "output_dir": out, "output_dir_changed": True,
+                    "previous_set": old},
         ) from None
-    progress(total, total, f"published {out}")
-    if old is not None:
-        _remove_set_dir(old)  # best effort; a leftover is cleaned by the next execute
+    if old is not None and _remove_set_dir(old):  # a leftover is cleaned by the next execute
         with contextlib.suppress(OSError):
             _fsync_dir(parent, f"fsync {parent}")
-    return receipt
 
 
 # --------------------------------------------------------------------------- verify

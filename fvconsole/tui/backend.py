@@ -133,12 +133,12 @@ def migration_defaults(checkpoint: str, step: int | None, config_path: str | Non
         world = _as_int(run_config.get("training.distributed.num_gpus", None))
         gas = _as_int(run_config.get("training.loop.gradient_accumulation_steps", None))
     if step is not None:
-        notes.append(f"step {step}: from the directory name checkpoint-{step}")
+        notes.append(f"step {step} ← directory name checkpoint-{step}")
     if world is not None:
-        notes.append(f"world size {world}: training.distributed.num_gpus of the run config")
+        notes.append(f"world size {world} ← training.distributed.num_gpus")
     consumed = step * gas if step is not None and gas is not None else None
     if consumed is not None:
-        notes.append(f"consumed batches/rank {consumed} = step {step} × gradient_accumulation_steps {gas}")
+        notes.append(f"consumed batches/rank {consumed} = step {step} × grad accum {gas}")
     return MigrationDefaults(
         checkpoint=checkpoint,
         config_path=config_path or "",

@@ -16,6 +16,7 @@ from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.widgets import DataTable, Input, ProgressBar, Static
 
 from fvconsole.cli.common import head_tail, human_age, human_bytes
+from fvconsole.core.errors import FvError
 from fvconsole.tui import backend, state
 from fvconsole.tui.base import BaseView
 from fvconsole.tui.modals import ConfirmScreen
@@ -37,6 +38,12 @@ def shards_cell(entry: Any) -> str:
     return f"{present}/{entry.num_shards}" if entry.num_shards is not None else f"{present}/?"
 
 
+def short(text: str, width: int = 78) -> str:
+    """One line of at most ``width`` characters (reasons can be paragraphs)."""
+    line = " ".join(str(text).split())
+    return line if len(line) <= width else line[: width - 1] + "…"
+
+
 def status_cell(entry: Any) -> str:
     label = f"{entry.status}*" if entry.writing else entry.status
     style = STATUS_STYLE.get(entry.status)
@@ -54,9 +61,9 @@ class CacheView(BaseView):
 
     DEFAULT_CSS = """
     CacheView #cache-head { height: auto; padding: 0 1; }
-    CacheView #cache-table { width: 3fr; height: 1fr; }
-    CacheView #cache-side { width: 2fr; height: 1fr; border-left: solid $primary; }
-    CacheView #cache-detail-scroll { height: 1fr; padding: 0 1; }
+    CacheView #cache-main { height: 1fr; }
+    CacheView #cache-table { width: 84; height: 1fr; }
+    CacheView #cache-detail-scroll { width: 1fr; height: 1fr; padding: 0 1; border-left: solid $primary; }
     CacheView #cache-preview-scroll { height: auto; max-height: 16; display: none; padding: 0 1;
                                       border-top: solid $warning; }
     CacheView #cache-progress-row { height: 1; display: none; padding: 0 1; }
@@ -85,13 +92,12 @@ class CacheView(BaseView):
         with Horizontal(id="cache-progress-row"):
             yield ProgressBar(id="cache-progress", show_eta=False)
             yield Static(id="cache-progress-label")
-        with Horizontal():
+        with Horizontal(id="cache-main"):
             yield FastTable(id="cache-table", cursor_type="row", zebra_stripes=True)
-            with Vertical(id="cache-side"):
-                with VerticalScroll(id="cache-detail-scroll"):
-                    yield Static("Select an entry.", id="cache-detail")
-                with VerticalScroll(id="cache-preview-scroll"):
-                    yield Static(id="cache-preview")
+            with VerticalScroll(id="cache-detail-scroll"):
+                yield Static("Select an entry.", id="cache-detail")
+        with VerticalScroll(id="cache-preview-scroll"):
+            yield Static(id="cache-preview")
 
     def on_mount(self) -> None:
         table = self.query_one("#cache-table", DataTable)
@@ -148,6 +154,8 @@ class CacheView(BaseView):
             text = Text().append(f"{scan.root}", style="bold")
             text.append(f"   {len(self._entries)} entries: ")
             text.append(", ".join(f"{n} {s}" for s, n in sorted(counts.items())) or "none")
+            if any(e.writing for e in self._entries):
+                text.append("   * being written", style="grey62")
             if getattr(scan, "foreign", ()):
                 text.append(f"   {len(scan.foreign)} foreign item(s) ignored", style="grey62")
             for err in getattr(scan, "errors", ())[:3]:
@@ -267,7 +275,16 @@ class CacheView(BaseView):
         self._plan("evict marked", keys=tuple(sorted(self._marked)))
 
     def action_evict_cap(self) -> None:
-        self._plan(f"evict to cap ({state.cache_cap_gb():g} GiB)", max_gb=state.cache_cap_gb())
+        from fvconsole.core.cache import default_max_gb
+
+        if self.refuse_read_only("evict to cap"):
+            return
+        try:
+            cap = default_max_gb()
+        except FvError as exc:
+            self.report_error(exc)
+            return
+        self._plan(f"evict to cap ({cap:g} GiB)", max_gb=cap)
 
     def action_evict_invalid(self) -> None:
         self._plan("evict invalid", invalid=True)
@@ -298,13 +315,15 @@ class CacheView(BaseView):
         body = [f"Delete {len(plan.evict)} cache entr{'y' if len(plan.evict) == 1 else 'ies'} "
                 f"under {plan.root}, freeing {human_bytes(plan.freed_bytes)}:"]
         head, omitted, tail = head_tail(list(plan.evict), 10, 3)
-        body += [f"  {p.key}  {human_bytes(p.bytes):>10}  {p.reason}" for p in head]
+        body += [f"  {p.key} {human_bytes(p.bytes):>10}  {short(p.reason, 58)}" for p in head]
         if omitted:
             body.append(f"  … {omitted} more")
-        body += [f"  {p.key}  {human_bytes(p.bytes):>10}  {p.reason}" for p in tail]
+        body += [f"  {p.key} {human_bytes(p.bytes):>10}  {short(p.reason, 58)}" for p in tail]
         if plan.skipped:
-            body.append(f"{len(plan.skipped)} entr{'y' if len(plan.skipped) == 1 else 'ies'} skipped "
-                        "(see the preview panel).")
+            body.append(f"Skipped ({len(plan.skipped)}), left in place:")
+            body += [f"  {s.key}  {short(s.reason, 69)}" for s in list(plan.skipped)[:6]]
+            if len(plan.skipped) > 6:
+                body.append(f"  … {len(plan.skipped) - 6} more (see the preview panel)")
         body.append("Each entry is re-checked right before deletion; symlinks are never followed.")
         self.app.push_screen(ConfirmScreen(f"{what.capitalize()}?", body, "Evict"),
                              lambda ok: self._confirmed(plan, ok))
@@ -315,13 +334,13 @@ class CacheView(BaseView):
                     style="bold red" if plan.evict else "")
         head, omitted, tail = head_tail(list(plan.evict), 8, 2)
         for p in head + tail:
-            text.append(f"  ✗ {p.key} {human_bytes(p.bytes):>10}  {p.reason}\n")
+            text.append(f"  ✗ {p.key} {human_bytes(p.bytes):>10}  {short(p.reason, 100)}\n")
         if omitted:
             text.append(f"  … {omitted} more\n")
         if plan.skipped:
             text.append(f"{len(plan.skipped)} skipped:\n", style="yellow")
             for skipped in list(plan.skipped)[:12]:
-                text.append(f"  – {skipped.key}: {skipped.reason}\n", style="yellow")
+                text.append(f"  – {skipped.key}  {short(skipped.reason, 100)}\n", style="yellow")
             if len(plan.skipped) > 12:
                 text.append(f"  … {len(plan.skipped) - 12} more\n", style="yellow")
         self.query_one("#cache-preview", Static).update(text)
@@ -354,7 +373,7 @@ class CacheView(BaseView):
             text.append(f"  error: {error}\n", style="bold red")
         newly_skipped = result.skipped[len(self._last_plan_skipped):]
         for skipped in newly_skipped[:12]:
-            text.append(f"  – {skipped.key}: {skipped.reason}\n", style="yellow")
+            text.append(f"  – {skipped.key}  {short(skipped.reason, 100)}\n", style="yellow")
         self.query_one("#cache-preview", Static).update(text)
         if result.ok:
             self.notify(summary)

@@ -181,8 +181,10 @@ class CheckpointsView(BaseView):
         text.append(f"{info.path}\n", style="grey62")
         text.append("kind ")
         text.append(info.kind, style="bold yellow" if info.kind == "legacy" else "bold")
-        text.append(f"   complete {'yes' if info.complete else 'NO'}   rng states {info.rng_states}"
-                    f"   rank sidecars {info.rank_sidecars}   size {human_bytes(info.bytes)}\n")
+        text.append("   complete ")
+        text.append("yes" if info.complete else "NO", style="" if info.complete else "bold red")
+        text.append(f"   size {human_bytes(info.bytes)}\nrng states {info.rng_states}   "
+                    f"rank sidecars {info.rank_sidecars}\n")
         if info.metadata_step is not None and info.metadata_step != info.step:
             text.append(f"metadata.json step {info.metadata_step} differs from the directory name\n", style="bold red")
         for problem in info.problems:

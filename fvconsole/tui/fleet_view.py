@@ -111,8 +111,8 @@ class FleetView(BaseView):
 
     def on_mount(self) -> None:
         table = self.query_one("#fleet-node-table", DataTable)
-        for label, width in (("node", 12), ("entries", 7), ("size", 10), ("reclaimable", 11), ("free", 10),
-                             ("statuses / error", 60)):
+        for label, width in (("node", 12), ("entries", 7), ("size", 10), ("reclaimable", 11), ("over cap", 10),
+                             ("free", 10), ("statuses / error", 60)):
             table.add_column(label, key=label, width=width)
 
     def focus_main(self) -> None:
@@ -186,26 +186,30 @@ class FleetView(BaseView):
         text = Text().append(f"{compress_hostlist(view.selection.nodes)}", style="bold")
         if view.selection.job_id:
             text.append(f" (job {view.selection.job_id})")
-        text.append(f"   {_plural(len(view.nodes), 'node')}, {_plural(len(view.keys), 'key')}, "
+        text.append(f" · {_plural(len(view.nodes), 'node')}, {_plural(len(view.keys), 'key')}, "
                     f"{human_bytes(view.total_bytes)} fleet-wide")
         if failed:
-            text.append(f"   {len(failed)} failed: {compress_hostlist(n.node for n in failed)}", style="bold red")
+            text.append(f" · {len(failed)} failed: {compress_hostlist(n.node for n in failed)}", style="bold red")
         self._status(text)
         self._fill_nodes(view)
         self.apply_filter(self.filter_text)
         self._show_findings(view)
+        if not isinstance(self.app.focused, Input) or self.app.focused.id in ("fleet-job", "fleet-nodes", "fleet-root"):
+            self.query_one("#fleet-matrix", DataTable).focus()  # so i / e / c act on the result
 
     def _fill_nodes(self, view: Any) -> None:
         table = self.query_one("#fleet-node-table", DataTable)
         table.clear()
         for n in view.nodes:
             if not n.ok:
-                table.add_row(n.node, "-", "-", "-", "-", Text(f"error: {n.error}", style="bold red"), key=n.node)
+                table.add_row(n.node, "-", "-", "-", "-", "-", Text(f"error: {n.error}", style="bold red"),
+                              key=n.node)
                 continue
             statuses = Text()
             for i, (status, count) in enumerate(n.statuses):
                 statuses.append(("" if i == 0 else ", ") + f"{count} {status}", style=STATUS_STYLE.get(status, ""))
             table.add_row(n.node, str(n.entries), human_bytes(n.total_bytes), human_bytes(n.reclaimable_bytes),
+                          human_bytes(n.over_cap_bytes) if n.over_cap_bytes is not None else "-",
                           human_bytes(n.fs_free) if n.fs_free is not None else "-", statuses or "empty", key=n.node)
 
     def _matrix_nodes(self) -> list[str]:
@@ -220,7 +224,7 @@ class FleetView(BaseView):
         table.add_column("key", key="key", width=16)
         table.add_column("size", key="size", width=10)
         for node in shown:
-            table.add_column(node, key=f"node:{node}", width=max(len(node), 12))
+            table.add_column(node, key=f"node:{node}", width=max(len(node), 20))
         hidden = len(self._view.nodes) - len(shown)
         if hidden:
             table.add_column(f"+{hidden} nodes", key="more", width=30)

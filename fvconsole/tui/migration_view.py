@@ -58,8 +58,7 @@ def plan_summary(plan: Any) -> Text:
         ("samples per worker", plan.samples_per_worker),
         ("epoch progress", f"{plan.epoch_progress * 100:.1f}%"),
         ("row groups / rows", f"{plan.num_row_groups} / {plan.total_rows}"),
-        ("manifest", f"{plan.manifest_fingerprint[:16]}…  {plan.manifest_path}"),
-        ("output dir", plan.output_dir),
+        ("manifest fingerprint", f"{plan.manifest_fingerprint[:16]}…"),
     )
     for label, value in rows:
         text.append(f"  {label:<22}", style="grey62")
@@ -90,6 +89,7 @@ class MigrationView(BaseView):
     MigrationView #mig-receipt { height: auto; display: none; padding: 0 1;
                                  border: round $success; }
     MigrationView #mig-ranks { height: 1fr; }
+    MigrationView #mig-mismatch-scroll { height: auto; max-height: 12; padding: 0 1; }
     MigrationView .view-filter { display: none; }
     """
     BINDINGS = [
@@ -137,11 +137,12 @@ class MigrationView(BaseView):
                     yield Static(id="mig-progress-label")
                 with VerticalScroll(id="mig-details"):
                     yield Static(id="mig-summary")
-                    yield Static(id="mig-mismatch")
             with Vertical(id="mig-right"):
                 yield Static(Text("Select a legacy checkpoint in view 1 and press m, or fill the form; "
                                   "then Preview (ctrl+r).", style="italic"), id="mig-banner")
                 yield Static(id="mig-receipt")
+                with VerticalScroll(id="mig-mismatch-scroll"):
+                    yield Static(id="mig-mismatch")
                 yield Input(placeholder="filter ranks (Esc closes)", classes="view-filter")
                 yield FastTable(id="mig-ranks", cursor_type="row", zebra_stripes=True)
 

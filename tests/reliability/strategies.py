@@ -120,22 +120,20 @@ def delete_path(doc: Any, path: tuple) -> Any:
     return new
 
 
-def mutated_document(doc: Any, *, extra_values: tuple[Any, ...] = ()) -> st.SearchStrategy[tuple[str, Any]]:
-    """One structural mutation of ``doc``: ``(description, new_doc)``.
+def mutated_document(doc: Any, *, extra_values: tuple[Any, ...] = ()) -> st.SearchStrategy[tuple[tuple, Any]]:
+    """One structural mutation of ``doc``: ``(path, new_doc)``; path ``()`` = whole document.
 
-    Either a key/item is removed or a value is replaced by a hostile scalar or container.
-    The whole document may also be replaced by a non-mapping.
+    Either a key/item is removed or a value is replaced by a hostile scalar or container,
+    or the whole document is replaced by a non-mapping.
     """
     paths = _paths(doc)
     values = st.sampled_from(HOSTILE_SCALARS + tuple(extra_values))
-    whole = st.sampled_from([None, [], "text", 42, [doc]]).map(lambda v: ("whole document replaced", v))
+    whole = st.sampled_from([None, [], "text", 42, [doc]]).map(lambda v: ((), v))
     if not paths:
         return whole
     path = st.sampled_from(paths)
-    removed = path.map(lambda p: (f"removed {'.'.join(map(str, p))}", delete_path(doc, p)))
-    replaced = st.tuples(path, values).map(
-        lambda pv: (f"set {'.'.join(map(str, pv[0]))}={pv[1]!r:.40}", set_path(doc, pv[0], pv[1]))
-    )
+    removed = path.map(lambda p: (p, delete_path(doc, p)))
+    replaced = st.tuples(path, values).map(lambda pv: (pv[0], set_path(doc, pv[0], pv[1])))
     return st.one_of(removed, replaced, replaced, whole)
 
 

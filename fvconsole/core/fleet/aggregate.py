@@ -49,15 +49,17 @@ class NodeCacheSummary:
     total_bytes: int
     statuses: tuple[tuple[str, int], ...]
     reclaimable_bytes: int  # invalid + incomplete entries: what `evict --invalid` would free
+    over_cap_bytes: int | None  # what `evict --max-gb` (the node's cap) would free; None: cap unknown
     fs_free: int | None
     fs_total: int | None
     root: str | None
+    cap: int | None = None
 
     def to_json(self) -> dict[str, Any]:
         return {
             "ok": self.ok, "error": self.error, "entries": self.entries, "total_bytes": self.total_bytes,
             "statuses": dict(self.statuses), "reclaimable_bytes": self.reclaimable_bytes,
-            "fs_free_bytes": self.fs_free, "fs_total_bytes": self.fs_total, "root": self.root,
+            "over_cap_bytes": self.over_cap_bytes, "cap_bytes": self.cap, "fs_free_bytes": self.fs_free, "fs_total_bytes": self.fs_total, "root": self.root,
         }
 
 
@@ -131,6 +133,27 @@ def exit_code_for(outcomes: Iterable[NodeOutcome], executing: bool = False) -> i
     return EXIT_REFUSED
 
 
+def over_cap_bytes(entries: list[Mapping[str, Any]], cap: int | None) -> int | None:
+    """Bytes FastVideo's GC order would delete to bring the total to <= ``cap``.
+
+    Order: last use (manifest mtime, 0 without one), then size, then path; symlinked
+    entries are never part of the size policy (as in ``cache evict --max-gb``).
+    """
+    if cap is None:
+        return None
+    sized = [e for e in entries if not e.get("is_symlink")]
+    total = sum(_int(e.get("bytes")) or 0 for e in sized)
+    freed = 0
+    order = sorted(sized, key=lambda e: (e.get("last_used") or 0.0, _int(e.get("bytes")) or 0, str(e.get("path"))))
+    for entry in order:
+        if total <= cap:
+            break
+        size = _int(entry.get("bytes")) or 0
+        total -= size
+        freed += size
+    return freed
+
+
 def summarize_node(outcome: NodeOutcome) -> NodeCacheSummary:
     """Per-node totals from its ``cache ls`` document (zeros for a failed node)."""
     doc = outcome.output if outcome.ok and outcome.output is not None else {}
@@ -138,11 +161,13 @@ def summarize_node(outcome: NodeOutcome) -> NodeCacheSummary:
     statuses = Counter(str(e.get("status")) for e in entries)
     sizes = [_int(e.get("bytes")) or 0 for e in entries]
     reclaimable = sum(_int(e.get("bytes")) or 0 for e in entries if e.get("status") in RECLAIMABLE)
+    cap = _int(doc.get("cap_bytes"))
     return NodeCacheSummary(
         node=outcome.node, ok=outcome.ok, error=outcome.error, entries=len(entries),
         total_bytes=sum(sizes), statuses=tuple(sorted(statuses.items())), reclaimable_bytes=reclaimable,
-        fs_free=_int(doc.get("fs_free_bytes")), fs_total=_int(doc.get("fs_total_bytes")),
-        root=doc.get("root") if isinstance(doc.get("root"), str) else None,
+        over_cap_bytes=over_cap_bytes(entries, cap), fs_free=_int(doc.get("fs_free_bytes")),
+        fs_total=_int(doc.get("fs_total_bytes")), root=doc.get("root") if isinstance(doc.get("root"), str) else None,
+        cap=cap,
     )
 
 

@@ -29,7 +29,7 @@ import sys
 import threading
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor, as_completed
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from fvconsole.core.errors import FvError, UsageError
@@ -107,7 +107,6 @@ class NodeOutcome:
     error: str | None  # one-line reason when kind != "ok"
     srun_exit: int | None = None
     stderr_tail: str = ""
-    extra: dict[str, Any] = field(default_factory=dict)
 
     @property
     def ok(self) -> bool:
@@ -324,8 +323,37 @@ def _terminate(proc: subprocess.Popen) -> None:
             continue
 
 
-def run_command(command: NodeCommand, timeout: float) -> NodeOutcome:
+class _Running:
+    """The srun processes in flight, so an interrupted run can stop them all (they run in
+    their own sessions and would not see the terminal's Ctrl-C)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._procs: set[subprocess.Popen] = set()
+        self.stopping = False
+
+    def add(self, proc: subprocess.Popen) -> None:
+        with self._lock:
+            self._procs.add(proc)
+        if self.stopping:
+            _terminate(proc)
+
+    def discard(self, proc: subprocess.Popen) -> None:
+        with self._lock:
+            self._procs.discard(proc)
+
+    def stop_all(self) -> None:
+        self.stopping = True
+        with self._lock:
+            procs = list(self._procs)
+        for proc in procs:
+            _terminate(proc)
+
+
+def run_command(command: NodeCommand, timeout: float, running: _Running | None = None) -> NodeOutcome:
     """Run one node's srun with a timeout; never raises for node-side problems."""
+    if running is not None and running.stopping:
+        return NodeOutcome(command.node, "unreachable", None, None, "not started: interrupted")
     try:
         proc = subprocess.Popen(
             list(command.argv), stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
@@ -333,6 +361,16 @@ def run_command(command: NodeCommand, timeout: float) -> NodeOutcome:
         )
     except OSError as exc:
         return NodeOutcome(command.node, "unreachable", None, None, f"cannot start srun: {exc.strerror}")
+    if running is not None:
+        running.add(proc)
+    try:
+        return _collect(command.node, proc, timeout)
+    finally:
+        if running is not None:
+            running.discard(proc)
+
+
+def _collect(node: str, proc: subprocess.Popen, timeout: float) -> NodeOutcome:
     try:
         stdout, stderr = proc.communicate(timeout=timeout)
     except subprocess.TimeoutExpired:
@@ -341,26 +379,32 @@ def run_command(command: NodeCommand, timeout: float) -> NodeOutcome:
             stdout, stderr = proc.communicate(timeout=_KILL_GRACE)
         except subprocess.TimeoutExpired:
             stdout, stderr = "", ""
-        return NodeOutcome(
-            command.node, "timeout", None, None, f"timed out after {timeout:g}s", proc.returncode, _tail(stderr)
-        )
-    return outcome_from_output(command.node, stdout, stderr, proc.returncode)
+        return NodeOutcome(node, "timeout", None, None, f"timed out after {timeout:g}s", proc.returncode,
+                           _tail(stderr))
+    return outcome_from_output(node, stdout, stderr, proc.returncode)
 
 
 def run_plan(plan: FleetPlan, progress: Progress | None = None) -> FleetRun:
-    """Execute exactly the plan's commands, ``plan.parallel`` at a time."""
+    """Execute exactly the plan's commands, ``plan.parallel`` at a time.
+
+    On an interrupt (Ctrl-C) every srun in flight is terminated (which cancels its step)
+    before the interrupt propagates.
+    """
     report = progress or no_progress
     total = len(plan.commands)
     results: dict[str, NodeOutcome] = {}
+    running = _Running()
     if total:
-        lock = threading.Lock()
-        with ThreadPoolExecutor(max_workers=min(plan.parallel, total), thread_name_prefix="fleet") as pool:
-            futures = {pool.submit(run_command, c, plan.timeout): c for c in plan.commands}
+        pool = ThreadPoolExecutor(max_workers=min(plan.parallel, total), thread_name_prefix="fleet")
+        try:
+            futures = [pool.submit(run_command, c, plan.timeout, running) for c in plan.commands]
             for future in as_completed(futures):
                 outcome = future.result()
-                with lock:
-                    results[outcome.node] = outcome
-                    done = len(results)
-                report(done, total, f"{outcome.node}: {outcome.kind}")
-    ordered = tuple(results[c.node] for c in plan.commands)
-    return FleetRun(plan, ordered)
+                results[outcome.node] = outcome
+                report(len(results), total, f"{outcome.node}: {outcome.kind}")
+        except BaseException:
+            running.stop_all()
+            raise
+        finally:
+            pool.shutdown(wait=True, cancel_futures=True)
+    return FleetRun(plan, tuple(results[c.node] for c in plan.commands))

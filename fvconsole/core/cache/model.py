@@ -1,0 +1,126 @@
+"""Immutable records of a weight shard cache scan (what `cache ls` prints and plans consume)."""
+
+from __future__ import annotations
+
+import socket
+from dataclasses import dataclass, field
+from functools import cached_property
+from typing import Any
+
+
+@dataclass(frozen=True)
+class ManifestSummary:
+    """A small digest of the manifest's params table for detail panes (not the table itself)."""
+
+    params: int
+    numel: int
+    dtypes: tuple[tuple[str, int], ...]
+    kinds: tuple[tuple[str, int], ...]
+
+    def to_json(self) -> dict[str, Any]:
+        return {"params": self.params, "numel": self.numel, "dtypes": dict(self.dtypes), "kinds": dict(self.kinds)}
+
+
+@dataclass(frozen=True)
+class CacheEntry:
+    """One ``<root>/<key>`` directory as found on disk."""
+
+    key: str
+    path: str
+    bytes: int
+    last_used: float | None  # manifest mtime (epoch seconds); None without a valid-looking manifest file
+    num_shards: int | None
+    shards_present: tuple[int, ...]
+    status: str  # one of STATUSES
+    writing: bool
+    explanation: str
+    manifest_mtime_ns: int | None
+    newest_mtime: float | None  # newest mtime of the entry dir or any regular file in it
+    shard_files: tuple[str, ...] = ()
+    tmp_files: tuple[str, ...] = ()
+    problems: tuple[str, ...] = ()
+    summary: ManifestSummary | None = None
+    is_symlink: bool = False
+    symlink_target: str | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "key": self.key,
+            "path": self.path,
+            "bytes": int(self.bytes),
+            "last_used": self.last_used,
+            "num_shards": self.num_shards,
+            "shards_present": list(self.shards_present),
+            "status": self.status,
+            "writing": self.writing,
+            "explanation": self.explanation,
+            "manifest_mtime_ns": self.manifest_mtime_ns,
+            "newest_mtime": self.newest_mtime,
+            "shard_files": list(self.shard_files),
+            "tmp_files": list(self.tmp_files),
+            "problems": list(self.problems),
+            "summary": self.summary.to_json() if self.summary else None,
+            "is_symlink": self.is_symlink,
+            "symlink_target": self.symlink_target,
+        }
+
+
+@dataclass(frozen=True)
+class Leftover:
+    """A ``.evicting-<key>-<pid>`` directory left behind by an eviction that did not finish."""
+
+    name: str
+    path: str
+    key: str
+    pid: int
+    bytes: int
+    mtime: float
+
+    def to_json(self) -> dict[str, Any]:
+        return {"name": self.name, "path": self.path, "key": self.key, "pid": self.pid,
+                "bytes": self.bytes, "mtime": self.mtime}
+
+
+@dataclass(frozen=True)
+class CacheScan:
+    """Everything ``cache ls`` shows; the input of ``plan_eviction``."""
+
+    root: str
+    real_root: str
+    entries: tuple[CacheEntry, ...]
+    foreign: tuple[str, ...]
+    leftovers: tuple[Leftover, ...]
+    errors: tuple[str, ...]
+    fs_total: int | None
+    fs_free: int | None
+    scanned_at: float
+    grace_seconds: float
+    hostname: str = field(default_factory=socket.gethostname)
+
+    @property
+    def total_bytes(self) -> int:
+        return sum(e.bytes for e in self.entries)
+
+    @cached_property
+    def _by_key(self) -> dict[str, CacheEntry]:
+        return {e.key: e for e in self.entries}
+
+    def get(self, key: str) -> CacheEntry | None:
+        """The entry named ``key`` (O(1): plans look up thousands of keys)."""
+        return self._by_key.get(key)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "root": self.root,
+            "real_root": self.real_root,
+            "total_bytes": self.total_bytes,
+            "entries": [e.to_json() for e in self.entries],
+            "foreign": list(self.foreign),
+            "leftovers": [x.to_json() for x in self.leftovers],
+            "errors": list(self.errors),
+            "fs_total_bytes": self.fs_total,
+            "fs_free_bytes": self.fs_free,
+            "scanned_at": self.scanned_at,
+            "grace_seconds": self.grace_seconds,
+            "hostname": self.hostname,
+        }

@@ -1,0 +1,297 @@
+"""Acceptance 5: hostile and malformed inputs (hypothesis + hand-picked cases).
+
+Invariant for every damaged input: the CLI exits 1 with exactly one stderr line starting
+with ``error:`` that names the damaged file (or, for a config value, the field), never a
+traceback, and nothing is written anywhere (even with ``--yes``). A mutation that happens
+to leave the input valid may succeed (exit 0) — then it must really be valid.
+The CLI runs in-process (``fvconsole.cli.main``) so hundreds of examples stay fast.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import json
+import shutil
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import yaml
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from .harness import CliResult, assert_clean_error, digest_diff, run_inproc, tree_digest
+from .strategies import BROKEN_YAML, corrupted_bytes, json_text, mutated_document, mutated_manifest
+from .workspace import MigrationWorkspace, build_migration_workspace
+
+EXAMPLES = 40
+SETTINGS = settings(
+    max_examples=EXAMPLES,
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+    database=None,
+)
+
+
+@pytest.fixture(scope="module")
+def ws(tmp_path_factory: pytest.TempPathFactory) -> MigrationWorkspace:
+    return build_migration_workspace(tmp_path_factory.mktemp("hostile"))
+
+
+@pytest.fixture(scope="module")
+def good_set(ws: MigrationWorkspace, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A verified sidecar set to damage copies of."""
+    from fvconsole.cli import main
+
+    out = tmp_path_factory.mktemp("good-set") / "state"
+    stdout, stderr = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(stdout), contextlib.redirect_stderr(stderr):
+        code = main(ws.migrate_args(out))
+    assert code == 0, stdout.getvalue()[-2000:] + stderr.getvalue()[-2000:]
+    return out
+
+
+@contextlib.contextmanager
+def replaced(path: Path, data: bytes) -> Iterator[None]:
+    """Temporarily give ``path`` new bytes (the original is restored, even on failure)."""
+    original = path.read_bytes()
+    path.write_bytes(data)
+    try:
+        yield
+    finally:
+        path.write_bytes(original)
+
+
+def outcome(result: CliResult, names: list[str]) -> str:
+    """Judge one run: a clean refusal naming the file, or a success. Returns a label."""
+    if result.returncode == 0:
+        return "accepted (mutation harmless)"
+    assert_clean_error(result, codes=(1,), names=names)
+    return "refused, exit 1"
+
+
+def migrate_and_check(ws: MigrationWorkspace, out: Path, capsys, names: list[str]) -> str:
+    """`migrate --yes` on damaged input: refusal writes nothing; acceptance is cleaned up."""
+    before = tree_digest(ws.root)
+    result = run_inproc(ws.migrate_args(out), capsys)
+    label = outcome(result, names)
+    if result.returncode == 0:
+        shutil.rmtree(out)
+    assert not out.exists(), "a refused migration created its output dir"
+    assert [p.name for p in out.parent.iterdir() if ".fvconsole-staging-" in p.name] == []
+    assert digest_diff(before, tree_digest(ws.root)) == []
+    return label
+
+
+# --------------------------------------------------------------------------- run config (YAML)
+
+
+@pytest.mark.fault("hostile input", "run config YAML: structural mutation (missing keys, wrong types, hostile values)")
+@SETTINGS
+@given(data=st.data())
+def test_run_config_mutations(ws: MigrationWorkspace, tmp_path: Path, capsys, trials, data) -> None:
+    config = yaml.safe_load(ws.config.read_text())
+    path, doc = data.draw(mutated_document(config))
+    text = yaml.safe_dump(doc, sort_keys=False).encode()
+    names = [ws.config.name] + ([".".join(map(str, path))] if path else [])
+    with replaced(ws.config, text):
+        trials.add(migrate_and_check(ws, tmp_path / "out", capsys, names))
+
+
+@pytest.mark.fault("hostile input", "run config YAML: truncation, bit flips, garbage bytes")
+@SETTINGS
+@given(data=st.data())
+def test_run_config_bytes(ws: MigrationWorkspace, tmp_path: Path, capsys, trials, data) -> None:
+    original = ws.config.read_bytes()
+    damaged = data.draw(corrupted_bytes(original))
+    # A byte change can hit any value; the refusal then names that field instead of the file.
+    names = [ws.config.name, "training.", "config"]
+    with replaced(ws.config, damaged):
+        trials.add(migrate_and_check(ws, tmp_path / "out", capsys, names))
+
+
+@pytest.mark.fault("hostile input", "run config YAML: hand-picked broken texts (alias bomb, python tags, tabs, lists)")
+@pytest.mark.parametrize("label,text", BROKEN_YAML, ids=[b[0] for b in BROKEN_YAML])
+def test_run_config_broken_texts(ws: MigrationWorkspace, tmp_path: Path, capsys, trials, label, text) -> None:
+    with replaced(ws.config, text.encode("utf-8", "surrogateescape")):
+        before = tree_digest(ws.root)
+        result = run_inproc(ws.migrate_args(tmp_path / "out"), capsys)
+        assert_clean_error(result, codes=(1,), names=[ws.config.name])
+        assert digest_diff(before, tree_digest(ws.root)) == []
+        assert not (tmp_path / "out").exists()
+    trials.add("refused, exit 1")
+
+
+# --------------------------------------------------------------------------- metadata.json
+
+
+@pytest.mark.fault("hostile input", "checkpoint metadata.json: structural mutation")
+@SETTINGS
+@given(data=st.data())
+def test_metadata_mutations(ws: MigrationWorkspace, tmp_path: Path, capsys, trials, data) -> None:
+    meta_path = ws.checkpoint / "metadata.json"
+    meta = json.loads(meta_path.read_text())
+    path, doc = data.draw(mutated_document(meta))
+    names = ["metadata.json"] + ([".".join(map(str, path[1:]))] if len(path) > 1 else [])
+    with replaced(meta_path, json_text(doc)):
+        trials.add(migrate_and_check(ws, tmp_path / "out", capsys, names))
+        listing = run_inproc(["checkpoints", "ls", str(ws.checkpoint.parent), "--json"], capsys)
+        assert listing.returncode in (0, 1), listing.describe()
+        if listing.returncode:
+            assert_clean_error(listing, names=["metadata.json"])
+
+
+@pytest.mark.fault("hostile input", "checkpoint metadata.json: truncation, bit flips, garbage bytes")
+@SETTINGS
+@given(data=st.data())
+def test_metadata_bytes(ws: MigrationWorkspace, tmp_path: Path, capsys, trials, data) -> None:
+    meta_path = ws.checkpoint / "metadata.json"
+    damaged = data.draw(corrupted_bytes(meta_path.read_bytes()))
+    with replaced(meta_path, damaged):
+        trials.add(migrate_and_check(ws, tmp_path / "out", capsys, ["metadata.json", "training.", "step"]))
+
+
+# --------------------------------------------------------------------------- streaming manifest
+
+
+@pytest.mark.fault("hostile input", "streaming manifest: invalid rows/starts/totals/paths, re-fingerprinted")
+@SETTINGS
+@given(data=st.data())
+def test_manifest_mutations(ws: MigrationWorkspace, tmp_path: Path, capsys, trials, data) -> None:
+    manifest = json.loads(ws.manifest.read_text())
+    description, doc = data.draw(mutated_manifest(manifest))
+    if doc == manifest or description == "row_groups[0].sample_start=0":
+        return  # not a mutation
+    with replaced(ws.manifest, json_text(doc)):
+        result = run_inproc(ws.migrate_args(tmp_path / "out"), capsys)
+        # Every mutation breaks a FORMATS.md invariant: it must be refused.
+        assert result.returncode == 1, f"{description} accepted:\n{result.describe()}"
+        trials.add(outcome(result, [ws.manifest.name]))
+        assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.fault("hostile input", "streaming manifest: truncation, bit flips, garbage bytes")
+@SETTINGS
+@given(data=st.data())
+def test_manifest_bytes(ws: MigrationWorkspace, tmp_path: Path, capsys, trials, data) -> None:
+    damaged = data.draw(corrupted_bytes(ws.manifest.read_bytes()))
+    with replaced(ws.manifest, damaged):
+        trials.add(migrate_and_check(ws, tmp_path / "out", capsys, [ws.manifest.name]))
+
+
+@pytest.mark.fault("hostile input", "streaming manifest: huge row group count with hostile entry at the end")
+def test_manifest_long_with_bad_tail(ws: MigrationWorkspace, tmp_path: Path, capsys, trials) -> None:
+    manifest = json.loads(ws.manifest.read_text())
+    groups = manifest["row_groups"]
+    tail = dict(groups[-1], file="../../../../etc/passwd")
+    doc = dict(manifest, row_groups=[*groups[:-1], tail])
+    from .strategies import fingerprint
+
+    doc["fingerprint"] = fingerprint(doc["row_groups"])
+    with replaced(ws.manifest, json_text(doc)):
+        result = run_inproc(ws.migrate_args(tmp_path / "out"), capsys)
+        line = assert_clean_error(result, names=[ws.manifest.name])
+        assert "file" in line
+    trials.add("refused, exit 1")
+
+
+# --------------------------------------------------------------------------- sidecars and receipts
+
+
+def _fresh_copy(good_set: Path, tmp_path: Path) -> Path:
+    target = tmp_path / "state"
+    if target.exists():
+        shutil.rmtree(target)
+    shutil.copytree(good_set, target)
+    return target
+
+
+def verify_damaged(ws: MigrationWorkspace, target: Path, capsys, names: list[str]) -> str:
+    before = tree_digest(target)
+    result = run_inproc(ws.verify_args(target), capsys)
+    assert result.returncode == 1, f"damaged set accepted:\n{result.describe()}"
+    line = assert_clean_error(result, names=names)
+    assert "internal error" not in line
+    assert tree_digest(target) == before, "verify wrote into the sidecar dir"
+    return "refused, exit 1"
+
+
+@pytest.mark.fault("hostile input", "sidecar .pt: truncation, bit flips, garbage bytes")
+@SETTINGS
+@given(data=st.data())
+def test_sidecar_bytes(ws, good_set: Path, tmp_path: Path, capsys, trials, data) -> None:
+    target = _fresh_copy(good_set, tmp_path)
+    rank = data.draw(st.integers(0, ws.world - 1))
+    victim = target / f"dataloader_state_rank{rank}.pt"
+    original = victim.read_bytes()
+    damaged = data.draw(corrupted_bytes(original))
+    if damaged == original:
+        return
+    victim.write_bytes(damaged)
+    trials.add(verify_damaged(ws, target, capsys, [victim.name]))
+
+
+@pytest.mark.fault("hostile input", "migration receipt: structural mutation of a required field")
+@SETTINGS
+@given(data=st.data())
+def test_receipt_mutations(ws, good_set: Path, tmp_path: Path, capsys, trials, data) -> None:
+    target = _fresh_copy(good_set, tmp_path)
+    receipt_path = target / "migration_receipt.json"
+    receipt = json.loads(receipt_path.read_text())
+    required = [
+        "schema", "step", "world_size", "sp_world_size", "manifest_fingerprint",
+        "source_checkpoint_metadata_sha256", "yielded_samples_per_rank", "sidecars",
+    ]
+    key = data.draw(st.sampled_from(required))
+    path, doc = data.draw(mutated_document({key: receipt[key]}))
+    mutated = dict(receipt)
+    if path == ():
+        mutated = doc
+    elif key in doc:
+        mutated[key] = doc[key]
+    else:
+        del mutated[key]
+    if mutated == receipt:
+        return
+    receipt_path.write_bytes(json_text(mutated))
+    trials.add(verify_damaged(ws, target, capsys, ["migration_receipt.json", "dataloader_state_rank"]))
+
+
+@pytest.mark.fault("hostile input", "migration receipt: truncation, bit flips, garbage bytes")
+@SETTINGS
+@given(data=st.data())
+def test_receipt_bytes(ws, good_set: Path, tmp_path: Path, capsys, trials, data) -> None:
+    target = _fresh_copy(good_set, tmp_path)
+    receipt_path = target / "migration_receipt.json"
+    original = receipt_path.read_bytes()
+    damaged = data.draw(corrupted_bytes(original))
+    if damaged == original:
+        return
+    receipt_path.write_bytes(damaged)
+    result = run_inproc(ws.verify_args(target), capsys)
+    # Some byte changes only touch informational fields or whitespace; those may verify.
+    if result.returncode == 0:
+        json.loads(damaged)  # then it must at least still be JSON
+        trials.add("accepted (mutation harmless)")
+        return
+    trials.add(verify_damaged(ws, target, capsys, ["migration_receipt.json", "dataloader_state_rank"]))
+
+
+@pytest.mark.fault("hostile input", "sidecar set without receipt / with a missing rank (hand-picked)")
+@pytest.mark.parametrize("damage", ["no receipt", "missing rank 3", "extra rank 99", "temp leftover"])
+def test_incomplete_sets(ws, good_set: Path, tmp_path: Path, capsys, trials, damage: str) -> None:
+    target = _fresh_copy(good_set, tmp_path)
+    if damage == "no receipt":
+        (target / "migration_receipt.json").unlink()
+        names = ["migration_receipt.json"]
+    elif damage == "missing rank 3":
+        (target / "dataloader_state_rank3.pt").unlink()
+        names = ["dataloader_state_rank3.pt"]
+    elif damage == "extra rank 99":
+        shutil.copy(target / "dataloader_state_rank0.pt", target / "dataloader_state_rank99.pt")
+        names = ["dataloader_state_rank99.pt"]
+    else:
+        (target / ".dataloader_state_rank1.pt.abcd1234.tmp").write_bytes(b"partial")
+        names = [".dataloader_state_rank1.pt.abcd1234.tmp"]
+    trials.add(verify_damaged(ws, target, capsys, names))

@@ -1,0 +1,63 @@
+"""`fvconsole demo`: the workspace it builds is real, varied, and rebuilt only where safe."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+from fvconsole.cli import main
+from fvconsole.demo.workspace import MARKER, build_demo_workspace
+
+
+def test_demo_no_tui_builds_a_realistic_workspace(tmp_path, capsys) -> None:
+    from fvconsole.core.cache import scan_cache
+    from fvconsole.core.checkpoints import discover_checkpoints
+    from fvconsole.core.migration import MigrationRequest, preview_migration
+
+    root = tmp_path / "demo"
+    assert main(["demo", str(root), "--no-tui"]) == 0
+    printed = capsys.readouterr().out
+    assert f"demo workspace: {root}" in printed and "fvconsole migrate --config" in printed
+    infos = {i.step: i for i in discover_checkpoints(str(root / "output"))}
+    assert sorted(infos) == [100, 200, 300, 400, 500]
+    assert [infos[s].kind for s in (100, 200, 300)] == ["legacy"] * 3
+    assert infos[400].kind == "rank-local" and infos[400].complete
+    assert not infos[500].complete
+    scan = scan_cache(str(root / "shard-cache"))
+    assert {"complete", "partial", "incomplete", "invalid"} <= {e.status for e in scan.entries}
+    assert "README.txt" in " ".join(scan.foreign)
+    ages = sorted(scan.scanned_at - e.last_used for e in scan.entries if e.last_used is not None)
+    assert ages[0] < 86400 < ages[-1]  # hours to days
+
+    def preview(step: int):
+        return preview_migration(MigrationRequest(
+            config_path=str(root / "run.yaml"), checkpoint=str(root / "output" / f"checkpoint-{step}"),
+            output_dir=str(tmp_path / "side"), expected_step=step, expected_world_size=8,
+            consumed_batches_per_rank=step * 2))
+
+    clean = preview(300)
+    assert clean.refusals == () and clean.plan is not None and clean.plan.world_size == 8
+    assert any(m.critical and m.path == "training.data.seed" for m in preview(200).mismatches)
+
+
+def test_demo_refuses_foreign_dir_and_rebuilds_its_own(tmp_path) -> None:
+    foreign = tmp_path / "mine"
+    foreign.mkdir()
+    (foreign / "notes.txt").write_text("keep me")
+    assert main(["demo", str(foreign), "--no-tui"]) == 1
+    assert os.listdir(foreign) == ["notes.txt"]
+
+    ws = build_demo_workspace(str(tmp_path / "demo"))
+    (tmp_path / "demo" / "output" / "stray").mkdir()
+    again = build_demo_workspace(ws.root)
+    assert os.path.isfile(os.path.join(again.root, MARKER))
+    assert not os.path.exists(os.path.join(again.root, "output", "stray"))
+
+
+@pytest.mark.parametrize("argv", [["demo", "--help"]])
+def test_demo_help_exits_cleanly(argv, capsys) -> None:
+    with pytest.raises(SystemExit) as info:
+        main(argv)
+    assert info.value.code == 0
+    assert "--no-tui" in capsys.readouterr().out
