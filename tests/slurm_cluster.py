@@ -13,7 +13,8 @@ starts ``munged`` as the munge user, ``slurmctld`` and one ``slurmd -N nX`` per 
 the foreground so it holds their pids, waits (bounded) until ``sinfo`` shows every node idle,
 sets ``SLURM_CONF`` for the test process, and stops every daemon it started by pid at the
 end. Where the cluster cannot be started (not root, binaries missing, start-up failure)
-the tests using it skip with the reason, including the last log lines.
+the tests using it skip with the reason, including the last log lines -- or fail, when
+``FVCONSOLE_REQUIRE_SLURM=1`` says this machine must run them.
 """
 
 from __future__ import annotations
@@ -325,19 +326,29 @@ def _wait_for(check, seconds: float, what: str, procs, work: Path, detail=lambda
     raise RuntimeError(f"timed out waiting for {what} ({detail()}); {_logs_tail(work)}")
 
 
+#: Set to 1 (CI does, after installing Slurm) to make "cannot start a cluster" a failure, not a skip.
+REQUIRE_ENV = "FVCONSOLE_REQUIRE_SLURM"
+
+
+def _skip_or_fail(reason: str) -> None:
+    if os.environ.get(REQUIRE_ENV) == "1":
+        pytest.fail(f"{reason} ({REQUIRE_ENV}=1)", pytrace=False)
+    pytest.skip(reason)
+
+
 @pytest.fixture(scope="session", name="slurm_cluster")
 def slurm_cluster_fixture() -> Iterator[SlurmCluster]:
     """A running 3-node emulated cluster (session-scoped); skips with the reason if impossible."""
     reason = unavailable_reason()
     if reason:
-        pytest.skip(reason)
+        _skip_or_fail(reason)
     work = Path(tempfile.mkdtemp(prefix="fvslurm-"))
     os.chmod(work, 0o755)  # munged (as the munge user) must reach its socket directory
     try:
         cluster, procs = start_cluster(work)
     except (RuntimeError, OSError, subprocess.SubprocessError) as exc:
         shutil.rmtree(work, ignore_errors=True)
-        pytest.skip(f"could not start a Slurm cluster: {exc}")
+        _skip_or_fail(f"could not start a Slurm cluster: {exc}")
     old = os.environ.get("SLURM_CONF")
     os.environ["SLURM_CONF"] = str(cluster.conf)
     try:

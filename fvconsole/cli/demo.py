@@ -71,5 +71,7 @@ def run_demo(args: argparse.Namespace) -> int:
     console_args = argparse.Namespace(config=ws.config_path, checkpoints=ws.output_dir, cache_root=ws.cache_root,
                                       read_only=bool(getattr(args, "read_only", False)))
     code = run_console(console_args)
-    print(f"demo workspace kept at {ws.root}; reopen with: fvconsole demo {shlex.quote(ws.root)}")
+    print(f"demo workspace kept at {ws.root}; reopen it (without rebuilding) with:\n"
+          f"  fvconsole --config {shlex.quote(ws.config_path)} --checkpoints {shlex.quote(ws.output_dir)} "
+          f"--cache-root {shlex.quote(ws.cache_root)}")
     return code

@@ -14,7 +14,7 @@ from typing import Any
 from fvconsole.cli.common import emit_json, format_table, head_tail, human_bytes
 from fvconsole.core.errors import UsageError
 from fvconsole.core.fleet.aggregate import FleetCacheView, FleetEviction, KeyRow
-from fvconsole.core.fleet.dispatch import DEFAULT_PARALLEL, DEFAULT_TIMEOUT, NodeSelection, select_nodes
+from fvconsole.core.fleet.dispatch import DEFAULT_PARALLEL, DEFAULT_TIMEOUT
 from fvconsole.core.fleet.hostlist import compress_hostlist
 from fvconsole.core.fleet.ops import (
     execute_fleet_eviction,
@@ -22,6 +22,7 @@ from fvconsole.core.fleet.ops import (
     fleet_ls,
     preview_fleet_eviction,
 )
+from fvconsole.core.fleet.selection import NodeSelection, find_srun, select_nodes
 
 FLEET_HELP = """\
 Run `fvconsole cache ls|evict` on every node of a Slurm selection, one `srun -N1` per node
@@ -81,6 +82,7 @@ def _selection_args(parser: argparse.ArgumentParser) -> None:
 
 
 def _selection(args: argparse.Namespace) -> NodeSelection:
+    find_srun()  # "srun not found" first, before squeue is asked about --job
     return select_nodes(args.nodes, args.job, args.partition, args.srun_arg)
 
 

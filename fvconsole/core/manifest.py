@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import operator
 import os
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -135,35 +134,37 @@ def _read_json(path: str) -> Any:
         raise FvError(f"{path}: streaming manifest is not valid JSON ({exc})") from None
 
 
-_GETTER = operator.itemgetter(*ROW_GROUP_FIELDS)
-
-
-def _columns(path: str, row_groups: list) -> tuple[tuple, list[int], list[int], list[int]]:
-    """(files, rows, sample_starts, row_group ids) as columns, shape-checked at C speed.
-
-    itemgetter + zip + a set of types per column avoid a Python-level loop body per row
-    group; a malformed entry is located by the slow path only when a check fails.
-    """
-    try:
-        records = list(map(_GETTER, row_groups))
-    except (KeyError, TypeError, IndexError):
-        raise _first_bad(path, row_groups) from None
-    files, group_ids, rows, starts, sizes, mtimes = zip(*records, strict=True)
-    del records
-    ok = set(map(type, files)) == {str} and "" not in set(files)
-    for col in (group_ids, rows, starts, sizes, mtimes):
-        ok = ok and set(map(type, col)) == {int}
-    if not ok:
-        raise _first_bad(path, row_groups)
-    return files, list(rows), list(starts), list(group_ids)
-
-
-def _first_bad(path: str, row_groups: list) -> FvError:
+def _columns(path: str, row_groups: list) -> tuple[list[str], list[int], list[int], list[int]]:
+    """(files, rows, sample_starts, row_group ids) in one plain loop (measured faster than
+    itemgetter/zip column tricks on a million row groups); slow path only on a bad entry."""
+    n = len(row_groups)
+    files: list[str] = [""] * n
+    rows = [0] * n
+    starts = [0] * n
+    ids = [0] * n
     for i, item in enumerate(row_groups):
-        error = _row_group_error(path, i, item)
-        if error is not None:
-            return error
-    return FvError(f"{path}: field 'row_groups' is malformed")
+        try:
+            f = item["file"]
+            r = item["rows"]
+            s = item["sample_start"]
+            g = item["row_group"]
+            if (
+                type(f) is not str
+                or not f
+                or type(r) is not int
+                or type(s) is not int
+                or type(g) is not int
+                or type(item["file_size"]) is not int
+                or type(item["file_mtime_ns"]) is not int
+            ):
+                raise TypeError
+        except (KeyError, TypeError, IndexError):
+            raise _row_group_error(path, i, item) or FvError(f"{path}: row_groups[{i}] is malformed") from None
+        files[i] = f
+        rows[i] = r
+        starts[i] = s
+        ids[i] = g
+    return files, rows, starts, ids
 
 
 def load_manifest(path: str | os.PathLike[str]) -> Manifest:
@@ -185,8 +186,7 @@ def load_manifest(path: str | os.PathLike[str]) -> Manifest:
     if "columns" in data and not isinstance(data["columns"], list):
         raise FvError(f"{path}: field 'columns' must be a list (got {_type_name(data['columns'])})")
 
-    columns = _columns(path, row_groups)
-    files_col, rows, starts, ids = columns
+    files_col, rows, starts, ids = _columns(path, row_groups)
     names = dict.fromkeys(files_col)
     name_list = tuple(names)
     for k, name in enumerate(name_list):

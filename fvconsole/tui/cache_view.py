@@ -40,7 +40,7 @@ def shards_cell(entry: Any) -> str:
 
 def short(text: str, width: int = 78) -> str:
     """One line of at most ``width`` characters (reasons can be paragraphs)."""
-    line = " ".join(str(text).split())
+    line = " ".join(str(text).split()).replace("selected by --key", "marked")
     return line if len(line) <= width else line[: width - 1] + "…"
 
 

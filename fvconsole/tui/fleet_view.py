@@ -194,7 +194,8 @@ class FleetView(BaseView):
         self._fill_nodes(view)
         self.apply_filter(self.filter_text)
         self._show_findings(view)
-        if not isinstance(self.app.focused, Input) or self.app.focused.id in ("fleet-job", "fleet-nodes", "fleet-root"):
+        focused = self.app.focused
+        if focused is None or (self in focused.ancestors_with_self and not focused.has_class("view-filter")):
             self.query_one("#fleet-matrix", DataTable).focus()  # so i / e / c act on the result
 
     def _fill_nodes(self, view: Any) -> None:

@@ -372,7 +372,10 @@ class MigrationView(BaseView):
         text.append(f"{len(receipt.get('sidecars', []))} sidecars, step {receipt.get('step')}, world size "
                     f"{receipt.get('world_size')}, created {receipt.get('created_at_utc')}\n")
         text.append("Next step: resume from the unchanged legacy checkpoint with\n", style="bold")
-        text.append(f"export FASTVIDEO_DATALOADER_STATE_DIR={shlex.quote(out)}\n", style="bold cyan")
+        export = f"export FASTVIDEO_DATALOADER_STATE_DIR={shlex.quote(out)}"
+        if len(export) > 74:  # keep it one shell command when the panel wraps it
+            export = f"export FASTVIDEO_DATALOADER_STATE_DIR=\\\n{shlex.quote(out)}"
+        text.append(export + "\n", style="bold cyan")
         text.append(f"(world size must stay {plan.world_size}; checkpoint: {plan.checkpoint})", style="grey62")
         receipt_box = self.query_one("#mig-receipt", Static)
         receipt_box.update(text)

@@ -122,7 +122,7 @@ class HelpScreen(ModalScreen[None]):
         for title, rows in self._sections:
             text.append(f"{title}\n", style="bold underline")
             for key, desc in rows:
-                text.append(f"  {key:<14}", style="bold cyan")
+                text.append(f"  {key:<18}", style="bold cyan")
                 text.append(f"{desc}\n")
             text.append("\n")
         text.append(

@@ -21,8 +21,6 @@ from __future__ import annotations
 
 import json
 import os
-import re
-import shutil
 import signal
 import subprocess
 import sys
@@ -32,14 +30,13 @@ from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass
 from typing import Any
 
-from fvconsole.core.errors import FvError, UsageError
-from fvconsole.core.fleet.hostlist import compress_hostlist, expand_hostlist
+from fvconsole.core.errors import UsageError
 from fvconsole.core.fleet.node import MARKER
+from fvconsole.core.fleet.selection import NodeSelection, find_srun, job_nodes, select_nodes
 from fvconsole.core.progress import Progress, no_progress
 
 DEFAULT_TIMEOUT = 60.0
 DEFAULT_PARALLEL = 32
-_JOB_ID = re.compile(r"^\d+([_+]\d+)?$")
 _KILL_GRACE = 5.0
 _TAIL = 400
 
@@ -47,24 +44,8 @@ _TAIL = 400
 #: (output that is not one well-formed result line), unreachable (no result line at all).
 KINDS = ("ok", "failed", "timeout", "invalid", "unreachable")
 
-
-@dataclass(frozen=True)
-class NodeSelection:
-    """Which nodes to run on, and how srun reaches them."""
-
-    nodes: tuple[str, ...]
-    job_id: str | None = None
-    partition: str | None = None
-    srun_args: tuple[str, ...] = ()
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "nodes": compress_hostlist(self.nodes),
-            "count": len(self.nodes),
-            "job_id": self.job_id,
-            "partition": self.partition,
-            "srun_args": list(self.srun_args),
-        }
+__all__ = ["FleetPlan", "FleetRun", "NodeCommand", "NodeOutcome", "NodeSelection", "build_plan", "find_srun",
+           "job_nodes", "node_command", "outcome_from_output", "parse_node_output", "run_plan", "select_nodes"]
 
 
 @dataclass(frozen=True)
@@ -142,76 +123,6 @@ class FleetRun:
 
     def by_node(self) -> dict[str, NodeOutcome]:
         return {o.node: o for o in self.outcomes}
-
-
-# --------------------------------------------------------------------------- selection
-
-
-def find_srun(srun: str = "srun") -> str:
-    """Absolute path of srun, or the refusal every fleet command gives without Slurm."""
-    found = shutil.which(srun)
-    if not found:
-        raise FvError(f"{srun} not found: fleet commands need Slurm (srun on PATH)")
-    return found
-
-
-def job_nodes(job_id: str, squeue: str = "squeue", timeout: float = 30.0) -> tuple[str, ...]:
-    """The nodes a running job holds, read with ``squeue -j JOBID -o '%T %N'``."""
-    if not _JOB_ID.match(job_id):
-        raise UsageError(f"--job: {job_id!r} is not a Slurm job id")
-    exe = shutil.which(squeue)
-    if not exe:
-        raise FvError(f"{squeue} not found: fleet commands need Slurm (squeue on PATH)")
-    try:
-        proc = subprocess.run(
-            [exe, "-h", "-j", job_id, "-o", "%T %N"],
-            capture_output=True, text=True, timeout=timeout, stdin=subprocess.DEVNULL,
-        )
-    except subprocess.TimeoutExpired as exc:
-        raise FvError(f"--job {job_id}: squeue did not answer within {timeout:g}s") from exc
-    if proc.returncode != 0:
-        reason = _one_line(proc.stderr) or f"exit {proc.returncode}"
-        raise FvError(f"--job {job_id}: squeue failed: {reason}")
-    lines = [line.split(None, 1) for line in proc.stdout.splitlines() if line.strip()]
-    if not lines:
-        raise FvError(f"--job {job_id}: no such job in squeue (finished, or never existed)")
-    nodes: dict[str, None] = {}
-    states = set()
-    for parts in lines:
-        states.add(parts[0])
-        if len(parts) == 2 and parts[1].strip() and parts[1].strip() != "(null)":
-            nodes.update(dict.fromkeys(expand_hostlist(parts[1].strip(), f"squeue node list of job {job_id}")))
-    if not nodes:
-        raise FvError(f"--job {job_id}: job holds no nodes (state {', '.join(sorted(states))})")
-    return tuple(nodes)
-
-
-def select_nodes(
-    nodes: str | None = None,
-    job_id: str | None = None,
-    partition: str | None = None,
-    srun_args: Sequence[str] = (),
-    *,
-    squeue: str = "squeue",
-) -> NodeSelection:
-    """Resolve ``--nodes`` / ``--job`` into a node selection (both: the job's nodes, restricted)."""
-    if nodes is None and job_id is None:
-        raise UsageError("give --nodes NODELIST or --job JOBID to select nodes")
-    wanted = expand_hostlist(nodes, "--nodes") if nodes is not None else None
-    if job_id is not None:
-        held = job_nodes(job_id, squeue)
-        if wanted is not None:
-            outside = [n for n in wanted if n not in set(held)]
-            if outside:
-                raise FvError(
-                    f"--nodes: {compress_hostlist(outside)} not in job {job_id} ({compress_hostlist(held)})"
-                )
-        chosen = wanted if wanted is not None else held
-    else:
-        chosen = wanted or ()
-    if not chosen:
-        raise FvError("--nodes: the node selection is empty")
-    return NodeSelection(tuple(chosen), job_id, partition or None, tuple(srun_args))
 
 
 # --------------------------------------------------------------------------- commands
