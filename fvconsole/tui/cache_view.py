@@ -19,7 +19,7 @@ from fvconsole.cli.common import head_tail, human_age, human_bytes
 from fvconsole.core.errors import FvError
 from fvconsole.tui import backend, state
 from fvconsole.tui.base import BaseView
-from fvconsole.tui.modals import ConfirmScreen
+from fvconsole.tui.modals import ConfirmScreen, ErrorScreen
 from fvconsole.tui.widgets import FastTable, ThreadProgress, UsageBar
 
 STATUS_STYLE = {"complete": "green", "partial": "cyan", "incomplete": "yellow", "invalid": "bold red"}
@@ -380,6 +380,8 @@ class CacheView(BaseView):
         else:
             self.notify(f"eviction failed part-way: {summary}; {len(result.errors)} error(s)", severity="error",
                         timeout=10)
+            self.app.push_screen(ErrorScreen("Eviction failed part-way", "\n".join(
+                [summary, "", *result.errors[:40]])))
         self._marked.clear()
         self.refresh_view()
 

@@ -6,6 +6,7 @@ Preview → (confirm) → execute, all through the same core calls as ``fvconsol
 
 from __future__ import annotations
 
+import json
 import os
 import shlex
 from typing import Any
@@ -16,11 +17,11 @@ from textual.binding import Binding
 from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.widgets import Button, Checkbox, DataTable, Input, Label, ProgressBar, Static
 
-from fvconsole.core.errors import FvError
+from fvconsole.core.errors import FvError, PartialFailure
 from fvconsole.tui import backend
 from fvconsole.tui.base import BaseView
 from fvconsole.tui.checkpoints_view import render_mismatches
-from fvconsole.tui.modals import ConfirmScreen
+from fvconsole.tui.modals import ConfirmScreen, ErrorScreen
 from fvconsole.tui.widgets import FastTable, PathInput, ThreadProgress
 
 INT_FIELDS = (
@@ -278,6 +279,9 @@ class MigrationView(BaseView):
     def _failed(self, exc: BaseException) -> None:
         self._finish()
         self.report_error(exc)
+        if isinstance(exc, PartialFailure):
+            details = json.dumps(exc.report, indent=2, sort_keys=True, default=str)[:4000]
+            self.app.push_screen(ErrorScreen("Migration failed part-way", f"{exc}\n\n{details}"))
         banner = self.query_one("#mig-banner", Static)
         banner.set_classes("refused")
         banner.update(Text(f"✗ {exc}"))
