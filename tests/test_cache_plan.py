@@ -223,6 +223,10 @@ def test_dangerous_roots_are_refused(tmp_path, monkeypatch):
     assert plan_eviction(scan_cache(empty), max_gb=0, force=True).evict == ()
     assert (empty / "precious.txt").read_text() == "keep me"
 
+    fresh = tmp_path / "fresh-node-cache"  # exists, holds nothing at all: nothing to evict, no refusal
+    fresh.mkdir()
+    assert plan_eviction(scan_cache(fresh), max_gb=0).evict == ()
+
 
 @pytest.mark.skipif(not os.path.ismount("/dev/shm"), reason="/dev/shm is not a mount point here")
 def test_mount_point_root_needs_force():

@@ -295,10 +295,13 @@ class MigrationView(BaseView):
                 render_mismatches(preview.mismatches))
         )
         if preview.refusals:
-            text = Text(f"✗ REFUSED: {len(preview.refusals)} problem(s); nothing can be written\n")
+            text = Text(f"✗ REFUSED: {len(preview.refusals)} problem(s); nothing can be written")
             for refusal in preview.refusals:
-                text.append(f"  {refusal.field}: ", style="bold")
-                text.append(f"{refusal.message}\n")
+                if not refusal.message.startswith(refusal.field):
+                    text.append(f"\n  {refusal.field}: ", style="bold")
+                    text.append(refusal.message)
+                else:
+                    text.append(f"\n  {refusal.message}")
             banner.set_classes("refused")
             banner.update(text)
             self.query_one("#mig-summary", Static).update("")

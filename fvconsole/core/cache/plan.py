@@ -178,7 +178,10 @@ def plan_eviction(scan: CacheScan, *, max_gb: float | None = None, keys: Sequenc
     """
     if max_gb is None and not keys and not invalid and older_than is None:
         raise UsageError("nothing selected: give --max-gb, --key, --invalid or --older-than")
-    reason = dangerous_root_reason(scan.real_root, bool(scan.entries or scan.leftovers), force)
+    # An empty root has nothing to lose and nothing to evict (a fresh node's cache on a
+    # fleet run): only a root holding other things but no cache entries is suspicious.
+    looks_like_cache = bool(scan.entries or scan.leftovers) or not scan.foreign
+    reason = dangerous_root_reason(scan.real_root, looks_like_cache, force)
     if reason:
         raise FvError(f"{scan.root}: {reason}")
     now = scan.scanned_at if now is None else now
