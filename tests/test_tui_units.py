@@ -103,6 +103,7 @@ def test_rank_table_holds_4096_ranks(tmp_path) -> None:
             table = app.query_one("#mig-ranks")
             assert table.row_count == 4096
             assert table.get_row_at(4095)[0] == "4095"
+            table.focus()
             await pilot.press("ctrl+end")
             await pilot.pause()
             assert table.cursor_row == 4095
