@@ -18,7 +18,7 @@ from dataclasses import dataclass
 
 from benchmarks.harness import Row, format_machine, format_table, machine_info
 
-CASES = ("fingerprint", "plan", "dryrun", "execute", "cache", "startup", "tui")
+CASES = ("fingerprint", "plan", "dryrun", "dcpkeys", "execute", "cache", "startup", "tui")
 
 
 @dataclass(frozen=True)
@@ -64,7 +64,8 @@ def _runners(sizes: Sizes, tmp: str) -> dict[str, Callable[[], list[Row]]]:
         "fingerprint": lambda: cases_plan.fingerprint_case(sizes.e2e_row_groups, min(2, sizes.repeat)),
         "plan": plan,
         "dryrun": lambda: cases_plan.dry_run_case(f"{tmp}/e2e", sizes.e2e_ranks, sizes.e2e_row_groups,
-                                                  sizes.e2e_baseline_ranks),
+                                                  sizes.e2e_baseline_ranks, min(2, sizes.repeat)),
+        "dcpkeys": lambda: [cases_io.dcp_keys_case(f"{tmp}/dcp", max(2, sizes.repeat))],
         "execute": execute,
         "cache": lambda: cases_io.cache_scan_case(f"{tmp}/cache", sizes.cache_entries, sizes.cache_shards,
                                                   sizes.repeat),
@@ -99,12 +100,15 @@ def main(argv: list[str] | None = None) -> int:
                 new = [Row(f"{name}: FAILED", None, note=f"{type(exc).__name__}: {exc}"[:200])]
             rows.extend(new)
             print(f"  {name}: {time.perf_counter() - t0:.1f} s", file=sys.stderr, flush=True)
-    print(format_machine({"load average at end": " ".join(f"{x:.2f}" for x in os.getloadavg())}))
-    print(format_table(rows))
-    print(f"total {time.perf_counter() - started:.0f} s ({'quick' if args.quick else 'full'} sizes)")
-    if args.json:
-        with open(args.json, "w", encoding="utf-8") as handle:
-            json.dump({"machine": info, "quick": args.quick, "rows": [r.to_json() for r in rows]}, handle, indent=2)
+        info["load average at end"] = " ".join(f"{x:.2f}" for x in os.getloadavg())
+        print(format_machine({"load average at end": info["load average at end"]}))
+        print(format_table(rows))
+        print(f"total {time.perf_counter() - started:.0f} s ({'quick' if args.quick else 'full'} sizes)", flush=True)
+        if args.json:
+            with open(args.json, "w", encoding="utf-8") as handle:
+                json.dump({"machine": info, "quick": args.quick, "rows": [r.to_json() for r in rows]}, handle,
+                          indent=2)
+        print("removing the temp dir …", file=sys.stderr, flush=True)
     return 1 if failed else 0
 
 

@@ -2,15 +2,16 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
-import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from typing import Any
 
 from benchmarks import baselines, inputs
-from benchmarks.harness import Row, best_of, timed
+from benchmarks.harness import Row, Timing, measure, run_command, timed
 
 SEED = 42
 
@@ -56,19 +57,26 @@ def plan_case(ranks: int, row_groups: int, sp: int, baseline_ranks: int | None, 
         return compute_cursors(rows, starts, shards, topo, yielded)
 
     cursors = fv()
-    fv_time = best_of(fv, repeat)
+    fv_t = measure(fv, repeat)
     sample = _sample(ranks, baseline_ranks or ranks)
-    base_time, states = timed(lambda: _baseline_states(manifest, sample, ranks, sp, yielded))
+    states: list[dict] = []
+    base_t = measure(lambda: states.extend(_baseline_states(manifest, sample, ranks, sp, yielded)))
     _check_agree(states, cursors, sample, "plan")
-    base_total = base_time * ranks / len(sample)
+    scale = ranks / len(sample)
     note = "cursors identical to baseline"
     if len(sample) < ranks:
         note += f"; baseline extrapolated from {len(sample)} ranks"
-    ratio = base_total / fv_time
-    return Row(
-        f"plan {ranks} ranks x {row_groups:,} rg, sp {sp}", fv_time, base_total, "per-rank upstream recompute",
-        ">=50x and <1 s", ratio >= 50 and fv_time < 1, note,
+    row = Row(
+        f"plan {ranks} ranks x {row_groups:,} rg, sp {sp}", fv_t.wall, base_t.wall * scale,
+        "per-rank upstream recompute", ">=50x and <1 s", None, note, fv_t.cpu, base_t.cpu * scale,
     )
+    return _judge(row, row.ratio is not None and row.ratio >= 50 and fv_t.cpu < 1)
+
+
+def _judge(row: Row, met: bool) -> Row:
+    from dataclasses import replace
+
+    return replace(row, met=met)
 
 
 def fingerprint_case(row_groups: int, repeat: int = 2) -> list[Row]:
@@ -78,40 +86,65 @@ def fingerprint_case(row_groups: int, repeat: int = 2) -> list[Row]:
     manifest = inputs.synthetic_manifest(row_groups, "/data/bench-fp")
     groups = manifest["row_groups"]
     expected = baselines.upstream_fingerprint(groups)
-    base = best_of(lambda: baselines.upstream_fingerprint(groups), repeat)
+    base = measure(lambda: baselines.upstream_fingerprint(groups), repeat)
     rows = []
     for label, use_orjson in (("stdlib fast path", False), ("orjson path", True)):
         if fastjson.fingerprint(groups, use_orjson=use_orjson) != expected:
             raise AssertionError(f"fingerprint {label} differs from the stdlib")
-        t = best_of(lambda u=use_orjson: fastjson.fingerprint(groups, use_orjson=u), repeat)
-        rows.append(Row(f"fingerprint {row_groups:,} rg ({label})", t, base, "json.dumps + sha256",
-                        "byte-identical", True, "digest identical"))
+        t = measure(lambda u=use_orjson: fastjson.fingerprint(groups, use_orjson=u), repeat)
+        rows.append(Row(f"fingerprint {row_groups:,} rg ({label})", t.wall, base.wall, "json.dumps + sha256",
+                        "byte-identical", True, "digest identical", t.cpu, base.cpu))
     return rows
 
 
-def dry_run_case(root: str, ranks: int, row_groups: int, baseline_ranks: int) -> list[Row]:
+def dry_run_case(root: str, ranks: int, row_groups: int, baseline_ranks: int, repeat: int = 1) -> list[Row]:
     """`fvconsole migrate` without --yes (subprocess, manifest on disk) vs the upstream approach."""
     t_setup, run = timed(lambda: inputs.migration_run(root, world_size=ranks, num_row_groups=row_groups))
     out_dir = os.path.join(root, "sidecars")
     out_file = os.path.join(root, "dry-run.json")
     cmd = [sys.executable, "-m", "fvconsole", *run.cli_args(out_dir), "--json"]
     with open(out_file, "wb") as handle:
-        start = time.perf_counter()
-        proc = subprocess.run(cmd, stdout=handle, stderr=subprocess.PIPE, check=False)
-        fv_time = time.perf_counter() - start
-    if proc.returncode != 0:
-        raise AssertionError(f"dry run exited {proc.returncode}: {proc.stderr.decode()[-500:]}")
+        fv_t, code = run_command(cmd, stdout=handle)
+    if code != 0:
+        raise AssertionError(f"dry run exited {code}")
     with open(out_file, encoding="utf-8") as handle:
         report = json.load(handle)
     plan_ranks = report["plan"]["ranks"]
     if os.path.exists(out_dir):
         raise AssertionError("a dry run wrote the output dir")
 
-    rows = [Row(f"dry run e2e {ranks} ranks x {row_groups:,} rg (CLI, incl. startup)", fv_time,
-                None, "", "<10 s", fv_time < 10, f"inputs built in {t_setup:.0f} s")]
-    rows[0] = _with_baseline(rows[0], run, plan_ranks, baseline_ranks)
-    rows.append(_in_process_preview(run, out_dir))
-    return rows
+    row = Row(f"dry run e2e {ranks} ranks x {row_groups:,} rg (CLI, incl. startup)", fv_t.wall,
+              None, "", "<10 s", fv_t.cpu < 10, f"inputs built in {t_setup:.0f} s", fv_t.cpu)
+    patched_file = os.path.join(root, "dry-run-patched.json")
+    repo = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    with open(patched_file, "wb") as handle:
+        patched_t, code = run_command([sys.executable, "-m", "benchmarks.patched_cli", *cmd[3:]], handle, cwd=repo)
+    with open(patched_file, encoding="utf-8") as handle:
+        if code != 0 or json.load(handle) != report:
+            raise AssertionError("the dry run with the proposed integrations differs from the stock one")
+    patched = Row(f"dry run e2e {ranks} ranks x {row_groups:,} rg (CLI, proposed integrations)", patched_t.wall,
+                  fv_t.wall, "the CLI as is", "<10 s", patched_t.cpu < 10,
+                  "torch-free DCP keys patched in; identical JSON output",
+                  patched_t.cpu, fv_t.cpu)
+    stock = _in_process_preview(run, out_dir, repeat)
+    with _stdlib_fingerprint():
+        slow = _in_process_preview(run, out_dir, repeat)
+    stock = Row(stock.case, stock.fv_seconds, slow.fv_seconds, "same, stdlib fingerprint", "", None, stock.note,
+                stock.fv_cpu, slow.fv_cpu)
+    return [_with_baseline(row, run, plan_ranks, baseline_ranks), patched, stock]
+
+
+@contextlib.contextmanager
+def _stdlib_fingerprint() -> Iterator[None]:
+    """Undo the fastjson integration (manifest.compute_fingerprint) to show what it buys."""
+    from fvconsole.core import fastjson, manifest
+
+    original = manifest.compute_fingerprint
+    manifest.compute_fingerprint = fastjson.stdlib_fingerprint
+    try:
+        yield
+    finally:
+        manifest.compute_fingerprint = original
 
 
 def _with_baseline(row: Row, run: inputs.MigrationRun, plan_ranks: list[dict], sample_count: int) -> Row:
@@ -121,21 +154,26 @@ def _with_baseline(row: Row, run: inputs.MigrationRun, plan_ranks: list[dict], s
         with open(run.manifest_path, encoding="utf-8") as handle:
             return json.load(handle)
 
-    t_load, manifest = timed(load)
-    t_fp, _ = timed(lambda: baselines.upstream_fingerprint(manifest["row_groups"]))
+    box: dict[str, Any] = {}
+    t_load = measure(lambda: box.setdefault("manifest", load()))
+    manifest = box["manifest"]
+    t_fp = measure(lambda: baselines.upstream_fingerprint(manifest["row_groups"]))
     sample = _sample(run.world_size, sample_count)
     yielded = run.step * inputs.BATCH
-    t_ranks, states = timed(lambda: _baseline_states(manifest, sample, run.world_size, 1, yielded))
+    states: list[dict] = []
+    t_ranks = measure(lambda: states.extend(_baseline_states(manifest, sample, run.world_size, 1, yielded)))
     for rank, state in zip(sample, states, strict=True):
         got = plan_ranks[rank]
         if (got["row_group_position"], got["row_offset"]) != (state["row_group_position"], state["row_offset"]):
             raise AssertionError(f"dry run: rank {rank} disagrees with the upstream baseline")
-    total = t_load + t_fp + t_ranks * run.world_size / len(sample)
-    note = f"{row.note}; baseline extrapolated from {len(sample)} ranks ({total / 60:.0f} min)"
-    return Row(row.case, row.fv_seconds, total, "upstream per-rank (extrapolated)", row.target, row.met, note)
+    scale = run.world_size / len(sample)
+    total = Timing(t_load.wall + t_fp.wall + t_ranks.wall * scale, t_load.cpu + t_fp.cpu + t_ranks.cpu * scale)
+    note = f"{row.note}; baseline extrapolated from {len(sample)} ranks ({total.cpu / 60:.0f} min cpu)"
+    return Row(row.case, row.fv_seconds, total.wall, "upstream per-rank (extrapolated)", row.target, row.met, note,
+               row.fv_cpu, total.cpu)
 
 
-def _in_process_preview(run: inputs.MigrationRun, out_dir: str) -> Row:
+def _in_process_preview(run: inputs.MigrationRun, out_dir: str, repeat: int) -> Row:
     """The same dry run in-process (no interpreter start, no JSON output), phase by phase."""
     from fvconsole.core.migration import preview_migration
 
@@ -147,7 +185,15 @@ def _in_process_preview(run: inputs.MigrationRun, out_dir: str) -> Row:
         phases.append((message, now - last[0]))
         last[0] = now
 
-    t, preview = timed(lambda: preview_migration(run.request(out_dir), progress))
+    box: dict[str, Any] = {}
+
+    def once() -> None:
+        phases.clear()
+        last[0] = time.perf_counter()
+        box["preview"] = preview_migration(run.request(out_dir), progress)
+
+    t = measure(once, repeat)
+    preview = box["preview"]
     if preview.plan is None:
         raise AssertionError(f"preview refused: {[r.message for r in preview.refusals]}")
     # progress(k) marks the start of phase k: attribute each gap to the phase that just ended.
@@ -155,4 +201,4 @@ def _in_process_preview(run: inputs.MigrationRun, out_dir: str) -> Row:
     gaps = [d for _, d in phases][1:]
     detail = ", ".join(f"{name} {gap:.1f}s" for name, gap in zip(names, gaps, strict=False))
     return Row(f"dry run {run.world_size} ranks x {len(run.manifest['row_groups']):,} rg (in-process preview)",
-               t, None, "", "", None, detail)
+               t.wall, None, "", "", None, f"wall per phase: {detail}", t.cpu)

@@ -15,7 +15,12 @@ T = TypeVar("T")
 
 @dataclass(frozen=True)
 class Row:
-    """One line of the results table; ``ratio`` is baseline / fvconsole (higher is better)."""
+    """One line of the results table; ``ratio`` is baseline / fvconsole (higher is better).
+
+    ``*_cpu`` are CPU seconds (this process, or the child for a subprocess). When both sides
+    have one, the ratio uses CPU time: on a shared machine wall time mostly measures the
+    neighbours, while CPU time of single-threaded work does not.
+    """
 
     case: str
     fv_seconds: float | None
@@ -24,15 +29,25 @@ class Row:
     target: str = ""
     met: bool | None = None
     note: str = ""
+    fv_cpu: float | None = None
+    baseline_cpu: float | None = None
 
     @property
     def ratio(self) -> float | None:
+        if self.fv_cpu and self.baseline_cpu is not None:
+            return self.baseline_cpu / self.fv_cpu
         if not self.fv_seconds or self.baseline_seconds is None:
             return None
         return self.baseline_seconds / self.fv_seconds
 
     def to_json(self) -> dict[str, Any]:
         return {**asdict(self), "ratio": self.ratio}
+
+
+@dataclass(frozen=True)
+class Timing:
+    wall: float
+    cpu: float
 
 
 def timed(fn: Callable[[], T]) -> tuple[float, T]:
@@ -42,9 +57,46 @@ def timed(fn: Callable[[], T]) -> tuple[float, T]:
     return time.perf_counter() - start, result
 
 
+def measure(fn: Callable[[], Any], repeat: int = 1) -> Timing:
+    """Fastest wall and CPU time over ``repeat`` calls (the least disturbed by other load)."""
+    walls, cpus = [], []
+    for _ in range(max(1, repeat)):
+        wall, cpu = time.perf_counter(), time.process_time()
+        fn()
+        cpus.append(time.process_time() - cpu)
+        walls.append(time.perf_counter() - wall)
+    return Timing(min(walls), min(cpus))
+
+
 def best_of(fn: Callable[[], Any], repeat: int) -> float:
-    """Fastest of ``repeat`` calls: the least disturbed by other load on a shared machine."""
-    return min(timed(fn)[0] for _ in range(max(1, repeat)))
+    """Fastest wall time of ``repeat`` calls."""
+    return measure(fn, repeat).wall
+
+
+def run_command(cmd: Sequence[str], stdout: Any = None, cwd: str | None = None) -> tuple[Timing, int]:
+    """Run a subprocess; its wall time, its own CPU time (user + sys) and its exit code."""
+    import resource
+    import subprocess
+
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    start = time.perf_counter()
+    proc = subprocess.run(list(cmd), stdout=stdout if stdout is not None else subprocess.DEVNULL,
+                          stderr=subprocess.DEVNULL, check=False, cwd=cwd)
+    wall = time.perf_counter() - start
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    return Timing(wall, cpu), proc.returncode
+
+
+def best_command(cmd: Sequence[str], repeat: int) -> Timing:
+    """Fastest wall and CPU time of a command that must succeed."""
+    runs = []
+    for _ in range(max(1, repeat)):
+        timing, code = run_command(cmd)
+        if code != 0:
+            raise RuntimeError(f"{' '.join(cmd)} exited {code}")
+        runs.append(timing)
+    return Timing(min(t.wall for t in runs), min(t.cpu for t in runs))
 
 
 def _cpu_model() -> str:
@@ -87,6 +139,12 @@ def _fmt_seconds(value: float | None) -> str:
     return f"{value:.2f} s"
 
 
+def _fmt_pair(wall: float | None, cpu: float | None) -> str:
+    if cpu is None:
+        return _fmt_seconds(wall)
+    return f"{_fmt_seconds(wall)} ({_fmt_seconds(cpu)})"
+
+
 def _fmt_ratio(value: float | None) -> str:
     if value is None:
         return "-"
@@ -99,9 +157,9 @@ def _fmt_met(value: bool | None) -> str:
 
 def format_table(rows: Sequence[Row]) -> str:
     """A Markdown table (prints well on a terminal and pastes into the README)."""
-    headers = ("case", "fvconsole", "baseline", "baseline time", "ratio", "target", "met", "notes")
+    headers = ("case", "fvconsole wall (cpu)", "baseline", "baseline wall (cpu)", "ratio", "target", "met", "notes")
     body = [
-        (r.case, _fmt_seconds(r.fv_seconds), r.baseline or "-", _fmt_seconds(r.baseline_seconds),
+        (r.case, _fmt_pair(r.fv_seconds, r.fv_cpu), r.baseline or "-", _fmt_pair(r.baseline_seconds, r.baseline_cpu),
          _fmt_ratio(r.ratio), r.target or "-", _fmt_met(r.met), r.note)
         for r in rows
     ]

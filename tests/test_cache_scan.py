@@ -245,3 +245,16 @@ def test_entry_replaced_by_a_file_mid_scan_is_invalid_not_a_crash(tmp_path):
     entry = scan_entry(child, NOW, 600, True, [])
     assert entry is not None and entry.status == "invalid" and "unreadable" in entry.explanation
 
+
+
+@pytest.mark.parametrize("content", ["[" * 100_000 + "]" * 100_000, '{"format_version": ' + "1" * 5000 + "}"])
+def test_hostile_manifest_makes_one_entry_invalid_not_the_scan_fail(tmp_path, content):
+    # Regression: RecursionError / ValueError (digit limit) escaped and aborted the whole scan.
+    root = tmp_path / "cache"
+    bad = write_cache_entry(root, num_shards=1, seed=1)
+    good = write_cache_entry(root, num_shards=1, seed=2)
+    with open(os.path.join(bad, "manifest.json"), "w") as handle:
+        handle.write(content)
+    entries = {e.path: e for e in scan_cache(root).entries}
+    assert entries[bad].status == "invalid" and "not usable JSON" in entries[bad].explanation
+    assert entries[good].status == "complete"

@@ -101,7 +101,9 @@ def test_broken_metadata_json_is_reported(tmp_path, config) -> None:
 @pytest.mark.parametrize(
     "content, field",
     [("[]", "JSON object"), ('{"config": {}}', "'step'"), ('{"step": "12"}', "'step'"),
-     ('{"step": true}', "'step'"), ('{"step": 1, "config": [1]}', "'config'")],
+     ('{"step": true}', "'step'"), ('{"step": 1, "config": [1]}', "'config'"),
+     # Regression: these escaped as RecursionError / ValueError (digit limit) instead of FvError.
+     ("[" * 100_000 + "]" * 100_000, "not usable JSON"), ('{"step": ' + "1" * 5000 + "}", "not usable JSON")],
 )
 def test_read_metadata_names_file_and_field(tmp_path, content, field) -> None:
     ckpt = tmp_path / "checkpoint-1"

@@ -97,6 +97,9 @@ def test_node_side_without_slurm_reports_error() -> None:
         ("FVNODE n1 {}\nFVNODE n1 {}", "2 result lines"),
         ("FVNODE n1 [1]", "not a JSON object"),
         ("FVNODE n1", "truncated"),
+        # Regression: these raised AttributeError / RecursionError instead of a per-node problem.
+        ('FVNODE n1 {"a": ' + "1" * 5000 + "}", "unusable JSON"),
+        ("FVNODE n1 " + "[" * 100_000 + "]" * 100_000, "unusable JSON"),
     ],
 )
 def test_parse_rejects_malformed_lines(stdout: str, fragment: str) -> None:

@@ -187,6 +187,9 @@ def test_source_check_stats_each_file_once(dataset, monkeypatch) -> None:
         ('{"version": 2, "dataset_root": "/d", "total_rows": 1, "fingerprint": "x", "row_groups": '
          '[{"file": "", "row_group": 0, "rows": 1, "sample_start": 0, "file_size": 1, "file_mtime_ns": 1}]}',
          "row_groups[0].file must be a non-empty string"),
+        # Regression: these escaped as RecursionError / ValueError (digit limit) instead of FvError.
+        ("[" * 100_000 + "]" * 100_000, "not usable JSON"),
+        ('{"version": 2, "total_rows": ' + "1" * 5000 + "}", "not usable JSON"),
     ],
 )
 def test_shape_errors_name_file_and_field(tmp_path, content, fragment) -> None:
@@ -216,3 +219,30 @@ def test_fingerprint_fast_path_equals_upstream_formula_on_a_large_manifest() -> 
     manifest = synthetic_manifest(20_000, seed=5)
     manifest["row_groups"][7]["file"] = "naïve/片段.parquet"
     assert compute_fingerprint(manifest["row_groups"]) == fastvideo_fingerprint(manifest["row_groups"])
+
+
+def test_nul_bytes_in_manifest_paths_are_shape_errors(tmp_path) -> None:
+    # Regression (reliability D2): realpath on a NUL byte raised ValueError -> "internal error".
+    with pytest.raises(FvError, match="NUL byte"):
+        load_manifest(str(tmp_path / "m\x00.json"))
+    manifest = synthetic_manifest(4, rows=2)
+    manifest["dataset_root"] = "/data/\x00x"
+    with pytest.raises(FvError, match="field 'dataset_root' contains a NUL byte"):
+        load_manifest(write_manifest(tmp_path / "a.json", manifest))
+    manifest = synthetic_manifest(4, rows=2, row_groups_per_file=2)
+    manifest["row_groups"][2]["file"] = "bad\x00.parquet"
+    manifest["row_groups"][3]["file"] = "bad\x00.parquet"
+    with pytest.raises(FvError, match=r"row_groups\[2\]\.file contains a NUL byte"):
+        load_manifest(write_manifest(tmp_path / "b.json", manifest))
+
+
+def test_symlinked_subdirectory_escaping_the_root_is_caught(dataset, tmp_path) -> None:
+    # The per-directory realpath cache must still resolve symlinked directories.
+    root, path = dataset
+    outside = tmp_path / "elsewhere"
+    outside.mkdir()
+    (outside / "x.parquet").write_bytes(b"x")
+    os.symlink(outside, os.path.join(root, "sub"))
+    edit_manifest(path, lambda d: d["row_groups"][0].__setitem__("file", "sub/x.parquet"))
+    problems = check_manifest(load_manifest(path), root).problems
+    assert any("escapes dataset_root" in p and "sub/x.parquet" in p for p in problems)

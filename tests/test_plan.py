@@ -257,3 +257,37 @@ def test_progress_is_reported(run) -> None:
 def test_output_dir_inside_dataset_refuses(run) -> None:
     r = refusal_for(preview_migration(request_for(run, output_dir=os.path.join(run.dataset_root, "x"))), "output_dir")
     assert "dataset root" in r.message and "training.data.data_path" in r.message
+
+
+@pytest.mark.parametrize("dotted", ["training.data.data_path", "training.data.streaming_manifest_path"])
+def test_nul_byte_in_a_config_path_is_a_refusal_naming_the_field(run, tmp_path, dotted) -> None:
+    # Regression (reliability D1/D2): realpath("\x00") raised ValueError -> "internal error".
+    import yaml
+
+    from fvconsole.demo.builders import write_run_config
+
+    config = yaml.safe_load(open(run.config_path))
+    section, _, key = dotted.rpartition(".")
+    node = config
+    for part in section.split("."):
+        node = node[part]
+    node[key] = "/data/\x00evil"
+    bad = write_run_config(tmp_path / "nul.yaml", config)
+    before = tree_hash(run.root)
+    p = preview_migration(request_for(run, config_path=bad))
+    assert p.plan is None
+    messages = [r.message for r in p.refusals if r.field == dotted]
+    assert messages and "NUL byte" in messages[0] and bad in messages[0]
+    assert tree_hash(run.root) == before
+
+
+def test_nul_byte_in_a_request_path_is_a_refusal(run) -> None:
+    p = preview_migration(request_for(run, output_dir="/tmp/x\x00y"))
+    assert p.plan is None and "NUL byte" in refusal_for(p, "output_dir").message
+
+
+def test_missing_dcp_warning_does_not_claim_unreadable_metadata(run) -> None:
+    shutil.rmtree(os.path.join(run.checkpoint(2), "dcp"))
+    p = preview_migration(request_for(run))
+    assert not any("unreadable" in w for w in p.warnings)
+    assert any("no dcp/.metadata" in w for w in p.warnings)

@@ -156,3 +156,31 @@ def test_get_path_through_non_mapping() -> None:
     assert get_path({"a": [1]}, "a.b") is MISSING
     assert get_path({"a": {"b": None}}, "a.b") is None
     assert get_path({"a": 1}, "a.b", default=3) == 3
+
+
+@pytest.mark.parametrize(
+    "text, fragment",
+    [
+        ("a: &x [*x]\n", "recursive YAML alias"),
+        ("a: &x {b: *x}\n", "recursive YAML alias"),
+        ("a: 2001-02-30\n", "day is out of range"),
+        ("a: " + "1" * 5000 + "\n", "invalid YAML value"),
+        ("a: " + "[" * 5000 + "]" * 5000 + "\n", "invalid YAML value"),
+    ],
+)
+def test_hostile_yaml_is_one_line_error_naming_the_file(tmp_path, text, fragment) -> None:
+    # Regression: these raised ValueError/RecursionError (or looped in the diff) instead of FvError.
+    path = tmp_path / "run.yaml"
+    path.write_text(text)
+    with pytest.raises(FvError) as info:
+        load_run_config(path)
+    assert str(path) in str(info.value) and fragment in str(info.value)
+    assert "\n" not in str(info.value)
+
+
+@pytest.mark.parametrize("override", ["a.b=2001-02-30", "a.b=&x [*x]"])
+def test_hostile_override_values_are_refused(tmp_path, override) -> None:
+    path = write_run_config(tmp_path / "run.yaml", _cfg(tmp_path))
+    with pytest.raises(FvError) as info:
+        load_run_config(path, [override])
+    assert "override" in str(info.value) or str(path) in str(info.value)

@@ -96,6 +96,8 @@ def test_rank_table_holds_4096_ranks(tmp_path) -> None:
     async def body() -> None:
         app = FvConsoleApp(ConsoleState(read_only=True))
         async with app.run_test(size=(140, 42)) as pilot:
+            while not app.loaded:
+                await pilot.pause(0.02)
             await pilot.press("2")
             view = app.query_one(MigrationView)
             view._show_preview(preview)
@@ -103,7 +105,6 @@ def test_rank_table_holds_4096_ranks(tmp_path) -> None:
             table = app.query_one("#mig-ranks")
             assert table.row_count == 4096
             assert table.get_row_at(4095)[0] == "4095"
-            table.focus()
             await pilot.press("ctrl+end")
             await pilot.pause()
             assert table.cursor_row == 4095

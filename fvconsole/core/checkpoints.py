@@ -110,6 +110,10 @@ def read_metadata(checkpoint_dir: str | os.PathLike[str]) -> dict:
         raise FvError(f"{path}: cannot read ({exc.strerror or exc})") from None
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:
         raise FvError(f"{path}: not valid JSON ({exc})") from None
+    except (ValueError, RecursionError) as exc:
+        # ValueError: an integer beyond Python's digit limit; RecursionError: absurd nesting.
+        reason = " ".join(f"{type(exc).__name__}: {exc}".split())[:200]
+        raise FvError(f"{path}: not usable JSON ({reason})") from None
     if not isinstance(data, dict):
         raise FvError(f"{path}: must be a JSON object, got {type(data).__name__}")
     step = data.get("step")

@@ -132,6 +132,10 @@ def _read_json(path: str) -> Any:
         return json.loads(data)
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:
         raise FvError(f"{path}: streaming manifest is not valid JSON ({exc})") from None
+    except (ValueError, RecursionError) as exc:
+        # ValueError: an integer beyond Python's digit limit; RecursionError: absurd nesting.
+        reason = " ".join(f"{type(exc).__name__}: {exc}".split())[:200]
+        raise FvError(f"{path}: streaming manifest is not usable JSON ({reason})") from None
 
 
 def _columns(path: str, row_groups: list) -> tuple[list[str], list[int], list[int], list[int]]:
@@ -167,8 +171,15 @@ def _columns(path: str, row_groups: list) -> tuple[list[str], list[int], list[in
     return files, rows, starts, ids
 
 
+def _nul_free(text: str) -> bool:
+    """Paths with a NUL byte make every os call raise ValueError; they are refused up front."""
+    return "\x00" not in text
+
+
 def load_manifest(path: str | os.PathLike[str]) -> Manifest:
     """Load and shape-check a manifest; FvError naming the file and the field at fault."""
+    if not _nul_free(os.fspath(path)):
+        raise FvError(f"{os.fspath(path)!r}: streaming manifest path contains a NUL byte")
     path = real(path)
     data = _read_json(path)
     if not isinstance(data, dict):
@@ -186,9 +197,16 @@ def load_manifest(path: str | os.PathLike[str]) -> Manifest:
     if "columns" in data and not isinstance(data["columns"], list):
         raise FvError(f"{path}: field 'columns' must be a list (got {_type_name(data['columns'])})")
 
+    if not _nul_free(data["dataset_root"]):
+        raise FvError(f"{path}: field 'dataset_root' contains a NUL byte ({data['dataset_root']!r})")
+
     files_col, rows, starts, ids = _columns(path, row_groups)
     names = dict.fromkeys(files_col)
     name_list = tuple(names)
+    for name in name_list:
+        if not _nul_free(name):
+            i = files_col.index(name)
+            raise FvError(f"{path}: row_groups[{i}].file contains a NUL byte ({name!r})")
     for k, name in enumerate(name_list):
         names[name] = k
     file_index = list(map(names.__getitem__, files_col))
@@ -288,6 +306,24 @@ def _check_order(m: Manifest) -> list[str]:
     return []
 
 
+def _real_file(root: str, name: str, dir_cache: dict[str, str]) -> str:
+    """``real(join(root, name))`` with one realpath per distinct directory, not per file.
+
+    realpath walks every component with an lstat each; a million-row-group manifest has
+    ~16k files in a handful of directories. The last component still gets its own lstat,
+    so a symlinked file is resolved (and an escaping one caught) exactly as before.
+    """
+    joined = os.path.expanduser(os.path.join(root, name))
+    head, tail = os.path.split(joined)
+    if tail in ("", ".", "..") or not head:
+        return real(joined)
+    real_head = dir_cache.get(head)
+    if real_head is None:
+        real_head = dir_cache[head] = os.path.realpath(head)
+    full = os.path.join(real_head, tail)
+    return os.path.realpath(full) if os.path.islink(full) else full
+
+
 def _check_paths(m: Manifest, data_path: str | None) -> tuple[list[str], dict[str, str]]:
     """Root equality, manifest location, escaping files. Returns (problems, name → realpath)."""
     problems: list[str] = []
@@ -303,8 +339,9 @@ def _check_paths(m: Manifest, data_path: str | None) -> tuple[list[str], dict[st
         problems.append(f"{m.path}: the manifest is inside the dataset root {root!r}; it must live outside it")
     resolved: dict[str, str] = {}
     escaping: list[str] = []
+    dir_cache: dict[str, str] = {}
     for name in m.file_names:
-        full = real(os.path.join(root, name))
+        full = _real_file(root, name, dir_cache)
         if not os.path.isabs(root) or os.path.commonpath([root, full]) != root:
             escaping.append(repr(name))
         else:

@@ -328,6 +328,9 @@ def _str_param(cfg: Mapping, dotted: str, where: str, col: _Collector) -> str | 
     if not isinstance(value, str) or not value.strip():
         col.refuse(dotted, f"must be a non-empty string in {where} (got {value!r})")
         return None
+    if "\x00" in value:
+        col.refuse(dotted, f"contains a NUL byte in {where} (got {value!r})")
+        return None
     return value
 
 
@@ -429,7 +432,8 @@ def _inspect_source(ckpt: str, col: _Collector) -> _CheckpointFacts:
                 "sidecars are reconstructed from the step alone"
             )
         elif info.kind == "unknown":
-            col.warn(f"checkpoint {ckpt} kind is unknown (DCP metadata unreadable); expected 'legacy'")
+            why = "DCP metadata unreadable" if info.has_dcp_metadata else "no dcp/.metadata to read"
+            col.warn(f"checkpoint {ckpt} kind is unknown ({why}); expected 'legacy'")
         for problem in info.problems:
             if "unreadable DCP metadata" in problem:
                 col.warn(problem)
@@ -506,6 +510,11 @@ def _check_config(
     return cfg, mismatches
 
 
+def _request_paths(req: MigrationRequest) -> tuple[tuple[str, str], ...]:
+    return (("config", os.fspath(req.config_path)), ("checkpoint", os.fspath(req.checkpoint)),
+            ("output_dir", os.fspath(req.output_dir)))
+
+
 def preview_migration(req: MigrationRequest, progress: Progress | None = None) -> MigrationPreview:
     """Dry run: all refusals that apply, warnings, the mismatch report, and the plan iff none refuse.
 
@@ -516,6 +525,11 @@ def preview_migration(req: MigrationRequest, progress: Progress | None = None) -
 
     progress = progress or no_progress
     col = _Collector()
+    nul = [(name, value) for name, value in _request_paths(req) if "\x00" in value]
+    if nul:  # every os call would raise ValueError on these: refuse before touching anything
+        for name, value in nul:
+            col.refuse(name, f"path contains a NUL byte ({value!r})")
+        return MigrationPreview(req, (), tuple(col.refusals), (), None)
     total = 5
     progress(0, total, "reading checkpoint")
     ckpt = _real(req.checkpoint)

@@ -90,8 +90,9 @@ def _parse_override(text: str) -> tuple[list[str], Any]:
 
     try:
         value = yaml.safe_load(raw) if raw.strip() else ""
-    except yaml.YAMLError as exc:
-        reason = " ".join(str(getattr(exc, "problem", None) or exc).split())
+    except (yaml.YAMLError, ValueError, RecursionError) as exc:
+        # ValueError: a date like 2001-02-30 or an integer beyond Python's digit limit.
+        reason = " ".join(str(getattr(exc, "problem", None) or exc).split())[:200]
         raise FvError(f"override {text!r}: value is not valid YAML ({reason})") from None
     return [p.strip() for p in parts], value
 
@@ -121,6 +122,19 @@ def _yaml_error_line(exc: Exception) -> str:
     return problem
 
 
+def _require_acyclic(shown: str, data: dict) -> None:
+    """Refuse a config whose YAML aliases make it contain itself (``a: &x [*x]``).
+
+    Every later step (diff, JSON output, deep copy into a plan) walks the tree recursively.
+    """
+    import json
+
+    try:
+        json.dumps(data, skipkeys=True, default=str, check_circular=True)
+    except (ValueError, RecursionError):
+        raise FvError(f"{shown}: run config contains a recursive YAML alias (a value that contains itself) or is nested too deeply") from None
+
+
 def load_run_config(path: str | os.PathLike[str], overrides: Sequence[str] = ()) -> RunConfig:
     """Read a YAML run config (must be a mapping) and apply dotted overrides."""
     import yaml
@@ -137,9 +151,14 @@ def load_run_config(path: str | os.PathLike[str], overrides: Sequence[str] = ())
         raise FvError(f"{shown}: run config is not UTF-8 text") from None
     except yaml.YAMLError as exc:
         raise FvError(f"{shown}: invalid YAML at {_yaml_error_line(exc)}") from None
+    except (ValueError, RecursionError) as exc:
+        # PyYAML raises plain ValueError for e.g. an impossible date or a 5000-digit integer.
+        reason = " ".join(f"{type(exc).__name__}: {exc}".split())[:200]
+        raise FvError(f"{shown}: invalid YAML value ({reason})") from None
     if not isinstance(data, dict):
         raise FvError(f"{shown}: run config must be a YAML mapping, got {type(data).__name__}")
     data = apply_overrides(data, overrides)
+    _require_acyclic(shown, data)
     return RunConfig(
         path=os.path.abspath(os.path.expanduser(shown)),
         data=data,
@@ -202,7 +221,10 @@ def _jsonable(value: Any) -> Any:
 
 def _norm_path(value: Any) -> Any:
     if isinstance(value, str):
-        return os.path.realpath(os.path.expanduser(value))
+        try:
+            return os.path.realpath(os.path.expanduser(value))
+        except ValueError:  # a NUL byte: no such path exists, so compare the raw text
+            return value
     return value
 
 

@@ -183,15 +183,17 @@ class FvConsoleApp(App[int]):
             self.notify("the fleet view is not installed", severity="warning")
             return
         tabs.active = name
+        self._focus_active()
+        self.call_after_refresh(self._focus_active)
+
+    def _focus_active(self) -> None:
+        """Focus the main widget of whichever view is active *now* (tab events can arrive late)."""
         view = self.current_view()
         if view is not None:
             view.focus_main()
-            self.call_after_refresh(view.focus_main)
 
     def on_tabbed_content_tab_activated(self, event: TabbedContent.TabActivated) -> None:
-        view = self.current_view()
-        if view is not None:
-            self.call_after_refresh(view.focus_main)
+        self.call_after_refresh(self._focus_active)
 
     def open_migration(self, info: Any) -> None:
         """Switch to the migration view, prefilled from a checkpoint."""

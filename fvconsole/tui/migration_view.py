@@ -35,7 +35,7 @@ RANK_COLUMNS = (
 )
 
 
-def rank_row(cursor: Any, manifest_starts: Any) -> tuple[str, ...]:
+def rank_row(cursor: Any) -> tuple[str, ...]:
     """One row of the per-rank table (strings: cheap to filter and render)."""
     return (
         str(cursor.rank), str(cursor.sp_group_index), str(cursor.row_group_position), str(cursor.row_offset),
@@ -318,7 +318,7 @@ class MigrationView(BaseView):
         banner.set_classes("ok")
         banner.update(text)
         self.query_one("#mig-summary", Static).update(plan_summary(plan))
-        self._rank_rows = [rank_row(cursor, None) for cursor in plan.ranks]
+        self._rank_rows = [rank_row(cursor) for cursor in plan.ranks]
         self.apply_filter(self.filter_text)
         self.query_one("#mig-execute", Button).disabled = self.read_only
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import os
 import time
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from typing import Any
 
 CACHE_ENV = "FASTVIDEO_WEIGHT_SHARD_CACHE"
@@ -55,7 +55,6 @@ class ConsoleState:
     read_only: bool = False
     run_config: Any = None  # core.runconfig.RunConfig once loaded
     config_error: str | None = None
-    notes: tuple[str, ...] = field(default=())
 
     @classmethod
     def from_args(cls, args: Any) -> ConsoleState:

@@ -18,19 +18,23 @@ from pathlib import Path
 
 import pytest
 import yaml
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 
-from .harness import CliResult, assert_clean_error, digest_diff, run_inproc, tree_digest
-from .strategies import BROKEN_YAML, corrupted_bytes, json_text, mutated_document, mutated_manifest
+from .harness import CliResult, assert_clean_error, digest_diff, run_cli, run_inproc, tree_digest
+from .strategies import BROKEN_YAML, corrupted_bytes, json_text, mutated_document, mutated_manifest, set_path
 from .workspace import MigrationWorkspace, build_migration_workspace
 
 EXAMPLES = 40
+# derandomize: CI sees the same examples every run (hand-picked cases cover known defects);
+# no shrink phase: a failure is reported at once instead of after minutes of shrinking.
 SETTINGS = settings(
     max_examples=EXAMPLES,
     deadline=None,
     suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
     database=None,
+    derandomize=True,
+    phases=[Phase.explicit, Phase.generate],
 )
 
 
@@ -120,6 +124,59 @@ def test_run_config_broken_texts(ws: MigrationWorkspace, tmp_path: Path, capsys,
         assert_clean_error(result, codes=(1,), names=[ws.config.name])
         assert digest_diff(before, tree_digest(ws.root)) == []
         assert not (tmp_path / "out").exists()
+    trials.add("refused, exit 1")
+
+
+CONFIG_VALUE_CASES = (
+    ("training.data.data_path", "\x00"),
+    ("training.data.streaming_manifest_path", "\x00"),
+    ("training.data.data_path", "/a" * 3000),
+    ("training.data.streaming_manifest_path", "/"),
+    ("training.distributed.num_gpus", 10**40),
+    ("training.distributed.num_gpus", -16),
+    ("training.distributed.sp_size", 0),
+    ("training.data.train_batch_size", 0),
+    ("training.data.seed", "forty-two"),
+    ("training.loop.gradient_accumulation_steps", 1.5),
+    ("training.data.dataloader_type", ["streaming"]),
+)
+
+
+@pytest.mark.fault("hostile input", "run config YAML: hand-picked hostile values (NUL bytes, huge/zero/negative numbers)")
+@pytest.mark.parametrize("dotted,value", CONFIG_VALUE_CASES, ids=[f"{d}={v!r:.12}" for d, v in CONFIG_VALUE_CASES])
+def test_run_config_hostile_values(ws: MigrationWorkspace, tmp_path: Path, capsys, trials, dotted, value) -> None:
+    config = yaml.safe_load(ws.config.read_text())
+    doc = set_path(config, tuple(dotted.split(".")), value)
+    with replaced(ws.config, yaml.safe_dump(doc, sort_keys=False).encode()):
+        label = migrate_and_check(ws, tmp_path / "out", capsys, [ws.config.name, dotted])
+    assert label == "refused, exit 1"
+    trials.add(label)
+
+
+@pytest.mark.fault("hostile input", "run config points at a device or FIFO (/dev/zero manifest, FIFO config)")
+@pytest.mark.parametrize("case", ["manifest is /dev/zero", "config is a FIFO"])
+def test_non_regular_inputs_do_not_hang(ws: MigrationWorkspace, tmp_path: Path, trials, case: str) -> None:
+    """Reading must refuse non-regular files instead of blocking or reading forever."""
+    import os
+    import subprocess
+
+    if case == "config is a FIFO":
+        config = tmp_path / "run-fifo.yaml"
+        os.mkfifo(config)
+        name = config.name
+    else:
+        doc = set_path(yaml.safe_load(ws.config.read_text()), ("training", "data", "streaming_manifest_path"), "/dev/zero")
+        config = tmp_path / "run-zero.yaml"
+        config.write_text(yaml.safe_dump(doc, sort_keys=False))
+        name = "/dev/zero"
+    args = ws.migrate_args(tmp_path / "out")
+    args[args.index("--config") + 1] = str(config)
+    try:
+        result = run_cli(args, timeout=60)
+    except subprocess.TimeoutExpired:
+        pytest.fail(f"{case}: fvconsole migrate still running after 60 s (blocked or reading forever)")
+    assert_clean_error(result, names=[name, "training.data.streaming_manifest_path"])
+    assert not (tmp_path / "out").exists()
     trials.add("refused, exit 1")
 
 

@@ -79,6 +79,9 @@ def read_manifest(path: str) -> dict[str, Any]:
         data = json.loads(raw)
     except (UnicodeDecodeError, json.JSONDecodeError) as exc:
         raise CacheFileError(f"manifest.json does not parse as JSON ({exc})") from None
+    except (ValueError, RecursionError) as exc:
+        # ValueError: an integer beyond Python's digit limit; RecursionError: absurd nesting.
+        raise CacheFileError(f"manifest.json is not usable JSON ({type(exc).__name__})") from None
     if not isinstance(data, dict):
         raise CacheFileError("manifest.json is not a JSON object")
     return data
@@ -107,6 +110,8 @@ def read_safetensors_header(path: str) -> dict[str, Any]:
         header = json.loads(raw)
     except (UnicodeDecodeError, json.JSONDecodeError) as exc:
         raise CacheFileError(f"header does not parse as JSON ({exc})") from None
+    except (ValueError, RecursionError) as exc:
+        raise CacheFileError(f"header is not usable JSON ({type(exc).__name__})") from None
     if not isinstance(header, dict):
         raise CacheFileError("header is not a JSON object")
     _check_tensor_table(header, data_bytes=size - 8 - length)

@@ -189,8 +189,10 @@ def parse_node_output(node: str, stdout: str) -> tuple[dict[str, Any] | None, st
         return None, f"answered as node {parts[1]!r}"
     try:
         payload = json.loads(parts[2])
-    except ValueError as exc:
+    except json.JSONDecodeError as exc:
         return None, f"invalid JSON in result line ({exc.msg} at char {exc.pos})"
+    except (ValueError, RecursionError) as exc:  # digit limit, absurd nesting
+        return None, f"unusable JSON in result line ({type(exc).__name__})"
     if not isinstance(payload, dict):
         return None, "result line is not a JSON object"
     return payload, None

@@ -55,7 +55,7 @@ def envelope(node: str, code: int, stdout: str) -> dict[str, Any]:
     text = stdout.strip()
     try:
         parsed = json.loads(text) if text else None
-    except ValueError:
+    except (ValueError, RecursionError):
         parsed = None
     if isinstance(parsed, dict):
         payload["output"] = parsed
