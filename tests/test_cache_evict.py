@@ -217,3 +217,26 @@ def test_item_outside_the_root_is_never_touched(tmp_path):
     result = execute_eviction(forged)
     assert result.evicted == () and victim.is_dir() and (root / key).is_dir()
     assert "never touched" in result.skipped[-1].reason
+
+
+def test_one_unremovable_file_does_not_stop_the_rest_of_the_entry(tmp_path):
+    # Regression: the first failing unlink aborted the entry, leaving every later shard on
+    # tmpfs and reporting 0 bytes freed for the bytes that had been unlinked.
+    root = tmp_path / "cache"
+    (stuck,) = _old_entries(root, 1)
+    pinned = root / stuck / "manifest.json"
+    shard_bytes = sum(p.stat().st_size for p in (root / stuck).iterdir() if p.name != "manifest.json")
+    if not _chattr("+i", pinned):
+        pytest.skip("chattr +i is not available here (needs root and a supporting filesystem)")
+    hidden = root / f".evicting-{stuck}-{os.getpid()}"
+    try:
+        result = execute_eviction(plan_eviction(scan_cache(root), keys=[stuck]))
+        assert not result.ok and result.evicted == ()
+        assert sorted(p.name for p in hidden.iterdir()) == ["manifest.json"]  # every shard went
+        assert result.partial_bytes == shard_bytes and result.freed_bytes == shard_bytes
+        assert "1 file(s) left in" in result.errors[0] and hidden.name in result.errors[0]
+        assert result.to_json()["freed_bytes"] == shard_bytes
+    finally:
+        for candidate in (pinned, hidden / "manifest.json"):
+            if candidate.exists():
+                _chattr("-i", candidate)

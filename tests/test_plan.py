@@ -291,3 +291,12 @@ def test_missing_dcp_warning_does_not_claim_unreadable_metadata(run) -> None:
     p = preview_migration(request_for(run))
     assert not any("unreadable" in w for w in p.warnings)
     assert any("no dcp/.metadata" in w for w in p.warnings)
+
+
+def test_absurd_world_size_is_refused_without_building_its_shards(run) -> None:
+    # Regression: num_gpus=1e11 built one shard per data-parallel group and exhausted memory.
+    p = preview_migration(request_for(run, overrides=("training.distributed.num_gpus=100000000000",)))
+    assert p.plan is None
+    r = refusal_for(p, "samples_per_worker")
+    assert "12 row groups cannot feed 50000000000 data-parallel groups" in r.message
+    assert "expected_world_size" in refusal_fields(p)

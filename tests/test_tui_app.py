@@ -327,7 +327,13 @@ async def test_missing_paths_are_picked_in_app(demo_ws: DemoWorkspace) -> None:
         await pilot.press("o")
         await settle(app, pilot)
         assert isinstance(app.screen, PathsScreen)
-        app.screen.query_one("#path-config").value = demo_ws.config_path[:-2]
+        box = app.screen.query_one("#path-config")
+        box.value = demo_ws.config_path[:-2]
+        for _ in range(500):  # the completion is computed in a thread
+            if box._suggestion:
+                break
+            await pilot.pause(0.01)
+        assert box._suggestion == demo_ws.config_path
         await pilot.press("right")  # accept the path completion ("run.yaml")
         await pilot.press("enter")
         await started(app, pilot)

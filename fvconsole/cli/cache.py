@@ -39,6 +39,14 @@ LS_HELP = f"""\
 List the entries of a weight shard cache root (default ${ENV_ROOT}) with their size,
 status (complete / partial / incomplete / invalid), shards present and last use
 (manifest mtime). Read-only: never reads shard data, never changes an mtime or atime.
+
+examples:
+  fvconsole cache ls /dev/shm/fastvideo-wcache
+  FASTVIDEO_WEIGHT_SHARD_CACHE=/dev/shm/fastvideo-wcache fvconsole cache ls --sort size
+  srun --ntasks-per-node=1 fvconsole cache ls --json     # one JSON object per node
+
+exit codes: 0 ok, 1 root missing or unreadable, 2 usage error (e.g. no ROOT and no
+${ENV_ROOT}).
 """
 
 EVICT_HELP = f"""\
@@ -53,6 +61,12 @@ Plan (and with --yes, execute) the removal of cache entries. Selectors combine a
 are skipped unless --force. Leftover .evicting-* directories are always cleaned.
 The root must not be /, $HOME, a mount point or a directory without cache entries
 (the last two: unless --force).
+
+examples:
+  fvconsole cache evict /dev/shm/fastvideo-wcache --max-gb 200          # preview only
+  fvconsole cache evict /dev/shm/fastvideo-wcache --max-gb 200 --yes    # do it
+  fvconsole cache evict --invalid --older-than 7d --keep 0123456789abcdef --yes
+  fvconsole cache evict --key 0123456789abcdef --json
 
 exit codes: 0 ok (dry run included), 1 refused, 2 usage error, 3 failed part-way.
 """

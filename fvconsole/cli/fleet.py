@@ -34,6 +34,13 @@ The cache root (--cache-root, default $FASTVIDEO_WEIGHT_SHARD_CACHE) is the same
 every node; `{node}` in it is replaced on each node by its Slurm node name.
 Each node runs this same Python interpreter path (a shared filesystem is assumed).
 
+examples:
+  fvconsole fleet cache ls --job 123456                       # the nodes of a running job
+  fvconsole fleet cache ls --nodes 'gpu[01-08]' --cache-root /dev/shm/fastvideo-wcache --json
+  fvconsole fleet cache ls --nodes 'n[1-3]' --cache-root '/scratch/{node}/wcache'
+  fvconsole fleet cache evict --job 123456 --invalid          # preview on every node
+  fvconsole fleet cache evict --job 123456 --max-gb 200 --yes
+
 exit codes: 0 ok, 1 refused (srun missing, empty selection, every node failed),
 2 usage error, 3 some nodes failed while others succeeded (each node's reason is reported).
 """

@@ -582,6 +582,15 @@ def preview_migration(req: MigrationRequest, progress: Progress | None = None) -
     plan = None
     batch, world, sp = params.batch, params.world, params.sp
     layout_ok = manifest is not None and None not in (batch, world, sp, params.seed, params.shuffle) and world % sp == 0
+    if layout_ok and world // sp > manifest.num_row_groups:
+        # Some shard would be empty: samples_per_worker is 0. Refuse without building one
+        # (possibly empty) shard per group, which for a typo like 1e11 GPUs exhausts memory.
+        col.refuse(
+            "samples_per_worker",
+            f"dataset too small: {manifest.num_row_groups} row groups cannot feed {world // sp} data-parallel "
+            f"groups (training.distributed.num_gpus {world} / sp_size {sp}; samples_per_worker 0)",
+        )
+        layout_ok = False
     if layout_ok:
         topo = Topology(world, sp, batch, params.seed, params.shuffle)
         shards, spw = shard_layout(manifest.rows, topo)

@@ -11,6 +11,8 @@ from __future__ import annotations
 import collections
 import json
 import os
+import resource
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 import pytest
@@ -68,6 +70,25 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
             record["reason"] = str(report.longrepr[2])
         with open(path, "a", encoding="utf-8") as handle:
             handle.write(json.dumps(record, sort_keys=True) + "\n")
+
+
+#: Address-space cap while reliability tests run: a hostile input that makes the code under
+#: test allocate without bound must fail as MemoryError in this process, not OOM the machine.
+MEMORY_CAP_BYTES = 8 << 30
+
+
+@pytest.fixture(scope="package", autouse=True)
+def memory_cap() -> Iterator[None]:
+    soft, hard = resource.getrlimit(resource.RLIMIT_AS)
+    cap = MEMORY_CAP_BYTES if hard == resource.RLIM_INFINITY else min(MEMORY_CAP_BYTES, hard)
+    if soft != resource.RLIM_INFINITY and soft <= cap:
+        yield
+        return
+    resource.setrlimit(resource.RLIMIT_AS, (cap, hard))
+    try:
+        yield
+    finally:
+        resource.setrlimit(resource.RLIMIT_AS, (soft, hard))
 
 
 @pytest.fixture(scope="session")

@@ -388,3 +388,23 @@ def count_syscalls(argv: Sequence[str], syscalls: Sequence[str], *, env: Mapping
             if parts and parts[-1] in counts:
                 counts[parts[-1]] = int(parts[3])
         return counts
+
+
+#: Every syscall that could delete or move something.
+DESTRUCTIVE_SYSCALLS = ("unlink", "unlinkat", "rmdir", "rename", "renameat", "renameat2")
+
+
+def run_cli_no_destruction(argv: Sequence[str], *, env: Mapping[str, str] | None = None) -> CliResult:
+    """Run the CLI with every delete/rename syscall failing (EPERM) under strace.
+
+    A safety net for tests that point a destructive command at a real system path (`/`):
+    even a broken refusal cannot delete anything. Python's own startup does not need these.
+    """
+    argv = tuple(str(a) for a in argv)
+    calls = ",".join(DESTRUCTIVE_SYSCALLS)
+    proc = subprocess.run(
+        ["strace", "-f", "-qq", "-o", "/dev/null", "-e", f"trace={calls}", "-e", f"inject={calls}:error=EPERM",
+         sys.executable, "-m", "fvconsole", *argv],
+        env=cli_env(env), capture_output=True, text=True, timeout=240,
+    )
+    return CliResult(argv, proc.returncode, proc.stdout, proc.stderr)

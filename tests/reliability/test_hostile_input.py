@@ -172,9 +172,9 @@ def test_non_regular_inputs_do_not_hang(ws: MigrationWorkspace, tmp_path: Path, 
     args = ws.migrate_args(tmp_path / "out")
     args[args.index("--config") + 1] = str(config)
     try:
-        result = run_cli(args, timeout=60)
+        result = run_cli(args, timeout=20)
     except subprocess.TimeoutExpired:
-        pytest.fail(f"{case}: fvconsole migrate still running after 60 s (blocked or reading forever)")
+        pytest.fail(f"{case}: fvconsole migrate still running after 20 s (blocked or reading forever)")
     assert_clean_error(result, names=[name, "training.data.streaming_manifest_path"])
     assert not (tmp_path / "out").exists()
     trials.add("refused, exit 1")

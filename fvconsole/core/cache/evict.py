@@ -10,7 +10,6 @@ followed, and nothing outside the root is ever reached.
 
 from __future__ import annotations
 
-import contextlib
 import os
 import stat
 import time
@@ -61,10 +60,12 @@ class EvictionResult:
     fs_free_before: int | None
     fs_free_after: int | None
     hostname: str
+    #: Bytes unlinked from entries whose removal then failed part-way (counted in freed_bytes).
+    partial_bytes: int = 0
 
     @property
     def freed_bytes(self) -> int:
-        return sum(e.bytes for e in self.evicted)
+        return sum(e.bytes for e in self.evicted) + self.partial_bytes
 
     @property
     def ok(self) -> bool:
@@ -78,6 +79,7 @@ class EvictionResult:
             "skipped": [s.to_json() for s in self.skipped],
             "freed_bytes": self.freed_bytes,
             "errors": list(self.errors),
+            "partial_bytes": self.partial_bytes,
             "planned_bytes": self.planned_bytes,
             "fs_free_bytes_before": self.fs_free_before,
             "fs_free_bytes_after": self.fs_free_after,
@@ -89,6 +91,19 @@ class _Skip(Exception):
     """This item is not removed, for the reason given (not an error)."""
 
 
+class PartialRemoval(OSError):
+    """Some files of a tree could not be removed; the rest were, ``freed`` bytes of them.
+
+    Removal goes on past a failing file (the entry is already hidden, so what can be freed
+    should be); the first failure is kept as the error.
+    """
+
+    def __init__(self, first: OSError, freed: int, failures: int) -> None:
+        super().__init__(first.errno, first.strerror, first.filename)
+        self.freed = freed
+        self.failures = failures
+
+
 def execute_eviction(plan: EvictionPlan, progress: Progress | None = None) -> EvictionResult:
     """Remove exactly the plan's items, continuing past per-item failures."""
     progress = progress or no_progress
@@ -96,6 +111,7 @@ def execute_eviction(plan: EvictionPlan, progress: Progress | None = None) -> Ev
     evicted: list[EvictedEntry] = []
     skipped: list[SkippedEntry] = list(plan.skipped)
     errors: list[str] = []
+    partial = 0
     total = len(plan.evict)
     for done, item in enumerate(plan.evict):
         progress(done, total, f"evicting {item.key}")
@@ -105,14 +121,19 @@ def execute_eviction(plan: EvictionPlan, progress: Progress | None = None) -> Ev
             skipped.append(SkippedEntry(item.key, str(skip)))
             continue
         except OSError as exc:
-            errors.append(f"{item.path}: {exc.strerror or exc}" + (f" ({exc.filename})" if exc.filename else ""))
+            message = f"{item.path}: {exc.strerror or exc}" + (f" ({exc.filename})" if exc.filename else "")
+            if isinstance(exc, PartialRemoval):
+                partial += exc.freed
+                hidden = _hidden_path(plan, item)
+                message += f"; {exc.failures} file(s) left in {hidden}, {exc.freed} bytes freed"
+            errors.append(message)
             continue
         evicted.append(EvictedEntry(key=item.key, path=item.path, bytes=freed, planned_bytes=item.bytes,
                                     reason=item.reason, leftover=item.leftover))
     progress(total, total, "done")
     return EvictionResult(root=plan.root, evicted=tuple(evicted), skipped=tuple(skipped), errors=tuple(errors),
                           planned_bytes=plan.freed_bytes, fs_free_before=free_before,
-                          fs_free_after=fs_free_bytes(plan.root), hostname=plan.hostname)
+                          fs_free_after=fs_free_bytes(plan.root), hostname=plan.hostname, partial_bytes=partial)
 
 
 def _check_inside_root(plan: EvictionPlan, item: PlannedEviction) -> None:
@@ -123,11 +144,16 @@ def _check_inside_root(plan: EvictionPlan, item: PlannedEviction) -> None:
         raise _Skip(f"{item.path} is not an entry directly inside {plan.root}; never touched")
 
 
+def _hidden_path(plan: EvictionPlan, item: PlannedEviction) -> str:
+    """Where this process moves an entry before deleting it (a leftover if it fails)."""
+    return os.path.join(plan.root, f"{LEFTOVER_PREFIX}{item.key}-{os.getpid()}")
+
+
 def _evict_item(plan: EvictionPlan, item: PlannedEviction) -> int:
     _check_inside_root(plan, item)
     if not item.leftover:
         _recheck(plan, item)
-    hidden = os.path.join(plan.root, f"{LEFTOVER_PREFIX}{item.key}-{os.getpid()}")
+    hidden = _hidden_path(plan, item)
     if item.path != hidden:
         try:
             os.rename(item.path, hidden)
@@ -171,7 +197,8 @@ def remove_tree(path: str) -> int:
     """Remove ``path`` (a directory or a symlink) without following any symlink.
 
     Returns the bytes of regular files this call unlinked; files that vanish under us
-    (a concurrent evictor) are not counted and are not errors.
+    (a concurrent evictor) are not counted and are not errors. A file or directory that
+    cannot be removed does not stop the rest: PartialRemoval is raised at the end.
     """
     try:
         st = os.lstat(path)
@@ -182,10 +209,14 @@ def remove_tree(path: str) -> int:
         return st.st_size if stat.S_ISREG(st.st_mode) else 0
     # The parent is the cache root as the user named it (it may itself be a symlink).
     parent_fd = os.open(os.path.dirname(path) or ".", _DIR_FLAGS & ~os.O_NOFOLLOW)
+    failures: list[OSError] = []
     try:
-        return _remove_subdir(os.path.basename(path), parent_fd)
+        freed = _remove_subdir(os.path.basename(path), parent_fd, failures)
     finally:
         os.close(parent_fd)
+    if failures:
+        raise PartialRemoval(failures[0], freed, len(failures))
+    return freed
 
 
 def _unlink_quietly(name: str, dir_fd: int | None = None) -> bool:
@@ -196,8 +227,11 @@ def _unlink_quietly(name: str, dir_fd: int | None = None) -> bool:
     return True
 
 
-def _remove_contents(dir_fd: int) -> int:
-    """Empty the directory open at ``dir_fd``, depth first, by names relative to fds."""
+def _remove_contents(dir_fd: int, failures: list[OSError]) -> int:
+    """Empty the directory open at ``dir_fd``, depth first, by names relative to fds.
+
+    Per-file failures are appended to ``failures`` and the walk goes on.
+    """
     freed = 0
     with os.scandir(dir_fd) as it:
         items = [(item.name, item) for item in it]
@@ -207,21 +241,36 @@ def _remove_contents(dir_fd: int) -> int:
         except FileNotFoundError:
             continue
         if stat.S_ISDIR(st.st_mode):
-            freed += _remove_subdir(name, dir_fd)
-        elif _unlink_quietly(name, dir_fd) and stat.S_ISREG(st.st_mode):
-            freed += st.st_size
+            freed += _remove_subdir(name, dir_fd, failures)
+            continue
+        try:
+            if _unlink_quietly(name, dir_fd) and stat.S_ISREG(st.st_mode):
+                freed += st.st_size
+        except OSError as exc:
+            failures.append(exc if exc.filename else OSError(exc.errno, exc.strerror, name))
     return freed
 
 
-def _remove_subdir(name: str, parent_fd: int) -> int:
+def _remove_subdir(name: str, parent_fd: int, failures: list[OSError]) -> int:
     try:
         fd = os.open(name, _DIR_FLAGS, dir_fd=parent_fd)
     except FileNotFoundError:
         return 0
+    except OSError as exc:
+        failures.append(OSError(exc.errno, exc.strerror, name))
+        return 0
     try:
-        freed = _remove_contents(fd)
+        freed = _remove_contents(fd, failures)
+    except OSError as exc:  # the listing itself failed
+        failures.append(OSError(exc.errno, exc.strerror, name))
+        freed = 0
     finally:
         os.close(fd)
-    with contextlib.suppress(FileNotFoundError):
+    try:
         os.rmdir(name, dir_fd=parent_fd)
+    except FileNotFoundError:
+        pass
+    except OSError as exc:
+        if not failures:  # a non-empty dir after a failure below is already explained
+            failures.append(OSError(exc.errno, exc.strerror, name))
     return freed
