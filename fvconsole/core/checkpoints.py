@@ -126,13 +126,68 @@ def read_metadata(checkpoint_dir: str | os.PathLike[str]) -> dict:
     return data
 
 
+class _Inert:
+    """Stands in for every class or function a DCP ``.metadata`` pickle names: records its
+    arguments and state and runs nothing, so reading a hostile file executes no code."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        self.args = args
+        self.state: Any = None
+
+    def __setstate__(self, state: Any) -> None:
+        self.state = state
+
+
+_INERT_MODULES = ("torch", "pathlib", "collections", "copyreg")
+
+
+def _inert_class(module: str, name: str) -> Any:
+    """find_class for the DCP pickle: torch/pathlib names become inert stand-ins."""
+    if module in _INERT_MODULES or module.startswith(("torch.", "pathlib.")):
+        if module == "collections" and name == "OrderedDict":
+            return dict
+        return type(name, (_Inert,), {})
+    raise ValueError(f"refusing to load {module}.{name} from a DCP metadata pickle")
+
+
+def _read_dcp_keys(meta: str) -> tuple[str, ...]:
+    """State-dict keys of ``dcp/.metadata`` without running the pickle's code (nor importing torch).
+
+    torch's ``FileSystemReader.read_metadata`` is a plain ``pickle.load``: listing a checkpoint
+    with it would execute whatever a planted ``.metadata`` asks for. The file is a pickle of a
+    few torch dataclasses; only ``Metadata.state_dict_metadata``'s keys are needed. (Adapted
+    from the perf pass's ``benchmarks/dcp_keys.py``; also saves the ~2 s torch import.)
+    """
+    import pickle
+
+    class _Unpickler(pickle.Unpickler):
+        def find_class(self, module: str, name: str) -> Any:
+            return _inert_class(module, name)
+
+    with open(meta, "rb") as fh:
+        obj = _Unpickler(fh).load()
+    if type(obj).__name__ != "Metadata" or not isinstance(obj, _Inert):
+        raise ValueError(f"top-level object is {type(obj).__name__}, not a DCP Metadata")
+    state = obj.state
+    if isinstance(state, tuple):  # (dict state, slot state) of a dataclass with slots
+        merged: dict = {}
+        for part in state:
+            if isinstance(part, dict):
+                merged.update(part)
+        state = merged
+    table = state.get("state_dict_metadata") if isinstance(state, dict) else None
+    if not isinstance(table, dict) or not all(isinstance(k, str) for k in table):
+        raise ValueError("Metadata has no state_dict_metadata mapping of string keys")
+    return tuple(sorted(table))
+
+
 # DCP metadata is immutable once written; cache key includes identity and mtime.
 _DCP_CACHE: dict[tuple[str, int, int, int], tuple[str, ...]] = {}
 _DCP_CACHE_MAX = 4096
 
 
 def dcp_state_keys(checkpoint_dir: str | os.PathLike[str]) -> list[str]:
-    """Sorted DCP state-dict keys from ``dcp/.metadata`` (CPU, no process group).
+    """Sorted DCP state-dict keys from ``dcp/.metadata`` (CPU, no process group, no torch).
 
     FvError naming the file when it is missing or unreadable (the unpickling error is kept).
     """
@@ -147,13 +202,7 @@ def dcp_state_keys(checkpoint_dir: str | os.PathLike[str]) -> list[str]:
     if cached is not None:
         return list(cached)
     try:
-        import warnings
-
-        from torch.distributed.checkpoint import FileSystemReader
-
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            keys = tuple(sorted(FileSystemReader(dcp_dir).read_metadata().state_dict_metadata))
+        keys = _read_dcp_keys(meta)
     except Exception as exc:  # noqa: BLE001 - a damaged pickle can raise anything
         reason = " ".join(f"{type(exc).__name__}: {exc}".split())[:200]
         raise FvError(f"{meta}: unreadable DCP metadata ({reason})") from None

@@ -99,9 +99,8 @@ def test_output_dir_into_checkpoint_refused(ws: MigrationWorkspace, tmp_path: Pa
     elif shape == "path inside checkpoint":
         out = ws.checkpoint / "sidecars"
     elif shape == "dotdot into checkpoint":
-        out = Path(str(tmp_path / ".." / ".." / ws.checkpoint.relative_to(ws.root.parent)) + "/state")
-        out = Path(os.path.relpath(ws.root.parent, tmp_path)).joinpath(ws.checkpoint.relative_to(ws.root.parent), "state")
-        out = tmp_path / out
+        out = tmp_path / os.path.relpath(ws.checkpoint, tmp_path) / "state"
+        assert ".." in out.parts
     else:
         elsewhere = tmp_path / "elsewhere"
         elsewhere.mkdir()
@@ -109,7 +108,7 @@ def test_output_dir_into_checkpoint_refused(ws: MigrationWorkspace, tmp_path: Pa
         os.symlink(elsewhere, out)
     for extra in ((), ("--overwrite",)):
         result = run_inproc(ws.migrate_args(out, *extra), capsys)
-        assert_clean_error(result, names=[str(out), "output dir", "--output-dir"])
+        assert_clean_error(result, names=[str(out), "output dir", "output_dir", "--output-dir"])
     assert digest_diff(ckpt_before, tree_digest(ws.checkpoint)) == []
     if shape == "symlink to a dir outside":
         assert list((tmp_path / "elsewhere").iterdir()) == []
