@@ -240,3 +240,15 @@ def test_cache_without_action_is_a_usage_error(capsys):
     with pytest.raises(SystemExit) as exc:
         main(["cache"])
     assert exc.value.code == 2
+
+
+def test_human_summaries_count_one_entry_in_the_singular(tmp_path, capsys, monkeypatch):
+    monkeypatch.delenv("FASTVIDEO_WEIGHT_SHARD_CACHE_MAX_GB", raising=False)
+    root = tmp_path / "wcache"
+    key = os.path.basename(write_cache_entry(root, last_used=time.time() - 3 * DAY))
+    code, out, _ = _run(capsys, "cache", "ls", str(root))
+    assert code == 0 and " in 1 entry; " in out
+    code, out, _ = _run(capsys, "cache", "evict", str(root), "--key", key)
+    assert code == 0 and "(1 entry); re-run with --yes" in out
+    code, out, _ = _run(capsys, "cache", "evict", str(root), "--key", key, "--yes")
+    assert code == 0 and out.startswith("evicted 1 entry from ")

@@ -139,3 +139,53 @@ def test_read_dcp_false_does_not_need_torch(tmp_path, config) -> None:
     ckpt = write_checkpoint(tmp_path / "out", 1, config)
     info = inspect_checkpoint(ckpt, read_dcp=False)
     assert info.kind == "unknown" and info.complete and info.dataloader_keys is None
+
+
+@pytest.mark.parametrize("kind", ["legacy", "rank-local", "none"])
+def test_dcp_keys_equal_torch_file_system_reader(tmp_path, config, kind) -> None:
+    from torch.distributed.checkpoint import FileSystemReader
+
+    ckpt = write_checkpoint(tmp_path / "out", 5, config, kind=kind)
+    expected = sorted(FileSystemReader(os.path.join(ckpt, "dcp")).read_metadata().state_dict_metadata)
+    assert dcp_state_keys(ckpt) == expected
+
+
+def _planted_pickle(ckpt: str, module: str, name: str, *args: str) -> None:
+    """A ``.metadata`` whose unpickling calls ``module.name(*args)`` (what pickle.load would run)."""
+    call = b"c" + f"{module}\n{name}\n(".encode() + b"".join(b"V" + a.encode() + b"\n" for a in args) + b"tR."
+    with open(os.path.join(ckpt, "dcp", ".metadata"), "wb") as fh:
+        fh.write(call)
+
+
+@pytest.mark.parametrize("module, name", [("os", "system"), ("torch", "save"), ("builtins", "exec")])
+def test_a_planted_dcp_metadata_runs_no_code(tmp_path, config, module, name) -> None:
+    # Regression: torch's FileSystemReader.read_metadata is pickle.load, so `checkpoints ls`
+    # executed whatever a planted dcp/.metadata asked for.
+    ckpt = write_checkpoint(tmp_path / "out", 3, config)
+    witness = tmp_path / "pwned"
+    args = {"system": [f"touch {witness}"], "exec": [f"open({str(witness)!r}, 'w').close()"],
+            "save": [str(witness), str(witness)]}[name]
+    _planted_pickle(ckpt, module, name, *args)
+    (info,) = discover_checkpoints(tmp_path / "out")
+    assert not witness.exists()
+    assert info.kind == "unknown" and any("unreadable DCP metadata" in p for p in info.problems)
+    # The file really is hostile: a plain pickle.load (what torch's reader does) runs it.
+    import pickle
+
+    with open(os.path.join(ckpt, "dcp", ".metadata"), "rb") as fh:
+        pickle.load(fh)
+    assert witness.exists()
+
+
+def test_fifo_metadata_files_do_not_hang_listing(tmp_path, config) -> None:
+    # Regression (reliability D3): metadata.json or dcp/.metadata as a FIFO blocked forever.
+    ckpt = write_checkpoint(tmp_path / "out", 3, config)
+    for name in ("metadata.json", os.path.join("dcp", ".metadata")):
+        os.unlink(os.path.join(ckpt, name))
+        os.mkfifo(os.path.join(ckpt, name))
+    (info,) = discover_checkpoints(tmp_path / "out")
+    assert any("metadata.json must be a regular file, but it is a FIFO" in p for p in info.problems)
+    with pytest.raises(FvError, match="DCP metadata must be a regular file"):
+        dcp_state_keys(ckpt)
+    with pytest.raises(FvError, match="metadata.json must be a regular file"):
+        read_metadata(ckpt)

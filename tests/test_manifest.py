@@ -246,3 +246,13 @@ def test_symlinked_subdirectory_escaping_the_root_is_caught(dataset, tmp_path) -
     edit_manifest(path, lambda d: d["row_groups"][0].__setitem__("file", "sub/x.parquet"))
     problems = check_manifest(load_manifest(path), root).problems
     assert any("escapes dataset_root" in p and "sub/x.parquet" in p for p in problems)
+
+
+def test_non_regular_manifest_is_refused_without_reading_it(tmp_path) -> None:
+    # Regression (reliability D3): /dev/zero as the manifest was read until the OOM killer came.
+    with pytest.raises(FvError, match="streaming manifest must be a regular file, but it is a character device"):
+        load_manifest("/dev/zero")
+    fifo = tmp_path / "m.json"
+    os.mkfifo(fifo)
+    with pytest.raises(FvError, match="a FIFO"):
+        load_manifest(fifo)

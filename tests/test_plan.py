@@ -266,7 +266,8 @@ def test_nul_byte_in_a_config_path_is_a_refusal_naming_the_field(run, tmp_path, 
 
     from fvconsole.demo.builders import write_run_config
 
-    config = yaml.safe_load(open(run.config_path))
+    with open(run.config_path) as fh:
+        config = yaml.safe_load(fh)
     section, _, key = dotted.rpartition(".")
     node = config
     for part in section.split("."):

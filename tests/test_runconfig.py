@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import copy
 import json
+import os
 
 import pytest
 
@@ -184,3 +185,15 @@ def test_hostile_override_values_are_refused(tmp_path, override) -> None:
     with pytest.raises(FvError) as info:
         load_run_config(path, [override])
     assert "override" in str(info.value) or str(path) in str(info.value)
+
+
+def test_non_regular_config_is_refused_without_blocking(tmp_path) -> None:
+    # Regression (reliability D3): a FIFO blocked open() forever; /dev/zero was read until OOM.
+    fifo = tmp_path / "run.yaml"
+    os.mkfifo(fifo)
+    with pytest.raises(FvError, match="run config must be a regular file, but it is a FIFO"):
+        load_run_config(fifo)
+    with pytest.raises(FvError, match="a character device"):
+        load_run_config("/dev/zero")
+    with pytest.raises(FvError, match="a directory"):
+        load_run_config(tmp_path)

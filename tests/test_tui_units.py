@@ -55,18 +55,41 @@ def test_lru_order_matches_fastvideo_gc_order(tmp_path) -> None:
     assert ordered[0].status == "incomplete"  # no manifest: first victim, like FastVideo's GC
 
 
-def test_cache_entry_detail_reads_manifest_and_tolerates_breakage(tmp_path) -> None:
+def _age_atimes(root) -> dict[str, float]:
+    """Set every file's atime well before its mtime (so a plain read would bump it on relatime)."""
+    atimes = {}
+    for dirpath, _dirs, names in os.walk(root):
+        for name in names:
+            path = os.path.join(dirpath, name)
+            st = os.stat(path)
+            os.utime(path, (st.st_mtime - 10_000, st.st_mtime))
+            atimes[path] = os.stat(path).st_atime
+    return atimes
+
+
+def test_cache_entry_detail_uses_the_scan_and_leaves_atimes_alone(tmp_path) -> None:
+    from fvconsole.core.cache import scan_cache
     from fvconsole.demo.cache_builders import write_cache_entry
 
     good = write_cache_entry(tmp_path, seed=1, num_shards=2, tensor_bytes=256)
-    detail = backend.cache_entry_detail(good)
-    assert detail.manifest_error is None and detail.params == 3
-    assert dict(detail.dtypes) == {"torch.bfloat16": 2, "torch.float32": 1}
+    broken = write_cache_entry(tmp_path, seed=2, status="invalid-manifest", num_shards=2, tensor_bytes=256)
+    bare = write_cache_entry(tmp_path, seed=3, status="incomplete", num_shards=2, tensor_bytes=256)
+    os.symlink("/etc/passwd", os.path.join(good, "planted"))
+    scan = scan_cache(str(tmp_path))
+    by_path = {e.path: e for e in scan.entries}
+    atimes = _age_atimes(tmp_path)
+
+    detail = backend.cache_entry_detail(by_path[good])
+    assert detail.manifest_error is None and detail.summary.params == 3
+    assert dict(detail.summary.dtypes) == {"torch.bfloat16": 2, "torch.float32": 1}
     assert [name for name, _ in detail.files] == ["manifest.json", "shard0-of-2.safetensors",
                                                    "shard1-of-2.safetensors"]
-    broken = write_cache_entry(tmp_path, seed=2, status="invalid-manifest", num_shards=2, tensor_bytes=256)
-    bad = backend.cache_entry_detail(broken)
-    assert bad.manifest is None and "manifest.json: unreadable" in bad.manifest_error
+    assert detail.other == ("planted",)  # listed, never followed
+    bad = backend.cache_entry_detail(by_path[broken])
+    assert bad.summary is None and "manifest.json" in bad.manifest_error
+    assert backend.cache_entry_detail(by_path[bare]).manifest_error == "missing"
+    # Looking at entries must not change what the listing (and FastVideo's GC) sees.
+    assert {p: os.stat(p).st_atime for p in atimes} == atimes
 
 
 def test_rank_table_holds_4096_ranks(tmp_path) -> None:

@@ -136,6 +136,11 @@ def run_ls(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def _n(count: int, one: str, many: str) -> str:
+    """``1 entry`` / ``3 entries``: summaries read as sentences."""
+    return f"{count} {one if count == 1 else many}"
+
+
 def sort_entries(scan: CacheScan, order: str) -> list:
     if order == "size":
         return sorted(scan.entries, key=lambda e: (-e.bytes, e.key))
@@ -182,7 +187,7 @@ def _ls_footer(scan: CacheScan, count: int) -> str:
     cap_text = f"cap {human_bytes(cap)} (${ENV_MAX_GB})" if cap is not None else f"cap unknown ({cap_error})"
     free = (f"; filesystem free {human_bytes(scan.fs_free)} of {human_bytes(scan.fs_total)}"
             if scan.fs_free is not None else "")
-    return f"total {human_bytes(scan.total_bytes)} in {count} entries; {cap_text}{free}"
+    return f"total {human_bytes(scan.total_bytes)} in {_n(count, 'entry', 'entries')}; {cap_text}{free}"
 
 
 def _ls_extras(scan: CacheScan) -> list[str]:
@@ -242,7 +247,7 @@ def run_evict(args: argparse.Namespace) -> int:
     if result.errors:
         if not args.json:
             print(render_result(result))
-        raise PartialFailure(f"{plan.root}: {len(result.errors)} entries could not be evicted "
+        raise PartialFailure(f"{plan.root}: {_n(len(result.errors), 'entry', 'entries')} could not be evicted "
                              f"(first: {result.errors[0]})", report=payload)
     if args.json:
         emit_json(payload)
@@ -275,12 +280,13 @@ def render_plan(plan: EvictionPlan) -> str:
     else:
         lines.append("nothing to evict")
     lines += _skipped_table(plan.skipped)
-    lines.append(f"would free {human_bytes(plan.freed_bytes)} ({len(plan.evict)} entries); re-run with --yes")
+    lines.append(f"would free {human_bytes(plan.freed_bytes)} ({_n(len(plan.evict), 'entry', 'entries')}); "
+                 "re-run with --yes")
     return "\n".join(lines)
 
 
 def render_result(result: EvictionResult) -> str:
-    lines = [f"evicted {len(result.evicted)} entries from {result.root} on {socket.gethostname()}"]
+    lines = [f"evicted {_n(len(result.evicted), 'entry', 'entries')} from {result.root} on {socket.gethostname()}"]
     if result.evicted:
         lines.append(format_table(("KEY", "FREED", "REASON"),
                                   [(e.key, human_bytes(e.bytes), _short(e.reason, 100)) for e in result.evicted], right=(1,)))

@@ -2,7 +2,8 @@
 
 Listing never raises for a damaged checkpoint: what cannot be read is reported in
 ``problems`` (an operator is usually looking precisely because something is wrong).
-Reading ``dcp/.metadata`` needs torch (it is a pickle of torch classes), imported lazily.
+``dcp/.metadata`` (a pickle of torch classes) is read with an unpickler that runs no code
+from the file and needs no torch import.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from fvconsole.core.errors import FvError
+from fvconsole.core.runconfig import read_regular_file
 
 CHECKPOINT_RE = re.compile(r"^checkpoint-(\d+)$")
 RNG_RE = re.compile(r"^rng_state_rank(\d+)\.pt$")
@@ -98,12 +100,15 @@ def tree_bytes(path: str) -> int:
     return total
 
 
+MAX_METADATA_BYTES = 256 * 2**20
+MAX_DCP_METADATA_BYTES = 2**30
+
+
 def read_metadata(checkpoint_dir: str | os.PathLike[str]) -> dict:
     """``metadata.json`` as a dict; FvError naming the file and field when malformed."""
     path = os.path.join(os.fspath(checkpoint_dir), "metadata.json")
     try:
-        with open(path, encoding="utf-8") as fh:
-            data = json.load(fh)
+        data = json.loads(read_regular_file(path, "metadata.json", MAX_METADATA_BYTES))
     except FileNotFoundError:
         raise FvError(f"{path}: missing (no metadata.json in the checkpoint)") from None
     except OSError as exc:
@@ -164,8 +169,10 @@ def _read_dcp_keys(meta: str) -> tuple[str, ...]:
         def find_class(self, module: str, name: str) -> Any:
             return _inert_class(module, name)
 
-    with open(meta, "rb") as fh:
-        obj = _Unpickler(fh).load()
+    import io
+
+    data = read_regular_file(meta, "DCP metadata", MAX_DCP_METADATA_BYTES)
+    obj = _Unpickler(io.BytesIO(data)).load()
     if type(obj).__name__ != "Metadata" or not isinstance(obj, _Inert):
         raise ValueError(f"top-level object is {type(obj).__name__}, not a DCP Metadata")
     state = obj.state
@@ -203,6 +210,8 @@ def dcp_state_keys(checkpoint_dir: str | os.PathLike[str]) -> list[str]:
         return list(cached)
     try:
         keys = _read_dcp_keys(meta)
+    except FvError:
+        raise
     except Exception as exc:  # noqa: BLE001 - a damaged pickle can raise anything
         reason = " ".join(f"{type(exc).__name__}: {exc}".split())[:200]
         raise FvError(f"{meta}: unreadable DCP metadata ({reason})") from None

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from fvconsole.core.errors import FvError
+from fvconsole.core.runconfig import read_regular_file
 
 MANIFEST_VERSION = 2
 ROW_GROUP_FIELDS = ("file", "row_group", "rows", "sample_start", "file_size", "file_mtime_ns")
@@ -27,6 +28,8 @@ _TOP_FIELDS: tuple[tuple[str, type], ...] = (
     ("row_groups", list),
     ("fingerprint", str),
 )
+#: A million row groups is ~200 MB of JSON; refuse what cannot be a manifest.
+MAX_MANIFEST_BYTES = 2 * 2**30
 #: Report at most this many examples of one kind of problem (the count is always given).
 MAX_EXAMPLES = 3
 
@@ -122,8 +125,7 @@ def _row_group_error(path: str, index: int, item: Any) -> FvError | None:
 
 def _read_json(path: str) -> Any:
     try:
-        with open(path, "rb") as fh:
-            data = fh.read()
+        data = read_regular_file(path, "streaming manifest", MAX_MANIFEST_BYTES)
     except FileNotFoundError:
         raise FvError(f"{path}: streaming manifest does not exist") from None
     except OSError as exc:

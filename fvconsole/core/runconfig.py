@@ -10,6 +10,7 @@ from __future__ import annotations
 import copy
 import hashlib
 import os
+import stat
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -30,6 +31,32 @@ CRITICAL_PATHS: tuple[str, ...] = (
     "training.data.seed",
     "training.loop.gradient_accumulation_steps",
 )
+
+
+#: Read limits: far above any real file, far below what would exhaust memory.
+MAX_CONFIG_BYTES = 64 * 2**20
+
+_FILE_KINDS = ((stat.S_ISDIR, "a directory"), (stat.S_ISFIFO, "a FIFO"), (stat.S_ISCHR, "a character device"),
+               (stat.S_ISBLK, "a block device"), (stat.S_ISSOCK, "a socket"))
+
+
+def read_regular_file(path: str, what: str, max_bytes: int) -> bytes:
+    """The bytes of ``path`` if it is a regular file of at most ``max_bytes``.
+
+    Opened non-blocking and checked with fstat first, so a FIFO cannot hang us and
+    /dev/zero cannot exhaust memory. OSError (missing, permissions) propagates for the
+    caller to word; anything else is an FvError naming the file and ``what`` it should be.
+    """
+    fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0))
+    with os.fdopen(fd, "rb") as fh:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            kind = next((name for test, name in _FILE_KINDS if test(st.st_mode)), "not a regular file")
+            raise FvError(f"{path}: {what} must be a regular file, but it is {kind}")
+        data = fh.read(max_bytes + 1)
+    if len(data) > max_bytes:
+        raise FvError(f"{path}: {what} is larger than {max_bytes} bytes; refusing to read it")
+    return data
 
 
 class _Missing:
@@ -141,8 +168,7 @@ def load_run_config(path: str | os.PathLike[str], overrides: Sequence[str] = ())
 
     shown = os.fspath(path)
     try:
-        with open(os.path.expanduser(shown), "rb") as fh:
-            raw = fh.read()
+        raw = read_regular_file(os.path.expanduser(shown), "run config", MAX_CONFIG_BYTES)
     except OSError as exc:
         raise FvError(f"{shown}: cannot read run config ({exc.strerror or exc})") from None
     try:

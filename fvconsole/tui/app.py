@@ -8,7 +8,7 @@ the event loop only renders.
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 from rich.text import Text
@@ -36,8 +36,9 @@ VIEWS = (("checkpoints", "1", "Checkpoints"), ("migration", "2", "Migration"), (
 HELP_SECTIONS: list[tuple[str, list[tuple[str, str]]]] = [
     ("Everywhere", [
         ("1 / 2 / 3 / 4", "Checkpoints / Migration / Shard cache / Fleet view (or click the tab)"),
-        ("/", "filter the current table (Esc closes the filter)"),
-        ("r", "refresh the current view from disk"),
+        ("/", "filter the current table (rebuilt from memory)"),
+        ("Esc", "close the filter; in a form field, back to the view's table"),
+        ("r", "refresh the current view from disk (Fleet: rescan the nodes)"),
         ("o", "open paths: run config, checkpoints dir, cache root (→ completes a path)"),
         ("ctrl+p", "command palette: every action by name"),
         ("?", "this help"),
@@ -45,7 +46,7 @@ HELP_SECTIONS: list[tuple[str, list[tuple[str, str]]]] = [
         ("Tab / shift+Tab", "move focus between fields, tables and buttons"),
     ]),
     ("1 Checkpoints", [
-        ("↑ ↓", "select a checkpoint; the detail pane shows metadata, DCP keys, config mismatches"),
+        ("↑ / ↓", "select a checkpoint; the detail pane shows metadata, DCP keys, config mismatches"),
         ("m / Enter", "migrate the selected checkpoint (opens view 2 prefilled)"),
     ]),
     ("2 Migration", [
@@ -58,6 +59,12 @@ HELP_SECTIONS: list[tuple[str, list[tuple[str, str]]]] = [
         ("e", "evict marked entries (preview, confirm, execute, rescan)"),
         ("c", "evict least-recently-used entries down to the cap ($FASTVIDEO_WEIGHT_SHARD_CACHE_MAX_GB)"),
         ("i", "evict invalid entries"),
+    ]),
+    ("4 Fleet", [
+        ("ctrl+r / Enter", "scan the nodes (job id and/or node list, cache root; srun in the background)"),
+        ("i", "evict invalid + incomplete entries on every node (preview, confirm, execute, rescan)"),
+        ("e", "evict the key selected in the matrix on every node that holds it"),
+        ("c", "evict each node down to its cap ($FASTVIDEO_WEIGHT_SHARD_CACHE_MAX_GB on that node)"),
     ]),
 ]
 
@@ -208,7 +215,7 @@ class FvConsoleApp(App[int]):
     def action_refresh(self) -> None:
         view = self.current_view()
         if view is not None:
-            view.refresh_view()
+            view.refresh_requested()
 
     def action_open_paths(self) -> None:
         st = self.state
@@ -216,9 +223,12 @@ class FvConsoleApp(App[int]):
 
         def done(result: dict[str, str] | None) -> None:
             if result is not None:
-                self.load_state(self.state.with_paths(
+                new_state = self.state.with_paths(
                     config_path=result["config"], checkpoints_path=result["checkpoints"],
-                    cache_root=result["cache_root"]))
+                    cache_root=result["cache_root"])
+                if FleetView is not None and new_state.cache_root != st.cache_root:
+                    self.query_one(FleetView).offer_cache_root(st.cache_root, new_state.cache_root)
+                self.load_state(new_state)
 
         self.push_screen(screen, done)
 
@@ -226,6 +236,15 @@ class FvConsoleApp(App[int]):
         self.push_screen(HelpScreen(HELP_SECTIONS, self.state.read_only))
 
     # ------------------------------------------------------------ command palette
+
+    def _in_view(self, name: str, action: Callable[[], None]) -> Callable[[], None]:
+        """A palette callback that first shows the view the action belongs to."""
+
+        def run() -> None:
+            self.action_show(name)
+            action()
+
+        return run
 
     def get_system_commands(self, screen: Screen) -> Iterable[SystemCommand]:
         yield from super().get_system_commands(screen)
@@ -237,13 +256,31 @@ class FvConsoleApp(App[int]):
         yield SystemCommand("Shard cache view", "Show the weight shard cache (3)", lambda: self.action_show("cache"))
         yield SystemCommand("Open paths", "Pick run config, checkpoints and cache root (o)", self.action_open_paths)
         yield SystemCommand("Refresh", "Reload the current view from disk (r)", self.action_refresh)
-        yield SystemCommand("Preview migration", "Build the migration plan from the form", migration.action_preview)
-        yield SystemCommand("Execute migration" + ro, "Write the previewed sidecars (asks first)",
-                            migration.action_execute)
-        yield SystemCommand("Verify sidecars", "Check existing sidecars against the form", migration.action_verify)
-        yield SystemCommand("Evict marked cache entries" + ro, "Plan, confirm and evict marked entries",
-                            cache.action_evict_marked)
-        yield SystemCommand("Evict cache to cap" + ro, "Evict LRU entries down to the cap", cache.action_evict_cap)
-        yield SystemCommand("Evict invalid cache entries" + ro, "Evict entries that cannot be used",
-                            cache.action_evict_invalid)
+        yield SystemCommand("Preview migration", "Build the migration plan from the form (ctrl+r)",
+                            self._in_view("migration", migration.action_preview))
+        yield SystemCommand("Execute migration" + ro, "Write the previewed sidecars, asks first (ctrl+e)",
+                            self._in_view("migration", migration.action_execute))
+        yield SystemCommand("Verify sidecars", "Check existing sidecars against the form (ctrl+y)",
+                            self._in_view("migration", migration.action_verify))
+        yield SystemCommand("Evict marked cache entries" + ro, "Plan, confirm and evict marked entries (e)",
+                            self._in_view("cache", cache.action_evict_marked))
+        yield SystemCommand("Evict cache to cap" + ro, "Evict LRU entries down to the cap (c)",
+                            self._in_view("cache", cache.action_evict_cap))
+        yield SystemCommand("Evict invalid cache entries" + ro, "Evict entries that cannot be used (i)",
+                            self._in_view("cache", cache.action_evict_invalid))
+        if FleetView is not None:
+            fleet = self.query_one(FleetView)
+            yield SystemCommand("Fleet view", "Show the node-local caches across Slurm nodes (4)",
+                                lambda: self.action_show("fleet"))
+            yield SystemCommand("Fleet: scan nodes", "srun `cache ls` on every selected node (ctrl+r)",
+                                self._in_view("fleet", fleet.action_scan))
+            yield SystemCommand("Fleet: evict invalid + incomplete" + ro,
+                                "Preview, confirm and evict unusable entries on every node (i)",
+                                self._in_view("fleet", fleet.action_evict_invalid))
+            yield SystemCommand("Fleet: evict selected key" + ro,
+                                "Preview, confirm and evict the matrix's selected key on every node (e)",
+                                self._in_view("fleet", fleet.action_evict_key))
+            yield SystemCommand("Fleet: evict each node to its cap" + ro,
+                                "Preview, confirm and evict LRU entries down to each node's cap (c)",
+                                self._in_view("fleet", fleet.action_evict_cap))
         yield SystemCommand("Key help", "List every key (?)", self.action_help)

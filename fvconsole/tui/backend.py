@@ -167,10 +167,35 @@ def make_request(**fields: Any) -> Any:
 
 
 def preview(request: Any, progress: Progress | None = None) -> Any:
-    """``core.migration.preview_migration`` (the same call the CLI makes)."""
-    from fvconsole.core.migration import preview_migration
+    """``core.migration.preview_migration`` plus the output dir rules, exactly as the CLI dry run.
 
-    return preview_migration(request, progress=progress)
+    ``fvconsole migrate`` (dry run included) also runs ``core.sidecars.check_output_dir``
+    (foreign files, a symlink, an existing set without overwrite, inside the checkpoint), so
+    the console refuses those at preview time too instead of discovering them at execute time.
+    A refused preview carries no plan, so nothing can be executed from it.
+    """
+    from dataclasses import replace
+
+    from fvconsole.core.migration import Refusal, preview_migration
+
+    result = preview_migration(request, progress=progress)
+    if result.plan is None:
+        return result
+    problem = output_dir_problem(result.plan)
+    if problem is None:
+        return result
+    return replace(result, refusals=(*result.refusals, Refusal("output_dir", problem)), plan=None)
+
+
+def output_dir_problem(plan: Any) -> str | None:
+    """What ``fvconsole migrate``'s dry run refuses about the output dir (same check, same text)."""
+    from fvconsole.core.sidecars import check_output_dir
+
+    try:
+        check_output_dir(os.path.abspath(plan.output_dir), plan.checkpoint, plan.request.overwrite)
+    except FvError as exc:
+        return f"output_dir: {exc}"
+    return None
 
 
 def execute(plan: Any, progress: Progress | None = None) -> dict:
@@ -216,62 +241,73 @@ def evict(eviction_plan: Any, progress: Progress | None = None) -> Any:
 
 @dataclass(frozen=True)
 class CacheEntryDetail:
-    """Manifest summary and shard files of one cache entry (display only)."""
+    """Manifest summary and files of one cache entry (display only).
+
+    The manifest summary comes from the scan (``CacheEntry.summary``), which already parsed
+    and validated manifest.json: the detail pane never opens it again.
+    """
 
     path: str
-    manifest: dict | None
+    summary: Any  # core.cache.ManifestSummary, or None without a valid manifest
     manifest_error: str | None
-    params: int
-    dtypes: tuple[tuple[str, int], ...]
-    kinds: tuple[tuple[str, int], ...]
     files: tuple[tuple[str, int], ...]  # (name, bytes) of regular files directly inside
+    other: tuple[str, ...]  # symlinks, directories and other non-regular children (never followed)
+    total_files: int
 
 
-MAX_MANIFEST_BYTES = 64 << 20
+def cache_entry_detail(entry: Any, limit: int = 500) -> CacheEntryDetail:
+    """List one scanned entry's files without following symlinks or touching atimes.
 
+    ``core.cache.files.list_dir`` opens the directory with O_NOFOLLOW | O_NOATIME and lstats
+    each child; no file is opened, so looking at an entry never changes its LRU position.
+    """
+    import stat
 
-def cache_entry_detail(path: str, limit: int = 500) -> CacheEntryDetail:
-    """Read one entry's manifest.json and list its files without following symlinks or touching mtimes."""
-    import json
+    from fvconsole.core.cache.files import list_dir
 
-    files: list[tuple[str, int]] = []
     try:
-        with os.scandir(path) as it:
-            for entry in it:
-                if entry.is_file(follow_symlinks=False):
-                    files.append((entry.name, entry.stat(follow_symlinks=False).st_size))
+        listing = list_dir(entry.path)
     except OSError as exc:
-        raise FvError(f"{path}: cannot list cache entry ({exc.strerror or exc})") from None
-    files.sort()
-    manifest = None
+        raise FvError(f"{entry.path}: cannot list cache entry ({exc.strerror or exc})") from None
+    files = sorted((name, st.st_size) for name, st in listing if stat.S_ISREG(st.st_mode))
+    other = sorted(name for name, st in listing if not stat.S_ISREG(st.st_mode))
     error = None
-    manifest_path = os.path.join(path, "manifest.json")
-    try:
-        if os.path.getsize(manifest_path) > MAX_MANIFEST_BYTES:
-            raise ValueError("larger than 64 MiB")
-        with open(manifest_path, encoding="utf-8") as handle:
-            manifest = json.load(handle)
-        if not isinstance(manifest, dict):
-            raise ValueError("not a JSON object")
-    except FileNotFoundError:
-        error = f"{manifest_path}: missing"
-    except (OSError, ValueError) as exc:
-        error = f"{manifest_path}: unreadable ({exc})"
-        manifest = None
-    dtypes: dict[str, int] = {}
-    kinds: dict[str, int] = {}
-    params = manifest.get("params") if isinstance(manifest, dict) else None
-    if isinstance(params, dict):
-        for spec in params.values():
-            if isinstance(spec, dict):
-                dtypes[str(spec.get("dtype"))] = dtypes.get(str(spec.get("dtype")), 0) + 1
-                kinds[str(spec.get("kind"))] = kinds.get(str(spec.get("kind")), 0) + 1
-    return CacheEntryDetail(
-        path=path,
-        manifest=manifest,
-        manifest_error=error,
-        params=len(params) if isinstance(params, dict) else 0,
-        dtypes=tuple(sorted(dtypes.items())),
-        kinds=tuple(sorted(kinds.items())),
-        files=tuple(files[:limit]),
-    )
+    if entry.summary is None:
+        present = any(name == "manifest.json" for name, _ in listing)
+        error = (entry.explanation or "not usable") if present else "missing"
+    return CacheEntryDetail(path=entry.path, summary=entry.summary, manifest_error=error,
+                            files=tuple(files[:limit]), other=tuple(other[:limit]), total_files=len(files))
+
+
+# ---------------------------------------------------------------- next sample ids
+
+#: More distinct next row groups than this are not read for the preview (each is a Parquet read).
+MAX_NEXT_ID_ROW_GROUPS = 256
+
+
+@dataclass(frozen=True)
+class NextSampleIds:
+    """The sample id each rank reads next, when it could be read (display only)."""
+
+    ids: dict[int, Any]  # rank -> id (None: the rank has no next sample, or its row group failed)
+    row_groups_read: int
+    note: str | None  # why ids are missing (too many row groups, unreadable dataset)
+
+
+def next_sample_ids(plan: Any, max_row_groups: int = MAX_NEXT_ID_ROW_GROUPS) -> NextSampleIds:
+    """Read the ``id`` of each rank's next sample: only the distinct next row groups, each once.
+
+    Reuses what ``fvconsole sidecars verify --deep`` does (``core.sidecars._deep_next_samples``).
+    Bounded: beyond ``max_row_groups`` distinct row groups nothing is read and a note says so.
+    """
+    from fvconsole.core.sidecars import _deep_next_samples
+
+    needed = {c.next_row_group for c in plan.ranks if c.next_row_group is not None and c.next_row_group >= 0}
+    if len(needed) > max_row_groups:
+        return NextSampleIds({}, 0, f"next sample ids not read: {len(needed)} distinct row groups "
+                                    f"(more than {max_row_groups}); `fvconsole sidecars verify --deep` reads them all")
+    rows: list[dict] = [{"rank": c.rank} for c in plan.ranks]
+    problems: list[str] = []
+    _deep_next_samples(plan, rows, problems)
+    note = "; ".join(problems[:3]) + (f" (+{len(problems) - 3} more)" if len(problems) > 3 else "") or None
+    return NextSampleIds({row["rank"]: row.get("next_sample_id") for row in rows}, len(needed), note)

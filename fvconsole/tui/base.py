@@ -88,12 +88,15 @@ class BaseView(Vertical):
         box.focus()
 
     def action_close_filter(self) -> None:
+        """Esc: close the filter; in a form field, go back to the view's table (so 1-4, q work)."""
         box = self.filter_input()
         if box.display:
             box.value = ""
             box.display = False
             self.apply_filter("")
             self.focus_main()
+        elif isinstance(self.app.focused, Input):
+            self.focus_table()
 
     def on_input_changed(self, event: Input.Changed) -> None:
         if event.input.has_class("view-filter"):
@@ -111,8 +114,16 @@ class BaseView(Vertical):
     def refresh_view(self) -> None:
         """Reload from disk (in a worker)."""
 
+    def refresh_requested(self) -> None:
+        """`r` pressed in this view (a load of new paths calls ``refresh_view`` directly)."""
+        self.refresh_view()
+
     def apply_filter(self, text: str) -> None:
         """Rebuild the main table from memory keeping rows that contain ``text``."""
 
     def focus_main(self) -> None:
         """Focus the view's main widget."""
+
+    def focus_table(self) -> None:
+        """Focus the view's table (Esc from a form field); the main widget unless overridden."""
+        self.focus_main()

@@ -202,12 +202,14 @@ class CacheView(BaseView):
         if entry is None:
             return
         self.query_one("#cache-detail", Static).update(self._entry_text(entry, None))
-        self.run_in_thread(lambda: backend.cache_entry_detail(entry.path),
+        self.run_in_thread(lambda: backend.cache_entry_detail(entry),
                            lambda d: self._show_detail(entry, d), group="cache-detail")
 
     def _entry_text(self, entry: Any, detail: Any) -> Text:
         text = Text().append(f"{entry.key}  ", style="bold")
         text.append(entry.status, style=STATUS_STYLE.get(entry.status, ""))
+        if entry.writing:
+            text.append("  (being written)", style="grey62")
         text.append(f"\n{entry.path}\n", style="grey62")
         text.append(f"size {human_bytes(entry.bytes)}   shards {shards_cell(entry)}   "
                     f"last used {last_used_cell(entry)}\n")
@@ -224,23 +226,24 @@ class CacheView(BaseView):
             return
         text = self._entry_text(entry, detail)
         text.append("\nmanifest.json\n", style="bold underline")
-        if detail.manifest_error:
-            text.append(f"⚠ {detail.manifest_error}\n", style="bold red")
-        if detail.manifest is not None:
-            m = detail.manifest
-            text.append(f"  format_version {m.get('format_version')!r}   key {m.get('key')!r}   "
-                        f"num_shards {m.get('num_shards')!r}\n")
-            text.append(f"  params {detail.params}: "
-                        + ", ".join(f"{k} {n}" for k, n in detail.kinds) + "\n")
-            text.append("  dtypes: " + (", ".join(f"{d} ×{n}" for d, n in detail.dtypes) or "-") + "\n")
-        text.append(f"\nfiles ({len(detail.files)})\n", style="bold underline")
+        summary = detail.summary
+        if summary is not None:
+            text.append(f"  num_shards {entry.num_shards}   params {summary.params}   "
+                        f"elements {summary.numel:,}\n")
+            text.append("  kinds: " + (", ".join(f"{k} ×{n}" for k, n in summary.kinds) or "-") + "\n")
+            text.append("  dtypes: " + (", ".join(f"{d} ×{n}" for d, n in summary.dtypes) or "-") + "\n")
+        else:
+            text.append(f"  ⚠ {detail.manifest_error}\n", style="bold red" if entry.status == "invalid" else "yellow")
+        text.append(f"\nfiles ({detail.total_files})\n", style="bold underline")
         head, omitted, tail = head_tail(list(detail.files), 12, 4)
         for name, size in head:
             text.append(f"  {name:<36} {human_bytes(size):>10}\n")
-        if omitted:
-            text.append(f"  … {omitted} more\n", style="grey62")
+        if omitted or detail.total_files > len(detail.files):
+            text.append(f"  … {omitted + detail.total_files - len(detail.files)} more\n", style="grey62")
         for name, size in tail:
             text.append(f"  {name:<36} {human_bytes(size):>10}\n")
+        for name in detail.other[:8]:
+            text.append(f"  {name}  (not a regular file: not followed, not counted)\n", style="yellow")
         self.query_one("#cache-detail", Static).update(text)
 
     # ------------------------------------------------------------ marking

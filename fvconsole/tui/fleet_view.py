@@ -119,6 +119,16 @@ class FleetView(BaseView):
         target = "#fleet-matrix" if self._view is not None else "#fleet-job"
         self.query_one(target).focus()
 
+    def focus_table(self) -> None:
+        self.query_one("#fleet-matrix", DataTable).focus()
+
+    def offer_cache_root(self, old: str | None, new: str | None) -> None:
+        """A cache root picked with `o`: use it here too, unless the field was edited (e.g. a {node} root)."""
+        box = self.query_one("#fleet-root", Input)
+        if new and box.value.strip() in ("", old or "", self._initial_root):
+            box.value = new
+            self._initial_root = new
+
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
         if action in {a for a, _k, _l in WRITE_ACTIONS}:
             return not self.read_only
@@ -135,9 +145,17 @@ class FleetView(BaseView):
         return job, nodes, root
 
     def refresh_view(self) -> None:
-        """`r`: rescan, but only once the user has scanned (never srun on start-up by surprise)."""
+        """New paths loaded: rescan, but only once the user has scanned (never srun by surprise)."""
         if self._scanned_once:
             self.action_scan()
+
+    def refresh_requested(self) -> None:
+        """`r`: rescan the nodes (the first scan is ctrl+r / Enter / Scan, after filling the form)."""
+        if self._scanned_once:
+            self.action_scan()
+        else:
+            self.notify("nothing scanned yet: give a job id or node list and the cache root, then ctrl+r",
+                        severity="warning")
 
     def on_button_pressed(self, event: Button.Pressed) -> None:
         if event.button.id == "fleet-scan":

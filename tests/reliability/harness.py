@@ -201,15 +201,20 @@ def run_inproc(argv: Sequence[str], capsys: pytest.CaptureFixture[str]) -> CliRe
     return CliResult(argv, int(code), captured.out, captured.err)
 
 
-def assert_clean_error(result: CliResult, codes: Sequence[int] = (1,), names: Sequence[str] = ()) -> str:
+def assert_clean_error(
+    result: CliResult, codes: Sequence[int] = (1,), names: Sequence[str] = (), *, progress_ok: bool = False
+) -> str:
     """The failure contract: allowed exit code, exactly one stderr line `error: ...`, no traceback.
 
     ``names``: at least one of them must appear in that line (the file or field at fault).
+    ``progress_ok``: a failure part-way may follow ``progress:`` lines (they are not errors).
     Returns the error line.
     """
     assert result.returncode in codes, result.describe()
     assert "Traceback" not in result.stderr and "Traceback" not in result.stdout, result.describe()
     lines = [line for line in result.stderr.splitlines() if line.strip()]
+    if progress_ok:
+        lines = [line for line in lines if not line.startswith("progress:")]
     assert len(lines) == 1, f"expected exactly one stderr line\n{result.describe()}"
     line = lines[0]
     assert line.startswith("error: "), result.describe()

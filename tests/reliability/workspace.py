@@ -6,7 +6,10 @@ parallel write path; the dataset is real Parquet and the checkpoint a real torch
 
 from __future__ import annotations
 
+import hashlib
+import json
 import os
+import struct
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -74,3 +77,28 @@ def build_migration_workspace(root: str | os.PathLike[str], *, world: int = WORL
         dataset=Path(run.dataset_root),
         world=world,
     )
+
+
+def cheap_entries(root: Path, n: int, *, prefix: str = "cheap", last_used: float = 1_700_000_000) -> list[str]:
+    """``n`` tiny complete cache entries (hand-written minimal safetensors, no torch); returns keys.
+
+    Manifest mtimes (last use) are ``last_used + i`` so the LRU order is the creation order.
+    """
+
+    header = json.dumps({"w": {"dtype": "F32", "shape": [1], "data_offsets": [0, 4]}}).encode()
+    shard = struct.pack("<Q", len(header)) + header + b"\0\0\0\0"
+    root.mkdir(parents=True, exist_ok=True)
+    keys = []
+    for i in range(n):
+        key = hashlib.sha256(f"{prefix}-{i}".encode()).hexdigest()[:16]
+        keys.append(key)
+        entry = root / key
+        entry.mkdir()
+        (entry / "shard0-of-1.safetensors").write_bytes(shard)
+        manifest = {"format_version": 1, "key": key, "num_shards": 1,
+                    "params": {"w": {"kind": "tensor", "dtype": "torch.float32", "global_shape": [1]}},
+                    "reverse_param_names_mapping": {}}
+        (entry / "manifest.json").write_text(json.dumps(manifest))
+        old = last_used + i
+        os.utime(entry / "manifest.json", (old, old))
+    return keys

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import stat
 from typing import Any
 
 #: A safetensors header longer than this is treated as corrupt, not read.
@@ -25,6 +26,8 @@ def open_readonly(path: str, *, directory: bool = False) -> int:
     flags = os.O_RDONLY | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0)
     if directory:
         flags |= os.O_DIRECTORY
+    else:
+        flags |= getattr(os, "O_NONBLOCK", 0)  # a FIFO swapped in after the listing cannot hang us
     noatime = getattr(os, "O_NOATIME", 0)
     if noatime:
         try:
@@ -53,6 +56,13 @@ def list_dir(path: str) -> list[tuple[str, os.stat_result]]:
         os.close(fd)
 
 
+def _regular_size(fd: int, what: str) -> int:
+    st = os.fstat(fd)
+    if not stat.S_ISREG(st.st_mode):
+        raise CacheFileError(f"{what} is not a regular file")
+    return st.st_size
+
+
 def _pread_exact(fd: int, length: int, offset: int) -> bytes:
     chunks = []
     while length > 0:
@@ -69,7 +79,7 @@ def read_manifest(path: str) -> dict[str, Any]:
     """Parse a manifest.json once (CacheFileError when it is not a JSON object)."""
     fd = open_readonly(path)
     try:
-        size = os.fstat(fd).st_size
+        size = _regular_size(fd, "manifest.json")
         if size > MAX_MANIFEST_BYTES:
             raise CacheFileError(f"manifest.json is {size} bytes (more than {MAX_MANIFEST_BYTES})")
         raw = _pread_exact(fd, size, 0)
@@ -94,7 +104,7 @@ def read_safetensors_header(path: str) -> dict[str, Any]:
     """
     fd = open_readonly(path)
     try:
-        size = os.fstat(fd).st_size
+        size = _regular_size(fd, "shard")
         head = _pread_exact(fd, 8, 0)
         if len(head) < 8:
             raise CacheFileError(f"{size} bytes, shorter than the 8-byte header length")
