@@ -240,3 +240,26 @@ def test_one_unremovable_file_does_not_stop_the_rest_of_the_entry(tmp_path):
         for candidate in (pinned, hidden / "manifest.json"):
             if candidate.exists():
                 _chattr("-i", candidate)
+
+
+def test_entry_taken_by_another_evictor_during_the_recheck_is_already_evicted(tmp_path, monkeypatch):
+    # Regression (reliability D4): the other evictor renames the entry and empties it while our
+    # re-check lists it; that was reported "changed since plan (manifest mtime differs: used ...)".
+    from fvconsole.core.cache import evict
+
+    root = tmp_path / "cache"
+    (key,) = _old_entries(root, 1)
+    plan = plan_eviction(scan_cache(root), keys=[key])
+    real_list = evict.list_entry_files
+    hidden = root / f".evicting-{key}-4194301"
+
+    def listing_while_another_evictor_acts(path):
+        os.rename(path, hidden)  # the other evictor: rename first, then unlink
+        os.unlink(hidden / "manifest.json")
+        return real_list(str(hidden))
+
+    monkeypatch.setattr(evict, "list_entry_files", listing_while_another_evictor_acts)
+    result = execute_eviction(plan)
+    assert result.evicted == () and result.ok
+    assert [(s.key, s.reason) for s in result.skipped] == [(key, "already evicted (by another evictor)")]
+    assert hidden.is_dir()  # the other evictor's directory is left to it

@@ -260,3 +260,11 @@ def test_interrupt_stops_every_srun_in_flight(fake_srun: str, caches: tuple[str,
     pid = int((pids / "hang1.pid").read_text())
     with pytest.raises(ProcessLookupError):
         os.kill(pid, 0)
+
+
+@pytest.mark.parametrize("value", ["nan", "inf", "0", "-1"])
+def test_non_finite_or_non_positive_timeout_is_a_usage_error(value: str, capsys) -> None:
+    # Regression: nan/inf passed validation and crashed later as "internal error: ValueError".
+    assert main(["fleet", "cache", "ls", "--nodes", "n1", "--cache-root", "/x", f"--timeout={value}"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: --timeout must be a positive number of seconds") and "internal" not in err

@@ -189,3 +189,28 @@ async def test_scan_runs_in_a_worker(fleet: dict) -> None:
         stub.release.set()
         await settle(app, pilot)
         assert "released" in str(view.query_one("#fleet-status", Static).render())
+
+
+@run_async
+async def test_filter_and_r_rescan_in_fleet_view(fleet: dict) -> None:
+    app = make_app()
+    async with app.run_test(size=SIZE) as pilot:
+        view = await open_fleet(app, pilot, fleet["root"])
+        view.dispatcher = SrunDispatcher(timeout=60, srun=fleet["srun"])
+        assert isinstance(app.focused, Input)  # the form first: type a job id or node list
+        await pilot.press("escape", "r")  # Esc leaves the field; r before any scan runs no srun
+        assert view.view_result is None
+        assert any("nothing scanned yet" in n.message for n in app._notifications)
+        view.action_scan()
+        await settle(app, pilot)
+        matrix = view.query_one("#fleet-matrix", DataTable)
+        assert app.focused is matrix and matrix.row_count == 2
+        await pilot.press("slash", *OTHER[:8])
+        assert [r.value for r in matrix.rows] == [OTHER]
+        await pilot.press("escape")
+        assert matrix.row_count == 2 and app.focused is matrix
+        third = make_key("tui-third")
+        write_cache_entry(fleet["base"] / "a3" / "wc", third, num_shards=1, status="complete", tensor_bytes=256)
+        await pilot.press("r")
+        await settle(app, pilot)
+        assert {r.value for r in matrix.rows} == {KEY, OTHER, third}

@@ -301,3 +301,14 @@ def test_absurd_world_size_is_refused_without_building_its_shards(run) -> None:
     r = refusal_for(p, "samples_per_worker")
     assert "12 row groups cannot feed 50000000000 data-parallel groups" in r.message
     assert "expected_world_size" in refusal_fields(p)
+
+
+def test_missing_dcp_metadata_file_refuses(tmp_path) -> None:
+    # Reliability Q1: dcp.save writes .metadata last; without it FastVideo cannot load the
+    # checkpoint, so migrating it was pointless (it used to pass with two warnings).
+    run = small_run(tmp_path / "run", steps=())
+    write_checkpoint(run.output_dir, 2, run.config, complete=False, incomplete="dcp-metadata")
+    p = preview_migration(request_for(run))
+    assert p.plan is None
+    r = refusal_for(p, "checkpoint.dcp")
+    assert os.path.join(run.checkpoint(2), "dcp", ".metadata") in r.message and "interrupted" in r.message

@@ -342,21 +342,181 @@ async def test_missing_paths_are_picked_in_app(demo_ws: DemoWorkspace) -> None:
         assert app.query_one("#ckpt-table").row_count == 5
 
 
+#: Which help section documents the bindings of which class.
+HELP_OWNER = {"FvConsoleApp": "Everywhere", "BaseView": "Everywhere", "CheckpointsView": "1 Checkpoints",
+              "MigrationView": "2 Migration", "CacheView": "3 Shard cache", "FleetView": "4 Fleet"}
+KEY_NAMES = {"slash": "/", "question_mark": "?", "escape": "esc", "enter": "enter", "space": "space"}
+
+
+def help_keys(section: str) -> set[str]:
+    """The keys one help section lists ("ctrl+r / Enter" -> {"ctrl+r", "enter"})."""
+    rows = dict(HELP_SECTIONS)[section]
+    return {token.strip().lower() for key, _desc in rows for token in key.split(" / ")}
+
+
+def bound_keys(cls: type) -> set[str]:
+    """Every key bound in ``cls`` itself (shown in the footer or not), in help spelling."""
+    keys = set()
+    for binding in cls.__dict__.get("BINDINGS", []):
+        for key in binding.key.split(","):
+            keys.add(KEY_NAMES.get(key.strip(), key.strip()).lower())
+    return keys
+
+
 @run_async
-async def test_help_lists_every_bound_key(work: dict[str, str]) -> None:
+async def test_help_lists_every_binding_of_every_view(work: dict[str, str]) -> None:
+    from fvconsole.tui.base import BaseView
     from fvconsole.tui.checkpoints_view import CheckpointsView
+    from fvconsole.tui.fleet_view import FleetView
+
+    classes = (FvConsoleApp, BaseView, CheckpointsView, MigrationView, CacheView, FleetView)
+    assert {c.__name__ for c in classes} == set(HELP_OWNER)
+    for cls in classes:
+        missing = bound_keys(cls) - help_keys(HELP_OWNER[cls.__name__])
+        assert not missing, f"{cls.__name__}: keys {sorted(missing)} are bound but not in the '?' help"
+    app = make_app(work)
+    async with app.run_test(size=SIZE) as pilot:
+        await started(app, pilot)
+        await pilot.press("4")
+        await pilot.press("escape")  # from the fleet form back to its table, so ? is a key, not text
+        await pilot.press("question_mark")
+        await settle(app, pilot)
+        assert isinstance(app.screen, HelpScreen)
+        shown = str(app.screen.query_one("#dialog-body Static").render())
+        for title, rows in HELP_SECTIONS:
+            assert title in shown
+            assert all(key in shown for key, _desc in rows)
+        await pilot.press("escape")
+        assert not isinstance(app.screen, HelpScreen)
+
+
+@run_async
+async def test_palette_has_fleet_actions_and_picked_root_reaches_fleet(work: dict[str, str], tmp_path) -> None:
+    from textual.widgets import Input
+
+    from fvconsole.tui.fleet_view import FleetView
 
     app = make_app(work)
     async with app.run_test(size=SIZE) as pilot:
         await started(app, pilot)
-        await pilot.press("question_mark")
+        titles = {c.title: c for c in app.get_system_commands(app.screen)}
+        for title in ("Fleet view", "Fleet: scan nodes", "Fleet: evict invalid + incomplete",
+                      "Fleet: evict selected key", "Fleet: evict each node to its cap"):
+            assert title in titles
+        titles["Fleet: evict selected key"].callback()  # switches to the view, then explains
         await settle(app, pilot)
-        assert isinstance(app.screen, HelpScreen)
-        listed = " ".join(key for _title, rows in HELP_SECTIONS for key, _desc in rows)
-        for cls in (FvConsoleApp, CheckpointsView, MigrationView, CacheView):
-            for binding in cls.BINDINGS:
-                if binding.show:
-                    key = {"slash": "/", "question_mark": "?"}.get(binding.key, binding.key)
-                    assert key in listed, f"{cls.__name__} key {binding.key} missing from help"
+        assert app.query_one("#views").active == "fleet"
+        assert any("scan first" in m or "select a key" in m for m in notifications(app))
+        fleet_root = app.query_one(FleetView).query_one("#fleet-root", Input)
+        assert fleet_root.value == work["cache"]
+        new_root = str(tmp_path / "other-cache")
+        os.mkdir(new_root)
+        await pilot.press("escape", "o")
+        await settle(app, pilot)
+        assert isinstance(app.screen, PathsScreen)
+        app.screen.query_one("#path-cache_root").value = new_root
+        await pilot.press("enter")
+        await started(app, pilot)
+        assert app.state.cache_root == new_root
+        assert fleet_root.value == new_root
+        fleet_root.value = "/scratch/{node}/wc"  # an edited (per-node) root is not overwritten
+        await pilot.press("escape", "o")
+        await settle(app, pilot)
+        app.screen.query_one("#path-cache_root").value = work["cache"]
+        await pilot.press("enter")
+        await started(app, pilot)
+        assert fleet_root.value == "/scratch/{node}/wc"
+        await pilot.press("r")
+        assert any("nothing scanned yet" in m for m in notifications(app))
+
+
+@run_async
+async def test_escape_leaves_a_form_field_so_view_keys_work(work: dict[str, str]) -> None:
+    app = make_app(work)
+    async with app.run_test(size=SIZE) as pilot:
+        await started(app, pilot)
+        await pilot.press("2")
+        await settle(app, pilot)
+        app.query_one("#mig-step").focus()
+        await pilot.press("1")
+        assert app.query_one("#mig-step").value == "1"  # typing in a field is typing
         await pilot.press("escape")
-        assert not isinstance(app.screen, HelpScreen)
+        assert app.focused is app.query_one("#mig-ranks")
+        await pilot.press("1")
+        await settle(app, pilot)
+        assert app.query_one("#views").active == "checkpoints"
+
+
+# --------------------------------------------------------------------------- preview parity
+
+
+async def preview_300(app: FvConsoleApp, pilot, output_dir: str | None = None) -> None:
+    await started(app, pilot)
+    await select_checkpoint(app, pilot, 300)
+    await pilot.press("m")
+    await settle(app, pilot)
+    if output_dir is not None:
+        app.query_one("#mig-output").value = output_dir
+    await pilot.press("ctrl+r")
+    await settle(app, pilot)
+
+
+@run_async
+async def test_preview_refuses_foreign_output_dir_like_the_cli_dry_run(work: dict[str, str], tmp_path,
+                                                                       capsys) -> None:
+    out = tmp_path / "sidecars"
+    out.mkdir()
+    (out / "notes.txt").write_text("mine")
+    ckpt = os.path.join(work["output"], "checkpoint-300")
+    code = cli_main(["migrate", "--config", work["config"], "--checkpoint", ckpt, "--output-dir", str(out),
+                     "--expected-step", "300", "--expected-world-size", "8",
+                     "--consumed-batches-per-rank", "600", "--json"])
+    assert code == 1
+    cli_refusals = json.loads(capsys.readouterr().out)["refusals"]
+    assert [r["field"] for r in cli_refusals] == ["output_dir"]
+    app = make_app(work)
+    async with app.run_test(size=SIZE) as pilot:
+        await preview_300(app, pilot, str(out))
+        banner = app.query_one("#mig-banner")
+        text = " ".join(str(banner.render()).split())
+        assert "REFUSED" in text and banner.has_class("refused")
+        assert " ".join(cli_refusals[0]["message"].split()) in text
+        assert app.query_one("#mig-execute").disabled
+        assert app.query_one("#mig-ranks").row_count == 0
+        await pilot.press("ctrl+e")
+        await settle(app, pilot)
+        assert not isinstance(app.screen, ConfirmScreen)
+    assert sorted(os.listdir(out)) == ["notes.txt"]
+
+
+@run_async
+async def test_next_sample_ids_fill_the_rank_table(work: dict[str, str]) -> None:
+    app = make_app(work)
+    async with app.run_test(size=SIZE) as pilot:
+        await preview_300(app, pilot)
+        view = app.query_one(MigrationView)
+        table = app.query_one("#mig-ranks")
+        plan = view._preview.plan
+        assert table.row_count == plan.world_size == 8
+        assert view.next_ids_note is None
+        for cursor in plan.ranks:
+            row = table.get_row_at(cursor.rank)
+            # The demo dataset's id column is "sample-%06d" of the global sample index.
+            expected = f"sample-{cursor.next_sample_index:06d}" if cursor.next_row_group >= 0 else "-"
+            assert row[-1] == expected, (cursor, row)
+
+
+def test_next_sample_ids_are_bounded(demo_ws: DemoWorkspace) -> None:
+    from fvconsole.core.migration import MigrationRequest, preview_migration
+    from fvconsole.tui import backend
+
+    request = MigrationRequest(config_path=demo_ws.config_path, checkpoint=demo_ws.legacy_checkpoint,
+                               output_dir="/nonexistent/out", expected_step=300, expected_world_size=8,
+                               consumed_batches_per_rank=600)
+    plan = preview_migration(request).plan
+    distinct = {c.next_row_group for c in plan.ranks if c.next_row_group >= 0}
+    assert len(distinct) > 1
+    full = backend.next_sample_ids(plan)
+    assert full.note is None and full.row_groups_read == len(distinct) and len(full.ids) == 8
+    skipped = backend.next_sample_ids(plan, max_row_groups=len(distinct) - 1)
+    assert skipped.ids == {} and skipped.row_groups_read == 0 and "sidecars verify --deep" in skipped.note

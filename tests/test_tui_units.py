@@ -86,7 +86,8 @@ def test_cache_entry_detail_uses_the_scan_and_leaves_atimes_alone(tmp_path) -> N
                                                    "shard1-of-2.safetensors"]
     assert detail.other == ("planted",)  # listed, never followed
     bad = backend.cache_entry_detail(by_path[broken])
-    assert bad.summary is None and "manifest.json" in bad.manifest_error
+    assert bad.summary is None and "not usable" in bad.manifest_error
+    assert "manifest.json" in by_path[broken].explanation  # which the pane shows above it
     assert backend.cache_entry_detail(by_path[bare]).manifest_error == "missing"
     # Looking at entries must not change what the listing (and FastVideo's GC) sees.
     assert {p: os.stat(p).st_atime for p in atimes} == atimes
@@ -135,5 +136,12 @@ def test_rank_table_holds_4096_ranks(tmp_path) -> None:
             assert table.row_count >= 1 and all("4095" in "".join(table.get_row_at(i))
                                                 for i in range(table.row_count))
             assert "4096" in str(app.query_one("#mig-summary").render())
+            # The next ids would need thousands of Parquet reads: skipped with a note, not attempted.
+            await app.workers.wait_for_complete()
+            await pilot.pause()
+            assert view.next_ids_note is not None and "distinct row groups" in view.next_ids_note
+            assert "not read" in str(app.query_one("#mig-summary").render())
+            view.apply_filter("")
+            assert table.row_count == 4096 and table.get_row_at(17)[-1] == "-"
 
     asyncio.run(body())

@@ -81,6 +81,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         return int(args.func(args) or 0)
     except FvError as exc:
         return _report_error(args, exc)
+    except BrokenPipeError:
+        # `fvconsole ... | head`: the reader left; that is not an error worth a message.
+        # Point stdout at devnull so the interpreter's final flush does not complain.
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        return 0
     except OSError as exc:
         where = f": {exc.filename}" if exc.filename else ""
         return _report_error(args, FvError(f"{exc.strerror or exc}{where}"))

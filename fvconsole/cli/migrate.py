@@ -192,6 +192,8 @@ def _report(plan: Any, preview: Any) -> str:
     lines = []
     if preview.mismatches:
         lines += [format_mismatches(preview.mismatches), ""]
+    else:
+        lines += ["config: the run config equals the checkpoint's embedded config (all keys)", ""]
     lines += [f"warning: {w}" for w in preview.warnings]
     groups = plan.world_size // plan.sp_world_size if plan.sp_world_size else plan.world_size
     lines += [

@@ -395,6 +395,14 @@ def _inspect_source(ckpt: str, col: _Collector) -> _CheckpointFacts:
         )
     if not os.path.isdir(os.path.join(ckpt, "dcp")):
         col.refuse("checkpoint.dcp", f"missing DCP directory {os.path.join(ckpt, 'dcp')}")
+    elif not os.path.lexists(os.path.join(ckpt, "dcp", ".metadata")):
+        # dcp.save writes .metadata last: without it the save was interrupted and FastVideo
+        # cannot load this checkpoint at all, so sidecars for it could never be used.
+        col.refuse(
+            "checkpoint.dcp",
+            f"{os.path.join(ckpt, 'dcp', '.metadata')} is missing (interrupted save); FastVideo cannot resume "
+            "from this checkpoint",
+        )
     meta_path = os.path.join(ckpt, "metadata.json")
     try:
         meta = read_metadata(ckpt)

@@ -57,12 +57,12 @@ HELP_SECTIONS: list[tuple[str, list[tuple[str, str]]]] = [
     ("3 Shard cache", [
         ("space", "mark / unmark the selected entry"),
         ("e", "evict marked entries (preview, confirm, execute, rescan)"),
-        ("c", "evict least-recently-used entries down to the cap ($FASTVIDEO_WEIGHT_SHARD_CACHE_MAX_GB)"),
-        ("i", "evict invalid entries"),
+        ("c", "evict least-recently-used entries down to the cap ($FASTVIDEO_WEIGHT_SHARD_CACHE_MAX_GB, 300)"),
+        ("i", "evict unusable entries: invalid, and incomplete ones no write is finishing"),
     ]),
     ("4 Fleet", [
         ("ctrl+r / Enter", "scan the nodes (job id and/or node list, cache root; srun in the background)"),
-        ("i", "evict invalid + incomplete entries on every node (preview, confirm, execute, rescan)"),
+        ("i", "evict invalid + incomplete entries on every node (preview, confirm, run, rescan)"),
         ("e", "evict the key selected in the matrix on every node that holds it"),
         ("c", "evict each node down to its cap ($FASTVIDEO_WEIGHT_SHARD_CACHE_MAX_GB on that node)"),
     ]),

@@ -274,7 +274,7 @@ def cache_entry_detail(entry: Any, limit: int = 500) -> CacheEntryDetail:
     error = None
     if entry.summary is None:
         present = any(name == "manifest.json" for name, _ in listing)
-        error = (entry.explanation or "not usable") if present else "missing"
+        error = "present but not usable (see the explanation above)" if present else "missing"
     return CacheEntryDetail(path=entry.path, summary=entry.summary, manifest_error=error,
                             files=tuple(files[:limit]), other=tuple(other[:limit]), total_files=len(files))
 

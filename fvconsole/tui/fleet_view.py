@@ -39,10 +39,11 @@ class FleetView(BaseView):
     """Node × key matrix of weight shard caches across Slurm nodes, with fleet eviction."""
 
     DEFAULT_CSS = """
-    FleetView #fleet-form { height: auto; padding: 0 1; }
-    FleetView #fleet-form Input { width: 1fr; }
+    FleetView #fleet-form { height: 1; padding: 0 1; margin-top: 1; }
+    FleetView #fleet-form Label { width: auto; color: $text-muted; margin-right: 1; }
+    FleetView #fleet-form Input { width: 1fr; margin-right: 2; }
     FleetView #fleet-form #fleet-root { width: 2fr; }
-    FleetView #fleet-form Button { min-width: 8; }
+    FleetView #fleet-form Button { min-width: 10; }
     FleetView #fleet-status { height: auto; padding: 0 1; }
     FleetView #fleet-progress-row { height: 1; display: none; padding: 0 1; }
     FleetView #fleet-node-table { height: auto; max-height: 12; }
@@ -92,13 +93,17 @@ class FleetView(BaseView):
 
     def compose(self) -> ComposeResult:
         with Horizontal(id="fleet-form"):
-            yield Input(value=os.environ.get("SLURM_JOB_ID", ""), placeholder="job id (e.g. 1234)", id="fleet-job")
-            yield Input(placeholder="nodes (e.g. n[1-8]); empty: the job's", id="fleet-nodes")
-            yield Input(value=self._initial_root, placeholder="cache root on every node ({node} allowed)",
-                        id="fleet-root")
-            yield Button("Scan", id="fleet-scan", variant="primary")
-        yield Static(Text("Give a job id or a node list and the cache root, then Scan (ctrl+r).",
-                          style="italic"), id="fleet-status")
+            yield Label("job")
+            yield Input(value=os.environ.get("SLURM_JOB_ID", ""), placeholder="e.g. 1234", id="fleet-job",
+                        compact=True)
+            yield Label("nodes")
+            yield Input(placeholder="e.g. gpu[001-016]", id="fleet-nodes", compact=True)
+            yield Label("cache root")
+            yield Input(value=self._initial_root, placeholder="the same path on every node; {node} allowed",
+                        id="fleet-root", compact=True)
+            yield Button("Scan ^R", id="fleet-scan", variant="primary", compact=True)
+        yield Static(Text("Give a job id and/or a node list and the cache root, then Scan (ctrl+r or Enter). "
+                          "Esc leaves a field; ? lists every key.", style="italic"), id="fleet-status")
         yield Input(placeholder="filter keys by key, node or status (Esc closes)", classes="view-filter")
         with Horizontal(id="fleet-progress-row"):
             yield ProgressBar(id="fleet-progress", show_eta=False)

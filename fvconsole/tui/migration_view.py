@@ -19,7 +19,7 @@ from textual.widgets import Button, Checkbox, DataTable, Input, Label, ProgressB
 
 from fvconsole.core.errors import FvError, PartialFailure
 from fvconsole.tui import backend
-from fvconsole.tui.base import BaseView
+from fvconsole.tui.base import BaseView, describe_error
 from fvconsole.tui.checkpoints_view import render_mismatches
 from fvconsole.tui.modals import ConfirmScreen, ErrorScreen
 from fvconsole.tui.widgets import FastTable, PathInput, ThreadProgress
@@ -31,16 +31,18 @@ INT_FIELDS = (
 )
 RANK_COLUMNS = (
     ("rank", 5), ("SP grp", 6), ("rg pos", 6), ("offset", 6),
-    ("yielded", 8), ("next sample", 11), ("next rg", 7),
+    ("yielded", 8), ("next sample", 11), ("next rg", 7), ("next id", 14),
 )
+#: The "next id" cell while the ids are being read, and when a rank has none.
+ID_PENDING, ID_NONE = "…", "-"
 
 
-def rank_row(cursor: Any) -> tuple[str, ...]:
+def rank_row(cursor: Any, next_id: str = ID_PENDING) -> tuple[str, ...]:
     """One row of the per-rank table (strings: cheap to filter and render)."""
     return (
         str(cursor.rank), str(cursor.sp_group_index), str(cursor.row_group_position), str(cursor.row_offset),
         str(cursor.yielded_samples), str(cursor.next_sample_index),
-        str(cursor.next_row_group) if cursor.next_row_group >= 0 else "-",
+        str(cursor.next_row_group) if cursor.next_row_group >= 0 else "-", next_id,
     )
 
 
@@ -69,11 +71,25 @@ def plan_summary(plan: Any) -> Text:
     return text
 
 
+#: Refusal fields that stop the config comparison (no run config or no embedded config to compare).
+NOT_COMPARED_FIELDS = ("config", "checkpoint", "metadata.json", "metadata.config")
+
+
+def mismatch_report(preview: Any) -> Text:
+    """The mismatch report of a preview; never "matches" when the comparison could not run."""
+    text = Text().append("Config mismatch report\n", style="bold underline")
+    if not preview.mismatches:
+        stopped = [r for r in preview.refusals if r.field in NOT_COMPARED_FIELDS]
+        if stopped:
+            return text.append(f"not compared: {stopped[0].field} refused (see above)\n", style="yellow")
+    return text.append_text(render_mismatches(preview.mismatches))
+
+
 class MigrationView(BaseView):
     """Form, preview (refusals, mismatches, summary, per-rank table), execute, verify."""
 
     DEFAULT_CSS = """
-    MigrationView #mig-left { width: 60; height: 1fr; padding: 0 1; }
+    MigrationView #mig-left { width: 58; height: 1fr; padding: 0 1; }
     MigrationView #mig-right { width: 1fr; height: 1fr; border-left: solid $primary; }
     MigrationView .form-row { height: 1; }
     MigrationView .form-row Label { width: 23; color: $text-muted; }
@@ -106,6 +122,7 @@ class MigrationView(BaseView):
         self._rank_rows: list[tuple[str, ...]] = []
         self._busy = False
         self._last_receipt: dict | None = None
+        self.next_ids_note: str | None = None
 
     def compose(self) -> ComposeResult:
         with Horizontal():
@@ -156,6 +173,11 @@ class MigrationView(BaseView):
             execute.label = "Execute (read-only)"
 
     def focus_main(self) -> None:
+        """The rank table once there is a plan, else Preview (Enter previews; 1-4 still switch views)."""
+        target = "#mig-ranks" if self._rank_rows else "#mig-preview"
+        self.query_one(target).focus()
+
+    def focus_table(self) -> None:
         self.query_one("#mig-ranks", DataTable).focus()
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
@@ -209,8 +231,14 @@ class MigrationView(BaseView):
         self.action_preview()
 
     def _invalidate(self, message: str) -> None:
+        """The form changed: drop the plan and everything shown from it (nothing stale stays up)."""
         self._preview = None
         self.query_one("#mig-execute", Button).disabled = True
+        if self._rank_rows:
+            self._rank_rows = []
+            self.apply_filter(self.filter_text)
+            self.query_one("#mig-summary", Static).update("")
+            self.query_one("#mig-mismatch", Static).update("")
         banner = self.query_one("#mig-banner", Static)
         banner.set_classes("")
         banner.update(Text(message, style="italic"))
@@ -290,10 +318,7 @@ class MigrationView(BaseView):
         self._finish()
         self._preview = preview
         banner = self.query_one("#mig-banner", Static)
-        self.query_one("#mig-mismatch", Static).update(
-            Text().append("Config mismatch report\n", style="bold underline").append_text(
-                render_mismatches(preview.mismatches))
-        )
+        self.query_one("#mig-mismatch", Static).update(mismatch_report(preview))
         if preview.refusals:
             text = Text(f"✗ REFUSED: {len(preview.refusals)} problem(s); nothing can be written")
             for refusal in preview.refusals:
@@ -321,14 +346,55 @@ class MigrationView(BaseView):
         self._rank_rows = [rank_row(cursor) for cursor in plan.ranks]
         self.apply_filter(self.filter_text)
         self.query_one("#mig-execute", Button).disabled = self.read_only
+        focused = self.app.focused
+        if focused is None or focused.id == "mig-preview":  # previewed from the button: look at the ranks
+            self.focus_table()
+        self._load_next_ids(plan)
+
+    # ------------------------------------------------------------ next sample ids
+
+    def _load_next_ids(self, plan: Any) -> None:
+        """Read each rank's next sample id in a worker (bounded); the table is usable meanwhile."""
+        self.next_ids_note = None
+        self.run_in_thread(lambda: backend.next_sample_ids(plan), lambda ids: self._show_next_ids(plan, ids),
+                           group="mig-next-ids", on_error=lambda exc: self._next_ids_failed(plan, exc))
+
+    def _current_plan(self) -> Any:
+        return self._preview.plan if self._preview is not None else None
+
+    def _show_next_ids(self, plan: Any, result: backend.NextSampleIds) -> None:
+        if self._current_plan() is not plan:
+            return  # a newer preview (or an edit) superseded this one
+        self._rank_rows = [row[:-1] + (self._id_cell(result.ids.get(int(row[0]))),) for row in self._rank_rows]
+        self.apply_filter(self.filter_text)
+        self._set_next_ids_note(plan, result.note)
+
+    def _next_ids_failed(self, plan: Any, exc: BaseException) -> None:
+        if self._current_plan() is plan:
+            self._set_next_ids_note(plan, f"next sample ids not read: {describe_error(exc)}")
+
+    def _set_next_ids_note(self, plan: Any, note: str | None) -> None:
+        self.next_ids_note = note
+        if note is None:
+            return
+        self._rank_rows = [row[:-1] + (ID_NONE if row[-1] == ID_PENDING else row[-1],) for row in self._rank_rows]
+        self.apply_filter(self.filter_text)
+        self.query_one("#mig-summary", Static).update(plan_summary(plan).append(f"ⓘ {note}\n", style="grey62"))
+
+    @staticmethod
+    def _id_cell(value: Any) -> str:
+        return ID_NONE if value is None else str(value)
 
     def apply_filter(self, text: str) -> None:
         table = self.query_one("#mig-ranks", DataTable)
+        cursor = table.cursor_row
         table.clear()
         rows = self._rank_rows
         if text:
             rows = [row for row in rows if any(text == cell or text in cell for cell in row)]
         table.add_rows(rows)
+        if 0 < cursor < len(rows):  # a refill (the ids arrived) keeps the operator's place
+            table.move_cursor(row=cursor)
 
     # ------------------------------------------------------------ execute
 

@@ -10,6 +10,7 @@ and starts with focus on **Cancel**, so Enter alone never confirms. It dismisses
 
 from __future__ import annotations
 
+import textwrap
 from collections.abc import Sequence
 
 from rich.markup import escape
@@ -35,6 +36,10 @@ ConfirmScreen, ErrorScreen, HelpScreen, PathsScreen { align: center middle; }
 #dialog-buttons Button { margin-left: 2; }
 .field-label { margin-top: 1; color: $text-muted; }
 """
+
+
+#: Width of the description column of the help screen (the dialog is 110 wide).
+HELP_DESC_WIDTH = 82
 
 
 class ConfirmScreen(ModalScreen[bool]):
@@ -108,7 +113,7 @@ class ErrorScreen(ModalScreen[None]):
 class HelpScreen(ModalScreen[None]):
     """Every key, grouped by view."""
 
-    DEFAULT_CSS = MODAL_CSS + "HelpScreen #dialog { width: 110; } HelpScreen #dialog-body { max-height: 34; }"
+    DEFAULT_CSS = MODAL_CSS + "HelpScreen #dialog { width: 110; } HelpScreen #dialog-body { max-height: 60vh; }"
     SCOPED_CSS = False
     BINDINGS = [Binding("escape,question_mark,q", "close", "Close")]
 
@@ -123,7 +128,10 @@ class HelpScreen(ModalScreen[None]):
             text.append(f"{title}\n", style="bold underline")
             for key, desc in rows:
                 text.append(f"  {key:<18}", style="bold cyan")
-                text.append(f"{desc}\n")
+                lines = textwrap.wrap(desc, HELP_DESC_WIDTH) or [""]
+                text.append(lines[0] + "\n")
+                for line in lines[1:]:  # continuation lines stay in the description column
+                    text.append(" " * 20 + line + "\n")
             text.append("\n")
         text.append(
             "Tables: ↑/↓ PgUp/PgDn Home/End move, Enter opens. Inputs: → accepts a path completion, "
@@ -138,6 +146,9 @@ class HelpScreen(ModalScreen[None]):
                 yield Static(text)
             with Horizontal(id="dialog-buttons"):
                 yield Button("Close", variant="primary", id="close")
+
+    def on_mount(self) -> None:
+        self.query_one("#dialog-body", VerticalScroll).focus()  # ↑ ↓ PgUp PgDn scroll the list
 
     def on_button_pressed(self, event: Button.Pressed) -> None:
         event.stop()

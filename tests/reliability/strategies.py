@@ -185,6 +185,11 @@ def mutated_manifest(manifest: dict) -> st.SearchStrategy[tuple[str, dict]]:
     )
 
 
+def same_document(a: Any, b: Any) -> bool:
+    """Equality that tells ``True`` from ``1`` and ``1.0`` (Python's ``==`` does not)."""
+    return json.dumps(a, sort_keys=True) == json.dumps(b, sort_keys=True)
+
+
 def json_text(doc: Any) -> bytes:
     """Serialise a (possibly hostile) document as JSON, NaN/Infinity allowed as Python does."""
     return json.dumps(doc, indent=1, ensure_ascii=False).encode("utf-8")

@@ -19,7 +19,7 @@ from .harness import (
     tree_digest,
     write_malicious_pt,
 )
-from .strategies import corrupted_bytes, mutated_document
+from .strategies import corrupted_bytes, mutated_document, same_document
 
 
 def test_tree_digest_sees_content_names_and_links(tmp_path: Path) -> None:
@@ -95,7 +95,7 @@ def test_malicious_pickle_really_runs_code_when_loaded_unsafely(tmp_path: Path, 
     assert marker.exists()
 
 
-@settings(max_examples=30, deadline=None)
+@settings(max_examples=30, deadline=None, derandomize=True, database=None)
 @given(data=st.data())
 def test_corrupted_bytes_differ_or_shrink(data: st.DataObject) -> None:
     original = b'{"step": 10, "config": {"a": 1}}'
@@ -103,10 +103,10 @@ def test_corrupted_bytes_differ_or_shrink(data: st.DataObject) -> None:
     assert isinstance(damaged, bytes)
 
 
-@settings(max_examples=30, deadline=None)
+@settings(max_examples=30, deadline=None, derandomize=True, database=None)
 @given(data=st.data())
 def test_document_mutation_changes_document(data: st.DataObject) -> None:
     doc = {"step": 10, "config": {"a": [1, 2], "b": "x"}}
     path, new = data.draw(mutated_document(doc))
     assert doc == {"step": 10, "config": {"a": [1, 2], "b": "x"}}  # original untouched
-    assert new != doc or path == ()
+    assert not same_document(new, doc)

@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import io
 import json
+import os
 import shutil
 from collections.abc import Iterator
 from pathlib import Path
@@ -22,7 +23,15 @@ from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 
 from .harness import CliResult, assert_clean_error, digest_diff, run_cli, run_inproc, tree_digest
-from .strategies import BROKEN_YAML, corrupted_bytes, json_text, mutated_document, mutated_manifest, set_path
+from .strategies import (
+    BROKEN_YAML,
+    corrupted_bytes,
+    json_text,
+    mutated_document,
+    mutated_manifest,
+    same_document,
+    set_path,
+)
 from .workspace import MigrationWorkspace, build_migration_workspace
 
 EXAMPLES = 40
@@ -218,7 +227,7 @@ def test_metadata_bytes(ws: MigrationWorkspace, tmp_path: Path, capsys, trials, 
 def test_manifest_mutations(ws: MigrationWorkspace, tmp_path: Path, capsys, trials, data) -> None:
     manifest = json.loads(ws.manifest.read_text())
     description, doc = data.draw(mutated_manifest(manifest))
-    if doc == manifest or description == "row_groups[0].sample_start=0":
+    if same_document(doc, manifest) or description == "row_groups[0].sample_start=0":
         return  # not a mutation
     with replaced(ws.manifest, json_text(doc)):
         result = run_inproc(ws.migrate_args(tmp_path / "out"), capsys)
@@ -309,7 +318,7 @@ def test_receipt_mutations(ws, good_set: Path, tmp_path: Path, capsys, trials, d
         mutated[key] = doc[key]
     else:
         del mutated[key]
-    if mutated == receipt:
+    if same_document(mutated, receipt):
         return
     receipt_path.write_bytes(json_text(mutated))
     trials.add(verify_damaged(ws, target, capsys, ["migration_receipt.json", "dataloader_state_rank"]))
@@ -352,3 +361,83 @@ def test_incomplete_sets(ws, good_set: Path, tmp_path: Path, capsys, trials, dam
         (target / ".dataloader_state_rank1.pt.abcd1234.tmp").write_bytes(b"partial")
         names = [".dataloader_state_rank1.pt.abcd1234.tmp"]
     trials.add(verify_damaged(ws, target, capsys, names))
+
+
+# --------------------------------------------------------------------------- shard cache manifests
+
+
+@pytest.fixture(scope="module")
+def cache_template(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    from fvconsole.demo.cache_builders import write_cache_entry
+
+    root = tmp_path_factory.mktemp("cache-template") / "cache"
+    for seed in range(3):
+        write_cache_entry(root, seed=seed, num_shards=2, tensor_bytes=1024)
+    return root
+
+
+def _cache_copy(template: Path, tmp_path: Path) -> tuple[Path, Path]:
+    root = tmp_path / "cache"
+    if root.exists():
+        shutil.rmtree(root)
+    shutil.copytree(template, root)
+    victim = sorted(p for p in root.iterdir())[0]
+    return root, victim
+
+
+def cache_checks(root: Path, victim: Path, capsys) -> str:
+    """`cache ls` lists everything (exit 0), reads nothing it must not change; `evict --invalid` is precise."""
+    others = {p.name: tree_digest(p) for p in root.iterdir() if p != victim}
+    before = tree_digest(root, mtimes=True)
+    ls = run_inproc(["cache", "ls", str(root), "--json"], capsys)
+    assert ls.returncode == 0, ls.describe()
+    assert "Traceback" not in ls.stderr
+    assert tree_digest(root, mtimes=True) == before, "`cache ls` changed files or mtimes"
+    entries = {e["key"]: e for e in json.loads(ls.stdout)["entries"]}
+    assert set(entries) == {p.name for p in root.iterdir()}
+    status = entries[victim.name]["status"]
+    evict = run_inproc(["cache", "evict", str(root), "--invalid", "--force", "--yes"], capsys)
+    assert evict.returncode == 0, evict.describe()
+    for name, digest in others.items():
+        assert tree_digest(root / name) == digest, "evict --invalid touched a valid entry"
+    if status == "complete":
+        assert victim.exists()
+        return "listed as complete (mutation harmless)"
+    assert not victim.exists() or status == "partial", f"{status} entry not evicted by --invalid"
+    return f"listed as {status}, evicted by --invalid" if not victim.exists() else f"listed as {status}"
+
+
+@pytest.mark.fault("hostile input", "shard cache manifest.json: structural mutation (`cache ls`, `cache evict --invalid`)")
+@SETTINGS
+@given(data=st.data())
+def test_cache_manifest_mutations(cache_template: Path, tmp_path: Path, capsys, trials, data) -> None:
+    root, victim = _cache_copy(cache_template, tmp_path)
+    manifest_path = victim / "manifest.json"
+    doc = json.loads(manifest_path.read_text())
+    path, mutated = data.draw(mutated_document(doc))
+    stamp = manifest_path.stat().st_mtime_ns
+    manifest_path.write_bytes(json_text(mutated))
+    os.utime(manifest_path, ns=(stamp, stamp))
+    label = cache_checks(root, victim, capsys)
+    if path[:1] in ((), ("format_version",), ("key",), ("num_shards",)) and not same_document(mutated, doc):
+        # FORMATS.md §6: these decide whether an entry is usable at all.
+        assert "complete" not in label, f"manifest with {path or 'whole document'} damaged listed as complete"
+    trials.add(label)
+
+
+@pytest.mark.fault("hostile input", "shard cache manifest.json / safetensors header: bytes damaged")
+@SETTINGS
+@given(data=st.data())
+def test_cache_files_bytes(cache_template: Path, tmp_path: Path, capsys, trials, data) -> None:
+    root, victim = _cache_copy(cache_template, tmp_path)
+    target = victim / data.draw(st.sampled_from(["manifest.json", "shard0-of-2.safetensors"]))
+    original = target.read_bytes()
+    # Damage the start of a shard (length prefix + JSON header) where a validator looks.
+    window = original if target.name == "manifest.json" else original[:256]
+    damaged = data.draw(corrupted_bytes(window)) + (b"" if target.name == "manifest.json" else original[256:])
+    if damaged == original:
+        return
+    stamp = target.stat().st_mtime_ns
+    target.write_bytes(damaged)
+    os.utime(target, ns=(stamp, stamp))
+    trials.add(cache_checks(root, victim, capsys))

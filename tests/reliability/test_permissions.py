@@ -206,13 +206,9 @@ def test_bad_cache_root(cache_root: Path, tmp_path: Path, unprivileged_ok, trial
     trials.add("refused, exit 1")
 
 
-@pytest.mark.fault("permissions", "cache root vanishes (renamed away) while `cache ls` scans 2,000 entries")
-def test_root_vanishes_mid_scan(tmp_path: Path, capsys, trials) -> None:
-    """A thread renames the root away and back while scans run: every scan either lists
-    or fails with one clean error naming the root — whichever moment the root vanished at."""
-    root = tmp_path / "cache"
-    cheap_entries(root, 2000)
-    away = tmp_path / "cache-away"
+@contextlib.contextmanager
+def flapping(root: Path, away: Path) -> Iterator[None]:
+    """While the block runs, a thread keeps renaming ``root`` away and back."""
     stop = threading.Event()
 
     def flapper() -> None:
@@ -225,19 +221,62 @@ def test_root_vanishes_mid_scan(tmp_path: Path, capsys, trials) -> None:
     thread = threading.Thread(target=flapper, daemon=True)
     thread.start()
     try:
+        yield
+    finally:
+        stop.set()
+        thread.join()
+        if away.exists():
+            os.rename(away, root)
+
+
+@pytest.mark.fault("permissions", "cache root vanishes (renamed away) while `cache ls` scans 2,000 entries")
+def test_root_vanishes_mid_scan(tmp_path: Path, capsys, trials) -> None:
+    """A thread renames the root away and back while scans run: every scan either lists
+    or fails with one clean error naming the root — whichever moment the root vanished at."""
+    root = tmp_path / "cache"
+    cheap_entries(root, 2000)
+    away = tmp_path / "cache-away"
+    with flapping(root, away):
         for _ in range(25):
             result = run_inproc(["cache", "ls", str(root), "--json"], capsys)
             assert_no_traceback(result)
             if result.returncode == 0:
                 payload = json.loads(result.stdout)
                 assert len(payload["entries"]) <= 2000
-                trials.add("listed" if len(payload["entries"]) == 2000 and not payload["errors"] else "partial listing, errors reported")
+                complete = len(payload["entries"]) == 2000 and not payload["errors"]
+                trials.add("listed" if complete else "partial listing, errors reported")
             else:
                 assert_clean_error(result, codes=(1,), names=[str(root)])
                 trials.add("root gone: exit 1")
-    finally:
-        stop.set()
-        thread.join()
-        if away.exists():
-            os.rename(away, root)
     assert trials.count == 25
+
+
+@pytest.mark.fault("permissions", "cache root vanishes (renamed away) while `cache evict --yes` runs")
+def test_root_vanishes_mid_eviction(tmp_path: Path, capsys, trials) -> None:
+    """Whatever moment the root disappears at: no traceback, no half-deleted entry under its
+    key, nothing outside touched, and the next eviction cleans any leftover."""
+    away = tmp_path / "cache-away"
+    bystander = tmp_path / "bystander"
+    cheap_entries(bystander, 3, prefix="bystander")
+    bystander_digest = tree_digest(bystander)
+    for round_ in range(6):
+        root = tmp_path / "cache"
+        shutil.rmtree(root, ignore_errors=True)
+        keys = cheap_entries(root, 300, prefix=f"v{round_}")
+        original = {k: tree_digest(root / k) for k in keys}
+        with flapping(root, away):
+            result = run_inproc(["cache", "evict", str(root), "--max-gb", "0", "--yes", "--json"], capsys)
+        assert_no_traceback(result)
+        assert result.returncode in (0, 1, 3), result.describe()
+        if result.returncode:
+            assert_clean_error(result, codes=(1, 3), names=[str(root)])
+        for child in root.iterdir():
+            if child.name in original:
+                assert tree_digest(child) == original[child.name], f"{child.name} half-deleted under its key"
+            else:
+                assert child.name.startswith(".evicting-"), child.name
+        assert tree_digest(bystander) == bystander_digest
+        again = run_inproc(["cache", "evict", str(root), "--max-gb", "0", "--yes"], capsys)
+        assert again.returncode == 0, again.describe()
+        assert list(root.iterdir()) == []
+        trials.add(f"exit {result.returncode}, next eviction finished the job")

@@ -167,7 +167,7 @@ def test_symlinks_inside_entry_never_followed(tmp_path: Path, capsys, trials) ->
     trials.add("entry removed, outside untouched")
 
 
-@pytest.mark.fault("security", "cache root itself is a symlink; cache root inside an entry's symlink target")
+@pytest.mark.fault("security", "cache root is itself a symlink (evicts through it; the link and sibling dirs untouched)")
 def test_root_is_symlink_outside_untouched(tmp_path: Path, capsys, trials) -> None:
     from fvconsole.demo.cache_builders import write_cache_entry
 

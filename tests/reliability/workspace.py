@@ -84,7 +84,6 @@ def cheap_entries(root: Path, n: int, *, prefix: str = "cheap", last_used: float
 
     Manifest mtimes (last use) are ``last_used + i`` so the LRU order is the creation order.
     """
-
     header = json.dumps({"w": {"dtype": "F32", "shape": [1], "data_offsets": [0, 4]}}).encode()
     shard = struct.pack("<Q", len(header)) + header + b"\0\0\0\0"
     root.mkdir(parents=True, exist_ok=True)
@@ -100,5 +99,6 @@ def cheap_entries(root: Path, n: int, *, prefix: str = "cheap", last_used: float
                     "reverse_param_names_mapping": {}}
         (entry / "manifest.json").write_text(json.dumps(manifest))
         old = last_used + i
-        os.utime(entry / "manifest.json", (old, old))
+        for path in (entry / "shard0-of-1.safetensors", entry / "manifest.json", entry):
+            os.utime(path, (old, old))
     return keys

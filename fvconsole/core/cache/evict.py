@@ -179,11 +179,27 @@ def _recheck(plan: EvictionPlan, item: PlannedEviction) -> None:
     except FileNotFoundError:
         raise _Skip("already evicted (by another evictor)") from None
     if manifest_mtime_ns(listing) != item.manifest_mtime_ns:
-        raise _Skip("changed since plan (manifest mtime differs: used or rewritten)")
+        _changed(item, st, "changed since plan (manifest mtime differs: used or rewritten)")
     if entry_size(listing) != item.bytes:
-        raise _Skip(f"changed since plan (size {entry_size(listing)} != planned {item.bytes})")
+        _changed(item, st, f"changed since plan (size {entry_size(listing)} != planned {item.bytes})")
     if not plan.force:
         _recheck_not_writing(listing, plan.grace_seconds)
+
+
+def _changed(item: PlannedEviction, st: os.stat_result, reason: str) -> None:
+    """Skip with ``reason``, unless the difference is another evictor taking the entry away.
+
+    A concurrent evictor renames the directory and then empties it, so what we listed may
+    be a directory in the middle of being removed: if ``item.path`` is now gone or another
+    inode, say so instead of claiming the entry was used.
+    """
+    try:
+        now = os.lstat(item.path)
+    except FileNotFoundError:
+        raise _Skip("already evicted (by another evictor)") from None
+    if (now.st_ino, now.st_dev) != (st.st_ino, st.st_dev):
+        raise _Skip("already evicted (by another evictor)")
+    raise _Skip(reason)
 
 
 def _recheck_not_writing(listing: list[tuple[str, os.stat_result]], grace: float) -> None:

@@ -20,6 +20,7 @@ interpreter path as on the login node (a shared filesystem is assumed), which pr
 from __future__ import annotations
 
 import json
+import math
 import os
 import signal
 import subprocess
@@ -150,8 +151,8 @@ def build_plan(
     srun: str = "srun",
 ) -> FleetPlan:
     """One command per node; ``fv_args`` may depend on the node (None skips that node)."""
-    if timeout <= 0:
-        raise UsageError(f"--timeout must be positive (got {timeout:g})")
+    if not math.isfinite(timeout) or timeout <= 0:  # nan/inf reached int() deep in the runner
+        raise UsageError(f"--timeout must be a positive number of seconds (got {timeout:g})")
     if parallel < 1:
         raise UsageError(f"--parallel must be at least 1 (got {parallel})")
     exe = find_srun(srun)
