@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from fvconsole.core.errors import FvError
+from fvconsole.core.fsutil import real
 from fvconsole.core.runconfig import read_regular_file
 
 MANIFEST_VERSION = 2
@@ -32,11 +33,6 @@ _TOP_FIELDS: tuple[tuple[str, type], ...] = (
 MAX_MANIFEST_BYTES = 2 * 2**30
 #: Report at most this many examples of one kind of problem (the count is always given).
 MAX_EXAMPLES = 3
-
-
-def real(path: str | os.PathLike[str]) -> str:
-    """FastVideo's ``_real``: expanduser then realpath."""
-    return os.path.realpath(os.path.expanduser(os.fspath(path)))
 
 
 def stdlib_fingerprint(row_groups: list[dict]) -> str:

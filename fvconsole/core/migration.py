@@ -8,7 +8,6 @@ shuffled shard per data-parallel group: O(row groups + ranks).
 
 from __future__ import annotations
 
-import hashlib
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -16,6 +15,7 @@ from typing import Any
 
 from fvconsole.core import streaming
 from fvconsole.core.errors import FvError
+from fvconsole.core.fsutil import is_within, real, sha256_file
 from fvconsole.core.progress import Progress, no_progress
 from fvconsole.core.runconfig import MISSING, Mismatch, RunConfig, compare_configs, get_path, load_run_config
 
@@ -259,22 +259,6 @@ def compute_cursors(
 # --------------------------------------------------------------------------- preview
 
 
-def _real(path: str) -> str:
-    return os.path.realpath(os.path.expanduser(os.fspath(path)))
-
-
-def _sha256_file(path: str) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as fh:
-        for chunk in iter(lambda: fh.read(1 << 20), b""):
-            digest.update(chunk)
-    return digest.hexdigest()
-
-
-def _is_within(child: str, parent: str) -> bool:
-    return child == parent or os.path.commonpath([child, parent]) == parent
-
-
 class _Collector:
     """Accumulates refusals and warnings; every message is prefixed with its field."""
 
@@ -407,7 +391,7 @@ def _inspect_source(ckpt: str, col: _Collector) -> _CheckpointFacts:
     try:
         meta = read_metadata(ckpt)
         facts.metadata_step = meta["step"]
-        facts.metadata_sha256 = _sha256_file(meta_path)
+        facts.metadata_sha256 = sha256_file(meta_path)
         if isinstance(meta.get("config"), dict):
             facts.embedded = meta["config"]
         else:
@@ -470,8 +454,8 @@ def _check_steps(req: MigrationRequest, facts: _CheckpointFacts, col: _Collector
 def _check_output_dir(req: MigrationRequest, ckpt: str, col: _Collector) -> str:
     """Output must be outside the checkpoint (symlinks resolved) and free of sidecars unless overwrite."""
     given = os.path.abspath(os.path.expanduser(req.output_dir))
-    out = _real(req.output_dir)
-    if _is_within(out, ckpt):
+    out = real(req.output_dir)
+    if is_within(out, ckpt):
         via = f" (resolves to {out})" if out != given else ""
         col.refuse("output_dir", f"{given}{via} is the checkpoint or inside it ({ckpt}); it must be outside")
         return given
@@ -540,7 +524,7 @@ def preview_migration(req: MigrationRequest, progress: Progress | None = None) -
         return MigrationPreview(req, (), tuple(col.refusals), (), None)
     total = 5
     progress(0, total, "reading checkpoint")
-    ckpt = _real(req.checkpoint)
+    ckpt = real(req.checkpoint)
     facts = _inspect_source(ckpt, col)
     step = _check_steps(req, facts, col)
     progress(1, total, "reading run config")
@@ -560,10 +544,10 @@ def preview_migration(req: MigrationRequest, progress: Progress | None = None) -
                 f"training.loop.gradient_accumulation_steps {params.accum} is {expected}",
             )
     output_dir = _check_output_dir(req, ckpt, col)
-    if params.data_path is not None and _is_within(_real(req.output_dir), _real(params.data_path)):
+    if params.data_path is not None and is_within(real(req.output_dir), real(params.data_path)):
         col.refuse(
             "output_dir",
-            f"{output_dir} is inside the dataset root {_real(params.data_path)} "
+            f"{output_dir} is inside the dataset root {real(params.data_path)} "
             "(training.data.data_path), which must stay read-only",
         )
 

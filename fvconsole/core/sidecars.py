@@ -36,6 +36,7 @@ from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any
 
 from fvconsole.core.errors import FvError, PartialFailure
+from fvconsole.core.fsutil import is_within, sha256_file
 from fvconsole.core.progress import Progress, no_progress
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
@@ -97,19 +98,6 @@ def _fault_point(label: str) -> None:
 
 def sha256_bytes(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
-
-
-def sha256_file(path: str) -> str:
-    """Streamed sha256 of a file (metadata.json, configs and sidecars are small, but be safe)."""
-    digest = hashlib.sha256()
-    with open(path, "rb") as handle:
-        for chunk in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(chunk)
-    return digest.hexdigest()
-
-
-def _is_within(child: str, parent: str) -> bool:
-    return child == parent or child.startswith(parent.rstrip(os.sep) + os.sep)
 
 
 def _pid_alive(pid: int) -> bool:
@@ -219,12 +207,12 @@ def check_output_dir(out: str, checkpoint: str, overwrite: bool) -> OutputState:
     """Refuse (FvError) unless ``out`` may receive a new set; nothing is written."""
     out_real = os.path.realpath(out)
     ck_real = os.path.realpath(checkpoint)
-    if _is_within(out_real, ck_real):
+    if is_within(out_real, ck_real):
         raise FvError(
             f"{out}: output dir resolves to {out_real}, inside the legacy checkpoint {ck_real} "
             "(--output-dir must be outside it; the checkpoint is never modified)"
         )
-    if _is_within(ck_real, out_real):
+    if is_within(ck_real, out_real):
         raise FvError(f"{out}: output dir contains the checkpoint {ck_real} (--output-dir)")
     state = inspect_output_dir(out)
     if state.foreign:

@@ -1,0 +1,25 @@
+"""Small path and file helpers shared by the migration modules."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+
+
+def real(path: str | os.PathLike[str]) -> str:
+    """FastVideo's ``_real``: expanduser then realpath (how it compares dataset roots)."""
+    return os.path.realpath(os.path.expanduser(os.fspath(path)))
+
+
+def is_within(child: str, parent: str) -> bool:
+    """True when ``child`` is ``parent`` or lies below it (both already resolved)."""
+    return child == parent or child.startswith(parent.rstrip(os.sep) + os.sep)
+
+
+def sha256_file(path: str | os.PathLike[str]) -> str:
+    """Streamed sha256 of a file, as recorded in receipts."""
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        for chunk in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(chunk)
+    return digest.hexdigest()
