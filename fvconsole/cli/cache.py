@@ -9,10 +9,9 @@ from __future__ import annotations
 import argparse
 import os
 import socket
-import sys
 from typing import Any
 
-from fvconsole.cli.common import age_since, emit_json, format_table, head_tail, human_bytes
+from fvconsole.cli.common import age_since, emit_json, format_table, head_tail, human_bytes, progress_printer
 from fvconsole.core.cache import (
     ENV_MAX_GB,
     ENV_ROOT,
@@ -242,7 +241,7 @@ def run_evict(args: argparse.Namespace) -> int:
         else:
             print(render_plan(plan))
         return EXIT_OK
-    result = execute_eviction(plan, progress=None if args.json else _stderr_progress)
+    result = execute_eviction(plan, progress=None if args.json else progress_printer("evicting"))
     payload = {**result.to_json(), **_node_info(), "cap_bytes": plan.cap_bytes}
     if result.errors:
         if not args.json:
@@ -254,14 +253,6 @@ def run_evict(args: argparse.Namespace) -> int:
     else:
         print(render_result(result))
     return EXIT_OK
-
-
-def _stderr_progress(done: int, total: int, message: str) -> None:
-    if sys.stderr.isatty() and total:
-        sys.stderr.write(f"\r[{done}/{total}] {message[:60]:<60}")
-        if done == total:
-            sys.stderr.write("\n")
-        sys.stderr.flush()
 
 
 def _skipped_table(skipped: tuple) -> list[str]:

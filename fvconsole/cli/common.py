@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import json
 import sys
+import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 
@@ -63,3 +64,31 @@ def head_tail(items: Sequence[Any], head: int = 8, tail: int = 4) -> tuple[list[
     if len(items) <= head + tail + 1:
         return list(items), 0, []
     return list(items[:head]), len(items) - head - tail, list(items[-tail:])
+
+
+def progress_printer(label: str, *, plain_lines: bool = False) -> Callable[[int, int, str], None]:
+    """A thread-safe progress callback writing to stderr.
+
+    On a TTY one line is rewritten in place. Otherwise (logs, srun) nothing is printed,
+    or, with ``plain_lines``, at most about ten plain lines (one per tenth of the work).
+    """
+    tty = sys.stderr.isatty()
+    lock = threading.Lock()
+    last = {"decile": -1}
+
+    def show(done: int, total: int, message: str) -> None:
+        with lock:
+            if tty:
+                end = "\n" if total and done >= total else ""
+                sys.stderr.write(f"\r\x1b[K{label} {done}/{total}  {message[:70]}{end}")
+            elif plain_lines:
+                decile = done * 10 // max(total, 1)
+                if decile == last["decile"]:
+                    return
+                last["decile"] = decile
+                sys.stderr.write(f"progress: {done}/{total} {message}\n")
+            else:
+                return
+            sys.stderr.flush()
+
+    return show

@@ -11,7 +11,7 @@ import argparse
 import sys
 from typing import Any
 
-from fvconsole.cli.common import emit_json, format_table, head_tail, human_bytes
+from fvconsole.cli.common import emit_json, format_table, head_tail, human_bytes, progress_printer
 from fvconsole.core.errors import UsageError
 from fvconsole.core.fleet.aggregate import FleetCacheView, FleetEviction, KeyRow
 from fvconsole.core.fleet.dispatch import DEFAULT_PARALLEL, DEFAULT_TIMEOUT
@@ -101,14 +101,6 @@ def _grace(args: argparse.Namespace) -> list[str]:
     return ["--grace", args.grace] if args.grace else []
 
 
-def _stderr_progress(done: int, total: int, message: str) -> None:
-    if sys.stderr.isatty() and total:
-        sys.stderr.write(f"\r[{done}/{total}] {message[:60]:<60}")
-        if done == total:
-            sys.stderr.write("\n")
-        sys.stderr.flush()
-
-
 def _report_failures(outcomes: Any, total: int) -> None:
     failed = [o for o in outcomes if not o.ok]
     if failed:
@@ -125,7 +117,7 @@ def run_fleet_ls(args: argparse.Namespace) -> int:
     root = _root(args)
     selection = _selection(args)
     view = fleet_ls(selection, root, timeout=args.timeout, parallel=args.parallel, extra=_grace(args),
-                    progress=None if args.json else _stderr_progress)
+                    progress=None if args.json else progress_printer("nodes"))
     if args.json:
         emit_json(view.to_json())
     else:
@@ -206,7 +198,7 @@ def run_fleet_evict(args: argparse.Namespace) -> int:
     picks = selectors(args)
     root = _root(args)
     selection = _selection(args)
-    progress = None if args.json else _stderr_progress
+    progress = None if args.json else progress_printer("nodes")
     preview = preview_fleet_eviction(selection, root, picks + protections(args), timeout=args.timeout,
                                      parallel=args.parallel, progress=progress)
     result = preview

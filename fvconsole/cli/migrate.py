@@ -8,11 +8,10 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-import threading
 from typing import Any
 
 from fvconsole.cli.checkpoints import add_set_option, format_mismatches, mismatches_json
-from fvconsole.cli.common import emit_json, format_table, head_tail
+from fvconsole.cli.common import emit_json, format_table, head_tail, progress_printer
 
 DESCRIPTION = """\
 Recompute every rank's streaming-dataloader cursor for a legacy checkpoint and write
@@ -130,7 +129,7 @@ def _run(args: argparse.Namespace) -> int:
     if not args.json:
         print(_report(plan, preview))
     try:
-        progress = None if args.json and not sys.stderr.isatty() else _progress_printer()
+        progress = None if args.json and not sys.stderr.isatty() else progress_printer("writing sidecars", plain_lines=True)
         receipt = execute_plan(plan, progress=progress, workers=args.workers)
     except FvError as exc:
         from fvconsole.core.errors import PartialFailure
@@ -222,25 +221,3 @@ def _report(plan: Any, preview: Any) -> str:
 def _rank_row(c: Any) -> list:
     return [c.rank, c.sp_group_index, c.row_group_position, c.row_offset, c.yielded_samples,
             c.next_sample_index, c.next_row_group if c.next_row_group >= 0 else "-"]
-
-
-def _progress_printer() -> Any:
-    """Progress on stderr: a rewritten line on a TTY, at most ~10 plain lines otherwise."""
-    tty = sys.stderr.isatty()
-    lock = threading.Lock()
-    last = {"decile": -1}
-
-    def show(done: int, total: int, message: str) -> None:
-        with lock:
-            if tty:
-                end = "\n" if done >= total and message.startswith("published") else ""
-                sys.stderr.write(f"\r\x1b[Kwriting sidecars {done}/{total}  {message}{end}")
-                sys.stderr.flush()
-                return
-            decile = done * 10 // max(total, 1)
-            if decile != last["decile"] or message.startswith("published"):
-                last["decile"] = decile
-                sys.stderr.write(f"progress: {done}/{total} {message}\n")
-                sys.stderr.flush()
-
-    return show
