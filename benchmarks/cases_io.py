@@ -12,7 +12,7 @@ import time
 from collections.abc import Iterator
 
 from benchmarks import baselines, inputs
-from benchmarks.harness import Row, best_command, measure, timed
+from benchmarks.harness import Row, Timing, best_command, measure, run_command, timed
 
 HEAVY = ("torch", "textual", "pyarrow")
 
@@ -103,23 +103,38 @@ def python_stat_floor(root: str) -> int:
     return total
 
 
+def _keys_in_fresh_interpreter(code: str, out_file: str, repeat: int) -> tuple[Timing, list[str]]:
+    """Fastest of ``repeat`` fresh interpreters running ``code``, and the JSON keys it printed."""
+    runs = []
+    for _ in range(max(1, repeat)):
+        with open(out_file, "wb") as handle:
+            timing, code_ = run_command([sys.executable, "-c", code], stdout=handle)
+        if code_ != 0:
+            raise AssertionError(f"reading the DCP keys exited {code_}")
+        runs.append(timing)
+    with open(out_file, encoding="utf-8") as handle:
+        keys = json.loads(handle.read().strip().splitlines()[-1])
+    return Timing(min(t.wall for t in runs), min(t.cpu for t in runs)), keys
+
+
 def dcp_keys_case(root: str, repeat: int) -> Row:
-    """Reading dcp/.metadata keys in a fresh interpreter: stub unpickler vs torch's reader."""
+    """Reading dcp/.metadata keys in a fresh interpreter: the core's reader vs torch's FileSystemReader."""
     from fvconsole.demo.builders import build_run
 
     fixture = build_run(os.path.join(root, "run"), num_gpus=4)
-    dcp = os.path.join(fixture.checkpoints[0], "dcp")
-    repo = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    proto = (f"import sys; sys.path.insert(0, {repo!r}); from benchmarks.dcp_keys import dcp_state_keys_without_torch;"
-             f" k = dcp_state_keys_without_torch(open({dcp + '/.metadata'!r}, 'rb').read()); assert k;"
-             " assert 'torch' not in sys.modules")
-    torch_way = ("from torch.distributed.checkpoint import FileSystemReader;"
-                 f" k = sorted(FileSystemReader({dcp!r}).read_metadata().state_dict_metadata); assert k")
-    fast = best_command([sys.executable, "-c", proto], repeat)
-    slow = best_command([sys.executable, "-c", torch_way], repeat)
-    return Row("DCP .metadata keys, fresh interpreter (prototype)", fast.wall, slow.wall,
+    ckpt = fixture.checkpoints[0]
+    dcp = os.path.join(ckpt, "dcp")
+    core_way = ("import json, sys; from fvconsole.core.checkpoints import dcp_state_keys;"
+                f" k = dcp_state_keys({ckpt!r}); assert k and 'torch' not in sys.modules; print(json.dumps(k))")
+    torch_way = ("import json; from torch.distributed.checkpoint import FileSystemReader;"
+                 f" k = sorted(FileSystemReader({dcp!r}).read_metadata().state_dict_metadata); print(json.dumps(k))")
+    fast, core_keys = _keys_in_fresh_interpreter(core_way, os.path.join(root, "core.json"), repeat)
+    slow, torch_keys = _keys_in_fresh_interpreter(torch_way, os.path.join(root, "torch.json"), repeat)
+    if core_keys != torch_keys:
+        raise AssertionError("the core's DCP reader and torch's FileSystemReader read different keys")
+    return Row("DCP .metadata keys, fresh interpreter", fast.wall, slow.wall,
                "import torch.distributed.checkpoint + FileSystemReader", "", None,
-               "benchmarks/dcp_keys.py: stub unpickler, no torch import; proposed for checkpoints.dcp_state_keys",
+               f"core.checkpoints.dcp_state_keys, no torch import; same {len(core_keys)} keys",
                fast.cpu, slow.cpu)
 
 

@@ -82,3 +82,20 @@ def test_probe_detects_a_heavy_import() -> None:
     """Guard the guard: the same probe does see a heavy module when something really imports it."""
     results = _run_cli(["--version"], prelude="import pyarrow  # noqa: F401\n")
     assert results[0]["heavy"] == ["pyarrow"]
+
+
+def test_checkpoints_ls_and_migrate_dry_run_do_not_import_heavy_libraries(tmp_path) -> None:
+    """The DCP keys come from the core's own reader, so listing and planning need no torch."""
+    from fvconsole.demo.builders import build_run
+
+    run = build_run(tmp_path / "run", steps=(2,), kind="legacy", num_gpus=2)
+    out = tmp_path / "sidecars"
+    dry_run = ["migrate", "--config", run.config_path, "--checkpoint", run.checkpoints[0], "--output-dir", str(out),
+               "--expected-step", "2", "--expected-world-size", "2", "--consumed-batches-per-rank", "2", "--json"]
+    listing, plan = _run_cli(["checkpoints", "ls", run.output_dir, "--json"], dry_run)
+    assert listing["code"] == 0 and plan["code"] == 0, (listing, plan["stdout"][-500:])
+    assert listing["heavy"] == [], f"`checkpoints ls` imports {listing['heavy']}"
+    assert plan["heavy"] == [], f"the migrate dry run imports {plan['heavy']}"
+    assert "legacy" in listing["stdout"], "the listing must have read the DCP keys to tell the kind"
+    assert len(json.loads(plan["stdout"])["plan"]["ranks"]) == 2
+    assert not out.exists(), "a dry run writes nothing"

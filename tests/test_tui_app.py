@@ -171,12 +171,24 @@ async def test_cancel_writes_nothing_and_mismatch_is_reported(work: dict[str, st
         assert not os.path.exists(os.path.join(work["output"], "dataloader-state"))
         # A bad integer names the field; a step that does not match is a refusal banner.
         view = app.query_one(MigrationView)
+        assert app.query_one("#mig-ranks").row_count == 8
         view.query_one("#mig-step").value = "301"
+        await pilot.pause()
+        assert app.query_one("#mig-ranks").row_count == 0  # an edited form shows no stale plan
         await pilot.press("ctrl+r")
         await settle(app, pilot)
         banner = str(app.query_one("#mig-banner").render())
         assert "REFUSED" in banner and "step" in banner
         assert app.query_one("#mig-execute").disabled
+        # An override that is not YAML is refused naming it; the configs were not compared.
+        view.query_one("#mig-step").value = "300"
+        view.query_one("#mig-overrides").value = "training.data.seed=["
+        await pilot.press("ctrl+r")
+        await settle(app, pilot)
+        banner = " ".join(str(app.query_one("#mig-banner").render()).split())
+        assert "REFUSED" in banner and "training.data.seed=[" in banner
+        report = str(app.query_one("#mig-mismatch").render())
+        assert "not compared" in report and "matches" not in report
 
 
 # --------------------------------------------------------------------------- cache

@@ -441,3 +441,46 @@ def test_cache_files_bytes(cache_template: Path, tmp_path: Path, capsys, trials,
     target.write_bytes(damaged)
     os.utime(target, ns=(stamp, stamp))
     trials.add(cache_checks(root, victim, capsys))
+
+
+# --------------------------------------------------------------------------- command-line values
+
+
+BAD_ARGUMENTS = (
+    (["cache", "evict", "{cache}", "--max-gb", "nan", "--yes"], (2,), "--max-gb"),
+    (["cache", "evict", "{cache}", "--max-gb", "-1", "--yes"], (2,), "--max-gb"),
+    (["cache", "evict", "{cache}", "--max-gb", "1e400", "--yes"], (2,), "--max-gb"),
+    (["cache", "evict", "{cache}", "--older-than", "5x", "--yes"], (2,), "--older-than"),
+    (["cache", "evict", "{cache}", "--older-than", "", "--yes"], (2,), "--older-than"),
+    (["cache", "evict", "{cache}", "--key", "../../etc", "--yes"], (2,), "--key"),
+    (["cache", "ls", "{cache}", "--grace", "-5m"], (2,), "--grace"),
+    (["migrate", "--set", "no-equals-sign"], (1, 2), "no-equals-sign"),
+    (["migrate", "--set", "training..num_gpus=1"], (1, 2), "training..num_gpus"),
+    (["migrate", "--set", "training.data.seed=[unclosed"], (1, 2), "training.data.seed"),
+    (["migrate", "--expected-step", "-1"], (2,), "--expected-step"),
+    (["migrate", "--expected-world-size", "0"], (2,), "--expected-world-size"),
+)
+
+
+@pytest.mark.fault("hostile input", "hostile command-line values (NaN/negative caps, bad durations and keys, bad --set)")
+@pytest.mark.parametrize("argv,codes,name", BAD_ARGUMENTS, ids=[" ".join(a[3:5]) or a[1] for a, _, _ in BAD_ARGUMENTS])
+def test_bad_arguments(ws: MigrationWorkspace, cache_template: Path, tmp_path: Path, capsys, trials, argv, codes, name) -> None:
+    root, _ = _cache_copy(cache_template, tmp_path)
+    before = tree_digest(root)
+    if argv[0] == "migrate":
+        base = ws.migrate_args(tmp_path / "out")
+        flag = argv[1]
+        if flag in base:
+            base[base.index(flag) + 1] = argv[2]
+        else:
+            base += argv[1:]
+        argv = base
+    argv = [a.replace("{cache}", str(root)) for a in argv]
+    result = run_inproc(argv, capsys)
+    assert result.returncode in codes, result.describe()
+    assert "Traceback" not in result.stderr + result.stdout
+    errors = [ln for ln in result.stderr.splitlines() if "error:" in ln]
+    assert len(errors) == 1 and name in errors[0], result.describe()
+    assert tree_digest(root) == before
+    assert not (tmp_path / "out").exists()
+    trials.add(f"exit {result.returncode}")
