@@ -172,6 +172,20 @@ async def fleet_shots(app, pilot, ws, shot) -> None:
     await settle(app, pilot)
 
 
+def freeze_receipt_clock() -> None:
+    """The receipt panel shows ``created_at_utc``: freeze it too (only in this throwaway workspace)."""
+    from datetime import datetime
+
+    import fvconsole.core.sidecars as sidecars
+
+    class FrozenDatetime(datetime):
+        @classmethod
+        def now(cls, tz=None):  # noqa: ANN001, ANN206 - datetime.now's signature
+            return datetime.fromtimestamp(FROZEN_NOW, tz)
+
+    sidecars.datetime = FrozenDatetime
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--out", default=os.path.join(ROOT, "screenshots"))
@@ -184,6 +198,7 @@ def main() -> int:
 
     ws = build_demo_workspace(args.workspace, now=FROZEN_NOW)
     freeze_clock(FROZEN_NOW)
+    freeze_receipt_clock()
     os.makedirs(args.out, exist_ok=True)
     for path in asyncio.run(capture(ws, args.out)):
         print(path)

@@ -25,6 +25,7 @@ from fvconsole.core.errors import FvError
 
 MARKER = ".fvconsole-demo.json"
 DEMO_ROWS = (48, 64, 56, 72, 60, 52, 68, 64)  # row counts cycled over the row groups
+DATASET_AGE = 30 * 86400  # the dataset predates every checkpoint
 DEMO_STEPS = {100: 3 * 86400, 200: 2 * 86400, 300: 26 * 3600, 400: 5 * 3600, 500: 20 * 60}
 
 
@@ -69,7 +70,7 @@ def _clear_previous(root: str) -> None:
 
 
 def _age(path: str, when: float) -> None:
-    """Backdate a checkpoint (dir and files) so the table shows varied ages."""
+    """Backdate a tree (dir and files): checkpoints show varied ages, the dataset a fixed mtime."""
     for dirpath, dirnames, filenames in os.walk(path):
         for name in filenames + dirnames:
             os.utime(os.path.join(dirpath, name), (when, when), follow_symlinks=False)
@@ -88,6 +89,7 @@ def build_demo_workspace(root: str, now: float | None = None) -> DemoWorkspace:
     now = time.time() if now is None else now
     dataset = builders.write_dataset(os.path.join(root, "data", "openvid"), files=4, row_groups_per_file=13,
                                      rows_per_group=DEMO_ROWS)
+    _age(dataset, now - DATASET_AGE)  # before the manifest records mtimes: same `now`, same fingerprint
     manifest = os.path.join(root, "manifests", "openvid.json")
     builders.build_manifest(dataset, manifest)
     output = os.path.join(root, "output")
