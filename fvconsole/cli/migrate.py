@@ -155,14 +155,10 @@ def _run(args: argparse.Namespace) -> int:
 
 def _output_dir_refusals(plan: Any) -> list[dict]:
     """The execute-time output dir rules (foreign files, symlinks), checked already in the dry run."""
-    from fvconsole.core.errors import FvError
-    from fvconsole.core.sidecars import check_output_dir
+    from fvconsole.core.sidecars import output_dir_refusal
 
-    try:
-        check_output_dir(os.path.abspath(plan.output_dir), plan.checkpoint, plan.request.overwrite)
-    except FvError as exc:
-        return [{"field": "output_dir", "message": f"output_dir: {exc}"}]
-    return []
+    message = output_dir_refusal(plan)
+    return [{"field": "output_dir", "message": message}] if message else []
 
 
 def _refuse(args: argparse.Namespace, preview: Any, refusals: list, mismatches: list, warnings: list) -> None:

@@ -232,6 +232,19 @@ def check_output_dir(out: str, checkpoint: str, overwrite: bool) -> OutputState:
 # --------------------------------------------------------------------------- preconditions
 
 
+def output_dir_refusal(plan: MigrationPlan) -> str | None:
+    """The execute-time output dir rules (foreign files, symlinks) as a refusal message.
+
+    The dry run (CLI) and the console's preview call this so that they refuse exactly what
+    execution would, before anything is written.
+    """
+    try:
+        check_output_dir(os.path.abspath(plan.output_dir), plan.checkpoint, plan.request.overwrite)
+    except FvError as exc:
+        return f"output_dir: {exc}"
+    return None
+
+
 def _recheck_sources(plan: MigrationPlan) -> None:
     """The checkpoint metadata, config and manifest must still be what the plan was made from."""
     meta = os.path.join(plan.checkpoint, "metadata.json")
@@ -714,7 +727,7 @@ def verify_sidecars(
         rows.append(_verify_rank(sidecar_dir, plan, cursor, listing, receipt_rows))
         progress(len(rows), plan.world_size, f"checked rank {cursor.rank}")
     if deep:
-        _deep_next_samples(plan, rows, problems)
+        add_next_sample_ids(plan, rows, problems)
     for row in rows:
         problems.extend(f"rank {row['rank']}: {p}" for p in row["problems"])
     return VerifyResult(
@@ -834,8 +847,12 @@ def _verify_rank(
     return row
 
 
-def _deep_next_samples(plan: MigrationPlan, rows: list[dict], problems: list[str]) -> None:
-    """Add ``next_sample_id``: read only the row group each rank reads next (cached)."""
+def add_next_sample_ids(plan: MigrationPlan, rows: list[dict], problems: list[str]) -> None:
+    """Add ``next_sample_id`` to each ``{"rank": r, ...}`` row (verify --deep, the console).
+
+    Reads only the row group each rank reads next, each distinct one once; read problems
+    are appended to ``problems`` rather than raised.
+    """
     from fvconsole.core.manifest import load_manifest
 
     manifest = load_manifest(plan.manifest_path)

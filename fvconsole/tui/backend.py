@@ -169,7 +169,7 @@ def make_request(**fields: Any) -> Any:
 def preview(request: Any, progress: Progress | None = None) -> Any:
     """``core.migration.preview_migration`` plus the output dir rules, exactly as the CLI dry run.
 
-    ``fvconsole migrate`` (dry run included) also runs ``core.sidecars.check_output_dir``
+    ``fvconsole migrate`` (dry run included) also runs ``core.sidecars.output_dir_refusal``
     (foreign files, a symlink, an existing set without overwrite, inside the checkpoint), so
     the console refuses those at preview time too instead of discovering them at execute time.
     A refused preview carries no plan, so nothing can be executed from it.
@@ -189,13 +189,9 @@ def preview(request: Any, progress: Progress | None = None) -> Any:
 
 def output_dir_problem(plan: Any) -> str | None:
     """What ``fvconsole migrate``'s dry run refuses about the output dir (same check, same text)."""
-    from fvconsole.core.sidecars import check_output_dir
+    from fvconsole.core.sidecars import output_dir_refusal
 
-    try:
-        check_output_dir(os.path.abspath(plan.output_dir), plan.checkpoint, plan.request.overwrite)
-    except FvError as exc:
-        return f"output_dir: {exc}"
-    return None
+    return output_dir_refusal(plan)
 
 
 def execute(plan: Any, progress: Progress | None = None) -> dict:
@@ -297,10 +293,10 @@ class NextSampleIds:
 def next_sample_ids(plan: Any, max_row_groups: int = MAX_NEXT_ID_ROW_GROUPS) -> NextSampleIds:
     """Read the ``id`` of each rank's next sample: only the distinct next row groups, each once.
 
-    Reuses what ``fvconsole sidecars verify --deep`` does (``core.sidecars._deep_next_samples``).
+    Reuses what ``fvconsole sidecars verify --deep`` does (``core.sidecars.add_next_sample_ids``).
     Bounded: beyond ``max_row_groups`` distinct row groups nothing is read and a note says so.
     """
-    from fvconsole.core.sidecars import _deep_next_samples
+    from fvconsole.core.sidecars import add_next_sample_ids
 
     needed = {c.next_row_group for c in plan.ranks if c.next_row_group is not None and c.next_row_group >= 0}
     if len(needed) > max_row_groups:
@@ -308,6 +304,6 @@ def next_sample_ids(plan: Any, max_row_groups: int = MAX_NEXT_ID_ROW_GROUPS) -> 
                                     f"(more than {max_row_groups}); `fvconsole sidecars verify --deep` reads them all")
     rows: list[dict] = [{"rank": c.rank} for c in plan.ranks]
     problems: list[str] = []
-    _deep_next_samples(plan, rows, problems)
+    add_next_sample_ids(plan, rows, problems)
     note = "; ".join(problems[:3]) + (f" (+{len(problems) - 3} more)" if len(problems) > 3 else "") or None
     return NextSampleIds({row["rank"]: row.get("next_sample_id") for row in rows}, len(needed), note)
