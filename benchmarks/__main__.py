@@ -77,7 +77,7 @@ def _runners(sizes: Sizes, tmp: str) -> dict[str, Callable[[], list[Row]]]:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m benchmarks", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--quick", action="store_true", help="small sizes (about 30 s; used by the smoke test)")
+    parser.add_argument("--quick", action="store_true", help="small sizes (about 20 s; used by the smoke test)")
     parser.add_argument("--only", nargs="+", choices=CASES, metavar="CASE", help=f"run only these: {', '.join(CASES)}")
     parser.add_argument("--json", metavar="FILE", help="also write the machine and rows as JSON")
     parser.add_argument("--tmp", metavar="DIR", help="parent of the temp dir (default: the system temp dir)")
