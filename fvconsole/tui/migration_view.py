@@ -365,21 +365,28 @@ class MigrationView(BaseView):
     def _show_next_ids(self, plan: Any, result: backend.NextSampleIds) -> None:
         if self._current_plan() is not plan:
             return  # a newer preview (or an edit) superseded this one
-        self._rank_rows = [row[:-1] + (self._id_cell(result.ids.get(int(row[0]))),) for row in self._rank_rows]
-        self.apply_filter(self.filter_text)
+        self._fill_id_column(result.ids)
         self._set_next_ids_note(plan, result.note)
 
     def _next_ids_failed(self, plan: Any, exc: BaseException) -> None:
         if self._current_plan() is plan:
+            self._fill_id_column({})
             self._set_next_ids_note(plan, f"next sample ids not read: {describe_error(exc)}")
+
+    def _fill_id_column(self, ids: dict) -> None:
+        """Replace the pending "next id" cells; refill the table only if a cell changed.
+
+        Refilling 4096 rows costs tens of milliseconds, so it happens at most once per preview.
+        """
+        rows = [row[:-1] + (self._id_cell(ids.get(int(row[0]))),) for row in self._rank_rows]
+        if rows != self._rank_rows:
+            self._rank_rows = rows
+            self.apply_filter(self.filter_text)
 
     def _set_next_ids_note(self, plan: Any, note: str | None) -> None:
         self.next_ids_note = note
-        if note is None:
-            return
-        self._rank_rows = [row[:-1] + (ID_NONE if row[-1] == ID_PENDING else row[-1],) for row in self._rank_rows]
-        self.apply_filter(self.filter_text)
-        self.query_one("#mig-summary", Static).update(plan_summary(plan).append(f"ⓘ {note}\n", style="grey62"))
+        if note is not None:
+            self.query_one("#mig-summary", Static).update(plan_summary(plan).append(f"ⓘ {note}\n", style="grey62"))
 
     @staticmethod
     def _id_cell(value: Any) -> str:
