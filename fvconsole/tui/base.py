@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Callable
-from typing import Any
+from typing import Any, ClassVar
 
 from textual.binding import Binding
 from textual.containers import Vertical
@@ -30,6 +30,19 @@ class BaseView(Vertical):
     BINDINGS = [Binding("escape", "close_filter", "Close filter", show=False)]
 
     filter_text: str = ""
+
+    #: Actions that write: shown and enabled only without --read-only. With --read-only their
+    #: keys are bound to ``refuse_action`` instead, which says why nothing happens.
+    write_actions: ClassVar[frozenset[str]] = frozenset()
+    refuse_action: ClassVar[str] = "refuse"
+
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        """Textual's hook: hide write actions in read-only mode, and their refusal otherwise."""
+        if action in self.write_actions:
+            return not self.read_only
+        if action == self.refuse_action:
+            return self.read_only
+        return True
 
     @property
     def read_only(self) -> bool:

@@ -59,6 +59,8 @@ def last_used_cell(entry: Any) -> str:
 class CacheView(BaseView):
     """Cache entries, usage bar, entry detail, eviction preview."""
 
+    write_actions = frozenset(action for action, _key, _label in WRITE_ACTIONS)
+
     DEFAULT_CSS = """
     CacheView #cache-head { height: auto; padding: 0 1; }
     CacheView #cache-main { height: 1fr; }
@@ -109,13 +111,6 @@ class CacheView(BaseView):
 
     def focus_main(self) -> None:
         self.query_one("#cache-table", DataTable).focus()
-
-    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
-        if action in {a for a, _k, _l in WRITE_ACTIONS}:
-            return not self.read_only
-        if action == "refuse":
-            return self.read_only
-        return True
 
     # ------------------------------------------------------------ scanning
 

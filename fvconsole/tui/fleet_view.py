@@ -38,6 +38,8 @@ def _plural(n: int, word: str) -> str:
 class FleetView(BaseView):
     """Node × key matrix of weight shard caches across Slurm nodes, with fleet eviction."""
 
+    write_actions = frozenset(action for action, _key, _label in WRITE_ACTIONS)
+
     DEFAULT_CSS = """
     FleetView #fleet-form { height: 1; padding: 0 1; margin-top: 1; }
     FleetView #fleet-form Label { width: auto; color: $text-muted; margin-right: 1; }
@@ -133,13 +135,6 @@ class FleetView(BaseView):
         if new and box.value.strip() in ("", old or "", self._initial_root):
             box.value = new
             self._initial_root = new
-
-    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
-        if action in {a for a, _k, _l in WRITE_ACTIONS}:
-            return not self.read_only
-        if action == "refuse":
-            return self.read_only
-        return True
 
     # ------------------------------------------------------------ scanning
 

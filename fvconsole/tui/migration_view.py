@@ -88,6 +88,9 @@ def mismatch_report(preview: Any) -> Text:
 class MigrationView(BaseView):
     """Form, preview (refusals, mismatches, summary, per-rank table), execute, verify."""
 
+    write_actions = frozenset({"execute"})
+    refuse_action = "refuse_execute"
+
     DEFAULT_CSS = """
     MigrationView #mig-left { width: 58; height: 1fr; padding: 0 1; }
     MigrationView #mig-right { width: 1fr; height: 1fr; border-left: solid $primary; }
@@ -179,13 +182,6 @@ class MigrationView(BaseView):
 
     def focus_table(self) -> None:
         self.query_one("#mig-ranks", DataTable).focus()
-
-    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
-        if action == "execute":
-            return not self.read_only
-        if action == "refuse_execute":
-            return self.read_only
-        return True
 
     # ------------------------------------------------------------ form
 
