@@ -85,15 +85,20 @@ def read_manifest(path: str) -> dict[str, Any]:
         raw = _pread_exact(fd, size, 0)
     finally:
         os.close(fd)
+    return _json_object(raw, "manifest.json")
+
+
+def _json_object(raw: bytes, what: str) -> dict[str, Any]:
+    """Parse a JSON object, turning every way it can be broken into one CacheFileError."""
     try:
         data = json.loads(raw)
     except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise CacheFileError(f"manifest.json does not parse as JSON ({exc})") from None
+        raise CacheFileError(f"{what} does not parse as JSON ({exc})") from None
     except (ValueError, RecursionError) as exc:
         # ValueError: an integer beyond Python's digit limit; RecursionError: absurd nesting.
-        raise CacheFileError(f"manifest.json is not usable JSON ({type(exc).__name__})") from None
+        raise CacheFileError(f"{what} is not usable JSON ({type(exc).__name__})") from None
     if not isinstance(data, dict):
-        raise CacheFileError("manifest.json is not a JSON object")
+        raise CacheFileError(f"{what} is not a JSON object")
     return data
 
 
@@ -116,14 +121,7 @@ def read_safetensors_header(path: str) -> dict[str, Any]:
         raw = _pread_exact(fd, length, 8)
     finally:
         os.close(fd)
-    try:
-        header = json.loads(raw)
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise CacheFileError(f"header does not parse as JSON ({exc})") from None
-    except (ValueError, RecursionError) as exc:
-        raise CacheFileError(f"header is not usable JSON ({type(exc).__name__})") from None
-    if not isinstance(header, dict):
-        raise CacheFileError("header is not a JSON object")
+    header = _json_object(raw, "header")
     _check_tensor_table(header, data_bytes=size - 8 - length)
     return header
 
