@@ -213,6 +213,19 @@ def test_fleet_evict_executes_exactly_the_preview(fake_srun: str, tmp_path: Path
         assert [e["key"] for e in done["nodes"][node]["evict"]] == [old]
 
 
+def test_fleet_evict_yes_executes_nothing_when_no_node_could_plan(fake_srun: str, tmp_path: Path,
+                                                                  monkeypatch, capsys) -> None:
+    """Every node's root is missing: --yes dispatches nothing and says executed: false."""
+    monkeypatch.setenv("PATH", os.path.dirname(fake_srun) + os.pathsep + os.environ["PATH"])
+    template = str(tmp_path / "{node}" / "missing")
+    assert main(["fleet", "cache", "evict", "--nodes", "a[1-2]", "--cache-root", template, "--invalid",
+                 "--yes", "--json"]) == 1
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["executed"] is False and doc["freed_bytes"] == 0
+    assert "nothing was executed" in doc["error"]
+    assert set(doc["nodes"]) == {"a1", "a2"} and all("error" in n for n in doc["nodes"].values())
+
+
 def _modules_after(code: str, env: dict[str, str] | None = None) -> set[str]:
     probe = f"{code}\nimport sys, json\nprint(json.dumps(sorted(sys.modules)))"
     out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True,

@@ -230,6 +230,8 @@ def render_fleet_evict(result: FleetEviction, root: str) -> str:
         rows.append((o.node, len(items), human_bytes(doc.get("freed_bytes") or 0), note))
     lines.append(format_table(("NODE", "ENTRIES", verb.upper(), "KEYS"), rows, right=(1, 2)))
     lines.append(f"{verb} {human_bytes(result.freed_bytes)} across {len(result.outcomes)} nodes")
-    if not result.executed:
+    if not any(o.ok for o in result.outcomes):
+        lines.append("no node could plan the eviction; nothing was executed")
+    elif not result.executed:
         lines.append("dry run: re-run with --yes to execute exactly these per-node plans")
     return "\n".join(lines)

@@ -251,9 +251,12 @@ class FleetEviction:
         return {o.node: planned_keys(o.output) for o in self.outcomes if o.ok and o.output is not None}
 
     def to_json(self) -> dict[str, Any]:
-        return {
+        doc = {
             "executed": self.executed,
             "nodes": {o.node: o.to_json() for o in self.outcomes},
             "freed_bytes": self.freed_bytes,
             "selection": self.selection.to_json(),
         }
+        if self.outcomes and not any(o.ok for o in self.outcomes):
+            doc["error"] = "no node could plan the eviction; nothing was executed"
+        return doc

@@ -100,7 +100,13 @@ def _not_run(outcome: NodeOutcome) -> NodeOutcome:
 def execute_fleet_eviction(preview: FleetEviction, root: str, protections: Sequence[str] = (), *,
                            timeout: float = DEFAULT_TIMEOUT, parallel: int = DEFAULT_PARALLEL,
                            progress: Progress | None = None, srun: str = "srun") -> FleetEviction:
-    """Execute a previewed fleet eviction; nodes whose preview failed stay reported as failed."""
+    """Execute a previewed fleet eviction; nodes whose preview failed stay reported as failed.
+
+    When no node's preview succeeded there is nothing to execute: the result says
+    ``executed: false`` (and nothing is dispatched).
+    """
+    if not any(o.ok for o in preview.outcomes):
+        return preview
     plan = execution_plan(preview, root, protections, timeout=timeout, parallel=parallel, srun=srun)
     ran = run_plan(plan, progress).by_node()
     outcomes = []
