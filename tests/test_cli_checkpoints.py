@@ -80,3 +80,18 @@ def test_show_without_config_and_matching_config(legacy, capsys) -> None:
     assert code == 0 and "matches the checkpoint's embedded config" in out
     code, _, err = run_cli(["checkpoints", "show", os.path.join(legacy.run.output_dir, "checkpoint-99")], capsys)
     assert code == 1 and "checkpoint-99" in err
+
+
+def test_show_damaged_metadata_shows_the_rest_then_exits_1(legacy, tmp_path, capsys) -> None:
+    import shutil
+
+    ckpt = tmp_path / "checkpoint-2"
+    shutil.copytree(legacy.checkpoint, ckpt)
+    (ckpt / "metadata.json").write_bytes(b"\x00\xff")
+    code, out, err = run_cli(["checkpoints", "show", str(ckpt)], capsys)
+    assert code == 1
+    assert "DCP state" in out  # what can be read is still shown
+    errors = [line for line in err.splitlines() if line.strip()]
+    assert len(errors) == 1 and errors[0].startswith("error: ") and "metadata.json" in errors[0]
+    code, out, _ = run_cli(["checkpoints", "show", str(ckpt), "--json"], capsys)
+    assert code == 1 and "metadata.json" in one_json(out)["error"]

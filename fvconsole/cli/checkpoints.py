@@ -7,6 +7,7 @@ Also home of the small formatting helpers the `migrate` and `sidecars` commands 
 from __future__ import annotations
 
 import argparse
+import sys
 from collections.abc import Sequence
 from typing import Any
 
@@ -166,12 +167,14 @@ def _show(args: argparse.Namespace) -> int:
     from fvconsole.core.errors import FvError
 
     info = inspect_checkpoint(args.checkpoint)
+    metadata_error = None
     try:
         metadata = read_metadata(args.checkpoint)
-    except FvError:
+    except FvError as exc:
         if args.config:
             raise  # nothing to compare the config with
-        metadata = {}  # already listed in info.problems; show the rest
+        metadata = {}  # show the rest, then exit 1: this checkpoint cannot be resumed or migrated
+        metadata_error = exc
     embedded = metadata.get("config")
     keys: list[str] = []
     dcp_error = None
@@ -194,9 +197,10 @@ def _show(args: argparse.Namespace) -> int:
                 "critical_config": critical_values(embedded),
                 "dcp": dict(summary, error=dcp_error),
                 "mismatches": mismatches_json(mismatches) if mismatches is not None else None,
+                **({"error": str(metadata_error)} if metadata_error else {}),
             }
         )
-        return 0
+        return _metadata_exit(metadata_error)
     print(f"checkpoint: {info.path}")
     print(f"step: {info.step} (metadata.json says {metadata.get('step')!r})")
     print(f"complete: {'yes' if info.complete else 'NO (interrupted save)'}; kind: {info.kind}; "
@@ -217,7 +221,15 @@ def _show(args: argparse.Namespace) -> int:
     if mismatches is not None:
         print()
         print(format_mismatches(mismatches))
-    return 0
+    return _metadata_exit(metadata_error)
+
+
+def _metadata_exit(error: Exception | None) -> int:
+    """`show` displays what it can of a damaged checkpoint, but a bad metadata.json is exit 1."""
+    if error is None:
+        return 0
+    print(f"error: {' '.join(str(error).split())}", file=sys.stderr)
+    return 1
 
 
 # --------------------------------------------------------------------------- register
