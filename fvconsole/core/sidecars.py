@@ -238,10 +238,33 @@ def output_dir_refusal(plan: MigrationPlan) -> str | None:
     The dry run (CLI) and the console's preview call this so that they refuse exactly what
     execution would, before anything is written.
     """
+    out = os.path.abspath(plan.output_dir)
     try:
-        check_output_dir(os.path.abspath(plan.output_dir), plan.checkpoint, plan.request.overwrite)
+        check_output_dir(out, plan.checkpoint, plan.request.overwrite)
     except FvError as exc:
         return f"output_dir: {exc}"
+    return _unwritable_parent(out)
+
+
+def _unwritable_parent(out: str) -> str | None:
+    """Why the staging dir (a sibling of ``out``) could not be created, judged without writing.
+
+    Looks at the nearest existing ancestor of ``out``'s parent: it must be a directory we may
+    write into, on a filesystem mounted read-write. (A dry run must not promise a write that
+    execution would then fail part-way.)
+    """
+    ancestor = os.path.dirname(out)
+    while not os.path.lexists(ancestor) and ancestor != os.path.dirname(ancestor):
+        ancestor = os.path.dirname(ancestor)
+    if not os.path.isdir(ancestor):
+        return f"output_dir: {out}: {ancestor} is not a directory, so the output dir cannot be created"
+    try:
+        if os.statvfs(ancestor).f_flag & os.ST_RDONLY:
+            return f"output_dir: {out}: {ancestor} is on a read-only filesystem"
+    except OSError:
+        pass
+    if not os.access(ancestor, os.W_OK | os.X_OK):
+        return f"output_dir: {out}: no permission to create files in {ancestor}"
     return None
 
 
