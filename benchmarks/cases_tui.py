@@ -10,18 +10,10 @@ from typing import Any
 
 from benchmarks import inputs
 from benchmarks.harness import Row
+from fvconsole.tui.headless import settle as _settle
 
 SIZE = (160, 48)
 
-
-async def _settle(app: Any, pilot: Any) -> None:
-    """Wait until no worker runs and the screen has processed what they posted."""
-    for _ in range(200):
-        await app.workers.wait_for_complete()
-        await pilot.pause()
-        if not any(w.is_running for w in app.workers):
-            return
-    raise AssertionError("workers never settled")
 
 
 async def _first_screen(state: Any) -> tuple[float, float]:

@@ -20,18 +20,10 @@ import time
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
+from fvconsole.tui.headless import settle  # noqa: E402 - after the sys.path line above
+
 SIZE = (140, 42)
 FROZEN_NOW = 1_795_000_000.0  # 2026-11-18 UTC: ages in the screenshots do not drift between runs
-
-
-async def settle(app, pilot) -> None:
-    """Wait for every worker and the repaint that follows it."""
-    for _ in range(100):
-        await app.workers.wait_for_complete()
-        await pilot.pause()
-        if not any(w.is_running for w in app.workers):
-            await pilot.pause()
-            return
 
 
 FLEET_NODES = tuple(f"gpu{i:03d}" for i in range(1, 9))

@@ -21,6 +21,7 @@ from fvconsole.core.fleet.ops import SrunDispatcher
 from fvconsole.demo.cache_builders import make_key, write_cache_entry
 from fvconsole.tui.app import FvConsoleApp
 from fvconsole.tui.fleet_view import FleetView
+from fvconsole.tui.headless import settle
 from fvconsole.tui.modals import ConfirmScreen
 from fvconsole.tui.state import ConsoleState
 
@@ -52,16 +53,6 @@ def fleet(tmp_path: Path) -> dict:
 def _entries(base: Path, node: str) -> list[str]:
     return sorted(p.name for p in (base / node / "wc").iterdir())
 
-
-async def settle(app, pilot) -> None:
-    for _ in range(100):
-        await app.workers.wait_for_complete()
-        await pilot.pause()
-        if not any(w.is_running for w in app.workers):
-            await pilot.pause()
-            if not any(w.is_running for w in app.workers):
-                return
-    raise AssertionError("workers never settled")
 
 
 async def open_fleet(app, pilot, root: str, nodes: str = "a[1-3]") -> FleetView:

@@ -14,6 +14,7 @@ from fvconsole.cli import main as cli_main
 from fvconsole.demo.workspace import DemoWorkspace, build_demo_workspace
 from fvconsole.tui.app import HELP_SECTIONS, FvConsoleApp
 from fvconsole.tui.cache_view import CacheView
+from fvconsole.tui.headless import settle
 from fvconsole.tui.migration_view import MigrationView
 from fvconsole.tui.modals import ConfirmScreen, HelpScreen, PathsScreen
 from fvconsole.tui.state import ConsoleState
@@ -57,17 +58,6 @@ def make_app(paths: dict[str, str], read_only: bool = False) -> FvConsoleApp:
                          cache_root=paths.get("cache"), read_only=read_only)
     return FvConsoleApp(state)
 
-
-async def settle(app: FvConsoleApp, pilot) -> None:
-    """Wait until no worker runs and the screen has processed what they posted."""
-    for _ in range(50):
-        await app.workers.wait_for_complete()
-        await pilot.pause()
-        if not any(w.is_running for w in app.workers):
-            await pilot.pause()
-            if not any(w.is_running for w in app.workers):
-                return
-    raise AssertionError("workers never settled")
 
 
 async def started(app: FvConsoleApp, pilot) -> None:

@@ -15,6 +15,8 @@ from pathlib import Path
 
 import pytest
 
+from fvconsole.tui.headless import settle
+
 from .workspace import MigrationWorkspace, build_migration_workspace, cheap_entries
 
 pytestmark = pytest.mark.tui
@@ -37,17 +39,6 @@ def make_app(config: Path | None, output: Path | None, cache: Path | None):
     )
     return FvConsoleApp(state)
 
-
-async def settle(app, pilot) -> None:
-    """Wait until no worker runs and the screen has processed what they posted."""
-    for _ in range(200):
-        await app.workers.wait_for_complete()
-        await pilot.pause()
-        if not any(w.is_running for w in app.workers):
-            await pilot.pause()
-            if not any(w.is_running for w in app.workers):
-                return
-    raise AssertionError("workers never settled")
 
 
 async def started(app, pilot) -> None:
