@@ -4,7 +4,7 @@
 Usage:
     FVCONSOLE_RELIABILITY_REPORT=/tmp/rel.jsonl python -m pytest tests/reliability
     python scripts/reliability_report.py /tmp/rel.jsonl > table.md
-    python scripts/reliability_report.py /tmp/rel.jsonl --update docs/readme/reliability.md
+    python scripts/reliability_report.py /tmp/rel.jsonl --update README.md
 
 With ``--update`` the table between the ``<!-- reliability-table:begin/end -->`` markers of
 that file is replaced, so the committed README section is always the suite's own output.
