@@ -13,14 +13,14 @@ from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical, VerticalScroll
-from textual.widgets import DataTable, Input, ProgressBar, Static
+from textual.widgets import DataTable, Input, Static
 
 from fvconsole.cli.common import head_tail, human_age, human_bytes
 from fvconsole.core.errors import FvError
 from fvconsole.tui import backend, state
 from fvconsole.tui.base import BaseView
 from fvconsole.tui.modals import ConfirmScreen, ErrorScreen
-from fvconsole.tui.widgets import FastTable, ThreadProgress, UsageBar
+from fvconsole.tui.widgets import FastTable, ProgressRow, UsageBar
 
 STATUS_STYLE = {"complete": "green", "partial": "cyan", "incomplete": "yellow", "invalid": "bold red"}
 MARK = "●"
@@ -68,7 +68,7 @@ class CacheView(BaseView):
     CacheView #cache-detail-scroll { width: 1fr; height: 1fr; padding: 0 1; border-left: solid $primary; }
     CacheView #cache-preview-scroll { height: auto; max-height: 16; display: none; padding: 0 1;
                                       border-top: solid $warning; }
-    CacheView #cache-progress-row { height: 1; display: none; padding: 0 1; }
+    CacheView #cache-progress-row { padding: 0 1; }
     CacheView .view-filter { display: none; }
     """
     BINDINGS = [
@@ -91,9 +91,7 @@ class CacheView(BaseView):
             yield Static(id="cache-root-line")
             yield UsageBar(id="cache-usage")
         yield Input(placeholder="filter entries by key or status (Esc closes)", classes="view-filter")
-        with Horizontal(id="cache-progress-row"):
-            yield ProgressBar(id="cache-progress", show_eta=False)
-            yield Static(id="cache-progress-label")
+        yield ProgressRow(id="cache-progress-row")
         with Horizontal(id="cache-main"):
             yield FastTable(id="cache-table", cursor_type="row", zebra_stripes=True)
             with VerticalScroll(id="cache-detail-scroll"):
@@ -352,16 +350,13 @@ class CacheView(BaseView):
             return
         self._busy = True
         self._last_plan_skipped = plan.skipped
-        self.query_one("#cache-progress-row").display = True
-        bar = self.query_one("#cache-progress", ProgressBar)
-        bar.update(total=max(len(plan.evict), 1), progress=0)
-        progress = ThreadProgress(self.app, bar, self.query_one("#cache-progress-label", Static))
+        progress = self.query_one("#cache-progress-row", ProgressRow).start("", total=max(len(plan.evict), 1))
         self.run_in_thread(lambda: backend.evict(plan, progress), self._evicted, group="cache-evict",
                            on_error=self._evict_failed)
 
     def _evicted(self, result: Any) -> None:
         self._busy = False
-        self.query_one("#cache-progress-row").display = False
+        self.query_one("#cache-progress-row", ProgressRow).stop()
         count = len(result.evicted)
         summary = f"evicted {count} entr{'y' if count == 1 else 'ies'}, freed {human_bytes(result.freed_bytes)}"
         text = Text().append(("✓ " if result.ok else "✗ ") + summary + "\n", style="bold green" if result.ok else "bold red")
@@ -385,6 +380,6 @@ class CacheView(BaseView):
 
     def _evict_failed(self, exc: BaseException) -> None:
         self._busy = False
-        self.query_one("#cache-progress-row").display = False
+        self.query_one("#cache-progress-row", ProgressRow).stop()
         self.report_error(exc)
         self.refresh_view()

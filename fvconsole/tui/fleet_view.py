@@ -16,13 +16,13 @@ from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical, VerticalScroll
-from textual.widgets import Button, DataTable, Input, Label, ProgressBar, Static
+from textual.widgets import Button, DataTable, Input, Label, Static
 
 from fvconsole.cli.common import head_tail, human_bytes
 from fvconsole.core.fleet.hostlist import compress_hostlist
 from fvconsole.tui.base import BaseView
 from fvconsole.tui.modals import ConfirmScreen
-from fvconsole.tui.widgets import ThreadProgress
+from fvconsole.tui.widgets import ProgressRow, ThreadProgress
 
 STATUS_STYLE = {"complete": "green", "partial": "cyan", "incomplete": "yellow", "invalid": "bold red"}
 #: Node columns shown in the matrix; more nodes are summarised in the last column.
@@ -47,7 +47,7 @@ class FleetView(BaseView):
     FleetView #fleet-form #fleet-root { width: 2fr; }
     FleetView #fleet-form Button { min-width: 10; }
     FleetView #fleet-status { height: auto; padding: 0 1; }
-    FleetView #fleet-progress-row { height: 1; display: none; padding: 0 1; }
+    FleetView #fleet-progress-row { padding: 0 1; }
     FleetView #fleet-node-table { height: auto; max-height: 12; }
     FleetView #fleet-matrix { height: 1fr; }
     FleetView #fleet-detail-scroll { height: auto; max-height: 14; padding: 0 1; border-top: solid $primary; }
@@ -107,9 +107,7 @@ class FleetView(BaseView):
         yield Static(Text("Give a job id and/or a node list and the cache root, then Scan (ctrl+r or Enter). "
                           "Esc leaves a field; ? lists every key.", style="italic"), id="fleet-status")
         yield Input(placeholder="filter keys by key, node or status (Esc closes)", classes="view-filter")
-        with Horizontal(id="fleet-progress-row"):
-            yield ProgressBar(id="fleet-progress", show_eta=False)
-            yield Label(id="fleet-progress-label")
+        yield ProgressRow(id="fleet-progress-row")
         with Vertical():
             yield DataTable(id="fleet-node-table", cursor_type="row", zebra_stripes=True)
             yield DataTable(id="fleet-matrix", cursor_type="row", zebra_stripes=True)
@@ -403,12 +401,7 @@ class FleetView(BaseView):
         self.query_one("#fleet-status", Static).update(text)
 
     def _start_progress(self, label: str) -> ThreadProgress:
-        self.query_one("#fleet-progress-row").display = True
-        bar = self.query_one("#fleet-progress", ProgressBar)
-        bar.update(total=None, progress=0)
-        label_widget = self.query_one("#fleet-progress-label", Label)
-        label_widget.update(label)
-        return ThreadProgress(self.app, bar, label_widget)
+        return self.query_one("#fleet-progress-row", ProgressRow).start(label)
 
     def _stop_progress(self) -> None:
-        self.query_one("#fleet-progress-row").display = False
+        self.query_one("#fleet-progress-row", ProgressRow).stop()

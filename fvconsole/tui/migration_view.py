@@ -15,14 +15,14 @@ from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical, VerticalScroll
-from textual.widgets import Button, Checkbox, DataTable, Input, Label, ProgressBar, Static
+from textual.widgets import Button, Checkbox, DataTable, Input, Label, Static
 
 from fvconsole.core.errors import FvError, PartialFailure
 from fvconsole.tui import backend
 from fvconsole.tui.base import BaseView, describe_error
 from fvconsole.tui.checkpoints_view import render_mismatches
 from fvconsole.tui.modals import ConfirmScreen, ErrorScreen
-from fvconsole.tui.widgets import FastTable, PathInput, ThreadProgress
+from fvconsole.tui.widgets import FastTable, PathInput, ProgressRow, ThreadProgress
 
 INT_FIELDS = (
     ("expected_step", "mig-step", "expected step"),
@@ -101,7 +101,6 @@ class MigrationView(BaseView):
     MigrationView #mig-derived { height: auto; color: $text-muted; margin: 1 0; }
     MigrationView #mig-buttons { height: 1; margin-bottom: 1; }
     MigrationView #mig-buttons Button { margin-right: 1; }
-    MigrationView #mig-progress-row { height: 1; display: none; }
     MigrationView #mig-details { height: 1fr; }
     MigrationView #mig-banner { height: auto; padding: 0 1; }
     MigrationView #mig-banner.refused { background: $error 30%; color: $text; text-style: bold; }
@@ -153,9 +152,7 @@ class MigrationView(BaseView):
                     yield Button("Preview ^R", id="mig-preview", variant="primary", compact=True)
                     yield Button("Execute ^E", id="mig-execute", variant="error", compact=True, disabled=True)
                     yield Button("Verify ^Y", id="mig-verify", compact=True)
-                with Horizontal(id="mig-progress-row"):
-                    yield ProgressBar(id="mig-progress", show_eta=False)
-                    yield Static(id="mig-progress-label")
+                yield ProgressRow(id="mig-progress-row")
                 with VerticalScroll(id="mig-details"):
                     yield Static(id="mig-summary")
             with Vertical(id="mig-right"):
@@ -276,16 +273,11 @@ class MigrationView(BaseView):
             self.notify("busy: wait for the running action to finish", severity="warning")
             return None
         self._busy = True
-        self.query_one("#mig-progress-row").display = True
-        bar = self.query_one("#mig-progress", ProgressBar)
-        bar.update(total=None, progress=0)
-        status = self.query_one("#mig-progress-label", Static)
-        status.update(label)
-        return ThreadProgress(self.app, bar, status)
+        return self.query_one("#mig-progress-row", ProgressRow).start(label)
 
     def _finish(self) -> None:
         self._busy = False
-        self.query_one("#mig-progress-row").display = False
+        self.query_one("#mig-progress-row", ProgressRow).stop()
 
     def action_preview(self) -> None:
         try:

@@ -19,6 +19,7 @@ import threading
 from typing import Any
 
 from rich.text import Text
+from textual.containers import Horizontal
 from textual.geometry import Size
 from textual.suggester import Suggester
 from textual.widgets import DataTable, Input, ProgressBar, Static
@@ -117,6 +118,31 @@ class ThreadProgress:
         self._bar.update(total=max(total, 1), progress=done)
         if self._label is not None:
             self._label.update(message)
+
+
+class ProgressRow(Horizontal):
+    """A one-line progress bar with a label, hidden until an action starts.
+
+    ``start(label)`` shows it and returns the thread-safe ``Progress`` callback to hand to
+    the core; ``stop()`` hides it again.
+    """
+
+    DEFAULT_CSS = "ProgressRow { height: 1; display: none; }"
+
+    def compose(self) -> Any:
+        yield ProgressBar(show_eta=False)
+        yield Static()
+
+    def start(self, label: str, total: int | None = None) -> ThreadProgress:
+        self.display = True
+        bar = self.query_one(ProgressBar)
+        bar.update(total=total, progress=0)
+        text = self.query_one(Static)
+        text.update(label)
+        return ThreadProgress(self.app, bar, text)
+
+    def stop(self) -> None:
+        self.display = False
 
 
 class FastTable(DataTable):
