@@ -10,6 +10,9 @@ from fvconsole.core.errors import UsageError
 _UNITS = {"s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0, "w": 604800.0}
 _PART = re.compile(r"(\d+(?:\.\d+)?)([smhdw])")
 _WHOLE = re.compile(r"(?:\d+(?:\.\d+)?[smhdw])+")
+#: Longer than any cache has existed; beyond it a duration is a typo (``99999999999w``), and
+#: its day count would be hundreds of digits long in every plan reason.
+MAX_SECONDS = 100 * 365.25 * 86400.0
 
 
 def parse_duration(text: str, flag: str = "duration") -> float:
@@ -22,12 +25,18 @@ def parse_duration(text: str, flag: str = "duration") -> float:
         return 0.0
     if not _WHOLE.fullmatch(value):
         raise UsageError(
-            f"{flag}: invalid duration {text!r} (use e.g. 90s, 30m, 12h, 7d, 1w or 1d12h)"
+            f"{flag}: invalid duration {quote_input(text)} (use e.g. 90s, 30m, 12h, 7d, 1w or 1d12h)"
         )
     seconds = sum(float(n) * _UNITS[u] for n, u in _PART.findall(value))
-    if not math.isfinite(seconds):
-        raise UsageError(f"{flag}: duration {text!r} is too large")
+    if not math.isfinite(seconds) or seconds > MAX_SECONDS:
+        raise UsageError(f"{flag}: duration {quote_input(text)} is too large (at most 100 years)")
     return seconds
+
+
+def quote_input(text: str, limit: int = 40) -> str:
+    """A user's value quoted for an error line, shortened: a 5000-digit number stays readable."""
+    text = str(text)
+    return repr(text if len(text) <= limit else text[:limit] + "...")
 
 
 def format_duration(seconds: float) -> str:

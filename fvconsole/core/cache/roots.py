@@ -1,17 +1,31 @@
-"""Which cache root to use, and which roots eviction refuses to touch."""
+"""Which cache root to use, which caps are sane, and which roots eviction refuses to touch."""
 
 from __future__ import annotations
 
+import contextlib
 import math
 import os
-from collections.abc import Mapping
+import pwd
+from collections.abc import Iterable, Mapping
 
+from fvconsole.core.cache.durations import quote_input
 from fvconsole.core.errors import FvError, UsageError
 
 ENV_ROOT = "FASTVIDEO_WEIGHT_SHARD_CACHE"
 ENV_MAX_GB = "FASTVIDEO_WEIGHT_SHARD_CACHE_MAX_GB"
 DEFAULT_MAX_GB = 300.0
 GIB = 2**30
+#: No filesystem holds 2^60 bytes (1 EiB); a larger cap is a typo (``1e308``), and beyond
+#: float range ``N x 2^30`` is infinity, which no byte count can be compared or printed as.
+MAX_CAP_BYTES = 2**60
+MAX_GB = MAX_CAP_BYTES // GIB
+
+#: Refused as a root together with everything below them: code, configuration and kernel
+#: pseudo-filesystems never hold a weight cache, and a mistyped path there is catastrophic.
+SYSTEM_TREES = ("/bin", "/boot", "/etc", "/lib", "/lib32", "/lib64", "/libx32", "/proc", "/sbin", "/sys", "/usr")
+#: Refused as a root themselves (a cache directory below them is normal: /dev/shm/x, /tmp/x).
+SYSTEM_DIRS = ("/", "/dev", "/home", "/media", "/mnt", "/opt", "/root", "/run", "/srv", "/tmp",
+               "/var", "/var/tmp")
 
 
 def resolve_root(arg: str | None, env: Mapping[str, str] | None = None) -> str:
@@ -23,29 +37,39 @@ def resolve_root(arg: str | None, env: Mapping[str, str] | None = None) -> str:
     return os.path.abspath(os.path.expanduser(root))
 
 
+def _gb_problem(text: str) -> tuple[float | None, str]:
+    """(GiB, "") for a usable cap, else (None, what is wrong with ``text``)."""
+    try:
+        value = float(text)
+    except (TypeError, ValueError):
+        return None, "is not a number of GiB"
+    if not math.isfinite(value) or value < 0:
+        return None, "must be a finite number >= 0"
+    if value > MAX_GB:
+        return None, f"is too large (at most {MAX_GB} GiB = 2^60 bytes)"
+    return value + 0.0, ""  # + 0.0: -0 is 0
+
+
 def default_max_gb(env: Mapping[str, str] | None = None) -> float:
-    """FastVideo's cap in GiB: $FASTVIDEO_WEIGHT_SHARD_CACHE_MAX_GB, default 300."""
+    """FastVideo's cap in GiB: $FASTVIDEO_WEIGHT_SHARD_CACHE_MAX_GB, default 300.
+
+    FvError (exit 1) naming the variable when it is not a sane cap.
+    """
     env = os.environ if env is None else env
     raw = env.get(ENV_MAX_GB)
     if raw is None or raw.strip() == "":
         return DEFAULT_MAX_GB
-    try:
-        value = float(raw)
-    except ValueError:
-        raise FvError(f"environment {ENV_MAX_GB}: {raw!r} is not a number") from None
-    if not math.isfinite(value) or value < 0:
-        raise FvError(f"environment {ENV_MAX_GB}: {raw!r} must be a finite number >= 0")
+    value, problem = _gb_problem(raw)
+    if value is None:
+        raise FvError(f"environment {ENV_MAX_GB}: {quote_input(raw)} {problem}")
     return value
 
 
 def parse_max_gb(text: str, flag: str = "--max-gb") -> float:
     """A cap in GiB (fractional allowed); UsageError naming the flag otherwise."""
-    try:
-        value = float(text)
-    except (TypeError, ValueError):
-        raise UsageError(f"{flag}: {text!r} is not a number of GiB") from None
-    if not math.isfinite(value) or value < 0:
-        raise UsageError(f"{flag}: {text!r} must be a finite number >= 0")
+    value, problem = _gb_problem(text)
+    if value is None:
+        raise UsageError(f"{flag}: {quote_input(str(text))} {problem}")
     return value
 
 
@@ -54,25 +78,54 @@ def cap_bytes(max_gb: float) -> float:
     return float(max_gb) * GIB
 
 
-def _home_dirs() -> set[str]:
-    homes = {os.path.expanduser("~")}
-    if os.environ.get("HOME"):
-        homes.add(os.environ["HOME"])
-    return {os.path.realpath(h) for h in homes}
+def home_dirs(env: Mapping[str, str] | None = None) -> set[str]:
+    """Real paths of the user's home: the password database's (whatever $HOME says) and $HOME."""
+    env = os.environ if env is None else env
+    homes = set()
+    with contextlib.suppress(KeyError):  # a uid without a passwd entry (containers): $HOME is all there is
+        homes.add(pwd.getpwuid(os.getuid()).pw_dir)
+    if env.get("HOME"):
+        homes.add(env["HOME"])
+    return {os.path.realpath(h) for h in homes if h}
+
+
+def _under(path: str, top: str) -> bool:
+    return path == top or path.startswith(top.rstrip(os.sep) + os.sep)
+
+
+def _real(paths: Iterable[str]) -> set[str]:
+    """Each path and its real path (/bin may be a symlink to /usr/bin, /var/run to /run)."""
+    return {p for path in paths for p in (path, os.path.realpath(path))}
+
+
+def system_root_reason(real_root: str) -> str | None:
+    """Why ``real_root`` (a resolved path) is never a cache root, whatever the flags; or None."""
+    if real_root == os.sep:
+        return "is the filesystem root (/); refusing to evict there"
+    for home in sorted(home_dirs()):
+        if real_root == home:
+            return "is the home directory; refusing to evict there"
+        if _under(home, real_root):
+            return f"contains the home directory {home}; refusing to evict there"
+    for top in sorted(_real(SYSTEM_TREES)):
+        if _under(real_root, top):
+            return f"is a system directory ({top}); refusing to evict there"
+    if real_root in _real(SYSTEM_DIRS):
+        return "is a system directory; refusing to evict there (use a directory inside it)"
+    return None
 
 
 def dangerous_root_reason(real_root: str, has_entries: bool, force: bool) -> str | None:
     """Why eviction must not run in ``real_root`` (a resolved path), or None.
 
-    ``/`` and the home directory are refused even with ``force``; a mount point and a
-    directory without a single cache-looking entry are refused unless ``force``.
+    ``/``, the home directory (from the password database and $HOME) and its parents, and
+    system directories are refused even with ``force``; a mount point and a directory
+    without a single cache-looking entry are refused unless ``force``. One function for
+    every caller: ``fleet`` runs this same check on each node through ``cache evict``.
     """
-    if real_root == os.path.sep:
-        return "is the filesystem root (/); refusing to evict there"
-    if real_root in _home_dirs():
-        return "is the home directory; refusing to evict there"
-    if force:
-        return None
+    reason = system_root_reason(real_root)
+    if reason or force:
+        return reason
     if os.path.ismount(real_root):
         return "is the root of a mounted filesystem; use a subdirectory, or --force if it really is the cache root"
     if not has_entries:
