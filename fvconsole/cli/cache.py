@@ -30,6 +30,7 @@ from fvconsole.core.cache import (
     scan_cache,
 )
 from fvconsole.core.errors import EXIT_OK, FvError, PartialFailure, UsageError
+from fvconsole.core.printable import printable
 
 _FROM_ENV = "from-env"
 _NOTE_WIDTH = 72
@@ -58,8 +59,12 @@ Plan (and with --yes, execute) the removal of cache entries. Selectors combine a
   --older-than D    entries last used more than D ago (12h, 7d, 1d12h, ...)
 --keep KEY is never evicted. Entries being written or used within --grace (default 10m)
 are skipped unless --force. Leftover .evicting-* directories are always cleaned.
-The root must not be /, $HOME, a mount point or a directory without cache entries
-(the last two: unless --force).
+An entry or leftover with a mount point inside is never evicted, not even with --force:
+removal never crosses a filesystem boundary.
+The root must not be /, the home directory (from the password database or $HOME) or a
+directory above it, or a system directory (/etc, /usr, /var, /tmp, /dev, ... themselves);
+nor, unless --force, a mount point or a directory without cache entries.
+N is at most 2^30 GiB (2^60 bytes); durations at most 100 years.
 
 examples:
   fvconsole cache evict /dev/shm/fastvideo-wcache --max-gb 200          # preview only
@@ -199,6 +204,11 @@ def _ls_extras(scan: CacheScan) -> list[str]:
         more = [f"  ... {omitted} more"] if omitted else []
         lines.append("foreign (not cache entries; never touched):")
         lines += [f"  {n}" for n in head] + more + [f"  {n}" for n in tail]
+    mounted = [(e.key, e.mounts) for e in scan.entries if e.mounts]
+    mounted += [(x.name, x.mounts) for x in scan.leftovers if x.mounts]
+    if mounted:
+        lines.append("mount points inside (never evicted: eviction never crosses a mount):")
+        lines += [f"  {name}: {', '.join(printable(m) for m in mounts)}" for name, mounts in mounted]
     lines += [f"warning: {err}" for err in scan.errors]
     return lines
 

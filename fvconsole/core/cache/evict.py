@@ -3,9 +3,11 @@
 Each entry is re-checked right before deletion (same manifest mtime and size as planned),
 then renamed to ``<root>/.evicting-<key>-<pid>``: a launch racing with us sees a clean
 miss, and a second evictor's rename fails with ENOENT ("already evicted") instead of
-deleting the same files twice. The hidden tree is removed through directory file
-descriptors opened with O_NOFOLLOW, so a symlink inside an entry is unlinked, never
-followed, and nothing outside the root is ever reached.
+deleting the same files twice. The hidden tree is removed by ``remove.remove_tree``
+through directory file descriptors opened with O_NOFOLLOW, so a symlink inside an entry
+is unlinked, never followed, and nothing outside the root is ever reached. An entry (or
+leftover) with a mount point inside is never renamed or emptied: the re-check looks for
+mount points again, and the remover refuses to cross one that appears even later.
 """
 
 from __future__ import annotations
@@ -17,19 +19,23 @@ from dataclasses import dataclass
 from typing import Any
 
 from fvconsole.core.cache.durations import format_duration
-from fvconsole.core.cache.plan import EvictionPlan, PlannedEviction, SkippedEntry
+from fvconsole.core.cache.mounts import mount_points, mounts_by_child
+from fvconsole.core.cache.plan import EvictionPlan, PlannedEviction, SkippedEntry, mount_reason
+from fvconsole.core.cache.remove import PartialRemoval, remove_tree
 from fvconsole.core.cache.scan import (
     KEY_RE,
     LEFTOVER_PREFIX,
     LEFTOVER_RE,
+    Child,
     entry_size,
     fs_free_bytes,
     list_entry_files,
     manifest_mtime_ns,
+    mounts_inside,
 )
 from fvconsole.core.progress import Progress, no_progress
 
-_DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0)
+__all__ = ["EvictedEntry", "EvictionResult", "PartialRemoval", "execute_eviction", "remove_tree"]
 
 
 @dataclass(frozen=True)
@@ -91,17 +97,8 @@ class _Skip(Exception):
     """This item is not removed, for the reason given (not an error)."""
 
 
-class PartialRemoval(OSError):
-    """Some files of a tree could not be removed; the rest were, ``freed`` bytes of them.
-
-    Removal goes on past a failing file (the entry is already hidden, so what can be freed
-    should be); the first failure is kept as the error.
-    """
-
-    def __init__(self, first: OSError, freed: int, failures: int) -> None:
-        super().__init__(first.errno, first.strerror, first.filename)
-        self.freed = freed
-        self.failures = failures
+class _Refused(Exception):
+    """This item is not removed, and that is an error (it changed in a way eviction must not cross)."""
 
 
 def execute_eviction(plan: EvictionPlan, progress: Progress | None = None) -> EvictionResult:
@@ -119,6 +116,9 @@ def execute_eviction(plan: EvictionPlan, progress: Progress | None = None) -> Ev
             freed = _evict_item(plan, item)
         except _Skip as skip:
             skipped.append(SkippedEntry(item.key, str(skip)))
+            continue
+        except _Refused as refusal:
+            errors.append(f"{item.path}: {refusal}")
             continue
         except OSError as exc:
             message = f"{item.path}: {exc.strerror or exc}" + (f" ({exc.filename})" if exc.filename else "")
@@ -151,8 +151,12 @@ def _hidden_path(plan: EvictionPlan, item: PlannedEviction) -> str:
 
 def _evict_item(plan: EvictionPlan, item: PlannedEviction) -> int:
     _check_inside_root(plan, item)
-    if not item.leftover:
-        _recheck(plan, item)
+    if item.leftover:
+        st, listing = _current(item)
+    else:
+        st, listing = _recheck(plan, item)
+    if not item.is_symlink:
+        _recheck_mounts(plan, item, st, listing)
     hidden = _hidden_path(plan, item)
     if item.path != hidden:
         try:
@@ -162,8 +166,31 @@ def _evict_item(plan: EvictionPlan, item: PlannedEviction) -> int:
     return remove_tree(hidden)
 
 
-def _recheck(plan: EvictionPlan, item: PlannedEviction) -> None:
-    """Skip an entry that is gone or no longer what the plan saw."""
+def _current(item: PlannedEviction) -> tuple[os.stat_result, list[tuple[str, os.stat_result]]]:
+    """lstat and listing of a leftover right before it is removed."""
+    try:
+        st = os.lstat(item.path)
+        return st, list_entry_files(item.path)
+    except FileNotFoundError:
+        raise _Skip("already evicted (by another evictor)") from None
+
+
+def _recheck_mounts(plan: EvictionPlan, item: PlannedEviction, st: os.stat_result,
+                    listing: list[tuple[str, os.stat_result]]) -> None:
+    """Refuse an item that has a mount point inside now (the plan skipped those it saw)."""
+    name = os.path.basename(item.path)
+    known = mounts_by_child(mount_points() or (), plan.real_root).get(name, ())
+    try:
+        root_dev = os.stat(plan.root).st_dev
+    except OSError:
+        root_dev = None
+    found = mounts_inside(Child(name, item.path, st), listing, known, root_dev)
+    if found:
+        raise _Refused(f"{mount_reason(found)}; mounted since the plan")
+
+
+def _recheck(plan: EvictionPlan, item: PlannedEviction) -> tuple[os.stat_result, list[tuple[str, os.stat_result]]]:
+    """Skip an entry that is gone or no longer what the plan saw; else its lstat and listing."""
     try:
         st = os.lstat(item.path)
     except FileNotFoundError:
@@ -171,7 +198,7 @@ def _recheck(plan: EvictionPlan, item: PlannedEviction) -> None:
     if stat.S_ISLNK(st.st_mode) != item.is_symlink:
         raise _Skip("changed since plan (symlink vs directory)")
     if item.is_symlink:
-        return
+        return st, []
     if not stat.S_ISDIR(st.st_mode):
         raise _Skip("changed since plan (no longer a directory)")
     try:
@@ -184,6 +211,7 @@ def _recheck(plan: EvictionPlan, item: PlannedEviction) -> None:
         _changed(item, st, f"changed since plan (size {entry_size(listing)} != planned {item.bytes})")
     if not plan.force:
         _recheck_not_writing(listing, plan.grace_seconds)
+    return st, listing
 
 
 def _changed(item: PlannedEviction, st: os.stat_result, reason: str) -> None:
@@ -207,86 +235,3 @@ def _recheck_not_writing(listing: list[tuple[str, os.stat_result]], grace: float
     for name, st in listing:
         if name.endswith(".tmp") and now - st.st_mtime < grace:
             raise _Skip(f"changed since plan ({name} modified {format_duration(max(now - st.st_mtime, 0))} ago)")
-
-
-def remove_tree(path: str) -> int:
-    """Remove ``path`` (a directory or a symlink) without following any symlink.
-
-    Returns the bytes of regular files this call unlinked; files that vanish under us
-    (a concurrent evictor) are not counted and are not errors. A file or directory that
-    cannot be removed does not stop the rest: PartialRemoval is raised at the end.
-    """
-    try:
-        st = os.lstat(path)
-    except FileNotFoundError:
-        return 0
-    if not stat.S_ISDIR(st.st_mode):
-        _unlink_quietly(path)
-        return st.st_size if stat.S_ISREG(st.st_mode) else 0
-    # The parent is the cache root as the user named it (it may itself be a symlink).
-    parent_fd = os.open(os.path.dirname(path) or ".", _DIR_FLAGS & ~os.O_NOFOLLOW)
-    failures: list[OSError] = []
-    try:
-        freed = _remove_subdir(os.path.basename(path), parent_fd, failures)
-    finally:
-        os.close(parent_fd)
-    if failures:
-        raise PartialRemoval(failures[0], freed, len(failures))
-    return freed
-
-
-def _unlink_quietly(name: str, dir_fd: int | None = None) -> bool:
-    try:
-        os.unlink(name, dir_fd=dir_fd)
-    except FileNotFoundError:
-        return False
-    return True
-
-
-def _remove_contents(dir_fd: int, failures: list[OSError]) -> int:
-    """Empty the directory open at ``dir_fd``, depth first, by names relative to fds.
-
-    Per-file failures are appended to ``failures`` and the walk goes on.
-    """
-    freed = 0
-    with os.scandir(dir_fd) as it:
-        items = [(item.name, item) for item in it]
-    for name, item in items:
-        try:
-            st = item.stat(follow_symlinks=False)
-        except FileNotFoundError:
-            continue
-        if stat.S_ISDIR(st.st_mode):
-            freed += _remove_subdir(name, dir_fd, failures)
-            continue
-        try:
-            if _unlink_quietly(name, dir_fd) and stat.S_ISREG(st.st_mode):
-                freed += st.st_size
-        except OSError as exc:
-            failures.append(exc if exc.filename else OSError(exc.errno, exc.strerror, name))
-    return freed
-
-
-def _remove_subdir(name: str, parent_fd: int, failures: list[OSError]) -> int:
-    try:
-        fd = os.open(name, _DIR_FLAGS, dir_fd=parent_fd)
-    except FileNotFoundError:
-        return 0
-    except OSError as exc:
-        failures.append(OSError(exc.errno, exc.strerror, name))
-        return 0
-    try:
-        freed = _remove_contents(fd, failures)
-    except OSError as exc:  # the listing itself failed
-        failures.append(OSError(exc.errno, exc.strerror, name))
-        freed = 0
-    finally:
-        os.close(fd)
-    try:
-        os.rmdir(name, dir_fd=parent_fd)
-    except FileNotFoundError:
-        pass
-    except OSError as exc:
-        if not failures:  # a non-empty dir after a failure below is already explained
-            failures.append(OSError(exc.errno, exc.strerror, name))
-    return freed

@@ -42,6 +42,8 @@ class CacheEntry:
     summary: ManifestSummary | None = None
     is_symlink: bool = False
     symlink_target: str | None = None
+    #: Mount points at or inside the entry, relative to it ("." = the entry itself): never evicted.
+    mounts: tuple[str, ...] = ()
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -62,6 +64,7 @@ class CacheEntry:
             "summary": self.summary.to_json() if self.summary else None,
             "is_symlink": self.is_symlink,
             "symlink_target": self.symlink_target,
+            "mounts": list(self.mounts),
         }
 
 
@@ -75,10 +78,11 @@ class Leftover:
     pid: int
     bytes: int
     mtime: float
+    mounts: tuple[str, ...] = ()  # as CacheEntry.mounts: such a leftover is never removed
 
     def to_json(self) -> dict[str, Any]:
         return {"name": self.name, "path": self.path, "key": self.key, "pid": self.pid,
-                "bytes": self.bytes, "mtime": self.mtime}
+                "bytes": self.bytes, "mtime": self.mtime, "mounts": list(self.mounts)}
 
 
 @dataclass(frozen=True)

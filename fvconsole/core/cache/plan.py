@@ -122,6 +122,16 @@ def protection_reason(entry: CacheEntry, now: float, grace: float) -> str | None
     return None
 
 
+def mount_reason(mounts: Sequence[str]) -> str:
+    """Why an entry (or leftover) with mount points inside is never removed, not even with --force."""
+    if "." in mounts:
+        where = "is itself a mount point"
+    else:
+        more = f" and {len(mounts) - 3} more" if len(mounts) > 3 else ""
+        where = f"contains a mount point ({', '.join(mounts[:3])}{more})"
+    return f"{where}; nothing of it is removed (eviction never crosses a mount)"
+
+
 def _leftover_reason(item: Leftover, now: float, grace: float) -> str | None:
     """A leftover whose evictor may still be running on this host is left alone for a while."""
     if now - item.mtime >= grace or not _pid_alive(item.pid):
@@ -190,14 +200,17 @@ def plan_eviction(scan: CacheScan, *, max_gb: float | None = None, keys: Sequenc
     protected = {} if force else {
         e.key: r for e in scan.entries if (r := protection_reason(e, now, grace)) is not None
     }
+    mounted = {e.key: mount_reason(e.mounts) for e in scan.entries if e.mounts}
     selected = _select(scan, max_gb=max_gb, keys=keys, invalid=invalid, older_than=older_than,
-                       skip_lru=keep_set | set(protected), now=now)
+                       skip_lru=keep_set | set(protected) | set(mounted), now=now)
     evict, skipped = _leftover_items(scan, now, grace, force)
     skipped += [SkippedEntry(k, "no such entry in the cache") for k in dict.fromkeys(keys) if scan.get(k) is None]
     chosen = [e for e in scan.entries if e.key in selected]
     for e in sorted(chosen, key=gc_sort_key):
         if e.key in keep_set:
             skipped.append(SkippedEntry(e.key, "kept (--keep)"))
+        elif e.key in mounted:
+            skipped.append(SkippedEntry(e.key, mounted[e.key]))
         elif e.key in protected:
             skipped.append(SkippedEntry(e.key, f"{protected[e.key]}; --force to evict anyway"))
         else:
@@ -223,7 +236,9 @@ def _leftover_items(scan: CacheScan, now: float, grace: float,
     evict, skipped = [], []
     for item in scan.leftovers:
         busy = None if force else _leftover_reason(item, now, grace)
-        if busy:
+        if item.mounts:
+            skipped.append(SkippedEntry(item.key, f"{item.name}: {mount_reason(item.mounts)}"))
+        elif busy:
             skipped.append(SkippedEntry(item.key, f"{item.name}: {busy}"))
         else:
             evict.append(PlannedEviction(key=item.key, path=item.path, bytes=item.bytes,

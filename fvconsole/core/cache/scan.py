@@ -3,10 +3,14 @@
 Cost per entry: one ``scandir`` of the entry (one lstat per file, dirs opened O_NOATIME), one
 manifest read and one bounded header read per shard. Nothing is followed through a
 symlink, no shard data is read, and no mtime/atime the cache relies on is changed.
+Entries are flat: only what is directly inside counts, a subdirectory is foreign content
+that is noted but never walked (so any depth of tree scans in one listing). Mount points
+inside an entry come from one read of /proc/self/mountinfo per scan.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import re
 import stat
@@ -16,6 +20,7 @@ from typing import NamedTuple
 from fvconsole.core.cache.entry import STATUSES, classify_entry, compact_indices
 from fvconsole.core.cache.files import list_dir
 from fvconsole.core.cache.model import CacheEntry, CacheScan, Leftover, ManifestSummary
+from fvconsole.core.cache.mounts import mount_points, mounts_by_child
 from fvconsole.core.errors import FvError
 
 DEFAULT_GRACE_SECONDS = 600.0
@@ -27,7 +32,7 @@ __all__ = [
     "DEFAULT_GRACE_SECONDS", "KEY_RE", "LEFTOVER_PREFIX", "LEFTOVER_RE", "STATUSES",
     "CacheEntry", "CacheScan", "Child", "Leftover", "ManifestSummary",
     "classify_child", "compact_indices", "entry_size", "fs_free_bytes", "list_entry_files",
-    "manifest_mtime_ns", "scan_cache", "scan_entry",
+    "manifest_mtime_ns", "mounts_inside", "scan_cache", "scan_entry",
 ]
 
 
@@ -46,7 +51,8 @@ def scan_cache(root: str | os.PathLike[str], grace_seconds: float = DEFAULT_GRAC
     Raises FvError only when the root itself is missing, not a directory or unlistable.
     """
     root_path = os.path.abspath(os.path.expanduser(os.fspath(root)))
-    _require_directory(root_path)
+    root_dev = _require_directory(root_path).st_dev
+    real_root = os.path.realpath(root_path)
     now = time.time() if now is None else now
     entries: list[CacheEntry] = []
     foreign: list[str] = []
@@ -54,18 +60,20 @@ def scan_cache(root: str | os.PathLike[str], grace_seconds: float = DEFAULT_GRAC
     errors: list[str] = []
     try:
         # The root may itself be a symlink the user chose; open its real path.
-        listing = list_dir(os.path.realpath(root_path))
+        listing = list_dir(real_root)
     except OSError as exc:
         raise FvError(f"{root_path}: cannot list cache root ({exc.strerror})") from None
+    mounts = mounts_by_child(mount_points() or (), real_root)
     for name, st in listing:
         child = Child(name, os.path.join(root_path, name), st)
         kind = classify_child(name, st)
         if kind == "entry":
-            entry = scan_entry(child, now, grace_seconds, check_headers, errors)
+            entry = scan_entry(child, now, grace_seconds, check_headers, errors,
+                               mounts=mounts.get(name, ()), root_dev=root_dev)
             if entry is not None:
                 entries.append(entry)
         elif kind == "leftover":
-            leftover = _scan_leftover(child, errors)
+            leftover = _scan_leftover(child, errors, mounts.get(name, ()), root_dev)
             if leftover is not None:
                 leftovers.append(leftover)
         else:
@@ -73,7 +81,7 @@ def scan_cache(root: str | os.PathLike[str], grace_seconds: float = DEFAULT_GRAC
     fs_total, fs_free = _fs_space(root_path)
     return CacheScan(
         root=root_path,
-        real_root=os.path.realpath(root_path),
+        real_root=real_root,
         entries=tuple(sorted(entries, key=lambda e: e.key)),
         foreign=tuple(sorted(foreign)),
         leftovers=tuple(sorted(leftovers, key=lambda x: x.name)),
@@ -85,7 +93,7 @@ def scan_cache(root: str | os.PathLike[str], grace_seconds: float = DEFAULT_GRAC
     )
 
 
-def _require_directory(root_path: str) -> None:
+def _require_directory(root_path: str) -> os.stat_result:
     try:
         st = os.stat(root_path)
     except FileNotFoundError:
@@ -94,6 +102,7 @@ def _require_directory(root_path: str) -> None:
         raise FvError(f"{root_path}: cannot stat cache root ({exc.strerror})") from None
     if not stat.S_ISDIR(st.st_mode):
         raise FvError(f"{root_path}: cache root is not a directory")
+    return st
 
 
 def classify_child(name: str, st: os.stat_result) -> str:
@@ -120,8 +129,12 @@ def fs_free_bytes(path: str) -> int | None:
 
 
 def scan_entry(child: Child, now: float, grace: float, check_headers: bool,
-               errors: list[str]) -> CacheEntry | None:
-    """One entry; None (with a note in ``errors``) when it vanished while we looked."""
+               errors: list[str], *, mounts: tuple[str, ...] = (), root_dev: int | None = None) -> CacheEntry | None:
+    """One entry; None (with a note in ``errors``) when it vanished while we looked.
+
+    ``mounts``: mount points known (from mountinfo) to be inside it; more are found by
+    comparing the ``st_dev`` of the entry with ``root_dev`` and of its subdirectories with its own.
+    """
     if stat.S_ISLNK(child.st.st_mode):
         return _symlink_entry(child)
     try:
@@ -130,8 +143,32 @@ def scan_entry(child: Child, now: float, grace: float, check_headers: bool,
         errors.append(f"{child.path}: vanished during the scan")
         return None
     except OSError as exc:
-        return _unreadable_entry(child, exc)
-    return classify_entry(child.name, child.path, listing, child.st.st_mtime, now, grace, check_headers)
+        entry = _unreadable_entry(child, exc)
+        listing = []
+    else:
+        entry = classify_entry(child.name, child.path, listing, child.st.st_mtime, now, grace, check_headers)
+    found = mounts_inside(child, listing, mounts, root_dev)
+    notes = [f"subdirectory {name}/ is not cache content (not counted, not scanned; removed with the entry)"
+             for name, st in listing if stat.S_ISDIR(st.st_mode) and name not in found]
+    notes += [f"{'the entry itself' if m == '.' else m} is a mount point: eviction never crosses it, "
+              "so this entry is never evicted" for m in found]
+    if not notes:
+        return entry
+    return dataclasses.replace(entry, mounts=found, problems=entry.problems + tuple(notes))
+
+
+def mounts_inside(child: Child, listing: list[tuple[str, os.stat_result]], known: tuple[str, ...],
+                  root_dev: int | None) -> tuple[str, ...]:
+    """Mount points at or inside a child of the root, relative to it ("." = the child itself).
+
+    ``known`` comes from mountinfo (bind mounts of the same filesystem included); a
+    different ``st_dev`` in what was already listed is the evidence that needs no /proc.
+    """
+    found = set(known)
+    if root_dev is not None and child.st.st_dev != root_dev:
+        found.add(".")
+    found.update(name for name, st in listing if stat.S_ISDIR(st.st_mode) and st.st_dev != child.st.st_dev)
+    return tuple(sorted(found))
 
 
 #: (name, lstat) of every child of an entry directory: one scandir, one lstat each.
@@ -172,15 +209,17 @@ def _unreadable_entry(child: Child, exc: OSError) -> CacheEntry:
     )
 
 
-def _scan_leftover(child: Child, errors: list[str]) -> Leftover | None:
+def _scan_leftover(child: Child, errors: list[str], mounts: tuple[str, ...] = (),
+                   root_dev: int | None = None) -> Leftover | None:
     match = LEFTOVER_RE.fullmatch(child.name)
     assert match is not None
+    listing: list[tuple[str, os.stat_result]] = []
     try:
-        size = entry_size(list_dir(child.path))
+        listing = list_dir(child.path)
     except FileNotFoundError:
         return None  # finished by its evictor while we looked
     except OSError as exc:
         errors.append(f"{child.path}: {exc.strerror}")
-        size = 0
     return Leftover(name=child.name, path=child.path, key=match.group(1), pid=int(match.group(2)),
-                    bytes=size, mtime=child.st.st_mtime)
+                    bytes=entry_size(listing), mtime=child.st.st_mtime,
+                    mounts=mounts_inside(child, listing, mounts, root_dev))
