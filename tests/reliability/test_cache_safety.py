@@ -147,19 +147,24 @@ def test_eviction_never_crosses_a_mount(tmp_path: Path, mounter, capsys, trials,
     trials.add("skipped, outside untouched")
 
 
-@pytest.mark.fault("security", "mount appears inside an entry after the plan (re-check and remover refuse it)")
-def test_mount_after_the_plan_is_that_entries_failure(tmp_path: Path, mounter, trials) -> None:
+@pytest.mark.fault("security", "mount appears inside (or over) an entry after the plan (the re-check refuses it)")
+@pytest.mark.parametrize("where", ["inside", "over the entry"])
+def test_mount_after_the_plan_is_that_entries_failure(tmp_path: Path, mounter, trials, where: str) -> None:
     from fvconsole.core.cache import execute_eviction, plan_eviction, scan_cache
 
     root = tmp_path / "cache"
     keys = [_entry(root, seed=s).name for s in (1, 2, 3)]
     outside = _outside(tmp_path)
-    before = tree_digest(outside)
     plan = plan_eviction(scan_cache(root), keys=keys)
     assert len(plan.evict) == 3
     victim = root / keys[1]
-    (victim / "mnt").mkdir()
-    mounter(["--bind", str(outside)], victim / "mnt")
+    if where == "inside":
+        (victim / "mnt").mkdir()
+        mounter(["--bind", str(outside)], victim / "mnt")
+    else:  # a copy of the entry elsewhere, mounted over it: same manifest, so only the mount differs
+        shutil.copytree(victim, outside / victim.name, copy_function=shutil.copy2)
+        mounter(["--bind", str(outside / victim.name)], victim)
+    before = tree_digest(outside)
     result = execute_eviction(plan)
     assert tree_digest(outside) == before, "eviction deleted files behind a mount point"
     assert sorted(e.key for e in result.evicted) == sorted([keys[0], keys[2]])

@@ -37,6 +37,8 @@ from fvconsole.core.progress import Progress, no_progress
 
 __all__ = ["EvictedEntry", "EvictionResult", "PartialRemoval", "execute_eviction", "remove_tree"]
 
+_ALREADY = "already evicted (by another evictor)"
+
 
 @dataclass(frozen=True)
 class EvictedEntry:
@@ -151,28 +153,44 @@ def _hidden_path(plan: EvictionPlan, item: PlannedEviction) -> str:
 
 def _evict_item(plan: EvictionPlan, item: PlannedEviction) -> int:
     _check_inside_root(plan, item)
-    if item.leftover:
-        st, listing = _current(item)
-    else:
-        st, listing = _recheck(plan, item)
-    if not item.is_symlink:
+    st = _lstat(item)
+    if not item.leftover:
+        _recheck_kind(item, st)
+    if not stat.S_ISLNK(st.st_mode):
+        listing = _listing(item)
+        # Mounts first: a mount over the entry also changes what the content re-check sees.
         _recheck_mounts(plan, item, st, listing)
+        if not item.leftover:
+            _recheck_content(plan, item, st, listing)
     hidden = _hidden_path(plan, item)
     if item.path != hidden:
         try:
             os.rename(item.path, hidden)
         except FileNotFoundError:
-            raise _Skip("already evicted (by another evictor)") from None
+            raise _Skip(_ALREADY) from None
     return remove_tree(hidden)
 
 
-def _current(item: PlannedEviction) -> tuple[os.stat_result, list[tuple[str, os.stat_result]]]:
-    """lstat and listing of a leftover right before it is removed."""
+def _lstat(item: PlannedEviction) -> os.stat_result:
     try:
-        st = os.lstat(item.path)
-        return st, list_entry_files(item.path)
+        return os.lstat(item.path)
     except FileNotFoundError:
-        raise _Skip("already evicted (by another evictor)") from None
+        raise _Skip(_ALREADY) from None
+
+
+def _listing(item: PlannedEviction) -> list[tuple[str, os.stat_result]]:
+    try:
+        return list_entry_files(item.path)
+    except FileNotFoundError:
+        raise _Skip(_ALREADY) from None
+
+
+def _recheck_kind(item: PlannedEviction, st: os.stat_result) -> None:
+    """Skip an entry that is no longer the kind of thing the plan saw."""
+    if stat.S_ISLNK(st.st_mode) != item.is_symlink:
+        raise _Skip("changed since plan (symlink vs directory)")
+    if not item.is_symlink and not stat.S_ISDIR(st.st_mode):
+        raise _Skip("changed since plan (no longer a directory)")
 
 
 def _recheck_mounts(plan: EvictionPlan, item: PlannedEviction, st: os.stat_result,
@@ -189,29 +207,15 @@ def _recheck_mounts(plan: EvictionPlan, item: PlannedEviction, st: os.stat_resul
         raise _Refused(f"{mount_reason(found)}; mounted since the plan")
 
 
-def _recheck(plan: EvictionPlan, item: PlannedEviction) -> tuple[os.stat_result, list[tuple[str, os.stat_result]]]:
-    """Skip an entry that is gone or no longer what the plan saw; else its lstat and listing."""
-    try:
-        st = os.lstat(item.path)
-    except FileNotFoundError:
-        raise _Skip("already evicted (by another evictor)") from None
-    if stat.S_ISLNK(st.st_mode) != item.is_symlink:
-        raise _Skip("changed since plan (symlink vs directory)")
-    if item.is_symlink:
-        return st, []
-    if not stat.S_ISDIR(st.st_mode):
-        raise _Skip("changed since plan (no longer a directory)")
-    try:
-        listing = list_entry_files(item.path)
-    except FileNotFoundError:
-        raise _Skip("already evicted (by another evictor)") from None
+def _recheck_content(plan: EvictionPlan, item: PlannedEviction, st: os.stat_result,
+                     listing: list[tuple[str, os.stat_result]]) -> None:
+    """Skip an entry that is no longer what the plan saw (used, rewritten, being written)."""
     if manifest_mtime_ns(listing) != item.manifest_mtime_ns:
         _changed(item, st, "changed since plan (manifest mtime differs: used or rewritten)")
     if entry_size(listing) != item.bytes:
         _changed(item, st, f"changed since plan (size {entry_size(listing)} != planned {item.bytes})")
     if not plan.force:
         _recheck_not_writing(listing, plan.grace_seconds)
-    return st, listing
 
 
 def _changed(item: PlannedEviction, st: os.stat_result, reason: str) -> None:
@@ -224,9 +228,9 @@ def _changed(item: PlannedEviction, st: os.stat_result, reason: str) -> None:
     try:
         now = os.lstat(item.path)
     except FileNotFoundError:
-        raise _Skip("already evicted (by another evictor)") from None
+        raise _Skip(_ALREADY) from None
     if (now.st_ino, now.st_dev) != (st.st_ino, st.st_dev):
-        raise _Skip("already evicted (by another evictor)")
+        raise _Skip(_ALREADY)
     raise _Skip(reason)
 
 
