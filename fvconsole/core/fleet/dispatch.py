@@ -29,7 +29,6 @@ import threading
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass, field, replace
-from typing import Any
 
 from fvconsole.core.errors import UsageError
 from fvconsole.core.fleet.demux import StepDemux
@@ -99,9 +98,6 @@ class SrunStep:
     nodes: tuple[str, ...]
     argv: tuple[str, ...]
 
-    def to_json(self) -> dict[str, Any]:
-        return {"nodes": compress_hostlist(self.nodes), "argv": list(self.argv)}
-
 
 @dataclass(frozen=True)
 class SrunSteps:
@@ -114,14 +110,6 @@ class SrunSteps:
     fanout: str = PER_NODE  # resolved: per-node or single-step
     expects: str | None = None  # documents.LS / documents.EVICT: the shape each node's JSON must have
     srun: str = "srun"  # the resolved srun path
-
-    @property
-    def nodes(self) -> tuple[str, ...]:
-        return tuple(node for node, _ in self.requests)
-
-    def to_json(self) -> dict[str, Any]:
-        return {"selection": self.selection.to_json(), "fanout": self.fanout, "timeout": self.options.timeout,
-                "parallel": self.options.parallel, "steps": [s.to_json() for s in self.steps]}
 
 
 @dataclass(frozen=True)

@@ -47,9 +47,6 @@ class FleetEvictionPlan:
         """node -> planned keys, for nodes whose preview succeeded."""
         return {o.node: planned_keys(o.output) for o in self.outcomes if o.ok and o.output is not None}
 
-    def plans(self) -> dict[str, tuple[str, ...]]:
-        return self.node_keys
-
     @property
     def freed_bytes(self) -> int:
         return _freed(self.outcomes)
