@@ -8,10 +8,18 @@ aggregate. The work is in :mod:`fvconsole.core.fleet`.
 from __future__ import annotations
 
 import argparse
-import sys
 from typing import Any
 
-from fvconsole.cli.common import emit_json, format_table, head_tail, human_bytes, progress_printer
+from fvconsole.cli.common import (
+    Block,
+    block,
+    emit_json,
+    format_table,
+    head_tail,
+    human_bytes,
+    progress_printer,
+    say,
+)
 from fvconsole.core.errors import UsageError
 from fvconsole.core.fleet.aggregate import FleetCacheView, KeyRow
 from fvconsole.core.fleet.dispatch import (
@@ -33,7 +41,6 @@ from fvconsole.core.fleet.ops import (
 )
 from fvconsole.core.fleet.outcomes import NodeOutcome
 from fvconsole.core.fleet.selection import NodeSelection, check_selection_args, find_srun, select_nodes
-from fvconsole.core.printable import printable
 
 #: Node rows printed without --full: every failed node up to this many, and ok nodes head + tail.
 FAILED_ROWS = 20
@@ -143,8 +150,8 @@ def _report_failures(outcomes: tuple[NodeOutcome, ...], total: int) -> None:
     failed = [o for o in outcomes if not o.ok]
     if failed:
         first = failed[0]
-        print(f"error: {len(failed)} of {total} nodes failed ({compress_hostlist(o.node for o in failed)}); "
-              f"first: {printable(first.node)}: {printable(first.error)}", file=sys.stderr)
+        say(f"error: {len(failed)} of {total} nodes failed ({compress_hostlist(o.node for o in failed)}); "
+            f"first: {first.node}: {first.error}", err=True)
 
 
 def _rows(outcomes: list[Any], full: bool) -> tuple[list[Any], int]:
@@ -177,7 +184,7 @@ def run_fleet_ls(args: argparse.Namespace) -> int:
     if args.json:
         emit_json(view.to_json() if args.full else view.to_summary_json())
     else:
-        print(render_fleet_ls(view, root, full=args.full))
+        say(render_fleet_ls(view, root, full=args.full))
     _report_failures(view.outcomes, len(view.outcomes))
     return view.exit_code
 
@@ -186,7 +193,7 @@ def _statuses_text(row: KeyRow) -> str:
     by_status: dict[str, list[str]] = {}
     for node, status in row.statuses:
         by_status.setdefault(status, []).append(node)
-    return "; ".join(f"{printable(status)} on {compress_hostlist(nodes)}" for status, nodes in sorted(by_status.items()))
+    return "; ".join(f"{status} on {compress_hostlist(nodes)}" for status, nodes in sorted(by_status.items()))
 
 
 def _outcomes_line(view: FleetCacheView) -> str:
@@ -196,20 +203,20 @@ def _outcomes_line(view: FleetCacheView) -> str:
     return "nodes: " + ", ".join(parts) if parts else "nodes: none"
 
 
-def render_fleet_ls(view: FleetCacheView, root: str, *, full: bool = False) -> str:
+def render_fleet_ls(view: FleetCacheView, root: str, *, full: bool = False) -> Block:
     """Outcomes, the per-node table (summarised unless ``full``), the key x node summary, findings."""
     sel = view.selection
     where = f"job {sel.job_id}: " if sel.job_id else ""
     how = _dispatch_note(view.fanout, view.job_steps)
-    lines = [f"fleet cache {printable(root)} on {where}{compress_hostlist(sel.nodes)} ({len(sel.nodes)} nodes"
+    lines = [f"fleet cache {root} on {where}{compress_hostlist(sel.nodes)} ({len(sel.nodes)} nodes"
              + (f"; {how})" if how else ")"), _outcomes_line(view)]
     shown, omitted = _rows(list(view.nodes), full)
     rows = []
     for n in shown:
         if not n.ok:
-            rows.append((n.node, "-", "-", "-", "-", "-", f"error: {printable(n.error)}"))
+            rows.append((n.node, "-", "-", "-", "-", "-", f"error: {n.error}"))
             continue
-        statuses = ", ".join(f"{count} {printable(status)}" for status, count in n.statuses) or "empty"
+        statuses = ", ".join(f"{count} {status}" for status, count in n.statuses) or "empty"
         free = human_bytes(n.fs_free) if n.fs_free is not None else "-"
         over = human_bytes(n.over_cap_bytes) if n.over_cap_bytes is not None else "-"
         rows.append((n.node, n.entries, human_bytes(n.total_bytes), human_bytes(n.reclaimable_bytes), over, free,
@@ -222,7 +229,7 @@ def render_fleet_ls(view: FleetCacheView, root: str, *, full: bool = False) -> s
         head, omitted_keys, tail = head_tail(list(view.keys), head=20, tail=5)
 
         def key_row(r: KeyRow) -> tuple[Any, ...]:
-            return (printable(r.key), len(r.statuses), human_bytes(r.total_bytes), _statuses_text(r))
+            return (r.key, len(r.statuses), human_bytes(r.total_bytes), _statuses_text(r))
 
         key_rows = [key_row(r) for r in head]
         if omitted_keys:
@@ -231,12 +238,12 @@ def render_fleet_ls(view: FleetCacheView, root: str, *, full: bool = False) -> s
         lines += ["", format_table(("KEY", "NODES", "SIZE", "STATUS BY NODE"), key_rows, right=(1, 2))]
     else:
         lines.append("(no cache entries on any node)")
-    lines.append(f"\ntotal {human_bytes(view.total_bytes)} across {len(view.nodes)} nodes, {len(view.keys)} keys; "
+    lines += ["", f"total {human_bytes(view.total_bytes)} across {len(view.nodes)} nodes, {len(view.keys)} keys; "
                  "an eviction would free per node: RECLAIMABLE with `--invalid` (invalid + incomplete), "
-                 "OVER CAP with `--max-gb` (the node's $FASTVIDEO_WEIGHT_SHARD_CACHE_MAX_GB cap)")
+                 "OVER CAP with `--max-gb` (the node's $FASTVIDEO_WEIGHT_SHARD_CACHE_MAX_GB cap)"]
     for finding in view.findings:
-        lines.append(f"finding: {printable(finding.message)}")
-    return "\n".join(lines)
+        lines.append(f"finding: {finding.message}")
+    return block(lines)
 
 
 # ---------------------------------------------------------------- evict
@@ -280,26 +287,26 @@ def run_fleet_evict(args: argparse.Namespace) -> int:
     if args.json:
         emit_json(result.to_json())
     else:
-        print(render_fleet_evict(result, root))
+        say(render_fleet_evict(result, root))
     _report_failures(result.outcomes, len(result.outcomes))
     return result.exit_code
 
 
-def render_fleet_evict(result: FleetEvictionPlan | FleetEvictionResult, root: str) -> str:
+def render_fleet_evict(result: FleetEvictionPlan | FleetEvictionResult, root: str) -> Block:
     """One line per node (failed ones first, long fleets summarised): what it planned or freed, or why it failed."""
     verb = "freed" if result.executed else "would free"
     mode = "executed" if result.executed else "dry run"
-    lines = [f"fleet eviction in {printable(root)} on {compress_hostlist(result.selection.nodes)} ({mode})"]
+    lines = [f"fleet eviction in {root} on {compress_hostlist(result.selection.nodes)} ({mode})"]
     shown, omitted = _rows(list(result.outcomes), False)
     rows = []
     for o in shown:
         if not o.ok:
-            rows.append((o.node, "-", "-", f"error: {printable(o.error)}"))
+            rows.append((o.node, "-", "-", f"error: {o.error}"))
             continue
         doc = o.output or {}
         items = doc.get("evict") or []
-        keys = ", ".join(printable(i.get("key")) for i in items[:3]) + (f" (+{len(items) - 3})" if len(items) > 3 else "")
-        note = printable(doc.get("note") or keys or "nothing to evict")
+        keys = ", ".join(i.get("key") for i in items[:3]) + (f" (+{len(items) - 3})" if len(items) > 3 else "")
+        note = doc.get("note") or keys or "nothing to evict"
         rows.append((o.node, len(items), human_bytes(doc.get("freed_bytes") or 0), note))
     if omitted:
         rows.append((f"... {omitted} more nodes", "", "", ""))
@@ -309,4 +316,4 @@ def render_fleet_evict(result: FleetEvictionPlan | FleetEvictionResult, root: st
         lines.append("no node could plan the eviction; nothing was executed")
     elif not result.executed:
         lines.append("dry run: re-run with --yes to execute exactly these per-node plans")
-    return "\n".join(lines)
+    return block(lines)

@@ -23,6 +23,7 @@ from fvconsole.core.fleet.hostlist import compress_hostlist
 from fvconsole.core.printable import printable
 from fvconsole.tui.base import BaseView
 from fvconsole.tui.modals import ConfirmScreen
+from fvconsole.tui.plain import PlainText
 from fvconsole.tui.widgets import ProgressRow, ThreadProgress
 
 STATUS_STYLE = {"complete": "green", "partial": "cyan", "incomplete": "yellow", "invalid": "bold red"}
@@ -36,10 +37,10 @@ def _plural(n: int, word: str) -> str:
     return f"{n} {word}{'' if n == 1 else 's'}"
 
 
-def _plain(value: Any, style: str = "") -> Text:
-    """Untrusted text (node names, keys, statuses, errors from nodes) as plain Text: never markup,
-    control characters shown escaped."""
-    return Text(printable(value), style=style)
+def _plain(value: str, style: str = "") -> Text:
+    """Untrusted text (node names, keys, statuses, errors from nodes) as one line of plain text:
+    never markup, control characters (newlines too) shown escaped."""
+    return PlainText(printable(value), style=style)
 
 
 class FleetView(BaseView):
@@ -186,7 +187,7 @@ class FleetView(BaseView):
             self.notify("busy: wait for the running eviction", severity="warning")
             return
         self._scanned_once = True
-        self._status(Text(f"scanning {printable(nodes or 'job ' + str(job))} …", style="italic"))
+        self._status(PlainText(f"scanning {nodes or 'job ' + str(job)} …", style="italic"))
         progress = self._start_progress("scanning")
         dispatcher = self.dispatcher
 
@@ -200,20 +201,19 @@ class FleetView(BaseView):
         self._busy = False
         self._stop_progress()
         self.report_error(exc)
-        self._status(Text(f"✗ {printable(exc)}", style="bold red"))
+        self._status(PlainText(f"✗ {exc}", style="bold red"))
 
     def _show_scan(self, view: Any) -> None:
         self._stop_progress()
         self._view = view
         failed = [n for n in view.nodes if not n.ok]
-        text = Text().append(printable(compress_hostlist(view.selection.nodes)), style="bold")
+        text = PlainText().append(compress_hostlist(view.selection.nodes), style="bold")
         if view.selection.job_id:
-            text.append(f" (job {printable(view.selection.job_id)})")
+            text.append(f" (job {view.selection.job_id})")
         text.append(f" · {_plural(len(view.nodes), 'node')}, {_plural(len(view.keys), 'key')}, "
                     f"{human_bytes(view.total_bytes)} fleet-wide")
         if failed:
-            text.append(f" · {len(failed)} failed: {printable(compress_hostlist(n.node for n in failed))}",
-                        style="bold red")
+            text.append(f" · {len(failed)} failed: {compress_hostlist(n.node for n in failed)}", style="bold red")
         self._status(text)
         self._fill_nodes(view)
         self.apply_filter(self.filter_text)
@@ -230,7 +230,7 @@ class FleetView(BaseView):
                 table.add_row(_plain(n.node), "-", "-", "-", "-", "-", _plain(f"error: {n.error}", "bold red"),
                               key=n.node)
                 continue
-            statuses = Text()
+            statuses = PlainText()
             for i, (status, count) in enumerate(n.statuses):
                 statuses.append(("" if i == 0 else ", ") + f"{count} {printable(status)}",
                                 style=STATUS_STYLE.get(status, ""))
@@ -280,14 +280,14 @@ class FleetView(BaseView):
             self._selected_key = event.row_key.value
 
     def _show_findings(self, view: Any) -> None:
-        text = Text()
+        text = PlainText()
         for finding in view.findings[:8]:
             text.append("⚠ ", style="yellow").append(printable(finding.message) + "\n")
         if len(view.findings) > 8:
             text.append(f"… {len(view.findings) - 8} more findings\n", style="yellow")
         for n in view.nodes:
             if not n.ok:
-                text.append(f"✗ {printable(n.node)}: {printable(n.error)}\n", style="bold red")
+                text.append(printable(f"✗ {n.node}: {n.error}") + "\n", style="bold red")
         if not text.plain:
             text.append("No cross-node findings. RECLAIMABLE = invalid + incomplete (press i to evict them).",
                         style="italic")
@@ -308,7 +308,7 @@ class FleetView(BaseView):
         if self._selected_key is None:
             self.notify("select a key in the matrix first", severity="warning")
             return
-        self._preview(f"evict {printable(self._selected_key)} on every node", ["--key", self._selected_key])
+        self._preview(printable(f"evict {self._selected_key} on every node"), ["--key", self._selected_key])
 
     def _preview(self, what: str, selectors: list[str]) -> None:
         if self.refuse_read_only(what):
@@ -333,11 +333,11 @@ class FleetView(BaseView):
         self._show_preview(what, preview)
         if not any(plans.values()):
             self.notify(f"{what}: nothing to evict" + (f" ({len(failed)} node(s) failed)" if failed else ""),
-                        severity="warning", markup=False)
+                        severity="warning")
             return
         busy_nodes = [n for n, keys in plans.items() if keys]
         body = [f"Delete cache entries on {_plural(len(busy_nodes), 'node')} "
-                f"({printable(compress_hostlist(busy_nodes))}) under {printable(root)}, "
+                f"({compress_hostlist(busy_nodes)}) under {printable(root)}, "
                 f"freeing {human_bytes(preview.freed_bytes)}:"]
         rows = [o for o in preview.outcomes if o.ok and plans.get(o.node)]
         head, omitted, tail = head_tail(rows, 10, 3)
@@ -347,7 +347,7 @@ class FleetView(BaseView):
         body += [self._node_line(o) for o in tail]
         if failed:
             body.append(f"{len(failed)} node(s) failed to plan and will not be touched: "
-                        f"{printable(compress_hostlist(o.node for o in failed))}")
+                        f"{compress_hostlist(o.node for o in failed)}")
         body.append("Each node re-checks every entry right before deleting it; symlinks are never followed.")
         self.app.push_screen(ConfirmScreen(f"{what.capitalize()}?", body, "Evict"),
                              lambda ok: self._confirmed(preview, ok))
@@ -361,14 +361,14 @@ class FleetView(BaseView):
                          f"{human_bytes(doc.get('freed_bytes') or 0)} ({keys})")
 
     def _show_preview(self, what: str, preview: Any) -> None:
-        text = Text().append(f"Fleet eviction preview: {what}\n", style="bold")
+        text = PlainText().append(f"Fleet eviction preview: {what}\n", style="bold")
         text.append(f"would free {human_bytes(preview.freed_bytes)} across "
                     f"{_plural(len(preview.outcomes), 'node')}\n", style="bold red" if preview.freed_bytes else "")
         for o in preview.outcomes[:24]:
             if o.ok:
                 text.append(self._node_line(o) + "\n")
             else:
-                text.append(f"  ✗ {printable(o.node)}: {printable(o.error)}\n", style="bold red")
+                text.append(printable(f"  ✗ {o.node}: {o.error}") + "\n", style="bold red")
         if len(preview.outcomes) > 24:
             text.append(f"  … {len(preview.outcomes) - 24} more nodes\n")
         self.query_one("#fleet-detail", Static).update(text)
@@ -390,18 +390,17 @@ class FleetView(BaseView):
         self._stop_progress()
         failed = [o for o in result.outcomes if not o.ok]
         summary = f"fleet eviction freed {human_bytes(result.freed_bytes)}"
-        text = Text().append(("✗ " if failed else "✓ ") + summary + "\n",
+        text = PlainText().append(("✗ " if failed else "✓ ") + summary + "\n",
                              style="bold red" if failed else "bold green")
         for o in result.outcomes[:24]:
             if o.ok:
                 text.append(self._node_line(o).replace("entr", "evicted entr", 1) + "\n")
             else:
-                text.append(f"  ✗ {printable(o.node)}: {printable(o.error)}\n", style="bold red")
+                text.append(printable(f"  ✗ {o.node}: {o.error}") + "\n", style="bold red")
         self.query_one("#fleet-detail", Static).update(text)
         if failed:
-            where = printable(compress_hostlist(o.node for o in failed))
-            self.notify(f"{summary}; {len(failed)} node(s) failed: {where}", severity="error", timeout=10,
-                        markup=False)
+            self.notify(f"{summary}; {len(failed)} node(s) failed: {compress_hostlist(o.node for o in failed)}",
+                        severity="error", timeout=10)
         else:
             self.notify(summary)
         self.action_scan()
