@@ -18,7 +18,7 @@ from dataclasses import dataclass
 
 from benchmarks.harness import Row, format_machine, format_table, machine_info
 
-CASES = ("fingerprint", "plan", "dryrun", "dcpkeys", "execute", "cache", "startup", "tui")
+CASES = ("fingerprint", "plan", "dryrun", "dcpkeys", "execute", "cache", "startup", "tui", "fleet")
 
 
 @dataclass(frozen=True)
@@ -39,14 +39,16 @@ class Sizes:
     tui_entries: int
     key_presses: int
     repeat: int
+    fleet_nodes: int = 1000
+    fleet_per_node_sample: int = 100  # per-node fan-out costs >= 0.3 s per node: measured on a subset
 
 
 FULL = Sizes(1024, 100_000, 128, 4096, 1_000_000, 8, 1024, 0.005, 2000, 32, 4096, 2000, 15, 3)
-QUICK = Sizes(64, 5_000, 16, 256, 20_000, 4, 64, 0.0, 100, 8, 256, 200, 4, 1)
+QUICK = Sizes(64, 5_000, 16, 256, 20_000, 4, 64, 0.0, 100, 8, 256, 200, 4, 1, 200, 10)
 
 
 def _runners(sizes: Sizes, tmp: str) -> dict[str, Callable[[], list[Row]]]:
-    from benchmarks import cases_io, cases_plan, cases_tui
+    from benchmarks import cases_fleet, cases_io, cases_plan, cases_tui
 
     def plan() -> list[Row]:
         return [
@@ -71,6 +73,7 @@ def _runners(sizes: Sizes, tmp: str) -> dict[str, Callable[[], list[Row]]]:
                                                   sizes.repeat),
         "startup": lambda: cases_io.startup_case(f"{tmp}/startup", max(3, sizes.repeat)),
         "tui": lambda: cases_tui.tui_cases(f"{tmp}/tui", sizes.tui_ranks, sizes.tui_entries, sizes.key_presses),
+        "fleet": lambda: cases_fleet.fanout_case(f"{tmp}/fleet", sizes.fleet_nodes, sizes.fleet_per_node_sample),
     }
 
 

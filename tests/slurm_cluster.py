@@ -61,33 +61,127 @@ class SlurmCluster:
 
 
 FAKE_SRUN = r'''#!{python}
-"""Stand-in srun for tests without Slurm: run the command after the options locally, as node --nodelist.
+"""Stand-in srun for tests without Slurm: run the node command locally, once per --nodelist node.
 
-Node names choose a failure: hang* sleeps, garbage* prints a broken result line, down* fails
-like an unknown node, twice* prints two result lines; others exec the command with
-SLURMD_NODENAME set, as srun does on a node.
+Like srun: --nodelist is a hostlist, every node runs the command after the options as one
+task with SLURMD_NODENAME and SLURM_PROCID set, all tasks at once; with --label each output
+line is prefixed "<task>: " and, as slurmstepd forwards at most 1024 bytes at a time, a
+longer line arrives as several labelled pieces. Node names choose a failure:
+
+- down*: the whole srun fails before any task starts ("Invalid node name specified");
+- hang*: the step waits for resources that never come (srun writes its pid to
+  $FAKE_SRUN_PIDS/<node>.pid); with --immediate srun fails at once ("nodes are busy");
+- stuck*: the node runner starts, but its command never returns;
+- garbage*: the node prints a result frame with broken JSON;
+- twice*: the node prints two complete results;
+- others run the command. $FAKE_SRUN_NODES/<node>.py, if present, is run instead (with the
+  runner's arguments): a test's hostile or broken node.
 """
-import os, sys, time
+import os, re, subprocess, sys, threading, time
+
 args = sys.argv[1:]
-node = next(a.split("=", 1)[1] for a in args if a.startswith("--nodelist="))
-cmd = args[next(i for i, a in enumerate(args) if not a.startswith("-")):]
-if node.startswith("hang"):
+opts = {}
+while args and args[0].startswith("-"):
+    key, _, value = args.pop(0).partition("=")
+    opts[key] = value
+cmd = args
+label = "--label" in opts
+lock = threading.Lock()
+
+
+def expand(text):
+    names = []
+    for item in re.findall(r"[^,\[]+(?:\[[^\]]*\])?[^,]*", text):
+        match = re.fullmatch(r"([^\[]*)\[([^\]]*)\](.*)", item)
+        if not match:
+            names.append(item)
+            continue
+        prefix, ranges, suffix = match.groups()
+        for part in ranges.split(","):
+            lo, _, hi = part.partition("-")
+            for n in range(int(lo), int(hi or lo) + 1):
+                names.append(f"{prefix}{n:0{len(lo)}d}{suffix}")
+    return names
+
+
+nodes = expand(opts["--nodelist"])
+if any(n.startswith("down") for n in nodes):
+    print("srun: error: Unable to allocate resources: Invalid node name specified", file=sys.stderr)
+    sys.exit(1)
+
+
+def emit(stream, task, data):
+    with lock:
+        stream.write((f"{task}: ".encode() if label else b"") + data + (b"\n" if label and not data.endswith(b"\n") else b""))
+        stream.flush()
+
+
+def forward(pipe, stream, task):
+    buf = b""
+    while True:
+        chunk = os.read(pipe.fileno(), 1 << 16)
+        buf += chunk
+        while True:
+            cut = buf.find(b"\n") + 1
+            if not cut and len(buf) < 1024 and chunk:
+                break
+            if not buf:
+                break
+            size = min(cut or len(buf), 1024)
+            emit(stream, task, buf[:size])
+            buf = buf[size:]
+        if not chunk:
+            return
+
+
+def task_argv(node):
+    hostile = os.path.join(os.environ.get("FAKE_SRUN_NODES", "/nonexistent"), node + ".py")
+    runner = cmd[3:] if cmd[1:3] == ["-m", "fvconsole.cli.node"] else cmd[1:]
+    if os.path.exists(hostile):
+        return [cmd[0], hostile, *runner]
+    if node.startswith("stuck"):
+        code = ("import sys, time, fvconsole.cli.node as n\n"
+                "n.run_captured = lambda argv: time.sleep(600)\n"
+                "sys.exit(n.main(sys.argv[1:]))")
+        return [cmd[0], "-c", code, *runner]
+    if node.startswith("garbage"):
+        return [cmd[0], "-c", f"print('FVNODE {node} start'); print('FVNODE {node} 0/1 {{not json')"]
+    if node.startswith("twice"):
+        line = f"FVNODE {node} 0/1 {{}}"
+        return [cmd[0], "-c", f"print({line!r}); print({line!r})"]
+    return cmd
+
+
+busy = [n for n in nodes if n.startswith("hang")]
+if busy and "--immediate" in opts:
+    print("srun: error: Unable to allocate resources: Requested nodes are busy", file=sys.stderr)
+    sys.exit(1)
+for node in busy:  # the step waits for resources that never come
     if os.environ.get("FAKE_SRUN_PIDS"):
         with open(os.path.join(os.environ["FAKE_SRUN_PIDS"], node + ".pid"), "w") as f:
             f.write(str(os.getpid()))
+if busy:
     time.sleep(600)
-if node.startswith("garbage"):
-    print("FVNODE " + node + " {not json")
-    sys.exit(0)
-if node.startswith("down"):
-    print("srun: error: Unable to allocate resources: Invalid node name specified", file=sys.stderr)
-    sys.exit(1)
-if node.startswith("twice"):
-    print("FVNODE " + node + " {}")
-    print("FVNODE " + node + " {}")
-    sys.exit(0)
-os.environ["SLURMD_NODENAME"] = node
-os.execv(cmd[0], cmd)
+procs = []
+for task, node in enumerate(nodes):
+    env = {**os.environ, "SLURMD_NODENAME": node, "SLURM_PROCID": str(task)}
+    proc = subprocess.Popen(task_argv(node), stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, env=env)
+    threads = [threading.Thread(target=forward, args=(proc.stdout, sys.stdout.buffer, task)),
+               threading.Thread(target=forward, args=(proc.stderr, sys.stderr.buffer, task))]
+    for t in threads:
+        t.start()
+    procs.append((task, node, proc, threads))
+worst = 0
+for task, node, proc, threads in procs:
+    code = proc.wait()
+    for t in threads:
+        t.join()
+    if code:
+        what = "Killed" if code < 0 else f"Exited with exit code {code}"
+        print(f"srun: error: {node}: task {task}: {what}", file=sys.stderr, flush=True)
+        worst = max(worst, 128 - code if code < 0 else code)
+sys.exit(worst)
 '''
 
 
@@ -191,6 +285,9 @@ def _write_conf(work: Path, munge_socket: Path, host: str) -> Path:
                 "MessageTimeout=20",
                 "InactiveLimit=0",
                 "KillWait=2",
+                # Strict like many sites: a task that fails ends its step, unless srun says
+                # --kill-on-bad-exit=0 (which single-step fan-out must, and is tested to).
+                "KillOnBadExit=1",
                 "MinJobAge=30",
                 f"NodeName=n[1-{len(NODES)}] NodeHostname={host} NodeAddr=127.0.0.1 "
                 f"Port=[{node_lo}-{node_hi}] CPUs=1 State=UNKNOWN",

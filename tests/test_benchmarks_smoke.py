@@ -16,7 +16,7 @@ import pytest
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, REPO)  # `benchmarks` is a top-level directory of the checkout, not installed
 
-from benchmarks import baselines, cases_io, cases_plan, inputs  # noqa: E402
+from benchmarks import baselines, cases_fleet, cases_io, cases_plan, inputs  # noqa: E402
 from benchmarks.__main__ import CASES, main  # noqa: E402
 from benchmarks.harness import Row, format_table  # noqa: E402
 
@@ -66,6 +66,12 @@ def test_cache_scan_case_matches_du_inputs(tmp_path) -> None:
     assert baselines.du_bytes(str(tmp_path / "cache")) > 6 * 3 * len(inputs.SHARD_BYTES)
 
 
+def test_fleet_case_counts_job_steps_on_the_simulated_cluster(tmp_path) -> None:
+    single, per_node = cases_fleet.fanout_case(str(tmp_path), nodes=20, per_node_sample=2)
+    assert "1 job step vs 20" in single.note and single.baseline_seconds
+    assert per_node.note.startswith("2 job steps")
+
+
 def test_table_lists_every_row_and_ratio() -> None:
     table = format_table([Row("a", 0.5, 1.0, "base", "t", True, "n"), Row("b FAILED", None)])
     lines = table.splitlines()
@@ -78,7 +84,7 @@ def test_only_option_runs_just_the_named_case(tmp_path, capsys) -> None:
     rows = json.loads(out.read_text())["rows"]
     assert [r["case"].split()[0] for r in rows] == ["plan", "plan"]
     assert "machine:" in capsys.readouterr().out
-    assert set(CASES) >= {"plan", "dryrun", "execute", "cache", "startup", "tui"}
+    assert set(CASES) >= {"plan", "dryrun", "execute", "cache", "startup", "tui", "fleet"}
 
 
 @pytest.mark.slow

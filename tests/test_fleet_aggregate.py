@@ -9,8 +9,9 @@ from pathlib import Path
 
 from fvconsole.cli import main
 from fvconsole.cli.fleet import render_fleet_evict, render_fleet_ls
-from fvconsole.core.fleet.aggregate import FleetEviction, aggregate_ls, planned_keys
-from fvconsole.core.fleet.dispatch import FleetPlan, FleetRun, NodeOutcome, NodeSelection
+from fvconsole.core.fleet.aggregate import aggregate_ls, planned_keys
+from fvconsole.core.fleet.dispatch import FleetRun, NodeOutcome, NodeSelection, SrunSteps
+from fvconsole.core.fleet.eviction import FleetEvictionPlan, execution_requests
 from fvconsole.demo.cache_builders import make_key, write_cache_entry
 
 NODES = tuple(f"n{i}" for i in range(1, 9))
@@ -25,7 +26,7 @@ def _cli_json(argv: list[str]) -> tuple[int, dict]:
 
 def _run(outcomes: list[NodeOutcome]) -> FleetRun:
     sel = NodeSelection(tuple(o.node for o in outcomes))
-    return FleetRun(FleetPlan(sel, ()), tuple(outcomes))
+    return FleetRun(SrunSteps(sel, ()), tuple(outcomes))
 
 
 def _ok(node: str, doc: dict) -> NodeOutcome:
@@ -102,8 +103,11 @@ def test_eviction_aggregate(tmp_path: Path) -> None:
         code, doc = _cli_json(["cache", "evict", str(root), "--invalid", "--json"])
         assert code == 0
         outcomes.append(_ok(node, doc))
-    preview = FleetEviction(NodeSelection(NODES[:2]), False, tuple(outcomes))
-    assert preview.plans() == {"n1": (make_key("bad"),), "n2": (make_key("bad"),)}
+    preview = FleetEvictionPlan(NodeSelection(NODES[:2]), "/r", ("--invalid",), ("--force",), tuple(outcomes),
+                                execution_requests("/r", outcomes, ("--force",)))
+    assert preview.node_keys == {"n1": (make_key("bad"),), "n2": (make_key("bad"),)}
+    assert dict(preview.requests)["n2"] == ("cache", "evict", "/r", "--key", make_key("bad"), "--force", "--yes",
+                                            "--json")
     assert preview.freed_bytes == sum(o.output["freed_bytes"] for o in outcomes) > 0
     assert preview.to_json()["executed"] is False and preview.exit_code == 0
     assert "would free" in render_fleet_evict(preview, "/r")

@@ -62,6 +62,9 @@ def test_compress(names: list[str], text: str) -> None:
         (f"n[1-{MAX_HOSTS + 1}]", "more than"),
         ("n[1-1000]-m[1-1001]-o[1-2]", "more than"),
         ("bad/name", "invalid node name"),
+        ("n[1-" + "9" * 5000 + "]", "more than 18 digits"),
+        ("n" + "[1]" * 300, "longer than 255"),  # one name of 301 characters
+        ("n[１-３]", "bad range"),  # fullwidth digits are not node numbers
     ],
 )
 def test_bad_hostlists_name_the_field(text: str, fragment: str) -> None:
@@ -69,6 +72,21 @@ def test_bad_hostlists_name_the_field(text: str, fragment: str) -> None:
         expand_hostlist(text, "--nodes")
     assert str(info.value).startswith("--nodes: ")
     assert fragment in str(info.value)
+
+
+def test_errors_quote_long_expressions_briefly() -> None:
+    with pytest.raises(FvError) as info:
+        expand_hostlist("n[1-" + "9" * 5000 + "]", "--nodes")
+    assert len(str(info.value)) < 300
+
+
+def test_compress_keeps_names_with_huge_numbers_as_they_are() -> None:
+    long = "n" + "7" * 5000  # int() of the suffix would exceed Python's digit limit
+    assert compress_hostlist([long, "n1", "n2"]) == f"n[1-2],{long}"
+
+
+def test_many_bracket_groups_expand_without_recursion() -> None:
+    assert expand_hostlist("n" + "[1]" * 200) == ("n" + "1" * 200,)
 
 
 def test_large_range_is_linear() -> None:

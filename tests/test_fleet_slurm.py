@@ -15,8 +15,10 @@ from pathlib import Path
 import pytest
 from slurm_cluster import SlurmCluster, slurm_cluster_fixture  # noqa: F401  (registers `slurm_cluster`)
 
-from fvconsole.core.fleet.dispatch import select_nodes
-from fvconsole.core.fleet.ops import execute_fleet_eviction, fleet_ls, preview_fleet_eviction
+from fvconsole.core.fleet.dispatch import DispatchOptions
+from fvconsole.core.fleet.eviction import execute_fleet_eviction, preview_fleet_eviction
+from fvconsole.core.fleet.ops import fleet_ls
+from fvconsole.core.fleet.selection import select_nodes
 from fvconsole.demo.cache_builders import make_key, write_cache_entry
 
 pytestmark = pytest.mark.slurm
@@ -26,9 +28,10 @@ OLD = make_key("fleet-old")  # complete everywhere, long unused
 NODES = ("n1", "n2", "n3")
 
 
-def _fleet(cluster: SlurmCluster, *args: str, timeout: float = 120) -> tuple[int, dict, str]:
+def _fleet(cluster: SlurmCluster, *args: str, timeout: float = 120,
+           env: dict[str, str] | None = None) -> tuple[int, dict, str]:
     out = subprocess.run([sys.executable, "-m", "fvconsole", "fleet", "cache", *args, "--json"],
-                         capture_output=True, text=True, env=cluster.env, timeout=timeout)
+                         capture_output=True, text=True, env=env or cluster.env, timeout=timeout)
     return out.returncode, json.loads(out.stdout), out.stderr
 
 
@@ -49,7 +52,7 @@ def _entries(base: Path, node: str) -> list[str]:
 
 def test_ls_aggregates_every_node(slurm_cluster: SlurmCluster, tmp_path: Path) -> None:
     template = _populate(tmp_path)
-    code, doc, err = _fleet(slurm_cluster, "ls", "--nodes", "n[1-3]", "--cache-root", template)
+    code, doc, err = _fleet(slurm_cluster, "ls", "--nodes", "n[1-3]", "--cache-root", template, "--full")
     assert code == 0, err
     assert set(doc["nodes"]) == set(NODES)
     for node in NODES:
@@ -83,15 +86,16 @@ def test_core_preview_then_execute_by_max_gb(slurm_cluster: SlurmCluster, tmp_pa
     """The core API the TUI uses: preview, then execute exactly that preview."""
     template = _populate(tmp_path)
     selection = select_nodes("n[1-3]")
-    view = fleet_ls(selection, template, timeout=60)
+    options = DispatchOptions(timeout=60)
+    view = fleet_ls(selection, template, options)
     assert view.exit_code == 0 and {r.key for r in view.keys} == {KEY, OLD}
-    preview = preview_fleet_eviction(selection, template, ["--max-gb", "0"], timeout=60)
-    plans = preview.plans()
+    preview = preview_fleet_eviction(selection, template, ["--max-gb", "0"], options=options)
+    plans = preview.node_keys
     assert all(set(plans[n]) == {KEY, OLD} for n in NODES)
     # n3's OLD entry is used between preview and execution: the node's re-check must skip it.
     manifest = tmp_path / "n3" / "wcache" / OLD / "manifest.json"
     manifest.touch()
-    result = execute_fleet_eviction(preview, template, timeout=60)
+    result = execute_fleet_eviction(preview, options)
     assert result.executed and result.exit_code == 0
     assert _entries(tmp_path, "n1") == [] and _entries(tmp_path, "n2") == []
     assert _entries(tmp_path, "n3") == [OLD]
@@ -102,7 +106,7 @@ def test_core_preview_then_execute_by_max_gb(slurm_cluster: SlurmCluster, tmp_pa
 def test_missing_root_is_a_per_node_error(slurm_cluster: SlurmCluster, tmp_path: Path) -> None:
     template = _populate(tmp_path)
     (tmp_path / "n2" / "wcache").rename(tmp_path / "n2" / "moved")
-    code, doc, err = _fleet(slurm_cluster, "ls", "--nodes", "n[1-3]", "--cache-root", template)
+    code, doc, err = _fleet(slurm_cluster, "ls", "--nodes", "n[1-3]", "--cache-root", template, "--full")
     assert code == 3
     assert "does not exist" in doc["nodes"]["n2"]["error"] and str(tmp_path / "n2") in doc["nodes"]["n2"]["error"]
     assert "entries" in doc["nodes"]["n1"] and "entries" in doc["nodes"]["n3"]
@@ -134,18 +138,137 @@ def test_job_targets_the_running_jobs_nodes(slurm_cluster: SlurmCluster, tmp_pat
     job = sub.stdout.strip().split(";")[0]
     try:
         assert _wait_running(slurm_cluster, job) == "RUNNING"
-        code, doc, err = _fleet(slurm_cluster, "ls", "--job", job, "--cache-root", template)
+        code, doc, err = _fleet(slurm_cluster, "ls", "--job", job, "--cache-root", template, "--full")
         assert code == 0, err
         assert set(doc["nodes"]) == {"n2", "n3"} and doc["selection"]["job_id"] == job
         assert doc["keys"][KEY] == {"n2": "incomplete", "n3": "incomplete"}
         # Without --job the busy nodes cannot get an allocation: they time out, n1 still answers.
-        code, doc, err = _fleet(slurm_cluster, "ls", "--nodes", "n[1-3]", "--cache-root", template,
-                                "--timeout", "3")
-        assert code == 3
-        assert "entries" in doc["nodes"]["n1"]
-        assert doc["nodes"]["n2"]["failure"] == "timeout" and "timed out after 3s" in doc["nodes"]["n2"]["error"]
+        for fanout in ("per-node", "single-step"):  # single step: srun --immediate fails, then one srun per node
+            code, doc, err = _fleet(slurm_cluster, "ls", "--nodes", "n[1-3]", "--cache-root", template,
+                                    "--timeout", "3", "--fanout", fanout, "--full")
+            assert code == 3, fanout
+            assert "entries" in doc["nodes"]["n1"]
+            assert doc["nodes"]["n2"]["failure"] == "timeout" and "timed out after 3s" in doc["nodes"]["n2"]["error"]
+        # inside the job, a single step is one step with --overlap
+        code, doc, err = _fleet(slurm_cluster, "ls", "--job", job, "--cache-root", template, "--fanout",
+                                "single-step")
+        assert code == 0, err
+        assert doc["keys"][KEY]["statuses"] == {"incomplete": {"count": 2, "nodes": "n[2-3]"}}
     finally:
         slurm_cluster.run("scancel", job)
     deadline = time.monotonic() + 30
     while slurm_cluster.run("squeue", "-h", "-j", job, "-o", "%T").stdout.strip() and time.monotonic() < deadline:
         time.sleep(0.3)
+
+
+# --------------------------------------------------------------------------- single-step fan-out
+
+#: Counts job steps independently of the code under test: every srun call is logged, then run.
+SRUN_SHIM = """#!/bin/sh
+echo "$*" >> {log}
+exec {srun} "$@"
+"""
+
+#: A real fault inside a real job step: on the named node, the runner's command dies (SIGKILL)
+#: or hangs when it starts (the import of the CLI's cache commands), after the runner's start frame.
+FAULTS = """
+import os, sys, time
+_act = {acts!r}.get(os.environ.get("SLURMD_NODENAME"))
+class _Fault:
+    def find_spec(self, name, path=None, target=None):
+        if name == "fvconsole.cli.cache" and _act == "kill":
+            os.kill(os.getpid(), 9)
+        if name == "fvconsole.cli.cache" and _act == "hang":
+            time.sleep(600)
+        return None
+if _act:
+    sys.meta_path.insert(0, _Fault())
+"""
+
+
+def _env(cluster: SlurmCluster, tmp_path: Path, acts: dict[str, str] | None = None) -> tuple[dict[str, str], Path]:
+    """Environment with the counting srun first on PATH (and node faults); returns (env, srun log)."""
+    import shutil
+
+    shim = tmp_path / "shim"
+    shim.mkdir(exist_ok=True)
+    log = tmp_path / "srun-calls.log"
+    (shim / "srun").write_text(SRUN_SHIM.format(log=log, srun=shutil.which("srun")))
+    (shim / "srun").chmod(0o755)
+    env = {**cluster.env, "PATH": f"{shim}:{cluster.env['PATH']}"}
+    if acts:
+        (shim / "sitecustomize.py").write_text(FAULTS.format(acts=acts))
+        env["PYTHONPATH"] = str(shim)
+    return env, log
+
+
+def _steps(log: Path) -> int:
+    return len(log.read_text().splitlines()) if log.exists() else 0
+
+
+def test_single_step_lists_every_node_in_one_job_step(slurm_cluster: SlurmCluster, tmp_path: Path) -> None:
+    template = _populate(tmp_path)
+    env, log = _env(slurm_cluster, tmp_path)
+    code, per_node, err = _fleet(slurm_cluster, "ls", "--nodes", "n[1-3]", "--cache-root", template,
+                                 "--fanout", "per-node", env=env)
+    assert code == 0, err
+    assert _steps(log) == 3
+    log.unlink()
+    code, single, err = _fleet(slurm_cluster, "ls", "--nodes", "n[1-3]", "--cache-root", template,
+                               "--fanout", "single-step", env=env)
+    assert code == 0, err
+    assert _steps(log) == 1
+    assert single["keys"] == per_node["keys"]
+    assert single["keys"][KEY]["statuses"] == {"incomplete": {"count": 2, "nodes": "n[2-3]"},
+                                               "partial": {"count": 1, "nodes": "n1"}}
+    assert {n: d["outcome"] for n, d in single["nodes"].items()} == {n: "ok" for n in NODES}
+
+
+def test_single_step_one_node_failing_one_timing_out(slurm_cluster: SlurmCluster, tmp_path: Path) -> None:
+    template = _populate(tmp_path)
+    (tmp_path / "n2" / "wcache").rename(tmp_path / "n2" / "moved")  # n2: the command fails
+    env, log = _env(slurm_cluster, tmp_path, {"n3": "hang"})  # n3: the command never returns
+    started = time.monotonic()
+    code, doc, err = _fleet(slurm_cluster, "ls", "--nodes", "n[1-3]", "--cache-root", template,
+                            "--fanout", "single-step", "--timeout", "5", "--full", env=env)
+    elapsed = time.monotonic() - started
+    assert code == 3, err
+    assert _steps(log) == 1
+    assert "entries" in doc["nodes"]["n1"] and doc["keys"][KEY] == {"n1": "partial"}
+    assert doc["nodes"]["n2"]["failure"] == "failed" and "does not exist" in doc["nodes"]["n2"]["error"]
+    assert doc["nodes"]["n3"]["failure"] == "timeout" and doc["nodes"]["n3"]["error"] == "timed out after 5s"
+    assert elapsed < 5 + 8  # n3 stopped itself at its limit; the step did not wait for the login side's slack
+
+
+def test_single_step_survives_a_task_that_dies(slurm_cluster: SlurmCluster, tmp_path: Path) -> None:
+    """KillOnBadExit=1 on this cluster: without --kill-on-bad-exit=0, n2's death would end n1's and n3's tasks."""
+    template = _populate(tmp_path)
+    env, log = _env(slurm_cluster, tmp_path, {"n2": "kill"})
+    code, doc, err = _fleet(slurm_cluster, "ls", "--nodes", "n[1-3]", "--cache-root", template,
+                            "--fanout", "single-step", "--full", env=env)
+    assert code == 3, err
+    assert doc["nodes"]["n2"]["failure"] == "unreachable" and "Killed" in doc["nodes"]["n2"]["error"]
+    assert doc["keys"][KEY] == {"n1": "partial", "n3": "incomplete"}
+    assert _steps(log) == 1
+
+
+def test_single_step_eviction_runs_each_nodes_own_plan(slurm_cluster: SlurmCluster, tmp_path: Path) -> None:
+    template = _populate(tmp_path)
+    extra = make_key("fleet-extra")
+    write_cache_entry(tmp_path / "n3" / "wcache", extra, num_shards=2, present=[0], status="incomplete",
+                      tensor_bytes=512)
+    env, log = _env(slurm_cluster, tmp_path)
+    args = ("evict", "--nodes", "n[1-3]", "--cache-root", template, "--invalid", "--fanout", "single-step")
+    code, preview, err = _fleet(slurm_cluster, *args, env=env)
+    assert code == 0, err
+    assert {n: sorted(e["key"] for e in preview["nodes"][n]["evict"]) for n in NODES} == {
+        "n1": [], "n2": [KEY], "n3": sorted([KEY, extra])}
+    code, done, err = _fleet(slurm_cluster, *args, "--yes", env=env)
+    assert code == 0, err
+    # one step per preview (the dry run, and again under --yes) and one to execute, in which
+    # n2 and n3 are asked different keys through one per-node table
+    calls = log.read_text().splitlines()
+    assert len(calls) == 3 and "--per-node" in calls[-1] and "--nodelist=n[2-3]" in calls[-1]
+    assert done["freed_bytes"] == preview["freed_bytes"] > 0
+    assert _entries(tmp_path, "n1") == sorted([KEY, OLD])
+    assert _entries(tmp_path, "n2") == [OLD] and _entries(tmp_path, "n3") == [OLD]

@@ -8,13 +8,30 @@ aggregate. The work is in :mod:`fvconsole.core.fleet`.
 from __future__ import annotations
 
 import argparse
-import sys
 from typing import Any
 
-from fvconsole.cli.common import emit_json, format_table, head_tail, human_bytes, progress_printer
+from fvconsole.cli.common import (
+    Block,
+    block,
+    emit_json,
+    format_table,
+    head_tail,
+    human_bytes,
+    progress_printer,
+    say,
+)
 from fvconsole.core.errors import UsageError
-from fvconsole.core.fleet.aggregate import FleetCacheView, FleetEviction, KeyRow
-from fvconsole.core.fleet.dispatch import DEFAULT_PARALLEL, DEFAULT_TIMEOUT
+from fvconsole.core.fleet.aggregate import FleetCacheView, KeyRow
+from fvconsole.core.fleet.dispatch import (
+    AUTO,
+    DEFAULT_PARALLEL,
+    DEFAULT_TIMEOUT,
+    FANOUTS,
+    MAX_NODE_OUTPUT,
+    SINGLE_STEP_MIN_NODES,
+    DispatchOptions,
+)
+from fvconsole.core.fleet.eviction import FleetEvictionPlan, FleetEvictionResult
 from fvconsole.core.fleet.hostlist import compress_hostlist
 from fvconsole.core.fleet.ops import (
     execute_fleet_eviction,
@@ -22,24 +39,41 @@ from fvconsole.core.fleet.ops import (
     fleet_ls,
     preview_fleet_eviction,
 )
-from fvconsole.core.fleet.selection import NodeSelection, find_srun, select_nodes
+from fvconsole.core.fleet.outcomes import NodeOutcome
+from fvconsole.core.fleet.selection import NodeSelection, check_selection_args, find_srun, select_nodes
 
-FLEET_HELP = """\
-Run `fvconsole cache ls|evict` on every node of a Slurm selection, one `srun -N1` per node
-(at most --parallel at a time, each bounded by --timeout), and aggregate the per-node JSON.
+#: Node rows printed without --full: every failed node up to this many, and ok nodes head + tail.
+FAILED_ROWS = 20
+OK_HEAD, OK_TAIL = 10, 5
+
+FLEET_HELP = f"""\
+Run `fvconsole cache ls|evict` on every node of a Slurm selection through srun, each node
+bounded by --timeout, and aggregate the per-node JSON.
+
+Fan-out (--fanout): per-node runs one `srun -N1` per node, at most --parallel at a time;
+single-step runs one `srun -N<n> --ntasks-per-node=1` job step for all nodes (a failing or
+hung node does not hold up the others; nodes that could not be started are retried one srun
+each); auto (default) is per-node up to {SINGLE_STEP_MIN_NODES} nodes, single-step above.
 
 Nodes: --nodes NODELIST (Slurm hostlist: n[1-3,5], gpu[01-04]) or --job JOBID (the nodes of
 that running job; steps run inside it with --overlap); both: the job's nodes, restricted.
 The cache root (--cache-root, default $FASTVIDEO_WEIGHT_SHARD_CACHE) is the same path on
-every node; `{node}` in it is replaced on each node by its Slurm node name.
+every node; `{{node}}` in it is replaced on each node by its Slurm node name.
 Each node runs this same Python interpreter path (a shared filesystem is assumed).
+
+Output: `ls --json` prints a summary (per key: bytes and nodes by status; per node: outcome
+and totals); `--full` prints every node's own `cache ls` object (text: every node row).
+Each node's output is capped ({MAX_NODE_OUTPUT >> 20} MiB); a node that sends more, or anything but
+one well-formed result, is reported `invalid` while the other nodes' results stand.
 
 examples:
   fvconsole fleet cache ls --job 123456                       # the nodes of a running job
+  fvconsole fleet cache ls --job 123456 --json --full         # every node's own listing
   fvconsole fleet cache ls --nodes 'gpu[01-08]' --cache-root /dev/shm/fastvideo-wcache --json
-  fvconsole fleet cache ls --nodes 'n[1-3]' --cache-root '/scratch/{node}/wcache'
+  fvconsole fleet cache ls --nodes 'n[1-3]' --cache-root '/scratch/{{node}}/wcache'
   fvconsole fleet cache evict --job 123456 --invalid          # preview on every node
   fvconsole fleet cache evict --job 123456 --max-gb 200 --yes
+  fvconsole fleet cache ls --nodes 'gpu[0001-1000]' --fanout single-step   # one job step
 
 exit codes: 0 ok, 1 refused (srun missing, empty selection, every node failed),
 2 usage error, 3 some nodes failed while others succeeded (each node's reason is reported).
@@ -57,6 +91,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     ls = actions.add_parser("ls", help="list every node's cache and aggregate",
                             description=FLEET_HELP, formatter_class=argparse.RawDescriptionHelpFormatter)
     _selection_args(ls)
+    ls.add_argument("--full", action="store_true",
+                    help="every node's own listing (--json: each node's `cache ls` object; text: every node row); "
+                         "default: a summary per key and per node")
     ls.set_defaults(func=run_fleet_ls)
     ev = actions.add_parser("evict", help="plan (and with --yes run) an eviction on every node",
                             description=FLEET_HELP, formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -83,13 +120,21 @@ def _selection_args(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--timeout", type=float, default=DEFAULT_TIMEOUT, metavar="SECONDS",
                         help=f"per-node time limit (default {DEFAULT_TIMEOUT:g})")
     parser.add_argument("--parallel", type=int, default=DEFAULT_PARALLEL, metavar="N",
-                        help=f"nodes contacted at once (default {DEFAULT_PARALLEL})")
+                        help=f"per-node fan-out: nodes contacted at once (default {DEFAULT_PARALLEL})")
+    parser.add_argument("--fanout", choices=FANOUTS, default=AUTO,
+                        help=f"per-node: one srun per node; single-step: one job step for all nodes; "
+                             f"auto (default): single-step above {SINGLE_STEP_MIN_NODES} nodes")
     parser.add_argument("--grace", metavar="D", help="passed to each node's cache command (default there: 10m)")
     parser.add_argument("--json", action="store_true", help="print one JSON object")
 
 
+def _options(args: argparse.Namespace) -> DispatchOptions:
+    """Dispatch settings, validated (usage errors come before srun is looked for)."""
+    return DispatchOptions(timeout=args.timeout, parallel=args.parallel, fanout=args.fanout).check()
+
+
 def _selection(args: argparse.Namespace) -> NodeSelection:
-    find_srun()  # "srun not found" first, before squeue is asked about --job
+    find_srun()  # "srun not found" only once the command line is known to be valid; before squeue
     return select_nodes(args.nodes, args.job, args.partition, args.srun_arg)
 
 
@@ -101,12 +146,28 @@ def _grace(args: argparse.Namespace) -> list[str]:
     return ["--grace", args.grace] if args.grace else []
 
 
-def _report_failures(outcomes: Any, total: int) -> None:
+def _report_failures(outcomes: tuple[NodeOutcome, ...], total: int) -> None:
     failed = [o for o in outcomes if not o.ok]
     if failed:
         first = failed[0]
-        print(f"error: {len(failed)} of {total} nodes failed ({compress_hostlist(o.node for o in failed)}); "
-              f"first: {first.node}: {first.error}", file=sys.stderr)
+        say(f"error: {len(failed)} of {total} nodes failed ({compress_hostlist(o.node for o in failed)}); "
+            f"first: {first.node}: {first.error}", err=True)
+
+
+def _rows(outcomes: list[Any], full: bool) -> tuple[list[Any], int]:
+    """Which node rows to print: all with --full, else every failed one (bounded) and the ok ones' head/tail."""
+    if full:
+        return outcomes, 0
+    failed = [o for o in outcomes if not o.ok]
+    ok = [o for o in outcomes if o.ok]
+    head, omitted, tail = head_tail(ok, OK_HEAD, OK_TAIL)
+    shown_failed, more_failed, _ = head_tail(failed, FAILED_ROWS, 0)
+    keep = {id(o) for o in (*shown_failed, *head, *tail)}
+    return [o for o in outcomes if id(o) in keep], omitted + more_failed
+
+
+def _dispatch_note(fanout: str, job_steps: int) -> str:
+    return f"{fanout} fan-out, {job_steps} job step{'' if job_steps == 1 else 's'}" if fanout else ""
 
 
 # ---------------------------------------------------------------- ls
@@ -115,13 +176,15 @@ def _report_failures(outcomes: Any, total: int) -> None:
 def run_fleet_ls(args: argparse.Namespace) -> int:
     """`fleet cache ls`: 0 all nodes answered, 3 some failed, 1 all failed."""
     root = _root(args)
+    options = _options(args)
+    check_selection_args(args.nodes, args.job)
     selection = _selection(args)
-    view = fleet_ls(selection, root, timeout=args.timeout, parallel=args.parallel, extra=_grace(args),
+    view = fleet_ls(selection, root, options, extra=_grace(args),
                     progress=None if args.json else progress_printer("nodes"))
     if args.json:
-        emit_json(view.to_json())
+        emit_json(view.to_json() if args.full else view.to_summary_json())
     else:
-        print(render_fleet_ls(view, root))
+        say(render_fleet_ls(view, root, full=args.full))
     _report_failures(view.outcomes, len(view.outcomes))
     return view.exit_code
 
@@ -133,13 +196,23 @@ def _statuses_text(row: KeyRow) -> str:
     return "; ".join(f"{status} on {compress_hostlist(nodes)}" for status, nodes in sorted(by_status.items()))
 
 
-def render_fleet_ls(view: FleetCacheView, root: str) -> str:
-    """Per-node table, then the key x node summary, then findings."""
+def _outcomes_line(view: FleetCacheView) -> str:
+    parts = []
+    for kind, group in view.outcome_counts().items():
+        parts.append(f"{group['count']} {kind}" + ("" if kind == "ok" else f" ({group['nodes']})"))
+    return "nodes: " + ", ".join(parts) if parts else "nodes: none"
+
+
+def render_fleet_ls(view: FleetCacheView, root: str, *, full: bool = False) -> Block:
+    """Outcomes, the per-node table (summarised unless ``full``), the key x node summary, findings."""
     sel = view.selection
     where = f"job {sel.job_id}: " if sel.job_id else ""
-    lines = [f"fleet cache {root} on {where}{compress_hostlist(sel.nodes)} ({len(sel.nodes)} nodes)"]
+    how = _dispatch_note(view.fanout, view.job_steps)
+    lines = [f"fleet cache {root} on {where}{compress_hostlist(sel.nodes)} ({len(sel.nodes)} nodes"
+             + (f"; {how})" if how else ")"), _outcomes_line(view)]
+    shown, omitted = _rows(list(view.nodes), full)
     rows = []
-    for n in view.nodes:
+    for n in shown:
         if not n.ok:
             rows.append((n.node, "-", "-", "-", "-", "-", f"error: {n.error}"))
             continue
@@ -148,23 +221,29 @@ def render_fleet_ls(view: FleetCacheView, root: str) -> str:
         over = human_bytes(n.over_cap_bytes) if n.over_cap_bytes is not None else "-"
         rows.append((n.node, n.entries, human_bytes(n.total_bytes), human_bytes(n.reclaimable_bytes), over, free,
                      statuses))
+    if omitted:
+        rows.append((f"... {omitted} more nodes (--full lists every node)", "", "", "", "", "", ""))
     lines.append(format_table(("NODE", "ENTRIES", "SIZE", "RECLAIMABLE", "OVER CAP", "FREE", "STATUSES"), rows,
                               right=(1, 2, 3, 4, 5)))
     if view.keys:
-        head, omitted, tail = head_tail(list(view.keys), head=20, tail=5)
-        key_rows = [(r.key, len(r.statuses), human_bytes(r.total_bytes), _statuses_text(r)) for r in head]
-        if omitted:
-            key_rows.append((f"... {omitted} more keys", "", "", ""))
-        key_rows += [(r.key, len(r.statuses), human_bytes(r.total_bytes), _statuses_text(r)) for r in tail]
+        head, omitted_keys, tail = head_tail(list(view.keys), head=20, tail=5)
+
+        def key_row(r: KeyRow) -> tuple[Any, ...]:
+            return (r.key, len(r.statuses), human_bytes(r.total_bytes), _statuses_text(r))
+
+        key_rows = [key_row(r) for r in head]
+        if omitted_keys:
+            key_rows.append((f"... {omitted_keys} more keys", "", "", ""))
+        key_rows += [key_row(r) for r in tail]
         lines += ["", format_table(("KEY", "NODES", "SIZE", "STATUS BY NODE"), key_rows, right=(1, 2))]
     else:
         lines.append("(no cache entries on any node)")
-    lines.append(f"\ntotal {human_bytes(view.total_bytes)} across {len(view.nodes)} nodes, {len(view.keys)} keys; "
+    lines += ["", f"total {human_bytes(view.total_bytes)} across {len(view.nodes)} nodes, {len(view.keys)} keys; "
                  "an eviction would free per node: RECLAIMABLE with `--invalid` (invalid + incomplete), "
-                 "OVER CAP with `--max-gb` (the node's $FASTVIDEO_WEIGHT_SHARD_CACHE_MAX_GB cap)")
+                 "OVER CAP with `--max-gb` (the node's $FASTVIDEO_WEIGHT_SHARD_CACHE_MAX_GB cap)"]
     for finding in view.findings:
         lines.append(f"finding: {finding.message}")
-    return "\n".join(lines)
+    return block(lines)
 
 
 # ---------------------------------------------------------------- evict
@@ -194,44 +273,47 @@ def protections(args: argparse.Namespace) -> list[str]:
 
 
 def run_fleet_evict(args: argparse.Namespace) -> int:
-    """`fleet cache evict`: preview on every node; with --yes execute exactly those plans."""
+    """`fleet cache evict`: preview on every node; with --yes execute exactly that plan."""
     picks = selectors(args)
     root = _root(args)
+    options = _options(args)
+    check_selection_args(args.nodes, args.job)
     selection = _selection(args)
     progress = None if args.json else progress_printer("nodes")
-    preview = preview_fleet_eviction(selection, root, picks + protections(args), timeout=args.timeout,
-                                     parallel=args.parallel, progress=progress)
-    result = preview
+    plan = preview_fleet_eviction(selection, root, picks, protections(args), options, progress)
+    result: FleetEvictionPlan | FleetEvictionResult = plan
     if args.yes:
-        result = execute_fleet_eviction(preview, root, protections(args), timeout=args.timeout,
-                                        parallel=args.parallel, progress=progress)
+        result = execute_fleet_eviction(plan, options, progress)
     if args.json:
         emit_json(result.to_json())
     else:
-        print(render_fleet_evict(result, root))
+        say(render_fleet_evict(result, root))
     _report_failures(result.outcomes, len(result.outcomes))
     return result.exit_code
 
 
-def render_fleet_evict(result: FleetEviction, root: str) -> str:
-    """One line per node: what it planned or freed, or why it failed."""
+def render_fleet_evict(result: FleetEvictionPlan | FleetEvictionResult, root: str) -> Block:
+    """One line per node (failed ones first, long fleets summarised): what it planned or freed, or why it failed."""
     verb = "freed" if result.executed else "would free"
     mode = "executed" if result.executed else "dry run"
     lines = [f"fleet eviction in {root} on {compress_hostlist(result.selection.nodes)} ({mode})"]
+    shown, omitted = _rows(list(result.outcomes), False)
     rows = []
-    for o in result.outcomes:
+    for o in shown:
         if not o.ok:
             rows.append((o.node, "-", "-", f"error: {o.error}"))
             continue
         doc = o.output or {}
         items = doc.get("evict") or []
-        keys = ", ".join(str(i.get("key")) for i in items[:3]) + (f" (+{len(items) - 3})" if len(items) > 3 else "")
+        keys = ", ".join(i.get("key") for i in items[:3]) + (f" (+{len(items) - 3})" if len(items) > 3 else "")
         note = doc.get("note") or keys or "nothing to evict"
         rows.append((o.node, len(items), human_bytes(doc.get("freed_bytes") or 0), note))
+    if omitted:
+        rows.append((f"... {omitted} more nodes", "", "", ""))
     lines.append(format_table(("NODE", "ENTRIES", verb.upper(), "KEYS"), rows, right=(1, 2)))
     lines.append(f"{verb} {human_bytes(result.freed_bytes)} across {len(result.outcomes)} nodes")
     if not any(o.ok for o in result.outcomes):
         lines.append("no node could plan the eviction; nothing was executed")
     elif not result.executed:
         lines.append("dry run: re-run with --yes to execute exactly these per-node plans")
-    return "\n".join(lines)
+    return block(lines)

@@ -20,8 +20,10 @@ from textual.widgets import Button, DataTable, Input, Label, Static
 
 from fvconsole.cli.common import head_tail, human_bytes
 from fvconsole.core.fleet.hostlist import compress_hostlist
+from fvconsole.core.printable import printable
 from fvconsole.tui.base import BaseView
 from fvconsole.tui.modals import ConfirmScreen
+from fvconsole.tui.plain import PlainText
 from fvconsole.tui.widgets import ProgressRow, ThreadProgress
 
 STATUS_STYLE = {"complete": "green", "partial": "cyan", "incomplete": "yellow", "invalid": "bold red"}
@@ -33,6 +35,12 @@ WRITE_ACTIONS = (("evict_invalid", "i", "Evict invalid"), ("evict_key", "e", "Ev
 
 def _plural(n: int, word: str) -> str:
     return f"{n} {word}{'' if n == 1 else 's'}"
+
+
+def _plain(value: str, style: str = "") -> Text:
+    """Untrusted text (node names, keys, statuses, errors from nodes) as one line of plain text:
+    never markup, control characters (newlines too) shown escaped."""
+    return PlainText(printable(value), style=style)
 
 
 class FleetView(BaseView):
@@ -179,7 +187,7 @@ class FleetView(BaseView):
             self.notify("busy: wait for the running eviction", severity="warning")
             return
         self._scanned_once = True
-        self._status(Text(f"scanning {nodes or 'job ' + str(job)} …", style="italic"))
+        self._status(PlainText(f"scanning {nodes or 'job ' + str(job)} …", style="italic"))
         progress = self._start_progress("scanning")
         dispatcher = self.dispatcher
 
@@ -193,13 +201,13 @@ class FleetView(BaseView):
         self._busy = False
         self._stop_progress()
         self.report_error(exc)
-        self._status(Text(f"✗ {exc}", style="bold red"))
+        self._status(PlainText(f"✗ {exc}", style="bold red"))
 
     def _show_scan(self, view: Any) -> None:
         self._stop_progress()
         self._view = view
         failed = [n for n in view.nodes if not n.ok]
-        text = Text().append(f"{compress_hostlist(view.selection.nodes)}", style="bold")
+        text = PlainText().append(compress_hostlist(view.selection.nodes), style="bold")
         if view.selection.job_id:
             text.append(f" (job {view.selection.job_id})")
         text.append(f" · {_plural(len(view.nodes), 'node')}, {_plural(len(view.keys), 'key')}, "
@@ -219,13 +227,14 @@ class FleetView(BaseView):
         table.clear()
         for n in view.nodes:
             if not n.ok:
-                table.add_row(n.node, "-", "-", "-", "-", "-", Text(f"error: {n.error}", style="bold red"),
+                table.add_row(_plain(n.node), "-", "-", "-", "-", "-", _plain(f"error: {n.error}", "bold red"),
                               key=n.node)
                 continue
-            statuses = Text()
+            statuses = PlainText()
             for i, (status, count) in enumerate(n.statuses):
-                statuses.append(("" if i == 0 else ", ") + f"{count} {status}", style=STATUS_STYLE.get(status, ""))
-            table.add_row(n.node, str(n.entries), human_bytes(n.total_bytes), human_bytes(n.reclaimable_bytes),
+                statuses.append(("" if i == 0 else ", ") + f"{count} {printable(status)}",
+                                style=STATUS_STYLE.get(status, ""))
+            table.add_row(_plain(n.node), str(n.entries), human_bytes(n.total_bytes), human_bytes(n.reclaimable_bytes),
                           human_bytes(n.over_cap_bytes) if n.over_cap_bytes is not None else "-",
                           human_bytes(n.fs_free) if n.fs_free is not None else "-", statuses or "empty", key=n.node)
 
@@ -241,7 +250,7 @@ class FleetView(BaseView):
         table.add_column("key", key="key", width=16)
         table.add_column("size", key="size", width=10)
         for node in shown:
-            table.add_column(node, key=f"node:{node}", width=max(len(node), 20))
+            table.add_column(_plain(node), key=f"node:{node}", width=max(len(node), 20))
         hidden = len(self._view.nodes) - len(shown)
         if hidden:
             table.add_column(f"+{hidden} nodes", key="more", width=30)
@@ -251,17 +260,17 @@ class FleetView(BaseView):
             haystack = f"{row.key} " + " ".join(f"{n} {s}" for n, s in row.statuses)
             if text and text not in haystack.lower():
                 continue
-            cells: list[Any] = [row.key, human_bytes(row.total_bytes)]
+            cells: list[Any] = [_plain(row.key), human_bytes(row.total_bytes)]
             for node in shown:
                 status = statuses.get(node)
-                cells.append(Text(f"{status} {human_bytes(sizes[node])}", style=STATUS_STYLE.get(status, ""))
+                cells.append(_plain(f"{status} {human_bytes(sizes[node])}", STATUS_STYLE.get(status, ""))
                              if status else Text("—", style="grey50"))
             if hidden:
                 rest = [(n, s) for n, s in row.statuses if n not in set(shown)]
                 by_status: dict[str, list[str]] = {}
                 for n, s in rest:
                     by_status.setdefault(s, []).append(n)
-                cells.append("; ".join(f"{s} {compress_hostlist(ns)}" for s, ns in sorted(by_status.items())))
+                cells.append(_plain("; ".join(f"{s} {compress_hostlist(ns)}" for s, ns in sorted(by_status.items()))))
             table.add_row(*cells, key=row.key)
         if self._selected_key is not None and self._selected_key in table.rows:
             table.move_cursor(row=table.get_row_index(self._selected_key))
@@ -271,14 +280,14 @@ class FleetView(BaseView):
             self._selected_key = event.row_key.value
 
     def _show_findings(self, view: Any) -> None:
-        text = Text()
+        text = PlainText()
         for finding in view.findings[:8]:
-            text.append("⚠ ", style="yellow").append(finding.message + "\n")
+            text.append("⚠ ", style="yellow").append(printable(finding.message) + "\n")
         if len(view.findings) > 8:
             text.append(f"… {len(view.findings) - 8} more findings\n", style="yellow")
         for n in view.nodes:
             if not n.ok:
-                text.append(f"✗ {n.node}: {n.error}\n", style="bold red")
+                text.append(printable(f"✗ {n.node}: {n.error}") + "\n", style="bold red")
         if not text.plain:
             text.append("No cross-node findings. RECLAIMABLE = invalid + incomplete (press i to evict them).",
                         style="italic")
@@ -299,7 +308,7 @@ class FleetView(BaseView):
         if self._selected_key is None:
             self.notify("select a key in the matrix first", severity="warning")
             return
-        self._preview(f"evict {self._selected_key} on every node", ["--key", self._selected_key])
+        self._preview(printable(f"evict {self._selected_key} on every node"), ["--key", self._selected_key])
 
     def _preview(self, what: str, selectors: list[str]) -> None:
         if self.refuse_read_only(what):
@@ -319,7 +328,7 @@ class FleetView(BaseView):
 
     def _previewed(self, what: str, root: str, preview: Any) -> None:
         self._stop_progress()
-        plans = preview.plans()
+        plans = preview.node_keys
         failed = [o for o in preview.outcomes if not o.ok]
         self._show_preview(what, preview)
         if not any(plans.values()):
@@ -328,7 +337,8 @@ class FleetView(BaseView):
             return
         busy_nodes = [n for n, keys in plans.items() if keys]
         body = [f"Delete cache entries on {_plural(len(busy_nodes), 'node')} "
-                f"({compress_hostlist(busy_nodes)}) under {root}, freeing {human_bytes(preview.freed_bytes)}:"]
+                f"({compress_hostlist(busy_nodes)}) under {printable(root)}, "
+                f"freeing {human_bytes(preview.freed_bytes)}:"]
         rows = [o for o in preview.outcomes if o.ok and plans.get(o.node)]
         head, omitted, tail = head_tail(rows, 10, 3)
         body += [self._node_line(o) for o in head]
@@ -340,30 +350,30 @@ class FleetView(BaseView):
                         f"{compress_hostlist(o.node for o in failed)}")
         body.append("Each node re-checks every entry right before deleting it; symlinks are never followed.")
         self.app.push_screen(ConfirmScreen(f"{what.capitalize()}?", body, "Evict"),
-                             lambda ok: self._confirmed(preview, root, ok))
+                             lambda ok: self._confirmed(preview, ok))
 
     @staticmethod
     def _node_line(outcome: Any) -> str:
         doc = outcome.output or {}
         items = doc.get("evict") or []
         keys = ", ".join(str(i.get("key")) for i in items[:3]) + (f" +{len(items) - 3}" if len(items) > 3 else "")
-        return f"  {outcome.node}: {len(items)} entr{'y' if len(items) == 1 else 'ies'}, " \
-               f"{human_bytes(doc.get('freed_bytes') or 0)} ({keys})"
+        return printable(f"  {outcome.node}: {len(items)} entr{'y' if len(items) == 1 else 'ies'}, "
+                         f"{human_bytes(doc.get('freed_bytes') or 0)} ({keys})")
 
     def _show_preview(self, what: str, preview: Any) -> None:
-        text = Text().append(f"Fleet eviction preview: {what}\n", style="bold")
+        text = PlainText().append(f"Fleet eviction preview: {what}\n", style="bold")
         text.append(f"would free {human_bytes(preview.freed_bytes)} across "
                     f"{_plural(len(preview.outcomes), 'node')}\n", style="bold red" if preview.freed_bytes else "")
         for o in preview.outcomes[:24]:
             if o.ok:
                 text.append(self._node_line(o) + "\n")
             else:
-                text.append(f"  ✗ {o.node}: {o.error}\n", style="bold red")
+                text.append(printable(f"  ✗ {o.node}: {o.error}") + "\n", style="bold red")
         if len(preview.outcomes) > 24:
             text.append(f"  … {len(preview.outcomes) - 24} more nodes\n")
         self.query_one("#fleet-detail", Static).update(text)
 
-    def _confirmed(self, preview: Any, root: str, ok: bool | None) -> None:
+    def _confirmed(self, plan: Any, ok: bool | None) -> None:
         if not ok:
             self.notify("fleet eviction cancelled: nothing deleted")
             return
@@ -372,7 +382,7 @@ class FleetView(BaseView):
         self._busy = True
         progress = self._start_progress("evicting")
         dispatcher = self.dispatcher
-        self.run_in_thread(lambda: dispatcher.execute(preview, root, (), progress), self._executed,
+        self.run_in_thread(lambda: dispatcher.execute(plan, progress), self._executed,
                            group="fleet-evict", on_error=self._failed)
 
     def _executed(self, result: Any) -> None:
@@ -380,13 +390,13 @@ class FleetView(BaseView):
         self._stop_progress()
         failed = [o for o in result.outcomes if not o.ok]
         summary = f"fleet eviction freed {human_bytes(result.freed_bytes)}"
-        text = Text().append(("✗ " if failed else "✓ ") + summary + "\n",
+        text = PlainText().append(("✗ " if failed else "✓ ") + summary + "\n",
                              style="bold red" if failed else "bold green")
         for o in result.outcomes[:24]:
             if o.ok:
                 text.append(self._node_line(o).replace("entr", "evicted entr", 1) + "\n")
             else:
-                text.append(f"  ✗ {o.node}: {o.error}\n", style="bold red")
+                text.append(printable(f"  ✗ {o.node}: {o.error}") + "\n", style="bold red")
         self.query_one("#fleet-detail", Static).update(text)
         if failed:
             self.notify(f"{summary}; {len(failed)} node(s) failed: {compress_hostlist(o.node for o in failed)}",

@@ -12,8 +12,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from fvconsole.core.errors import EXIT_OK, EXIT_PARTIAL, EXIT_REFUSED
-from fvconsole.core.fleet.dispatch import FleetRun, NodeOutcome, NodeSelection
+from fvconsole.core.fleet.dispatch import FleetRun, NodeSelection
 from fvconsole.core.fleet.hostlist import compress_hostlist
+from fvconsole.core.fleet.outcomes import KINDS, NodeOutcome
 
 #: Statuses meaning "this node's copy has its manifest.json".
 WITH_MANIFEST = ("complete", "partial")
@@ -93,6 +94,14 @@ class Finding:
         return {"key": self.key, "kind": self.kind, "message": self.message, "nodes": compress_hostlist(self.nodes)}
 
 
+def nodes_by(pairs: Iterable[tuple[str, str]]) -> dict[str, dict[str, Any]]:
+    """(node, label) pairs -> {label: {"count": n, "nodes": hostlist}}, labels sorted."""
+    grouped: dict[str, list[str]] = {}
+    for node, label in pairs:
+        grouped.setdefault(label, []).append(node)
+    return {label: {"count": len(nodes), "nodes": compress_hostlist(nodes)} for label, nodes in sorted(grouped.items())}
+
+
 @dataclass(frozen=True)
 class FleetCacheView:
     """The aggregated ``fleet cache ls``."""
@@ -102,6 +111,8 @@ class FleetCacheView:
     nodes: tuple[NodeCacheSummary, ...]
     keys: tuple[KeyRow, ...]
     findings: tuple[Finding, ...]
+    fanout: str = ""
+    job_steps: int = 0
 
     @property
     def total_bytes(self) -> int:
@@ -111,7 +122,43 @@ class FleetCacheView:
     def exit_code(self) -> int:
         return exit_code_for(self.outcomes)
 
+    def outcome_counts(self) -> dict[str, dict[str, Any]]:
+        """kind -> {count, nodes}, in KINDS order."""
+        grouped = nodes_by((o.node, o.kind) for o in self.outcomes)
+        return {kind: grouped[kind] for kind in KINDS if kind in grouped}
+
+    def to_summary_json(self) -> dict[str, Any]:
+        """The default ``--json``: sized by keys and statuses, not by nodes x entries.
+
+        Per key: bytes fleet-wide and the nodes holding it by status (compressed hostlists);
+        per node: its outcome and totals, or its error. ``--full`` gives every node's own
+        document instead (about 1 KiB per cache entry per node).
+        """
+        nodes: dict[str, Any] = {}
+        for n, outcome in zip(self.nodes, self.outcomes, strict=True):
+            if not outcome.ok:
+                nodes[n.node] = {"outcome": outcome.kind, "error": outcome.error}
+                continue
+            nodes[n.node] = {"outcome": outcome.kind, "entries": n.entries, "total_bytes": n.total_bytes,
+                             "reclaimable_bytes": n.reclaimable_bytes, "over_cap_bytes": n.over_cap_bytes,
+                             "fs_free_bytes": n.fs_free}
+        keys = {
+            row.key: {"bytes": row.total_bytes, "nodes": len(row.statuses), "statuses": nodes_by(row.statuses)}
+            for row in self.keys
+        }
+        return {
+            "form": "summary",
+            "outcomes": self.outcome_counts(),
+            "nodes": nodes,
+            "keys": keys,
+            "total_bytes": self.total_bytes,
+            "findings": [f.to_json() for f in self.findings],
+            "selection": self.selection.to_json(),
+            "dispatch": {"fanout": self.fanout, "job_steps": self.job_steps},
+        }
+
     def to_json(self) -> dict[str, Any]:
+        """The full form (``--full --json``): every node's own ``cache ls`` document."""
         return {
             "nodes": {o.node: o.to_json() for o in self.outcomes},
             "keys": {row.key: dict(row.statuses) for row in self.keys},
@@ -206,15 +253,17 @@ def aggregate_ls(run: FleetRun) -> FleetCacheView:
     rows = key_rows(run.outcomes)
     findings = tuple(f for f in (per_node_manifest_finding(r) for r in rows) if f is not None)
     return FleetCacheView(
-        selection=run.plan.selection,
+        selection=run.selection,
         outcomes=run.outcomes,
         nodes=tuple(summarize_node(o) for o in run.outcomes),
         keys=rows,
         findings=findings,
+        fanout=run.steps.fanout,
+        job_steps=run.job_steps,
     )
 
 
-# --------------------------------------------------------------------------- eviction
+# --------------------------------------------------------------------------- eviction documents
 
 
 def planned_keys(doc: Mapping[str, Any]) -> tuple[str, ...]:
@@ -228,35 +277,3 @@ def planned_keys(doc: Mapping[str, Any]) -> tuple[str, ...]:
 def freed_bytes_of(doc: Mapping[str, Any]) -> int:
     """Bytes a node's evict document says were (or would be) freed."""
     return _int(doc.get("freed_bytes")) or 0
-
-
-@dataclass(frozen=True)
-class FleetEviction:
-    """The aggregated ``fleet cache evict``: a preview (executed=False) or an execution."""
-
-    selection: NodeSelection
-    executed: bool
-    outcomes: tuple[NodeOutcome, ...]
-
-    @property
-    def freed_bytes(self) -> int:
-        return sum(freed_bytes_of(o.output) for o in self.outcomes if o.output is not None)
-
-    @property
-    def exit_code(self) -> int:
-        return exit_code_for(self.outcomes, executing=self.executed)
-
-    def plans(self) -> dict[str, tuple[str, ...]]:
-        """node -> planned keys, for nodes whose preview succeeded."""
-        return {o.node: planned_keys(o.output) for o in self.outcomes if o.ok and o.output is not None}
-
-    def to_json(self) -> dict[str, Any]:
-        doc = {
-            "executed": self.executed,
-            "nodes": {o.node: o.to_json() for o in self.outcomes},
-            "freed_bytes": self.freed_bytes,
-            "selection": self.selection.to_json(),
-        }
-        if self.outcomes and not any(o.ok for o in self.outcomes):
-            doc["error"] = "no node could plan the eviction; nothing was executed"
-        return doc

@@ -1,122 +1,128 @@
 """Run one headless fvconsole command on each selected node through ``srun``.
 
-Design: **one srun per node**, run from a bounded thread pool. A single
-``srun -N<count> --ntasks-per-node=1`` for all nodes would be one job step (cheapest for
-slurmctld), but then one down or hung node stalls or fails the whole step and a timeout
-can only kill every node at once. One ``srun -N1 -w <node>`` per node gives each node its
-own exit status, output and timeout, so a bad node is reported while the others succeed.
-The cost is one job step per node; ``parallel`` (default 32) bounds how many run at once,
-so thousands of nodes take ``nodes / parallel`` rounds rather than thousands of
-simultaneous srun processes.
+Two fan-outs, same per-node outcomes (:mod:`.outcomes`):
 
-With ``--job`` the job's nodes are read with ``squeue`` and each step runs inside that
-allocation (``--jobid=J --overlap``), so it works while the training job still runs.
+- **per-node**: one ``srun -N1 --nodelist=<node>`` per node, ``parallel`` at a time. Each
+  node has its own step, exit status and timeout, so a down or busy node cannot hold up
+  the others; but 1,000 nodes are 1,000 job steps, which slurmctld creates one at a time.
+- **single-step**: one ``srun -N<n> --ntasks-per-node=1 --kill-on-bad-exit=0 --label`` for
+  all nodes: one job step. A task that fails does not end the step (``--kill-on-bad-exit=0``);
+  each node's runner stops itself at ``--time-limit`` and reports a timeout, so one hung node
+  costs the step its timeout, not forever; output is demultiplexed by the runner's framed
+  lines (:mod:`.frames`). ``--immediate`` makes srun give up instead of waiting when a node
+  is busy or down; nodes that never started (the step failed to launch) are then retried one
+  srun per node, which isolates the bad node exactly as per-node fan-out does.
 
-Each node runs ``<this interpreter> -m fvconsole.core.fleet.node <args>``: the same
-interpreter path as on the login node (a shared filesystem is assumed), which prints one
-``FVNODE <node> <json>`` line (see :mod:`fvconsole.core.fleet.node`).
+``auto`` (the default) uses per-node fan-out up to :data:`SINGLE_STEP_MIN_NODES` nodes and a
+single step above. With ``--job`` every step runs inside that allocation (``--jobid=J
+--overlap``), so it works while the training job still runs. Each node runs ``<this
+interpreter> -m fvconsole.cli.node``: the same interpreter path as on the login node (a
+shared filesystem is assumed).
 """
 
 from __future__ import annotations
 
 import json
 import math
-import os
-import signal
-import subprocess
 import sys
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor, as_completed
-from dataclasses import dataclass
-from typing import Any
+from dataclasses import dataclass, field, replace
 
 from fvconsole.core.errors import UsageError
-from fvconsole.core.fleet.node import MARKER
-from fvconsole.core.fleet.selection import NodeSelection, find_srun, job_nodes, select_nodes
+from fvconsole.core.fleet.demux import StepDemux
+from fvconsole.core.fleet.hostlist import compress_hostlist
+from fvconsole.core.fleet.outcomes import KINDS, NodeOutcome, classify, from_envelope
+from fvconsole.core.fleet.process import Running, run_srun
+from fvconsole.core.fleet.selection import NodeSelection, find_srun
 from fvconsole.core.progress import Progress, no_progress
 
 DEFAULT_TIMEOUT = 60.0
 DEFAULT_PARALLEL = 32
-_KILL_GRACE = 5.0
-_TAIL = 400
+#: Longest --timeout accepted: a fleet command that needs more than a day is a mistake.
+MAX_TIMEOUT = 86400.0
+MAX_PARALLEL = 4096
+PER_NODE, SINGLE_STEP, AUTO = "per-node", "single-step", "auto"
+FANOUTS = (AUTO, PER_NODE, SINGLE_STEP)
+#: ``auto`` uses one job step above this many nodes (below it, per-node steps are few).
+SINGLE_STEP_MIN_NODES = 16
+#: Bytes of stdout kept per node; more makes that node ``invalid`` (a cache listing of
+#: thousands of entries is a few MiB).
+MAX_NODE_OUTPUT = 16 << 20
+#: The login side waits this much longer than the nodes' own limit in a single step (launch, I/O).
+STEP_SLACK = 10.0
+#: Longest per-node request table passed to one single step as an argument (Linux: 128 KiB per arg).
+MAX_REQUEST_ARG = 64 << 10
+NODE_MODULE = "fvconsole.cli.node"
 
-#: Outcome kinds: ok, failed (the command ran and refused/failed), timeout, invalid
-#: (output that is not one well-formed result line), unreachable (no result line at all).
-KINDS = ("ok", "failed", "timeout", "invalid", "unreachable")
+__all__ = ["DispatchOptions", "FleetRun", "KINDS", "NodeOutcome", "NodeSelection", "SrunStep", "SrunSteps",
+           "build_steps", "check_options", "run_steps"]
 
-__all__ = ["FleetPlan", "FleetRun", "NodeCommand", "NodeOutcome", "NodeSelection", "build_plan", "find_srun",
-           "job_nodes", "node_command", "outcome_from_output", "parse_node_output", "run_plan", "select_nodes"]
+
+def check_options(timeout: float, parallel: int, fanout: str) -> None:
+    """Usage errors for dispatch settings (judged before anything runs, srun or not)."""
+    if not math.isfinite(timeout) or not 0 < timeout <= MAX_TIMEOUT:
+        raise UsageError(f"--timeout must be a positive number of seconds up to {MAX_TIMEOUT:g} (got {timeout:g})")
+    if not 1 <= parallel <= MAX_PARALLEL:
+        raise UsageError(f"--parallel must be between 1 and {MAX_PARALLEL} (got {parallel})")
+    if fanout not in FANOUTS:
+        raise UsageError(f"--fanout must be one of {', '.join(FANOUTS)} (got {fanout[:40]!r})")
 
 
 @dataclass(frozen=True)
-class NodeCommand:
-    """The exact argv srun is started with for one node."""
+class DispatchOptions:
+    """How nodes are reached: which srun, time limit, concurrency, fan-out, output budget."""
 
-    node: str
-    argv: tuple[str, ...]
-
-    def to_json(self) -> dict[str, Any]:
-        return {"node": self.node, "argv": list(self.argv)}
-
-
-@dataclass(frozen=True)
-class FleetPlan:
-    """Exactly what will run: one command per node, with the per-node timeout."""
-
-    selection: NodeSelection
-    commands: tuple[NodeCommand, ...]
+    srun: str = "srun"
     timeout: float = DEFAULT_TIMEOUT
     parallel: int = DEFAULT_PARALLEL
+    fanout: str = AUTO
+    max_output: int = MAX_NODE_OUTPUT
 
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "selection": self.selection.to_json(),
-            "timeout": self.timeout,
-            "parallel": self.parallel,
-            "commands": [c.to_json() for c in self.commands],
-        }
+    def check(self) -> DispatchOptions:
+        check_options(self.timeout, self.parallel, self.fanout)
+        return self
+
+    def resolve(self, nodes: int) -> str:
+        """The fan-out used for this many nodes."""
+        if self.fanout != AUTO:
+            return self.fanout
+        return SINGLE_STEP if nodes > SINGLE_STEP_MIN_NODES else PER_NODE
 
 
 @dataclass(frozen=True)
-class NodeOutcome:
-    """What one node answered (or why it did not)."""
+class SrunStep:
+    """One srun invocation: the nodes it covers and its exact argv."""
 
-    node: str
-    kind: str  # one of KINDS
-    exit_code: int | None  # the fvconsole command's exit code on the node
-    output: dict[str, Any] | None  # its JSON document
-    error: str | None  # one-line reason when kind != "ok"
-    srun_exit: int | None = None
-    stderr_tail: str = ""
+    nodes: tuple[str, ...]
+    argv: tuple[str, ...]
 
-    @property
-    def ok(self) -> bool:
-        return self.kind == "ok"
 
-    @property
-    def may_have_acted(self) -> bool:
-        """True when a failed node may still have changed something (timed out, or exit 3)."""
-        return self.kind == "timeout" or self.exit_code == 3
+@dataclass(frozen=True)
+class SrunSteps:
+    """Exactly what will run: the srun steps, and what each node is asked (``requests``)."""
 
-    def to_json(self) -> dict[str, Any]:
-        """The node's own JSON document, or ``{"error": reason, ...}``."""
-        if self.ok and self.output is not None:
-            return self.output
-        payload: dict[str, Any] = dict(self.output or {})
-        payload["error"] = self.error or "failed"
-        payload["failure"] = self.kind
-        if self.exit_code is not None:
-            payload["exit_code"] = self.exit_code
-        return payload
+    selection: NodeSelection
+    steps: tuple[SrunStep, ...]
+    requests: tuple[tuple[str, tuple[str, ...]], ...] = ()  # (node, fvconsole args), selection order
+    options: DispatchOptions = field(default_factory=DispatchOptions)
+    fanout: str = PER_NODE  # resolved: per-node or single-step
+    expects: str | None = None  # documents.LS / documents.EVICT: the shape each node's JSON must have
+    srun: str = "srun"  # the resolved srun path
 
 
 @dataclass(frozen=True)
 class FleetRun:
-    """Every node's outcome, in selection order."""
+    """Every node's outcome, in selection order, and how many srun steps it took."""
 
-    plan: FleetPlan
+    steps: SrunSteps
     outcomes: tuple[NodeOutcome, ...]
+    job_steps: int = 0
+
+    @property
+    def selection(self) -> NodeSelection:
+        return self.steps.selection
 
     @property
     def failed(self) -> tuple[NodeOutcome, ...]:
@@ -126,199 +132,176 @@ class FleetRun:
         return {o.node: o for o in self.outcomes}
 
 
-# --------------------------------------------------------------------------- commands
+# --------------------------------------------------------------------------- building
 
 
-def node_command(srun: str, selection: NodeSelection, node: str, fv_args: Sequence[str]) -> NodeCommand:
-    """``srun -N1 -n1 -w <node> [--jobid=J --overlap] ... <python> -m fvconsole.core.fleet.node <args>``."""
-    argv = [srun, "--nodes=1", "--ntasks=1", "--ntasks-per-node=1", f"--nodelist={node}",
-            "--job-name=fvconsole-fleet", "--quiet"]
+def _srun_argv(srun: str, selection: NodeSelection, nodes: Sequence[str], single: bool,
+               timeout: float) -> list[str]:
+    count = len(nodes)
+    argv = [srun, f"--nodes={count}", f"--ntasks={count}", "--ntasks-per-node=1",
+            f"--nodelist={compress_hostlist(nodes)}", "--job-name=fvconsole-fleet", "--quiet", "--label"]
+    if single:
+        # one failing task must not end the step; a busy/down node fails the launch fast (then per-node retry)
+        argv += ["--kill-on-bad-exit=0", f"--immediate={max(1, min(10, math.ceil(timeout)))}"]
     if selection.job_id is not None:
         argv += [f"--jobid={selection.job_id}", "--overlap"]
     if selection.partition:
         argv.append(f"--partition={selection.partition}")
-    argv += list(selection.srun_args)
-    argv += [sys.executable, "-m", "fvconsole.core.fleet.node", *fv_args]
-    return NodeCommand(node, tuple(argv))
+    return argv + list(selection.srun_args)
 
 
-def build_plan(
+def _runner(runner_args: Sequence[str]) -> list[str]:
+    return [sys.executable, "-m", NODE_MODULE, *runner_args]
+
+
+def _per_node_steps(srun: str, selection: NodeSelection,
+                    requests: Sequence[tuple[str, tuple[str, ...]]], timeout: float) -> list[SrunStep]:
+    return [SrunStep((node,), tuple(_srun_argv(srun, selection, [node], False, timeout) + _runner(args)))
+            for node, args in requests]
+
+
+def _single_steps(srun: str, selection: NodeSelection,
+                  requests: Sequence[tuple[str, tuple[str, ...]]], timeout: float) -> list[SrunStep]:
+    """As few steps as possible: nodes asked the same thing share one; different requests
+    travel as a ``--per-node`` table, split so that no table outgrows one argument."""
+    groups: dict[tuple[str, ...], list[str]] = {}
+    for node, args in requests:
+        groups.setdefault(args, []).append(node)
+    batches: list[list[tuple[tuple[str, ...], list[str]]]] = [[]]
+    size = 0
+    for args, nodes in groups.items():
+        entry = len(json.dumps({compress_hostlist(nodes): list(args)}))
+        if batches[-1] and size + entry > MAX_REQUEST_ARG:
+            batches.append([])
+            size = 0
+        batches[-1].append((args, nodes))
+        size += entry
+    limit = ["--time-limit", f"{timeout:g}"]
+    steps = []
+    for batch in batches:
+        if not batch:
+            continue
+        nodes = [node for _, group in batch for node in group]
+        if len(batch) == 1:
+            runner = _runner([*limit, *batch[0][0]])
+        else:
+            table = {compress_hostlist(group): list(args) for args, group in batch}
+            runner = _runner([*limit, "--per-node", json.dumps(table, separators=(",", ":"))])
+        steps.append(SrunStep(tuple(nodes), tuple(_srun_argv(srun, selection, nodes, True, timeout) + runner)))
+    return steps
+
+
+def build_steps(
     selection: NodeSelection,
-    fv_args: Sequence[str] | Callable[[str], Sequence[str] | None],
+    fv_args: Sequence[str] | Mapping[str, Sequence[str]] | Callable[[str], Sequence[str] | None],
+    options: DispatchOptions | None = None,
     *,
-    timeout: float = DEFAULT_TIMEOUT,
-    parallel: int = DEFAULT_PARALLEL,
-    srun: str = "srun",
-) -> FleetPlan:
-    """One command per node; ``fv_args`` may depend on the node (None skips that node)."""
-    if not math.isfinite(timeout) or timeout <= 0:  # nan/inf reached int() deep in the runner
-        raise UsageError(f"--timeout must be a positive number of seconds (got {timeout:g})")
-    if parallel < 1:
-        raise UsageError(f"--parallel must be at least 1 (got {parallel})")
-    exe = find_srun(srun)
-    commands = []
+    expects: str | None = None,
+) -> SrunSteps:
+    """The srun steps for ``fv_args`` on every node (a mapping or callable may differ per node; None skips)."""
+    options = (options or DispatchOptions()).check()
+    srun = find_srun(options.srun)
+    requests: list[tuple[str, tuple[str, ...]]] = []
     for node in selection.nodes:
-        args = fv_args(node) if callable(fv_args) else fv_args
+        if isinstance(fv_args, Mapping):
+            args = fv_args.get(node)
+        else:
+            args = fv_args(node) if callable(fv_args) else fv_args
         if args is not None:
-            commands.append(node_command(exe, selection, node, args))
-    return FleetPlan(selection, tuple(commands), float(timeout), int(parallel))
+            requests.append((node, tuple(args)))
+    fanout = options.resolve(len(requests))
+    build = _single_steps if fanout == SINGLE_STEP else _per_node_steps
+    steps = build(srun, selection, requests, options.timeout) if requests else []
+    return SrunSteps(selection, tuple(steps), tuple(requests), options, fanout, expects, srun)
 
 
 # --------------------------------------------------------------------------- running
 
 
-def _one_line(text: str) -> str:
-    lines = [line.strip() for line in (text or "").splitlines() if line.strip()]
-    return lines[-1][:_TAIL] if lines else ""
+class _Reporter:
+    """Progress per node, once each, from any thread."""
 
-
-def _tail(text: str) -> str:
-    return " | ".join(line.strip() for line in (text or "").splitlines()[-3:] if line.strip())[-_TAIL:]
-
-
-def parse_node_output(node: str, stdout: str) -> tuple[dict[str, Any] | None, str | None]:
-    """The node's result envelope from srun's stdout, or (None, reason)."""
-    lines = [line for line in stdout.splitlines() if line.startswith(MARKER + " ")]
-    if not lines:
-        return None, None
-    if len(lines) > 1:
-        return None, f"{len(lines)} result lines instead of one"
-    parts = lines[0].split(" ", 2)
-    if len(parts) != 3:
-        return None, "truncated result line"
-    if parts[1] != node:
-        return None, f"answered as node {parts[1]!r}"
-    try:
-        payload = json.loads(parts[2])
-    except json.JSONDecodeError as exc:
-        return None, f"invalid JSON in result line ({exc.msg} at char {exc.pos})"
-    except (ValueError, RecursionError) as exc:  # digit limit, absurd nesting
-        return None, f"unusable JSON in result line ({type(exc).__name__})"
-    if not isinstance(payload, dict):
-        return None, "result line is not a JSON object"
-    return payload, None
-
-
-def outcome_from_output(node: str, stdout: str, stderr: str, srun_exit: int | None) -> NodeOutcome:
-    """Classify one node's srun output into an outcome."""
-    tail = _tail(stderr)
-    payload, problem = parse_node_output(node, stdout)
-    if problem:
-        return NodeOutcome(node, "invalid", None, None, problem, srun_exit, tail)
-    if payload is None:
-        why = _one_line(stderr) or (f"srun exit {srun_exit}" if srun_exit else "no output")
-        return NodeOutcome(node, "unreachable", None, None, f"no result from node: {why}", srun_exit, tail)
-    code = payload.get("exit")
-    output = payload.get("output")
-    if not isinstance(output, dict):
-        snippet = str(payload.get("invalid_output", ""))[:120]
-        if not snippet and code not in (0, None):  # e.g. a usage error: the reason is on stderr
-            why = _one_line(stderr) or "no output"
-            return NodeOutcome(node, "failed", code, None, f"exit {code}: {why}", srun_exit, tail)
-        reason = f"command printed invalid JSON (exit {code}): {snippet!r}"
-        return NodeOutcome(node, "invalid", code, None, reason, srun_exit, tail)
-    if code != 0:
-        reason = str(output.get("error") or f"exit {code}")
-        return NodeOutcome(node, "failed", code, output, reason, srun_exit, tail)
-    return NodeOutcome(node, "ok", 0, output, None, srun_exit, tail)
-
-
-def _terminate(proc: subprocess.Popen) -> None:
-    """SIGTERM srun's process group (srun cancels the step on the node), then SIGKILL."""
-    for sig in (signal.SIGTERM, signal.SIGKILL):
-        try:
-            os.killpg(proc.pid, sig)
-        except ProcessLookupError:
-            return
-        try:
-            proc.wait(timeout=_KILL_GRACE)
-            return
-        except subprocess.TimeoutExpired:
-            continue
-
-
-class _Running:
-    """The srun processes in flight, so an interrupted run can stop them all (they run in
-    their own sessions and would not see the terminal's Ctrl-C)."""
-
-    def __init__(self) -> None:
+    def __init__(self, progress: Progress, total: int) -> None:
+        self._progress = progress
+        self._total = total
+        self._done: set[str] = set()
         self._lock = threading.Lock()
-        self._procs: set[subprocess.Popen] = set()
-        self.stopping = False
 
-    def add(self, proc: subprocess.Popen) -> None:
+    def __call__(self, node: str, kind: str) -> None:
         with self._lock:
-            self._procs.add(proc)
-        if self.stopping:
-            _terminate(proc)
-
-    def discard(self, proc: subprocess.Popen) -> None:
-        with self._lock:
-            self._procs.discard(proc)
-
-    def stop_all(self) -> None:
-        self.stopping = True
-        with self._lock:
-            procs = list(self._procs)
-        for proc in procs:
-            _terminate(proc)
+            if node in self._done:
+                return
+            self._done.add(node)
+            done = len(self._done)
+        self._progress(done, self._total, f"{node}: {kind}")
 
 
-def run_command(command: NodeCommand, timeout: float, running: _Running | None = None) -> NodeOutcome:
-    """Run one node's srun with a timeout; never raises for node-side problems."""
-    if running is not None and running.stopping:
-        return NodeOutcome(command.node, "unreachable", None, None, "not started: interrupted")
+def _run_step(plan: SrunSteps, step: SrunStep, report: _Reporter,
+              running: Running) -> dict[str, NodeOutcome | None]:
+    """One srun; a node of a multi-node step that never started maps to None (retry it alone)."""
+    opts = plan.options
+    multi = plan.fanout == SINGLE_STEP
+
+    def arrived(node: str) -> None:
+        stream = demux.streams[node]
+        early = from_envelope(node, stream.result.payload or {}, expects=plan.expects, timeout=opts.timeout)
+        report(node, early.kind)
+
+    demux = StepDemux(step.nodes, opts.max_output, on_result=arrived)
+    deadline = opts.timeout + STEP_SLACK if multi else opts.timeout
+    ran = run_srun(step.argv, demux, deadline, running)
+    srun_line = demux.srun_stderr[-1] if demux.srun_stderr else ""
+    out: dict[str, NodeOutcome | None] = {}
+    for node in step.nodes:
+        stream = demux.streams[node]
+        if multi and not stream.started and not ran.timed_out and ran.start_error is None and not running.stopping:
+            out[node] = None
+            continue
+        outcome = classify(stream, expects=plan.expects, timeout=opts.timeout, cap=opts.max_output,
+                           srun_exit=ran.exit_code, timed_out=ran.timed_out, srun_line=srun_line,
+                           start_error=ran.start_error)
+        out[node] = outcome
+        report(node, outcome.kind)
+    return out
+
+
+def _run_all(plan: SrunSteps, steps: Sequence[SrunStep], report: _Reporter,
+             running: Running) -> dict[str, NodeOutcome | None]:
+    results: dict[str, NodeOutcome | None] = {}
+    if len(steps) == 1:
+        return _run_step(plan, steps[0], report, running)
+    pool = ThreadPoolExecutor(max_workers=min(plan.options.parallel, len(steps)), thread_name_prefix="fleet")
     try:
-        proc = subprocess.Popen(
-            list(command.argv), stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE, text=True, start_new_session=True,
-        )
-    except OSError as exc:
-        return NodeOutcome(command.node, "unreachable", None, None, f"cannot start srun: {exc.strerror}")
-    if running is not None:
-        running.add(proc)
-    try:
-        return _collect(command.node, proc, timeout)
+        futures = [pool.submit(_run_step, plan, step, report, running) for step in steps]
+        for future in as_completed(futures):
+            results.update(future.result())
+    except BaseException:
+        running.stop_all()  # before waiting for the pool: its threads wait on these sruns
+        raise
     finally:
-        if running is not None:
-            running.discard(proc)
+        pool.shutdown(wait=True, cancel_futures=True)
+    return results
 
 
-def _collect(node: str, proc: subprocess.Popen, timeout: float) -> NodeOutcome:
-    try:
-        stdout, stderr = proc.communicate(timeout=timeout)
-    except subprocess.TimeoutExpired:
-        _terminate(proc)
-        try:
-            stdout, stderr = proc.communicate(timeout=_KILL_GRACE)
-        except subprocess.TimeoutExpired:
-            stdout, stderr = "", ""
-        return NodeOutcome(node, "timeout", None, None, f"timed out after {timeout:g}s", proc.returncode,
-                           _tail(stderr))
-    return outcome_from_output(node, stdout, stderr, proc.returncode)
-
-
-def run_plan(plan: FleetPlan, progress: Progress | None = None) -> FleetRun:
-    """Execute exactly the plan's commands, ``plan.parallel`` at a time.
+def run_steps(plan: SrunSteps, progress: Progress | None = None) -> FleetRun:
+    """Execute exactly the planned steps (then, in single-step fan-out, retry never-started nodes one by one).
 
     On an interrupt (Ctrl-C) every srun in flight is terminated (which cancels its step)
     before the interrupt propagates.
     """
-    report = progress or no_progress
-    total = len(plan.commands)
-    results: dict[str, NodeOutcome] = {}
-    running = _Running()
-    if total:
-        pool = ThreadPoolExecutor(max_workers=min(plan.parallel, total), thread_name_prefix="fleet")
-        try:
-            futures = [pool.submit(run_command, c, plan.timeout, running) for c in plan.commands]
-            for future in as_completed(futures):
-                outcome = future.result()
-                results[outcome.node] = outcome
-                report(len(results), total, f"{outcome.node}: {outcome.kind}")
-        except BaseException:
-            running.stop_all()
-            raise
-        finally:
-            pool.shutdown(wait=True, cancel_futures=True)
-    return FleetRun(plan, tuple(results[c.node] for c in plan.commands))
+    report = _Reporter(progress or no_progress, len(plan.requests))
+    running = Running()
+    job_steps = len(plan.steps)
+    try:
+        results = _run_all(plan, plan.steps, report, running) if plan.steps else {}
+        retry = [(node, args) for node, args in plan.requests if node in results and results[node] is None]
+        if retry:
+            again = _per_node_steps(plan.srun, plan.selection, retry, plan.options.timeout)
+            per_node = replace(plan, fanout=PER_NODE)
+            results.update(_run_all(per_node, again, report, running))
+            job_steps += len(again)
+    except BaseException:
+        running.stop_all()
+        raise
+    outcomes = tuple(results[node] for node, _ in plan.requests if results.get(node) is not None)
+    return FleetRun(plan, outcomes, job_steps)

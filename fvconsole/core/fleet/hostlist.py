@@ -9,15 +9,28 @@ group slowest), ranges keeping the zero padding of their lower bound.
 
 from __future__ import annotations
 
+import itertools
 import re
 from collections.abc import Iterable, Iterator
 
 from fvconsole.core.errors import FvError
 
-#: Refuse expressions that would expand to more names than any real cluster has.
-MAX_HOSTS = 1_000_000
-_TRAILING_DIGITS = re.compile(r"^(.*?)(\d+)$")
-_RANGE = re.compile(r"^(\d+)(?:-(\d+))?$")
+#: Refuse expressions that would expand to more names than any GPU cluster has.
+MAX_HOSTS = 100_000
+#: Digits in one range bound: node numbers fit a machine integer (a 5000-digit bound is a typo
+#: or an attack, and int() of it raises beyond Python's 4300-digit limit).
+MAX_DIGITS = 18
+#: Longest node name (Linux host names are at most 64 bytes; Slurm's are shorter still).
+MAX_NAME = 255
+#: Longest expression accepted (100,000 names written out one by one fit in well under 1 MiB).
+MAX_TEXT = 1 << 20
+_TRAILING_DIGITS = re.compile(r"^(.*?)([0-9]+)$")
+_RANGE = re.compile(r"^([0-9]+)(?:-([0-9]+))?$")
+
+
+def _shown(text: str) -> str:
+    """The expression as quoted in an error line: repr, cut short (one readable line)."""
+    return repr(text) if len(text) <= 80 else repr(text[:77]) + "..."
 
 
 def _split_top_level(text: str, field: str) -> list[str]:
@@ -27,16 +40,16 @@ def _split_top_level(text: str, field: str) -> list[str]:
         if ch == "[":
             depth += 1
             if depth > 1:
-                raise FvError(f"{field}: nested '[' in hostlist {text!r}")
+                raise FvError(f"{field}: nested '[' in hostlist {_shown(text)}")
         elif ch == "]":
             depth -= 1
             if depth < 0:
-                raise FvError(f"{field}: unbalanced ']' in hostlist {text!r}")
+                raise FvError(f"{field}: unbalanced ']' in hostlist {_shown(text)}")
         elif ch == "," and depth == 0:
             items.append(text[start:i])
             start = i + 1
     if depth:
-        raise FvError(f"{field}: unbalanced '[' in hostlist {text!r}")
+        raise FvError(f"{field}: unbalanced '[' in hostlist {_shown(text)}")
     items.append(text[start:])
     return [item.strip() for item in items if item.strip()]
 
@@ -47,13 +60,16 @@ def _range_values(group: str, field: str, text: str) -> list[str]:
     for part in group.split(","):
         match = _RANGE.match(part.strip())
         if not match:
-            raise FvError(f"{field}: bad range {part!r} in hostlist {text!r}")
+            raise FvError(f"{field}: bad range {_shown(part)} in hostlist {_shown(text)}")
         lo_text, hi_text = match.group(1), match.group(2)
+        if max(len(lo_text), len(hi_text or "")) > MAX_DIGITS:
+            raise FvError(f"{field}: range {_shown(part.strip())} has a bound of more than {MAX_DIGITS} digits "
+                          f"in hostlist {_shown(text)}")
         lo, hi = int(lo_text), int(hi_text if hi_text is not None else lo_text)
         if hi < lo:
-            raise FvError(f"{field}: range {part!r} runs backwards in hostlist {text!r}")
+            raise FvError(f"{field}: range {_shown(part)} runs backwards in hostlist {_shown(text)}")
         if len(values) + hi - lo + 1 > MAX_HOSTS:
-            raise FvError(f"{field}: hostlist {text!r} expands to more than {MAX_HOSTS} names")
+            raise FvError(f"{field}: hostlist {_shown(text)} expands to more than {MAX_HOSTS} names")
         width = len(lo_text)
         values.extend(f"{n:0{width}d}" for n in range(lo, hi + 1))
     return values
@@ -68,21 +84,14 @@ def _expand_item(item: str, field: str, text: str) -> Iterator[str]:
         if group:
             pieces.append(_range_values(group, field, text))
     if "[]" in item:
-        raise FvError(f"{field}: empty brackets in hostlist {text!r}")
+        raise FvError(f"{field}: empty brackets in hostlist {_shown(text)}")
     total = 1
     for options in pieces:
         total *= len(options)
     if total > MAX_HOSTS:
-        raise FvError(f"{field}: hostlist {text!r} expands to more than {MAX_HOSTS} names")
-    yield from _product(pieces, 0, "")
-
-
-def _product(pieces: list[list[str]], index: int, prefix: str) -> Iterator[str]:
-    if index == len(pieces):
-        yield prefix
-        return
-    for option in pieces[index]:
-        yield from _product(pieces, index + 1, prefix + option)
+        raise FvError(f"{field}: hostlist {_shown(text)} expands to more than {MAX_HOSTS} names")
+    for parts in itertools.product(*pieces):  # iterative: any number of bracket groups
+        yield "".join(parts)
 
 
 def expand_hostlist(text: str, field: str = "hostlist") -> tuple[str, ...]:
@@ -90,14 +99,18 @@ def expand_hostlist(text: str, field: str = "hostlist") -> tuple[str, ...]:
 
     ``field`` names the option in error messages (e.g. ``--nodes``).
     """
+    if len(text) > MAX_TEXT:
+        raise FvError(f"{field}: hostlist is {len(text)} characters long (at most {MAX_TEXT})")
     names: dict[str, None] = {}
     for item in _split_top_level(text.strip(), field):
         for name in _expand_item(item, field, text):
+            if len(name) > MAX_NAME:
+                raise FvError(f"{field}: node name {_shown(name)} is longer than {MAX_NAME} characters")
             if not re.fullmatch(r"[A-Za-z0-9._-]+", name):
-                raise FvError(f"{field}: invalid node name {name!r} in hostlist {text!r}")
+                raise FvError(f"{field}: invalid node name {_shown(name)} in hostlist {_shown(text)}")
             names[name] = None
             if len(names) > MAX_HOSTS:
-                raise FvError(f"{field}: hostlist {text!r} expands to more than {MAX_HOSTS} names")
+                raise FvError(f"{field}: hostlist {_shown(text)} expands to more than {MAX_HOSTS} names")
     return tuple(names)
 
 
@@ -122,7 +135,7 @@ def compress_hostlist(names: Iterable[str]) -> str:
     plain: set[str] = set()
     for name in names:
         match = _TRAILING_DIGITS.match(name)
-        if match:
+        if match and len(match.group(2)) <= MAX_DIGITS:
             groups.setdefault(match.group(1), set()).add((int(match.group(2)), match.group(2)))
         else:
             plain.add(name)

@@ -50,7 +50,7 @@ def find_srun(srun: str = "srun") -> str:
 def job_nodes(job_id: str, squeue: str = "squeue", timeout: float = 30.0) -> tuple[str, ...]:
     """The nodes a running job holds, read with ``squeue -j JOBID -o '%T %N'``."""
     if not _JOB_ID.match(job_id):
-        raise UsageError(f"--job: {job_id!r} is not a Slurm job id")
+        raise UsageError(f"--job: {job_id[:40]!r} is not a Slurm job id")
     exe = shutil.which(squeue)
     if not exe:
         raise FvError(f"{squeue} not found: fleet commands need Slurm (squeue on PATH)")
@@ -78,6 +78,25 @@ def job_nodes(job_id: str, squeue: str = "squeue", timeout: float = 30.0) -> tup
     return tuple(nodes)
 
 
+def parse_node_list(nodes: str | None) -> tuple[str, ...] | None:
+    """``--nodes`` expanded; a malformed or oversized hostlist is a usage error (exit 2)."""
+    if nodes is None:
+        return None
+    try:
+        return expand_hostlist(nodes, "--nodes")
+    except FvError as exc:
+        raise UsageError(exc.message) from None
+
+
+def check_selection_args(nodes: str | None, job_id: str | None) -> None:
+    """Everything about ``--nodes`` / ``--job`` that can be judged without Slurm (before srun/squeue run)."""
+    if nodes is None and job_id is None:
+        raise UsageError("give --nodes NODELIST or --job JOBID to select nodes")
+    if job_id is not None and not _JOB_ID.match(job_id):
+        raise UsageError(f"--job: {job_id[:40]!r} is not a Slurm job id")
+    parse_node_list(nodes)
+
+
 def select_nodes(
     nodes: str | None = None,
     job_id: str | None = None,
@@ -87,13 +106,13 @@ def select_nodes(
     squeue: str = "squeue",
 ) -> NodeSelection:
     """Resolve ``--nodes`` / ``--job`` into a node selection (both: the job's nodes, restricted)."""
-    if nodes is None and job_id is None:
-        raise UsageError("give --nodes NODELIST or --job JOBID to select nodes")
-    wanted = expand_hostlist(nodes, "--nodes") if nodes is not None else None
+    check_selection_args(nodes, job_id)
+    wanted = parse_node_list(nodes)
     if job_id is not None:
         held = job_nodes(job_id, squeue)
         if wanted is not None:
-            outside = [n for n in wanted if n not in set(held)]
+            held_set = set(held)
+            outside = [n for n in wanted if n not in held_set]
             if outside:
                 raise FvError(
                     f"--nodes: {compress_hostlist(outside)} not in job {job_id} ({compress_hostlist(held)})"

@@ -1,0 +1,158 @@
+"""Node-side runner: ``python -m fvconsole.cli.node [--time-limit S] [--per-node TABLE | ARGS...]``.
+
+srun starts this once per node (see :mod:`fvconsole.core.fleet.dispatch`). It prints a start
+frame at once, replaces ``{node}`` in every argument with the Slurm node name
+(``SLURMD_NODENAME``) -- on the node, so sites whose node-local roots live side by side on
+one filesystem (and the tests) can give each node its own root -- runs the ordinary headless
+command in-process with stdout captured, and prints the result envelope as frames
+(:mod:`fvconsole.core.fleet.frames`)::
+
+    {"node": ..., "exit": <exit code>, "output": <the command's JSON or null>, ...}
+
+``--time-limit S``: after S seconds the runner reports ``{"exit": null, "timeout": S}`` and
+exits without waiting for the command (a hung filesystem must not keep a single job step,
+and every other node's result, waiting). ``--per-node TABLE``: a JSON object
+``{"<hostlist>": [args...]}``, for single steps where nodes are asked different things (an
+eviction executes each node's own keys); the node picks the entry that names it.
+The command's stderr passes through untouched (srun labels it with the task).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import json
+import os
+import sys
+import threading
+from collections.abc import Sequence
+from typing import Any
+
+from fvconsole.core.fleet.frames import result_lines, start_line
+
+NODE_PLACEHOLDER = "{node}"
+_SNIPPET = 300
+
+
+def node_name() -> str | None:
+    """The Slurm node name of this task (None outside a Slurm step)."""
+    return os.environ.get("SLURMD_NODENAME") or None
+
+
+def substitute_node(argv: Sequence[str], node: str) -> list[str]:
+    """Replace ``{node}`` in every argument."""
+    return [arg.replace(NODE_PLACEHOLDER, node) for arg in argv]
+
+
+def run_captured(argv: Sequence[str]) -> tuple[int, str]:
+    """Run ``fvconsole <argv>`` in-process; return (exit code, captured stdout)."""
+    from fvconsole.cli import main as cli_main
+
+    buffer = io.StringIO()
+    with contextlib.redirect_stdout(buffer):
+        try:
+            code = cli_main(list(argv))
+        except SystemExit as exc:  # argparse usage errors
+            code = exc.code if isinstance(exc.code, int) else 2
+    return int(code), buffer.getvalue()
+
+
+def envelope(node: str, code: int, stdout: str) -> dict[str, Any]:
+    """Wrap the command's stdout: parsed JSON under "output", or a snippet when it is not JSON."""
+    payload: dict[str, Any] = {"node": node, "exit": code, "output": None}
+    text = stdout.strip()
+    try:
+        parsed = json.loads(text) if text else None
+    except (ValueError, RecursionError):
+        parsed = None
+    if isinstance(parsed, dict):
+        payload["output"] = parsed
+    else:
+        payload["invalid_output"] = text[:_SNIPPET]
+    return payload
+
+
+def request_for(node: str, table_text: str) -> list[str] | None:
+    """This node's arguments from a ``--per-node`` table (None: the table does not name it)."""
+    from fvconsole.core.fleet.hostlist import expand_hostlist
+
+    table = json.loads(table_text)
+    for hostlist, args in table.items():
+        if node in expand_hostlist(hostlist, "--per-node"):
+            return [str(a) for a in args]
+    return None
+
+
+def _options(args: list[str]) -> tuple[float | None, str | None, list[str]]:
+    limit: float | None = None
+    table: str | None = None
+    while args[:1] and args[0] in ("--time-limit", "--per-node") and len(args) >= 2:
+        if args[0] == "--time-limit":
+            limit = float(args[1])
+        else:
+            table = args[1]
+        args = args[2:]
+    return limit, table, args
+
+
+class _Out:
+    """The runner's own stdout, kept apart from the command's (which is captured)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._file = os.fdopen(os.dup(1), "w", encoding="ascii", errors="backslashreplace")  # fd 1 itself
+
+    def lines(self, lines: Sequence[str]) -> None:
+        with self._lock:
+            self._file.write("".join(line + "\n" for line in lines))
+            self._file.flush()
+
+
+def _run(node: str, args: list[str], table: str | None) -> dict[str, Any]:
+    if table is not None:
+        try:
+            picked = request_for(node, table)
+        except (ValueError, AttributeError, TypeError) as exc:
+            return {"node": node, "exit": 2, "output": {"error": f"--per-node: unreadable table ({exc})"}}
+        if picked is None:
+            return {"node": node, "exit": 2, "output": {"error": f"--per-node: no request for node {node}"}}
+        args = picked
+    code, stdout = run_captured(substitute_node(args, node))
+    return envelope(node, code, stdout)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the command for this node and print its frames; exit 0 once it ran (or timed out)."""
+    limit, table, args = _options(list(sys.argv[1:] if argv is None else argv))
+    out = _Out()
+    node = node_name()
+    if node is None:
+        out.lines(result_lines("?", {"node": None, "exit": 1,
+                                     "output": {"error": "SLURMD_NODENAME is not set: run under srun"}}))
+        return 1
+    out.lines([start_line(node)])
+    box: dict[str, dict[str, Any]] = {}
+
+    def work() -> None:
+        try:
+            box["payload"] = _run(node, args, table)
+        except BaseException as exc:  # noqa: BLE001 - the login side must get a result line either way
+            box["payload"] = {"node": node, "exit": 1, "output": {"error": f"node runner: {type(exc).__name__}: {exc}"}}
+
+    worker = threading.Thread(target=work, name="fvconsole-node", daemon=True)
+    worker.start()
+    worker.join(limit)
+    if "payload" not in box:  # the node's own time limit: report, and do not wait for a hung command
+        out.lines(result_lines(node, {"node": node, "exit": None, "output": None, "timeout": limit}))
+        os._exit(0)
+    try:
+        lines = result_lines(node, box["payload"])
+    except ValueError:  # NaN in the command's JSON: never sent as such
+        lines = result_lines(node, {"node": node, "exit": box["payload"].get("exit"), "output": None,
+                                    "invalid_output": "command output contains NaN or Infinity"})
+    out.lines(lines)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

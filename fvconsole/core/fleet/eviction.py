@@ -1,0 +1,157 @@
+"""Fleet eviction as plan -> result: ``preview_fleet_eviction`` -> ``execute_fleet_eviction``.
+
+The preview runs ``cache evict ROOT <selectors> --json`` (a dry run) on every node and
+returns a frozen :class:`FleetEvictionPlan` holding everything execution needs: the root,
+the protections, each node's planned keys and the exact arguments each node will be asked
+to run. Execution takes only the plan: on each node that planned something it runs
+``cache evict ROOT --key K ... <protections> --yes --json`` for exactly those keys, so it
+cannot widen what was previewed. The node re-checks each entry right before deleting it
+(an entry used since the preview is skipped), as single-node eviction always does.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from fvconsole.core.errors import UsageError
+from fvconsole.core.fleet.aggregate import exit_code_for, freed_bytes_of, planned_keys
+from fvconsole.core.fleet.dispatch import DispatchOptions, NodeSelection, build_steps, run_steps
+from fvconsole.core.fleet.documents import EVICT
+from fvconsole.core.fleet.outcomes import NodeOutcome
+from fvconsole.core.progress import Progress
+
+NO_NODE_PLANNED = "no node could plan the eviction; nothing was executed"
+
+
+def _freed(outcomes: Sequence[NodeOutcome]) -> int:
+    return sum(freed_bytes_of(o.output) for o in outcomes if o.output is not None)
+
+
+@dataclass(frozen=True)
+class FleetEvictionPlan:
+    """Every node's eviction preview, and exactly what each node will be asked to execute."""
+
+    selection: NodeSelection
+    root: str
+    selectors: tuple[str, ...]
+    protections: tuple[str, ...]  # flags that change each node's re-check (--force, --grace D), never selectors
+    outcomes: tuple[NodeOutcome, ...]  # the previews (dry runs), selection order
+    requests: tuple[tuple[str, tuple[str, ...]], ...]  # (node, fvconsole args) for nodes with planned keys
+
+    executed = False  # a plan has deleted nothing (for renderers shared with the result)
+
+    @property
+    def node_keys(self) -> dict[str, tuple[str, ...]]:
+        """node -> planned keys, for nodes whose preview succeeded."""
+        return {o.node: planned_keys(o.output) for o in self.outcomes if o.ok and o.output is not None}
+
+    @property
+    def freed_bytes(self) -> int:
+        return _freed(self.outcomes)
+
+    @property
+    def any_planned(self) -> bool:
+        return any(o.ok for o in self.outcomes)
+
+    @property
+    def exit_code(self) -> int:
+        return exit_code_for(self.outcomes)
+
+    def to_json(self) -> dict[str, Any]:
+        doc = {
+            "executed": False,
+            "nodes": {o.node: o.to_json() for o in self.outcomes},
+            "freed_bytes": self.freed_bytes,
+            "selection": self.selection.to_json(),
+        }
+        if self.outcomes and not self.any_planned:
+            doc["error"] = NO_NODE_PLANNED
+        return doc
+
+
+@dataclass(frozen=True)
+class FleetEvictionResult:
+    """What a fleet eviction did on each node (nodes whose preview failed keep that failure)."""
+
+    plan: FleetEvictionPlan
+    executed: bool  # False when no node could plan the eviction (nothing was dispatched)
+    outcomes: tuple[NodeOutcome, ...]
+
+    @property
+    def selection(self) -> NodeSelection:
+        return self.plan.selection
+
+    @property
+    def freed_bytes(self) -> int:
+        return _freed(self.outcomes)
+
+    @property
+    def exit_code(self) -> int:
+        return exit_code_for(self.outcomes, executing=self.executed)
+
+    def to_json(self) -> dict[str, Any]:
+        if not self.executed:
+            return self.plan.to_json()
+        return {
+            "executed": True,
+            "nodes": {o.node: o.to_json() for o in self.outcomes},
+            "freed_bytes": self.freed_bytes,
+            "selection": self.selection.to_json(),
+        }
+
+
+def execution_requests(root: str, outcomes: Sequence[NodeOutcome],
+                       protections: Sequence[str]) -> tuple[tuple[str, tuple[str, ...]], ...]:
+    """Per node with planned keys: ``cache evict ROOT --key K ... <protections> --yes --json``."""
+    requests = []
+    for o in outcomes:
+        keys = planned_keys(o.output) if o.ok and o.output is not None else ()
+        if keys:
+            key_args = [arg for key in keys for arg in ("--key", key)]
+            requests.append((o.node, ("cache", "evict", root, *key_args, *protections, "--yes", "--json")))
+    return tuple(requests)
+
+
+def preview_fleet_eviction(selection: NodeSelection, root: str, selectors: Sequence[str],
+                           protections: Sequence[str] = (), options: DispatchOptions | None = None,
+                           progress: Progress | None = None) -> FleetEvictionPlan:
+    """Every node's eviction plan (nothing is deleted)."""
+    if "--yes" in selectors or "--yes" in protections:
+        raise UsageError("--yes is not a selector: previews never execute")
+    args = ("cache", "evict", root, *selectors, *protections, "--json")
+    run = run_steps(build_steps(selection, args, options, expects=EVICT), progress)
+    return FleetEvictionPlan(selection, root, tuple(selectors), tuple(protections), run.outcomes,
+                             execution_requests(root, run.outcomes, protections))
+
+
+def _not_run(outcome: NodeOutcome) -> NodeOutcome:
+    """A node with an empty plan: reported from its preview, marked as not executed."""
+    doc = dict(outcome.output or {})
+    doc.update({"executed": False, "evict": [], "freed_bytes": 0, "note": "nothing planned on this node"})
+    return NodeOutcome(outcome.node, "ok", 0, doc, None)
+
+
+def execute_fleet_eviction(plan: FleetEvictionPlan, options: DispatchOptions | None = None,
+                           progress: Progress | None = None) -> FleetEvictionResult:
+    """Run exactly ``plan.requests``; nodes whose preview failed stay reported as failed.
+
+    When no node's preview succeeded there is nothing to execute: the result says
+    ``executed: false`` (and nothing is dispatched).
+    """
+    if not plan.any_planned:
+        return FleetEvictionResult(plan, False, plan.outcomes)
+    ran: dict[str, NodeOutcome] = {}
+    if plan.requests:
+        steps = build_steps(plan.selection, dict(plan.requests), options, expects=EVICT)
+        ran = run_steps(steps, progress).by_node()
+    outcomes = []
+    for before in plan.outcomes:
+        if before.node in ran:
+            outcomes.append(ran[before.node])
+        elif before.ok:
+            outcomes.append(_not_run(before))
+        else:
+            outcomes.append(before)
+    return FleetEvictionResult(plan, True, tuple(outcomes))
