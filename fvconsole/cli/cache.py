@@ -12,6 +12,7 @@ import socket
 from typing import Any
 
 from fvconsole.cli.common import age_since, emit_json, format_table, head_tail, human_bytes, progress_printer
+from fvconsole.cli.outcome import record_write
 from fvconsole.core.cache import (
     ENV_MAX_GB,
     ENV_ROOT,
@@ -242,6 +243,8 @@ def run_evict(args: argparse.Namespace) -> int:
             print(render_plan(plan))
         return EXIT_OK
     result = execute_eviction(plan, progress=None if args.json else progress_printer("evicting"))
+    if result.evicted:
+        record_write(f"the eviction ran: {_n(len(result.evicted), 'entry', 'entries')} evicted from {plan.root}")
     payload = {**result.to_json(), **_node_info(), "cap_bytes": plan.cap_bytes}
     if result.errors:
         if not args.json:

@@ -12,6 +12,7 @@ import sys
 from typing import Any
 
 from fvconsole.cli.common import emit_json, format_table, head_tail, human_bytes, progress_printer
+from fvconsole.cli.outcome import record_write
 from fvconsole.core.errors import UsageError
 from fvconsole.core.fleet.aggregate import FleetCacheView, FleetEviction, KeyRow
 from fvconsole.core.fleet.dispatch import DEFAULT_PARALLEL, DEFAULT_TIMEOUT
@@ -205,6 +206,8 @@ def run_fleet_evict(args: argparse.Namespace) -> int:
     if args.yes:
         result = execute_fleet_eviction(preview, root, protections(args), timeout=args.timeout,
                                         parallel=args.parallel, progress=progress)
+        if result.executed:
+            record_write(f"the eviction ran on {compress_hostlist(result.selection.nodes)}")
     if args.json:
         emit_json(result.to_json())
     else:
