@@ -6,6 +6,7 @@ Also: the console refuses to start without a terminal instead of hanging.
 from __future__ import annotations
 
 import argparse
+import io
 import json
 import os
 import subprocess
@@ -148,8 +149,8 @@ def test_console_without_a_terminal_exits_2_instead_of_hanging(which) -> None:
     assert proc.stderr.splitlines() == [NO_TTY]
 
 
-def test_console_refusal_in_process(capsys) -> None:
-    # Under pytest stdin is not a terminal.
+def test_console_refusal_in_process(capsys, monkeypatch) -> None:
+    monkeypatch.setattr(sys, "stdin", io.StringIO())  # not a terminal, also under `pytest -s`
     assert main(["--config", "nowhere.yaml"]) == 2
     assert capsys.readouterr().err.splitlines() == [NO_TTY]
 

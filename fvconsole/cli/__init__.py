@@ -25,8 +25,11 @@ Without a subcommand it opens the interactive console (Textual). Subcommands run
 headless for scripts and `srun`: every write action is a dry run unless --yes is given,
 and --json prints exactly one JSON object on stdout.
 
+Without a terminal (stdin or stdout not a TTY) the console does not start: exit 2.
+
 exit codes: 0 ok (dry runs included), 1 refused or verification failed (nothing
-written), 2 usage error, 3 failed part-way during execution (what was done is reported).
+written), 2 usage error, 3 failed part-way during execution, or the output could not
+be written after the write (what was done is reported on stderr).
 """
 
 
