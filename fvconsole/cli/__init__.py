@@ -7,13 +7,18 @@ pyarrow, textual) only inside its handler, so `--help` and `cache ls` stay fast.
 from __future__ import annotations
 
 import argparse
+import errno
 import json
 import os
 import sys
 from collections.abc import Sequence
 
 from fvconsole import __version__
+from fvconsole.cli.outcome import begin_command, end_command, write_done
+from fvconsole.cli.parser import CliUsageError, json_requested, parse_command_line
+from fvconsole.cli.streams import OutputError, discard_stdout, flush_stdout, guarded_streams
 from fvconsole.core.errors import EXIT_PARTIAL, EXIT_REFUSED, EXIT_USAGE, FvError
+from fvconsole.core.printable import printable
 
 # Subcommand modules, in the order `--help` lists them. Each defines register(subparsers).
 _COMMAND_MODULES = ("checkpoints", "migrate", "sidecars", "cache", "fleet", "demo")
@@ -82,26 +87,16 @@ def _emit_error_json(payload: dict | None) -> None:
 
     If stdout itself fails here, the error line on stderr still tells what happened.
     """
-    from fvconsole.cli.streams import OutputError, flush_stdout
-
     try:
         flush_stdout()
         if payload is not None:
             print(json.dumps(payload, sort_keys=True, default=str))
             flush_stdout()
     except OutputError:
-        _discard_stdout()
-
-
-def _discard_stdout() -> None:
-    from fvconsole.cli.streams import discard_stdout
-
-    discard_stdout()
+        discard_stdout()
 
 
 def _report_error(args: argparse.Namespace | None, exc: FvError, *, json_out: bool = False) -> int:
-    from fvconsole.core.printable import printable
-
     message = " ".join(str(exc).split()) or type(exc).__name__
     json_out = json_out or (args is not None and getattr(args, "json", False))
     _emit_error_json({"error": message, **exc.details} if json_out else None)
@@ -109,30 +104,22 @@ def _report_error(args: argparse.Namespace | None, exc: FvError, *, json_out: bo
     return exc.exit_code
 
 
-def _report_usage(exc: Exception, argv: Sequence[str]) -> int:
+def _report_usage(exc: CliUsageError, argv: Sequence[str]) -> int:
     """argparse errors: one `error:` line, a `try: ... --help` line, {"error"} under --json; exit 2."""
-    from fvconsole.cli.parser import json_requested
-    from fvconsole.core.printable import printable
-
-    _emit_error_json({"error": exc.message} if json_requested(argv) else None)  # type: ignore[attr-defined]
-    _say(f"error: {printable(exc.message)}")  # type: ignore[attr-defined]
-    _say(exc.hint)  # type: ignore[attr-defined]
+    _emit_error_json({"error": exc.message} if json_requested(argv) else None)
+    _say(f"error: {printable(exc.message)}")
+    _say(exc.hint)
     return EXIT_USAGE
 
 
-def _report_output_failure(args: argparse.Namespace | None, exc: Exception, code: int | None) -> int:
+def _report_output_failure(args: argparse.Namespace | None, exc: OutputError, code: int | None) -> int:
     """stdout failed (full disk, closed, reader gone): say what was already done, if anything.
 
     After a recorded write: exit 3 and what was written. Before it, when --yes asked for a
     write: exit 1, nothing written. A read-only command whose reader left (`| head`) keeps its
     exit code quietly; any other output failure is exit 1.
     """
-    import errno
-
-    from fvconsole.cli.outcome import write_done
-    from fvconsole.core.printable import printable
-
-    _discard_stdout()
+    discard_stdout()
     done = write_done()
     reason = f"error: could not write the output ({exc})"
     if done:
@@ -141,7 +128,7 @@ def _report_output_failure(args: argparse.Namespace | None, exc: Exception, code
     if getattr(args, "yes", False):
         _say(f"{reason}; nothing was written")
         return EXIT_REFUSED
-    if getattr(exc, "errno", None) == errno.EPIPE:
+    if exc.errno == errno.EPIPE:
         return code or 0
     _say(reason)
     return max(code or 0, EXIT_REFUSED)
@@ -164,9 +151,6 @@ def _run(args: argparse.Namespace) -> int:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run fvconsole; returns the process exit code (usage errors raise SystemExit(2), like --help's 0)."""
-    from fvconsole.cli.outcome import begin_command, end_command
-    from fvconsole.cli.streams import guarded_streams
-
     argv = list(sys.argv[1:] if argv is None else argv)
     token = begin_command()
     try:
@@ -177,9 +161,6 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def _main(argv: list[str]) -> int:
-    from fvconsole.cli.parser import CliUsageError, json_requested, parse_command_line
-    from fvconsole.cli.streams import OutputError, flush_stdout
-
     args = None
     code = None
     try:
