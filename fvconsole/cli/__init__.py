@@ -7,13 +7,17 @@ pyarrow, textual) only inside its handler, so `--help` and `cache ls` stay fast.
 from __future__ import annotations
 
 import argparse
+import errno
 import json
 import os
 import sys
 from collections.abc import Sequence
 
 from fvconsole import __version__
-from fvconsole.core.errors import EXIT_REFUSED, FvError
+from fvconsole.cli.outcome import begin_command, end_command, write_done
+from fvconsole.cli.parser import CliUsageError, json_requested, parse_command_line
+from fvconsole.cli.streams import OutputError, discard_stdout, flush_stdout, guarded_streams
+from fvconsole.core.errors import EXIT_PARTIAL, EXIT_REFUSED, EXIT_USAGE, FvError
 from fvconsole.core.printable import printable
 
 # Subcommand modules, in the order `--help` lists them. Each defines register(subparsers).
@@ -26,8 +30,11 @@ Without a subcommand it opens the interactive console (Textual). Subcommands run
 headless for scripts and `srun`: every write action is a dry run unless --yes is given,
 and --json prints exactly one JSON object on stdout.
 
+Without a terminal (stdin or stdout not a TTY) the console does not start: exit 2.
+
 exit codes: 0 ok (dry runs included), 1 refused or verification failed (nothing
-written), 2 usage error, 3 failed part-way during execution (what was done is reported).
+written), 2 usage error, 3 failed part-way during execution, or the output could not
+be written after the write (what was done is reported on stderr).
 """
 
 
@@ -35,14 +42,18 @@ def build_parser() -> argparse.ArgumentParser:
     """The full argument parser (cheap: no heavy imports)."""
     import importlib
 
-    from fvconsole.cli.common import ArgumentParser  # usage errors show argv escaped
+    from fvconsole.cli.completion import INSTALL, PrintCompletion
+    from fvconsole.cli.parser import CliParser
 
-    parser = ArgumentParser(
+    parser = CliParser(
         prog="fvconsole",
         description=DESCRIPTION,
+        epilog=f"shell completion (generated from this parser):\n{INSTALL}",
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("--version", action="version", version=f"fvconsole {__version__}")
+    parser.add_argument("--print-completion", action=PrintCompletion,
+                        help="print the completion script for SHELL (bash, zsh, fish) and exit")
     parser.add_argument("--config", metavar="RUN.yaml", help="run config to load in the console")
     parser.add_argument(
         "--checkpoints",
@@ -55,46 +66,126 @@ def build_parser() -> argparse.ArgumentParser:
         help="weight shard cache root (default: $FASTVIDEO_WEIGHT_SHARD_CACHE)",
     )
     parser.add_argument("--read-only", action="store_true", help="disable every write action in the console")
-    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=CliParser)
     for name in _COMMAND_MODULES:
         module = importlib.import_module(f"fvconsole.cli.{name}")
         module.register(sub)
     return parser
 
 
-def _report_error(args: argparse.Namespace | None, exc: FvError) -> int:
+def has_terminal() -> bool:
+    """Whether both stdin and stdout are terminals (the console needs both)."""
+    return all(stream is not None and stream.isatty() for stream in (sys.stdin, sys.stdout))
+
+
+def _say(line: str) -> None:
+    print(line, file=sys.stderr)
+
+
+def _emit_error_json(payload: dict | None) -> None:
+    """Flush what the command printed, then the error object under --json (payload given).
+
+    If stdout itself fails here, the error line on stderr still tells what happened.
+    """
+    try:
+        flush_stdout()
+        if payload is not None:
+            print(json.dumps(payload, sort_keys=True, default=str))
+            flush_stdout()
+    except OutputError:
+        discard_stdout()
+
+
+def _report_error(args: argparse.Namespace | None, exc: FvError, *, json_out: bool = False) -> int:
     message = " ".join(str(exc).split()) or type(exc).__name__
-    if args is not None and getattr(args, "json", False):
-        payload = {"error": message}
-        payload.update(exc.details)
-        print(json.dumps(payload, sort_keys=True, default=str))
-    print(f"error: {printable(message)}", file=sys.stderr)  # messages name files: shown escaped
+    json_out = json_out or (args is not None and getattr(args, "json", False))
+    _emit_error_json({"error": message, **exc.details} if json_out else None)
+    _say(f"error: {printable(message)}")
     return exc.exit_code
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    """Run fvconsole; returns the process exit code."""
-    parser = build_parser()
-    args = parser.parse_args(argv)
-    try:
-        if args.command is None:
-            from fvconsole.tui.launch import run_console
+def _report_usage(exc: CliUsageError, argv: Sequence[str]) -> int:
+    """argparse errors: one `error:` line, a `try: ... --help` line, {"error"} under --json; exit 2."""
+    _emit_error_json({"error": exc.message} if json_requested(argv) else None)
+    _say(f"error: {printable(exc.message)}")
+    _say(exc.hint)
+    return EXIT_USAGE
 
-            return run_console(args)
-        return int(args.func(args) or 0)
+
+def _report_output_failure(args: argparse.Namespace | None, exc: OutputError, code: int | None) -> int:
+    """stdout failed (full disk, closed, reader gone): say what was already done, if anything.
+
+    After a recorded write: exit 3 and what was written. Before it, when --yes asked for a
+    write: exit 1, nothing written. A read-only command whose reader left (`| head`) keeps its
+    exit code quietly; any other output failure is exit 1.
+    """
+    discard_stdout()
+    done = write_done()
+    reason = f"error: could not write the output ({exc})"
+    if done:
+        _say(f"{reason}; {printable(done)}")
+        return EXIT_PARTIAL
+    if getattr(args, "yes", False):
+        _say(f"{reason}; nothing was written")
+        return EXIT_REFUSED
+    if exc.errno == errno.EPIPE:
+        return code or 0
+    _say(reason)
+    return max(code or 0, EXIT_REFUSED)
+
+
+def _no_terminal() -> int:
+    _say("error: the console needs a terminal; use a subcommand (fvconsole --help)")
+    return EXIT_USAGE
+
+
+def _run(args: argparse.Namespace) -> int:
+    if args.command is None:
+        if not has_terminal():
+            return _no_terminal()
+        from fvconsole.tui.launch import run_console
+
+        return run_console(args)
+    return int(args.func(args) or 0)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run fvconsole; returns the process exit code (usage errors raise SystemExit(2), like --help's 0)."""
+    argv = list(sys.argv[1:] if argv is None else argv)
+    token = begin_command()
+    try:
+        with guarded_streams():
+            return _main(argv)
+    finally:
+        end_command(token)
+
+
+def _main(argv: list[str]) -> int:
+    args = None
+    code = None
+    try:
+        try:
+            args = parse_command_line(build_parser(), argv)
+        except SystemExit:  # --help, --version, --print-completion: make their output's failure ours
+            flush_stdout()
+            raise
+        except CliUsageError as exc:
+            raise SystemExit(_report_usage(exc, argv)) from None
+        code = _run(args)
+        flush_stdout()
+        return code
+    except OutputError as exc:
+        code = _report_output_failure(args, exc, code)
+        if args is None:  # while printing --help: keep argparse's way of ending
+            raise SystemExit(code) from None
+        return code
     except FvError as exc:
-        return _report_error(args, exc)
-    except BrokenPipeError:
-        # `fvconsole ... | head`: the reader left; that is not an error worth a message.
-        # Point stdout at devnull so the interpreter's final flush does not complain.
-        devnull = os.open(os.devnull, os.O_WRONLY)
-        os.dup2(devnull, sys.stdout.fileno())
-        return 0
+        return _report_error(args, exc, json_out=args is None and json_requested(argv))
     except OSError as exc:
         where = f": {exc.filename}" if exc.filename else ""
         return _report_error(args, FvError(f"{exc.strerror or exc}{where}"))
     except KeyboardInterrupt:
-        print("error: interrupted", file=sys.stderr)
+        _say("error: interrupted")
         return 130
     except Exception as exc:  # noqa: BLE001 - last line of defence: no tracebacks for users
         if os.environ.get("FVCONSOLE_DEBUG"):

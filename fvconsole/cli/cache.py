@@ -22,6 +22,7 @@ from fvconsole.cli.common import (
     progress_printer,
     say,
 )
+from fvconsole.cli.outcome import record_write
 from fvconsole.core.cache import (
     ENV_MAX_GB,
     ENV_ROOT,
@@ -261,6 +262,8 @@ def run_evict(args: argparse.Namespace) -> int:
             say(render_plan(plan))
         return EXIT_OK
     result = execute_eviction(plan, progress=None if args.json else progress_printer("evicting"))
+    if result.evicted:
+        record_write(f"the eviction ran: {_n(len(result.evicted), 'entry', 'entries')} evicted from {plan.root}")
     payload = {**result.to_json(), **_node_info(), "cap_bytes": plan.cap_bytes}
     if result.errors:
         if not args.json:

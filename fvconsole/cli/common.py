@@ -1,20 +1,19 @@
 """Helpers shared by the headless commands: JSON output, human text, sizes, ages, plain tables.
 
-Human text reaches the terminal only through :func:`say` (and the parser's usage errors,
-:class:`ArgumentParser`): every untrusted string in it (file names, config keys and values,
+Human text reaches the terminal only through :func:`say` (and the usage errors of
+``cli.parser.CliParser``): every untrusted string in it (file names, config keys and values,
 dataset ids, DCP keys) shows its control characters escaped (``core.printable``). JSON output
 (:func:`emit_json`) stays exact.
 """
 
 from __future__ import annotations
 
-import argparse
 import json
 import sys
 import threading
 import time
 from collections.abc import Callable, Iterable, Sequence
-from typing import Any, NoReturn
+from typing import Any
 
 from fvconsole.core.printable import printable
 
@@ -36,17 +35,6 @@ def block(lines: Iterable[str]) -> Block:
 def say(*lines: str, err: bool = False) -> None:
     """Print lines of human text on stdout (stderr with ``err``); no argument prints an empty line."""
     print(block(lines), file=sys.stderr if err else sys.stdout)
-
-
-class ArgumentParser(argparse.ArgumentParser):
-    """argparse, except that a usage error shows the offending arguments escaped.
-
-    ``unrecognized arguments: ...`` quotes argv verbatim, and argv may hold file names from
-    a shell glob.
-    """
-
-    def error(self, message: str) -> NoReturn:
-        super().error(printable(message))
 
 
 def emit_json(payload: Any) -> None:

@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
+import os
 import shlex
+import sys
 import time
 
 EPILOG = """\
@@ -13,7 +16,12 @@ examples:
   fvconsole demo ./fv-demo --no-tui # build and print the equivalent headless commands
 
 DIR must be empty, missing, or a previous demo workspace (it is rebuilt); anything else is
-refused and left untouched. exit codes: 0 ok, 1 refused (DIR not a demo workspace), 2 usage.
+refused and left untouched. A build that fails part-way removes what it made (or, if it
+cannot, leaves DIR marked so the same command rebuilds it) and names DIR in its error.
+Without a terminal (stdin or stdout not a TTY: CI, cron, a pipe) the console is not
+opened: the workspace is built and the equivalent commands are printed, as with --no-tui.
+exit codes: 0 ok, 1 refused or the build failed (DIR not a demo workspace, disk full),
+2 usage.
 """
 
 
@@ -42,36 +50,59 @@ def cli_commands(ws: object) -> list[str]:
         f"fvconsole checkpoints ls {q(ws.output_dir)}",  # type: ignore[attr-defined]
         f"fvconsole checkpoints show {q(ws.mismatch_checkpoint)} --config {q(cfg)}",  # type: ignore[attr-defined]
         f"fvconsole migrate --config {q(cfg)} --checkpoint {q(ckpt)} --output-dir {q(out)} \\\n"
+        "    --expected-step 300 --expected-world-size 8 --consumed-batches-per-rank 600   # dry run",
+        f"fvconsole migrate --config {q(cfg)} --checkpoint {q(ckpt)} --output-dir {q(out)} \\\n"
         "    --expected-step 300 --expected-world-size 8 --consumed-batches-per-rank 600 --yes",
         f"fvconsole sidecars verify --config {q(cfg)} --checkpoint {q(ckpt)} --sidecar-dir {q(out)}",
         f"fvconsole cache ls {q(root)}",
         f"fvconsole cache evict {q(root)} --invalid          # dry run; add --yes to delete",
-        f"fvconsole --config {q(cfg)} --cache-root {q(root)}   # the console again",
+        f"{reopen_command(ws)}   # the console again",
     ]
 
 
 def run_demo(args: argparse.Namespace) -> int:
-    """Build the workspace, then open the console (or print the commands with --no-tui)."""
+    """Build the workspace, then open the console (or print the commands with --no-tui or no terminal)."""
     import tempfile
 
-    from fvconsole.demo.workspace import build_demo_workspace
+    from fvconsole.cli import has_terminal
+    from fvconsole.cli.outcome import record_write
+    from fvconsole.core.printable import printable
+    from fvconsole.demo.workspace import DemoBuildFailed, build_demo_workspace
 
     target = args.dir or tempfile.mkdtemp(prefix="fvconsole-demo-")
     started = time.monotonic()
-    ws = build_demo_workspace(target)
-    print(f"demo workspace: {ws.root}  (built in {time.monotonic() - started:.1f}s)")
-    print(f"  run config   {ws.config_path}\n  checkpoints  {ws.output_dir}\n  shard cache  {ws.cache_root}")
-    if args.no_tui:
+    try:
+        ws = build_demo_workspace(target)
+    except DemoBuildFailed:
+        if not args.dir:  # the fresh temp dir is ours: leave nothing behind when it is empty
+            with contextlib.suppress(OSError):
+                os.rmdir(target)
+        raise
+    record_write(f"the demo workspace was built in {ws.root}")
+    print(f"demo workspace: {printable(ws.root)}  (built in {time.monotonic() - started:.1f}s)")
+    print(f"  run config   {printable(ws.config_path)}\n  checkpoints  {printable(ws.output_dir)}\n"
+          f"  shard cache  {printable(ws.cache_root)}")
+    terminal = has_terminal()
+    if args.no_tui or not terminal:
+        if not args.no_tui:
+            print("note: no terminal (stdin or stdout is not a TTY), so the console was not opened; "
+                  "open it from a terminal with the last command below", file=sys.stderr)
         print("\nequivalent commands:")
         for command in cli_commands(ws):
-            print(f"  {command}")
+            print(f"  {printable(command, keep_newlines=True)}")
         return 0
     from fvconsole.tui.launch import run_console
 
     console_args = argparse.Namespace(config=ws.config_path, checkpoints=ws.output_dir, cache_root=ws.cache_root,
                                       read_only=bool(getattr(args, "read_only", False)))
     code = run_console(console_args)
-    print(f"demo workspace kept at {ws.root}; reopen it (without rebuilding) with:\n"
-          f"  fvconsole --config {shlex.quote(ws.config_path)} --checkpoints {shlex.quote(ws.output_dir)} "
-          f"--cache-root {shlex.quote(ws.cache_root)}")
+    print(f"demo workspace kept at {printable(ws.root)}; reopen it (without rebuilding) with:\n"
+          f"  {printable(reopen_command(ws))}")
     return code
+
+
+def reopen_command(ws: object) -> str:
+    """The command that opens the console on a built workspace without rebuilding it."""
+    q = shlex.quote
+    return (f"fvconsole --config {q(ws.config_path)} --checkpoints {q(ws.output_dir)} "  # type: ignore[attr-defined]
+            f"--cache-root {q(ws.cache_root)}")  # type: ignore[attr-defined]

@@ -20,6 +20,7 @@ from fvconsole.cli.common import (
     progress_printer,
     say,
 )
+from fvconsole.cli.outcome import record_write
 from fvconsole.core.errors import UsageError
 from fvconsole.core.fleet.aggregate import FleetCacheView, KeyRow
 from fvconsole.core.fleet.dispatch import (
@@ -284,6 +285,8 @@ def run_fleet_evict(args: argparse.Namespace) -> int:
     result: FleetEvictionPlan | FleetEvictionResult = plan
     if args.yes:
         result = execute_fleet_eviction(plan, options, progress)
+        if result.executed:
+            record_write(f"the eviction ran on {compress_hostlist(result.selection.nodes)}")
     if args.json:
         emit_json(result.to_json())
     else:

@@ -12,6 +12,7 @@ from typing import Any
 
 from fvconsole.cli.checkpoints import add_set_option, format_mismatches, mismatches_json
 from fvconsole.cli.common import Block, block, emit_json, format_table, head_tail, progress_printer, say
+from fvconsole.cli.outcome import record_write
 
 DESCRIPTION = """\
 Recompute every rank's streaming-dataloader cursor for a legacy checkpoint and write
@@ -143,6 +144,7 @@ def _run(args: argparse.Namespace) -> int:
         raise
     out = os.path.abspath(plan.output_dir)
     receipt_path = os.path.join(out, RECEIPT_NAME)
+    record_write(f"the migration completed: {len(receipt['sidecars'])} sidecars and the receipt in {out}")
     if args.json:
         emit_json(dict(base, executed=True, receipt=receipt, receipt_path=receipt_path, output_dir=out))
         return 0

@@ -2,7 +2,9 @@
 
 Layout (all under one directory)::
 
-    .fvconsole-demo.json          marker: lets `fvconsole demo DIR` rebuild this dir safely
+    .fvconsole-demo.json          marker, written first ("building") and last ("complete"): lets
+                                  `fvconsole demo DIR` rebuild this dir safely, also after a build
+                                  that died part-way
     data/openvid/*.parquet        real Parquet dataset (~50 row groups)
     manifests/openvid.json        its streaming manifest (outside the dataset)
     run.yaml                      run config: 8 ranks, sp 2 — matches checkpoint-300
@@ -15,12 +17,13 @@ Layout (all under one directory)::
 
 from __future__ import annotations
 
-import json
+import contextlib
 import os
 import shutil
 import time
 from dataclasses import dataclass
 
+from fvconsole.core.atomic import atomic_write_json
 from fvconsole.core.errors import FvError
 
 MARKER = ".fvconsole-demo.json"
@@ -59,14 +62,55 @@ def check_target(root: str) -> None:
                       "choose another DIR")
 
 
-def _clear_previous(root: str) -> None:
-    """Empty a previous demo workspace (only entries inside it; symlinks are unlinked, not followed)."""
-    for name in os.listdir(root):
+class DemoBuildFailed(FvError):
+    """The build failed part-way; the message says what happened to the partial workspace."""
+
+
+def _check_one_filesystem(root: str) -> None:
+    """Refuse to clear a workspace with a mount point inside: removal must never leave ``root``."""
+    device = os.lstat(root).st_dev
+    for dirpath, dirnames, _ in os.walk(root):
+        for name in dirnames:
+            path = os.path.join(dirpath, name)
+            if not os.path.islink(path) and os.lstat(path).st_dev != device:
+                raise FvError(f"{path}: a mount point inside the demo workspace; unmount it or choose another DIR")
+
+
+def _clear_previous(root: str, *, keep_marker: bool) -> None:
+    """Empty a demo workspace (only entries inside it; symlinks are unlinked, not followed).
+
+    With ``keep_marker`` the marker goes too only after everything else, so a clear that
+    fails part-way still leaves a directory the same command can rebuild.
+    """
+    _check_one_filesystem(root)
+    for name in sorted(os.listdir(root)):
+        if name == MARKER:
+            continue
         path = os.path.join(root, name)
         if os.path.isdir(path) and not os.path.islink(path):
             shutil.rmtree(path)
         else:
             os.unlink(path)
+    if not keep_marker:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(os.path.join(root, MARKER))
+
+
+def _write_marker(root: str, payload: dict) -> None:
+    atomic_write_json(os.path.join(root, MARKER), payload, sync_dir=False)
+
+
+def _remove_partial(root: str, created_root: bool) -> str:
+    """After a failed build: remove what it made; returns what the error message should say."""
+    try:
+        _clear_previous(root, keep_marker=False)
+        if created_root:
+            os.rmdir(root)
+        return "the partial workspace was removed"
+    except (OSError, FvError):
+        if os.path.isfile(os.path.join(root, MARKER)):
+            return "the partial workspace is marked as a demo workspace: run the same command to rebuild it"
+        return "the partial workspace could not be removed"
 
 
 def _age(path: str, when: float) -> None:
@@ -78,15 +122,39 @@ def _age(path: str, when: float) -> None:
 
 
 def build_demo_workspace(root: str, now: float | None = None) -> DemoWorkspace:
-    """Build (or rebuild) the demo workspace at ``root``; returns its paths."""
-    from fvconsole.demo import builders, cache_builders
+    """Build (or rebuild) the demo workspace at ``root``; returns its paths.
 
+    The marker is written first (state "building"), so a build killed part-way leaves a
+    directory this function rebuilds; a build that fails removes what it made and raises
+    DemoBuildFailed naming ``root``.
+    """
     root = os.path.abspath(os.path.expanduser(root))
     check_target(root)
-    if os.path.isdir(root):
-        _clear_previous(root)
-    os.makedirs(root, exist_ok=True)
+    created_root = not os.path.isdir(root)
+    if not created_root:
+        _clear_previous(root, keep_marker=True)
     now = time.time() if now is None else now
+    try:
+        os.makedirs(root, exist_ok=True)
+        _write_marker(root, {"state": "building", "root": root, "started_at": now})
+        workspace = _build(root, now)
+        _write_marker(root, {"state": "complete", **workspace.to_json()})
+    except BaseException as exc:
+        outcome = _remove_partial(root, created_root) if os.path.isdir(root) else "nothing was created"
+        if isinstance(exc, KeyboardInterrupt):
+            raise
+        if isinstance(exc, OSError):
+            reason = f"{exc.strerror or exc}" + (f": {exc.filename}" if exc.filename else "")
+        else:
+            reason = str(exc) or type(exc).__name__
+        raise DemoBuildFailed(f"{root}: building the demo workspace failed ({reason}); {outcome}") from exc
+    return workspace
+
+
+def _build(root: str, now: float) -> DemoWorkspace:
+    """Everything inside ``root`` except the marker."""
+    from fvconsole.demo import builders, cache_builders
+
     dataset = builders.write_dataset(os.path.join(root, "data", "openvid"), files=4, row_groups_per_file=13,
                                      rows_per_group=DEMO_ROWS)
     _age(dataset, now - DATASET_AGE)  # before the manifest records mtimes: same `now`, same fingerprint
@@ -115,6 +183,4 @@ def build_demo_workspace(root: str, now: float | None = None) -> DemoWorkspace:
         mismatch_checkpoint=os.path.join(output, "checkpoint-200"),
         sidecar_dir=os.path.join(output, "dataloader-state", "checkpoint-300"), created_at=now,
     )
-    with open(os.path.join(root, MARKER), "w", encoding="utf-8") as handle:
-        json.dump(workspace.to_json(), handle, indent=2, sort_keys=True)
     return workspace

@@ -1,0 +1,85 @@
+#!/usr/bin/env python3
+"""Build the demo with `--no-tui`, then run the commands it prints, in order, as a user would.
+
+    python .ci/demo_smoke.py DIR
+
+Every printed headless command must exit 0; the last one (the console) is started under a
+real pseudo-terminal and must reach its first screen and quit on `q` with exit 0. Checks
+that the printed list still holds the steps a new user is walked through, so the demo
+output and this check cannot drift apart silently.
+"""
+
+from __future__ import annotations
+
+import os
+import shlex
+import subprocess
+import sys
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+# (what the step is, predicate on its argv): the order the demo must print them in.
+STEPS = [
+    ("checkpoints ls", lambda a: a[1:3] == ["checkpoints", "ls"]),
+    ("checkpoints show", lambda a: a[1:3] == ["checkpoints", "show"]),
+    ("migrate dry run", lambda a: a[1] == "migrate" and "--yes" not in a),
+    ("migrate --yes", lambda a: a[1] == "migrate" and "--yes" in a),
+    ("sidecars verify", lambda a: a[1:3] == ["sidecars", "verify"]),
+    ("cache ls", lambda a: a[1:3] == ["cache", "ls"]),
+    ("cache evict dry run", lambda a: a[1:3] == ["cache", "evict"] and "--yes" not in a),
+    ("console", lambda a: len(a) > 1 and a[1].startswith("--")),
+]
+
+
+def printed_commands(output: str) -> list[str]:
+    """The indented commands after "equivalent commands:", continuation lines joined."""
+    lines = output.split("equivalent commands:", 1)[1].splitlines()
+    commands: list[str] = []
+    for line in lines:
+        if not line.startswith("  "):
+            continue
+        if commands and commands[-1].endswith("\\"):
+            commands[-1] += "\n" + line
+        else:
+            commands.append(line.strip())
+    return commands
+
+
+def main() -> int:
+    target = sys.argv[1]
+    started = time.monotonic()
+    build = subprocess.run([sys.executable, "-m", "fvconsole", "demo", target, "--no-tui"], capture_output=True,
+                           text=True)
+    print(build.stdout, end="")
+    if build.returncode != 0:
+        print(f"demo_smoke: `fvconsole demo {target} --no-tui` exited {build.returncode}: {build.stderr}")
+        return 1
+    commands = printed_commands(build.stdout)
+    argvs = [shlex.split(c, comments=True) for c in commands]
+    kinds = []
+    for argv in argvs:
+        kinds.append(next((name for name, match in STEPS if argv and argv[0] == "fvconsole" and match(argv)), "?"))
+    if kinds != [name for name, _ in STEPS]:
+        print(f"demo_smoke: the demo printed these steps: {kinds}; expected {[n for n, _ in STEPS]}")
+        return 1
+    failed = 0
+    for command, kind in zip(commands, kinds, strict=True):
+        if kind == "console":
+            cmd = [sys.executable, os.path.join(HERE, "pty_console.py"), "--expect", "checkpoint(s)",
+                   "--expect", "Quit", "--timeout", "120", "--", "bash", "-c", command]
+            code = subprocess.run(cmd).returncode
+        else:
+            proc = subprocess.run(["bash", "-c", command], capture_output=True, text=True)
+            code = proc.returncode
+            if code != 0:
+                print(proc.stdout[-3000:] + proc.stderr[-3000:])
+        print(f"demo_smoke: {kind}: exit {code}")
+        failed += code != 0
+    print(f"demo_smoke: {len(commands) - failed}/{len(commands)} printed commands ok "
+          f"in {time.monotonic() - started:.0f}s")
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

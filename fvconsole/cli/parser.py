@@ -1,0 +1,128 @@
+"""The argument parser every fvconsole (sub)command uses, so usage errors follow the error contract.
+
+argparse's own error path prints the usage block and `prog: error: ...` over several lines
+and exits by itself. Here every parser (subparsers inherit the class) raises
+:class:`CliUsageError` instead; the dispatcher prints one ``error:`` line, a ``try: ... --help``
+hint and, under ``--json``, ``{"error": ...}`` on stdout, then exits 2.
+"""
+
+from __future__ import annotations
+
+import argparse
+import difflib
+from collections.abc import Sequence
+from contextvars import ContextVar
+
+# The parsers entered while parsing one command line, outermost first; the last one is the
+# (sub)command whose options an unrecognized argument was meant for.
+_ENTERED: ContextVar[list[argparse.ArgumentParser] | None] = ContextVar("fvconsole_parsers", default=None)
+
+
+class CliUsageError(Exception):
+    """A usage error found while parsing: the message and the parser it belongs to."""
+
+    def __init__(self, message: str, parser: argparse.ArgumentParser) -> None:
+        super().__init__(message)
+        self.message = message
+        self.parser = parser
+
+    @property
+    def hint(self) -> str:
+        return f"try: {self.parser.prog} --help"
+
+
+class CliParser(argparse.ArgumentParser):
+    """An ArgumentParser whose errors are raised (one line, with a suggestion), never printed."""
+
+    def parse_known_args(self, args=None, namespace=None):  # type: ignore[override]
+        entered = _ENTERED.get()
+        if entered is not None:
+            entered.append(self)
+        return super().parse_known_args(args, namespace)
+
+    def error(self, message: str):  # type: ignore[override]
+        raise CliUsageError(" ".join(message.split()), self)
+
+    def _check_value(self, action: argparse.Action, value: object) -> None:
+        # Same check as argparse's; a rejected choice (a subcommand or --sort value) gets a suggestion.
+        try:
+            super()._check_value(action, value)
+        except argparse.ArgumentError as exc:
+            hint = did_you_mean(str(value), [str(c) for c in action.choices or ()])
+            if not hint:
+                raise
+            raise argparse.ArgumentError(action, f"{exc.message}{hint}") from None
+
+
+def did_you_mean(word: str, candidates: Sequence[str]) -> str:
+    """`` (did you mean X?)`` for the closest candidate, or "" when none is close."""
+    close = difflib.get_close_matches(word, list(candidates), n=1, cutoff=0.6)
+    return f" (did you mean {close[0]}?)" if close else ""
+
+
+def _option_strings(parser: argparse.ArgumentParser) -> list[str]:
+    return [s for action in parser._actions for s in action.option_strings]
+
+
+def _is_known_option(token: str, parsers: Sequence[argparse.ArgumentParser]) -> bool:
+    name = token.split("=", 1)[0]
+    for parser in parsers:
+        options = _option_strings(parser)
+        if name in options or (name.startswith("--") and any(o.startswith(name) for o in options)):
+            return True
+    return False
+
+
+def _unknown_options(argv: Sequence[str], parsers: Sequence[argparse.ArgumentParser]) -> list[str]:
+    """Option-looking tokens of ``argv`` that no entered parser knows (``--`` ends options)."""
+    unknown = []
+    for token in argv:
+        if token == "--":
+            break
+        if token.startswith("-") and len(token) > 1 and not token[1:2].isdigit() and not _is_known_option(token, parsers):
+            unknown.append(token)
+    return unknown
+
+
+def _suggestion(unknown: Sequence[str], parsers: Sequence[argparse.ArgumentParser]) -> tuple[str, str]:
+    """(token, " (did you mean X?)") for the first unknown option with a close match, innermost
+    parser first; ("", "") when none is close."""
+    for token in unknown:
+        name = token.split("=", 1)[0]
+        for parser in reversed(parsers):
+            hint = did_you_mean(name, _option_strings(parser))
+            if hint:
+                return token, hint
+    return "", ""
+
+
+def parse_command_line(parser: argparse.ArgumentParser, argv: Sequence[str]) -> argparse.Namespace:
+    """Parse ``argv``; raises CliUsageError (with a suggestion where one is close) on any usage error."""
+    token = _ENTERED.set([])
+    try:
+        try:
+            args, extras = parser.parse_known_args(list(argv))
+        except CliUsageError as exc:
+            entered = _ENTERED.get() or [parser]
+            if exc.message.startswith("the following arguments are required"):
+                unknown, hint = _suggestion(_unknown_options(argv, entered), entered)
+                if hint:
+                    raise CliUsageError(f"{exc.message}; unrecognized: {unknown}{hint}", exc.parser) from None
+            raise
+        if extras:
+            entered = _ENTERED.get() or [parser]
+            _, hint = _suggestion(_unknown_options(extras, entered), entered)
+            raise CliUsageError(f"unrecognized arguments: {' '.join(extras)}{hint}", entered[-1])
+        return args
+    finally:
+        _ENTERED.reset(token)
+
+
+def json_requested(argv: Sequence[str]) -> bool:
+    """Whether ``--json`` (or an abbreviation argparse accepts) is on the command line."""
+    for token in argv:
+        if token == "--":
+            return False
+        if len(token) >= 4 and "--json".startswith(token):
+            return True
+    return False
