@@ -29,7 +29,7 @@ def _row_groups(names: list[str], rows: list[int], mtime: int = 1_700_000_000_12
 
 HUGE_INTS = st.one_of(
     st.integers(min_value=-(2**70), max_value=2**70),
-    st.sampled_from([0, -1, 2**63 - 1, 2**63, 2**64 - 1, 2**64, -(2**63), -(2**63) - 1, 10**40]),
+    st.sampled_from([0, -1, 2**63 - 1, 2**63, 2**64 - 1, 2**64, -(2**63), -(2**63) - 1, 10**40, 10**400, -(10**400)]),
 )
 NAMES = st.text(st.characters(exclude_categories=()), max_size=12)  # any code point, lone surrogates included
 VALUES = st.one_of(HUGE_INTS, NAMES)

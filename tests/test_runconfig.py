@@ -166,7 +166,7 @@ def test_get_path_through_non_mapping() -> None:
         ("a: &x {b: *x}\n", "recursive YAML alias"),
         ("a: 2001-02-30\n", "day is out of range"),
         ("a: " + "1" * 5000 + "\n", "invalid YAML value"),
-        ("a: " + "[" * 5000 + "]" * 5000 + "\n", "invalid YAML value"),
+        ("a: " + "[" * 5000 + "]" * 5000 + "\n", "nested deeper than 100 levels"),
     ],
 )
 def test_hostile_yaml_is_one_line_error_naming_the_file(tmp_path, text, fragment) -> None:

@@ -8,14 +8,13 @@ from the file and needs no torch import.
 
 from __future__ import annotations
 
-import json
 import os
 import re
 from dataclasses import dataclass
 from typing import Any, Literal
 
 from fvconsole.core.errors import FvError
-from fvconsole.core.runconfig import read_regular_file
+from fvconsole.core.safe_read import load_json, read_regular_file, short_repr
 
 CHECKPOINT_RE = re.compile(r"^checkpoint-(\d+)$")
 RNG_RE = re.compile(r"^rng_state_rank(\d+)\.pt$")
@@ -101,6 +100,8 @@ def tree_bytes(path: str) -> int:
 
 
 MAX_METADATA_BYTES = 256 * 2**20
+#: FastVideo's step counter is an int64 everywhere it is stored.
+MAX_STEP = 2**63 - 1
 MAX_DCP_METADATA_BYTES = 2**30
 
 
@@ -108,24 +109,18 @@ def read_metadata(checkpoint_dir: str | os.PathLike[str]) -> dict:
     """``metadata.json`` as a dict; FvError naming the file and field when malformed."""
     path = os.path.join(os.fspath(checkpoint_dir), "metadata.json")
     try:
-        data = json.loads(read_regular_file(path, "metadata.json", MAX_METADATA_BYTES))
+        data = load_json(path, "metadata.json", MAX_METADATA_BYTES)
     except FileNotFoundError:
         raise FvError(f"{path}: missing (no metadata.json in the checkpoint)") from None
     except OSError as exc:
         raise FvError(f"{path}: cannot read ({exc.strerror or exc})") from None
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise FvError(f"{path}: not valid JSON ({exc})") from None
-    except (ValueError, RecursionError) as exc:
-        # ValueError: an integer beyond Python's digit limit; RecursionError: absurd nesting.
-        reason = " ".join(f"{type(exc).__name__}: {exc}".split())[:200]
-        raise FvError(f"{path}: not usable JSON ({reason})") from None
     if not isinstance(data, dict):
         raise FvError(f"{path}: must be a JSON object, got {type(data).__name__}")
     step = data.get("step")
     if "step" not in data:
         raise FvError(f"{path}: field 'step' is missing")
-    if isinstance(step, bool) or not isinstance(step, int) or step < 0:
-        raise FvError(f"{path}: field 'step' must be a non-negative integer (got {step!r})")
+    if isinstance(step, bool) or not isinstance(step, int) or not 0 <= step <= MAX_STEP:
+        raise FvError(f"{path}: field 'step' must be an integer from 0 to {MAX_STEP} (got {short_repr(step)})")
     if "config" in data and not isinstance(data["config"], dict):
         raise FvError(f"{path}: field 'config' must be a mapping (got {type(data['config']).__name__})")
     return data

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-import hashlib
 import os
+
+from fvconsole.core.safe_read import sha256_regular_file
 
 
 def real(path: str | os.PathLike[str]) -> str:
@@ -17,9 +18,9 @@ def is_within(child: str, parent: str) -> bool:
 
 
 def sha256_file(path: str | os.PathLike[str]) -> str:
-    """Streamed sha256 of a file, as recorded in receipts."""
-    digest = hashlib.sha256()
-    with open(path, "rb") as handle:
-        for chunk in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(chunk)
-    return digest.hexdigest()
+    """Streamed sha256 of a file, as recorded in receipts.
+
+    Regular files only (FvError otherwise): a FIFO swapped in for a sidecar, the receipt or
+    ``metadata.json`` is refused instead of blocking the hash forever.
+    """
+    return sha256_regular_file(path)

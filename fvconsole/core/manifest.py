@@ -12,13 +12,15 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+from array import array
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from itertools import compress
 from typing import Any
 
 from fvconsole.core.errors import FvError
 from fvconsole.core.fsutil import real
-from fvconsole.core.runconfig import read_regular_file
+from fvconsole.core.safe_read import json_depth_exceeds, parse_json, read_regular_file, short_repr
 
 MANIFEST_VERSION = 2
 ROW_GROUP_FIELDS = ("file", "row_group", "rows", "sample_start", "file_size", "file_mtime_ns")
@@ -31,6 +33,11 @@ _TOP_FIELDS: tuple[tuple[str, type], ...] = (
 )
 #: A million row groups is ~200 MB of JSON; refuse what cannot be a manifest.
 MAX_MANIFEST_BYTES = 2 * 2**30
+#: Every integer field is an int64 in FastVideo's data (Parquet row counts, stat results);
+#: anything outside is refused at load, before arithmetic (float division) or pyarrow sees it.
+INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
+#: Nesting allowed in a manifest (real ones are 3 deep: object, row_groups list, row group).
+MAX_MANIFEST_DEPTH = 32
 #: Report at most this many examples of one kind of problem (the count is always given).
 MAX_EXAMPLES = 3
 
@@ -113,51 +120,79 @@ def _row_group_error(path: str, index: int, item: Any) -> FvError | None:
         value = item[name]
         if name == "file":
             if not isinstance(value, str) or not value:
-                return FvError(f"{where}.file must be a non-empty string (got {value!r})")
+                return FvError(f"{where}.file must be a non-empty string (got {short_repr(value)})")
         elif not _is_int(value):
-            return FvError(f"{where}.{name} must be an integer (got {value!r})")
+            return FvError(f"{where}.{name} must be an integer (got {short_repr(value)})")
+        elif not INT64_MIN <= value <= INT64_MAX:
+            return FvError(f"{where}.{name} is out of range (got {short_repr(value)}; must fit in 64 bits)")
     return None
 
 
 def _read_json(path: str) -> Any:
+    """Parsed manifest JSON; depth is checked by the caller (cheaply, knowing the shape)."""
     try:
         data = read_regular_file(path, "streaming manifest", MAX_MANIFEST_BYTES)
     except FileNotFoundError:
         raise FvError(f"{path}: streaming manifest does not exist") from None
     except OSError as exc:
         raise FvError(f"{path}: cannot read streaming manifest ({exc.strerror or exc})") from None
-    try:
-        return json.loads(data)
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise FvError(f"{path}: streaming manifest is not valid JSON ({exc})") from None
-    except (ValueError, RecursionError) as exc:
-        # ValueError: an integer beyond Python's digit limit; RecursionError: absurd nesting.
-        reason = " ".join(f"{type(exc).__name__}: {exc}".split())[:200]
-        raise FvError(f"{path}: streaming manifest is not usable JSON ({reason})") from None
+    return parse_json(data, path, "streaming manifest", max_depth=None)
+
+
+def _require_shallow(path: str, data: dict) -> None:
+    """Refuse nesting beyond MAX_MANIFEST_DEPTH without walking a million flat row groups.
+
+    ``_columns`` has checked that each row group's six fields are ints/strings, so only
+    row groups with extra keys can nest; they are checked with everything but ``row_groups``.
+    """
+    row_groups = data["row_groups"]
+    extra = list(compress(row_groups, map(len(ROW_GROUP_FIELDS).__ne__, map(len, row_groups))))
+    rest = {k: v for k, v in data.items() if k != "row_groups"}
+    if json_depth_exceeds(rest, MAX_MANIFEST_DEPTH) or json_depth_exceeds(extra, MAX_MANIFEST_DEPTH - 1):
+        raise FvError(f"{path}: streaming manifest is not usable JSON (nested more than {MAX_MANIFEST_DEPTH} levels deep)")
+
+
+def _require_int64(path: str, row_groups: list, columns: dict[str, list[int]]) -> None:
+    """Every row-group integer fits in 64 bits (C-speed check; the culprit is found only on failure)."""
+    for name, values in columns.items():
+        try:
+            array("q", values)
+        except OverflowError:
+            for i, value in enumerate(values):
+                if not INT64_MIN <= value <= INT64_MAX:
+                    raise _row_group_error(path, i, row_groups[i]) or FvError(
+                        f"{path}: row_groups[{i}].{name} is out of range"
+                    ) from None
 
 
 def _columns(path: str, row_groups: list) -> tuple[list[str], list[int], list[int], list[int]]:
     """(files, rows, sample_starts, row_group ids) in one plain loop (measured faster than
-    itemgetter/zip column tricks on a million row groups); slow path only on a bad entry."""
+    itemgetter/zip column tricks on a million row groups); slow path only on a bad entry.
+
+    Every integer field is checked to fit in 64 bits."""
     n = len(row_groups)
     files: list[str] = [""] * n
     rows = [0] * n
     starts = [0] * n
     ids = [0] * n
+    sizes = [0] * n
+    mtimes = [0] * n
     for i, item in enumerate(row_groups):
         try:
             f = item["file"]
             r = item["rows"]
             s = item["sample_start"]
             g = item["row_group"]
+            z = item["file_size"]
+            t = item["file_mtime_ns"]
             if (
                 type(f) is not str
                 or not f
                 or type(r) is not int
                 or type(s) is not int
                 or type(g) is not int
-                or type(item["file_size"]) is not int
-                or type(item["file_mtime_ns"]) is not int
+                or type(z) is not int
+                or type(t) is not int
             ):
                 raise TypeError
         except (KeyError, TypeError, IndexError):
@@ -166,6 +201,10 @@ def _columns(path: str, row_groups: list) -> tuple[list[str], list[int], list[in
         rows[i] = r
         starts[i] = s
         ids[i] = g
+        sizes[i] = z
+        mtimes[i] = t
+    _require_int64(path, row_groups, {"rows": rows, "sample_start": starts, "row_group": ids,
+                                      "file_size": sizes, "file_mtime_ns": mtimes})
     return files, rows, starts, ids
 
 
@@ -189,6 +228,8 @@ def load_manifest(path: str | os.PathLike[str]) -> Manifest:
         ok = _is_int(value) if kind is int else isinstance(value, kind)
         if not ok:
             raise FvError(f"{path}: field '{name}' must be {kind.__name__} (got {_type_name(value)})")
+        if kind is int and not INT64_MIN <= value <= INT64_MAX:
+            raise FvError(f"{path}: field '{name}' is out of range (got {short_repr(value)}; must fit in 64 bits)")
     row_groups = data["row_groups"]
     if not row_groups:
         raise FvError(f"{path}: field 'row_groups' is empty")
@@ -199,6 +240,7 @@ def load_manifest(path: str | os.PathLike[str]) -> Manifest:
         raise FvError(f"{path}: field 'dataset_root' contains a NUL byte ({data['dataset_root']!r})")
 
     files_col, rows, starts, ids = _columns(path, row_groups)
+    _require_shallow(path, data)
     names = dict.fromkeys(files_col)
     name_list = tuple(names)
     for name in name_list:

@@ -10,12 +10,12 @@ from __future__ import annotations
 import copy
 import hashlib
 import os
-import stat
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from fvconsole.core.errors import FvError
+from fvconsole.core.safe_read import read_regular_file
 
 #: FORMATS.md §2: the keys that decide the streaming dataloader layout, in this order.
 CRITICAL_PATHS: tuple[str, ...] = (
@@ -33,30 +33,8 @@ CRITICAL_PATHS: tuple[str, ...] = (
 )
 
 
-#: Read limits: far above any real file, far below what would exhaust memory.
+#: Read limit: far above any real file, far below what would exhaust memory.
 MAX_CONFIG_BYTES = 64 * 2**20
-
-_FILE_KINDS = ((stat.S_ISDIR, "a directory"), (stat.S_ISFIFO, "a FIFO"), (stat.S_ISCHR, "a character device"),
-               (stat.S_ISBLK, "a block device"), (stat.S_ISSOCK, "a socket"))
-
-
-def read_regular_file(path: str, what: str, max_bytes: int) -> bytes:
-    """The bytes of ``path`` if it is a regular file of at most ``max_bytes``.
-
-    Opened non-blocking and checked with fstat first, so a FIFO cannot hang us and
-    /dev/zero cannot exhaust memory. OSError (missing, permissions) propagates for the
-    caller to word; anything else is an FvError naming the file and ``what`` it should be.
-    """
-    fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0))
-    with os.fdopen(fd, "rb") as fh:
-        st = os.fstat(fd)
-        if not stat.S_ISREG(st.st_mode):
-            kind = next((name for test, name in _FILE_KINDS if test(st.st_mode)), "not a regular file")
-            raise FvError(f"{path}: {what} must be a regular file, but it is {kind}")
-        data = fh.read(max_bytes + 1)
-    if len(data) > max_bytes:
-        raise FvError(f"{path}: {what} is larger than {max_bytes} bytes; refusing to read it")
-    return data
 
 
 class _Missing:
@@ -106,6 +84,8 @@ class RunConfig:
 
 
 def _parse_override(text: str) -> tuple[list[str], Any]:
+    from fvconsole.core.bounded_yaml import MAX_YAML_DEPTH, YamlBoundsError, load_yaml, yaml_error_line
+
     key, sep, raw = text.partition("=")
     key = key.strip()
     if key.startswith("--"):
@@ -113,10 +93,14 @@ def _parse_override(text: str) -> tuple[list[str], Any]:
     parts = key.split(".")
     if not sep or not key or any(not p.strip() for p in parts):
         raise FvError(f"override {text!r}: expected dotted.key=value")
+    if len(parts) > MAX_YAML_DEPTH:
+        raise FvError(f"override {text[:80]!r}...: key has more than {MAX_YAML_DEPTH} parts")
     import yaml
 
     try:
-        value = yaml.safe_load(raw) if raw.strip() else ""
+        value = load_yaml(raw) if raw.strip() else ""
+    except YamlBoundsError as exc:
+        raise FvError(f"override {text[:200]!r}: value refused ({yaml_error_line(exc)})") from None
     except (yaml.YAMLError, ValueError, RecursionError) as exc:
         # ValueError: a date like 2001-02-30 or an integer beyond Python's digit limit.
         reason = " ".join(str(getattr(exc, "problem", None) or exc).split())[:200]
@@ -141,30 +125,15 @@ def apply_overrides(data: Mapping[str, Any], overrides: Sequence[str]) -> dict:
     return result
 
 
-def _yaml_error_line(exc: Exception) -> str:
-    mark = getattr(exc, "problem_mark", None) or getattr(exc, "context_mark", None)
-    problem = " ".join(str(getattr(exc, "problem", None) or exc).split())
-    if mark is not None:
-        return f"line {mark.line + 1}, column {mark.column + 1}: {problem}"
-    return problem
-
-
-def _require_acyclic(shown: str, data: dict) -> None:
-    """Refuse a config whose YAML aliases make it contain itself (``a: &x [*x]``).
-
-    Every later step (diff, JSON output, deep copy into a plan) walks the tree recursively.
-    """
-    import json
-
-    try:
-        json.dumps(data, skipkeys=True, default=str, check_circular=True)
-    except (ValueError, RecursionError):
-        raise FvError(f"{shown}: run config contains a recursive YAML alias (a value that contains itself) or is nested too deeply") from None
-
-
 def load_run_config(path: str | os.PathLike[str], overrides: Sequence[str] = ()) -> RunConfig:
-    """Read a YAML run config (must be a mapping) and apply dotted overrides."""
+    """Read a YAML run config (must be a mapping) and apply dotted overrides.
+
+    Alias expansion and nesting are bounded while composing (``core.bounded_yaml``), and the
+    result after overrides once more, so every later walk of the tree is bounded too.
+    """
     import yaml
+
+    from fvconsole.core.bounded_yaml import YamlBoundsError, load_yaml, require_bounded_tree, yaml_error_line
 
     shown = os.fspath(path)
     try:
@@ -172,19 +141,21 @@ def load_run_config(path: str | os.PathLike[str], overrides: Sequence[str] = ())
     except OSError as exc:
         raise FvError(f"{shown}: cannot read run config ({exc.strerror or exc})") from None
     try:
-        data = yaml.safe_load(raw.decode("utf-8"))
+        data = load_yaml(raw.decode("utf-8"))
     except UnicodeDecodeError:
         raise FvError(f"{shown}: run config is not UTF-8 text") from None
+    except YamlBoundsError as exc:
+        raise FvError(f"{shown}: run config refused at {yaml_error_line(exc)}") from None
     except yaml.YAMLError as exc:
-        raise FvError(f"{shown}: invalid YAML at {_yaml_error_line(exc)}") from None
-    except (ValueError, RecursionError) as exc:
+        raise FvError(f"{shown}: invalid YAML at {yaml_error_line(exc)}") from None
+    except (ValueError, RecursionError, MemoryError) as exc:
         # PyYAML raises plain ValueError for e.g. an impossible date or a 5000-digit integer.
         reason = " ".join(f"{type(exc).__name__}: {exc}".split())[:200]
         raise FvError(f"{shown}: invalid YAML value ({reason})") from None
     if not isinstance(data, dict):
         raise FvError(f"{shown}: run config must be a YAML mapping, got {type(data).__name__}")
     data = apply_overrides(data, overrides)
-    _require_acyclic(shown, data)
+    require_bounded_tree(data, shown, "run config" + (" with its overrides" if overrides else ""))
     return RunConfig(
         path=os.path.abspath(os.path.expanduser(shown)),
         data=data,

@@ -38,6 +38,7 @@ from typing import TYPE_CHECKING, Any
 from fvconsole.core.errors import FvError, PartialFailure
 from fvconsole.core.fsutil import is_within, sha256_file
 from fvconsole.core.progress import Progress, no_progress
+from fvconsole.core.safe_read import file_kind, load_json, open_regular, short_repr
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
     from fvconsole.core.migration import MigrationPlan
@@ -45,6 +46,8 @@ if TYPE_CHECKING:  # pragma: no cover - typing only
 SIDECAR_VERSION = 1
 RECEIPT_SCHEMA = "fastvideo-legacy-streaming-dataloader-migration/v1"
 RECEIPT_NAME = "migration_receipt.json"
+#: A receipt lists ~250 bytes per rank; this allows a million ranks and refuses /dev/zero.
+MAX_RECEIPT_BYTES = 256 * 2**20
 SIDECAR_RE = re.compile(r"^dataloader_state_rank(\d+)\.pt$")
 #: Hidden temp files we (and FastVideo's own atomic save) leave while writing.
 TEMP_RE = re.compile(r"^\.(dataloader_state_rank\d+\.pt|migration_receipt\.json)\.[0-9A-Za-z_-]+\.tmp$")
@@ -768,6 +771,10 @@ def _list_dir(directory: str, world: int, problems: list[str], warnings: list[st
                 rank = int(SIDECAR_RE.match(entry.name).group(1))  # type: ignore[union-attr]
                 if entry.is_symlink():
                     problems.append(f"{entry.name}: is a symlink (sidecars must be regular files)")
+                elif not entry.is_file(follow_symlinks=False):
+                    # A FIFO would block every later open; a device would never end.
+                    kind_text = file_kind(entry.stat(follow_symlinks=False).st_mode)
+                    problems.append(f"{entry.name}: is {kind_text} (sidecars must be regular files)")
                 elif rank >= world or entry.name != sidecar_name(rank):
                     problems.append(f"{entry.name}: extra sidecar (world size is {world})")
                 else:
@@ -789,13 +796,16 @@ def _check_receipt(directory: str, plan: MigrationPlan, problems: list[str]) -> 
     """Receipt presence, schema and headline fields; returns its sidecar rows by rank."""
     path = os.path.join(directory, RECEIPT_NAME)
     try:
-        with open(path, encoding="utf-8") as handle:
-            receipt = json.load(handle)
+        # Bounded: regular files only (a FIFO or /dev/zero symlink is refused), size and depth capped.
+        receipt = load_json(path, "receipt", MAX_RECEIPT_BYTES)
     except FileNotFoundError:
         problems.append(f"{RECEIPT_NAME}: missing")
         return {}
-    except (OSError, ValueError) as exc:
-        problems.append(f"{RECEIPT_NAME}: unreadable ({exc})")
+    except OSError as exc:
+        problems.append(f"{RECEIPT_NAME}: unreadable ({exc.strerror or exc})")
+        return {}
+    except FvError as exc:
+        problems.append(str(exc))
         return {}
     if not isinstance(receipt, dict):
         problems.append(f"{RECEIPT_NAME}: not a JSON object")
@@ -811,7 +821,7 @@ def _check_receipt(directory: str, plan: MigrationPlan, problems: list[str]) -> 
     }
     for key, want in expect.items():
         if receipt.get(key) != want:
-            problems.append(f"{RECEIPT_NAME}: field '{key}' is {receipt.get(key)!r}, expected {want!r}")
+            problems.append(f"{RECEIPT_NAME}: field '{key}' is {short_repr(receipt.get(key))}, expected {want!r}")
     rows: dict[int, dict] = {}
     sidecars = receipt.get("sidecars")
     if not isinstance(sidecars, list):
@@ -824,7 +834,8 @@ def _check_receipt(directory: str, plan: MigrationPlan, problems: list[str]) -> 
             problems.append(f"{RECEIPT_NAME}: field 'sidecars' has a malformed entry")
     extra = sorted(set(rows) - {c.rank for c in plan.ranks})
     if extra:
-        problems.append(f"{RECEIPT_NAME}: field 'sidecars' lists ranks outside the world size: {extra[:5]}")
+        shown = ", ".join(short_repr(rank) for rank in extra[:5])
+        problems.append(f"{RECEIPT_NAME}: field 'sidecars' lists ranks outside the world size: [{shown}]")
     return rows
 
 
@@ -873,41 +884,117 @@ def _verify_rank(
 def add_next_sample_ids(plan: MigrationPlan, rows: list[dict], problems: list[str]) -> None:
     """Add ``next_sample_id`` to each ``{"rank": r, ...}`` row (verify --deep, the console).
 
-    Reads only the row group each rank reads next, each distinct one once; read problems
-    are appended to ``problems`` rather than raised.
+    Reads only the row groups ranks read next, each distinct file once; read problems
+    (including a Parquet file whose row groups disagree with the manifest, which would make
+    every id wrong) are appended to ``problems`` rather than raised.
     """
     from fvconsole.core.manifest import load_manifest
 
     manifest = load_manifest(plan.manifest_path)
-    cache: dict[int, Any] = {}
+    if manifest.fingerprint != plan.manifest_fingerprint:
+        problems.append(f"deep check: {manifest.path}: field 'fingerprint' changed since the plan was made")
+        for row in rows:
+            row["next_sample_id"] = None
+        return
     by_rank = {c.rank: c for c in plan.ranks}
+    wanted = sorted({c.next_row_group for c in plan.ranks if c.next_row_group is not None and c.next_row_group >= 0})
+    by_file: dict[int, list[int]] = {}
+    for index in wanted:
+        by_file.setdefault(manifest.file_index[index], []).append(index)
+    # Every row group the manifest lists for those files, in one pass (not one per file).
+    listed: dict[int, list[int]] = {k: [] for k in by_file}
+    for i, k in enumerate(manifest.file_index):
+        if k in listed:
+            listed[k].append(i)
+    columns: dict[int, Any] = {}
+    failed: dict[int, str] = {}
+    for file_k, indices in by_file.items():
+        try:
+            columns.update(_read_id_columns(manifest, file_k, indices, listed[file_k]))
+        except Exception as exc:  # noqa: BLE001 - dataset read problems are reported, not raised
+            reason = str(exc) if isinstance(exc, FvError) else f"{type(exc).__name__}: {exc}"
+            message = f"deep check: {' '.join(reason.split())[:300]}"
+            failed.update(dict.fromkeys(indices, message))
+            if message not in problems:
+                problems.append(message)
     for row in rows:
         cursor = by_rank[row["rank"]]
         index = cursor.next_row_group
-        if index is None or index < 0:
-            row["next_sample_id"] = None
+        row["next_sample_id"] = None
+        if index is None or index < 0 or index in failed:
             continue
-        try:
-            if index not in cache:
-                cache[index] = _read_id_column(manifest, index)
-            column = cache[index]
-            offset = cursor.next_sample_index - int(manifest.sample_starts[index])
-            row["next_sample_id"] = column[offset]
-        except Exception as exc:  # noqa: BLE001 - dataset read problems are reported, not raised
-            row["next_sample_id"] = None
-            message = f"deep check: cannot read row group {index} ({exc})"
-            if message not in problems:
-                problems.append(message)
+        offset = cursor.next_sample_index - manifest.sample_starts[index]
+        row["next_sample_id"] = _plain(columns[index][offset].as_py())
 
 
-def _read_id_column(manifest: Any, index: int) -> list:
-    """The ``id`` column (or the first one) of one row group, as Python values."""
+def _plain(value: Any) -> Any:
+    """A JSON-ready id: scalars as they are, anything else (bytes, structs) as a short repr."""
+    if value is None or isinstance(value, (str, int, float)):
+        return value
+    return short_repr(value)
+
+
+#: An id column chunk is a few dozen bytes per sample; one far larger is not decompressed.
+MAX_ID_COLUMN_BYTES = 256 * 2**20
+
+
+def _read_id_columns(manifest: Any, file_k: int, indices: Sequence[int], listed: Sequence[int]) -> dict[int, Any]:
+    """The ``id`` column (or the first one) of manifest row groups ``indices``, all in file ``file_k``.
+
+    The file is opened by us (non-blocking, regular files only: a FIFO or device in the
+    dataset cannot hang or flood the read) and the open file handed to pyarrow. Its footer
+    must agree with the manifest on every row group the manifest lists for this file
+    (``listed``, manifest indices): a
+    row group shorter or longer than the manifest says shifts every later sample, so the
+    ids would be wrong. Raises FvError naming the file and row group.
+    """
     import pyarrow.parquet as pq
 
-    path = os.path.join(manifest.dataset_root, manifest.files[index])
-    pf = pq.ParquetFile(path)
-    names = pf.schema_arrow.names
-    column = "id" if "id" in names else names[0]
-    table = pf.read_row_group(int(manifest.row_group_ids[index]), columns=[column])
-    return table.column(0).to_pylist()
+    path = os.path.join(manifest.dataset_root, manifest.file_names[file_k])
+    out: dict[int, Any] = {}
+    with open_regular(path, "Parquet file") as handle:
+        pf = pq.ParquetFile(handle)
+        meta = pf.metadata
+        for i in listed:
+            _check_row_group(path, meta, i, manifest.row_group_ids[i], manifest.rows[i])
+        names = pf.schema_arrow.names
+        if not names:
+            raise FvError(f"{path}: Parquet file has no columns")
+        column = "id" if "id" in names else names[0]
+        for i in indices:
+            group = manifest.row_group_ids[i]
+            _check_column_size(path, meta.row_group(group), group, column)
+            table = pf.read_row_group(group, columns=[column])
+            if table.num_rows != manifest.rows[i]:
+                raise FvError(
+                    f"{path}: row group {group} read {table.num_rows} rows but the manifest says "
+                    f"{manifest.rows[i]} (row_groups[{i}])"
+                )
+            out[i] = table.column(0)
+    return out
 
+
+def _check_row_group(path: str, meta: Any, index: int, group: int, rows: int) -> None:
+    """The footer's row count of ``group`` equals the manifest's (row_groups[index])."""
+    if not 0 <= group < meta.num_row_groups:
+        raise FvError(
+            f"{path}: row group {group} does not exist (the file has {meta.num_row_groups}; "
+            f"manifest row_groups[{index}])"
+        )
+    actual = meta.row_group(group).num_rows
+    if actual != rows:
+        raise FvError(
+            f"{path}: row group {group} has {actual} rows but the manifest says {rows} (row_groups[{index}]); "
+            "the dataset changed since the manifest was built"
+        )
+
+
+def _check_column_size(path: str, group_meta: Any, group: int, column: str) -> None:
+    """Refuse to decompress an id column chunk the footer says is absurdly large."""
+    size = 0
+    for j in range(group_meta.num_columns):
+        chunk = group_meta.column(j)
+        if chunk.path_in_schema == column or chunk.path_in_schema.startswith(column + "."):
+            size += max(chunk.total_uncompressed_size, chunk.total_compressed_size)
+    if size > MAX_ID_COLUMN_BYTES:
+        raise FvError(f"{path}: row group {group} column {column!r} is {size} bytes (more than {MAX_ID_COLUMN_BYTES})")
