@@ -53,7 +53,14 @@ def read_regular_file(path: str, what: str, max_bytes: int) -> bytes:
         if not stat.S_ISREG(st.st_mode):
             kind = next((name for test, name in _FILE_KINDS if test(st.st_mode)), "not a regular file")
             raise FvError(f"{path}: {what} must be a regular file, but it is {kind}")
-        data = fh.read(max_bytes + 1)
+        # Read in chunks sized by fstat, never one max_bytes buffer up front: read(n) allocates
+        # n bytes, which a login node with ``ulimit -v`` refuses for a 1 GiB cap.
+        chunks: list[bytes] = []
+        got, limit = 0, max_bytes + 1
+        while got < limit and (chunk := fh.read(min(limit - got, st.st_size + 1, 1 << 24))):
+            chunks.append(chunk)
+            got += len(chunk)
+        data = chunks[0] if len(chunks) == 1 else b"".join(chunks)
     if len(data) > max_bytes:
         raise FvError(f"{path}: {what} is larger than {max_bytes} bytes; refusing to read it")
     return data
