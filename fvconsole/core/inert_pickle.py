@@ -40,6 +40,9 @@ class Limits:
     max_work: int = 50_000_000
     #: Longest text line (the module/name of a ``GLOBAL``).
     max_line: int = 1024
+    #: Opcode names allowed (None: every opcode this reader knows), e.g. what torch's
+    #: ``weights_only`` loader executes, so that a file only it cannot read is refused.
+    opcodes: frozenset[str] | None = None
 
 
 class InertGlobal:
@@ -195,6 +198,8 @@ class _Machine:
         memo: dict[int, Any] = {}
         key = self._key
         ops = 0
+        strict = limits.opcodes is not None
+        allowed = _opcode_table(limits.opcodes)
         pos = 0
         from_bytes = int.from_bytes
 
@@ -206,6 +211,8 @@ class _Machine:
             ops += 1
             if ops > max_ops:
                 raise PickleRefused(f"has more than {max_ops} opcodes")
+            if strict and not allowed[op]:
+                raise PickleRefused(f"uses opcode {_opcode_name(op)} at byte {pos - 1}, which is not allowed here")
             if op == 0x94:  # MEMOIZE
                 n = len(memo)
                 if n >= max_memo:
@@ -448,6 +455,25 @@ class _Machine:
                 raise PickleRefused("refers to out-of-band buffers")
             else:
                 raise PickleRefused(f"unsupported pickle opcode 0x{op:02x} at byte {pos - 1}")
+
+
+def _opcode_table(names: frozenset[str] | None) -> bytes:
+    """256 flags, 1 where the opcode byte is allowed (all when ``names`` is None)."""
+    import pickletools
+
+    if names is None:
+        return b"\x01" * 256
+    table = bytearray(256)
+    for info in pickletools.opcodes:
+        if info.name in names:
+            table[ord(info.code)] = 1
+    return bytes(table)
+
+
+def _opcode_name(op: int) -> str:
+    import pickletools
+
+    return next((info.name for info in pickletools.opcodes if ord(info.code) == op), f"0x{op:02x}")
 
 
 # --------------------------------------------------------------------------- bounding the result

@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import io
 import pickle
-import pickletools
 import struct
 import sys
 import zipfile
@@ -60,7 +59,8 @@ WEIGHTS_ONLY_OPCODES = frozenset({
 #: data.pkl of a sidecar is ~600 bytes; the opcode pre-scan and the reader stay fast below this.
 MAX_PICKLE_BYTES = 4 * 2**20
 #: Bounds for reading a pickle that should hold a small dict of plain data.
-PLAIN_LIMITS = Limits(max_ops=MAX_PICKLE_BYTES, max_memo=1_000_000, max_globals=8, max_work=2_000_000)
+PLAIN_LIMITS = Limits(max_ops=MAX_PICKLE_BYTES, max_memo=1_000_000, max_globals=8, max_work=2_000_000,
+                      opcodes=WEIGHTS_ONLY_OPCODES)
 PLAIN_TREE = TreeLimits(max_depth=64, max_nodes=1_000_000)
 
 
@@ -182,22 +182,23 @@ def loads(data: bytes, *, limits: Limits = PLAIN_LIMITS, tree: TreeLimits = PLAI
         prefix = records[0].filename.split("/", 1)[0] + "/"
         if "/" not in records[0].filename:
             raise TorchFileError(f"record {records[0].filename!r} is not inside an archive directory")
-        version = _record(archive, prefix, (".data/version", "version"), 32)
+        index = _index(records)
+        version = _record(archive, index, prefix, (".data/version", "version"), 32)
         if version is None:
             raise TorchFileError("no version record")
         if not version.strip().isdigit() or not MIN_VERSION <= int(version) <= MAX_VERSION:
             raise TorchFileError(f"version record is {version[:20]!r}; torch reads {MIN_VERSION} to {MAX_VERSION}")
         # torch.load refuses these when present and malformed, so the reader does too.
-        byteorder = _record(archive, prefix, ("byteorder",), 16)
+        byteorder = _record(archive, index, prefix, ("byteorder",), 16)
         if byteorder is not None and byteorder not in (b"little", b"big"):
             raise TorchFileError(f"byteorder record is {byteorder!r}, not 'little' or 'big'")
-        alignment = _record(archive, prefix, (".storage_alignment",), 32)
+        alignment = _record(archive, index, prefix, (".storage_alignment",), 32)
         if alignment is not None:
             try:
                 int(alignment)
             except ValueError:
                 raise TorchFileError(f".storage_alignment record is {alignment!r}, not a number") from None
-        pickled = _record(archive, prefix, ("data.pkl",), MAX_PICKLE_BYTES)
+        pickled = _record(archive, index, prefix, ("data.pkl",), MAX_PICKLE_BYTES)
     except TorchFileError:
         raise
     except Exception as exc:  # noqa: BLE001 - zipfile raises many types on damaged input
@@ -205,7 +206,6 @@ def loads(data: bytes, *, limits: Limits = PLAIN_LIMITS, tree: TreeLimits = PLAI
         raise TorchFileError(f"damaged zip archive ({reason})") from None
     if pickled is None:
         raise TorchFileError("no data.pkl record")
-    _check_opcodes(pickled)
     try:
         payload = load(pickled, plain_data_only, limits)
         check_tree(payload, tree)
@@ -214,29 +214,15 @@ def loads(data: bytes, *, limits: Limits = PLAIN_LIMITS, tree: TreeLimits = PLAI
     return payload
 
 
-def _check_opcodes(pickled: bytes) -> None:
-    """Refuse a pickle using an opcode torch's weights_only loader would not execute."""
-    try:
-        for opcode, _, pos in pickletools.genops(pickled):
-            if opcode.name not in WEIGHTS_ONLY_OPCODES:
-                raise TorchFileError(f"data.pkl uses opcode {opcode.name} at byte {pos}, which "
-                                     "torch.load(weights_only=True) does not read")
-    except TorchFileError:
-        raise
-    except Exception as exc:  # noqa: BLE001 - genops raises ValueError and friends on damage
-        reason = " ".join(str(exc).split())[:160]
-        raise TorchFileError(f"data.pkl is malformed ({reason})") from None
-
-
-def _record(archive: zipfile.ZipFile, prefix: str, names: tuple[str, ...], max_bytes: int) -> bytes | None:
+def _record(archive: zipfile.ZipFile, index: dict[str, Any], prefix: str, names: tuple[str, ...],
+            max_bytes: int) -> bytes | None:
     """The first of ``names`` present under ``prefix``: stored, unique, at most ``max_bytes``."""
     for name in names:
-        matches = [info for info in archive.infolist() if info.filename == prefix + name]
-        if not matches:
+        info = index.get(prefix + name)
+        if info is None:
             continue
-        if len(matches) > 1:
-            raise TorchFileError(f"record {name} appears {len(matches)} times")
-        info = matches[0]
+        if info is _DUPLICATE:
+            raise TorchFileError(f"record {name} appears more than once")
         if info.compress_type != zipfile.ZIP_STORED:
             raise TorchFileError(f"record {name} is compressed (torch.save stores records uncompressed); "
                                  "refusing to expand it")
@@ -244,6 +230,17 @@ def _record(archive: zipfile.ZipFile, prefix: str, names: tuple[str, ...], max_b
             raise TorchFileError(f"record {name} is {info.file_size} bytes (at most {max_bytes} expected)")
         return archive.read(info)
     return None
+
+
+_DUPLICATE: Any = object()
+
+
+def _index(records: list[zipfile.ZipInfo]) -> dict[str, Any]:
+    """Record name -> ZipInfo, or _DUPLICATE for a name that appears twice."""
+    index: dict[str, Any] = {}
+    for info in records:
+        index[info.filename] = _DUPLICATE if info.filename in index else info
+    return index
 
 
 def load_with_torch(data: bytes) -> Any:
