@@ -29,7 +29,7 @@ import stat
 import tempfile
 import threading
 from collections.abc import Mapping, Sequence
-from concurrent.futures import FIRST_EXCEPTION, ThreadPoolExecutor, wait
+from concurrent.futures import ThreadPoolExecutor, as_completed, wait
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any
@@ -366,16 +366,16 @@ class _Written:
     sha256: str
 
 
-def _write_one(staging: str, plan: MigrationPlan, rank: int, torch_check: bool = False) -> _Written:
-    """Serialise in torch.save's format (no torch import), write atomically, read back and compare.
+def _store(staging: str, name: str, data: bytes) -> bytes:
+    """Write one sidecar atomically into the staging dir and read it back (I/O only)."""
+    return read_sidecar_bytes(_write_file_atomic(staging, name, data))
 
-    ``torch_check`` also loads the bytes read back with real torch (``weights_only=True``).
+
+def _checked(rank: int, name: str, payload: Any, data: bytes, back: bytes, torch_check: bool) -> _Written:
+    """The bytes read back must be the bytes written and parse (without torch) to the payload.
+
+    ``torch_check`` also loads them with real torch (``weights_only=True``).
     """
-    payload = plan.sidecar_payload(rank)
-    data = torch_zip.dumps(payload)
-    name = sidecar_name(rank)
-    path = _write_file_atomic(staging, name, data)
-    back = read_sidecar_bytes(path)
     if back != data or torch_zip.loads(back) != payload:
         raise RuntimeError(f"{name}: round-trip mismatch after write")
     if torch_check and torch_zip.load_with_torch(back) != payload:
@@ -393,33 +393,46 @@ def _write_all(
     staging: str, plan: MigrationPlan, progress: Progress, workers: int | None, done: list[_Written],
     torch_check: bool = False,
 ) -> None:
-    """Write every rank's sidecar into ``done`` (thread pool for many ranks); stops at the first failure.
+    """Write every rank's sidecar (torch.save's format, no torch) into ``done``, in rank order.
 
-    ``done`` is the caller's list so a failure part-way can report how far it got.
+    Stops at the first failure; ``done`` is the caller's list so a failure part-way can report
+    how far it got (the ranks before the first one that failed). With many ranks a thread pool
+    does only the I/O (each file's fsync overlaps the others'); encoding happens before and
+    checking after, in this thread. Workers that also ran Python code fought over the GIL,
+    which cost more kernel time than the fsyncs themselves.
     """
     total = len(plan.ranks)
     workers = workers or _default_workers(total)
+    jobs = []
+    for cursor in plan.ranks:
+        payload = plan.sidecar_payload(cursor.rank)
+        jobs.append((cursor.rank, sidecar_name(cursor.rank), payload, torch_zip.dumps(payload)))
     if workers <= 1:
-        for cursor in plan.ranks:
-            done.append(_write_one(staging, plan, cursor.rank, torch_check))
-            progress(len(done), total, f"wrote {done[-1].name}")
+        for rank, name, payload, data in jobs:
+            done.append(_checked(rank, name, payload, data, _store(staging, name, data), torch_check))
+            progress(len(done), total, f"wrote {name}")
         return
+    stored: dict[int, bytes] = {}
     with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="fvconsole-sidecar") as pool:
-        pending = {pool.submit(_write_one, staging, plan, c.rank, torch_check) for c in plan.ranks}
-        while pending:
-            finished, pending = wait(pending, return_when=FIRST_EXCEPTION)
-            failure = None
-            for future in finished:
-                if future.exception() is not None:
-                    failure = failure or future.exception()
-                else:
-                    done.append(future.result())
-                    progress(len(done), total, f"wrote {done[-1].name}")
-            if failure is not None:
-                for other in pending:
-                    other.cancel()
-                raise failure
-    done.sort(key=lambda w: w.rank)
+        futures = {pool.submit(_store, staging, job[1], job[3]): i for i, job in enumerate(jobs)}
+        try:
+            for future in as_completed(futures):
+                stored[futures[future]] = future.result()
+                progress(len(stored), total, f"wrote {jobs[futures[future]][1]}")
+        except BaseException:
+            for future in futures:
+                future.cancel()
+            wait(futures)  # the ones already running finish; count those that succeeded
+            for future, i in futures.items():
+                if not future.cancelled() and future.exception() is None:
+                    stored[i] = future.result()
+            for i, (rank, name, payload, data) in enumerate(jobs):
+                if i not in stored:
+                    break
+                done.append(_checked(rank, name, payload, data, stored[i], torch_check))
+            raise
+    for i, (rank, name, payload, data) in enumerate(jobs):
+        done.append(_checked(rank, name, payload, data, stored[i], torch_check))
 
 
 # --------------------------------------------------------------------------- receipt
