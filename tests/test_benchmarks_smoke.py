@@ -63,7 +63,8 @@ def test_execute_case_writes_and_compares(tmp_path) -> None:
 def test_sidecar_cases_run_both_clis_and_cross_check_bytes(tmp_path) -> None:
     """migrate --yes and verify in fresh interpreters; the case itself fails if fvconsole's
     sidecars are not byte-identical to the torch.save baseline's."""
-    migrate, verify = cases_sidecars.sidecar_cases(str(tmp_path), 8, repeat=1)
+    migrate, verify, *tmpfs = cases_sidecars.sidecar_cases(str(tmp_path), 8, repeat=1)
+    assert len(tmpfs) in (0, 2)
     assert migrate.fv_seconds and migrate.baseline_seconds and "byte-identical" in migrate.note
     assert verify.fv_seconds and verify.baseline_seconds and "torch.load" in verify.baseline
     assert sorted(os.listdir(tmp_path / "fv-out")) == sorted(os.listdir(tmp_path / "seed-out"))
