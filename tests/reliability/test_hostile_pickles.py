@@ -1,6 +1,6 @@
 """Hostile pickles (issue 10 items 7-9): DCP ``.metadata`` and sidecar ``data.pkl`` built opcode
 by opcode, each read by the real CLI in a child process with an address-space cap and a
-deadline. The child reports its peak RSS, so "bounded" is measured, not assumed.
+deadline. The child reports its peak RSS (VmHWM), so "bounded" is measured, not assumed.
 
 Every case must finish in seconds with either the right answer (a hostile but well-formed
 ``.metadata`` still lists its keys) or one clean ``error:`` line naming the file.
@@ -37,8 +37,11 @@ try:
     code = main(sys.argv[3:])
 except SystemExit as exc:
     code = exc.code if isinstance(exc.code, int) else 2
+# VmHWM is this address space's peak; ru_maxrss would include the parent's from before exec.
+with open("/proc/self/status") as status:
+    peak = next(int(line.split()[1]) * 1024 for line in status if line.startswith("VmHWM:"))
 with open(report, "w") as handle:
-    json.dump({"code": code, "maxrss": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024}, handle)
+    json.dump({"code": code, "maxrss": peak}, handle)
 sys.exit(code)
 """
 
