@@ -16,8 +16,8 @@ examples:
 Sidecars are read without torch: the reader understands torch.save's zip format, imports
 and runs nothing named in the pickle, refuses compressed records and bounds size, work and
 nesting, so a file whose pickle would run code is reported as a problem and never executed.
---torch-check additionally loads every sidecar with torch.load(weights_only=True) (imports
-torch, a few seconds) and reports any difference.
+--torch-check additionally loads every sidecar the reader accepted with
+torch.load(weights_only=True) (imports torch, a few seconds) and reports any difference.
 
 exit codes: 0 every sidecar and the receipt match, 1 verification failed or inputs unreadable,
 2 usage error.
