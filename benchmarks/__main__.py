@@ -18,7 +18,7 @@ from dataclasses import dataclass
 
 from benchmarks.harness import Row, format_machine, format_table, machine_info
 
-CASES = ("fingerprint", "plan", "dryrun", "dcpkeys", "execute", "cache", "startup", "tui", "fleet")
+CASES = ("fingerprint", "plan", "dryrun", "dcpkeys", "execute", "sidecars", "cache", "startup", "tui", "fleet")
 
 
 @dataclass(frozen=True)
@@ -41,14 +41,15 @@ class Sizes:
     repeat: int
     fleet_nodes: int = 1000
     fleet_per_node_sample: int = 100  # per-node fan-out costs >= 0.3 s per node: measured on a subset
+    sidecar_ranks: int = 1024  # `migrate --yes` / `sidecars verify` end to end
 
 
 FULL = Sizes(1024, 100_000, 128, 4096, 1_000_000, 8, 1024, 0.005, 2000, 32, 4096, 2000, 15, 3)
-QUICK = Sizes(64, 5_000, 16, 256, 20_000, 4, 64, 0.0, 100, 8, 256, 200, 4, 1, 200, 10)
+QUICK = Sizes(64, 5_000, 16, 256, 20_000, 4, 64, 0.0, 100, 8, 256, 200, 4, 1, 200, 10, sidecar_ranks=64)
 
 
 def _runners(sizes: Sizes, tmp: str) -> dict[str, Callable[[], list[Row]]]:
-    from benchmarks import cases_fleet, cases_io, cases_plan, cases_tui
+    from benchmarks import cases_fleet, cases_io, cases_plan, cases_sidecars, cases_tui
 
     def plan() -> list[Row]:
         return [
@@ -69,6 +70,7 @@ def _runners(sizes: Sizes, tmp: str) -> dict[str, Callable[[], list[Row]]]:
                                                   sizes.e2e_baseline_ranks, min(2, sizes.repeat)),
         "dcpkeys": lambda: [cases_io.dcp_keys_case(f"{tmp}/dcp", max(2, sizes.repeat))],
         "execute": execute,
+        "sidecars": lambda: cases_sidecars.sidecar_cases(f"{tmp}/sidecars", sizes.sidecar_ranks, sizes.repeat),
         "cache": lambda: cases_io.cache_scan_case(f"{tmp}/cache", sizes.cache_entries, sizes.cache_shards,
                                                   sizes.repeat),
         "startup": lambda: cases_io.startup_case(f"{tmp}/startup", max(3, sizes.repeat)),

@@ -16,7 +16,7 @@ import pytest
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, REPO)  # `benchmarks` is a top-level directory of the checkout, not installed
 
-from benchmarks import baselines, cases_fleet, cases_io, cases_plan, inputs  # noqa: E402
+from benchmarks import baselines, cases_fleet, cases_io, cases_plan, cases_sidecars, inputs  # noqa: E402
 from benchmarks.__main__ import CASES, main  # noqa: E402
 from benchmarks.harness import Row, format_table  # noqa: E402
 
@@ -60,6 +60,16 @@ def test_execute_case_writes_and_compares(tmp_path) -> None:
     assert not os.path.exists(tmp_path / "fv-0"), "outputs are cleaned up between repetitions"
 
 
+def test_sidecar_cases_run_both_clis_and_cross_check_bytes(tmp_path) -> None:
+    """migrate --yes and verify in fresh interpreters; the case itself fails if fvconsole's
+    sidecars are not byte-identical to the torch.save baseline's."""
+    migrate, verify, *tmpfs = cases_sidecars.sidecar_cases(str(tmp_path), 8, repeat=1)
+    assert len(tmpfs) in (0, 2)
+    assert migrate.fv_seconds and migrate.baseline_seconds and "byte-identical" in migrate.note
+    assert verify.fv_seconds and verify.baseline_seconds and "torch.load" in verify.baseline
+    assert sorted(os.listdir(tmp_path / "fv-out")) == sorted(os.listdir(tmp_path / "seed-out"))
+
+
 def test_cache_scan_case_matches_du_inputs(tmp_path) -> None:
     rows = cases_io.cache_scan_case(str(tmp_path / "cache"), 6, 3, repeat=1)
     assert [r.baseline for r in rows[:2]] == ["du -sb", "du -sb"]
@@ -84,7 +94,7 @@ def test_only_option_runs_just_the_named_case(tmp_path, capsys) -> None:
     rows = json.loads(out.read_text())["rows"]
     assert [r["case"].split()[0] for r in rows] == ["plan", "plan"]
     assert "machine:" in capsys.readouterr().out
-    assert set(CASES) >= {"plan", "dryrun", "execute", "cache", "startup", "tui", "fleet"}
+    assert set(CASES) >= {"plan", "dryrun", "execute", "sidecars", "cache", "startup", "tui", "fleet"}
 
 
 @pytest.mark.slow
@@ -97,5 +107,6 @@ def test_quick_run_end_to_end(tmp_path) -> None:
     assert proc.returncode == 0, proc.stderr[-2000:]
     rows = json.loads(out.read_text())["rows"]
     assert not [r for r in rows if "FAILED" in r["case"]]
-    assert {r["case"].split()[0] for r in rows} >= {"plan", "dry", "execute", "cache", "startup:", "TUI"}
+    assert {r["case"].split()[0] for r in rows} >= {"plan", "dry", "execute", "cache", "startup:", "TUI", "`migrate",
+                                                    "`sidecars"}
     assert all(r["fv_seconds"] for r in rows)

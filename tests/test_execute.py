@@ -262,3 +262,23 @@ def test_fault_hook_kill_leaves_no_half_set(tmp_path, monkeypatch) -> None:
     core.execute_plan(plan_for(legacy, out=out))
     assert [n for n in os.listdir(tmp_path) if f"out-{publish}.fvconsole-staging" in n] == []
     assert core.verify_sidecars(legacy.run.config_path, legacy.checkpoint, out).ok
+
+
+def test_parallel_write_failure_reports_the_ranks_before_it(tmp_path, monkeypatch) -> None:
+    """The thread pool does only I/O; a failure still stops the run and counts, in rank order,
+    the sidecars written and checked before the first rank that failed."""
+    legacy = build_legacy(str(tmp_path))
+    plan = plan_for(legacy)
+    real = core._write_file_atomic
+
+    def failing(directory: str, name: str, data: bytes) -> str:
+        if name == "dataloader_state_rank5.pt":
+            raise OSError(28, "No space left on device")
+        return real(directory, name, data)
+
+    monkeypatch.setattr(core, "_write_file_atomic", failing)
+    with pytest.raises(PartialFailure) as info:
+        core.execute_plan(plan, workers=4)
+    assert info.value.report["sidecars_written"] == 5 and info.value.report["staging_removed"] is True
+    assert not os.path.exists(legacy.out)
+    assert not [n for n in os.listdir(tmp_path) if "fvconsole-staging" in n]

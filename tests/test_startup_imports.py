@@ -1,14 +1,20 @@
-"""Startup paths stay light: no torch, textual or pyarrow for help texts and `cache ls --json`.
+"""Headless paths stay light: no torch, textual or pyarrow unless the data demands it.
 
-`tests/test_import_hygiene.py` covers `fvconsole --help` and the core modules; this extends the
-check to the other cheap entry points, run for real in a fresh interpreter each.
+On a login node ``import torch`` from a shared filesystem takes seconds, so every headless
+subcommand except ``demo`` must run without it (issue 14). Each command below runs for real,
+on real fixtures (a DCP checkpoint, Parquet, safetensors), in a fresh interpreter that then
+reports which heavy modules it loaded. ``verify --deep`` reads Parquet and may import pyarrow;
+``--torch-check`` asks for torch and must get it.
+`tests/test_import_hygiene.py` covers importing the core modules themselves.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -99,3 +105,98 @@ def test_checkpoints_ls_and_migrate_dry_run_do_not_import_heavy_libraries(tmp_pa
     assert "legacy" in listing["stdout"], "the listing must have read the DCP keys to tell the kind"
     assert len(json.loads(plan["stdout"])["plan"]["ranks"]) == 2
     assert not out.exists(), "a dry run writes nothing"
+
+
+_FRESH = """
+import contextlib, io, json, sys
+from fvconsole.cli import main
+out, err = io.StringIO(), io.StringIO()
+with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+    try:
+        code = main(json.loads(sys.argv[1]))
+    except SystemExit as exc:
+        code = exc.code
+print(json.dumps({"code": code, "stdout": out.getvalue(), "stderr": err.getvalue(),
+                  "heavy": [m for m in ("torch", "textual", "pyarrow") if m in sys.modules]}))
+"""
+
+
+def _run_fresh(args: list[str]) -> dict:
+    """One ``fvconsole`` command in its own fresh interpreter; its result and heavy modules."""
+    proc = subprocess.run([sys.executable, "-c", _FRESH, json.dumps(args)], capture_output=True, text=True,
+                          check=True, cwd=Path(__file__).parent)
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+@pytest.fixture(scope="module")
+def workspace(tmp_path_factory: pytest.TempPathFactory) -> dict:
+    """A real legacy run (DCP checkpoint, Parquet dataset) and a real safetensors cache root."""
+    from fvconsole.demo.builders import build_run
+    from fvconsole.demo.cache_builders import write_cache_entry
+
+    root = tmp_path_factory.mktemp("headless")
+    run = build_run(root / "run", steps=(2,), kind="legacy", num_gpus=4)
+    cache = root / "cache"
+    keep = write_cache_entry(cache, num_shards=2, seed=1)
+    victim = write_cache_entry(cache, num_shards=2, status="partial", seed=2)
+    return {"run": run, "cache": str(cache), "keep": os.path.basename(keep), "victim": os.path.basename(victim),
+            "out": str(root / "sidecars")}
+
+
+def _commands(ws: dict) -> list[tuple[list[str], set[str]]]:
+    """(argv, heavy modules it may import), in an order where each command's inputs exist."""
+    run, out, cache = ws["run"], ws["out"], ws["cache"]
+    ckpt = run.checkpoints[0]
+    plan = ["migrate", "--config", run.config_path, "--checkpoint", ckpt, "--output-dir", out,
+            "--expected-step", "2", "--expected-world-size", "4", "--consumed-batches-per-rank", "2"]
+    verify = ["sidecars", "verify", "--config", run.config_path, "--checkpoint", ckpt, "--sidecar-dir", out]
+    none: set[str] = set()
+    return [
+        (["--help"], none),
+        (["checkpoints", "ls", run.output_dir], none),
+        (["checkpoints", "ls", run.output_dir, "--json"], none),
+        (["checkpoints", "show", ckpt], none),
+        (["checkpoints", "show", ckpt, "--json"], none),
+        (plan, none),
+        ([*plan, "--json"], none),
+        ([*plan, "--yes"], none),
+        ([*plan, "--yes", "--overwrite", "--json"], none),
+        (verify, none),
+        ([*verify, "--json"], none),
+        ([*verify, "--deep", "--json"], {"pyarrow"}),
+        (["cache", "ls", cache], none),
+        (["cache", "ls", cache, "--json"], none),
+        (["cache", "evict", cache, "--key", ws["victim"]], none),
+        (["cache", "evict", cache, "--key", ws["victim"], "--yes", "--json"], none),
+        (["fleet", "--help"], none),
+        (["fleet", "cache", "--help"], none),
+        (["fleet", "cache", "ls", "--help"], none),
+        (["fleet", "cache", "evict", "--help"], none),
+    ]
+
+
+def test_every_headless_subcommand_runs_without_heavy_imports(workspace: dict) -> None:
+    for args, allowed in _commands(workspace):
+        result = _run_fresh(args)
+        shown = " ".join(os.path.basename(a) if os.sep in a else a for a in args)
+        assert result["code"] == 0, f"`fvconsole {shown}` exited {result['code']}: {result['stderr'][-500:]}"
+        assert result["stdout"].strip(), f"`fvconsole {shown}` printed nothing"
+        unexpected = set(result["heavy"]) - allowed
+        assert not unexpected, f"`fvconsole {shown}` imports {sorted(unexpected)}"
+    # The commands really did their work (so "no import" is not "did nothing").
+    assert len(os.listdir(workspace["out"])) == 5  # four sidecars and the receipt
+    assert not os.path.exists(os.path.join(workspace["cache"], workspace["victim"]))
+    deep = _run_fresh([*_commands(workspace)[11][0]])
+    assert "pyarrow" in deep["heavy"] and json.loads(deep["stdout"])["ranks"][0]["next_sample_id"]
+
+
+def test_torch_check_imports_torch_when_asked(workspace: dict) -> None:
+    """Guard the guard: the probe sees torch when a command really needs it."""
+    run = workspace["run"]
+    out = str(Path(workspace["out"]).with_name("checked"))
+    args = ["migrate", "--config", run.config_path, "--checkpoint", run.checkpoints[0], "--output-dir", out,
+            "--expected-step", "2", "--expected-world-size", "4", "--consumed-batches-per-rank", "2", "--yes",
+            "--torch-check"]
+    result = _run_fresh(args)
+    assert result["code"] == 0, result["stderr"][-500:]
+    assert "torch" in result["heavy"]

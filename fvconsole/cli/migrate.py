@@ -81,6 +81,11 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="accept dataset files whose size/mtime drifted from the manifest",
     )
     parser.add_argument("--yes", action="store_true", help="write the sidecars (default: dry run)")
+    parser.add_argument(
+        "--torch-check", action="store_true",
+        help="with --yes: also load each sidecar with torch.load(weights_only=True) before publishing "
+        "(imports torch; sidecars are written in torch's format without it)",
+    )
     parser.add_argument("--json", action="store_true", help="print exactly one JSON object")
     parser.add_argument("--workers", type=_positive_int, default=None, help=argparse.SUPPRESS)
     parser.set_defaults(func=_run)
@@ -131,7 +136,7 @@ def _run(args: argparse.Namespace) -> int:
         say(_report(plan, preview))
     try:
         progress = None if args.json and not sys.stderr.isatty() else progress_printer("writing sidecars", plain_lines=True)
-        receipt = execute_plan(plan, progress=progress, workers=args.workers)
+        receipt = execute_plan(plan, progress=progress, workers=args.workers, torch_check=args.torch_check)
     except FvError as exc:
         from fvconsole.core.errors import PartialFailure
 

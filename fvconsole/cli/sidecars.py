@@ -13,8 +13,11 @@ examples:
       --sidecar-dir /shared/gb200/dataloader-state-4000
   fvconsole sidecars verify ... --deep --json
 
-Sidecars are loaded only with torch.load(weights_only=True): a file whose pickle would run
-code is reported as a problem and never executed.
+Sidecars are read without torch: the reader understands torch.save's zip format, imports
+and runs nothing named in the pickle, refuses compressed records and bounds size, work and
+nesting, so a file whose pickle would run code is reported as a problem and never executed.
+--torch-check additionally loads every sidecar the reader accepted with
+torch.load(weights_only=True) (imports torch, a few seconds) and reports any difference.
 
 exit codes: 0 every sidecar and the receipt match, 1 verification failed or inputs unreadable,
 2 usage error.
@@ -44,6 +47,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     verify.add_argument("--sidecar-dir", required=True, metavar="DIR", help="the dir holding the sidecars")
     add_set_option(verify)
     verify.add_argument("--deep", action="store_true", help="read each rank's next sample id from the dataset")
+    verify.add_argument(
+        "--torch-check", action="store_true",
+        help="also load every sidecar with torch.load(weights_only=True) and compare (imports torch)",
+    )
     verify.add_argument("--json", action="store_true", help="print exactly one JSON object")
     verify.set_defaults(func=_verify)
 
@@ -52,7 +59,8 @@ def _verify(args: argparse.Namespace) -> int:
     from fvconsole.core.sidecars import verify_sidecars
 
     result = verify_sidecars(
-        args.config, args.checkpoint, args.sidecar_dir, overrides=tuple(args.overrides), deep=args.deep
+        args.config, args.checkpoint, args.sidecar_dir, overrides=tuple(args.overrides), deep=args.deep,
+        torch_check=args.torch_check,
     )
     if args.json:
         emit_json(result.to_json())

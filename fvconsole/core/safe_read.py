@@ -77,7 +77,15 @@ def read_regular_file(path: str | os.PathLike[str], what: str, max_bytes: int) -
     The read itself is capped too, so a file that grows after the check is still refused.
     """
     with open_regular(path, what, max_bytes) as handle:
-        data = handle.read(max_bytes + 1)
+        # Read in chunks sized by fstat, never one max_bytes buffer up front: read(n) allocates
+        # n bytes, which a login node with ``ulimit -v`` refuses for a 1 GiB cap.
+        size = os.fstat(handle.fileno()).st_size
+        chunks: list[bytes] = []
+        got, limit = 0, max_bytes + 1
+        while got < limit and (chunk := handle.read(min(limit - got, size + 1, 1 << 24))):
+            chunks.append(chunk)
+            got += len(chunk)
+        data = chunks[0] if len(chunks) == 1 else b"".join(chunks)
     if len(data) > max_bytes:
         raise FvError(f"{os.fspath(path)}: {what} is larger than {max_bytes} bytes; refusing to read it")
     return data

@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
-import io
 import json
 import os
 import re
@@ -30,15 +29,16 @@ import stat
 import tempfile
 import threading
 from collections.abc import Mapping, Sequence
-from concurrent.futures import FIRST_EXCEPTION, ThreadPoolExecutor, wait
+from concurrent.futures import ThreadPoolExecutor, as_completed, wait
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any
 
+from fvconsole.core import torch_zip
 from fvconsole.core.errors import FvError, PartialFailure
 from fvconsole.core.fsutil import is_within, sha256_file
 from fvconsole.core.progress import Progress, no_progress
-from fvconsole.core.safe_read import file_kind, load_json, open_regular, short_repr
+from fvconsole.core.safe_read import file_kind, load_json, open_regular, read_regular_file, short_repr
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
     from fvconsole.core.migration import MigrationPlan
@@ -368,21 +368,20 @@ class _Written:
     sha256: str
 
 
-def _write_one(staging: str, plan: MigrationPlan, rank: int) -> _Written:
-    """Serialise, write atomically, read back with weights_only=True and compare."""
-    import torch
+def _store(staging: str, name: str, data: bytes) -> bytes:
+    """Write one sidecar atomically into the staging dir and read it back (I/O only)."""
+    return read_sidecar_bytes(_write_file_atomic(staging, name, data))
 
-    payload = plan.sidecar_payload(rank)
-    buffer = io.BytesIO()
-    torch.save(payload, buffer)
-    data = buffer.getvalue()
-    name = sidecar_name(rank)
-    path = _write_file_atomic(staging, name, data)
-    with open(path, "rb") as handle:
-        back = handle.read()
-    loaded = torch.load(io.BytesIO(back), map_location="cpu", weights_only=True)
-    if back != data or loaded != payload:
+
+def _checked(rank: int, name: str, payload: Any, data: bytes, back: bytes, torch_check: bool) -> _Written:
+    """The bytes read back must be the bytes written and parse (without torch) to the payload.
+
+    ``torch_check`` also loads them with real torch (``weights_only=True``).
+    """
+    if back != data or torch_zip.loads(back) != payload:
         raise RuntimeError(f"{name}: round-trip mismatch after write")
+    if torch_check and torch_zip.load_with_torch(back) != payload:
+        raise RuntimeError(f"{name}: torch.load(weights_only=True) reads a different payload")
     return _Written(rank, name, sha256_bytes(back))
 
 
@@ -393,35 +392,49 @@ def _default_workers(ranks: int) -> int:
 
 
 def _write_all(
-    staging: str, plan: MigrationPlan, progress: Progress, workers: int | None, done: list[_Written]
+    staging: str, plan: MigrationPlan, progress: Progress, workers: int | None, done: list[_Written],
+    torch_check: bool = False,
 ) -> None:
-    """Write every rank's sidecar into ``done`` (thread pool for many ranks); stops at the first failure.
+    """Write every rank's sidecar (torch.save's format, no torch) into ``done``, in rank order.
 
-    ``done`` is the caller's list so a failure part-way can report how far it got.
+    Stops at the first failure; ``done`` is the caller's list so a failure part-way can report
+    how far it got (the ranks before the first one that failed). With many ranks a thread pool
+    does only the I/O (each file's fsync overlaps the others'); encoding happens before and
+    checking after, in this thread. Workers that also ran Python code fought over the GIL,
+    which cost more kernel time than the fsyncs themselves.
     """
     total = len(plan.ranks)
     workers = workers or _default_workers(total)
+    jobs = []
+    for cursor in plan.ranks:
+        payload = plan.sidecar_payload(cursor.rank)
+        jobs.append((cursor.rank, sidecar_name(cursor.rank), payload, torch_zip.dumps(payload)))
     if workers <= 1:
-        for cursor in plan.ranks:
-            done.append(_write_one(staging, plan, cursor.rank))
-            progress(len(done), total, f"wrote {done[-1].name}")
+        for rank, name, payload, data in jobs:
+            done.append(_checked(rank, name, payload, data, _store(staging, name, data), torch_check))
+            progress(len(done), total, f"wrote {name}")
         return
+    stored: dict[int, bytes] = {}
     with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="fvconsole-sidecar") as pool:
-        pending = {pool.submit(_write_one, staging, plan, c.rank) for c in plan.ranks}
-        while pending:
-            finished, pending = wait(pending, return_when=FIRST_EXCEPTION)
-            failure = None
-            for future in finished:
-                if future.exception() is not None:
-                    failure = failure or future.exception()
-                else:
-                    done.append(future.result())
-                    progress(len(done), total, f"wrote {done[-1].name}")
-            if failure is not None:
-                for other in pending:
-                    other.cancel()
-                raise failure
-    done.sort(key=lambda w: w.rank)
+        futures = {pool.submit(_store, staging, job[1], job[3]): i for i, job in enumerate(jobs)}
+        try:
+            for future in as_completed(futures):
+                stored[futures[future]] = future.result()
+                progress(len(stored), total, f"wrote {jobs[futures[future]][1]}")
+        except BaseException:
+            for future in futures:
+                future.cancel()
+            wait(futures)  # the ones already running finish; count those that succeeded
+            for future, i in futures.items():
+                if not future.cancelled() and future.exception() is None:
+                    stored[i] = future.result()
+            for i, (rank, name, payload, data) in enumerate(jobs):
+                if i not in stored:
+                    break
+                done.append(_checked(rank, name, payload, data, stored[i], torch_check))
+            raise
+    for i, (rank, name, payload, data) in enumerate(jobs):
+        done.append(_checked(rank, name, payload, data, stored[i], torch_check))
 
 
 # --------------------------------------------------------------------------- receipt
@@ -543,11 +556,14 @@ def _precheck(plan: MigrationPlan) -> tuple[str, str, str]:
     return out, parent, outname
 
 
-def execute_plan(plan: MigrationPlan, progress: Progress | None = None, workers: int | None = None) -> dict:
+def execute_plan(
+    plan: MigrationPlan, progress: Progress | None = None, workers: int | None = None, *, torch_check: bool = False
+) -> dict:
     """Write exactly ``plan``'s sidecars and receipt to ``plan.output_dir``; returns the receipt.
 
     Refusals (FvError) happen before anything is written; a failure after the first write
     removes the staging dir, leaves any previous set untouched and raises PartialFailure.
+    ``torch_check``: each staged sidecar is also read back with real torch before publishing.
     """
     progress = progress or no_progress
     _reset_fault_counter()
@@ -565,7 +581,7 @@ def execute_plan(plan: MigrationPlan, progress: Progress | None = None, workers:
         _fault_point(f"mkdir {staging}")
         os.mkdir(staging, 0o755)
         stage = "writing sidecars"
-        _write_all(staging, plan, progress, workers, written)
+        _write_all(staging, plan, progress, workers, written, torch_check)
         _fsync_dir(staging, f"fsync {staging}")
         stage = "writing the receipt"
         receipt = build_receipt(plan, written)
@@ -666,15 +682,30 @@ def diff_payload(actual: Any, expected: Any, prefix: str = "") -> list[str]:
                 out.append(f"{prefix + '.' if prefix else ''}{key}: unexpected field")
         return out
     if type(actual) is not type(expected) or actual != expected:
-        return [f"{prefix or 'payload'}: sidecar has {actual!r}, expected {expected!r}"]
+        return [f"{prefix or 'payload'}: sidecar has {_short_repr(actual)}, expected {_short_repr(expected)}"]
     return []
 
 
-def load_sidecar(path: str) -> Any:
-    """Load with ``weights_only=True`` only: a pickle that would run code is refused, never run."""
-    import torch
+#: A sidecar is ~1.3 KB; anything near this is not one (and is not read into memory).
+MAX_SIDECAR_BYTES = 16 * 2**20
 
-    return torch.load(path, map_location="cpu", weights_only=True)
+
+def _short_repr(value: Any, limit: int = 120) -> str:
+    """repr for a problem line: a damaged sidecar may hold a million-item list."""
+    if isinstance(value, (list, tuple, dict, set)) and len(value) > 20:
+        return f"<{type(value).__name__} of {len(value)} items>"
+    text = repr(value)
+    return text if len(text) <= limit else text[:limit] + "..."
+
+
+def read_sidecar_bytes(path: str) -> bytes:
+    """A sidecar's bytes: regular files only (a FIFO cannot hang us), at most MAX_SIDECAR_BYTES."""
+    return read_regular_file(path, "sidecar", MAX_SIDECAR_BYTES)
+
+
+def load_sidecar(path: str) -> Any:
+    """A sidecar's payload read without torch; the inert reader runs nothing from the file."""
+    return torch_zip.loads(read_sidecar_bytes(path))
 
 
 def _checkpoint_step(checkpoint: str) -> int:
@@ -737,8 +768,12 @@ def verify_sidecars(
     overrides: Sequence[str] = (),
     deep: bool = False,
     progress: Progress | None = None,
+    torch_check: bool = False,
 ) -> VerifyResult:
-    """Check every sidecar and the receipt in ``sidecar_dir`` against a recomputed plan."""
+    """Check every sidecar and the receipt in ``sidecar_dir`` against a recomputed plan.
+
+    Sidecars are read without torch; ``torch_check`` also loads each with real torch.
+    """
     progress = progress or no_progress
     plan, problems, warnings = recompute_plan(config_path, checkpoint, overrides)
     if plan is None:
@@ -750,7 +785,7 @@ def verify_sidecars(
     receipt_rows = _check_receipt(sidecar_dir, plan, problems)
     rows = []
     for cursor in plan.ranks:
-        rows.append(_verify_rank(sidecar_dir, plan, cursor, listing, receipt_rows))
+        rows.append(_verify_rank(sidecar_dir, plan, cursor, listing, receipt_rows, torch_check))
         progress(len(rows), plan.world_size, f"checked rank {cursor.rank}")
     if deep:
         add_next_sample_ids(plan, rows, problems)
@@ -840,9 +875,14 @@ def _check_receipt(directory: str, plan: MigrationPlan, problems: list[str]) -> 
 
 
 def _verify_rank(
-    directory: str, plan: MigrationPlan, cursor: Any, present: set[str], receipt_rows: dict[int, dict]
+    directory: str, plan: MigrationPlan, cursor: Any, present: set[str], receipt_rows: dict[int, dict],
+    torch_check: bool = False,
 ) -> dict:
-    """One rank's row: file present, loads safely, payload equal, sha256 as in the receipt."""
+    """One rank's row: file present, loads safely, payload equal, sha256 as in the receipt.
+
+    The file is read once (bounded, regular files only); its hash and payload come from
+    those bytes. ``torch_check`` also loads them with real torch (``weights_only=True``).
+    """
     name = sidecar_name(cursor.rank)
     row: dict[str, Any] = {
         "rank": cursor.rank,
@@ -861,7 +901,13 @@ def _verify_rank(
         problems.append(f"{name}: missing")
         return row
     path = os.path.join(directory, name)
-    digest = sha256_file(path)
+    try:
+        data = read_sidecar_bytes(path)
+    except (OSError, FvError) as exc:
+        reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc).removeprefix(f"{path}: ")
+        problems.append(f"{name}: unreadable ({reason})")
+        return row
+    digest = sha256_bytes(data)
     if entry is not None:
         if entry.get("sha256") != digest:
             problems.append(f"{name}: sha256 {digest[:12]} does not match the receipt ({str(entry.get('sha256'))[:12]})")
@@ -871,14 +917,27 @@ def _verify_rank(
             if entry.get(key) != getattr(cursor, key):
                 problems.append(f"{RECEIPT_NAME}: rank {cursor.rank} field '{key}' is {entry.get(key)!r}, expected {getattr(cursor, key)!r}")
     try:
-        payload = load_sidecar(path)
-    except Exception as exc:  # noqa: BLE001 - any unpickling failure is a verification problem
-        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-        problems.append(f"{name}: refused by torch.load(weights_only=True): {first[:200]}")
+        payload = torch_zip.loads(data)
+    except torch_zip.TorchFileError as exc:
+        problems.append(f"{name}: refused: {exc}")
         return row
+    if torch_check:
+        problems.extend(f"{name}: {p}" for p in _torch_check(data, payload))
     problems.extend(f"{name}: {d}" for d in diff_payload(payload, plan.sidecar_payload(cursor.rank)))
     row["ok"] = not problems
     return row
+
+
+def _torch_check(data: bytes, payload: Any) -> list[str]:
+    """What real torch (``weights_only=True``) reads differently from the torch-free reader."""
+    try:
+        loaded = torch_zip.load_with_torch(data)
+    except Exception as exc:  # noqa: BLE001 - any unpickling failure is a verification problem
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        return [f"refused by torch.load(weights_only=True): {first[:200]}"]
+    if loaded != payload:
+        return ["torch.load(weights_only=True) reads a different payload than the torch-free reader"]
+    return []
 
 
 def add_next_sample_ids(plan: MigrationPlan, rows: list[dict], problems: list[str]) -> None:
