@@ -13,7 +13,13 @@ Test-only fault hook: when the environment variable ``FVCONSOLE_FAULT_KILL_AT=N`
 :func:`execute_plan` sends itself SIGKILL right before its N-th file-system operation
 (every create, write, fsync, rename, unlink and rmdir counts; see :func:`_fault_point`).
 ``FVCONSOLE_FAULT_TRACE=<file>`` appends one line per operation label to that file so a
-crash-consistency test can learn how many points there are. Never set these in production.
+crash-consistency test can learn how many points there are. ``FVCONSOLE_FAULT_PAUSE_AT``
+(an operation number, or a regular expression searched in each operation's label) with
+``FVCONSOLE_FAULT_PAUSE_FILE=<file>`` pauses right before the first such operation: the
+process writes ``<pid> <label>`` to that file and waits until the test deletes it (at most
+``FVCONSOLE_FAULT_PAUSE_TIMEOUT`` seconds, default 120), so a test can act "in between"
+(a second migration from another host, tampering with the published set). Never set these
+in production.
 """
 
 from __future__ import annotations
@@ -29,6 +35,7 @@ import signal
 import stat
 import tempfile
 import threading
+import time
 from collections.abc import Mapping, Sequence
 from concurrent.futures import FIRST_EXCEPTION, ThreadPoolExecutor, wait
 from dataclasses import dataclass
@@ -68,22 +75,25 @@ def staging_pattern(outname: str) -> re.Pattern[str]:
 
 _FAULT_LOCK = threading.Lock()
 _FAULT_COUNT = 0
+_FAULT_PAUSED = False
 
 
 def _reset_fault_counter() -> None:
-    global _FAULT_COUNT
+    global _FAULT_COUNT, _FAULT_PAUSED
     with _FAULT_LOCK:
         _FAULT_COUNT = 0
+        _FAULT_PAUSED = False
 
 
 def _fault_point(label: str) -> None:
-    """Test-only: count one file-system step; SIGKILL ourselves at ``$FVCONSOLE_FAULT_KILL_AT``."""
-    global _FAULT_COUNT
+    """Test-only: count one file-system step; SIGKILL or pause here if the environment says so."""
+    global _FAULT_COUNT, _FAULT_PAUSED
     kill_at = os.environ.get("FVCONSOLE_FAULT_KILL_AT")
     trace = os.environ.get("FVCONSOLE_FAULT_TRACE")
-    if not kill_at and not trace:
+    pause_at = os.environ.get("FVCONSOLE_FAULT_PAUSE_AT")
+    if not kill_at and not trace and not pause_at:
         return
-    with _FAULT_LOCK:
+    with _FAULT_LOCK:  # held while paused: the other writer threads stop at their next step
         _FAULT_COUNT += 1
         count = _FAULT_COUNT
         if trace:
@@ -91,6 +101,25 @@ def _fault_point(label: str) -> None:
                 handle.write(f"{count} {label}\n")
         if kill_at and kill_at.strip().isdigit() and count == int(kill_at):
             os.kill(os.getpid(), signal.SIGKILL)
+        if pause_at and not _FAULT_PAUSED and (
+            count == int(pause_at) if pause_at.strip().isdigit() else re.search(pause_at, label)
+        ):
+            _FAULT_PAUSED = True
+            _fault_pause(label)
+
+
+def _fault_pause(label: str) -> None:
+    """Test-only: announce ``label`` in ``$FVCONSOLE_FAULT_PAUSE_FILE``, wait until it is deleted."""
+    path = os.environ.get("FVCONSOLE_FAULT_PAUSE_FILE")
+    if not path:
+        return
+    tmp = f"{path}.{os.getpid()}.tmp"
+    with open(tmp, "w", encoding="utf-8") as handle:
+        handle.write(f"{os.getpid()} {label}\n")
+    os.replace(tmp, path)  # the test never sees a half-written announcement
+    deadline = time.monotonic() + float(os.environ.get("FVCONSOLE_FAULT_PAUSE_TIMEOUT", "120"))
+    while os.path.lexists(path) and time.monotonic() < deadline:
+        time.sleep(0.02)
 
 
 # --------------------------------------------------------------------------- small helpers
