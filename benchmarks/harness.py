@@ -156,7 +156,7 @@ def _fmt_met(value: bool | None) -> str:
 
 
 def format_table(rows: Sequence[Row]) -> str:
-    """A Markdown table (prints well on a terminal and pastes into the README)."""
+    """A Markdown table (prints well on a terminal and pastes into docs/performance.md)."""
     headers = ("case", "fvconsole wall (cpu)", "baseline", "baseline wall (cpu)", "ratio", "target", "met", "notes")
     body = [
         (r.case, _fmt_pair(r.fv_seconds, r.fv_cpu), r.baseline or "-", _fmt_pair(r.baseline_seconds, r.baseline_cpu),

@@ -1,13 +1,15 @@
 #!/usr/bin/env python3
-"""Render the README "Reliability" table from the suite's JSON-lines report.
+"""Render the reliability table of docs/reliability.md from the suite's JSON-lines report.
 
 Usage:
     FVCONSOLE_RELIABILITY_REPORT=/tmp/rel.jsonl python -m pytest tests/reliability
     python scripts/reliability_report.py /tmp/rel.jsonl > table.md
-    python scripts/reliability_report.py /tmp/rel.jsonl --update README.md
+    python scripts/reliability_report.py /tmp/rel.jsonl --update            # docs/reliability.md
+    python scripts/reliability_report.py /tmp/rel.jsonl --update OTHER.md
 
 With ``--update`` the table between the ``<!-- reliability-table:begin/end -->`` markers of
-that file is replaced, so the committed README section is always the suite's own output.
+that file (default: docs/reliability.md) is replaced, so the committed table is always the
+suite's own output.
 """
 
 from __future__ import annotations
@@ -20,6 +22,8 @@ from pathlib import Path
 
 BEGIN = "<!-- reliability-table:begin -->"
 END = "<!-- reliability-table:end -->"
+#: The page that holds the committed table (``--update`` without a file).
+DEFAULT_TARGET = Path(__file__).resolve().parents[1] / "docs" / "reliability.md"
 CATEGORY_ORDER = (
     "crash: migrate",
     "crash: evict",
@@ -90,7 +94,10 @@ def update(target: Path, table: str) -> None:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("report", type=Path, help="JSON-lines file written by the suite")
-    parser.add_argument("--update", type=Path, metavar="MD", help="rewrite the table inside this Markdown file")
+    parser.add_argument(
+        "--update", type=Path, nargs="?", const=DEFAULT_TARGET, metavar="MD",
+        help="rewrite the table inside this Markdown file (no value: docs/reliability.md)",
+    )
     args = parser.parse_args(argv)
     try:
         records = load(args.report)

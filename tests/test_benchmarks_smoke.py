@@ -1,7 +1,7 @@
 """Keep `python -m benchmarks` working: tiny in-process cases plus the --quick run (slow).
 
 No timed assertions: these check that each case runs, cross-checks fvconsole against its
-baseline, and reports a row; the numbers themselves belong in the README.
+baseline, and reports a row; the numbers themselves belong in docs/performance.md.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Reliability suite fixtures, and the recorder that feeds the README's Reliability table.
+"""Reliability suite fixtures, and the recorder that feeds the reliability table of docs/reliability.md.
 
 Each test carries ``@pytest.mark.fault(category, description)`` and may count trials
 and outcomes through the ``trials`` fixture. When ``FVCONSOLE_RELIABILITY_REPORT`` names a
@@ -24,7 +24,7 @@ REPORT_ENV = "FVCONSOLE_RELIABILITY_REPORT"
 
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line(
-        "markers", "fault(category, description): reliability fault scenario (rendered in the README table)"
+        "markers", "fault(category, description): reliability fault scenario (rendered in the docs/reliability.md table)"
     )
 
 

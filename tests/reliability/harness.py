@@ -2,7 +2,7 @@
 
 Why a separate module: every fault test needs the same few judgements — "did the tree
 change?", "was the failure one clean `error:` line?", "can this process still read files it
-should not?" — and they must be made identically everywhere for the README table to mean
+should not?" — and they must be made identically everywhere for the reliability table to mean
 anything.
 """
 

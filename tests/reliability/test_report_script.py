@@ -1,4 +1,4 @@
-"""scripts/reliability_report.py renders the README table from the suite's JSON lines."""
+"""scripts/reliability_report.py renders the docs/reliability.md table from the suite's JSON lines."""
 
 from __future__ import annotations
 
@@ -53,3 +53,14 @@ def test_missing_markers_and_bad_report(tmp_path: Path, capsys: pytest.CaptureFi
     md.write_text("no markers")
     with pytest.raises(SystemExit):
         module.main([str(report), "--update", str(md)])
+
+
+def test_default_target_is_the_reliability_page_and_holds_one_table() -> None:
+    """`--update` without a file rewrites docs/reliability.md, so its markers must be there, once."""
+    module = _module()
+    page = SCRIPT.parents[1] / "docs" / "reliability.md"
+    assert page == module.DEFAULT_TARGET
+    text = page.read_text(encoding="utf-8")
+    assert text.count(module.BEGIN) == 1 and text.count(module.END) == 1
+    table = text.split(module.BEGIN, 1)[1].split(module.END, 1)[0]
+    assert table.startswith("\n| category | fault injected |") and "\nTotal: " in table
