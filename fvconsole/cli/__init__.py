@@ -14,6 +14,7 @@ from collections.abc import Sequence
 
 from fvconsole import __version__
 from fvconsole.core.errors import EXIT_REFUSED, FvError
+from fvconsole.core.printable import printable
 
 # Subcommand modules, in the order `--help` lists them. Each defines register(subparsers).
 _COMMAND_MODULES = ("checkpoints", "migrate", "sidecars", "cache", "fleet", "demo")
@@ -34,7 +35,9 @@ def build_parser() -> argparse.ArgumentParser:
     """The full argument parser (cheap: no heavy imports)."""
     import importlib
 
-    parser = argparse.ArgumentParser(
+    from fvconsole.cli.common import ArgumentParser  # usage errors show argv escaped
+
+    parser = ArgumentParser(
         prog="fvconsole",
         description=DESCRIPTION,
         formatter_class=argparse.RawDescriptionHelpFormatter,
@@ -65,7 +68,7 @@ def _report_error(args: argparse.Namespace | None, exc: FvError) -> int:
         payload = {"error": message}
         payload.update(exc.details)
         print(json.dumps(payload, sort_keys=True, default=str))
-    print(f"error: {message}", file=sys.stderr)
+    print(f"error: {printable(message)}", file=sys.stderr)  # messages name files: shown escaped
     return exc.exit_code
 
 

@@ -11,7 +11,17 @@ import os
 import socket
 from typing import Any
 
-from fvconsole.cli.common import age_since, emit_json, format_table, head_tail, human_bytes, progress_printer
+from fvconsole.cli.common import (
+    Block,
+    age_since,
+    block,
+    emit_json,
+    format_table,
+    head_tail,
+    human_bytes,
+    progress_printer,
+    say,
+)
 from fvconsole.core.cache import (
     ENV_MAX_GB,
     ENV_ROOT,
@@ -131,7 +141,7 @@ def run_ls(args: argparse.Namespace) -> int:
     if args.json:
         emit_json(ls_payload(scan, entries))
     else:
-        print(render_ls(scan, entries))
+        say(render_ls(scan, entries))
     return EXIT_OK
 
 
@@ -162,7 +172,7 @@ def _short(text: str, width: int = _NOTE_WIDTH) -> str:
     return text if len(text) <= width else text[: width - 1] + "…"
 
 
-def render_ls(scan: CacheScan, entries: list) -> str:
+def render_ls(scan: CacheScan, entries: list) -> Block:
     rows = [
         (e.key, e.status, human_bytes(e.bytes),
          f"{len(e.shards_present)}/{e.num_shards if e.num_shards is not None else '?'}",
@@ -178,7 +188,7 @@ def render_ls(scan: CacheScan, entries: list) -> str:
         lines.append("(no cache entries)")
     lines.append(_ls_footer(scan, len(entries)))
     lines.extend(_ls_extras(scan))
-    return "\n".join(lines)
+    return block(lines)
 
 
 def _ls_footer(scan: CacheScan, count: int) -> str:
@@ -239,19 +249,19 @@ def run_evict(args: argparse.Namespace) -> int:
         if args.json:
             emit_json({**plan.to_json(), **_node_info()})
         else:
-            print(render_plan(plan))
+            say(render_plan(plan))
         return EXIT_OK
     result = execute_eviction(plan, progress=None if args.json else progress_printer("evicting"))
     payload = {**result.to_json(), **_node_info(), "cap_bytes": plan.cap_bytes}
     if result.errors:
         if not args.json:
-            print(render_result(result))
+            say(render_result(result))
         raise PartialFailure(f"{plan.root}: {_n(len(result.errors), 'entry', 'entries')} could not be evicted "
                              f"(first: {result.errors[0]})", report=payload)
     if args.json:
         emit_json(payload)
     else:
-        print(render_result(result))
+        say(render_result(result))
     return EXIT_OK
 
 
@@ -261,7 +271,7 @@ def _skipped_table(skipped: tuple) -> list[str]:
     return ["skipped:", format_table(("KEY", "REASON"), [(s.key, _short(s.reason, 100)) for s in skipped])]
 
 
-def render_plan(plan: EvictionPlan) -> str:
+def render_plan(plan: EvictionPlan) -> Block:
     lines = [f"eviction plan for {plan.root} on {socket.gethostname()} (dry run)"]
     if plan.cap_bytes is not None:
         lines.append(f"total {human_bytes(plan.total_bytes)}; cap {human_bytes(plan.cap_bytes)}")
@@ -273,10 +283,10 @@ def render_plan(plan: EvictionPlan) -> str:
     lines += _skipped_table(plan.skipped)
     lines.append(f"would free {human_bytes(plan.freed_bytes)} ({_n(len(plan.evict), 'entry', 'entries')}); "
                  "re-run with --yes")
-    return "\n".join(lines)
+    return block(lines)
 
 
-def render_result(result: EvictionResult) -> str:
+def render_result(result: EvictionResult) -> Block:
     lines = [f"evicted {_n(len(result.evicted), 'entry', 'entries')} from {result.root} on {socket.gethostname()}"]
     if result.evicted:
         lines.append(format_table(("KEY", "FREED", "REASON"),
@@ -285,5 +295,5 @@ def render_result(result: EvictionResult) -> str:
     lines += [f"error: {err}" for err in result.errors]
     lines.append(f"freed {human_bytes(result.freed_bytes)} (measured); filesystem free "
                  f"{human_bytes(result.fs_free_before)} -> {human_bytes(result.fs_free_after)}")
-    return "\n".join(lines)
+    return block(lines)
 

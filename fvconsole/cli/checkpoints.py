@@ -7,11 +7,10 @@ Also home of the small formatting helpers the `migrate` and `sidecars` commands 
 from __future__ import annotations
 
 import argparse
-import sys
 from collections.abc import Sequence
 from typing import Any
 
-from fvconsole.cli.common import emit_json, format_table, head_tail, human_bytes
+from fvconsole.cli.common import Block, block, emit_json, format_table, head_tail, human_bytes, say
 
 LS_EPILOG = """\
 examples:
@@ -64,7 +63,7 @@ def mismatch_rows(mismatches: Sequence[Any]) -> list[list[str]]:
     return rows
 
 
-def format_mismatches(mismatches: Sequence[Any], *, limit: int = 40) -> str:
+def format_mismatches(mismatches: Sequence[Any], *, limit: int = 40) -> str | Block:
     """Critical rows first (the caller's order is already critical-first), marked with '!'."""
     if not mismatches:
         return "config: matches the checkpoint's embedded config on every key"
@@ -73,7 +72,7 @@ def format_mismatches(mismatches: Sequence[Any], *, limit: int = 40) -> str:
     head, omitted, tail = head_tail(rows, head=limit, tail=4)
     shown = head + ([["", f"... {omitted} more", "", ""]] if omitted else []) + tail
     title = f"config mismatches: {critical} critical ('!'), {len(rows) - critical} other"
-    return title + "\n" + format_table(["", "path", "checkpoint", "config"], shown)
+    return block([title, format_table(["", "path", "checkpoint", "config"], shown)])
 
 
 def mismatches_json(mismatches: Sequence[Any]) -> list[dict]:
@@ -119,7 +118,7 @@ def _ls(args: argparse.Namespace) -> int:
         )
         return 0
     if not infos:
-        print(f"no checkpoint-<step> directories under {args.dir}")
+        say(f"no checkpoint-<step> directories under {args.dir}")
         return 0
     rows = [
         [
@@ -134,9 +133,9 @@ def _ls(args: argparse.Namespace) -> int:
         ]
         for i in infos
     ]
-    print(format_table(["step", "complete", "kind", "sidecars", "rng", "config", "size", "path"], rows, right=(0, 3, 4, 6)))
+    say(format_table(["step", "complete", "kind", "sidecars", "rng", "config", "size", "path"], rows, right=(0, 3, 4, 6)))
     for w in warnings:
-        print(f"warning: {w}")
+        say(f"warning: {w}")
     return 0
 
 
@@ -201,26 +200,25 @@ def _show(args: argparse.Namespace) -> int:
             }
         )
         return _metadata_exit(metadata_error)
-    print(f"checkpoint: {info.path}")
-    print(f"step: {info.step} (metadata.json says {metadata.get('step')!r})")
-    print(f"complete: {'yes' if info.complete else 'NO (interrupted save)'}; kind: {info.kind}; "
-          f"rank sidecars: {info.rank_sidecars}; rng states: {info.rng_states}; size: {human_bytes(info.bytes)}")
+    say(f"checkpoint: {info.path}",
+        f"step: {info.step} (metadata.json says {metadata.get('step')!r})",
+        f"complete: {'yes' if info.complete else 'NO (interrupted save)'}; kind: {info.kind}; "
+        f"rank sidecars: {info.rank_sidecars}; rng states: {info.rng_states}; size: {human_bytes(info.bytes)}")
     for p in getattr(info, "problems", ()):
-        print(f"warning: {p}")
-    print("\nembedded config (critical paths):")
+        say(f"warning: {p}")
+    say("", "embedded config (critical paths):")
     values = critical_values(embedded)
-    print(format_table(["path", "value"], [[k, short(v, 80)] for k, v in values.items()]) if values else "  (none)")
-    print("\nDCP state:")
+    say(format_table(["path", "value"], [[k, short(v, 80)] for k, v in values.items()]) if values else "  (none)")
+    say("", "DCP state:")
     if dcp_error:
-        print(f"  unreadable: {dcp_error}")
+        say(f"  unreadable: {dcp_error}")
     else:
-        print(format_table(["top-level key", "entries"], sorted(summary["prefixes"].items()), right=(1,)))
+        say(format_table(["top-level key", "entries"], sorted(summary["prefixes"].items()), right=(1,)))
         if summary["dataloader_keys"]:
-            print(f"legacy dataloader state in DCP: {len(summary['dataloader_keys'])} key(s) "
-                  "(unsafe to resume with world size > 1 without rank-local sidecars)")
+            say(f"legacy dataloader state in DCP: {len(summary['dataloader_keys'])} key(s) "
+                "(unsafe to resume with world size > 1 without rank-local sidecars)")
     if mismatches is not None:
-        print()
-        print(format_mismatches(mismatches))
+        say("", format_mismatches(mismatches))
     return _metadata_exit(metadata_error)
 
 
@@ -228,7 +226,7 @@ def _metadata_exit(error: Exception | None) -> int:
     """`show` displays what it can of a damaged checkpoint, but a bad metadata.json is exit 1."""
     if error is None:
         return 0
-    print(f"error: {' '.join(str(error).split())}", file=sys.stderr)
+    say(f"error: {' '.join(str(error).split())}", err=True)
     return 1
 
 

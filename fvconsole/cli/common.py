@@ -1,13 +1,52 @@
-"""Helpers shared by the headless commands: JSON output, sizes, ages, plain tables."""
+"""Helpers shared by the headless commands: JSON output, human text, sizes, ages, plain tables.
+
+Human text reaches the terminal only through :func:`say` (and the parser's usage errors,
+:class:`ArgumentParser`): every untrusted string in it (file names, config keys and values,
+dataset ids, DCP keys) shows its control characters escaped (``core.printable``). JSON output
+(:func:`emit_json`) stays exact.
+"""
 
 from __future__ import annotations
 
+import argparse
 import json
 import sys
 import threading
 import time
-from collections.abc import Callable, Sequence
-from typing import Any
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any, NoReturn
+
+from fvconsole.core.printable import printable
+
+
+class Block(str):
+    """Multi-line human text whose line structure is ours and whose content is already printable.
+
+    Built only by :func:`block` and :func:`format_table`. Any other string handed to
+    :func:`say` counts as one line whose every control character (newlines included) is
+    escaped, so an untrusted value can neither drive the terminal nor forge a line.
+    """
+
+
+def block(lines: Iterable[str]) -> Block:
+    """Join lines into a :class:`Block`; a line that is not already a Block is sanitised whole."""
+    return Block("\n".join(line if isinstance(line, Block) else printable(line) for line in lines))
+
+
+def say(*lines: str, err: bool = False) -> None:
+    """Print lines of human text on stdout (stderr with ``err``); no argument prints an empty line."""
+    print(block(lines), file=sys.stderr if err else sys.stdout)
+
+
+class ArgumentParser(argparse.ArgumentParser):
+    """argparse, except that a usage error shows the offending arguments escaped.
+
+    ``unrecognized arguments: ...`` quotes argv verbatim, and argv may hold file names from
+    a shell glob.
+    """
+
+    def error(self, message: str) -> NoReturn:
+        super().error(printable(message))
 
 
 def emit_json(payload: Any) -> None:
@@ -45,9 +84,13 @@ def age_since(epoch_seconds: float | None, now: float | None = None) -> str:
     return human_age((now if now is not None else time.time()) - epoch_seconds)
 
 
-def format_table(headers: Sequence[str], rows: Sequence[Sequence[Any]], right: Sequence[int] = ()) -> str:
-    """A plain aligned text table (no colour: it must read well in logs and srun output)."""
-    cells = [[str(h) for h in headers]] + [["" if c is None else str(c) for c in row] for row in rows]
+def format_table(headers: Sequence[str], rows: Sequence[Sequence[Any]], right: Sequence[int] = ()) -> Block:
+    """A plain aligned text table (no colour: it must read well in logs and srun output).
+
+    Every cell is sanitised (``printable``) before it is measured, so columns stay aligned
+    and no cell can move the cursor, retitle the terminal or break the table into lines.
+    """
+    cells = [[printable(h) for h in headers]] + [["" if c is None else printable(c) for c in row] for row in rows]
     widths = [max(len(row[i]) for row in cells) for i in range(len(headers))]
     lines = []
     for row in cells:
@@ -56,7 +99,7 @@ def format_table(headers: Sequence[str], rows: Sequence[Sequence[Any]], right: S
         ]
         lines.append("  ".join(parts).rstrip())
     lines.insert(1, "  ".join("-" * w for w in widths))
-    return "\n".join(lines)
+    return Block("\n".join(lines))
 
 
 def head_tail(items: Sequence[Any], head: int = 8, tail: int = 4) -> tuple[list[Any], int, list[Any]]:
@@ -77,6 +120,7 @@ def progress_printer(label: str, *, plain_lines: bool = False) -> Callable[[int,
     last = {"decile": -1}
 
     def show(done: int, total: int, message: str) -> None:
+        message = printable(message)  # messages name files
         with lock:
             if tty:
                 end = "\n" if total and done >= total else ""

@@ -11,7 +11,7 @@ import sys
 from typing import Any
 
 from fvconsole.cli.checkpoints import add_set_option, format_mismatches, mismatches_json
-from fvconsole.cli.common import emit_json, format_table, head_tail, progress_printer
+from fvconsole.cli.common import Block, block, emit_json, format_table, head_tail, progress_printer, say
 
 DESCRIPTION = """\
 Recompute every rank's streaming-dataloader cursor for a legacy checkpoint and write
@@ -131,23 +131,21 @@ def _run(args: argparse.Namespace) -> int:
             emit_json({"executed": False, "plan": plan.to_json(), "mismatches": mismatches,
                        "receipt": None, "warnings": warnings})
         else:
-            print(_report(plan, preview))
-            _print_warnings(extra)
-            print(f"\ndry run: nothing written; re-run with --yes to write {plan.world_size} sidecars "
-                  f"to {os.path.abspath(plan.output_dir)}")
+            say(_report(plan, preview), *[f"warning: {w}" for w in extra], "",
+                f"dry run: nothing written; re-run with --yes to write {plan.world_size} sidecars "
+                f"to {os.path.abspath(plan.output_dir)}")
         return 0
     from fvconsole.core.sidecars import RECEIPT_NAME, execute_plan
 
     base = {"executed": False, "plan": plan.to_json(), "mismatches": mismatches, "receipt": None, "warnings": warnings}
     if not args.json:
-        print(_report(plan, preview))
-        _print_warnings(extra)
+        say(_report(plan, preview), *[f"warning: {w}" for w in extra])
 
     def warn(message: str) -> None:  # execution's own findings (staging dirs, a broken lock)
         if message not in warnings:
             warnings.append(message)
             if not args.json:
-                _print_warnings([message])
+                say(f"warning: {message}")
 
     try:
         progress = None if args.json and not sys.stderr.isatty() else progress_printer("writing sidecars", plain_lines=True)
@@ -168,10 +166,8 @@ def _run(args: argparse.Namespace) -> int:
     if args.json:
         emit_json(dict(base, executed=True, receipt=receipt, receipt_path=receipt_path, output_dir=out))
         return 0
-    print(f"\nwrote {len(receipt['sidecars'])} sidecars to {out}")
-    print(f"receipt: {receipt_path}")
-    print("next step: resume training with")
-    print(f"  export FASTVIDEO_DATALOADER_STATE_DIR={out}")
+    say("", f"wrote {len(receipt['sidecars'])} sidecars to {out}", f"receipt: {receipt_path}",
+        "next step: resume training with", f"  export FASTVIDEO_DATALOADER_STATE_DIR={out}")
     return 0
 
 
@@ -190,24 +186,17 @@ def _output_dir_warnings(plan: Any, break_lock: bool) -> list[str]:
     return output_dir_warnings(plan, break_lock=break_lock)
 
 
-def _print_warnings(warnings: list[str]) -> None:
-    for w in warnings:
-        print(f"warning: {w}")
-
-
 def _refuse(args: argparse.Namespace, preview: Any, refusals: list, mismatches: list, warnings: list) -> None:
     from fvconsole.core.errors import FvError
 
     if not refusals:
         refusals = [{"field": "plan", "message": "no plan could be computed"}]
     if not args.json:
-        if preview.mismatches:
-            print(format_mismatches(preview.mismatches))
-        for w in warnings:
-            print(f"warning: {w}")
-        print(f"refused ({len(refusals)} reason(s)); nothing written:")
-        for r in refusals:
-            print(f"  - {r['message']}")
+        lines = [format_mismatches(preview.mismatches)] if preview.mismatches else []
+        lines += [f"warning: {w}" for w in warnings]
+        lines.append(f"refused ({len(refusals)} reason(s)); nothing written:")
+        lines += [f"  - {r['message']}" for r in refusals]
+        say(*lines)
     first = refusals[0]["message"]
     more = f" (+{len(refusals) - 1} more refusal(s))" if len(refusals) > 1 else ""
     raise FvError(
@@ -216,7 +205,7 @@ def _refuse(args: argparse.Namespace, preview: Any, refusals: list, mismatches: 
     )
 
 
-def _report(plan: Any, preview: Any) -> str:
+def _report(plan: Any, preview: Any) -> Block:
     """Mismatches, warnings, plan summary and the per-rank table (head/tail for long ones)."""
     lines = []
     if preview.mismatches:
@@ -245,7 +234,7 @@ def _report(plan: Any, preview: Any) -> str:
         ["rank", "sp group", "rg position", "row offset", "yielded", "next sample", "next rg"], rows,
         right=(0, 1, 2, 3, 4, 5, 6),
     ))
-    return "\n".join(lines)
+    return block(lines)
 
 
 def _rank_row(c: Any) -> list:

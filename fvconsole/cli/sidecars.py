@@ -3,10 +3,9 @@
 from __future__ import annotations
 
 import argparse
-import sys
 
 from fvconsole.cli.checkpoints import add_set_option
-from fvconsole.cli.common import emit_json, format_table, head_tail
+from fvconsole.cli.common import Block, block, emit_json, format_table, head_tail, say
 
 VERIFY_EPILOG = """\
 examples:
@@ -58,16 +57,16 @@ def _verify(args: argparse.Namespace) -> int:
     if args.json:
         emit_json(result.to_json())
     else:
-        print(_report(result, args.deep))
+        say(_report(result, args.deep))
     if not result.ok:
         if not args.json:
             first = result.problems[0] if result.problems else "unknown problem"
-            print(f"error: verification failed ({len(result.problems)} problem(s)); first: {first}", file=sys.stderr)
+            say(f"error: verification failed ({len(result.problems)} problem(s)); first: {first}", err=True)
         return 1
     return 0
 
 
-def _report(result, deep: bool) -> str:
+def _report(result, deep: bool) -> Block:
     lines = [f"sidecar dir: {result.sidecar_dir}"]
     if result.step is not None:
         lines.append(f"plan: step {result.step}, world size {result.world_size}")
@@ -91,7 +90,7 @@ def _report(result, deep: bool) -> str:
         if omitted:
             lines.append(f"  ... {omitted} more")
         lines += [f"  - {p}" for p in tail]
-    return "\n".join(lines)
+    return block(lines)
 
 
 def _row(r: dict, deep: bool) -> list:

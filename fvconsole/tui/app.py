@@ -11,20 +11,22 @@ import contextlib
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from rich.text import Text
 from textual.app import App, ComposeResult, SystemCommand
 from textual.binding import Binding
 from textual.screen import Screen
 from textual.widgets import Footer, Header, Static, TabbedContent, TabPane
 from textual.worker import get_current_worker
 
+from fvconsole.core.printable import printable
 from fvconsole.tui import backend
 from fvconsole.tui.base import BaseView, describe_error
 from fvconsole.tui.cache_view import CacheView
 from fvconsole.tui.checkpoints_view import CheckpointsView
 from fvconsole.tui.migration_view import MigrationView
 from fvconsole.tui.modals import HelpScreen, PathsScreen
+from fvconsole.tui.plain import PlainText
 from fvconsole.tui.state import ConsoleState
+from fvconsole.tui.widgets import PlainStatic
 
 try:  # the fleet engineer's view is optional
     from fvconsole.tui.fleet_view import FleetView
@@ -95,11 +97,21 @@ class FvConsoleApp(App[int]):
         self.state = state
         self.loaded = False  # set once the first state load finished (tests wait on it)
 
+    def notify(self, message: str, *, title: str = "", severity: Any = "information",
+               timeout: float | None = None, markup: bool = True) -> None:
+        """Every notification (the views' and the fleet view's) is plain text with controls escaped.
+
+        Messages carry file names, ids and node output: as markup, ``[/]`` in one crashed the
+        console. ``markup`` is accepted for Textual's signature and ignored.
+        """
+        super().notify(printable(message, keep_newlines=True), title=printable(title), severity=severity,
+                       timeout=timeout, markup=False)
+
     # ------------------------------------------------------------ layout
 
     def compose(self) -> ComposeResult:
         yield Header()
-        yield Static(id="paths")
+        yield PlainStatic(id="paths")
         with TabbedContent(initial="checkpoints", id="views"):
             with TabPane("1 Checkpoints", id="checkpoints"):
                 yield CheckpointsView(id="view-checkpoints")
@@ -155,7 +167,7 @@ class FvConsoleApp(App[int]):
         self.loaded = True
 
     def _render_paths(self, st: ConsoleState, loading: bool = False) -> None:
-        text = Text()
+        text = PlainText()
         for label, value, error in (
             ("config", st.config_path, st.config_error),
             ("checkpoints", st.checkpoints_path, None),

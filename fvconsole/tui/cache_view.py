@@ -20,7 +20,8 @@ from fvconsole.core.errors import FvError
 from fvconsole.tui import backend, state
 from fvconsole.tui.base import BaseView
 from fvconsole.tui.modals import ConfirmScreen, ErrorScreen
-from fvconsole.tui.widgets import FastTable, ProgressRow, UsageBar
+from fvconsole.tui.plain import PlainText
+from fvconsole.tui.widgets import FastTable, PlainStatic, ProgressRow, UsageBar
 
 STATUS_STYLE = {"complete": "green", "partial": "cyan", "incomplete": "yellow", "invalid": "bold red"}
 MARK = "●"
@@ -44,10 +45,9 @@ def short(text: str, width: int = 78) -> str:
     return line if len(line) <= width else line[: width - 1] + "…"
 
 
-def status_cell(entry: Any) -> str:
+def status_cell(entry: Any) -> Text:
     label = f"{entry.status}*" if entry.writing else entry.status
-    style = STATUS_STYLE.get(entry.status)
-    return f"[{style}]{label}[/]" if style else label
+    return Text(label, style=STATUS_STYLE.get(entry.status, ""))
 
 
 def last_used_cell(entry: Any) -> str:
@@ -88,16 +88,16 @@ class CacheView(BaseView):
 
     def compose(self) -> ComposeResult:
         with Vertical(id="cache-head"):
-            yield Static(id="cache-root-line")
+            yield PlainStatic(id="cache-root-line")
             yield UsageBar(id="cache-usage")
         yield Input(placeholder="filter entries by key or status (Esc closes)", classes="view-filter")
         yield ProgressRow(id="cache-progress-row")
         with Horizontal(id="cache-main"):
             yield FastTable(id="cache-table", cursor_type="row", zebra_stripes=True)
             with VerticalScroll(id="cache-detail-scroll"):
-                yield Static("Select an entry.", id="cache-detail")
+                yield PlainStatic("Select an entry.", id="cache-detail")
         with VerticalScroll(id="cache-preview-scroll"):
-            yield Static(id="cache-preview")
+            yield PlainStatic(id="cache-preview")
 
     def on_mount(self) -> None:
         table = self.query_one("#cache-table", DataTable)
@@ -116,17 +116,17 @@ class CacheView(BaseView):
         root = self.app.state.cache_root
         line = self.query_one("#cache-root-line", Static)
         if not root:
-            line.update(Text("No shard cache root: press `o` to pick one (or pass --cache-root / "
+            line.update(PlainText("No shard cache root: press `o` to pick one (or pass --cache-root / "
                              f"set ${state.CACHE_ENV}).", style="bold yellow"))
             self._show_scan(None)
             return
-        line.update(Text(f"scanning {root} …", style="italic"))
+        line.update(PlainText(f"scanning {root} …", style="italic"))
         self.run_in_thread(lambda: backend.scan(root), self._show_scan, group="cache-scan",
                            on_error=self._scan_failed)
 
     def _scan_failed(self, exc: BaseException) -> None:
         self.report_error(exc)
-        self.query_one("#cache-root-line", Static).update(Text(f"cannot scan: {exc}", style="bold red"))
+        self.query_one("#cache-root-line", Static).update(PlainText(f"cannot scan: {exc}", style="bold red"))
         self._show_scan(None)
 
     def _show_scan(self, scan: Any) -> None:
@@ -144,7 +144,7 @@ class CacheView(BaseView):
             counts: dict[str, int] = {}
             for e in self._entries:
                 counts[e.status] = counts.get(e.status, 0) + 1
-            text = Text().append(f"{scan.root}", style="bold")
+            text = PlainText().append(f"{scan.root}", style="bold")
             text.append(f"   {len(self._entries)} entries: ")
             text.append(", ".join(f"{n} {s}" for s, n in sorted(counts.items())) or "none")
             if any(e.writing for e in self._entries):
@@ -199,7 +199,7 @@ class CacheView(BaseView):
                            lambda d: self._show_detail(entry, d), group="cache-detail")
 
     def _entry_text(self, entry: Any, detail: Any) -> Text:
-        text = Text().append(f"{entry.key}  ", style="bold")
+        text = PlainText().append(f"{entry.key}  ", style="bold")
         text.append(entry.status, style=STATUS_STYLE.get(entry.status, ""))
         if entry.writing:
             text.append("  (being written)", style="grey62")
@@ -325,7 +325,7 @@ class CacheView(BaseView):
                              lambda ok: self._confirmed(plan, ok))
 
     def _show_preview(self, what: str, plan: Any) -> None:
-        text = Text().append(f"Eviction preview: {what}\n", style="bold")
+        text = PlainText().append(f"Eviction preview: {what}\n", style="bold")
         text.append(f"{len(plan.evict)} to evict, frees {human_bytes(plan.freed_bytes)}\n",
                     style="bold red" if plan.evict else "")
         head, omitted, tail = head_tail(list(plan.evict), 8, 2)
@@ -359,7 +359,7 @@ class CacheView(BaseView):
         self.query_one("#cache-progress-row", ProgressRow).stop()
         count = len(result.evicted)
         summary = f"evicted {count} entr{'y' if count == 1 else 'ies'}, freed {human_bytes(result.freed_bytes)}"
-        text = Text().append(("✓ " if result.ok else "✗ ") + summary + "\n", style="bold green" if result.ok else "bold red")
+        text = PlainText().append(("✓ " if result.ok else "✗ ") + summary + "\n", style="bold green" if result.ok else "bold red")
         for entry in result.evicted[:12]:
             text.append(f"  ✗ {entry.key} {human_bytes(entry.bytes):>10}\n")
         for error in result.errors[:12]:

@@ -5,7 +5,6 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from rich.markup import escape
 from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding
@@ -15,7 +14,8 @@ from textual.widgets import DataTable, Input, Static
 from fvconsole.cli.common import human_age, human_bytes
 from fvconsole.tui import backend, state
 from fvconsole.tui.base import BaseView
-from fvconsole.tui.widgets import FastTable
+from fvconsole.tui.plain import PlainText
+from fvconsole.tui.widgets import FastTable, PlainStatic
 
 
 def checkpoint_mtime(path: str) -> float | None:
@@ -29,8 +29,11 @@ def checkpoint_mtime(path: str) -> float | None:
 
 
 def render_mismatches(mismatches: Any, limit: int = 40) -> Text:
-    """The config-mismatch report: critical rows in red first, then the rest dimmed."""
-    text = Text()
+    """The config-mismatch report: critical rows in red first, then the rest dimmed.
+
+    Keys and values come from the run config and the checkpoint: composed as PlainText.
+    """
+    text = PlainText()
     if mismatches is None:
         text.append("No run config loaded: open one with `o` to compare.\n", style="italic")
         return text
@@ -70,13 +73,13 @@ class CheckpointsView(BaseView):
         self._selected: str | None = None
 
     def compose(self) -> ComposeResult:
-        yield Static(id="ckpt-banner")
+        yield PlainStatic(id="ckpt-banner")
         yield Input(placeholder="filter checkpoints (Esc closes)", classes="view-filter")
         with Horizontal():
             table: DataTable = FastTable(id="ckpt-table", cursor_type="row", zebra_stripes=True)
             yield table
             with VerticalScroll(id="ckpt-detail-scroll"):
-                yield Static("Select a checkpoint.", id="ckpt-detail")
+                yield PlainStatic("Select a checkpoint.", id="ckpt-detail")
 
     def on_mount(self) -> None:
         table = self.query_one("#ckpt-table", DataTable)
@@ -95,12 +98,12 @@ class CheckpointsView(BaseView):
         st = self.app.state
         banner = self.query_one("#ckpt-banner", Static)
         if not st.checkpoints_path:
-            banner.update(Text("No checkpoints directory: press `o` to pick one (or pass --checkpoints / --config).",
+            banner.update(PlainText("No checkpoints directory: press `o` to pick one (or pass --checkpoints / --config).",
                                style="bold yellow"))
             self._rows = []
             self.apply_filter(self.filter_text)
             return
-        banner.update(Text(f"loading {st.checkpoints_path} …", style="italic"))
+        banner.update(PlainText(f"loading {st.checkpoints_path} …", style="italic"))
         path = st.checkpoints_path
         self.run_in_thread(lambda: self._load(path), self._show, group="ckpt-list", on_error=self._load_failed)
 
@@ -110,14 +113,14 @@ class CheckpointsView(BaseView):
 
     def _load_failed(self, exc: BaseException) -> None:
         self.report_error(exc)
-        self.query_one("#ckpt-banner", Static).update(Text(f"cannot list checkpoints: {exc}", style="bold red"))
+        self.query_one("#ckpt-banner", Static).update(PlainText(f"cannot list checkpoints: {exc}", style="bold red"))
         self._rows = []
         self.apply_filter(self.filter_text)
 
     def _show(self, rows: list[tuple[Any, float | None]]) -> None:
         self._rows = rows
         legacy = sum(1 for info, _ in rows if info.kind == "legacy")
-        text = Text().append(f"{self.app.state.checkpoints_path}", style="bold")
+        text = PlainText().append(f"{self.app.state.checkpoints_path}", style="bold")
         text.append(f"   {len(rows)} checkpoint(s), {legacy} legacy")
         if legacy:
             text.append("   select one and press m (or Enter) to migrate", style="italic")
@@ -133,8 +136,8 @@ class CheckpointsView(BaseView):
         for info, mtime in self._rows:
             cells = (
                 str(info.step),
-                "[green]yes[/]" if info.complete else "[bold red]NO[/]",
-                f"[yellow]{info.kind}[/]" if info.kind == "legacy" else escape(str(info.kind)),
+                Text("yes", style="green") if info.complete else Text("NO", style="bold red"),
+                Text(info.kind, style="yellow") if info.kind == "legacy" else str(info.kind),
                 str(info.rank_sidecars),
                 human_bytes(info.bytes),
                 human_age(now - mtime) if mtime is not None else "-",
@@ -176,7 +179,7 @@ class CheckpointsView(BaseView):
             self.action_migrate()
 
     def _summary(self, info: Any, detail: Any) -> Text:
-        text = Text()
+        text = PlainText()
         text.append(f"checkpoint-{info.step}\n", style="bold")
         text.append(f"{info.path}\n", style="grey62")
         text.append("kind ")

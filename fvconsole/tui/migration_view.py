@@ -22,7 +22,8 @@ from fvconsole.tui import backend
 from fvconsole.tui.base import BaseView, describe_error
 from fvconsole.tui.checkpoints_view import render_mismatches
 from fvconsole.tui.modals import ConfirmScreen, ErrorScreen
-from fvconsole.tui.widgets import FastTable, PathInput, ProgressRow, ThreadProgress
+from fvconsole.tui.plain import PlainText
+from fvconsole.tui.widgets import FastTable, PathInput, PlainStatic, ProgressRow, ThreadProgress
 
 INT_FIELDS = (
     ("expected_step", "mig-step", "expected step"),
@@ -49,7 +50,7 @@ def rank_row(cursor: Any, next_id: str = ID_PENDING) -> tuple[str, ...]:
 def plan_summary(plan: Any) -> Text:
     """Step, ranks, SP groups, samples per worker and epoch progress of a plan."""
     groups = plan.world_size // max(plan.sp_world_size, 1)
-    text = Text()
+    text = PlainText()
     text.append("Plan\n", style="bold underline")
     rows = (
         ("step", plan.step),
@@ -77,7 +78,7 @@ NOT_COMPARED_FIELDS = ("config", "checkpoint", "metadata.json", "metadata.config
 
 def mismatch_report(preview: Any) -> Text:
     """The mismatch report of a preview; never "matches" when the comparison could not run."""
-    text = Text().append("Config mismatch report\n", style="bold underline")
+    text = PlainText().append("Config mismatch report\n", style="bold underline")
     if not preview.mismatches:
         stopped = [r for r in preview.refusals if r.field in NOT_COMPARED_FIELDS]
         if stopped:
@@ -147,20 +148,20 @@ class MigrationView(BaseView):
                 with Horizontal(id="mig-flags"):
                     yield Checkbox("overwrite existing sidecars", id="mig-overwrite", compact=True)
                     yield Checkbox("skip source check", id="mig-skip-source", compact=True)
-                yield Static(id="mig-derived")
+                yield PlainStatic(id="mig-derived")
                 with Horizontal(id="mig-buttons"):
                     yield Button("Preview ^R", id="mig-preview", variant="primary", compact=True)
                     yield Button("Execute ^E", id="mig-execute", variant="error", compact=True, disabled=True)
                     yield Button("Verify ^Y", id="mig-verify", compact=True)
                 yield ProgressRow(id="mig-progress-row")
                 with VerticalScroll(id="mig-details"):
-                    yield Static(id="mig-summary")
+                    yield PlainStatic(id="mig-summary")
             with Vertical(id="mig-right"):
-                yield Static(Text("Select a legacy checkpoint in view 1 and press m, or fill the form; "
+                yield PlainStatic(PlainText("Select a legacy checkpoint in view 1 and press m, or fill the form; "
                                   "then Preview (ctrl+r).", style="italic"), id="mig-banner")
-                yield Static(id="mig-receipt")
+                yield PlainStatic(id="mig-receipt")
                 with VerticalScroll(id="mig-mismatch-scroll"):
-                    yield Static(id="mig-mismatch")
+                    yield PlainStatic(id="mig-mismatch")
                 yield Input(placeholder="filter ranks (Esc closes)", classes="view-filter")
                 yield FastTable(id="mig-ranks", cursor_type="row", zebra_stripes=True)
 
@@ -192,7 +193,7 @@ class MigrationView(BaseView):
         for field, wid, _label in INT_FIELDS:
             value = getattr(defaults, field)
             self._set(f"#{wid}", "" if value is None else str(value))
-        text = Text().append("Derived values: confirm or edit\n", style="bold")
+        text = PlainText().append("Derived values: confirm or edit\n", style="bold")
         for note in defaults.derivation:
             text.append(f"  {note}\n")
         if st.run_config is None:
@@ -234,7 +235,7 @@ class MigrationView(BaseView):
             self.query_one("#mig-mismatch", Static).update("")
         banner = self.query_one("#mig-banner", Static)
         banner.set_classes("")
-        banner.update(Text(message, style="italic"))
+        banner.update(PlainText(message, style="italic"))
 
     def build_request(self) -> Any:
         """The MigrationRequest of the form; FvError naming the field when a value is not usable."""
@@ -300,7 +301,7 @@ class MigrationView(BaseView):
             self.app.push_screen(ErrorScreen("Migration failed part-way", f"{exc}\n\n{details}"))
         banner = self.query_one("#mig-banner", Static)
         banner.set_classes("refused")
-        banner.update(Text(f"✗ {exc}"))
+        banner.update(PlainText(f"✗ {exc}"))
 
     def _show_preview(self, preview: Any) -> None:
         self._finish()
@@ -308,7 +309,7 @@ class MigrationView(BaseView):
         banner = self.query_one("#mig-banner", Static)
         self.query_one("#mig-mismatch", Static).update(mismatch_report(preview))
         if preview.refusals:
-            text = Text(f"✗ REFUSED: {len(preview.refusals)} problem(s); nothing can be written")
+            text = PlainText(f"✗ REFUSED: {len(preview.refusals)} problem(s); nothing can be written")
             for refusal in preview.refusals:
                 if not refusal.message.startswith(refusal.field):
                     text.append(f"\n  {refusal.field}: ", style="bold")
@@ -323,7 +324,7 @@ class MigrationView(BaseView):
             self.query_one("#mig-execute", Button).disabled = True
             return
         plan = preview.plan
-        text = Text(f"✓ plan ready: {plan.world_size} sidecars for step {plan.step} → {plan.output_dir}")
+        text = PlainText(f"✓ plan ready: {plan.world_size} sidecars for step {plan.step} → {plan.output_dir}")
         for warning in preview.warnings:
             text.append(f"\n⚠ {warning}", style="yellow")
         if not self.read_only:
@@ -435,7 +436,7 @@ class MigrationView(BaseView):
         self._finish()
         self._last_receipt = receipt
         out = plan.output_dir
-        text = Text().append("✓ migration written\n", style="bold green")
+        text = PlainText().append("✓ migration written\n", style="bold green")
         text.append(f"receipt  {os.path.join(out, 'migration_receipt.json')}\n")
         text.append(f"{len(receipt.get('sidecars', []))} sidecars, step {receipt.get('step')}, world size "
                     f"{receipt.get('world_size')}, created {receipt.get('created_at_utc')}\n")
@@ -450,7 +451,7 @@ class MigrationView(BaseView):
         receipt_box.display = True
         banner = self.query_one("#mig-banner", Static)
         banner.set_classes("ok")
-        banner.update(Text(f"✓ done: {len(receipt.get('sidecars', []))} sidecars + receipt in {out}"))
+        banner.update(PlainText(f"✓ done: {len(receipt.get('sidecars', []))} sidecars + receipt in {out}"))
         self.query_one("#mig-execute", Button).disabled = True
         self._preview = None
         self.notify("migration written; next step shown in the receipt panel")
@@ -474,11 +475,11 @@ class MigrationView(BaseView):
         banner = self.query_one("#mig-banner", Static)
         if result.ok:
             banner.set_classes("ok")
-            banner.update(Text(f"✓ verify: {len(result.ranks)} sidecar(s) match the plan"))
+            banner.update(PlainText(f"✓ verify: {len(result.ranks)} sidecar(s) match the plan"))
             self.notify("sidecars verified")
         else:
             banner.set_classes("refused")
-            text = Text(f"✗ verify failed: {len(result.problems)} problem(s)\n")
+            text = PlainText(f"✗ verify failed: {len(result.problems)} problem(s)\n")
             for problem in result.problems[:20]:
                 text.append(f"  {problem}\n")
             banner.update(text)

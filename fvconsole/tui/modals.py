@@ -13,7 +13,6 @@ from __future__ import annotations
 import textwrap
 from collections.abc import Sequence
 
-from rich.markup import escape
 from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding
@@ -21,7 +20,8 @@ from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.screen import ModalScreen
 from textual.widgets import Button, Label, Static
 
-from fvconsole.tui.widgets import PathInput
+from fvconsole.tui.plain import PlainText
+from fvconsole.tui.widgets import PathInput, PlainStatic
 
 MODAL_CSS = """
 ConfirmScreen, ErrorScreen, HelpScreen, PathsScreen { align: center middle; }
@@ -43,7 +43,10 @@ HELP_DESC_WIDTH = 82
 
 
 class ConfirmScreen(ModalScreen[bool]):
-    """Ask before a write action; focus starts on Cancel; Esc cancels."""
+    """Ask before a write action; focus starts on Cancel; Esc cancels.
+
+    Title and body lines name files, keys and nodes: they are shown as plain text, escaped.
+    """
 
     DEFAULT_CSS = MODAL_CSS
     SCOPED_CSS = False
@@ -57,9 +60,9 @@ class ConfirmScreen(ModalScreen[bool]):
 
     def compose(self) -> ComposeResult:
         with Vertical(id="dialog", classes="danger"):
-            yield Label(Text(self._title), id="dialog-title")
+            yield Label(PlainText(self._title), id="dialog-title")
             with VerticalScroll(id="dialog-body"):
-                yield Static(Text("\n".join(self._body)))
+                yield PlainStatic("\n".join(self._body))
             with Horizontal(id="dialog-buttons"):
                 yield Button(self._confirm_label, variant="error", id="confirm")
                 yield Button("Cancel", variant="primary", id="cancel")
@@ -80,7 +83,7 @@ class ConfirmScreen(ModalScreen[bool]):
 
 
 class ErrorScreen(ModalScreen[None]):
-    """Show an error that needs acknowledging (the app keeps running)."""
+    """Show an error that needs acknowledging (the app keeps running); plain text, escaped."""
 
     DEFAULT_CSS = MODAL_CSS
     SCOPED_CSS = False
@@ -93,9 +96,9 @@ class ErrorScreen(ModalScreen[None]):
 
     def compose(self) -> ComposeResult:
         with Vertical(id="dialog", classes="danger"):
-            yield Label(Text(self._title, style="bold red"), id="dialog-title")
+            yield Label(PlainText(self._title, style="bold red"), id="dialog-title")
             with VerticalScroll(id="dialog-body"):
-                yield Static(Text(self._message))
+                yield PlainStatic(self._message)
             with Horizontal(id="dialog-buttons"):
                 yield Button("Close", variant="primary", id="close")
 
@@ -202,8 +205,3 @@ class PathsScreen(ModalScreen["dict[str, str] | None"]):
 
     def action_cancel(self) -> None:
         self.dismiss(None)
-
-
-def markup_escape(text: str) -> str:
-    """Escape user-controlled text (paths, messages) before putting it in markup."""
-    return escape(text)

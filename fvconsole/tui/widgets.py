@@ -25,11 +25,14 @@ from textual.suggester import Suggester
 from textual.widgets import DataTable, Input, ProgressBar, Static
 
 from fvconsole.cli.common import human_bytes
+from fvconsole.core.printable import printable
+from fvconsole.tui.plain import ControlPictures, plain_content, table_cell
 
 
 def complete_path(value: str, limit: int = 2000) -> str | None:
     """The first directory entry completing ``value`` (directories get a trailing slash).
 
+    Names with control characters are never suggested: a suggestion is drawn as is.
     Runs in a thread (it lists a directory); never raises.
     """
     if not value:
@@ -42,7 +45,8 @@ def complete_path(value: str, limit: int = 2000) -> str | None:
             for i, entry in enumerate(it):
                 if i >= limit:
                     break
-                if entry.name.startswith(tail) and (tail.startswith(".") or not entry.name.startswith(".")):
+                if (entry.name.startswith(tail) and (tail.startswith(".") or not entry.name.startswith("."))
+                        and printable(entry.name) == entry.name):
                     names.append((entry.name, entry.is_dir()))
     except OSError:
         return None
@@ -67,10 +71,30 @@ class PathSuggester(Suggester):
 
 
 class PathInput(Input):
-    """An Input for a path, with completion from the file system."""
+    """An Input for a path, with completion from the file system.
+
+    Paths come from data (a run config's output dir, a checkpoint's name): their control
+    characters are drawn as ␛ … while the value itself stays exact.
+    """
 
     def __init__(self, value: str | None = None, placeholder: str = "path", **kwargs: Any) -> None:
-        super().__init__(value=value or "", placeholder=placeholder, suggester=PathSuggester(), **kwargs)
+        super().__init__(value=value or "", placeholder=placeholder, suggester=PathSuggester(),
+                         highlighter=ControlPictures(), **kwargs)
+
+
+class PlainStatic(Static):
+    """A Static for text built from data: a string is never markup, control characters show escaped.
+
+    Every panel, banner and dialog body of the console that shows file names, config values,
+    ids or error messages is one of these (see ``tui.plain``).
+    """
+
+    def __init__(self, content: Any = "", **kwargs: Any) -> None:
+        kwargs["markup"] = False
+        super().__init__(plain_content(content), **kwargs)
+
+    def update(self, content: Any = "", *, layout: bool = True) -> None:
+        super().update(plain_content(content), layout=layout)
 
 
 class UsageBar(Static):
@@ -131,13 +155,13 @@ class ProgressRow(Horizontal):
 
     def compose(self) -> Any:
         yield ProgressBar(show_eta=False)
-        yield Static()
+        yield PlainStatic()  # progress messages name files
 
     def start(self, label: str, total: int | None = None) -> ThreadProgress:
         self.display = True
         bar = self.query_one(ProgressBar)
         bar.update(total=total, progress=0)
-        text = self.query_one(Static)
+        text = self.query_one(PlainStatic)
         text.update(label)
         return ThreadProgress(self.app, bar, text)
 
@@ -146,13 +170,22 @@ class ProgressRow(Horizontal):
 
 
 class FastTable(DataTable):
-    """A DataTable that stays responsive with thousands of rows.
+    """A DataTable that stays responsive with thousands of rows, and shows data as plain text.
+
+    Textual parses string cells as markup; every cell goes through ``plain.table_cell`` so
+    an id such as ``[/]s52`` is shown as written (not a crash, not a link), escapes escaped.
 
     DataTable measures every cell of every new row on idle (4096 ranks × 7 columns takes
     over a second on the event loop). With fixed column widths and one-line rows there is
     nothing to measure, so only the virtual size is recomputed. Relies on DataTable
     internals of Textual 8 (pinned <9 in pyproject); falls back to the full path otherwise.
     """
+
+    def add_row(self, *cells: Any, **kwargs: Any) -> Any:
+        return super().add_row(*(table_cell(cell) for cell in cells), **kwargs)
+
+    def update_cell(self, row_key: Any, column_key: Any, value: Any, **kwargs: Any) -> None:
+        super().update_cell(row_key, column_key, table_cell(value), **kwargs)
 
     def _update_dimensions(self, new_rows: Any) -> None:
         new_rows = list(new_rows)

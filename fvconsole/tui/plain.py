@@ -1,0 +1,103 @@
+"""Untrusted text in the console: always plain (never markup), control characters shown escaped.
+
+File names, config keys and values, dataset ids, DCP keys and error messages are data. In the
+console they must not be parsed as Rich/Textual markup (a dataset id ``[/]s52`` raised
+``MarkupError`` and crashed the app; ``[link=...]x[/link]`` became a link) and must not reach
+the terminal raw (Rich passes ESC through, so an OSC sequence retitled the terminal).
+
+The console's choke points use these helpers, all built on ``core.printable``:
+
+- :class:`PlainText` composes text from data (views build their panels with it);
+- :func:`plain_content` is what :class:`~fvconsole.tui.widgets.PlainStatic` shows;
+- :func:`table_cell` is what :class:`~fvconsole.tui.widgets.FastTable` stores;
+- :class:`ControlPictures` shows the controls of an input's value, which must stay exact.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from rich.highlighter import Highlighter
+from rich.text import Text
+
+from fvconsole.core.printable import printable
+
+#: Characters that markup parsing would change: tags (``[``), emoji codes (``:name:``).
+_MARKUP = re.compile(r"[\[:]")
+
+
+class PlainText(Text):
+    """A Rich ``Text`` whose every appended string is shown printable (``\\x1b``, ``\\u202e``).
+
+    Rich on its own drops BEL, CR and a few others and passes ESC to the terminal. Newlines
+    are kept: the line structure of text a view composes is the view's own.
+    """
+
+    def __init__(self, text: str = "", *args: Any, **kwargs: Any) -> None:
+        super().__init__(printable(text, keep_newlines=True), *args, **kwargs)
+
+    def append(self, text: str | Text, style: Any = None) -> PlainText:
+        text = printable(text, keep_newlines=True) if isinstance(text, str) else safe_text(text)
+        super().append(text, style)
+        return self
+
+    def append_text(self, text: Text) -> PlainText:
+        super().append_text(safe_text(text))
+        return self
+
+
+def safe_text(text: Text) -> Text:
+    """``text`` with its control characters escaped and every style kept on what it styled."""
+    if printable(text.plain, keep_newlines=True) == text.plain:
+        return text
+    cuts = sorted({span.start for span in text.spans} | {span.end for span in text.spans})
+    out = text.blank_copy()
+    for piece in text.divide(cuts):  # within a piece every span covers all of it
+        clean = Text(printable(piece.plain, keep_newlines=True))
+        for span in piece.spans:
+            if span.end > span.start:
+                clean.stylize(span.style)
+        out.append_text(clean)
+    return out
+
+
+def plain_content(content: Any) -> Any:
+    """What a widget showing data renders: a string as plain escaped text, a Text escaped."""
+    if isinstance(content, str):
+        return PlainText(content)
+    if isinstance(content, Text):
+        return safe_text(content)
+    return content
+
+
+def table_cell(value: Any) -> Any:
+    """A DataTable cell. Textual parses string cells as markup: one that markup would change,
+    or that holds a control character, becomes plain Text of its printable form. Others stay
+    strings (cheap: thousands of rank rows are refilled at once)."""
+    if isinstance(value, str):
+        shown = printable(value)
+        if shown == value and not _MARKUP.search(value):
+            return value
+        return Text(shown, end="", no_wrap=True)
+    if isinstance(value, Text):
+        return safe_text(value)
+    return value
+
+
+#: One visible stand-in per control character, so the value keeps its length (cursor math).
+_PICTURES = {code: chr(0x2400 + code) for code in range(0x20)} | {0x7F: "\u2421"}
+_UNPICTURED = re.compile("[\x80-\x9f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069\ud800-\udfff]")
+
+
+class ControlPictures(Highlighter):
+    """Shows an input's control characters as ␛ ␇ … (and C1, bidi, bad bytes as �).
+
+    An input's value is an exact path the operator may run with, so it is never rewritten;
+    only what is drawn changes, character for character.
+    """
+
+    def highlight(self, text: Text) -> None:
+        shown = _UNPICTURED.sub("\ufffd", text.plain.translate(_PICTURES))
+        if shown != text.plain:
+            text.plain = shown
