@@ -214,22 +214,35 @@ def test_sources_rechecked_before_writing(tmp_path) -> None:
 
 
 def test_stale_staging_dirs_cleaned_safely(tmp_path) -> None:
+    """Only this host identity's staging dirs with a dead PID go; the rest are reported, untouched."""
     legacy = build_legacy(str(tmp_path))
     name = os.path.basename(legacy.out)
-    dead = tmp_path / f".{name}.fvconsole-staging-{_dead_pid()}-abcd"
+    dead = tmp_path / core.staging_name(name, pid=_dead_pid())
     dead.mkdir()
     (dead / "dataloader_state_rank0.pt").write_bytes(b"partial")
-    alive = tmp_path / f".{name}.fvconsole-staging-{os.getpid()}-beef"
+    alive = tmp_path / core.staging_name(name, pid=os.getpid())
     alive.mkdir()
     victim = tmp_path / "victim"
     victim.mkdir()
     (victim / "dataloader_state_rank0.pt").write_bytes(b"keep me")
-    link = tmp_path / f".{name}.fvconsole-staging-{_dead_pid()}-cafe"
+    link = tmp_path / core.staging_name(name, pid=_dead_pid())
     os.symlink(victim, link)
-    core.execute_plan(plan_for(legacy))
+    # Same dead PID, but written by another host (the key differs) or by an older version (no identity).
+    other = tmp_path / f".{name}.fvconsole-staging-login2-0123456789ab-{_dead_pid()}-feed"
+    other.mkdir()
+    (other / "dataloader_state_rank0.pt").write_bytes(b"theirs")
+    legacy_name = tmp_path / f".{name}.fvconsole-staging-{_dead_pid()}-abcd"
+    legacy_name.mkdir()
+    warnings = []
+    core.execute_plan(plan_for(legacy), on_warning=warnings.append)
     assert not dead.exists()
     assert alive.is_dir()
     assert os.path.islink(link) and (victim / "dataloader_state_rank0.pt").read_bytes() == b"keep me"
+    assert (other / "dataloader_state_rank0.pt").read_bytes() == b"theirs" and legacy_name.is_dir()
+    text = "\n".join(warnings)
+    assert f"{other}: staging dir of another host or container (login2, pid" in text, text
+    assert f"{legacy_name}: staging dir without a host identity" in text, text
+    assert f"{alive}: staging dir of a running migration on this host (pid {os.getpid()})" in text, text
 
 
 @pytest.mark.slow
@@ -257,9 +270,9 @@ def test_fault_hook_kill_leaves_no_half_set(tmp_path, monkeypatch) -> None:
     argv = [sys.executable, "-m", "fvconsole", *legacy.migrate_argv("--yes", out=out)]
     assert subprocess.run(argv, env=env, capture_output=True, timeout=120).returncode == -9
     assert core.verify_sidecars(legacy.run.config_path, legacy.checkpoint, out).ok
-    # The next run cleans the dead run's staging dir and publishes a complete set.
+    # The next run (breaking the killed run's lock) cleans its staging dir and publishes a complete set.
     out = str(tmp_path / f"out-{publish}")
-    core.execute_plan(plan_for(legacy, out=out))
+    core.execute_plan(plan_for(legacy, out=out), break_lock=True)
     assert [n for n in os.listdir(tmp_path) if f"out-{publish}.fvconsole-staging" in n] == []
     assert core.verify_sidecars(legacy.run.config_path, legacy.checkpoint, out).ok
 

@@ -23,7 +23,10 @@ Without --yes this is a dry run: the config mismatch report, the plan and the pe
 cursors are printed and nothing is written. --expected-step, --expected-world-size and
 --consumed-batches-per-rank are deliberate confirmations: any mismatch refuses. With --yes
 the set is staged beside the output dir and published with one atomic rename (or an
-atomic swap with --overwrite), so the output dir never holds a partial set.
+atomic swap with --overwrite), so the output dir never holds a partial set, then read back
+and compared with what was written. Migrations to one output dir take turns through the
+lock file .<name>.fvconsole-lock beside it, from any host sharing the filesystem; a lock
+left by a killed migration is removed with --break-lock on the host that ran it.
 """
 
 EPILOG = """\
@@ -34,8 +37,9 @@ example (dry run, then write):
   fvconsole migrate ... --yes
   export FASTVIDEO_DATALOADER_STATE_DIR=/shared/gb200/dataloader-state-4000
 
-exit codes: 0 dry run or written, 1 refused (nothing written), 2 usage error,
-3 failed part-way (the output dir was not changed; details reported).
+exit codes: 0 dry run or written, 1 refused (nothing written; also: another migration
+holds the lock), 2 usage error, 3 failed part-way (the output dir was not changed) or the
+published set did not read back as written (details reported).
 """
 
 
@@ -80,6 +84,11 @@ def register(sub: argparse._SubParsersAction) -> None:
         "--skip-source-check", action="store_true",
         help="accept dataset files whose size/mtime drifted from the manifest",
     )
+    parser.add_argument(
+        "--break-lock", action="store_true",
+        help="remove the output dir's lock if its holder is provably dead on this host (a killed "
+             "migration); a lock of another host or container is never broken",
+    )
     parser.add_argument("--yes", action="store_true", help="write the sidecars (default: dry run)")
     parser.add_argument(
         "--torch-check", action="store_true",
@@ -115,8 +124,11 @@ def _run(args: argparse.Namespace) -> int:
     mismatches = mismatches_json(preview.mismatches)
     warnings = list(preview.warnings)
     refusals = [{"field": r.field, "message": r.message} for r in preview.refusals]
+    extra: list[str] = []
     if preview.plan is not None:
-        refusals += _output_dir_refusals(preview.plan)
+        refusals += _output_dir_refusals(preview.plan, args.break_lock)
+        extra = _output_dir_warnings(preview.plan, args.break_lock)
+        warnings += extra
     if refusals or preview.plan is None:
         _refuse(args, preview, refusals, mismatches, warnings)
     plan = preview.plan
@@ -125,7 +137,7 @@ def _run(args: argparse.Namespace) -> int:
             emit_json({"executed": False, "plan": plan.to_json(), "mismatches": mismatches,
                        "receipt": None, "warnings": warnings})
         else:
-            say(_report(plan, preview), "",
+            say(_report(plan, preview), *[f"warning: {w}" for w in extra], "",
                 f"dry run: nothing written; re-run with --yes to write {plan.world_size} sidecars "
                 f"to {os.path.abspath(plan.output_dir)}")
         return 0
@@ -133,10 +145,18 @@ def _run(args: argparse.Namespace) -> int:
 
     base = {"executed": False, "plan": plan.to_json(), "mismatches": mismatches, "receipt": None, "warnings": warnings}
     if not args.json:
-        say(_report(plan, preview))
+        say(_report(plan, preview), *[f"warning: {w}" for w in extra])
+
+    def warn(message: str) -> None:  # execution's own findings (staging dirs, a broken lock)
+        if message not in warnings:
+            warnings.append(message)
+            if not args.json:
+                say(f"warning: {message}")
+
     try:
         progress = None if args.json and not sys.stderr.isatty() else progress_printer("writing sidecars", plain_lines=True)
-        receipt = execute_plan(plan, progress=progress, workers=args.workers, torch_check=args.torch_check)
+        receipt = execute_plan(plan, progress=progress, workers=args.workers, break_lock=args.break_lock,
+                               on_warning=warn, torch_check=args.torch_check)
     except FvError as exc:
         from fvconsole.core.errors import PartialFailure
 
@@ -158,12 +178,19 @@ def _run(args: argparse.Namespace) -> int:
     return 0
 
 
-def _output_dir_refusals(plan: Any) -> list[dict]:
-    """The execute-time output dir rules (foreign files, symlinks), checked already in the dry run."""
+def _output_dir_refusals(plan: Any, break_lock: bool) -> list[dict]:
+    """The execute-time output dir rules (foreign files, symlinks, the lock), checked already in the dry run."""
     from fvconsole.core.sidecars import output_dir_refusal
 
-    message = output_dir_refusal(plan)
+    message = output_dir_refusal(plan, break_lock=break_lock)
     return [{"field": "output_dir", "message": message}] if message else []
+
+
+def _output_dir_warnings(plan: Any, break_lock: bool) -> list[str]:
+    """Staging dirs beside the output dir and a stale lock, as execution will find them."""
+    from fvconsole.core.sidecars import output_dir_warnings
+
+    return output_dir_warnings(plan, break_lock=break_lock)
 
 
 def _refuse(args: argparse.Namespace, preview: Any, refusals: list, mismatches: list, warnings: list) -> None:

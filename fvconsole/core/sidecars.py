@@ -3,17 +3,30 @@
 Why this shape: FastVideo reads ``$FASTVIDEO_DATALOADER_STATE_DIR/dataloader_state_rank<r>.pt``
 for every rank, so an output dir holding half a set (or a new receipt beside old sidecars)
 would resume a run from the wrong samples. Everything is therefore staged in a sibling
-directory ``.<outname>.fvconsole-staging-<pid>-<rand>`` on the same filesystem, each file
-written atomically and verified, the receipt written last, and only then published with a
-single rename (new dir) or an atomic ``renameat2(RENAME_EXCHANGE)`` swap (``--overwrite``).
-At any instant the output dir is either absent, the previous complete set, or the new
-complete set. The legacy checkpoint is only ever read.
+directory ``.<outname>.fvconsole-staging-<host>-<identity key>-<pid>-<rand>`` on the same
+filesystem, each file written atomically and verified, the receipt written last, and only
+then published with a single rename (new dir) or an atomic ``renameat2(RENAME_EXCHANGE)``
+swap (``--overwrite``). At any instant the output dir is either absent, the previous
+complete set, or the new complete set. The legacy checkpoint is only ever read.
+
+The output dir is usually on a filesystem shared by several hosts, so a PID means nothing
+by itself (:mod:`fvconsole.core.host`): executions on one output dir serialise through the
+lock file ``.<outname>.fvconsole-lock`` beside it (:mod:`fvconsole.core.locks`); a staging
+dir is removed only by a process of the identity in its name, once its PID is dead (the
+others are reported, never touched); and the published set is re-read and compared with
+what was written before success is reported.
 
 Test-only fault hook: when the environment variable ``FVCONSOLE_FAULT_KILL_AT=N`` is set,
 :func:`execute_plan` sends itself SIGKILL right before its N-th file-system operation
 (every create, write, fsync, rename, unlink and rmdir counts; see :func:`_fault_point`).
 ``FVCONSOLE_FAULT_TRACE=<file>`` appends one line per operation label to that file so a
-crash-consistency test can learn how many points there are. Never set these in production.
+crash-consistency test can learn how many points there are. ``FVCONSOLE_FAULT_PAUSE_AT``
+(an operation number, or a regular expression searched in each operation's label) with
+``FVCONSOLE_FAULT_PAUSE_FILE=<file>`` pauses right before the first such operation: the
+process writes ``<pid> <label>`` to that file and waits until the test deletes it (at most
+``FVCONSOLE_FAULT_PAUSE_TIMEOUT`` seconds, default 120), so a test can act "in between"
+(a second migration from another host, tampering with the published set). Never set these
+in production.
 """
 
 from __future__ import annotations
@@ -28,7 +41,8 @@ import signal
 import stat
 import tempfile
 import threading
-from collections.abc import Mapping, Sequence
+import time
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor, as_completed, wait
 from dataclasses import dataclass
 from datetime import datetime, timezone
@@ -37,6 +51,8 @@ from typing import TYPE_CHECKING, Any
 from fvconsole.core import torch_zip
 from fvconsole.core.errors import FvError, PartialFailure
 from fvconsole.core.fsutil import is_within, sha256_file
+from fvconsole.core.host import HostIdentity, current_identity, pid_alive
+from fvconsole.core.locks import FileLock
 from fvconsole.core.progress import Progress, no_progress
 from fvconsole.core.safe_read import file_kind, load_json, open_regular, read_regular_file, short_repr
 
@@ -52,6 +68,11 @@ SIDECAR_RE = re.compile(r"^dataloader_state_rank(\d+)\.pt$")
 #: Hidden temp files we (and FastVideo's own atomic save) leave while writing.
 TEMP_RE = re.compile(r"^\.(dataloader_state_rank\d+\.pt|migration_receipt\.json)\.[0-9A-Za-z_-]+\.tmp$")
 STAGING_TAG = ".fvconsole-staging-"
+LOCK_TAG = ".fvconsole-lock"
+#: The longest file name most filesystems accept (staging names add ~85 bytes to the output dir's).
+NAME_MAX = 255
+#: Re-verification reads at most this much of a published file (a sidecar is a few KiB).
+MAX_PUBLISHED_BYTES = 64 << 20
 #: Below this many ranks a thread pool costs more than it saves.
 PARALLEL_THRESHOLD = 16
 
@@ -62,8 +83,34 @@ def sidecar_name(rank: int) -> str:
 
 
 def staging_pattern(outname: str) -> re.Pattern[str]:
-    """Names of our staging dirs for an output dir called ``outname`` (group 1: pid)."""
-    return re.compile(rf"^\.{re.escape(outname)}{re.escape(STAGING_TAG)}(\d+)-[0-9a-f]+$")
+    """Names of our staging dirs for an output dir called ``outname``.
+
+    Groups ``host`` (label), ``key`` (:attr:`HostIdentity.key`) and ``pid``; ``host`` and
+    ``key`` are None for the identity-less names of older versions (``-<pid>-<rand>``).
+    """
+    return re.compile(
+        rf"^\.{re.escape(outname)}{re.escape(STAGING_TAG)}"
+        r"(?:(?P<host>[A-Za-z0-9._-]{1,40})-(?P<key>[0-9a-f]{12})-)?(?P<pid>\d+)-[0-9a-f]+$"
+    )
+
+
+def staging_name(outname: str, me: HostIdentity | None = None, pid: int | None = None) -> str:
+    """A fresh staging dir name saying whose it is: host label, identity key, pid."""
+    me = me or current_identity()
+    pid = os.getpid() if pid is None else pid
+    return f".{outname}{STAGING_TAG}{me.label}-{me.key}-{pid}-{secrets.token_hex(4)}"
+
+
+def lock_path(out: str) -> str:
+    """The migration lock of output dir ``out``: beside it, so no set ever contains it."""
+    out = os.path.abspath(out)
+    return os.path.join(os.path.dirname(out), f".{os.path.basename(out)}{LOCK_TAG}")
+
+
+def migration_lock(out: str, step: Any = None) -> FileLock:
+    """The lock that serialises executions on ``out`` (any host sharing the filesystem)."""
+    return FileLock(lock_path(out), subject=os.path.abspath(out), what="another migration holds the lock",
+                    break_flag="--break-lock", step=step)
 
 
 # --------------------------------------------------------------------------- fault hook
@@ -71,22 +118,25 @@ def staging_pattern(outname: str) -> re.Pattern[str]:
 
 _FAULT_LOCK = threading.Lock()
 _FAULT_COUNT = 0
+_FAULT_PAUSED = False
 
 
 def _reset_fault_counter() -> None:
-    global _FAULT_COUNT
+    global _FAULT_COUNT, _FAULT_PAUSED
     with _FAULT_LOCK:
         _FAULT_COUNT = 0
+        _FAULT_PAUSED = False
 
 
 def _fault_point(label: str) -> None:
-    """Test-only: count one file-system step; SIGKILL ourselves at ``$FVCONSOLE_FAULT_KILL_AT``."""
-    global _FAULT_COUNT
+    """Test-only: count one file-system step; SIGKILL or pause here if the environment says so."""
+    global _FAULT_COUNT, _FAULT_PAUSED
     kill_at = os.environ.get("FVCONSOLE_FAULT_KILL_AT")
     trace = os.environ.get("FVCONSOLE_FAULT_TRACE")
-    if not kill_at and not trace:
+    pause_at = os.environ.get("FVCONSOLE_FAULT_PAUSE_AT")
+    if not kill_at and not trace and not pause_at:
         return
-    with _FAULT_LOCK:
+    with _FAULT_LOCK:  # held while paused: the other writer threads stop at their next step
         _FAULT_COUNT += 1
         count = _FAULT_COUNT
         if trace:
@@ -94,6 +144,25 @@ def _fault_point(label: str) -> None:
                 handle.write(f"{count} {label}\n")
         if kill_at and kill_at.strip().isdigit() and count == int(kill_at):
             os.kill(os.getpid(), signal.SIGKILL)
+        if pause_at and not _FAULT_PAUSED and (
+            count == int(pause_at) if pause_at.strip().isdigit() else re.search(pause_at, label)
+        ):
+            _FAULT_PAUSED = True
+            _fault_pause(label)
+
+
+def _fault_pause(label: str) -> None:
+    """Test-only: announce ``label`` in ``$FVCONSOLE_FAULT_PAUSE_FILE``, wait until it is deleted."""
+    path = os.environ.get("FVCONSOLE_FAULT_PAUSE_FILE")
+    if not path:
+        return
+    tmp = f"{path}.{os.getpid()}.tmp"
+    with open(tmp, "w", encoding="utf-8") as handle:
+        handle.write(f"{os.getpid()} {label}\n")
+    os.replace(tmp, path)  # the test never sees a half-written announcement
+    deadline = time.monotonic() + float(os.environ.get("FVCONSOLE_FAULT_PAUSE_TIMEOUT", "120"))
+    while os.path.lexists(path) and time.monotonic() < deadline:
+        time.sleep(0.02)
 
 
 # --------------------------------------------------------------------------- small helpers
@@ -101,18 +170,6 @@ def _fault_point(label: str) -> None:
 
 def sha256_bytes(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
-
-
-def _pid_alive(pid: int) -> bool:
-    if pid <= 0:
-        return False
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
 
 
 def _fsync_dir(path: str, label: str) -> None:
@@ -235,18 +292,34 @@ def check_output_dir(out: str, checkpoint: str, overwrite: bool) -> OutputState:
 # --------------------------------------------------------------------------- preconditions
 
 
-def output_dir_refusal(plan: MigrationPlan) -> str | None:
-    """The execute-time output dir rules (foreign files, symlinks) as a refusal message.
+def output_dir_refusal(plan: MigrationPlan, *, break_lock: bool = False) -> str | None:
+    """The execute-time output dir rules (foreign files, symlinks, the lock) as a refusal message.
 
     The dry run (CLI) and the console's preview call this so that they refuse exactly what
-    execution would, before anything is written.
+    execution would, before anything is written. The lock is only read, never taken.
     """
     out = os.path.abspath(plan.output_dir)
     try:
         check_output_dir(out, plan.checkpoint, plan.request.overwrite)
     except FvError as exc:
         return f"output_dir: {exc}"
+    refusal = migration_lock(out).probe(break_stale=break_lock).refusal
+    if refusal:
+        return f"output_dir: {refusal}"
     return _unwritable_parent(out)
+
+
+def output_dir_warnings(plan: MigrationPlan, *, break_lock: bool = False) -> list[str]:
+    """What execution would report beside the output dir: staging dirs, a stale lock it breaks."""
+    out = os.path.abspath(plan.output_dir)
+    parent, outname = os.path.dirname(out), os.path.basename(out)
+    warnings = []
+    for found in _staging_dirs(parent, outname):
+        why = _staging_kept(found)
+        warnings.append(why or f"{found.path}: staging dir of a crashed migration on this host "
+                               f"(pid {found.pid}); --yes removes it")
+    note = migration_lock(out).probe(break_stale=break_lock).note
+    return [*warnings, note] if note else warnings
 
 
 def _unwritable_parent(out: str) -> str | None:
@@ -311,23 +384,65 @@ def _manifest_fingerprint_now(path: str) -> str:
 # --------------------------------------------------------------------------- staging
 
 
-def cleanup_stale_staging(parent: str, outname: str) -> list[str]:
-    """Remove staging dirs of crashed runs (dead pid) beside the output dir; returns their names."""
+@dataclass(frozen=True)
+class StagingDir:
+    """A staging dir beside the output dir, as its name describes it."""
+
+    path: str
+    host: str | None  # host label; None for an identity-less name of an older version
+    key: str | None
+    pid: int
+
+
+def _staging_dirs(parent: str, outname: str) -> list[StagingDir]:
+    """Staging dirs (real directories, not symlinks) of ``outname`` in ``parent``."""
     pattern = staging_pattern(outname)
-    removed = []
+    found = []
     try:
         entries = list(os.scandir(parent))
-    except FileNotFoundError:
-        return removed
-    for entry in entries:
+    except OSError:
+        return found
+    for entry in sorted(entries, key=lambda e: e.name):
         match = pattern.match(entry.name)
-        if not match or not entry.is_dir(follow_symlinks=False):
-            continue
-        if _pid_alive(int(match.group(1))):
-            continue
-        if _remove_set_dir(os.path.join(parent, entry.name)):
-            removed.append(entry.name)
-    return removed
+        if match and entry.is_dir(follow_symlinks=False):
+            found.append(StagingDir(entry.path, match["host"], match["key"], int(match["pid"])))
+    return found
+
+
+def _staging_kept(found: StagingDir, me: HostIdentity | None = None) -> str | None:
+    """Why ``found`` must be left alone, or None if it is a crashed run of this very identity.
+
+    Only this identity can tell whether the PID in the name still runs: a staging dir of
+    another host or container (or without an identity) may be a live migration's.
+    """
+    me = me or current_identity()
+    if found.key is None:
+        return (f"{found.path}: staging dir without a host identity (older fvconsole, pid {found.pid}); "
+                "left untouched: remove it by hand once no migration is running")
+    if found.key != me.key:
+        return (f"{found.path}: staging dir of another host or container ({found.host}, pid {found.pid}); "
+                "left untouched: a migration there is running or crashed, remove it by hand once it is gone")
+    if pid_alive(found.pid):
+        return f"{found.path}: staging dir of a running migration on this host (pid {found.pid}); left untouched"
+    return None
+
+
+def cleanup_stale_staging(parent: str, outname: str) -> tuple[list[str], list[str]]:
+    """Remove staging dirs of crashed runs of *this* host identity; returns (removed, warnings).
+
+    Every other staging dir is reported in the warnings and never touched.
+    """
+    removed, warnings = [], []
+    me = current_identity()
+    for found in _staging_dirs(parent, outname):
+        why = _staging_kept(found, me)
+        if why:
+            warnings.append(why)
+        elif _remove_set_dir(found.path):
+            removed.append(os.path.basename(found.path))
+        else:
+            warnings.append(f"{found.path}: staging dir of a crashed migration holds unexpected entries; left untouched")
+    return removed, warnings
 
 
 def _remove_set_dir(path: str) -> bool:
@@ -514,7 +629,7 @@ def _publish(staging: str, out: str, parent: str, outname: str, checkpoint: str,
     _fault_point(f"exchange {staging} <-> {out}")
     if exchange_paths(staging, out):
         return staging  # the old set now lives under the staging name
-    aside = os.path.join(parent, f".{outname}{STAGING_TAG}{os.getpid()}-{secrets.token_hex(4)}")
+    aside = os.path.join(parent, staging_name(outname))
     _fault_point(f"rename {out} -> {aside}")
     os.rename(out, aside)
     try:
@@ -543,6 +658,9 @@ def _precheck(plan: MigrationPlan) -> tuple[str, str, str]:
     outname = os.path.basename(out)
     if not outname or outname in (".", ".."):
         raise FvError(f"{plan.output_dir}: not a usable output dir name (--output-dir)")
+    if len(os.fsencode(staging_name(outname))) > NAME_MAX:
+        raise FvError(f"{plan.output_dir}: output dir name is too long for its staging dir beside it "
+                      f"(at most {NAME_MAX - len(os.fsencode(staging_name('')))} bytes; --output-dir)")
     parent = os.path.dirname(out)
     check_output_dir(out, plan.checkpoint, plan.request.overwrite)
     _recheck_sources(plan)
@@ -557,35 +675,69 @@ def _precheck(plan: MigrationPlan) -> tuple[str, str, str]:
 
 
 def execute_plan(
-    plan: MigrationPlan, progress: Progress | None = None, workers: int | None = None, *, torch_check: bool = False
+    plan: MigrationPlan,
+    progress: Progress | None = None,
+    workers: int | None = None,
+    *,
+    break_lock: bool = False,
+    on_warning: Callable[[str], None] | None = None,
+    torch_check: bool = False,
 ) -> dict:
     """Write exactly ``plan``'s sidecars and receipt to ``plan.output_dir``; returns the receipt.
 
-    Refusals (FvError) happen before anything is written; a failure after the first write
-    removes the staging dir, leaves any previous set untouched and raises PartialFailure.
-    ``torch_check``: each staged sidecar is also read back with real torch before publishing.
+    Refusals (FvError) happen before anything is written, including "another migration holds
+    the output dir's lock" (``break_lock``: first remove a lock whose holder is provably dead
+    on this host). A failure after the first write removes the staging dir, leaves any
+    previous set untouched and raises PartialFailure; so does a published set that does not
+    read back as written. ``on_warning`` receives what the operator should know (staging
+    dirs of other hosts left alone, a stale lock removed). ``torch_check``: each staged sidecar
+    is also read back with real torch before publishing.
     """
     progress = progress or no_progress
+    warn = on_warning or (lambda message: None)
     _reset_fault_counter()
     out, parent, outname = _precheck(plan)
-    staging = os.path.join(parent, f".{outname}{STAGING_TAG}{os.getpid()}-{secrets.token_hex(4)}")
-    written: list[_Written] = []
-    stage = "creating the output dir's parent"
-    try:
-        if not os.path.isdir(parent):
+    if not os.path.isdir(parent):  # the lock lives in the parent
+        try:
             _fault_point(f"makedirs {parent}")
             os.makedirs(parent, exist_ok=True)
-        stage = "removing stale staging dirs"
-        cleanup_stale_staging(parent, outname)
+        except OSError as exc:
+            raise _unchanged_failure(out, "creating the output dir's parent", exc, None, True, 0,
+                                     len(plan.ranks)) from None
+    lock = migration_lock(out, step=lambda label: _fault_point(f"lock: {label}"))
+    for note in lock.acquire(break_stale=break_lock):
+        warn(note)
+    try:
+        return _execute_locked(plan, out, parent, outname, progress, workers, warn, torch_check)
+    finally:
+        problem = lock.release()
+        if problem:
+            warn(problem)
+
+
+def _execute_locked(
+    plan: MigrationPlan, out: str, parent: str, outname: str, progress: Progress,
+    workers: int | None, warn: Callable[[str], None], torch_check: bool,
+) -> dict:
+    """Stage, publish and re-verify, holding the output dir's lock."""
+    check_output_dir(out, plan.checkpoint, plan.request.overwrite)  # as it is now that we hold the lock
+    staging = os.path.join(parent, staging_name(outname))
+    written: list[_Written] = []
+    stage = "removing stale staging dirs"
+    try:
+        for message in cleanup_stale_staging(parent, outname)[1]:
+            warn(message)
         stage = "creating the staging dir"
         _fault_point(f"mkdir {staging}")
         os.mkdir(staging, 0o755)
+        staged = os.lstat(staging)
         stage = "writing sidecars"
         _write_all(staging, plan, progress, workers, written, torch_check)
         _fsync_dir(staging, f"fsync {staging}")
         stage = "writing the receipt"
         receipt = build_receipt(plan, written)
-        _write_file_atomic(staging, RECEIPT_NAME, receipt_bytes(receipt))
+        data = receipt_bytes(receipt)
+        _write_file_atomic(staging, RECEIPT_NAME, data)
         _fsync_dir(staging, f"fsync {staging}")
         stage = "publishing"
         old = _publish(staging, out, parent, outname, plan.checkpoint, plan.request.overwrite)
@@ -596,19 +748,21 @@ def execute_plan(
         if isinstance(exc, KeyboardInterrupt):
             raise
         raise _unchanged_failure(out, stage, exc, staging, removed, len(written), len(plan.ranks)) from None
-    _after_publish(out, parent, old)
+    expected = {w.name: w.sha256 for w in written}
+    expected[RECEIPT_NAME] = sha256_bytes(data)
+    _after_publish(out, parent, old, (staged.st_dev, staged.st_ino), expected)
     progress(len(plan.ranks), len(plan.ranks), f"published {out}")
     return receipt
 
 
 def _unchanged_failure(
-    out: str, stage: str, exc: BaseException, staging: str, removed: bool, written: int, total: int
+    out: str, stage: str, exc: BaseException, staging: str | None, removed: bool, written: int, total: int
 ) -> PartialFailure:
     """The exit-3 error for a failure before the output dir was touched."""
     reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc) or type(exc).__name__
+    left = "" if staging is None else f"; staging dir {'removed' if removed else 'left at ' + staging}"
     return PartialFailure(
-        f"{out}: migration failed while {stage}: {reason}; staging dir "
-        f"{'removed' if removed else 'left at ' + staging}; the output dir was not changed",
+        f"{out}: migration failed while {stage}: {reason}{left}; the output dir was not changed",
         report={
             "stage": stage,
             "output_dir": out,
@@ -621,11 +775,14 @@ def _unchanged_failure(
     )
 
 
-def _after_publish(out: str, parent: str, old: str | None) -> None:
-    """Make the publishing rename durable, then delete the previous set (if any).
+def _after_publish(
+    out: str, parent: str, old: str | None, published: tuple[int, int], expected: Mapping[str, str]
+) -> None:
+    """Make the publishing rename durable, re-verify the set, then delete the previous set (if any).
 
-    The new set is already visible and complete here, so a failure is reported as exit 3
-    naming what is left, never by undoing the publish.
+    The new set is already visible here, so a failure is reported as exit 3 naming what is
+    wrong and what is left, never by undoing the publish. A set that does not read back as
+    written keeps the previous set where it is (the operator may want it back).
     """
     try:
         _fsync_dir(parent, f"fsync {parent}")
@@ -635,9 +792,64 @@ def _after_publish(out: str, parent: str, old: str | None) -> None:
             report={"stage": "syncing the parent dir", "output_dir": out, "output_dir_changed": True,
                     "previous_set": old},
         ) from None
+    problems = verify_published(out, published, expected)
+    if problems:
+        more = f" (+{len(problems) - 1} more)" if len(problems) > 1 else ""
+        kept = f"; the previous set is kept at {old} (until the next migrate on this host)" if old else ""
+        raise PartialFailure(
+            f"{out}: the published set does not read back as written: {problems[0]}{more}{kept}; "
+            "do not resume from it (re-run with --overwrite)",
+            report={"stage": "verifying the published set", "output_dir": out, "output_dir_changed": True,
+                    "problems": problems, "previous_set": old},
+        )
     if old is not None and _remove_set_dir(old):  # a leftover is cleaned by the next execute
         with contextlib.suppress(OSError):
             _fsync_dir(parent, f"fsync {parent}")
+
+
+def verify_published(out: str, published: tuple[int, int], expected: Mapping[str, str]) -> list[str]:
+    """Problems with the set at ``out``: not the dir published, extra/missing entries, other bytes.
+
+    ``published`` is the (st_dev, st_ino) of the staging dir that was renamed to ``out``;
+    ``expected`` maps every file name of the set to the sha256 of the bytes written.
+    Reads through a directory fd without following symlinks, each file at most
+    MAX_PUBLISHED_BYTES.
+    """
+    try:
+        fd = os.open(out, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
+    except OSError as exc:
+        return [f"{out}: cannot open the published dir ({exc.strerror})"]
+    try:
+        st = os.fstat(fd)
+        if (st.st_dev, st.st_ino) != published:
+            return [f"{out}: is no longer the directory that was published (replaced after publishing)"]
+        names = set(os.listdir(fd))
+        problems = [f"{name}: unexpected entry in the published set" for name in sorted(names - set(expected))]
+        for name in sorted(expected):
+            if name not in names:
+                problems.append(f"{name}: missing from the published set")
+                continue
+            digest = _sha256_at(fd, name)
+            if digest != expected[name]:
+                problems.append(f"{name}: sha256 {digest[:12]} is not what was written ({expected[name][:12]})")
+        return problems
+    finally:
+        os.close(fd)
+
+
+def _sha256_at(dir_fd: int, name: str) -> str:
+    """sha256 of regular file ``name`` in ``dir_fd`` (bounded; a description if unreadable)."""
+    try:
+        fd = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK, dir_fd=dir_fd)
+    except OSError as exc:
+        return f"<unreadable: {exc.strerror}>"
+    with os.fdopen(fd, "rb") as handle:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return "<not a regular file>"
+        data = handle.read(MAX_PUBLISHED_BYTES + 1)
+    if len(data) > MAX_PUBLISHED_BYTES:
+        return f"<larger than {MAX_PUBLISHED_BYTES} bytes>"
+    return sha256_bytes(data)
 
 
 # --------------------------------------------------------------------------- verify

@@ -96,6 +96,7 @@ class CliResult:
     returncode: int
     stdout: str
     stderr: str
+    pid: int | None = None  # of the child process (None when run in this process)
 
     @property
     def killed_by(self) -> int | None:
@@ -127,16 +128,21 @@ def run_cli(
     as root the child obeys file modes (see :func:`drop_dac_capabilities`).
     """
     argv = tuple(str(a) for a in argv)
-    proc = subprocess.run(
+    with subprocess.Popen(
         [sys.executable, "-m", "fvconsole", *argv],
         env=cli_env(env),
         cwd=cwd,
-        capture_output=True,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
         text=True,
-        timeout=timeout,
         preexec_fn=drop_dac_capabilities if unprivileged else None,
-    )
-    return CliResult(argv, proc.returncode, proc.stdout, proc.stderr)
+    ) as proc:
+        try:
+            stdout, stderr = proc.communicate(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            raise
+    return CliResult(argv, proc.returncode, stdout, stderr, proc.pid)
 
 
 def run_forked(argv: Sequence[str], *, env: Mapping[str, str] | None = None) -> CliResult:
@@ -184,6 +190,7 @@ def run_forked(argv: Sequence[str], *, env: Mapping[str, str] | None = None) -> 
             os.waitstatus_to_exitcode(status),
             out.read().decode("utf-8", "replace"),
             err.read().decode("utf-8", "replace"),
+            pid,
         )
 
 

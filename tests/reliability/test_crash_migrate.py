@@ -5,7 +5,9 @@ operations of a full run, ``FVCONSOLE_FAULT_KILL_AT=N`` SIGKILLs the process rig
 the N-th. Kill points are spread evenly over the whole run (first to last operation).
 After every kill: the legacy checkpoint is byte-identical, the output dir is either absent,
 the previous complete set, or the new complete set with its receipt (never a receipt-less
-mix), `sidecars verify` agrees with that, and a plain re-run repairs everything.
+mix), `sidecars verify` agrees with that, and the documented recovery repairs everything:
+a plain re-run is refused while the killed run's lock is left (naming that dead holder),
+and a re-run with `--break-lock` removes it, cleans the staging dir and publishes.
 """
 
 from __future__ import annotations
@@ -15,7 +17,15 @@ from pathlib import Path
 
 import pytest
 
-from .harness import assert_no_traceback, digest_diff, run_cli, run_forked, run_inproc, tree_digest
+from .harness import (
+    assert_clean_error,
+    assert_no_traceback,
+    digest_diff,
+    run_cli,
+    run_forked,
+    run_inproc,
+    tree_digest,
+)
 from .workspace import MigrationWorkspace, build_migration_workspace
 
 TRIALS_PER_SCENARIO = 18
@@ -37,12 +47,19 @@ def staging_leftovers(out: Path) -> list[str]:
     return sorted(p.name for p in out.parent.iterdir() if p.name.startswith(f".{out.name}.fvconsole-staging-"))
 
 
+def lock_leftovers(out: Path) -> list[str]:
+    """The lock file beside the output dir and any temp file of it."""
+    return sorted(p.name for p in out.parent.iterdir() if p.name.startswith(f".{out.name}.fvconsole-lock"))
+
+
 def reset(out: Path, pristine: Path | None) -> None:
     """Back to the scenario's starting state: nothing, or a copy of the previous set."""
     if out.exists():
         shutil.rmtree(out)
     for name in staging_leftovers(out):
         shutil.rmtree(out.parent / name)
+    for name in lock_leftovers(out):
+        (out.parent / name).unlink()
     if pristine is not None:
         shutil.copytree(pristine, out)
 
@@ -81,14 +98,24 @@ def check_after_kill(
     return outcome
 
 
-def rerun_repairs(ws: MigrationWorkspace, out: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    """Documented recovery: run again (with --overwrite when a set exists); verify passes."""
+def rerun_repairs(ws: MigrationWorkspace, out: Path, capsys: pytest.CaptureFixture[str], killed_pid: int) -> None:
+    """Documented recovery: run again (with --overwrite when a set exists, --break-lock when the
+    killed run left its lock); verify passes and nothing of the killed run is left."""
     extra = ("--overwrite",) if out.exists() else ()
+    lock = out.parent / f".{out.name}.fvconsole-lock"
+    if lock.exists():
+        before = tree_digest(out.parent)
+        plain = run_inproc(ws.migrate_args(out, *extra), capsys)
+        line = assert_clean_error(plain, names=[str(lock)])
+        assert f"pid {killed_pid} " in line and "no longer running" in line and "--break-lock" in line, line
+        assert digest_diff(before, tree_digest(out.parent)) == [], "a refused re-run changed something"
+        extra += ("--break-lock",)
     again = run_inproc(ws.migrate_args(out, *extra), capsys)
     assert again.returncode == 0, again.describe()
     verdict = run_inproc(ws.verify_args(out), capsys)
     assert verdict.returncode == 0, verdict.describe()
     assert staging_leftovers(out) == [], "the re-run did not clean the crashed run's staging dir"
+    assert lock_leftovers(out) == [], "the re-run left a lock file (or a temp file of one)"
 
 
 @pytest.mark.slow
@@ -107,7 +134,7 @@ def test_kill_fresh_migration_everywhere(
         assert result.killed_by == 9, f"kill point {n} ({ops[n - 1]}) not reached:\n{result.describe()}"
         assert digest_diff(ckpt_before, tree_digest(ws.checkpoint)) == []
         trials.add(check_after_kill(ws, out, None, capsys))
-        rerun_repairs(ws, out, capsys)
+        rerun_repairs(ws, out, capsys, result.pid)
     assert trials.count == len(points) >= min(len(ops), TRIALS_PER_SCENARIO)
     assert digest_diff(ckpt_before, tree_digest(ws.checkpoint)) == []
 
@@ -134,7 +161,7 @@ def test_kill_overwrite_migration_everywhere(
         assert result.killed_by == 9, f"kill point {n} ({ops[n - 1]}) not reached:\n{result.describe()}"
         assert digest_diff(ckpt_before, tree_digest(ws.checkpoint)) == []
         trials.add(check_after_kill(ws, out, previous, capsys))
-        rerun_repairs(ws, out, capsys)
+        rerun_repairs(ws, out, capsys, result.pid)
     assert trials.count == len(points)
     assert trials.outcomes["previous set intact"] >= 1 and trials.outcomes["new set published"] >= 1
 
@@ -148,4 +175,4 @@ def test_kill_at_first_operation_leaves_nothing(
     assert result.killed_by == 9, result.describe()
     trials.add(check_after_kill(ws, out, None, capsys))
     assert trials.outcomes == {"nothing published": 1}
-    rerun_repairs(ws, out, capsys)
+    rerun_repairs(ws, out, capsys, result.pid)

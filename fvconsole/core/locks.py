@@ -1,0 +1,514 @@
+"""Exclusive locks that say whose they are, also between hosts on a shared filesystem.
+
+Why: two fvconsole runs acting on the same directory (two ``migrate --yes`` to one output
+dir from two login nodes; a cron evictor and an operator on one cache root) must not run at
+once, and the one that is refused must be told *who* holds the lock. A PID alone cannot say
+that (see :mod:`fvconsole.core.host`), so every lock records a :class:`Holder`: host
+identity (hostname, boot id, PID namespace), PID and the process start time (a reused PID
+is not the holder), user, time and command line. Only a process of the holder's own
+identity can prove that the holder is gone; a lock of another host or container is never
+broken automatically.
+
+API
+---
+``Holder.current(command=None)``
+    The record for this process. ``describe()`` gives ``"pid P on host H since T"`` (safe
+    to print: control characters escaped); ``judge()`` gives a :class:`Judgement`:
+    ``ALIVE``, ``DEAD`` (provably: same identity and the PID is gone, a zombie, or another
+    process with a different start time) or ``UNKNOWN`` (another host or PID namespace),
+    with a reason; ``to_json()`` / ``Holder.from_json()`` (ValueError if malformed).
+``FileLock(path, subject=..., what=..., break_flag=..., step=None)``
+    A lock *file* (for directories other hosts write to): created whole or not at all by
+    writing the holder JSON to a unique temp file, fsyncing it and ``link()``-ing it to
+    ``path`` (atomic and exclusive, also on NFS; on filesystems without hard links an
+    ``O_CREAT|O_EXCL`` create, write and fsync). ``acquire(wait=0.0, break_stale=False)``
+    returns notes (e.g. the stale lock it broke) or raises :class:`LockBusy`; with
+    ``break_stale`` a lock whose holder is provably dead is removed first (renamed aside,
+    re-read and compared so that two breakers cannot remove a fresh lock). ``release()``
+    removes the file only if it still holds our token, never raises and returns a problem
+    text (or None); the context manager releases in every path. ``step(label)`` is called
+    before every file-system operation (the migration passes its test-only fault hook).
+``probe_lock(path, ...)`` → :class:`LockProbe`
+    Read-only: the refusal or note that ``acquire`` would give now (dry runs never lock).
+``LockBusy(subject, what, path, holder, hint)``
+    The refusal (FvError, exit 1): ``"<subject>: <what> (pid P on host H since T; lock file
+    L)<hint>"``; ``holder`` and ``path`` stay available for JSON output.
+``wait_for(attempt, wait)``
+    Generic polling with back-off: calls ``attempt()`` until it returns something other
+    than None or ``wait`` seconds have passed (always at least once).
+
+Another kind of lock reuses the same parts. The one-evictor-per-root lock of the cache
+(``flock`` on the root directory's file descriptor, which needs no file inside the root)
+would do::
+
+    fd = os.open(root, os.O_RDONLY | os.O_DIRECTORY)
+    def attempt():
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            return True
+        except BlockingIOError:
+            return None
+    if wait_for(attempt, wait_seconds) is None:
+        raise LockBusy(root, "another eviction is running", None, holder_record_of_root)
+    # then publish Holder.current().to_json() where the next evictor can read it
+
+(the holder record has to live outside the root, e.g. beside it or in ``/run``).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import json
+import os
+import re
+import secrets
+import shlex
+import stat
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from enum import Enum
+from typing import Any, TypeVar
+
+from fvconsole.core.errors import FvError
+from fvconsole.core.host import HostIdentity, current_identity, pid_alive, process_start_time
+from fvconsole.core.printable import printable
+
+T = TypeVar("T")
+LOCK_FORMAT = "fvconsole-lock/v1"
+#: A lock file is a few hundred bytes; anything larger is not ours.
+MAX_LOCK_BYTES = 64 << 10
+_NO_HARDLINKS = {errno.EPERM, errno.ENOTSUP, errno.EOPNOTSUPP, errno.EMLINK, errno.ENOSYS}
+
+
+# --------------------------------------------------------------------------- holder
+
+
+class Liveness(Enum):
+    ALIVE = "alive"
+    DEAD = "dead"
+    UNKNOWN = "unknown"
+
+
+@dataclass(frozen=True)
+class Judgement:
+    """Whether a holder still runs, as far as this process can tell, and why."""
+
+    state: Liveness
+    reason: str
+
+
+@dataclass(frozen=True)
+class Holder:
+    """Who holds a lock: enough to find the process again, and to tell a human."""
+
+    host: str
+    boot_id: str
+    pidns: int
+    pid: int
+    start_time: int | None
+    user: str
+    since: float
+    command: str
+    token: str
+
+    @classmethod
+    def current(cls, command: str | None = None) -> Holder:
+        me = current_identity()
+        pid = os.getpid()
+        return cls(
+            host=me.hostname,
+            boot_id=me.boot_id,
+            pidns=me.pidns,
+            pid=pid,
+            start_time=process_start_time(pid),
+            user=_user_name(),
+            since=time.time(),
+            command=command if command is not None else shlex.join(sys.argv)[:1000],
+            token=secrets.token_hex(16),
+        )
+
+    @property
+    def identity(self) -> HostIdentity:
+        return HostIdentity(self.host, self.boot_id, self.pidns)
+
+    @property
+    def since_text(self) -> str:
+        return datetime.fromtimestamp(self.since, timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+    def describe(self) -> str:
+        """``pid P on host H since T`` (user, command: see ``to_json``), safe to print."""
+        return f"pid {self.pid} on host {printable(self.host)} since {self.since_text}"
+
+    def judge(self, me: HostIdentity | None = None) -> Judgement:
+        """Provably dead only for the holder's own identity; otherwise alive or unknown."""
+        me = me or current_identity()
+        host = printable(self.host)
+        if self.identity == me:
+            if pid_alive(self.pid, self.start_time):
+                return Judgement(Liveness.ALIVE, f"pid {self.pid} is still running on this host")
+            now = process_start_time(self.pid)
+            if now is not None:
+                return Judgement(Liveness.DEAD, f"pid {self.pid} is now another process (it started at another time)")
+            return Judgement(Liveness.DEAD, f"pid {self.pid} is no longer running on this host")
+        if me.same_machine(self.identity):
+            return Judgement(Liveness.UNKNOWN, f"it runs in another PID namespace (container) on this host ({host})")
+        if me.hostname == self.host:
+            return Judgement(Liveness.UNKNOWN, f"it runs on host {host} under another boot id "
+                                               "(rebooted since, or another machine with that name)")
+        return Judgement(Liveness.UNKNOWN, f"it runs on another host ({host})")
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "format": LOCK_FORMAT,
+            "host": self.host,
+            "boot_id": self.boot_id,
+            "pidns": self.pidns,
+            "pid": self.pid,
+            "start_time": self.start_time,
+            "user": self.user,
+            "since": self.since_text,
+            "since_epoch": self.since,
+            "command": self.command,
+            "token": self.token,
+        }
+
+    @classmethod
+    def from_json(cls, data: Any) -> Holder:
+        if not isinstance(data, dict):
+            raise ValueError("not a JSON object")
+        types = {"host": str, "boot_id": str, "pidns": int, "pid": int, "user": str,
+                 "since_epoch": (int, float), "command": str, "token": str}
+        for key, kind in types.items():
+            value = data.get(key)
+            if not isinstance(value, kind) or isinstance(value, bool):
+                raise ValueError(f"field '{key}' missing or of the wrong type")
+        start = data.get("start_time")
+        if start is not None and (not isinstance(start, int) or isinstance(start, bool)):
+            raise ValueError("field 'start_time' is not an integer")
+        return cls(data["host"], data["boot_id"], data["pidns"], data["pid"], start, data["user"],
+                   float(data["since_epoch"]), data["command"], data["token"])
+
+
+def _user_name() -> str:
+    try:
+        import pwd
+
+        return pwd.getpwuid(os.geteuid()).pw_name
+    except (ImportError, KeyError):
+        return str(os.geteuid())
+
+
+def read_holder(path: str) -> Holder:
+    """The holder recorded in lock file ``path`` (FileNotFoundError if none; ValueError if damaged)."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            raise ValueError("it is a symlink") from None
+        raise
+    with os.fdopen(fd, "rb") as handle:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise ValueError("it is not a regular file")
+        data = handle.read(MAX_LOCK_BYTES + 1)
+    if len(data) > MAX_LOCK_BYTES:
+        raise ValueError(f"larger than {MAX_LOCK_BYTES} bytes")
+    if not data:
+        raise ValueError("it is empty")
+    try:
+        return Holder.from_json(json.loads(data))
+    except ValueError as exc:  # JSONDecodeError and UnicodeDecodeError are ValueErrors
+        raise ValueError(f"not an fvconsole lock ({exc})") from None
+
+
+# --------------------------------------------------------------------------- refusals
+
+
+class LockBusy(FvError):
+    """Someone else holds the lock: exit 1, one line naming the holder and the lock file."""
+
+    def __init__(self, subject: str, what: str, path: str | None, holder: Holder | None, hint: str = "") -> None:
+        where = f"lock file {path}" if path else ""
+        who = "; ".join(p for p in ((holder.describe() if holder else ""), where) if p)
+        super().__init__(
+            f"{subject}: {what}{f' ({who})' if who else ''}{hint}",
+            details={"lock": {"path": path, "holder": holder.to_json() if holder else None}},
+        )
+        self.holder = holder
+        self.path = path
+
+
+@dataclass(frozen=True)
+class LockProbe:
+    """What acquiring would do now, found without writing: refuse, or go ahead (maybe with a note)."""
+
+    refusal: str | None = None
+    note: str | None = None
+    holder: Holder | None = None
+
+
+def wait_for(
+    attempt: Callable[[], T | None], wait: float, *, interval: float = 0.05, max_interval: float = 1.0
+) -> T | None:
+    """``attempt()`` until it returns non-None or ``wait`` seconds passed (at least one call)."""
+    deadline = time.monotonic() + max(0.0, wait)
+    while True:
+        result = attempt()
+        if result is not None:
+            return result
+        remaining = deadline - time.monotonic()
+        if remaining <= 0:
+            return None
+        time.sleep(min(interval, remaining))
+        interval = min(interval * 2, max_interval)
+
+
+# --------------------------------------------------------------------------- lock file
+
+
+class FileLock:
+    """An exclusive lock file beside the directory it protects; see the module docstring."""
+
+    def __init__(
+        self,
+        path: str,
+        *,
+        subject: str,
+        what: str = "another run holds the lock",
+        break_flag: str = "--break-lock",
+        step: Callable[[str], None] | None = None,
+        holder: Holder | None = None,
+    ) -> None:
+        self.path = os.path.abspath(path)
+        self.parent = os.path.dirname(self.path)
+        self.subject = subject
+        self.what = what
+        self.break_flag = break_flag
+        self._step = step or (lambda label: None)
+        self._holder = holder
+        self.held: Holder | None = None
+
+    # ---------------------------------------------------------------- judging
+
+    def probe(self, *, break_stale: bool = False) -> LockProbe:
+        """Read-only: the refusal (or the note) :meth:`acquire` would give right now."""
+        try:
+            holder = read_holder(self.path)
+        except (FileNotFoundError, NotADirectoryError):  # no lock (or no parent dir yet)
+            return LockProbe()
+        except (OSError, ValueError) as exc:
+            return LockProbe(refusal=self._damaged(exc).message)
+        judgement = holder.judge()
+        if break_stale and judgement.state is Liveness.DEAD:
+            return LockProbe(note=f"{self.path}: stale lock of {holder.describe()} will be removed "
+                                  f"({self.break_flag}): {judgement.reason}", holder=holder)
+        return LockProbe(refusal=self._busy(holder, judgement, break_stale).message, holder=holder)
+
+    def _busy(self, holder: Holder, judgement: Judgement, break_stale: bool) -> LockBusy:
+        if judgement.state is Liveness.ALIVE:
+            hint = f"; it is still running, so {self.break_flag} leaves it" if break_stale else ""
+        elif judgement.state is Liveness.DEAD:
+            hint = f"; {judgement.reason}: re-run with {self.break_flag} to remove the stale lock"
+        elif break_stale:
+            hint = (f"; {judgement.reason}, so it is never broken from here: use {self.break_flag} there, "
+                    f"or once that run is gone remove the lock by hand (rm {self.path})")
+        else:
+            hint = (f"; {judgement.reason}: if that run is gone, use {self.break_flag} there "
+                    f"or remove the lock by hand (rm {self.path})")
+        return LockBusy(self.subject, self.what, self.path, holder, hint)
+
+    def _damaged(self, exc: BaseException) -> LockBusy:
+        why = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+        return LockBusy(self.subject, self.what, None, None,
+                        f" (lock file {self.path} is unreadable: {why}; once no run is using it, "
+                        f"remove it by hand: rm {self.path})")
+
+    # ---------------------------------------------------------------- acquire / release
+
+    def acquire(self, *, wait: float = 0.0, break_stale: bool = False) -> list[str]:
+        """Take the lock or raise :class:`LockBusy`; returns notes (a stale lock broken)."""
+        if self.held is not None:
+            raise RuntimeError(f"{self.path}: lock already held by this object")
+        holder = self._holder or Holder.current()
+        notes: list[str] = []
+        refusal: list[FvError] = []
+        try:
+            self._clean_own_temps()
+
+            def attempt() -> bool | None:
+                refusal.clear()
+                for _ in range(3):  # the lock may vanish between our create and our read
+                    if self._create(holder):
+                        return True
+                    try:
+                        current = read_holder(self.path)
+                    except FileNotFoundError:
+                        continue
+                    except (OSError, ValueError) as exc:
+                        refusal.append(self._damaged(exc))
+                        return None
+                    judgement = current.judge()
+                    if break_stale and judgement.state is Liveness.DEAD:
+                        if self._break(current):
+                            notes.append(f"{self.path}: removed the stale lock of {current.describe()} "
+                                         f"({judgement.reason})")
+                        continue
+                    refusal.append(self._busy(current, judgement, break_stale))
+                    return None
+                return None
+
+            taken = wait_for(attempt, wait)
+        except OSError as exc:
+            raise FvError(f"{self.subject}: cannot take the lock {self.path}: {exc.strerror or exc}") from None
+        if not taken:
+            raise refusal[0] if refusal else LockBusy(self.subject, self.what, self.path, None,
+                                                      "; the lock file keeps changing")
+        self.held = holder
+        return notes
+
+    def release(self) -> str | None:
+        """Remove the lock file if it is still ours; returns a problem for the operator, never raises."""
+        holder, self.held = self.held, None
+        if holder is None:
+            return None
+        try:
+            current = read_holder(self.path)
+        except FileNotFoundError:
+            return f"{self.path}: the lock file had already been removed (by hand?)"
+        except (OSError, ValueError) as exc:
+            return f"{self.path}: cannot read the lock file before removing it ({exc}); remove it by hand"
+        if current.token != holder.token:
+            return f"{self.path}: the lock file now belongs to {current.describe()}; left in place"
+        try:
+            self._step(f"unlink {self.path}")
+            os.unlink(self.path)
+        except OSError as exc:
+            return f"{self.path}: cannot remove the lock file ({exc.strerror}); remove it by hand"
+        with contextlib.suppress(OSError):
+            self._fsync_parent()
+        return None
+
+    def __enter__(self) -> FileLock:
+        self.acquire()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.release()
+
+    # ---------------------------------------------------------------- file operations
+
+    def _temp_name(self, me: HostIdentity) -> str:
+        return f"{self.path}.{me.key}-{os.getpid()}-{secrets.token_hex(4)}.tmp"
+
+    def _create(self, holder: Holder) -> bool:
+        """Make ``path`` hold ``holder``'s JSON, whole, unless it exists. True if we made it."""
+        data = (json.dumps(holder.to_json(), indent=2, sort_keys=True) + "\n").encode("utf-8")
+        tmp = self._temp_name(holder.identity)
+        self._step(f"create {tmp}")
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
+        try:
+            self._step(f"write {tmp}")
+            _write_all(fd, data)
+            self._step(f"fsync {tmp}")
+            os.fsync(fd)
+            self._step(f"link {tmp} -> {self.path}")
+            try:
+                os.link(tmp, self.path)
+                made = True
+            except OSError as exc:
+                # NFS may report failure for a link that was made: the temp's link count tells.
+                made = os.fstat(fd).st_nlink == 2
+                if not made and exc.errno in _NO_HARDLINKS:
+                    made = self._create_direct(data)
+                elif not made and exc.errno != errno.EEXIST:
+                    raise
+        finally:
+            os.close(fd)
+            self._step(f"unlink {tmp}")
+            with contextlib.suppress(OSError):
+                os.unlink(tmp)
+        if made:
+            self._fsync_parent()
+        return made
+
+    def _create_direct(self, data: bytes) -> bool:
+        """Filesystems without hard links: ``O_CREAT|O_EXCL``, write, fsync."""
+        self._step(f"create {self.path}")
+        try:
+            fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
+        except FileExistsError:
+            return False
+        try:
+            _write_all(fd, data)
+            os.fsync(fd)
+        except BaseException:
+            with contextlib.suppress(OSError):
+                os.unlink(self.path)
+            raise
+        finally:
+            os.close(fd)
+        return True
+
+    def _break(self, judged: Holder) -> bool:
+        """Remove the lock of ``judged`` (provably dead). False if the lock turned out to be another's."""
+        aside = self._temp_name(current_identity())
+        self._step(f"rename {self.path} -> {aside}")
+        try:
+            os.rename(self.path, aside)
+        except FileNotFoundError:
+            return False
+        try:
+            moved: Holder | None = read_holder(aside)
+        except (OSError, ValueError):
+            moved = None
+        if moved is not None and moved.token == judged.token:
+            self._step(f"unlink {aside}")
+            os.unlink(aside)
+            self._fsync_parent()
+            return True
+        # Someone took the lock between our judgement and the rename: give it back unchanged.
+        try:
+            os.link(aside, self.path)
+        except OSError:
+            raise FvError(f"{self.subject}: the lock changed while breaking it; it is now at {aside} "
+                          f"(move it back to {self.path} if its holder still runs)") from None
+        os.unlink(aside)
+        return False
+
+    def _clean_own_temps(self) -> None:
+        """Temp files of ours whose writer is dead (killed between create and unlink)."""
+        pattern = re.compile(rf"^{re.escape(os.path.basename(self.path))}\.([0-9a-f]{{12}})-(\d+)-[0-9a-f]+\.tmp$")
+        me = current_identity()
+        try:
+            names = os.listdir(self.parent)
+        except FileNotFoundError:
+            return
+        for name in names:
+            match = pattern.match(name)
+            if match and match.group(1) == me.key and not pid_alive(int(match.group(2))):
+                self._step(f"unlink {os.path.join(self.parent, name)}")
+                with contextlib.suppress(FileNotFoundError):
+                    os.unlink(os.path.join(self.parent, name))
+
+    def _fsync_parent(self) -> None:
+        self._step(f"fsync {self.parent}")
+        fd = os.open(self.parent, os.O_RDONLY | os.O_DIRECTORY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+
+
+def _write_all(fd: int, data: bytes) -> None:
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view):]
+
+
+def probe_lock(path: str, *, subject: str, what: str, break_stale: bool = False,
+               break_flag: str = "--break-lock") -> LockProbe:
+    """Read-only: what :meth:`FileLock.acquire` on ``path`` would do now (for dry runs)."""
+    return FileLock(path, subject=subject, what=what, break_flag=break_flag).probe(break_stale=break_stale)
