@@ -11,17 +11,7 @@ import os
 import socket
 from typing import Any
 
-from fvconsole.cli.common import (
-    Block,
-    age_since,
-    block,
-    emit_json,
-    format_table,
-    head_tail,
-    human_bytes,
-    progress_printer,
-    say,
-)
+from fvconsole.cli.common import Block, block, emit_json, format_table, progress_printer, say
 from fvconsole.cli.outcome import record_write
 from fvconsole.core.cache import (
     ENV_MAX_GB,
@@ -41,6 +31,7 @@ from fvconsole.core.cache import (
     scan_cache,
 )
 from fvconsole.core.errors import EXIT_OK, FvError, PartialFailure, UsageError
+from fvconsole.core.humanize import age_since, head_tail, human_bytes
 
 _FROM_ENV = "from-env"
 _NOTE_WIDTH = 72

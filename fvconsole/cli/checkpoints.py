@@ -10,7 +10,8 @@ import argparse
 from collections.abc import Sequence
 from typing import Any
 
-from fvconsole.cli.common import Block, block, emit_json, format_table, head_tail, human_bytes, say
+from fvconsole.cli.common import Block, block, emit_json, format_table, say
+from fvconsole.core.humanize import head_tail, human_bytes
 
 LS_EPILOG = """\
 examples:

@@ -11,7 +11,6 @@ from __future__ import annotations
 import json
 import sys
 import threading
-import time
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
@@ -43,33 +42,10 @@ def emit_json(payload: Any) -> None:
     sys.stdout.flush()
 
 
-def human_bytes(n: int | float | None) -> str:
-    """Binary units (GiB), which is how caps and tmpfs sizes are expressed."""
-    if n is None:
-        return "-"
-    from rich.filesize import pick_unit_and_suffix
-
-    unit, suffix = pick_unit_and_suffix(int(n), ["B", "KiB", "MiB", "GiB", "TiB", "PiB"], 1024)
-    if unit == 1:
-        return f"{int(n)} B"
-    return f"{n / unit:.1f} {suffix}"
 
 
-def human_age(seconds: float | None) -> str:
-    """Compact age such as ``42s``, ``5m``, ``3h``, ``2d``."""
-    if seconds is None:
-        return "-"
-    seconds = max(0.0, float(seconds))
-    for limit, div, suffix in ((120, 1, "s"), (7200, 60, "m"), (172800, 3600, "h")):
-        if seconds < limit:
-            return f"{int(seconds // div)}{suffix}"
-    return f"{int(seconds // 86400)}d"
 
 
-def age_since(epoch_seconds: float | None, now: float | None = None) -> str:
-    if epoch_seconds is None:
-        return "-"
-    return human_age((now if now is not None else time.time()) - epoch_seconds)
 
 
 def format_table(headers: Sequence[str], rows: Sequence[Sequence[Any]], right: Sequence[int] = ()) -> Block:
@@ -90,11 +66,6 @@ def format_table(headers: Sequence[str], rows: Sequence[Sequence[Any]], right: S
     return Block("\n".join(lines))
 
 
-def head_tail(items: Sequence[Any], head: int = 8, tail: int = 4) -> tuple[list[Any], int, list[Any]]:
-    """Split a long list into (head, number omitted, tail) for readable summaries."""
-    if len(items) <= head + tail + 1:
-        return list(items), 0, []
-    return list(items[:head]), len(items) - head - tail, list(items[-tail:])
 
 
 def progress_printer(label: str, *, plain_lines: bool = False) -> Callable[[int, int, str], None]:

@@ -10,16 +10,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from fvconsole.cli.common import (
-    Block,
-    block,
-    emit_json,
-    format_table,
-    head_tail,
-    human_bytes,
-    progress_printer,
-    say,
-)
+from fvconsole.cli.common import Block, block, emit_json, format_table, progress_printer, say
 from fvconsole.cli.outcome import record_write
 from fvconsole.core.errors import UsageError
 from fvconsole.core.fleet.aggregate import FleetCacheView, KeyRow
@@ -42,6 +33,7 @@ from fvconsole.core.fleet.ops import (
 )
 from fvconsole.core.fleet.outcomes import NodeOutcome
 from fvconsole.core.fleet.selection import NodeSelection, check_selection_args, find_srun, select_nodes
+from fvconsole.core.humanize import head_tail, human_bytes
 
 #: Node rows printed without --full: every failed node up to this many, and ok nodes head + tail.
 FAILED_ROWS = 20

@@ -11,8 +11,9 @@ import sys
 from typing import Any
 
 from fvconsole.cli.checkpoints import add_set_option, format_mismatches, mismatches_json
-from fvconsole.cli.common import Block, block, emit_json, format_table, head_tail, progress_printer, say
+from fvconsole.cli.common import Block, block, emit_json, format_table, progress_printer, say
 from fvconsole.cli.outcome import record_write
+from fvconsole.core.humanize import head_tail
 
 DESCRIPTION = """\
 Recompute every rank's streaming-dataloader cursor for a legacy checkpoint and write

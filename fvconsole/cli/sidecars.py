@@ -5,7 +5,8 @@ from __future__ import annotations
 import argparse
 
 from fvconsole.cli.checkpoints import add_set_option
-from fvconsole.cli.common import Block, block, emit_json, format_table, head_tail, say
+from fvconsole.cli.common import Block, block, emit_json, format_table, say
+from fvconsole.core.humanize import head_tail
 
 VERIFY_EPILOG = """\
 examples:

@@ -15,8 +15,8 @@ from textual.binding import Binding
 from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.widgets import DataTable, Input, Static
 
-from fvconsole.cli.common import head_tail, human_age, human_bytes
 from fvconsole.core.errors import FvError
+from fvconsole.core.humanize import head_tail, human_age, human_bytes
 from fvconsole.tui import backend, state
 from fvconsole.tui.base import BaseView
 from fvconsole.tui.modals import ConfirmScreen, ErrorScreen

@@ -11,7 +11,7 @@ from textual.binding import Binding
 from textual.containers import Horizontal, VerticalScroll
 from textual.widgets import DataTable, Input, Static
 
-from fvconsole.cli.common import human_age, human_bytes
+from fvconsole.core.humanize import human_age, human_bytes
 from fvconsole.tui import backend, state
 from fvconsole.tui.base import BaseView
 from fvconsole.tui.plain import PlainText

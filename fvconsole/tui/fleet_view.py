@@ -18,8 +18,8 @@ from textual.binding import Binding
 from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.widgets import Button, DataTable, Input, Label, Static
 
-from fvconsole.cli.common import head_tail, human_bytes
 from fvconsole.core.fleet.hostlist import compress_hostlist
+from fvconsole.core.humanize import head_tail, human_bytes
 from fvconsole.core.printable import printable
 from fvconsole.tui.base import BaseView
 from fvconsole.tui.modals import ConfirmScreen

@@ -24,7 +24,7 @@ from textual.geometry import Size
 from textual.suggester import Suggester
 from textual.widgets import DataTable, Input, ProgressBar, Static
 
-from fvconsole.cli.common import human_bytes
+from fvconsole.core.humanize import human_bytes
 from fvconsole.core.printable import printable
 from fvconsole.tui.plain import ControlPictures, plain_content, table_cell
 

@@ -6,7 +6,7 @@ Pure standard library: safetensors headers and manifests are parsed with ``json`
 
 from __future__ import annotations
 
-from fvconsole.core.cache.durations import format_duration, parse_duration
+from fvconsole.core.cache.durations import parse_duration
 from fvconsole.core.cache.evict import EvictedEntry, EvictionResult, execute_eviction, remove_tree
 from fvconsole.core.cache.plan import (
     EvictionPlan,
@@ -36,6 +36,7 @@ from fvconsole.core.cache.scan import (
     compact_indices,
     scan_cache,
 )
+from fvconsole.core.humanize import format_duration
 
 __all__ = [
     "DEFAULT_GRACE_SECONDS", "DEFAULT_MAX_GB", "ENV_MAX_GB", "ENV_ROOT", "KEY_RE",

@@ -38,15 +38,3 @@ def quote_input(text: str, limit: int = 40) -> str:
     text = str(text)
     return repr(text if len(text) <= limit else text[:limit] + "...")
 
-
-def format_duration(seconds: float) -> str:
-    """The inverse, compact and exact enough for reasons in plans (``10m``, ``1d12h``)."""
-    seconds = int(round(seconds))
-    if seconds <= 0:
-        return "0s"
-    parts = []
-    for unit, size in (("d", 86400), ("h", 3600), ("m", 60), ("s", 1)):
-        if seconds >= size:
-            parts.append(f"{seconds // size}{unit}")
-            seconds %= size
-    return "".join(parts)

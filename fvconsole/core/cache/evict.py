@@ -18,7 +18,6 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from fvconsole.core.cache.durations import format_duration
 from fvconsole.core.cache.mounts import mount_points, mounts_by_child
 from fvconsole.core.cache.plan import EvictionPlan, PlannedEviction, SkippedEntry, mount_reason
 from fvconsole.core.cache.remove import PartialRemoval, remove_tree
@@ -33,6 +32,7 @@ from fvconsole.core.cache.scan import (
     manifest_mtime_ns,
     mounts_inside,
 )
+from fvconsole.core.humanize import format_duration
 from fvconsole.core.progress import Progress, no_progress
 
 __all__ = ["EvictedEntry", "EvictionResult", "PartialRemoval", "execute_eviction", "remove_tree"]

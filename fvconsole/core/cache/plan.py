@@ -7,10 +7,10 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from fvconsole.core.cache.durations import format_duration
 from fvconsole.core.cache.roots import cap_bytes, dangerous_root_reason
 from fvconsole.core.cache.scan import CacheEntry, CacheScan, Leftover
 from fvconsole.core.errors import FvError, UsageError
+from fvconsole.core.humanize import format_duration
 
 
 @dataclass(frozen=True)

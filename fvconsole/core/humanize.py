@@ -1,0 +1,70 @@
+"""Human formatting of sizes, ages and durations: the one place both front ends take it from.
+
+Rich-free on purpose (the core imports no UI library), so the CLI, the console and core
+messages (plan reasons) word sizes and times identically.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from typing import Any, TypeVar
+
+_T = TypeVar("_T")
+_BINARY_UNITS = ("KiB", "MiB", "GiB", "TiB", "PiB", "EiB")
+
+
+def human_bytes(n: int | float | None) -> str:
+    """Binary units (GiB), which is how caps and tmpfs sizes are expressed: ``1.5 GiB``."""
+    if n is None:
+        return "-"
+    value = int(n)
+    if abs(value) < 1024:
+        return f"{value} B"
+    unit = 1024
+    for suffix in _BINARY_UNITS:
+        if abs(value) < unit * 1024 or suffix == _BINARY_UNITS[-1]:
+            return f"{value / unit:.1f} {suffix}"
+        unit *= 1024
+    raise AssertionError("unreachable")
+
+
+def human_age(seconds: float | None) -> str:
+    """Compact age such as ``42s``, ``5m``, ``3h``, ``2d``."""
+    if seconds is None:
+        return "-"
+    seconds = max(0.0, float(seconds))
+    for limit, div, suffix in ((120, 1, "s"), (7200, 60, "m"), (172800, 3600, "h")):
+        if seconds < limit:
+            return f"{int(seconds // div)}{suffix}"
+    return f"{int(seconds // 86400)}d"
+
+
+def age_since(epoch_seconds: float | None, now: float | None = None) -> str:
+    """``human_age`` of the time elapsed since ``epoch_seconds``."""
+    if epoch_seconds is None:
+        return "-"
+    return human_age((now if now is not None else time.time()) - epoch_seconds)
+
+
+def format_duration(seconds: float) -> str:
+    """Compact and exact enough for reasons in plans (``10m``, ``1d12h``); parse_duration's inverse."""
+    seconds = int(round(seconds))
+    if seconds <= 0:
+        return "0s"
+    parts = []
+    for unit, size in (("d", 86400), ("h", 3600), ("m", 60), ("s", 1)):
+        if seconds >= size:
+            parts.append(f"{seconds // size}{unit}")
+            seconds %= size
+    return "".join(parts)
+
+
+def head_tail(items: Sequence[_T], head: int = 8, tail: int = 4) -> tuple[list[_T], int, list[_T]]:
+    """Split a long list into (head, number omitted, tail) for readable summaries."""
+    if len(items) <= head + tail + 1:
+        return list(items), 0, []
+    return list(items[:head]), len(items) - head - tail, list(items[-tail:])
+
+
+__all__: Any = ["age_since", "format_duration", "head_tail", "human_age", "human_bytes"]
