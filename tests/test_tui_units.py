@@ -8,7 +8,8 @@ import os
 
 import pytest
 
-from fvconsole.tui import backend
+from fvconsole.core.cache.detail import cache_entry_detail
+from fvconsole.core.migration_defaults import migration_defaults
 from fvconsole.tui.cache_view import lru_order
 from fvconsole.tui.widgets import complete_path
 
@@ -33,11 +34,11 @@ def test_migration_defaults_derive_values_and_stay_outside_checkpoint(tmp_path) 
                                                   "loop": {"gradient_accumulation_steps": 4}}},
                     sha256=None, overrides=())
     ckpt = str(tmp_path / "out" / "checkpoint-4000")
-    d = backend.migration_defaults(ckpt, 4000, "run.yaml", cfg)
+    d = migration_defaults(ckpt, 4000, "run.yaml", cfg)
     assert (d.expected_step, d.expected_world_size, d.consumed_batches_per_rank) == (4000, 64, 16000)
     assert os.path.commonpath([d.output_dir, ckpt]) != ckpt
     assert d.output_dir == str(tmp_path / "out" / "dataloader-state" / "checkpoint-4000")
-    empty = backend.migration_defaults(ckpt, 4000, None, None)
+    empty = migration_defaults(ckpt, 4000, None, None)
     assert empty.expected_world_size is None and empty.consumed_batches_per_rank is None
 
 
@@ -79,16 +80,16 @@ def test_cache_entry_detail_uses_the_scan_and_leaves_atimes_alone(tmp_path) -> N
     by_path = {e.path: e for e in scan.entries}
     atimes = _age_atimes(tmp_path)
 
-    detail = backend.cache_entry_detail(by_path[good])
+    detail = cache_entry_detail(by_path[good])
     assert detail.manifest_error is None and detail.summary.params == 3
     assert dict(detail.summary.dtypes) == {"torch.bfloat16": 2, "torch.float32": 1}
     assert [name for name, _ in detail.files] == ["manifest.json", "shard0-of-2.safetensors",
                                                    "shard1-of-2.safetensors"]
     assert detail.other == ("planted",)  # listed, never followed
-    bad = backend.cache_entry_detail(by_path[broken])
+    bad = cache_entry_detail(by_path[broken])
     assert bad.summary is None and "not usable" in bad.manifest_error
     assert "manifest.json" in by_path[broken].explanation  # which the pane shows above it
-    assert backend.cache_entry_detail(by_path[bare]).manifest_error == "missing"
+    assert cache_entry_detail(by_path[bare]).manifest_error == "missing"
     # Looking at entries must not change what the listing (and FastVideo's GC) sees.
     assert {p: os.stat(p).st_atime for p in atimes} == atimes
 
@@ -124,7 +125,8 @@ def test_rank_table_holds_4096_ranks(tmp_path) -> None:
                 await pilot.pause(0.02)
             await pilot.press("2")
             view = app.query_one(MigrationView)
-            view._show_preview(preview)
+            view.post_message(MigrationView.Previewed(preview))
+            await pilot.pause()
             await pilot.pause()
             table = app.query_one("#mig-ranks")
             assert table.row_count == 4096
