@@ -14,7 +14,9 @@ from typing import Any, ClassVar
 
 from textual import work
 from textual.app import App, ComposeResult, SystemCommand
+from textual.await_complete import AwaitComplete
 from textual.binding import Binding, BindingType
+from textual.command import CommandPalette
 from textual.message import Message
 from textual.screen import Screen
 from textual.widgets import Footer, Header, Input, TabbedContent, TabPane
@@ -30,7 +32,7 @@ from fvconsole.tui.cache_view import CacheView
 from fvconsole.tui.checkpoints_view import CheckpointsView
 from fvconsole.tui.fleet_view import FleetView
 from fvconsole.tui.migration_view import MigrationView
-from fvconsole.tui.modals import HelpScreen, PathsScreen
+from fvconsole.tui.modals import ConsolePalette, HelpScreen, PathsScreen
 from fvconsole.tui.plain import PlainText
 from fvconsole.tui.state import ConsoleState
 from fvconsole.tui.widgets import FastTable, PathsLine
@@ -108,6 +110,17 @@ class FvConsoleApp(App[int]):
         if self.exiting:
             return None
         return super().push_screen(screen, callback, wait_for_dismiss=wait_for_dismiss)
+
+    def action_command_palette(self) -> None:
+        if self.use_command_palette and not self.exiting and not CommandPalette.is_open(self):
+            self.push_screen(ConsolePalette(id="--command-palette"))
+
+    def pop_screen(self) -> AwaitComplete:
+        """A stray second close (Textual's command palette dismisses twice on two quick Enters)
+        finds only the main screen left: nothing to close, not a crash."""
+        if len(self.screen_stack) <= 1:
+            return AwaitComplete.nothing()
+        return super().pop_screen()
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
         """Nothing runs while exiting; view digits never fire while a text field has focus."""

@@ -14,7 +14,6 @@ from dataclasses import dataclass
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical, VerticalScroll
-from textual.screen import ModalScreen
 from textual.widgets import Button, Checkbox, Input, Label
 
 from fvconsole.core.cache import CacheScan, EvictionPlan, cap_bytes, plan_eviction
@@ -24,6 +23,7 @@ from fvconsole.core.humanize import head_tail, human_bytes
 from fvconsole.core.reasons import skip_reason
 from fvconsole.tui import state
 from fvconsole.tui.base import describe_error
+from fvconsole.tui.modals import Dialog
 from fvconsole.tui.plain import PlainText, one_line
 from fvconsole.tui.widgets import PlainStatic, UsageBar
 from fvconsole.tui.wording import evict_reason_text, skip_text
@@ -84,7 +84,7 @@ def preview_text(scan: CacheScan, plan: EvictionPlan, now: float, limit: int = 8
     return text
 
 
-class EvictScreen(ModalScreen["EvictOptions | None"]):
+class EvictScreen(Dialog["EvictOptions | None"]):
     """Cap and force for one eviction, with the plan they give, before the confirmation."""
 
     AUTO_FOCUS = ""  # set in on_mount: the cap field for "to cap", else Continue when there is something to evict

@@ -23,8 +23,9 @@ from textual.widgets import Button, DataTable, Input, Label
 from fvconsole.core.fleet.hostlist import compress_hostlist
 from fvconsole.core.humanize import head_tail, human_bytes
 from fvconsole.core.printable import printable
+from fvconsole.core.reasons import strip_advice
 from fvconsole.tui import state
-from fvconsole.tui.base import BaseView, ViewMessage
+from fvconsole.tui.base import BaseView, ViewMessage, describe_error
 from fvconsole.tui.modals import ConfirmScreen
 from fvconsole.tui.plain import PlainText
 from fvconsole.tui.widgets import FastTable, PlainStatic, ProgressRow, ThreadProgress
@@ -41,6 +42,11 @@ WRITE_ACTIONS = (
 )
 NODE_COLUMNS = (("node", "node", 12), ("entries", "entries", 9), ("size", "size", 11), ("reclaimable", "reclaimable", 13),
                 ("over cap", "over_cap", 10), ("free", "free", 11), ("statuses / error", "statuses", 60))
+
+
+def node_error(error: object) -> str:
+    """A node's error without the command line's advice (the fleet view has no such controls)."""
+    return strip_advice(str(error))[0]
 
 
 def _plural(n: int, word: str) -> str:
@@ -241,7 +247,7 @@ class FleetView(BaseView):
         self._busy = False
         self._stop_progress()
         self.report_error(message.error)
-        self._status(PlainText(f"✗ {message.error}", style="bold red"))
+        self._status(PlainText(f"✗ {describe_error(message.error)}", style="bold red"))
 
     def on_fleet_view_scanned(self, message: Scanned) -> None:
         view = message.view
@@ -277,7 +283,7 @@ class FleetView(BaseView):
         table.clear()
         for n in table.ordered(view.nodes, self.NODE_SORT_KEYS):
             if not n.ok:
-                table.add_row(_plain(n.node), "-", "-", "-", "-", "-", _plain(f"error: {n.error}", "bold red"),
+                table.add_row(_plain(n.node), "-", "-", "-", "-", "-", _plain(f"error: {node_error(n.error)}", "bold red"),
                               key=n.node)
                 continue
             statuses = PlainText()
@@ -347,7 +353,7 @@ class FleetView(BaseView):
             text.append(f"… {len(view.findings) - 8} more findings\n", style="yellow")
         for n in view.nodes:
             if not n.ok:
-                text.append(printable(f"✗ {n.node}: {n.error}") + "\n", style="bold red")
+                text.append(printable(f"✗ {n.node}: {node_error(n.error)}") + "\n", style="bold red")
         if not text.plain:
             text.append("No cross-node findings. RECLAIMABLE = invalid + incomplete (press i to evict them).",
                         style="italic")
@@ -430,7 +436,7 @@ class FleetView(BaseView):
             if o.ok:
                 text.append(self._node_line(o) + "\n")
             else:
-                text.append(printable(f"  ✗ {o.node}: {o.error}") + "\n", style="bold red")
+                text.append(printable(f"  ✗ {o.node}: {node_error(o.error)}") + "\n", style="bold red")
         if len(preview.outcomes) > 24:
             text.append(f"  … {len(preview.outcomes) - 24} more nodes\n")
         self.query_one("#fleet-detail", PlainStatic).update(text)
@@ -461,7 +467,7 @@ class FleetView(BaseView):
             if o.ok:
                 text.append(self._node_line(o).replace("entr", "evicted entr", 1) + "\n")
             else:
-                text.append(printable(f"  ✗ {o.node}: {o.error}") + "\n", style="bold red")
+                text.append(printable(f"  ✗ {o.node}: {node_error(o.error)}") + "\n", style="bold red")
         self.query_one("#fleet-detail", PlainStatic).update(text)
         if failed:
             self.notify(f"{summary}; {len(failed)} node(s) failed: {compress_hostlist(o.node for o in failed)}",

@@ -16,11 +16,14 @@ would then raise.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any, TypeVar
 
 from rich.table import Table
 from rich.text import Text
 from textual.app import ComposeResult
+from textual.await_complete import AwaitComplete
 from textual.binding import Binding
+from textual.command import CommandPalette
 from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.screen import ModalScreen
 from textual.widgets import Button, Label, Static
@@ -29,8 +32,34 @@ from fvconsole.tui.keymap import KeyHelp
 from fvconsole.tui.plain import PlainText
 from fvconsole.tui.widgets import PathInput, PlainStatic
 
+_R = TypeVar("_R")
 
-class ConfirmScreen(ModalScreen[bool]):
+
+class Dialog(ModalScreen[_R]):
+    """A modal screen that closes once: a second Esc or Enter already queued (keys typed
+    faster than the app handles them) must not run the callback again or close the screen
+    below it."""
+
+    def dismiss(self, result: Any = None) -> AwaitComplete:
+        if self.app.screen is not self:
+            return AwaitComplete.nothing()
+        return super().dismiss(result)
+
+
+class ConsolePalette(CommandPalette):
+    """Textual's command palette, minus a race: PgUp/PgDn typed before its list has been laid
+    out looked up a line that does not exist yet (KeyError from OptionList). Then there is
+    nothing to page through, so the key does nothing."""
+
+    def _action_command_list(self, action: str) -> None:
+        try:
+            super()._action_command_list(action)
+        except (KeyError, IndexError):
+            if action not in ("page_up", "page_down"):
+                raise
+
+
+class ConfirmScreen(Dialog[bool]):
     """Ask before a write action; focus starts on Cancel; Esc cancels.
 
     Title and body lines name files, keys and nodes: they are shown as plain text, escaped.
@@ -66,7 +95,7 @@ class ConfirmScreen(ModalScreen[bool]):
         self.query_one(target, Button).focus()
 
 
-class ErrorScreen(ModalScreen[None]):
+class ErrorScreen(Dialog[None]):
     """Show an error that needs acknowledging (the app keeps running); plain text, escaped."""
 
     AUTO_FOCUS = "#close"
@@ -112,7 +141,7 @@ def help_table(sections: Sequence[tuple[str, Sequence[KeyHelp]]], read_only: boo
     return table
 
 
-class HelpScreen(ModalScreen[None]):
+class HelpScreen(Dialog[None]):
     """Every key, grouped by view, generated from the bindings (see ``tui.keymap``)."""
 
     AUTO_FOCUS = "#dialog-body"  # ↑ ↓ PgUp PgDn scroll the list
@@ -139,7 +168,7 @@ class HelpScreen(ModalScreen[None]):
         self.dismiss(None)
 
 
-class PathsScreen(ModalScreen["dict[str, str] | None"]):
+class PathsScreen(Dialog["dict[str, str] | None"]):
     """Pick the run config, checkpoints and cache root (with path completion)."""
 
     AUTO_FOCUS = "#path-config"
