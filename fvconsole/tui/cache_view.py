@@ -149,7 +149,7 @@ class CacheView(BaseView):
         self._selected: str | None = None
         self._busy = False
         self._scanning = False
-        self.auto_refresh = True
+        self.auto_rescan = True
         self._timer: Timer | None = None
 
     def compose(self) -> ComposeResult:
@@ -207,14 +207,22 @@ class CacheView(BaseView):
     def on_cache_view_scanned(self, message: Scanned) -> None:
         self._scanning = False
         self._show_scan(message.scan)
+        self._refresh_detail()
 
     def _tick(self) -> None:
         """Every few seconds: rescan (auto-refresh), or at least move the ages on."""
-        if (self.auto_refresh and not self._busy and not self._scanning and self.app.state.cache_root
+        if (self.auto_rescan and not self._busy and not self._scanning and self.app.state.cache_root
                 and self.screen is self.app.screen):
             self.refresh_view()
         else:
             self._tick_ages()
+            self._refresh_detail()
+
+    def _refresh_detail(self) -> None:
+        """Show the selected entry as the newest scan has it (ages and explanations move on)."""
+        entry = self.entry(self._selected)
+        if entry is not None:
+            self.read_detail(entry)
 
     def _tick_ages(self) -> None:
         table = self.query_one("#cache-table", FastTable)
@@ -243,7 +251,7 @@ class CacheView(BaseView):
         for e in self._entries:
             counts[e.status] = counts.get(e.status, 0) + 1
         text = PlainText().append(f"{scan.root}", style="bold")
-        text.append(f"\n{len(self._entries)} entries: ")
+        text.append(f"\n{len(self._entries)} entr{'y' if len(self._entries) == 1 else 'ies'}: ")
         text.append(", ".join(f"{n} {s}" for s, n in sorted(counts.items())) or "none")
         if any(e.writing for e in self._entries):
             text.append(" · * being written", style="grey62")
@@ -267,7 +275,7 @@ class CacheView(BaseView):
         table = self.query_one("#cache-table", FastTable)
         order = f"by {table.sort_column}" if table.sort_column else "LRU first"
         text.append(f" · {order}", style="grey62")
-        text.append(f" · auto-refresh {AUTO_REFRESH:g}s (a)" if self.auto_refresh else " · auto-refresh off (a)",
+        text.append(f" · auto-refresh {AUTO_REFRESH:g}s (a)" if self.auto_rescan else " · auto-refresh off (a)",
                     style="grey62")
         self.query_one("#cache-status", PlainStatic).update(text)
 
@@ -321,15 +329,20 @@ class CacheView(BaseView):
             self.deliver(self.DetailRead(entry, cache_entry_detail(entry)))
 
     def _entry_text(self, entry: CacheEntry) -> PlainText:
+        now = state.now()
         text = PlainText().append(f"{entry.key}  ", style="bold")
         text.append(entry.status, style=STATUS_STYLE.get(entry.status, ""))
         if entry.writing:
             text.append("  (being written)", style="grey62")
         text.append(f"\n{entry.path}\n", style="grey62")
-        text.append(f"size {human_bytes(entry.bytes)}   shards {shards_cell(entry)}   last used "
-                    f"{last_used_cell(entry)} ({age_cell(entry, state.now())})\n")
+        used = last_used_cell(entry) + (f" ({age_cell(entry, now)})" if entry.last_used is not None else "")
+        text.append(f"size {human_bytes(entry.bytes)}   shards {shards_cell(entry)}   last used {used}\n")
         if entry.explanation:
             text.append(f"{entry.explanation}\n", style="italic")
+        if self._scan is not None:
+            ago = human_age(now - self._scan.scanned_at)
+            how = f"auto-refresh every {AUTO_REFRESH:g}s" if self.auto_rescan else "r rescans"
+            text.append(f"as scanned {ago} ago ({how})\n", style="grey62")
         for problem in entry.problems:
             text.append(f"⚠ {problem}\n", style="yellow")
         return text
@@ -393,9 +406,9 @@ class CacheView(BaseView):
         return set(self._marked)
 
     def action_toggle_auto_refresh(self) -> None:
-        self.auto_refresh = not self.auto_refresh
+        self.auto_rescan = not self.auto_rescan
         self._show_status()
-        self.notify(f"auto-refresh every {AUTO_REFRESH:g}s" if self.auto_refresh else "auto-refresh off", timeout=3)
+        self.notify(f"auto-refresh every {AUTO_REFRESH:g}s" if self.auto_rescan else "auto-refresh off", timeout=3)
 
     # ------------------------------------------------------------ eviction
 

@@ -334,7 +334,8 @@ class CheckpointsView(BaseView):
             text.append(f"{mark}: {published.sidecars_present} of {published.world_size} sidecars + receipt "
                         f"({published.created_at_utc})\n", style=style)
             text.append(f"{published.output_dir}\n")
-            text.append("resume with: ", style="grey62").append(export_line(published.output_dir) + "\n", style="cyan")
+            text.append("resume with (view 2, y copies it):\n", style="grey62")
+            text.append(export_line(published.output_dir) + "\n", style="cyan")
         elif row.info.kind == "legacy":
             text.append("Legacy: the dataloader state is a DCP chimera; migrate to rank-local sidecars (m).\n",
                         style="italic")

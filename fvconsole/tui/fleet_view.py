@@ -28,7 +28,7 @@ from fvconsole.tui import state
 from fvconsole.tui.base import BaseView, ViewMessage, describe_error
 from fvconsole.tui.modals import ConfirmScreen
 from fvconsole.tui.plain import PlainText
-from fvconsole.tui.widgets import FastTable, PlainStatic, ProgressRow, ThreadProgress
+from fvconsole.tui.widgets import FastTable, PathInput, PlainStatic, ProgressRow, ThreadProgress
 
 STATUS_STYLE = {"complete": "green", "partial": "cyan", "incomplete": "yellow", "invalid": "bold red"}
 #: Node columns shown in the matrix; more nodes are summarised in the last column.
@@ -138,8 +138,8 @@ class FleetView(BaseView):
                 yield Input(placeholder="e.g. gpu[001-016]", id="fleet-nodes", compact=True)
             with Horizontal(classes="form-row", id="fleet-root-row"):
                 yield Label("cache root")
-                yield Input(value=self._initial_root, placeholder="the same path on every node; {node} allowed",
-                            id="fleet-root", compact=True)
+                yield PathInput(self._initial_root, placeholder="the same path on every node; {node} allowed",
+                                id="fleet-root", compact=True)
                 yield Button("Scan ^R", id="fleet-scan", variant="primary", compact=True)
         yield PlainStatic(id="fleet-status", classes="banner")
         yield Input(placeholder="filter keys by key, node or status (Esc closes)", classes="view-filter")

@@ -430,7 +430,10 @@ class MigrationView(BaseView):
         out = plan.output_dir
         self._export = export_line(out)
         self._show_receipt(mt.receipt_text(out, receipt, plan.world_size, plan.checkpoint))
-        self._set_banner(PlainText(f"✓ done: {len(receipt.get('sidecars', []))} sidecars + receipt in {out}"), "ok")
+        self._set_banner(PlainText(f"✓ done: {len(receipt.get('sidecars', []))} sidecars + receipt written; "
+                                   "the next step is below (y copies it)"), "ok")
+        self.query_one("#mig-scroll", VerticalScroll).scroll_to_widget(
+            self.query_one("#mig-banner"), top=True, animate=False)
         self.query_one("#mig-execute", Button).disabled = True
         self._preview = None
         self.notify("migration written; the next step is in the receipt panel (y copies it)")
