@@ -81,5 +81,5 @@ def test_every_view_and_dialog(size: tuple[int, int], restore_workspace, snapsho
     shots = take_tour(size)
     assert tuple(shots) == headless.TOUR_SHOTS
     svg = snapshot.use_extension(SVGImageExtension)
-    mismatched = [name for name, picture in shots.items() if not svg(name=name) == picture]
+    mismatched = [name for name, picture in shots.items() if svg(name=name) != picture]
     assert mismatched == [], f"differ from the committed SVGs: {mismatched} (see the snapshot report)"

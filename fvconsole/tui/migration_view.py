@@ -347,8 +347,7 @@ class MigrationView(BaseView):
         focused = self.app.focused
         if focused is None or focused.id == "mig-preview":  # previewed from the button: look at the ranks
             self.focus_table()
-        self.query_one("#mig-scroll", VerticalScroll).scroll_to_widget(
-            self.query_one("#mig-banner"), top=True, animate=False)
+        self._verdict_on_top()
         self.next_ids_note = None
         self.read_next_ids(plan)
 
@@ -432,12 +431,20 @@ class MigrationView(BaseView):
         self._show_receipt(mt.receipt_text(out, receipt, plan.world_size, plan.checkpoint))
         self._set_banner(PlainText(f"✓ done: {len(receipt.get('sidecars', []))} sidecars + receipt written; "
                                    "the next step is below (y copies it)"), "ok")
-        self.query_one("#mig-scroll", VerticalScroll).scroll_to_widget(
-            self.query_one("#mig-banner"), top=True, animate=False)
+        self._verdict_on_top()
         self.query_one("#mig-execute", Button).disabled = True
         self._preview = None
         self.notify("migration written; the next step is in the receipt panel (y copies it)")
         self.app.migration_written()
+
+    def _verdict_on_top(self) -> None:
+        """Scroll the verdict (banner) to the top once the new panels are laid out."""
+
+        def scroll() -> None:
+            self.query_one("#mig-scroll", VerticalScroll).scroll_to_widget(
+                self.query_one("#mig-banner"), top=True, animate=False, immediate=True)
+
+        self.call_after_refresh(scroll)
 
     def _show_receipt(self, text: PlainText) -> None:
         box = self.query_one("#mig-receipt", PlainStatic)

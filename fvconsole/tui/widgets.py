@@ -301,11 +301,13 @@ class FastTable(DataTable):
         Binding("home,g", "scroll_top", "First row", show=False, tooltip="first row"),
         Binding("end,G", "scroll_bottom", "Last row", show=False, tooltip="last row"),
         Binding("less_than_sign", "sort_step(-1)", "Sort ◀", show=False,
-                tooltip="sort by the column left of the sorted one (or click a header)"),
+                tooltip="sort by the next column to the left (htop); a click on a header sorts by that column"),
         Binding("greater_than_sign", "sort_step(1)", "Sort ▶", show=False,
-                tooltip="sort by the column right of the sorted one (again: reverse)"),
-        Binding("s", "sort_size", "Sort by size", show=False, tooltip="sort by size, largest first (again: reverse)"),
-        Binding("n", "sort_name", "Sort by name", show=False, tooltip="sort by the first column (again: reverse)"),
+                tooltip="sort by the next column to the right"),
+        Binding("s", "sort_size", "Sort by size", show=False,
+                tooltip="sort by size, largest first (ncdu); again: smallest first"),
+        Binding("n", "sort_name", "Sort by name", show=False,
+                tooltip="sort by the first column (step, key, rank, node); again: reverse"),
     ]
 
     class Sorted(Message):
