@@ -35,8 +35,8 @@ def slow_fsync(delay: float) -> Iterator[None]:
 
 def execute_case(root: str, ranks: int, repeat: int, fsync_delay: float = 0.0) -> Row:
     """execute_plan (staging, parallel writes, verify, receipt, publish) vs the seed's loop."""
-    from fvconsole.core.migration import preview_migration
-    from fvconsole.core.sidecars import execute_plan
+    from fvconsole.core.migration.plan import preview_migration
+    from fvconsole.core.migration.write import execute_plan
 
     run = inputs.migration_run(root, world_size=ranks, num_row_groups=ranks * 16, step=50)
     fv_times, base_times = [], []

@@ -115,7 +115,7 @@ async def _populate_and_scroll(state: Any, view_name: str, fill: Any, table_id: 
 def tui_cases(root: str, ranks: int, cache_entries: int, presses: int) -> list[Row]:
     """First screen on the demo workspace, then the migration and cache views at scale."""
     from fvconsole.core.cache import scan_cache
-    from fvconsole.core.migration import preview_migration
+    from fvconsole.core.migration.plan import preview_migration
     from fvconsole.demo.workspace import build_demo_workspace
     from fvconsole.tui.state import ConsoleState
 

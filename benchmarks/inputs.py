@@ -68,7 +68,7 @@ class MigrationRun:
         ]
 
     def request(self, output_dir: str) -> Any:
-        from fvconsole.core.migration import MigrationRequest
+        from fvconsole.core.migration.plan import MigrationRequest
 
         return MigrationRequest(
             config_path=self.config_path, checkpoint=self.checkpoint, output_dir=output_dir,

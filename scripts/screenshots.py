@@ -168,14 +168,14 @@ def freeze_receipt_clock() -> None:
     """The receipt panel shows ``created_at_utc``: freeze it too (only in this throwaway workspace)."""
     from datetime import datetime
 
-    import fvconsole.core.sidecars as sidecars
+    from fvconsole.core.migration import receipt
 
     class FrozenDatetime(datetime):
         @classmethod
         def now(cls, tz=None):  # noqa: ANN001, ANN206 - datetime.now's signature
             return datetime.fromtimestamp(FROZEN_NOW, tz)
 
-    sidecars.datetime = FrozenDatetime
+    receipt.datetime = FrozenDatetime
 
 
 def main() -> int:

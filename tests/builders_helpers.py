@@ -8,7 +8,7 @@ import os
 import stat
 from typing import Any
 
-from fvconsole.core.migration import MigrationRequest
+from fvconsole.core.migration.plan import MigrationRequest
 from fvconsole.demo.builders import RunFixture, build_run
 
 

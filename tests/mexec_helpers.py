@@ -62,7 +62,7 @@ def build_legacy(root: str, *, world: int = WORLD, sp: int = SP, **kwargs) -> Le
 
 
 def request(legacy: Legacy, *, out: str | None = None, overwrite: bool = False, overrides: Sequence[str] = ()):
-    from fvconsole.core.migration import MigrationRequest
+    from fvconsole.core.migration.plan import MigrationRequest
 
     return MigrationRequest(
         config_path=legacy.run.config_path,
@@ -77,7 +77,7 @@ def request(legacy: Legacy, *, out: str | None = None, overwrite: bool = False, 
 
 
 def plan_for(legacy: Legacy, **kwargs):
-    from fvconsole.core.migration import preview_migration
+    from fvconsole.core.migration.plan import preview_migration
 
     preview = preview_migration(request(legacy, **kwargs))
     assert preview.plan is not None, [r.message for r in preview.refusals]

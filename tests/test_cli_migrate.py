@@ -10,7 +10,7 @@ import sys
 import pytest
 from mexec_helpers import WORLD, build_legacy, one_json, run_cli, tree_hash
 
-from fvconsole.core import sidecars as core
+from fvconsole.core.migration import verify, write
 
 
 @pytest.fixture()
@@ -91,14 +91,14 @@ def test_existing_set_without_overwrite_refused_then_overwritten(legacy, capsys)
 def test_partial_failure_exit_3_keeps_old_set(legacy, capsys, monkeypatch) -> None:
     assert run_cli(legacy.migrate_argv("--yes"), capsys)[0] == 0
     before = tree_hash(legacy.out)
-    real = core._write_file_atomic
+    real = write._write_file_atomic
 
     def failing(directory, name, data):
         if name == "dataloader_state_rank4.pt":
             raise OSError(5, "Input/output error")
         return real(directory, name, data)
 
-    monkeypatch.setattr(core, "_write_file_atomic", failing)
+    monkeypatch.setattr(write, "_write_file_atomic", failing)
     code, out, err = run_cli(legacy.migrate_argv("--yes", "--overwrite", "--json"), capsys)
     assert code == 3
     data = one_json(out)
@@ -137,7 +137,7 @@ def test_subprocess_python_m_fvconsole(legacy, tmp_path) -> None:
     assert f"export FASTVIDEO_DATALOADER_STATE_DIR={legacy.out}" in done.stdout
     assert "Traceback" not in done.stderr
     assert tree_hash(legacy.checkpoint) == before
-    assert core.verify_sidecars(legacy.run.config_path, legacy.checkpoint, legacy.out).ok
+    assert verify.verify_sidecars(legacy.run.config_path, legacy.checkpoint, legacy.out).ok
 
 
 def test_dry_run_already_refuses_foreign_output_dir(legacy, tmp_path, capsys) -> None:

@@ -13,7 +13,7 @@ from fvconsole.demo.workspace import MARKER, build_demo_workspace
 def test_demo_no_tui_builds_a_realistic_workspace(tmp_path, capsys) -> None:
     from fvconsole.core.cache import scan_cache
     from fvconsole.core.checkpoints import discover_checkpoints
-    from fvconsole.core.migration import MigrationRequest, preview_migration
+    from fvconsole.core.migration.plan import MigrationRequest, preview_migration
 
     root = tmp_path / "demo"
     assert main(["demo", str(root), "--no-tui"]) == 0

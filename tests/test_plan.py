@@ -9,7 +9,7 @@ import shutil
 import pytest
 from builders_helpers import edit_manifest, refusal_fields, refusal_for, request_for, small_run, tree_hash
 
-from fvconsole.core.migration import preview_migration
+from fvconsole.core.migration.plan import preview_migration
 from fvconsole.demo.builders import write_checkpoint
 
 

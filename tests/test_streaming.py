@@ -16,7 +16,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from fvconsole.core import streaming
-from fvconsole.core.migration import MigrationPlan, MigrationRequest, Topology, compute_cursors, shard_layout
+from fvconsole.core.migration.plan import MigrationPlan, MigrationRequest
+from fvconsole.core.streaming import Topology, compute_cursors, shard_layout
 from fvconsole.demo.builders import synthetic_manifest
 
 # --------------------------------------------------------------------------- reference (FastVideo)

@@ -509,7 +509,7 @@ async def test_next_sample_ids_fill_the_rank_table(work: dict[str, str]) -> None
 
 
 def test_next_sample_ids_are_bounded(demo_ws: DemoWorkspace) -> None:
-    from fvconsole.core.migration import MigrationRequest, preview_migration
+    from fvconsole.core.migration.plan import MigrationRequest, preview_migration
     from fvconsole.tui import backend
 
     request = MigrationRequest(config_path=demo_ws.config_path, checkpoint=demo_ws.legacy_checkpoint,

@@ -94,7 +94,8 @@ def test_cache_entry_detail_uses_the_scan_and_leaves_atimes_alone(tmp_path) -> N
 
 
 def test_rank_table_holds_4096_ranks(tmp_path) -> None:
-    from fvconsole.core import migration
+    from fvconsole.core import streaming
+    from fvconsole.core.migration import plan as migration
     from fvconsole.demo import builders
     from fvconsole.demo.builders import synthetic_manifest
     from fvconsole.tui.app import FvConsoleApp
@@ -110,9 +111,9 @@ def test_rank_table_holds_4096_ranks(tmp_path) -> None:
     manifest = synthetic_manifest(20_000, rows=64)
     rows = [g["rows"] for g in manifest["row_groups"]]
     starts = [g["sample_start"] for g in manifest["row_groups"]]
-    topo = migration.Topology(world_size=4096, sp_world_size=2, batch_size=2, seed=42, shuffle=True)
-    shards, spw = migration.shard_layout(rows, topo)
-    cursors = migration.compute_cursors(rows, starts, shards, topo, 100)
+    topo = streaming.Topology(world_size=4096, sp_world_size=2, batch_size=2, seed=42, shuffle=True)
+    shards, spw = streaming.shard_layout(rows, topo)
+    cursors = streaming.compute_cursors(rows, starts, shards, topo, 100)
     plan = dataclasses.replace(small.plan, world_size=4096, sp_world_size=2, ranks=cursors, samples_per_worker=spw,
                                num_row_groups=len(rows), total_rows=manifest["total_rows"])
     preview = dataclasses.replace(small, plan=plan)

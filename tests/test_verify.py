@@ -10,19 +10,19 @@ import pytest
 import torch
 from mexec_helpers import WORLD, build_legacy, one_json, plan_for, run_cli
 
-from fvconsole.core import sidecars as core
+from fvconsole.core.migration import files, verify, write
 
 
 @pytest.fixture()
 def migrated(tmp_path):
     legacy = build_legacy(str(tmp_path))
     plan = plan_for(legacy)
-    core.execute_plan(plan)
+    write.execute_plan(plan)
     return legacy, plan
 
 
 def _verify(legacy, deep: bool = False):
-    return core.verify_sidecars(legacy.run.config_path, legacy.checkpoint, legacy.out, deep=deep)
+    return verify.verify_sidecars(legacy.run.config_path, legacy.checkpoint, legacy.out, deep=deep)
 
 
 def test_verify_ok_and_deep_next_sample_ids(migrated) -> None:
@@ -135,11 +135,11 @@ def test_torch_check_reads_every_sidecar_with_torch_too(migrated, capsys) -> Non
     assert code == 0 and "OK: 8 sidecars" in out, err
     # The comparison itself: torch's reading of real bytes against a payload that differs.
     data = Path(legacy.out, "dataloader_state_rank3.pt").read_bytes()
-    payload = core.load_sidecar(os.path.join(legacy.out, "dataloader_state_rank3.pt"))
-    assert core._torch_check(data, payload) == []
-    assert core._torch_check(data, {**payload, "step": payload["step"] + 1}) == [
+    payload = files.load_sidecar(os.path.join(legacy.out, "dataloader_state_rank3.pt"))
+    assert verify._torch_check(data, payload) == []
+    assert verify._torch_check(data, {**payload, "step": payload["step"] + 1}) == [
         "torch.load(weights_only=True) reads a different payload than the torch-free reader"]
-    assert core._torch_check(b"PK\x03\x04 not a zip", payload)[0].startswith("refused by torch.load")
+    assert verify._torch_check(b"PK\x03\x04 not a zip", payload)[0].startswith("refused by torch.load")
 
 
 def test_migrate_torch_check_writes_a_set_torch_reads(tmp_path, capsys) -> None:

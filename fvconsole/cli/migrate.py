@@ -102,7 +102,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def _request(args: argparse.Namespace) -> Any:
-    from fvconsole.core.migration import MigrationRequest
+    from fvconsole.core.migration.plan import MigrationRequest
 
     return MigrationRequest(
         config_path=args.config,
@@ -119,7 +119,7 @@ def _request(args: argparse.Namespace) -> Any:
 
 def _run(args: argparse.Namespace) -> int:
     from fvconsole.core.errors import FvError
-    from fvconsole.core.migration import preview_migration
+    from fvconsole.core.migration.plan import preview_migration
 
     preview = preview_migration(_request(args))
     mismatches = mismatches_json(preview.mismatches)
@@ -142,7 +142,8 @@ def _run(args: argparse.Namespace) -> int:
                 f"dry run: nothing written; re-run with --yes to write {plan.world_size} sidecars "
                 f"to {os.path.abspath(plan.output_dir)}")
         return 0
-    from fvconsole.core.sidecars import RECEIPT_NAME, execute_plan
+    from fvconsole.core.migration.files import RECEIPT_NAME
+    from fvconsole.core.migration.write import execute_plan
 
     base = {"executed": False, "plan": plan.to_json(), "mismatches": mismatches, "receipt": None, "warnings": warnings}
     if not args.json:
@@ -181,7 +182,7 @@ def _run(args: argparse.Namespace) -> int:
 
 def _output_dir_refusals(plan: Any, break_lock: bool) -> list[dict]:
     """The execute-time output dir rules (foreign files, symlinks, the lock), checked already in the dry run."""
-    from fvconsole.core.sidecars import output_dir_refusal
+    from fvconsole.core.migration.output_dir import output_dir_refusal
 
     message = output_dir_refusal(plan, break_lock=break_lock)
     return [{"field": "output_dir", "message": message}] if message else []
@@ -189,7 +190,7 @@ def _output_dir_refusals(plan: Any, break_lock: bool) -> list[dict]:
 
 def _output_dir_warnings(plan: Any, break_lock: bool) -> list[str]:
     """Staging dirs beside the output dir and a stale lock, as execution will find them."""
-    from fvconsole.core.sidecars import output_dir_warnings
+    from fvconsole.core.migration.output_dir import output_dir_warnings
 
     return output_dir_warnings(plan, break_lock=break_lock)
 

@@ -161,7 +161,7 @@ def _as_int(value: Any) -> int | None:
 
 def make_request(**fields: Any) -> Any:
     """A ``core.migration.MigrationRequest``."""
-    from fvconsole.core.migration import MigrationRequest
+    from fvconsole.core.migration.plan import MigrationRequest
 
     return MigrationRequest(**fields)
 
@@ -176,7 +176,7 @@ def preview(request: Any, progress: Progress | None = None) -> Any:
     """
     from dataclasses import replace
 
-    from fvconsole.core.migration import Refusal, preview_migration
+    from fvconsole.core.migration.plan import Refusal, preview_migration
 
     result = preview_migration(request, progress=progress)
     if result.plan is None:
@@ -189,21 +189,21 @@ def preview(request: Any, progress: Progress | None = None) -> Any:
 
 def output_dir_problem(plan: Any) -> str | None:
     """What ``fvconsole migrate``'s dry run refuses about the output dir (same check, same text)."""
-    from fvconsole.core.sidecars import output_dir_refusal
+    from fvconsole.core.migration.output_dir import output_dir_refusal
 
     return output_dir_refusal(plan)
 
 
 def execute(plan: Any, progress: Progress | None = None) -> dict:
     """``core.sidecars.execute_plan``: writes the sidecars and the receipt; returns the receipt."""
-    from fvconsole.core.sidecars import execute_plan
+    from fvconsole.core.migration.write import execute_plan
 
     return execute_plan(plan, progress=progress)
 
 
 def verify(request: Any, progress: Progress | None = None) -> Any:
     """``core.sidecars.verify_sidecars`` for the form's output dir (recomputes the plan itself)."""
-    from fvconsole.core.sidecars import verify_sidecars
+    from fvconsole.core.migration.verify import verify_sidecars
 
     return verify_sidecars(request.config_path, request.checkpoint, request.output_dir,
                            overrides=request.overrides, progress=progress)
@@ -296,7 +296,7 @@ def next_sample_ids(plan: Any, max_row_groups: int = MAX_NEXT_ID_ROW_GROUPS) -> 
     Reuses what ``fvconsole sidecars verify --deep`` does (``core.sidecars.add_next_sample_ids``).
     Bounded: beyond ``max_row_groups`` distinct row groups nothing is read and a note says so.
     """
-    from fvconsole.core.sidecars import add_next_sample_ids
+    from fvconsole.core.migration.sample_ids import add_next_sample_ids
 
     needed = {c.next_row_group for c in plan.ranks if c.next_row_group is not None and c.next_row_group >= 0}
     if len(needed) > max_row_groups:

@@ -230,7 +230,7 @@ def call_guarded(fn: Callable[[], Any], fifos: Sequence[Path], timeout: float = 
 
 
 def _plan(ws: MigrationWorkspace) -> Any:
-    from fvconsole.core.sidecars import recompute_plan
+    from fvconsole.core.migration.verify import recompute_plan
 
     plan, problems, _ = recompute_plan(str(ws.config), str(ws.checkpoint))
     assert plan is not None, problems
