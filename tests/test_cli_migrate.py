@@ -28,6 +28,16 @@ def test_dry_run_writes_nothing(legacy, tmp_path, capsys) -> None:
     assert tree_hash(str(tmp_path)) == before
 
 
+def test_dry_run_refuses_what_yes_would_about_the_output_name(legacy, tmp_path, capsys) -> None:
+    """A name too long for the staging dir beside it: the dry run refused nothing before (exit 0)."""
+    out = str(tmp_path / ("x" * 230))  # its lock file name (+16 bytes) still fits
+    code, _, err = run_cli(legacy.migrate_argv(out=out), capsys)
+    assert code == 1
+    assert err.startswith(f"error: output_dir: {out}: output dir name is too long for its staging dir"), err
+    code, _, err = run_cli(legacy.migrate_argv("--yes", out=out), capsys)
+    assert code == 1 and "too long for its staging dir" in err and not os.path.exists(out)
+
+
 def test_dry_run_json_shape(legacy, tmp_path, capsys) -> None:
     before = tree_hash(str(tmp_path))
     code, out, _ = run_cli(legacy.migrate_argv("--json"), capsys)

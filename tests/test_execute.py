@@ -89,10 +89,10 @@ def test_parallel_writes_many_ranks(tmp_path) -> None:
     legacy = build_legacy(str(tmp_path), world=32, sp=8)
     from mexec_helpers import request
 
-    from fvconsole.core.migration.plan import preview_migration
+    from fvconsole.core.migration.plan import plan_migration
 
     req = dataclasses.replace(request(legacy), expected_world_size=32)
-    plan = preview_migration(req).plan
+    plan = plan_migration(req).plan
     assert plan is not None
     receipt = write.execute_plan(plan, workers=4)
     assert len(receipt["sidecars"]) == 32
@@ -273,7 +273,7 @@ def test_fault_hook_kill_leaves_no_half_set(tmp_path, monkeypatch) -> None:
     assert verify.verify_sidecars(legacy.run.config_path, legacy.checkpoint, out).ok
     # The next run (breaking the killed run's lock) cleans its staging dir and publishes a complete set.
     out = str(tmp_path / f"out-{publish}")
-    write.execute_plan(plan_for(legacy, out=out), break_lock=True)
+    write.execute_plan(plan_for(legacy, out=out, break_lock=True), break_lock=True)
     assert [n for n in os.listdir(tmp_path) if f"out-{publish}.fvconsole-staging" in n] == []
     assert verify.verify_sidecars(legacy.run.config_path, legacy.checkpoint, out).ok
 

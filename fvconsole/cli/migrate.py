@@ -119,20 +119,16 @@ def _request(args: argparse.Namespace) -> Any:
 
 def _run(args: argparse.Namespace) -> int:
     from fvconsole.core.errors import FvError
-    from fvconsole.core.migration.plan import preview_migration
+    from fvconsole.core.migration.plan import plan_migration
 
-    preview = preview_migration(_request(args))
+    preview = plan_migration(_request(args), break_lock=args.break_lock)
     mismatches = mismatches_json(preview.mismatches)
     warnings = list(preview.warnings)
     refusals = [{"field": r.field, "message": r.message} for r in preview.refusals]
-    extra: list[str] = []
-    if preview.plan is not None:
-        refusals += _output_dir_refusals(preview.plan, args.break_lock)
-        extra = _output_dir_warnings(preview.plan, args.break_lock)
-        warnings += extra
     if refusals or preview.plan is None:
         _refuse(args, preview, refusals, mismatches, warnings)
     plan = preview.plan
+    extra = plan.output_dir_warnings
     if not args.yes:
         if args.json:
             emit_json({"executed": False, "plan": plan.to_json(), "mismatches": mismatches,
@@ -180,21 +176,6 @@ def _run(args: argparse.Namespace) -> int:
     return 0
 
 
-def _output_dir_refusals(plan: Any, break_lock: bool) -> list[dict]:
-    """The execute-time output dir rules (foreign files, symlinks, the lock), checked already in the dry run."""
-    from fvconsole.core.migration.output_dir import output_dir_refusal
-
-    message = output_dir_refusal(plan, break_lock=break_lock)
-    return [{"field": "output_dir", "message": message}] if message else []
-
-
-def _output_dir_warnings(plan: Any, break_lock: bool) -> list[str]:
-    """Staging dirs beside the output dir and a stale lock, as execution will find them."""
-    from fvconsole.core.migration.output_dir import output_dir_warnings
-
-    return output_dir_warnings(plan, break_lock=break_lock)
-
-
 def _refuse(args: argparse.Namespace, preview: Any, refusals: list, mismatches: list, warnings: list) -> None:
     from fvconsole.core.errors import FvError
 
@@ -221,7 +202,7 @@ def _report(plan: Any, preview: Any) -> Block:
         lines += [format_mismatches(preview.mismatches), ""]
     else:
         lines += ["config: the run config equals the checkpoint's embedded config (all keys)", ""]
-    lines += [f"warning: {w}" for w in preview.warnings]
+    lines += [f"warning: {w}" for w in plan.warnings]
     groups = plan.world_size // plan.sp_world_size if plan.sp_world_size else plan.world_size
     lines += [
         f"checkpoint: {plan.checkpoint} (step {plan.step})",

@@ -160,49 +160,28 @@ def _as_int(value: Any) -> int | None:
 
 
 def make_request(**fields: Any) -> Any:
-    """A ``core.migration.MigrationRequest``."""
+    """A ``core.migration.plan.MigrationRequest``."""
     from fvconsole.core.migration.plan import MigrationRequest
 
     return MigrationRequest(**fields)
 
 
 def preview(request: Any, progress: Progress | None = None) -> Any:
-    """``core.migration.preview_migration`` plus the output dir rules, exactly as the CLI dry run.
+    """``core.migration.plan.plan_migration``: the dry run, output dir rules included (as the CLI's)."""
+    from fvconsole.core.migration.plan import plan_migration
 
-    ``fvconsole migrate`` (dry run included) also runs ``core.sidecars.output_dir_refusal``
-    (foreign files, a symlink, an existing set without overwrite, inside the checkpoint), so
-    the console refuses those at preview time too instead of discovering them at execute time.
-    A refused preview carries no plan, so nothing can be executed from it.
-    """
-    from dataclasses import replace
-
-    from fvconsole.core.migration.plan import Refusal, preview_migration
-
-    result = preview_migration(request, progress=progress)
-    if result.plan is None:
-        return result
-    problem = output_dir_problem(result.plan)
-    if problem is None:
-        return result
-    return replace(result, refusals=(*result.refusals, Refusal("output_dir", problem)), plan=None)
-
-
-def output_dir_problem(plan: Any) -> str | None:
-    """What ``fvconsole migrate``'s dry run refuses about the output dir (same check, same text)."""
-    from fvconsole.core.migration.output_dir import output_dir_refusal
-
-    return output_dir_refusal(plan)
+    return plan_migration(request, progress=progress)
 
 
 def execute(plan: Any, progress: Progress | None = None) -> dict:
-    """``core.sidecars.execute_plan``: writes the sidecars and the receipt; returns the receipt."""
+    """``core.migration.write.execute_plan``: writes the sidecars and the receipt; returns the receipt."""
     from fvconsole.core.migration.write import execute_plan
 
     return execute_plan(plan, progress=progress)
 
 
 def verify(request: Any, progress: Progress | None = None) -> Any:
-    """``core.sidecars.verify_sidecars`` for the form's output dir (recomputes the plan itself)."""
+    """``core.migration.verify.verify_sidecars`` for the form's output dir (recomputes the plan itself)."""
     from fvconsole.core.migration.verify import verify_sidecars
 
     return verify_sidecars(request.config_path, request.checkpoint, request.output_dir,
@@ -293,7 +272,7 @@ class NextSampleIds:
 def next_sample_ids(plan: Any, max_row_groups: int = MAX_NEXT_ID_ROW_GROUPS) -> NextSampleIds:
     """Read the ``id`` of each rank's next sample: only the distinct next row groups, each once.
 
-    Reuses what ``fvconsole sidecars verify --deep`` does (``core.sidecars.add_next_sample_ids``).
+    Reuses what ``fvconsole sidecars verify --deep`` does (``core.migration.sample_ids.add_next_sample_ids``).
     Bounded: beyond ``max_row_groups`` distinct row groups nothing is read and a note says so.
     """
     from fvconsole.core.migration.sample_ids import add_next_sample_ids

@@ -25,7 +25,7 @@ from fvconsole.core.locks import FileLock
 from fvconsole.core.migration.files import classify_entry
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
-    from fvconsole.core.migration.plan import Collector, MigrationPlan, MigrationRequest
+    from fvconsole.core.migration.plan import Collector, MigrationRequest
 
 STAGING_TAG = ".fvconsole-staging-"
 LOCK_TAG = ".fvconsole-lock"
@@ -134,37 +134,99 @@ def check_output_dir(out: str, checkpoint: str, overwrite: bool) -> OutputState:
 
 
 
-# --------------------------------------------------------------------------- preconditions
+# --------------------------------------------------------------------------- the rules
 
 
-def output_dir_refusal(plan: MigrationPlan, *, break_lock: bool = False) -> str | None:
-    """The execute-time output dir rules (foreign files, symlinks, the lock) as a refusal message.
+def resolve(output_dir: str) -> str:
+    """The output dir as the operator means it: ``~`` expanded, absolute (symlinks kept)."""
+    return os.path.abspath(os.path.expanduser(output_dir))
 
-    The dry run (CLI) and the console's preview call this so that they refuse exactly what
-    execution would, before anything is written. The lock is only read, never taken.
+
+def check_request(req: MigrationRequest, ckpt: str, data_path: str | None, col: Collector) -> str:
+    """The rules the preview collects with every other refusal; returns :func:`resolve`'s path.
+
+    The output dir must be outside the checkpoint (symlinks resolved) and the dataset root,
+    a directory if it exists, and free of sidecars unless overwrite.
     """
-    out = os.path.abspath(plan.output_dir)
+    given = resolve(req.output_dir)
+    out = real(req.output_dir)
+    if is_within(out, ckpt):
+        via = f" (resolves to {out})" if out != given else ""
+        col.refuse("output_dir", f"{given}{via} is the checkpoint or inside it ({ckpt}); it must be outside")
+    elif os.path.lexists(given) and not os.path.isdir(given):
+        col.refuse("output_dir", f"{given} exists and is not a directory")
+    elif os.path.isdir(out):
+        try:
+            with os.scandir(out) as it:
+                existing = sorted(e.name for e in it if e.name.startswith("dataloader_state_rank") and e.name.endswith(".pt"))
+        except OSError as exc:
+            col.refuse("output_dir", f"{given}: cannot list ({exc.strerror or exc})")
+            existing = []
+        if existing and not req.overwrite:
+            col.refuse(
+                "output_dir",
+                f"{given} already contains {len(existing)} dataloader_state_rank<r>.pt sidecars "
+                f"(e.g. {existing[0]}); use --overwrite to replace them",
+            )
+    if data_path is not None and is_within(real(req.output_dir), real(data_path)):
+        col.refuse(
+            "output_dir",
+            f"{given} is inside the dataset root {real(data_path)} "
+            "(training.data.data_path), which must stay read-only",
+        )
+    return given
+
+
+def check_destination(out: str, checkpoint: str, overwrite: bool) -> OutputState:
+    """Refuse (FvError) unless a new set may be published at ``out``; nothing is written.
+
+    A usable name (the staging dir beside it adds ~85 bytes), :func:`check_output_dir`, and
+    a parent in which the staging dir can be created. Execution calls it before its first
+    write; the preview through :func:`review`, so a dry run refuses exactly what ``--yes``
+    would.
+    """
+    outname = os.path.basename(out)
+    if not outname or outname in (".", ".."):
+        raise FvError(f"{out}: not a usable output dir name (--output-dir)")
+    if len(os.fsencode(staging_name(outname))) > NAME_MAX:
+        raise FvError(f"{out}: output dir name is too long for its staging dir beside it "
+                      f"(at most {NAME_MAX - len(os.fsencode(staging_name('')))} bytes; --output-dir)")
+    state = check_output_dir(out, checkpoint, overwrite)
+    problem = _unwritable_parent(out)
+    if problem:
+        raise FvError(problem)
+    return state
+
+
+@dataclass(frozen=True)
+class Review:
+    """What execution would refuse (one message) or report about the output dir right now."""
+
+    refusal: str | None
+    warnings: tuple[str, ...] = ()
+
+
+def review(out: str, checkpoint: str, overwrite: bool, *, break_lock: bool = False) -> Review:
+    """:func:`check_destination` and the lock, judged without writing; staging dirs beside it.
+
+    The preview calls this once every other rule has passed. The lock is only read, never
+    taken; ``break_lock`` judges it as ``--break-lock`` would.
+    """
+    lock = migration_lock(out).probe(break_stale=break_lock)
     try:
-        check_output_dir(out, plan.checkpoint, plan.request.overwrite)
+        check_destination(out, checkpoint, overwrite)
+        refusal = lock.refusal
     except FvError as exc:
-        return f"output_dir: {exc}"
-    refusal = migration_lock(out).probe(break_stale=break_lock).refusal
-    if refusal:
-        return f"output_dir: {refusal}"
-    return _unwritable_parent(out)
-
-
-def output_dir_warnings(plan: MigrationPlan, *, break_lock: bool = False) -> list[str]:
-    """What execution would report beside the output dir: staging dirs, a stale lock it breaks."""
-    out = os.path.abspath(plan.output_dir)
+        refusal = str(exc)
     parent, outname = os.path.dirname(out), os.path.basename(out)
     warnings = []
     for found in staging_dirs(parent, outname):
         why = staging_kept(found)
         warnings.append(why or f"{found.path}: staging dir of a crashed migration on this host "
                                f"(pid {found.pid}); --yes removes it")
-    note = migration_lock(out).probe(break_stale=break_lock).note
-    return [*warnings, note] if note else warnings
+    if lock.note:
+        warnings.append(lock.note)
+    return Review(refusal, tuple(warnings))
 
 
 def _unwritable_parent(out: str) -> str | None:
@@ -178,16 +240,15 @@ def _unwritable_parent(out: str) -> str | None:
     while not os.path.lexists(ancestor) and ancestor != os.path.dirname(ancestor):
         ancestor = os.path.dirname(ancestor)
     if not os.path.isdir(ancestor):
-        return f"output_dir: {out}: {ancestor} is not a directory, so the output dir cannot be created"
+        return f"{out}: {ancestor} is not a directory, so the output dir cannot be created"
     try:
         if os.statvfs(ancestor).f_flag & os.ST_RDONLY:
-            return f"output_dir: {out}: {ancestor} is on a read-only filesystem"
+            return f"{out}: {ancestor} is on a read-only filesystem"
     except OSError:
         pass
     if not os.access(ancestor, os.W_OK | os.X_OK):
-        return f"output_dir: {out}: no permission to create files in {ancestor}"
+        return f"{out}: no permission to create files in {ancestor}"
     return None
-
 
 
 # --------------------------------------------------------------------------- staging
@@ -234,32 +295,3 @@ def staging_kept(found: StagingDir, me: HostIdentity | None = None) -> str | Non
     if pid_alive(found.pid):
         return f"{found.path}: staging dir of a running migration on this host (pid {found.pid}); left untouched"
     return None
-
-
-def check_request_output_dir(req: MigrationRequest, ckpt: str, col: Collector) -> str:
-    """Output must be outside the checkpoint (symlinks resolved) and free of sidecars unless overwrite."""
-    given = os.path.abspath(os.path.expanduser(req.output_dir))
-    out = real(req.output_dir)
-    if is_within(out, ckpt):
-        via = f" (resolves to {out})" if out != given else ""
-        col.refuse("output_dir", f"{given}{via} is the checkpoint or inside it ({ckpt}); it must be outside")
-        return given
-    if os.path.lexists(given) and not os.path.isdir(given):
-        col.refuse("output_dir", f"{given} exists and is not a directory")
-        return given
-    if os.path.isdir(out):
-        try:
-            with os.scandir(out) as it:
-                existing = sorted(e.name for e in it if e.name.startswith("dataloader_state_rank") and e.name.endswith(".pt"))
-        except OSError as exc:
-            col.refuse("output_dir", f"{given}: cannot list ({exc.strerror or exc})")
-            return given
-        if existing and not req.overwrite:
-            col.refuse(
-                "output_dir",
-                f"{given} already contains {len(existing)} dataloader_state_rank<r>.pt sidecars "
-                f"(e.g. {existing[0]}); use --overwrite to replace them",
-            )
-    return given
-
-

@@ -10,13 +10,13 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass, field
+from typing import Any
 
 from fvconsole.core import streaming
 from fvconsole.core.errors import FvError
-from fvconsole.core.fsutil import is_within, real
-from fvconsole.core.migration import inputs
+from fvconsole.core.fsutil import real
+from fvconsole.core.migration import inputs, output_dir
 from fvconsole.core.migration.files import SIDECAR_VERSION
-from fvconsole.core.migration.output_dir import check_request_output_dir
 from fvconsole.core.progress import Progress, no_progress
 from fvconsole.core.runconfig import Mismatch
 from fvconsole.core.streaming import RankCursor, Topology, compute_cursors, shard_layout
@@ -90,6 +90,9 @@ class MigrationPlan:
     ranks: tuple[RankCursor, ...] = field(repr=False)
     mismatches: tuple[Mismatch, ...] = field(default=(), repr=False)
     warnings: tuple[str, ...] = ()
+    #: What the output dir rules found beside the output dir when planning (staging dirs, a
+    #: stale lock): shown with the preview's warnings; not in to_json(), which is the plan.
+    output_dir_warnings: tuple[str, ...] = field(default=(), repr=False)
 
     @property
     def epoch_progress(self) -> float:
@@ -204,22 +207,33 @@ class Collector:
 
 
 
-def _request_paths(req: MigrationRequest) -> tuple[tuple[str, str], ...]:
-    return (("config", os.fspath(req.config_path)), ("checkpoint", os.fspath(req.checkpoint)),
-            ("output_dir", os.fspath(req.output_dir)))
-
-
-def preview_migration(req: MigrationRequest, progress: Progress | None = None) -> MigrationPreview:
+def plan_migration(req: MigrationRequest, progress: Progress | None = None, *,
+                   break_lock: bool = False) -> MigrationPreview:
     """Dry run: all refusals that apply, warnings, the mismatch report, and the plan iff none refuse.
 
     Writes nothing. Reads metadata.json, dcp/.metadata, the run config, the manifest and (unless
-    skipped) stats each dataset file once.
+    skipped) stats each dataset file once. Every output dir rule is applied
+    (:mod:`.output_dir`), the lock only read (``break_lock``: judged as ``--break-lock``
+    would), so the preview refuses exactly what executing the plan would.
     """
-    from fvconsole.core.manifest import check_manifest, load_manifest
+    return _plan(req, progress, output_rules=True, break_lock=break_lock)
 
+
+def plan_from_sources(req: MigrationRequest, progress: Progress | None = None) -> MigrationPreview:
+    """The plan from the checkpoint, the run config and the manifest alone; the output dir is not looked at.
+
+    What verification compares a written set with: the set's own dir is the output dir,
+    so no output dir rule (existing sidecars, overwrite, the lock) may refuse it.
+    """
+    return _plan(req, progress, output_rules=False, break_lock=False)
+
+
+def _plan(req: MigrationRequest, progress: Progress | None, *, output_rules: bool, break_lock: bool) -> MigrationPreview:
     progress = progress or no_progress
     col = Collector()
-    nul = [(name, value) for name, value in _request_paths(req) if "\x00" in value]
+    paths = [("config", req.config_path), ("checkpoint", req.checkpoint)]
+    paths += [("output_dir", req.output_dir)] if output_rules else []
+    nul = [(name, os.fspath(value)) for name, value in paths if "\x00" in os.fspath(value)]
     if nul:  # every os call would raise ValueError on these: refuse before touching anything
         for name, value in nul:
             col.refuse(name, f"path contains a NUL byte ({value!r})")
@@ -232,6 +246,61 @@ def preview_migration(req: MigrationRequest, progress: Progress | None = None) -
     progress(1, total, "reading run config")
     cfg, mismatches = inputs.check_config(req, facts, col)
     params = inputs.read_params(cfg.data, cfg.path or req.config_path, col) if cfg is not None else inputs.Params()
+    _check_confirmations(req, step, params, col)
+    if output_rules:
+        out = output_dir.check_request(req, ckpt, params.data_path, col)
+    else:
+        out = output_dir.resolve(req.output_dir)
+    progress(2, total, "loading manifest")
+    manifest = _load_manifest(req, params, col, progress)
+    progress(4, total, "computing cursors")
+    layout = _layout(req, params, manifest, col)
+    plan = None
+    if layout is not None and not col.refusals:
+        if params.world == 1:
+            col.warn("world size 1: FastVideo can resume this legacy checkpoint without sidecars")
+        plan_warnings = tuple(col.warnings)
+        review = output_dir.review(out, ckpt, req.overwrite, break_lock=break_lock) if output_rules else None
+        if review is not None:
+            col.warnings.extend(review.warnings)
+            if review.refusal:
+                col.refuse("output_dir", review.refusal)
+        if not col.refusals:
+            topo, shards, spw, yielded = layout
+            plan = MigrationPlan(
+                request=req,
+                checkpoint=ckpt,
+                checkpoint_metadata_sha256=facts.metadata_sha256 or "",
+                config_path=cfg.path or req.config_path,
+                config_sha256=cfg.sha256 or "",
+                manifest_path=manifest.path,
+                manifest_fingerprint=manifest.fingerprint,
+                dataset_root=manifest.dataset_root,
+                output_dir=out,
+                step=step,
+                world_size=topo.world_size,
+                sp_world_size=topo.sp_world_size,
+                batch_size=topo.batch_size,
+                read_batch_size=params.read_batch,
+                seed=params.seed,
+                shuffle_row_groups=params.shuffle,
+                gradient_accumulation_steps=params.accum,
+                consumed_batches_per_rank=req.consumed_batches_per_rank,
+                yielded_samples_per_rank=yielded,
+                samples_per_worker=spw,
+                num_row_groups=manifest.num_row_groups,
+                total_rows=manifest.total_rows,
+                ranks=compute_cursors(manifest.rows, manifest.sample_starts, shards, topo, yielded),
+                mismatches=mismatches,
+                warnings=plan_warnings,
+                output_dir_warnings=review.warnings if review is not None else (),
+            )
+    progress(5, total, "done")
+    return MigrationPreview(req, mismatches, tuple(col.refusals), tuple(col.warnings), plan)
+
+
+def _check_confirmations(req: MigrationRequest, step: int | None, params: inputs.Params, col: Collector) -> None:
+    """The operator's --expected-world-size and --consumed-batches-per-rank against the config."""
     if params.world is not None and req.expected_world_size != params.world:
         col.refuse(
             "expected_world_size",
@@ -245,38 +314,39 @@ def preview_migration(req: MigrationRequest, progress: Progress | None = None) -
                 f"--consumed-batches-per-rank is {req.consumed_batches_per_rank} but step {step} x "
                 f"training.loop.gradient_accumulation_steps {params.accum} is {expected}",
             )
-    output_dir = check_request_output_dir(req, ckpt, col)
-    if params.data_path is not None and is_within(real(req.output_dir), real(params.data_path)):
-        col.refuse(
-            "output_dir",
-            f"{output_dir} is inside the dataset root {real(params.data_path)} "
-            "(training.data.data_path), which must stay read-only",
-        )
 
-    progress(2, total, "loading manifest")
-    manifest = None
-    if params.manifest_path is not None:
-        try:
-            manifest = load_manifest(params.manifest_path)
-        except FvError as exc:
-            col.refuse("training.data.streaming_manifest_path", str(exc))
-    if manifest is not None:
-        progress(3, total, "checking manifest")
-        check = check_manifest(manifest, params.data_path, source=True)
-        for problem in check.problems:
-            col.refuse("manifest", problem)
-        for problem in check.source_problems:
-            if req.skip_source_check:
-                col.warn(f"source check skipped: {problem}")
-            else:
-                col.refuse("manifest.source", f"{problem} (--skip-source-check to proceed anyway)")
-        col.warnings.extend(check.warnings)
 
-    progress(4, total, "computing cursors")
-    plan = None
+def _load_manifest(req: MigrationRequest, params: inputs.Params, col: Collector, progress: Progress) -> Any:
+    """The manifest named by the config, its integrity and (unless skipped) its source check."""
+    from fvconsole.core.manifest import check_manifest, load_manifest
+
+    if params.manifest_path is None:
+        return None
+    try:
+        manifest = load_manifest(params.manifest_path)
+    except FvError as exc:
+        col.refuse("training.data.streaming_manifest_path", str(exc))
+        return None
+    progress(3, 5, "checking manifest")
+    check = check_manifest(manifest, params.data_path, source=True)
+    for problem in check.problems:
+        col.refuse("manifest", problem)
+    for problem in check.source_problems:
+        if req.skip_source_check:
+            col.warn(f"source check skipped: {problem}")
+        else:
+            col.refuse("manifest.source", f"{problem} (--skip-source-check to proceed anyway)")
+    col.warnings.extend(check.warnings)
+    return manifest
+
+
+def _layout(req: MigrationRequest, params: inputs.Params, manifest: Any,
+            col: Collector) -> tuple[Topology, list[range], int, int] | None:
+    """(topology, shards, samples_per_worker, yielded) when the layout can feed this step, else None."""
     batch, world, sp = params.batch, params.world, params.sp
-    layout_ok = manifest is not None and None not in (batch, world, sp, params.seed, params.shuffle) and world % sp == 0
-    if layout_ok and world // sp > manifest.num_row_groups:
+    if manifest is None or None in (batch, world, sp, params.seed, params.shuffle) or world % sp:
+        return None
+    if world // sp > manifest.num_row_groups:
         # Some shard would be empty: samples_per_worker is 0. Refuse without building one
         # (possibly empty) shard per group, which for a typo like 1e11 GPUs exhausts memory.
         col.refuse(
@@ -284,54 +354,22 @@ def preview_migration(req: MigrationRequest, progress: Progress | None = None) -
             f"dataset too small: {manifest.num_row_groups} row groups cannot feed {world // sp} data-parallel "
             f"groups (training.distributed.num_gpus {world} / sp_size {sp}; samples_per_worker 0)",
         )
-        layout_ok = False
-    if layout_ok:
-        topo = Topology(world, sp, batch, params.seed, params.shuffle)
-        shards, spw = shard_layout(manifest.rows, topo)
-        yielded = req.consumed_batches_per_rank * batch
-        if spw == 0:
-            col.refuse(
-                "samples_per_worker",
-                f"dataset too small: the smallest of {world // sp} shards has fewer than "
-                f"training.data.train_batch_size {batch} rows (samples_per_worker 0)",
-            )
-        elif req.consumed_batches_per_rank < 0:
-            col.refuse("consumed_batches_per_rank", f"must be >= 0 (got {req.consumed_batches_per_rank})")
-        elif yielded >= spw:
-            col.refuse(
-                "consumed_batches_per_rank",
-                f"{req.consumed_batches_per_rank} batches x {batch} = {yielded} samples per rank reaches the "
-                f"epoch boundary (samples_per_worker {spw}); only first-epoch cursors can be reconstructed",
-            )
-        if not col.refusals:
-            if world == 1:
-                col.warn("world size 1: FastVideo can resume this legacy checkpoint without sidecars")
-            plan = MigrationPlan(
-                request=req,
-                checkpoint=ckpt,
-                checkpoint_metadata_sha256=facts.metadata_sha256 or "",
-                config_path=cfg.path or req.config_path,
-                config_sha256=cfg.sha256 or "",
-                manifest_path=manifest.path,
-                manifest_fingerprint=manifest.fingerprint,
-                dataset_root=manifest.dataset_root,
-                output_dir=output_dir,
-                step=step,
-                world_size=world,
-                sp_world_size=sp,
-                batch_size=batch,
-                read_batch_size=params.read_batch,
-                seed=params.seed,
-                shuffle_row_groups=params.shuffle,
-                gradient_accumulation_steps=params.accum,
-                consumed_batches_per_rank=req.consumed_batches_per_rank,
-                yielded_samples_per_rank=yielded,
-                samples_per_worker=spw,
-                num_row_groups=manifest.num_row_groups,
-                total_rows=manifest.total_rows,
-                ranks=compute_cursors(manifest.rows, manifest.sample_starts, shards, topo, yielded),
-                mismatches=mismatches,
-                warnings=tuple(col.warnings),
-            )
-    progress(5, total, "done")
-    return MigrationPreview(req, mismatches, tuple(col.refusals), tuple(col.warnings), plan)
+        return None
+    topo = Topology(world, sp, batch, params.seed, params.shuffle)
+    shards, spw = shard_layout(manifest.rows, topo)
+    yielded = req.consumed_batches_per_rank * batch
+    if spw == 0:
+        col.refuse(
+            "samples_per_worker",
+            f"dataset too small: the smallest of {world // sp} shards has fewer than "
+            f"training.data.train_batch_size {batch} rows (samples_per_worker 0)",
+        )
+    elif req.consumed_batches_per_rank < 0:
+        col.refuse("consumed_batches_per_rank", f"must be >= 0 (got {req.consumed_batches_per_rank})")
+    elif yielded >= spw:
+        col.refuse(
+            "consumed_batches_per_rank",
+            f"{req.consumed_batches_per_rank} batches x {batch} = {yielded} samples per rank reaches the "
+            f"epoch boundary (samples_per_worker {spw}); only first-epoch cursors can be reconstructed",
+        )
+    return topo, shards, spw, yielded

@@ -27,7 +27,7 @@ from fvconsole.core.migration.files import (
     sidecar_name,
 )
 from fvconsole.core.migration.output_dir import staging_pattern
-from fvconsole.core.migration.plan import MigrationPlan, MigrationRequest, preview_migration
+from fvconsole.core.migration.plan import MigrationPlan, MigrationRequest, plan_migration
 from fvconsole.core.migration.receipt import check_receipt
 from fvconsole.core.migration.sample_ids import add_next_sample_ids
 from fvconsole.core.progress import Progress, no_progress
@@ -127,7 +127,7 @@ def recompute_plan(
         overwrite=True,
         skip_source_check=True,
     )
-    preview = preview_migration(request)
+    preview = plan_migration(request)
     problems = [f"cannot recompute the plan: {r.message}" for r in preview.refusals]
     return preview.plan, problems, list(preview.warnings)
 

@@ -25,9 +25,10 @@ from fvconsole.core.host import current_identity
 from fvconsole.core.migration import faults
 from fvconsole.core.migration.files import RECEIPT_NAME, read_sidecar_bytes, sha256_bytes, sidecar_name
 from fvconsole.core.migration.output_dir import (
-    NAME_MAX,
+    check_destination,
     check_output_dir,
     migration_lock,
+    resolve,
     staging_dirs,
     staging_kept,
     staging_name,
@@ -201,24 +202,12 @@ def _write_all(
 
 def _precheck(plan: MigrationPlan) -> tuple[str, str, str]:
     """Everything that can refuse, before the first write. Returns (out, parent, outname)."""
-    out = os.path.abspath(os.path.expanduser(plan.output_dir))
-    outname = os.path.basename(out)
-    if not outname or outname in (".", ".."):
-        raise FvError(f"{plan.output_dir}: not a usable output dir name (--output-dir)")
-    if len(os.fsencode(staging_name(outname))) > NAME_MAX:
-        raise FvError(f"{plan.output_dir}: output dir name is too long for its staging dir beside it "
-                      f"(at most {NAME_MAX - len(os.fsencode(staging_name('')))} bytes; --output-dir)")
-    parent = os.path.dirname(out)
-    check_output_dir(out, plan.checkpoint, plan.request.overwrite)
+    out = resolve(plan.output_dir)
+    check_destination(out, plan.checkpoint, plan.request.overwrite)
     _recheck_sources(plan)
     if not plan.ranks or len(plan.ranks) != plan.world_size:
         raise FvError(f"plan: field 'ranks' has {len(plan.ranks)} entries for world size {plan.world_size}")
-    probe = parent
-    while not os.path.isdir(probe):
-        probe = os.path.dirname(probe)
-    if not os.access(probe, os.W_OK | os.X_OK):
-        raise FvError(f"{probe}: no write permission for the output dir's parent (--output-dir)")
-    return out, parent, outname
+    return out, os.path.dirname(out), os.path.basename(out)
 
 
 def execute_plan(
