@@ -17,7 +17,7 @@ from fvconsole.core.migration import files, verify, write
 def migrated(tmp_path):
     legacy = build_legacy(str(tmp_path))
     plan = plan_for(legacy)
-    write.execute_plan(plan)
+    write.execute_migration(plan)
     return legacy, plan
 
 

@@ -138,23 +138,21 @@ def _run(args: argparse.Namespace) -> int:
                 f"dry run: nothing written; re-run with --yes to write {plan.world_size} sidecars "
                 f"to {os.path.abspath(plan.output_dir)}")
         return 0
-    from fvconsole.core.migration.files import RECEIPT_NAME
-    from fvconsole.core.migration.write import execute_plan
+    from fvconsole.core.migration.write import execute_migration
 
     base = {"executed": False, "plan": plan.to_json(), "mismatches": mismatches, "receipt": None, "warnings": warnings}
     if not args.json:
         say(_report(plan, preview), *[f"warning: {w}" for w in extra])
 
-    def warn(message: str) -> None:  # execution's own findings (staging dirs, a broken lock)
-        if message not in warnings:
-            warnings.append(message)
-            if not args.json:
-                say(f"warning: {message}")
+    def warn(message: str) -> None:  # execution's own findings (staging dirs, a broken lock), once each
+        warnings.append(message)
+        if not args.json:
+            say(f"warning: {message}")
 
     try:
         progress = None if args.json and not sys.stderr.isatty() else progress_printer("writing sidecars", plain_lines=True)
-        receipt = execute_plan(plan, progress=progress, workers=args.workers, break_lock=args.break_lock,
-                               on_warning=warn, torch_check=args.torch_check)
+        result = execute_migration(plan, progress=progress, workers=args.workers, break_lock=args.break_lock,
+                                   on_warning=warn, torch_check=args.torch_check)
     except FvError as exc:
         from fvconsole.core.errors import PartialFailure
 
@@ -165,14 +163,12 @@ def _run(args: argparse.Namespace) -> int:
             merged["refusals"] = [{"field": "execute", "message": exc.message}]
         exc.details = merged
         raise
-    out = os.path.abspath(plan.output_dir)
-    receipt_path = os.path.join(out, RECEIPT_NAME)
-    record_write(f"the migration completed: {len(receipt['sidecars'])} sidecars and the receipt in {out}")
+    record_write(f"the migration completed: {result.sidecars} sidecars and the receipt in {result.output_dir}")
     if args.json:
-        emit_json(dict(base, executed=True, receipt=receipt, receipt_path=receipt_path, output_dir=out))
+        emit_json(result.to_json())
         return 0
-    say("", f"wrote {len(receipt['sidecars'])} sidecars to {out}", f"receipt: {receipt_path}",
-        "next step: resume training with", f"  export FASTVIDEO_DATALOADER_STATE_DIR={out}")
+    say("", f"wrote {result.sidecars} sidecars to {result.output_dir}", f"receipt: {result.receipt_path}",
+        "next step: resume training with", f"  export FASTVIDEO_DATALOADER_STATE_DIR={result.output_dir}")
     return 0
 
 

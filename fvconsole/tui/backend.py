@@ -174,10 +174,10 @@ def preview(request: Any, progress: Progress | None = None) -> Any:
 
 
 def execute(plan: Any, progress: Progress | None = None) -> dict:
-    """``core.migration.write.execute_plan``: writes the sidecars and the receipt; returns the receipt."""
-    from fvconsole.core.migration.write import execute_plan
+    """``core.migration.write.execute_migration``: writes the sidecars and the receipt; returns the receipt."""
+    from fvconsole.core.migration.write import execute_migration
 
-    return execute_plan(plan, progress=progress)
+    return dict(execute_migration(plan, progress=progress).receipt)
 
 
 def verify(request: Any, progress: Progress | None = None) -> Any:

@@ -10,8 +10,6 @@ from __future__ import annotations
 import contextlib
 import os
 import re
-import secrets
-import tempfile
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -27,7 +25,7 @@ from fvconsole.core.migration.files import (
     sidecar_name,
 )
 from fvconsole.core.migration.output_dir import staging_pattern
-from fvconsole.core.migration.plan import MigrationPlan, MigrationRequest, plan_migration
+from fvconsole.core.migration.plan import MigrationPlan, MigrationRequest, plan_from_sources
 from fvconsole.core.migration.receipt import check_receipt
 from fvconsole.core.migration.sample_ids import add_next_sample_ids
 from fvconsole.core.progress import Progress, no_progress
@@ -77,7 +75,6 @@ def diff_payload(actual: Any, expected: Any, prefix: str = "") -> list[str]:
     return []
 
 
-#: A sidecar is ~1.3 KB; anything near this is not one (and is not read into memory).
 
 def _short_repr(value: Any, limit: int = 120) -> str:
     """repr for a problem line: a damaged sidecar may hold a million-item list."""
@@ -102,12 +99,13 @@ def _checkpoint_step(checkpoint: str) -> int:
 
 
 def recompute_plan(
-    config_path: str, checkpoint: str, overrides: Sequence[str] = ()
+    config_path: str, checkpoint: str, overrides: Sequence[str] = (), sidecar_dir: str = "."
 ) -> tuple[MigrationPlan | None, list[str], list[str]]:
     """Plan the migration again from config + checkpoint; returns (plan, problems, warnings).
 
-    The request targets a path that cannot exist so that refusals about the output dir
-    (existing sidecars, overwrite) never block verification.
+    The planner runs on the sources alone (:func:`.plan.plan_from_sources`): the set being
+    verified is the output dir, so no output dir rule (existing sidecars, overwrite, the
+    lock) applies to it. The step comes from the checkpoint, the confirmations from the config.
     """
     from fvconsole.core.runconfig import load_run_config
 
@@ -115,19 +113,17 @@ def recompute_plan(
     step = _checkpoint_step(checkpoint)
     world = _int_field(cfg, config_path, "training.distributed.num_gpus")
     accum = _int_field(cfg, config_path, "training.loop.gradient_accumulation_steps")
-    dummy = os.path.join(tempfile.gettempdir(), f".fvconsole-verify-{os.getpid()}-{secrets.token_hex(6)}")
     request = MigrationRequest(
         config_path=config_path,
         checkpoint=checkpoint,
-        output_dir=dummy,
+        output_dir=sidecar_dir,
         expected_step=step,
         expected_world_size=world,
         consumed_batches_per_rank=step * accum,
         overrides=tuple(overrides),
-        overwrite=True,
         skip_source_check=True,
     )
-    preview = plan_migration(request)
+    preview = plan_from_sources(request)
     problems = [f"cannot recompute the plan: {r.message}" for r in preview.refusals]
     return preview.plan, problems, list(preview.warnings)
 
@@ -154,7 +150,7 @@ def verify_sidecars(
     Sidecars are read without torch; ``torch_check`` also loads each with real torch.
     """
     progress = progress or no_progress
-    plan, problems, warnings = recompute_plan(config_path, checkpoint, overrides)
+    plan, problems, warnings = recompute_plan(config_path, checkpoint, overrides, sidecar_dir)
     if plan is None:
         return VerifyResult(False, tuple(problems), (), tuple(warnings), sidecar_dir)
     if not os.path.isdir(sidecar_dir):

@@ -14,8 +14,9 @@ from __future__ import annotations
 import contextlib
 import os
 import secrets
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor, as_completed, wait
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from fvconsole.core import torch_zip
@@ -210,7 +211,38 @@ def _precheck(plan: MigrationPlan) -> tuple[str, str, str]:
     return out, os.path.dirname(out), os.path.basename(out)
 
 
-def execute_plan(
+@dataclass(frozen=True)
+class MigrationResult:
+    """What an execution wrote: the plan, the receipt as written, and what the operator was told."""
+
+    plan: MigrationPlan
+    receipt: Mapping[str, Any]
+    output_dir: str
+    #: The plan's warnings, then what execution found (staging dirs left alone, a stale lock removed).
+    warnings: tuple[str, ...] = ()
+
+    @property
+    def receipt_path(self) -> str:
+        return os.path.join(self.output_dir, RECEIPT_NAME)
+
+    @property
+    def sidecars(self) -> int:
+        return len(self.receipt["sidecars"])
+
+    def to_json(self) -> dict:
+        """``fvconsole migrate --yes --json``'s object."""
+        return {
+            "executed": True,
+            "plan": self.plan.to_json(),
+            "mismatches": [m.to_json() for m in self.plan.mismatches],
+            "receipt": dict(self.receipt),
+            "warnings": list(self.warnings),
+            "receipt_path": self.receipt_path,
+            "output_dir": self.output_dir,
+        }
+
+
+def execute_migration(
     plan: MigrationPlan,
     progress: Progress | None = None,
     workers: int | None = None,
@@ -218,19 +250,27 @@ def execute_plan(
     break_lock: bool = False,
     on_warning: Callable[[str], None] | None = None,
     torch_check: bool = False,
-) -> dict:
-    """Write exactly ``plan``'s sidecars and receipt to ``plan.output_dir``; returns the receipt.
+) -> MigrationResult:
+    """Write exactly ``plan``'s sidecars and receipt to ``plan.output_dir``.
 
     Refusals (FvError) happen before anything is written, including "another migration holds
     the output dir's lock" (``break_lock``: first remove a lock whose holder is provably dead
     on this host). A failure after the first write removes the staging dir, leaves any
     previous set untouched and raises PartialFailure; so does a published set that does not
-    read back as written. ``on_warning`` receives what the operator should know (staging
-    dirs of other hosts left alone, a stale lock removed). ``torch_check``: each staged sidecar
-    is also read back with real torch before publishing.
+    read back as written. ``on_warning`` receives each warning execution finds that the plan
+    did not already carry, when it is found (staging dirs of other hosts left alone, a stale
+    lock removed). ``torch_check``: each staged sidecar is also read back with real torch
+    before publishing.
     """
     progress = progress or no_progress
-    warn = on_warning or (lambda message: None)
+    told = [*plan.warnings, *plan.output_dir_warnings]
+
+    def warn(message: str) -> None:
+        if message not in told:
+            told.append(message)
+            if on_warning is not None:
+                on_warning(message)
+
     faults.reset()
     out, parent, outname = _precheck(plan)
     if not os.path.isdir(parent):  # the lock lives in the parent
@@ -244,11 +284,12 @@ def execute_plan(
     for note in lock.acquire(break_stale=break_lock):
         warn(note)
     try:
-        return _execute_locked(plan, out, parent, outname, progress, workers, warn, torch_check)
+        receipt = _execute_locked(plan, out, parent, outname, progress, workers, warn, torch_check)
     finally:
         problem = lock.release()
         if problem:
             warn(problem)
+    return MigrationResult(plan, receipt, out, tuple(told))
 
 
 def _execute_locked(
