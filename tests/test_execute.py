@@ -11,12 +11,12 @@ import sys
 
 import pytest
 import torch
+from fastvideo_reference import live_loader_state
 from mexec_helpers import BATCH, SP, STEP, WORLD, build_legacy, plan_for, tree_hash
 
 from fvconsole.core.errors import FvError, PartialFailure
 from fvconsole.core.migration import output_dir, verify, write
 from fvconsole.core.migration.receipt import RECEIPT_SCHEMA
-from fvconsole.demo.builders import loader_state
 
 RECEIPT_FIELDS = [
     "schema", "created_at_utc", "source_checkpoint", "source_checkpoint_metadata_sha256", "source_config",
@@ -43,6 +43,8 @@ def test_execute_writes_exactly_the_plan(tmp_path) -> None:
     plan = plan_for(legacy)
     calls = []
     receipt = write.execute_migration(plan, progress=lambda d, t, m: calls.append((d, t))).receipt
+    with open(legacy.run.manifest_path, encoding="utf-8") as fh:
+        manifest = json.load(fh)
 
     assert sorted(os.listdir(legacy.out)) == sorted(
         [f"dataloader_state_rank{r}.pt" for r in range(WORLD)] + ["migration_receipt.json"]
@@ -53,8 +55,8 @@ def test_execute_writes_exactly_the_plan(tmp_path) -> None:
         assert payload == plan.sidecar_payload(rank)
         assert payload["version"] == 1 and payload["rank"] == rank and payload["world_size"] == WORLD
         assert payload["step"] == STEP and payload["state_kind"] == "dataset"
-        # Independent oracle: the state the streaming loader itself reports at this step.
-        assert payload["state"] == loader_state(legacy.run.config, rank, WORLD, STEP)["dataset_state"]
+        # Independent oracle: the state FastVideo's loader reports at this step, replayed sample by sample.
+        assert payload["state"] == live_loader_state(legacy.run.config, manifest, rank=rank, step=STEP)
     # Ranks of one SP group read the same samples.
     a, b = (plan.sidecar_payload(r)["state"] for r in (2, 3))
     assert (a["row_group_position"], a["row_offset"]) == (b["row_group_position"], b["row_offset"])
