@@ -133,7 +133,6 @@ def check_output_dir(out: str, checkpoint: str, overwrite: bool) -> OutputState:
     return state
 
 
-
 # --------------------------------------------------------------------------- the rules
 
 

@@ -206,7 +206,6 @@ class Collector:
         self.warnings.append(message)
 
 
-
 def plan_migration(req: MigrationRequest, progress: Progress | None = None, *,
                    break_lock: bool = False) -> MigrationPreview:
     """Dry run: all refusals that apply, warnings, the mismatch report, and the plan iff none refuse.

@@ -14,6 +14,7 @@ import os
 import stat
 from collections.abc import Mapping
 
+from fvconsole.core import atomic
 from fvconsole.core.errors import PartialFailure
 from fvconsole.core.migration import faults
 from fvconsole.core.migration.files import classify_entry, sha256_bytes
@@ -24,12 +25,9 @@ MAX_PUBLISHED_BYTES = 64 << 20
 
 
 def fsync_dir(path: str, label: str) -> None:
+    """``core.atomic.fsync_dir`` as one step of the fault hook."""
     faults.point(label)
-    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
+    atomic.fsync_dir(path)
 
 
 def remove_set_dir(path: str) -> bool:
@@ -74,10 +72,8 @@ def publish(staging: str, out: str, parent: str, outname: str, checkpoint: str, 
         faults.point(f"rename {staging} -> {out}")
         os.rename(staging, out)
         return None
-    from fvconsole.core.atomic import exchange_paths
-
     faults.point(f"exchange {staging} <-> {out}")
-    if exchange_paths(staging, out):
+    if atomic.exchange_paths(staging, out):
         return staging  # the old set now lives under the staging name
     aside = os.path.join(parent, staging_name(outname))
     faults.point(f"rename {out} -> {aside}")
@@ -97,7 +93,6 @@ def publish(staging: str, out: str, parent: str, outname: str, checkpoint: str, 
             ) from None
         raise
     return aside
-
 
 
 def after_publish(

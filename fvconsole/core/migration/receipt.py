@@ -90,7 +90,6 @@ def receipt_bytes(receipt: Mapping[str, Any]) -> bytes:
     return (json.dumps(receipt, indent=2, sort_keys=True) + "\n").encode("utf-8")
 
 
-
 def check_receipt(directory: str, plan: MigrationPlan, problems: list[str]) -> dict[int, dict]:
     """Receipt presence, schema and headline fields; returns its sidecar rows by rank."""
     path = os.path.join(directory, RECEIPT_NAME)

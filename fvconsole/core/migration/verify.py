@@ -75,14 +75,12 @@ def diff_payload(actual: Any, expected: Any, prefix: str = "") -> list[str]:
     return []
 
 
-
 def _short_repr(value: Any, limit: int = 120) -> str:
     """repr for a problem line: a damaged sidecar may hold a million-item list."""
     if isinstance(value, (list, tuple, dict, set)) and len(value) > 20:
         return f"<{type(value).__name__} of {len(value)} items>"
     text = repr(value)
     return text if len(text) <= limit else text[:limit] + "..."
-
 
 
 def _checkpoint_step(checkpoint: str) -> int:

@@ -11,15 +11,14 @@ lock; every file-system step first calls the test-only fault hook (:mod:`.faults
 
 from __future__ import annotations
 
-import contextlib
 import os
-import secrets
 from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor, as_completed, wait
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from fvconsole.core import torch_zip
+from fvconsole.core.atomic import atomic_write_bytes
 from fvconsole.core.errors import FvError, PartialFailure
 from fvconsole.core.fsutil import sha256_file
 from fvconsole.core.host import current_identity
@@ -46,29 +45,11 @@ PARALLEL_THRESHOLD = 16
 
 
 def _write_file_atomic(directory: str, name: str, data: bytes) -> str:
-    """Temp file in ``directory``, write, flush, fsync, rename; returns the final path.
+    """``core.atomic`` write of one file of the set, each step through the fault hook; returns its path.
 
     The caller fsyncs the directory once for many files (one fsync per dir, not per file).
     """
-    tmp = os.path.join(directory, f".{name}.{secrets.token_hex(4)}.tmp")
-    final = os.path.join(directory, name)
-    faults.point(f"create {tmp}")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o644)
-    try:
-        with os.fdopen(fd, "wb") as handle:
-            faults.point(f"write {tmp}")
-            handle.write(data)
-            handle.flush()
-            faults.point(f"fsync {tmp}")
-            os.fsync(handle.fileno())
-        faults.point(f"rename {tmp} -> {final}")
-        os.rename(tmp, final)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-        raise
-    return final
-
+    return atomic_write_bytes(os.path.join(directory, name), data, sync_dir=False, step=faults.point)
 
 
 def _recheck_sources(plan: MigrationPlan) -> None:
@@ -108,7 +89,6 @@ def _manifest_fingerprint_now(path: str) -> str:
     return stored if recomputed == stored else recomputed
 
 
-
 def cleanup_stale_staging(parent: str, outname: str) -> tuple[list[str], list[str]]:
     """Remove staging dirs of crashed runs of *this* host identity; returns (removed, warnings).
 
@@ -125,7 +105,6 @@ def cleanup_stale_staging(parent: str, outname: str) -> tuple[list[str], list[st
         else:
             warnings.append(f"{found.path}: staging dir of a crashed migration holds unexpected entries; left untouched")
     return removed, warnings
-
 
 
 def _store(staging: str, name: str, data: bytes) -> bytes:
@@ -195,7 +174,6 @@ def _write_all(
             raise
     for i, (rank, name, payload, data) in enumerate(jobs):
         done.append(_checked(rank, name, payload, data, stored[i], torch_check))
-
 
 
 # --------------------------------------------------------------------------- execute
