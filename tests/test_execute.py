@@ -12,7 +12,8 @@ import sys
 import pytest
 import torch
 from fastvideo_reference import live_loader_state
-from mexec_helpers import BATCH, SP, STEP, WORLD, build_legacy, plan_for, tree_hash
+from migration_runs import BATCH, SP, STEP, WORLD, build_legacy, plan_for
+from reliability.harness import tree_digest
 
 from fvconsole.core.errors import FvError, PartialFailure
 from fvconsole.core.migration import output_dir, verify, write
@@ -39,7 +40,7 @@ def _dead_pid() -> int:
 
 def test_execute_writes_exactly_the_plan(tmp_path) -> None:
     legacy = build_legacy(str(tmp_path))
-    ck_before = tree_hash(legacy.checkpoint)
+    ck_before = tree_digest(legacy.checkpoint, mtimes=True, modes=True)
     plan = plan_for(legacy)
     calls = []
     receipt = write.execute_migration(plan, progress=lambda d, t, m: calls.append((d, t))).receipt
@@ -84,12 +85,12 @@ def test_execute_writes_exactly_the_plan(tmp_path) -> None:
 
     assert calls and calls[-1] == (WORLD, WORLD)
     assert not [n for n in os.listdir(tmp_path) if "fvconsole-staging" in n]
-    assert tree_hash(legacy.checkpoint) == ck_before
+    assert tree_digest(legacy.checkpoint, mtimes=True, modes=True) == ck_before
 
 
 def test_parallel_writes_many_ranks(tmp_path) -> None:
     legacy = build_legacy(str(tmp_path), world=32, sp=8)
-    from mexec_helpers import request
+    from migration_runs import request
 
     from fvconsole.core.migration.plan import plan_migration
 
@@ -112,7 +113,7 @@ def test_overwrite_replaces_set_and_failure_keeps_old_set(tmp_path, monkeypatch)
     second = write.execute_migration(plan).receipt
     assert os.stat(legacy.out).st_ino != old_ino  # a new directory was swapped in
     assert second["created_at_utc"] >= first["created_at_utc"]
-    before = tree_hash(legacy.out)
+    before = tree_digest(legacy.out, mtimes=True, modes=True)
 
     real = write._write_file_atomic
     count = {"n": 0}
@@ -129,7 +130,7 @@ def test_overwrite_replaces_set_and_failure_keeps_old_set(tmp_path, monkeypatch)
     assert info.value.exit_code == 3
     assert info.value.report["sidecars_written"] == 2 and info.value.report["staging_removed"] is True
     assert "No space left" in str(info.value)
-    assert tree_hash(legacy.out) == before
+    assert tree_digest(legacy.out, mtimes=True, modes=True) == before
     assert not [n for n in os.listdir(tmp_path) if "fvconsole-staging" in n]
 
 
@@ -150,7 +151,7 @@ def test_swap_failure_leaves_old_set(tmp_path, monkeypatch) -> None:
 
     legacy = build_legacy(str(tmp_path))
     write.execute_migration(plan_for(legacy))
-    before = tree_hash(str(tmp_path))
+    before = tree_digest(str(tmp_path), mtimes=True, modes=True, include_root=False)
 
     def broken(a, b):
         raise OSError(5, "Input/output error", a)
@@ -159,18 +160,18 @@ def test_swap_failure_leaves_old_set(tmp_path, monkeypatch) -> None:
     with pytest.raises(PartialFailure, match="while publishing") as info:
         write.execute_migration(plan_for(legacy, overwrite=True))
     assert info.value.report["output_dir_changed"] is False
-    assert tree_hash(str(tmp_path)) == before
+    assert tree_digest(str(tmp_path), mtimes=True, modes=True, include_root=False) == before
 
 
 def test_existing_set_needs_overwrite(tmp_path) -> None:
     legacy = build_legacy(str(tmp_path))
     plan = plan_for(legacy)  # planned while the output dir did not exist yet
     write.execute_migration(plan)
-    before = tree_hash(str(tmp_path))
+    before = tree_digest(str(tmp_path), mtimes=True, modes=True, include_root=False)
     with pytest.raises(FvError, match="--overwrite") as info:
         write.execute_migration(plan)
     assert info.value.exit_code == 1
-    assert tree_hash(str(tmp_path)) == before
+    assert tree_digest(str(tmp_path), mtimes=True, modes=True, include_root=False) == before
 
 
 def test_foreign_files_refused_even_with_overwrite(tmp_path) -> None:
@@ -179,10 +180,10 @@ def test_foreign_files_refused_even_with_overwrite(tmp_path) -> None:
     os.makedirs(legacy.out)
     with open(os.path.join(legacy.out, "notes.txt"), "w") as fh:
         fh.write("mine")
-    before = tree_hash(str(tmp_path))
+    before = tree_digest(str(tmp_path), mtimes=True, modes=True, include_root=False)
     with pytest.raises(FvError, match="notes.txt"):
         write.execute_migration(plan)
-    assert tree_hash(str(tmp_path)) == before
+    assert tree_digest(str(tmp_path), mtimes=True, modes=True, include_root=False) == before
 
 
 def _replace_out(plan, out: str):
@@ -199,11 +200,11 @@ def test_output_in_checkpoint_refused(tmp_path, where) -> None:
         out = str(tmp_path / "link")
         target = legacy.checkpoint if where == "symlink-to-checkpoint" else os.path.join(legacy.checkpoint, "dcp")
         os.symlink(target, out)
-    before = tree_hash(str(tmp_path))
+    before = tree_digest(str(tmp_path), mtimes=True, modes=True, include_root=False)
     with pytest.raises(FvError) as info:
         write.execute_migration(_replace_out(plan, out))
     assert "checkpoint" in str(info.value) or "symlink" in str(info.value)
-    assert tree_hash(str(tmp_path)) == before
+    assert tree_digest(str(tmp_path), mtimes=True, modes=True, include_root=False) == before
 
 
 def test_sources_rechecked_before_writing(tmp_path) -> None:

@@ -7,7 +7,8 @@ import os
 import shutil
 
 import pytest
-from builders_helpers import edit_manifest, refusal_fields, refusal_for, request_for, small_run, tree_hash
+from migration_runs import edit_manifest, refusal_fields, refusal_for, request_for, small_run
+from reliability.harness import tree_digest
 
 from fvconsole.core.migration.plan import plan_migration
 from fvconsole.demo.builders import write_checkpoint
@@ -53,11 +54,11 @@ def test_clean_preview_has_a_plan_matching_the_data(run) -> None:
 
 
 def test_preview_writes_nothing(run, tmp_path) -> None:
-    before = tree_hash(tmp_path)
+    before = tree_digest(tmp_path, mtimes=True, modes=True)
     ok = plan_migration(request_for(run))
     bad = plan_migration(request_for(run, expected_step=9, output_dir=str(tmp_path / "new" / "deeper")))
     assert ok.plan is not None and bad.plan is None
-    assert tree_hash(tmp_path) == before
+    assert tree_digest(tmp_path, mtimes=True, modes=True) == before
     assert not os.path.exists(tmp_path / "sidecars") and not os.path.exists(tmp_path / "new")
 
 
@@ -274,12 +275,12 @@ def test_nul_byte_in_a_config_path_is_a_refusal_naming_the_field(run, tmp_path, 
         node = node[part]
     node[key] = "/data/\x00evil"
     bad = write_run_config(tmp_path / "nul.yaml", config)
-    before = tree_hash(run.root)
+    before = tree_digest(run.root, mtimes=True, modes=True)
     p = plan_migration(request_for(run, config_path=bad))
     assert p.plan is None
     messages = [r.message for r in p.refusals if r.field == dotted]
     assert messages and "NUL byte" in messages[0] and bad in messages[0]
-    assert tree_hash(run.root) == before
+    assert tree_digest(run.root, mtimes=True, modes=True) == before
 
 
 def test_nul_byte_in_a_request_path_is_a_refusal(run) -> None:

@@ -23,7 +23,7 @@ import torch
 from fastvideo_reference import live_loader_state, resume_sidecar
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from mexec_helpers import STEP, WORLD, build_legacy, plan_for
+from migration_runs import STEP, WORLD, build_legacy, plan_for
 
 from fvconsole.core import torch_zip
 from fvconsole.core.torch_zip import TorchFileError

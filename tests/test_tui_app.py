@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-import asyncio
-import functools
 import json
 import os
 import shutil
 
 import pytest
+from migration_runs import migrate_argv
 
 from fvconsole.cli import main as cli_main
 from fvconsole.demo.workspace import DemoWorkspace, build_demo_workspace
@@ -22,15 +21,6 @@ from fvconsole.tui.state import ConsoleState
 pytestmark = pytest.mark.tui
 SIZE = (140, 42)
 
-
-def run_async(fn):
-    """Run an async test body with asyncio (no async pytest plugin is required)."""
-
-    @functools.wraps(fn)
-    def wrapper(*args, **kwargs):
-        return asyncio.run(fn(*args, **kwargs))
-
-    return wrapper
 
 
 @pytest.fixture(scope="session")
@@ -86,7 +76,6 @@ def notifications(app: FvConsoleApp) -> list[str]:
 # --------------------------------------------------------------------------- migration
 
 
-@run_async
 async def test_migration_through_modal_equals_cli(work: dict[str, str], tmp_path) -> None:
     import torch
 
@@ -121,9 +110,8 @@ async def test_migration_through_modal_equals_cli(work: dict[str, str], tmp_path
 
     cli_out = str(tmp_path / "cli-sidecars")
     ckpt = os.path.join(work["output"], "checkpoint-300")
-    code = cli_main(["migrate", "--config", work["config"], "--checkpoint", ckpt, "--output-dir", cli_out,
-                     "--expected-step", "300", "--expected-world-size", "8",
-                     "--consumed-batches-per-rank", "600", "--yes", "--json"])
+    code = cli_main(migrate_argv(work["config"], ckpt, cli_out, step=300, world=8, consumed=600,
+                                 extra=("--yes", "--json")))
     assert code == 0
     with open(os.path.join(out, "migration_receipt.json")) as fh:
         tui_receipt = json.load(fh)
@@ -141,7 +129,6 @@ async def test_migration_through_modal_equals_cli(work: dict[str, str], tmp_path
     assert sorted(os.listdir(ckpt)) == sorted(os.listdir(os.path.join(os.path.dirname(ckpt), "checkpoint-100")))
 
 
-@run_async
 async def test_cancel_writes_nothing_and_mismatch_is_reported(work: dict[str, str]) -> None:
     app = make_app(work)
     async with app.run_test(size=SIZE) as pilot:
@@ -184,7 +171,6 @@ async def test_cancel_writes_nothing_and_mismatch_is_reported(work: dict[str, st
 # --------------------------------------------------------------------------- cache
 
 
-@run_async
 async def test_evict_two_marked_entries(work: dict[str, str]) -> None:
     before = set(os.listdir(work["cache"]))
     app = make_app(work)
@@ -213,7 +199,6 @@ async def test_evict_two_marked_entries(work: dict[str, str]) -> None:
     assert "README.txt" in after
 
 
-@run_async
 async def test_filter_rebuilds_table(work: dict[str, str]) -> None:
     app = make_app(work)
     async with app.run_test(size=SIZE) as pilot:
@@ -233,7 +218,6 @@ async def test_filter_rebuilds_table(work: dict[str, str]) -> None:
 # --------------------------------------------------------------------------- read-only
 
 
-@run_async
 async def test_read_only_refuses_migration_and_eviction(work: dict[str, str]) -> None:
     before = set(os.listdir(work["cache"]))
     app = make_app(work, read_only=True)
@@ -270,7 +254,6 @@ async def test_read_only_refuses_migration_and_eviction(work: dict[str, str]) ->
 # --------------------------------------------------------------------------- bad input
 
 
-@run_async
 async def test_broken_manifest_and_metadata_show_errors(tmp_path) -> None:
     from fvconsole.demo import builders
 
@@ -300,7 +283,6 @@ async def test_broken_manifest_and_metadata_show_errors(tmp_path) -> None:
     assert not os.path.exists(tmp_path / "side")
 
 
-@run_async
 async def test_cache_root_vanishing_keeps_app_up(work: dict[str, str]) -> None:
     app = make_app(work)
     async with app.run_test(size=SIZE) as pilot:
@@ -320,7 +302,6 @@ async def test_cache_root_vanishing_keeps_app_up(work: dict[str, str]) -> None:
 # --------------------------------------------------------------------------- shell
 
 
-@run_async
 async def test_missing_paths_are_picked_in_app(demo_ws: DemoWorkspace) -> None:
     app = FvConsoleApp(ConsoleState())
     async with app.run_test(size=SIZE) as pilot:
@@ -365,7 +346,6 @@ def bound_keys(cls: type) -> set[str]:
     return keys
 
 
-@run_async
 async def test_help_lists_every_binding_of_every_view(work: dict[str, str]) -> None:
     from fvconsole.tui.base import BaseView
     from fvconsole.tui.checkpoints_view import CheckpointsView
@@ -392,7 +372,6 @@ async def test_help_lists_every_binding_of_every_view(work: dict[str, str]) -> N
         assert not isinstance(app.screen, HelpScreen)
 
 
-@run_async
 async def test_palette_has_fleet_actions_and_picked_root_reaches_fleet(work: dict[str, str], tmp_path) -> None:
     from textual.widgets import Input
 
@@ -432,7 +411,6 @@ async def test_palette_has_fleet_actions_and_picked_root_reaches_fleet(work: dic
         assert any("nothing scanned yet" in m for m in notifications(app))
 
 
-@run_async
 async def test_escape_leaves_a_form_field_so_view_keys_work(work: dict[str, str]) -> None:
     app = make_app(work)
     async with app.run_test(size=SIZE) as pilot:
@@ -463,16 +441,13 @@ async def preview_300(app: FvConsoleApp, pilot, output_dir: str | None = None) -
     await settle(app, pilot)
 
 
-@run_async
 async def test_preview_refuses_foreign_output_dir_like_the_cli_dry_run(work: dict[str, str], tmp_path,
                                                                        capsys) -> None:
     out = tmp_path / "sidecars"
     out.mkdir()
     (out / "notes.txt").write_text("mine")
     ckpt = os.path.join(work["output"], "checkpoint-300")
-    code = cli_main(["migrate", "--config", work["config"], "--checkpoint", ckpt, "--output-dir", str(out),
-                     "--expected-step", "300", "--expected-world-size", "8",
-                     "--consumed-batches-per-rank", "600", "--json"])
+    code = cli_main(migrate_argv(work["config"], ckpt, out, step=300, world=8, consumed=600, extra=("--json",)))
     assert code == 1
     cli_refusals = json.loads(capsys.readouterr().out)["refusals"]
     assert [r["field"] for r in cli_refusals] == ["output_dir"]
@@ -491,7 +466,6 @@ async def test_preview_refuses_foreign_output_dir_like_the_cli_dry_run(work: dic
     assert sorted(os.listdir(out)) == ["notes.txt"]
 
 
-@run_async
 async def test_next_sample_ids_fill_the_rank_table(work: dict[str, str]) -> None:
     app = make_app(work)
     async with app.run_test(size=SIZE) as pilot:
