@@ -1,4 +1,4 @@
-"""`fvconsole cache ls|evict`: inspect and trim the weight shard cache (FORMATS.md §6).
+"""`fvconsole cache ls|evict`: inspect and trim the weight shard cache (docs/formats.md §6).
 
 Standard library only at import time (plus rich for sizes), so `cache ls --json` starts
 fast on every node of a job (`srun --ntasks-per-node=1 fvconsole cache ls --json`).

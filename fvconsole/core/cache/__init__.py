@@ -1,4 +1,4 @@
-"""Weight shard cache: scan, eviction plans, safe eviction (FORMATS.md §6).
+"""Weight shard cache: scan, eviction plans, safe eviction (docs/formats.md §6).
 
 Pure standard library: safetensors headers and manifests are parsed with ``json`` so
 ``fvconsole cache ls`` starts fast and never imports torch.

@@ -1,4 +1,4 @@
-"""Classify one cache entry from its directory listing (FORMATS.md §6 usability rules).
+"""Classify one cache entry from its directory listing (docs/formats.md §6 usability rules).
 
 Reads only manifest.json and each shard's safetensors header (bounded), nothing else.
 """

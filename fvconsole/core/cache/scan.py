@@ -1,4 +1,4 @@
-"""Scan a weight shard cache root into immutable records (FORMATS.md §6).
+"""Scan a weight shard cache root into immutable records (docs/formats.md §6).
 
 Cost per entry: one ``scandir`` of the entry (one lstat per file, dirs opened O_NOATIME), one
 manifest read and one bounded header read per shard. Nothing is followed through a

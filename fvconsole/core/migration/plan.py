@@ -109,7 +109,7 @@ class MigrationPlan:
         return self.ranks[rank]
 
     def dataset_state(self, rank: int) -> dict:
-        """FORMATS.md §5 state for ``rank`` (what FastVideo's loader would report)."""
+        """docs/formats.md §5 state for ``rank`` (what FastVideo's loader would report)."""
         c = self.cursor(rank)
         return streaming.dataset_state(
             fingerprint=self.manifest_fingerprint,
@@ -128,7 +128,7 @@ class MigrationPlan:
         )
 
     def sidecar_payload(self, rank: int) -> dict:
-        """FORMATS.md §3 sidecar dict (state_kind "dataset"); step is the directory-name step."""
+        """docs/formats.md §3 sidecar dict (state_kind "dataset"); step is the directory-name step."""
         return {
             "version": SIDECAR_VERSION,
             "rank": int(rank),

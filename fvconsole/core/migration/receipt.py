@@ -36,7 +36,7 @@ class WrittenSidecar:
 
 
 def build_receipt(plan: MigrationPlan, written: Sequence[WrittenSidecar]) -> dict[str, Any]:
-    """The FORMATS.md §3 receipt (all upstream fields) plus fvconsole extras."""
+    """The docs/formats.md §3 receipt (all upstream fields) plus fvconsole extras."""
     from fvconsole import __version__
 
     by_rank = {c.rank: c for c in plan.ranks}
