@@ -1,0 +1,36 @@
+"""The journal from the command line: ``--journal PATH`` / ``--no-journal``, and reporting a failed append.
+
+Each write command builds its record with :mod:`fvconsole.core.journal` after its action
+and hands it here. A journal that cannot be written is a warning on stderr (and
+``journal.written: false`` in JSON); the action and the exit code stand.
+"""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Callable
+
+from fvconsole.cli.common import say
+from fvconsole.core.journal import ENV_JOURNAL, JournalRecord, JournalWrite, append_record, journal_path
+
+
+def add_journal_args(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--journal", metavar="PATH",
+                        help=f"append what --yes did to this journal (default ${ENV_JOURNAL}, else "
+                             "$XDG_STATE_HOME/fvconsole/journal.jsonl, i.e. ~/.local/state/fvconsole/)")
+    parser.add_argument("--no-journal", action="store_true", help="do not write a journal line")
+
+
+def write_journal(args: argparse.Namespace, build: Callable[[], JournalRecord]) -> JournalWrite | None:
+    """Append the record ``build()`` makes, unless --no-journal; warn on stderr when it fails."""
+    if getattr(args, "no_journal", False):
+        return None
+    path = journal_path(getattr(args, "journal", None))
+    result = append_record(build(), path)
+    if not result.written:
+        say(f"warning: journal {path}: {result.error}; the action itself is done and stands", err=True)
+    return result
+
+
+def journal_json(result: JournalWrite | None) -> dict[str, object] | None:
+    return result.to_json() if result is not None else None
