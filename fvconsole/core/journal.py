@@ -199,8 +199,7 @@ def encode_line(record: JournalRecord, limit: int = LINE_MAX) -> bytes:
     while len(line) > limit:
         lists = [(len(json.dumps(v)), k) for k, v in _lists(doc) if v]
         if lists:
-            _, key = max(lists)
-            where, name = key
+            _, (where, name) = max(lists, key=lambda pair: pair[0])
             where[name] = where[name][: len(where[name]) // 2]
             doc["shortened"] = True
         elif doc.get("details"):
