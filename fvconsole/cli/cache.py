@@ -17,7 +17,7 @@ from typing import Any
 
 from fvconsole.cli.common import Block, block, emit_json, format_table, progress_printer, say
 from fvconsole.cli.formats import add_format_args, output_format, write_output_file
-from fvconsole.cli.journaling import add_journal_args, journal_json, write_journal
+from fvconsole.cli.journaling import add_journal_args, journal_json, journal_target, warn_if_unwritten
 from fvconsole.cli.outcome import command_line, record_write
 from fvconsole.core.cache import (
     ENV_MAX_GB,
@@ -29,7 +29,6 @@ from fvconsole.core.cache import (
     FreeTarget,
     cap_bytes,
     default_max_gb,
-    execute_eviction,
     gc_sort_key,
     parse_duration,
     parse_max_gb,
@@ -39,13 +38,12 @@ from fvconsole.core.cache import (
     resolve_root,
     scan_cache,
 )
-from fvconsole.core.cache.lock import EvictorLock, probe_evictor
+from fvconsole.core.cache.lock import probe_evictor
+from fvconsole.core.cache.locked import evict_under_lock
 from fvconsole.core.cache.metrics import prometheus_text
 from fvconsole.core.cache.plan import NOTHING_SELECTED
-from fvconsole.core.cache.roots import check_root_early
 from fvconsole.core.errors import EXIT_OK, EXIT_REFUSED, FvError, PartialFailure, UsageError
 from fvconsole.core.humanize import age_since, head_tail, human_bytes
-from fvconsole.core.journal import eviction_record
 
 _FROM_ENV = "from-env"
 _NOTE_WIDTH = 72
@@ -440,23 +438,16 @@ def run_evict(args: argparse.Namespace) -> int:
                     "--yes would wait for it (--wait) or exit 1", err=True)
         _warn_unreachable(plan)
         return EXIT_OK
-    check_root_early(selection.root, selection.force)  # nothing is written beside a refused root
-    lock = EvictorLock(selection.root, command=command_line())
-    state = lock.acquire(args.wait)  # LockBusy (exit 1) before any scan: the plan is made under the lock
-    try:
-        if state.problem:
-            say(f"warning: {state.problem}", err=True)
-        plan = selection.plan()
-        result = execute_eviction(plan, progress=None if args.json else progress_printer("evicting"))
-        code = EXIT_OK if result.ok else 3
-        journal = None
-        if result.evicted or result.errors or result.partial_bytes:
-            journal = write_journal(args, lambda: eviction_record(plan, result, command=command_line(),
-                                                                  exit_code=code))
-    finally:
-        release_problem = lock.release()
-    if release_problem:
-        say(f"warning: {release_problem}", err=True)
+    # The root's lock is taken before the scan: the plan is made under it (LockBusy: exit 1).
+    done = evict_under_lock(selection.root, selection.plan, command=command_line(), wait=args.wait,
+                            force=selection.force, journal_path=journal_target(args),
+                            progress=None if args.json else progress_printer("evicting"))
+    plan, result, state = done.plan, done.result, done.lock
+    for problem in (state.problem, done.release_problem):
+        if problem:
+            say(f"warning: {problem}", err=True)
+    warn_if_unwritten(done.journal)
+    journal = done.journal
     if result.evicted:
         record_write(f"the eviction ran: {_n(len(result.evicted), 'entry', 'entries')} evicted from {plan.root}")
     payload = {**result.to_json(), **_node_info(), "cap_bytes": plan.cap_bytes, "lock": state.to_json(),

@@ -21,14 +21,25 @@ def add_journal_args(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--no-journal", action="store_true", help="do not write a journal line")
 
 
-def write_journal(args: argparse.Namespace, build: Callable[[], JournalRecord]) -> JournalWrite | None:
-    """Append the record ``build()`` makes, unless --no-journal; warn on stderr when it fails."""
+def journal_target(args: argparse.Namespace) -> str | None:
+    """The journal this command appends to, or None with --no-journal."""
     if getattr(args, "no_journal", False):
         return None
-    path = journal_path(getattr(args, "journal", None))
+    return journal_path(getattr(args, "journal", None))
+
+
+def warn_if_unwritten(result: JournalWrite | None) -> None:
+    if result is not None and not result.written:
+        say(f"warning: journal {result.path}: {result.error}; the action itself is done and stands", err=True)
+
+
+def write_journal(args: argparse.Namespace, build: Callable[[], JournalRecord]) -> JournalWrite | None:
+    """Append the record ``build()`` makes, unless --no-journal; warn on stderr when it fails."""
+    path = journal_target(args)
+    if path is None:
+        return None
     result = append_record(build(), path)
-    if not result.written:
-        say(f"warning: journal {path}: {result.error}; the action itself is done and stands", err=True)
+    warn_if_unwritten(result)
     return result
 
 
