@@ -272,7 +272,7 @@ def _free_space(scan: CacheScan, target: FreeTarget, selected: dict[str, list[st
     goal = f"the {human_bytes(need)} free-space target ({target.describe()})"
     running = free
     for rank, e in enumerate(victims, 1):
-        selected.setdefault(e.key, []).append(f"free space #{rank}: {human_bytes(running)} free, below {goal}")
+        selected.setdefault(e.key, []).append(f"free space #{rank}: {human_bytes(need - running)} short of {goal}")
         running += e.disk_bytes or 0
     for e in passed:
         selected.setdefault(e.key, []).append(f"free space: next in line for {goal}")
