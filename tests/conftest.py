@@ -2,12 +2,17 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+
 import pytest
 
 
-@pytest.fixture(autouse=True)
-def _private_journal(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> None:
-    """Every test (and the fvconsole processes it starts) journals into a temp dir, never ~/.local/state."""
+@pytest.fixture(scope="session", autouse=True)
+def _private_journal(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+    """The whole session (module fixtures and the processes tests start included) journals
+    into a temp dir, never into ~/.local/state: executed migrations and evictions append there."""
     state = tmp_path_factory.mktemp("state")
-    monkeypatch.setenv("XDG_STATE_HOME", str(state))
-    monkeypatch.setenv("FVCONSOLE_JOURNAL", str(state / "fvconsole" / "journal.jsonl"))
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("XDG_STATE_HOME", str(state))
+        patch.setenv("FVCONSOLE_JOURNAL", str(state / "fvconsole" / "journal.jsonl"))
+        yield
