@@ -18,7 +18,7 @@ from __future__ import annotations
 import asyncio
 import inspect
 import os
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 
 import pytest
@@ -51,3 +51,14 @@ def fake_srun(tmp_path: Path) -> str:
 def srun_on_path(fake_srun: str, monkeypatch: pytest.MonkeyPatch) -> str:
     monkeypatch.setenv("PATH", os.path.dirname(fake_srun) + os.pathsep + os.environ["PATH"])
     return fake_srun
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _private_journal(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+    """The whole session (module fixtures and the processes tests start included) journals
+    into a temp dir, never into ~/.local/state: executed migrations and evictions append there."""
+    state = tmp_path_factory.mktemp("state")
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("XDG_STATE_HOME", str(state))
+        patch.setenv("FVCONSOLE_JOURNAL", str(state / "fvconsole" / "journal.jsonl"))
+        yield

@@ -6,13 +6,15 @@ A dry run unless --yes: the plan is computed and shown, nothing is written.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import sys
 from typing import Any
 
 from fvconsole.cli.checkpoints import add_set_option, format_mismatches, mismatches_json
 from fvconsole.cli.common import Block, block, emit_json, format_table, progress_printer, say
-from fvconsole.cli.outcome import record_write
+from fvconsole.cli.journaling import add_journal_args, journal_json, write_journal
+from fvconsole.cli.outcome import command_line, record_write
 from fvconsole.core.humanize import head_tail
 
 DESCRIPTION = """\
@@ -97,6 +99,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         "(imports torch; sidecars are written in torch's format without it)",
     )
     parser.add_argument("--json", action="store_true", help="print exactly one JSON object")
+    add_journal_args(parser)
     parser.add_argument("--workers", type=_positive_int, default=None, help=argparse.SUPPRESS)
     parser.set_defaults(func=_run)
 
@@ -159,17 +162,49 @@ def _run(args: argparse.Namespace) -> int:
         merged = dict(base)
         if isinstance(exc, PartialFailure):
             merged["failure"] = dict(exc.details)
+            merged["journal"] = journal_json(_journal_failure(args, plan, exc))
         else:  # a re-check right before writing refused: nothing was written
             merged["refusals"] = [{"field": "execute", "message": exc.message}]
         exc.details = merged
         raise
     record_write(f"the migration completed: {result.sidecars} sidecars and the receipt in {result.output_dir}")
+    journal = _journal_success(args, plan, result)
     if args.json:
-        emit_json(result.to_json())
+        emit_json(dict(result.to_json(), journal=journal_json(journal)))
         return 0
     say("", f"wrote {result.sidecars} sidecars to {result.output_dir}", f"receipt: {result.receipt_path}",
         "next step: resume training with", f"  export FASTVIDEO_DATALOADER_STATE_DIR={result.output_dir}")
     return 0
+
+
+def _journal_details(plan: Any) -> dict[str, Any]:
+    return {"checkpoint": os.path.abspath(plan.checkpoint), "step": plan.step, "world_size": plan.world_size}
+
+
+def _journal_success(args: argparse.Namespace, plan: Any, result: Any) -> Any:
+    """One journal line for the published set: its files and their bytes (stat'ed after publishing)."""
+    from fvconsole.core.journal import migration_record
+
+    out = result.output_dir
+    files = [str(s.get("path")) for s in result.receipt.get("sidecars", [])] + [os.path.basename(result.receipt_path)]
+    written = 0
+    for name in files:
+        with contextlib.suppress(OSError):  # verified just before; a file gone now only lowers the count
+            written += os.lstat(os.path.join(out, name)).st_size
+    return write_journal(args, lambda: migration_record(out, command=command_line(), exit_code=0, files=files,
+                                                        written_bytes=written, details=_journal_details(plan)))
+
+
+def _journal_failure(args: argparse.Namespace, plan: Any, exc: Any) -> Any:
+    """One journal line for a migration that failed part-way (exit 3): where it stopped and why."""
+    from fvconsole.core.journal import migration_record
+
+    report = exc.details if isinstance(exc.details, dict) else {}
+    scalars = {k: v for k, v in report.items()
+               if k in ("stage", "output_dir_changed", "sidecars_written", "sidecars_total", "previous_set", "new_set")}
+    return write_journal(args, lambda: migration_record(plan.output_dir, command=command_line(), exit_code=3,
+                                                        error=exc.message,
+                                                        details={**_journal_details(plan), **scalars}))
 
 
 def _refuse(args: argparse.Namespace, preview: Any, refusals: list, mismatches: list, warnings: list) -> None:
