@@ -2,7 +2,9 @@
 
 * ``upstream_rank_state``: FastVideo's ``reconstruct_streaming_dataset_state`` as the seed
   migration script calls it, once per rank, over the full list of row-group dicts (split the
-  whole manifest into shards, sum every shard, shuffle this rank's shard, walk it).
+  whole manifest into shards, sum every shard, shuffle this rank's shard, walk it), and
+  ``upstream_fingerprint`` (``_manifest_fingerprint``, stdlib ``json.dumps``). Both are the
+  independent FastVideo transcription the tests use as their oracle, tests/fastvideo_reference.py.
 * ``seed_write_loop``: the seed script's sequential per-rank loop: atomic ``torch.save``
   (temp file, flush, fsync, ``os.replace``), ``torch.load`` back, compare, sha256 the file.
 * ``du_bytes``: ``du -sb`` of a directory, the floor for "one stat per file".
@@ -13,103 +15,20 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import random
 import secrets
 import subprocess
+import sys
 from collections.abc import Callable, Sequence
 from typing import Any
 
+_TESTS = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "tests")
+if _TESTS not in sys.path:
+    sys.path.append(_TESTS)  # after everything else: it only adds modules the tests hold
 
-def upstream_contiguous_shards(row_groups: list[dict[str, Any]], num_shards: int) -> list[list[dict[str, Any]]]:
-    """FastVideo's greedy row-balanced split, over the row-group dicts themselves."""
-    if num_shards < 1:
-        raise ValueError("num_shards must be positive")
-    shards: list[list[dict[str, Any]]] = [[] for _ in range(num_shards)]
-    remaining_rows = sum(int(item["rows"]) for item in row_groups)
-    cursor = 0
-    for shard_index in range(num_shards):
-        shards_left = num_shards - shard_index
-        target = remaining_rows / shards_left if shards_left else 0
-        shard_rows = 0
-        while cursor < len(row_groups):
-            item = row_groups[cursor]
-            item_rows = int(item["rows"])
-            items_left = len(row_groups) - cursor
-            if shard_rows and shard_rows + item_rows > target and items_left >= shards_left - 1:
-                break
-            shards[shard_index].append(item)
-            shard_rows += item_rows
-            remaining_rows -= item_rows
-            cursor += 1
-        if cursor >= len(row_groups):
-            break
-    return shards
+from fastvideo_reference import manifest_fingerprint as upstream_fingerprint  # noqa: E402
+from fastvideo_reference import reconstruct_streaming_dataset_state as upstream_rank_state  # noqa: E402
 
-
-def upstream_rank_state(
-    manifest: dict[str, Any],
-    *,
-    global_rank: int,
-    world_size: int,
-    sp_world_size: int,
-    batch_size: int,
-    read_batch_size: int,
-    seed: int,
-    shuffle_row_groups: bool,
-    yielded_samples: int,
-) -> dict[str, Any]:
-    """One rank's streaming dataset state, recomputed from scratch (num_workers 0 → 1 worker)."""
-    row_groups = manifest["row_groups"]
-    num_sp_groups = world_size // sp_world_size
-    shards = upstream_contiguous_shards(row_groups, num_sp_groups)
-    shard_rows = [sum(int(item["rows"]) for item in shard) for shard in shards]
-    samples_per_worker = min(shard_rows) // batch_size * batch_size
-    if samples_per_worker == 0 or yielded_samples >= samples_per_worker:
-        raise ValueError("outside the first epoch")
-    sp_group_index = global_rank // sp_world_size
-    shard = list(shards[sp_group_index])
-    if shuffle_row_groups:
-        random.Random(int(seed)).shuffle(shard)
-    row_group_position = 0
-    row_offset = 0
-    remaining = yielded_samples
-    if remaining:
-        for position, item in enumerate(shard):
-            rows = int(item["rows"])
-            if remaining <= rows:
-                row_group_position = position
-                row_offset = remaining
-                break
-            remaining -= rows
-        else:
-            raise ValueError("yielded_samples exceeds the selected streaming shard")
-    return {
-        "version": 2,
-        "manifest_fingerprint": str(manifest["fingerprint"]),
-        "topology": {
-            "global_rank": global_rank,
-            "world_size": world_size,
-            "sp_world_size": sp_world_size,
-            "sp_group_index": sp_group_index,
-            "num_workers": 1,
-            "batch_size": batch_size,
-            "read_batch_size": read_batch_size,
-            "seed": int(seed),
-            "shuffle_row_groups": bool(shuffle_row_groups),
-            "samples_per_worker": samples_per_worker,
-        },
-        "worker_id": 0,
-        "epoch": 0,
-        "row_group_position": row_group_position,
-        "row_offset": row_offset,
-        "yielded_samples": yielded_samples,
-    }
-
-
-def upstream_fingerprint(row_groups: list[dict[str, Any]]) -> str:
-    """FastVideo's ``_manifest_fingerprint`` (stdlib json.dumps)."""
-    payload = json.dumps(row_groups, sort_keys=True, separators=(",", ":")).encode("utf-8")
-    return hashlib.sha256(payload).hexdigest()
+__all__ = ["du_bytes", "seed_write_loop", "upstream_fingerprint", "upstream_rank_state"]
 
 
 def _sha256_file(path: str) -> str:

@@ -34,23 +34,23 @@ def slow_fsync(delay: float) -> Iterator[None]:
 
 
 def execute_case(root: str, ranks: int, repeat: int, fsync_delay: float = 0.0) -> Row:
-    """execute_plan (staging, parallel writes, verify, receipt, publish) vs the seed's loop."""
-    from fvconsole.core.migration import preview_migration
-    from fvconsole.core.sidecars import execute_plan
+    """execute_migration (staging, parallel writes, verify, receipt, publish) vs the seed's loop."""
+    from fvconsole.core.migration.plan import plan_migration
+    from fvconsole.core.migration.write import execute_migration
 
     run = inputs.migration_run(root, world_size=ranks, num_row_groups=ranks * 16, step=50)
     fv_times, base_times = [], []
     with slow_fsync(fsync_delay) if fsync_delay else contextlib.nullcontext():
         for i in range(repeat):
             out = os.path.join(root, f"fv-{i}")
-            preview = preview_migration(run.request(out))
+            preview = plan_migration(run.request(out))
             plan = preview.plan
             if plan is None:
                 raise AssertionError(f"preview refused: {[r.message for r in preview.refusals]}")
             box: dict[str, dict] = {}
-            fv_times.append(measure(lambda p=plan, b=box: b.setdefault("receipt", execute_plan(p))))
+            fv_times.append(measure(lambda p=plan, b=box: b.setdefault("receipt", execute_migration(p).receipt)))
             if len(box["receipt"]["sidecars"]) != ranks:
-                raise AssertionError("execute_plan wrote the wrong number of sidecars")
+                raise AssertionError("execute_migration wrote the wrong number of sidecars")
             base_out = os.path.join(root, f"seed-{i}")
             base_times.append(measure(lambda o=base_out, p=plan: baselines.seed_write_loop(o, range(ranks),
                                                                                         p.sidecar_payload)))

@@ -52,7 +52,7 @@ def _check_agree(states: list[dict], cursors: Any, ranks: list[int], label: str)
 
 def plan_case(ranks: int, row_groups: int, sp: int, baseline_ranks: int | None, repeat: int = 3) -> Row:
     """fvconsole's plan (shard once, walk once per SP group) vs the per-rank recomputation."""
-    from fvconsole.core.migration import Topology, compute_cursors, shard_layout
+    from fvconsole.core.streaming import Topology, compute_cursors, shard_layout
 
     manifest = inputs.synthetic_manifest(row_groups, "/data/bench-plan")
     rows = [g["rows"] for g in manifest["row_groups"]]
@@ -177,7 +177,7 @@ def _with_baseline(row: Row, run: inputs.MigrationRun, plan_ranks: list[dict], s
 
 def _in_process_preview(run: inputs.MigrationRun, out_dir: str, repeat: int) -> Row:
     """The same dry run in-process (no interpreter start, no JSON output), phase by phase."""
-    from fvconsole.core.migration import preview_migration
+    from fvconsole.core.migration.plan import plan_migration
 
     phases: list[tuple[str, float]] = []
     last = [time.perf_counter()]
@@ -192,7 +192,7 @@ def _in_process_preview(run: inputs.MigrationRun, out_dir: str, repeat: int) -> 
     def once() -> None:
         phases.clear()
         last[0] = time.perf_counter()
-        box["preview"] = preview_migration(run.request(out_dir), progress)
+        box["preview"] = plan_migration(run.request(out_dir), progress)
 
     t = measure(once, repeat)
     preview = box["preview"]

@@ -77,12 +77,12 @@ def sidecar_cases(root: str, ranks: int, repeat: int) -> list[Row]:
 
 def _cases(root: str, ranks: int, repeat: int, where: str) -> list[Row]:
     """Both rows; the verify case reads the set the migrate case wrote."""
-    from fvconsole.core.migration import preview_migration
+    from fvconsole.core.migration.plan import plan_migration
 
     run = inputs.migration_run(root, world_size=ranks, num_row_groups=ranks * 16, step=STEP)
     out = os.path.join(root, "fv-out")
     seed_out = os.path.join(root, "seed-out")
-    plan = preview_migration(run.request(out)).plan
+    plan = plan_migration(run.request(out)).plan
     if plan is None:
         raise AssertionError("the benchmark's migration was refused")
     payload_file = os.path.join(root, "payloads.json")

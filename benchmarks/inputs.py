@@ -68,7 +68,7 @@ class MigrationRun:
         ]
 
     def request(self, output_dir: str) -> Any:
-        from fvconsole.core.migration import MigrationRequest
+        from fvconsole.core.migration.plan import MigrationRequest
 
         return MigrationRequest(
             config_path=self.config_path, checkpoint=self.checkpoint, output_dir=output_dir,
@@ -105,7 +105,7 @@ SHARD_BYTES = len(_HEADER).to_bytes(8, "little") + _HEADER + _TENSOR
 
 
 def cache_root(root: str, entries: int, shards: int, last_used: float = 1_700_000_000.0) -> str:
-    """``entries`` complete cache entries (FORMATS.md §6) of ``shards`` small valid safetensors files."""
+    """``entries`` complete cache entries (docs/formats.md §6) of ``shards`` small valid safetensors files."""
     os.makedirs(root, exist_ok=True)
     for e in range(entries):
         key = f"{e:016x}"

@@ -12,7 +12,8 @@ The session-scoped fixture writes its own ``slurm.conf`` (non-default free ports
 starts ``munged`` as the munge user, ``slurmctld`` and one ``slurmd -N nX`` per node, all in
 the foreground so it holds their pids, waits (bounded) until ``sinfo`` shows every node idle,
 sets ``SLURM_CONF`` for the test process, and stops every daemon it started by pid at the
-end. Where the cluster cannot be started (not root, binaries missing, start-up failure)
+end. Its ``Epilog=`` runs the hooks a test installs with ``SlurmCluster.epilog_hook`` (none
+by default) and always succeeds. Where the cluster cannot be started (not root, binaries missing, start-up failure)
 the tests using it skip with the reason, including the last log lines -- or fail, when
 ``FVCONSOLE_REQUIRE_SLURM=1`` says this machine must run them.
 """
@@ -58,6 +59,17 @@ class SlurmCluster:
     def run(self, *argv: str, timeout: float = 30.0) -> subprocess.CompletedProcess[str]:
         """Run a Slurm client command against this cluster."""
         return subprocess.run(list(argv), env=self.env, capture_output=True, text=True, timeout=timeout)
+
+    @contextlib.contextmanager
+    def epilog_hook(self, name: str, script: str) -> Iterator[Path]:
+        """Install ``script`` as an epilog hook (run by slurmd after every job on each node) while in the block."""
+        hook = self.workdir / EPILOG_HOOKS / f"{name}.sh"
+        hook.write_text(script)
+        hook.chmod(0o755)
+        try:
+            yield hook
+        finally:
+            hook.unlink(missing_ok=True)
 
 
 FAKE_SRUN = r'''#!{python}
@@ -244,12 +256,28 @@ def _ensure_munge_key() -> None:
     os.chmod(key, 0o400)
 
 
+#: Hooks a test installs (``<workdir>/epilog.d/*.sh``, see :meth:`SlurmCluster.epilog_hook`) run
+#: after every job on each of its nodes; none are installed by default.
+EPILOG_HOOKS = "epilog.d"
+#: The cluster's Epilog: runs the installed hooks and always succeeds (a failing epilog would
+#: drain the node for every later test).
+EPILOG = """#!/bin/sh
+for hook in {hooks}/*.sh; do
+    [ -x "$hook" ] && "$hook"
+done
+exit 0
+"""
+
+
 def _write_conf(work: Path, munge_socket: Path, host: str) -> Path:
     base = _free_port_block(len(NODES) + 2)
     ctld_port, srun_lo = base, base + len(NODES) + 1
     node_lo, node_hi = base + 1, base + len(NODES)
-    for sub in ("state", "spool", "log", "run"):
+    for sub in ("state", "spool", "log", "run", EPILOG_HOOKS):
         (work / sub).mkdir(exist_ok=True)
+    epilog = work / "epilog.sh"
+    epilog.write_text(EPILOG.format(hooks=work / EPILOG_HOOKS))
+    epilog.chmod(0o755)
     conf = work / "slurm.conf"
     conf.write_text(
         "\n".join(
@@ -289,6 +317,7 @@ def _write_conf(work: Path, munge_socket: Path, host: str) -> Path:
                 # --kill-on-bad-exit=0 (which single-step fan-out must, and is tested to).
                 "KillOnBadExit=1",
                 "MinJobAge=30",
+                f"Epilog={epilog}",
                 f"NodeName=n[1-{len(NODES)}] NodeHostname={host} NodeAddr=127.0.0.1 "
                 f"Port=[{node_lo}-{node_hi}] CPUs=1 State=UNKNOWN",
                 f"PartitionName=debug Nodes=n[1-{len(NODES)}] Default=YES MaxTime=INFINITE State=UP",

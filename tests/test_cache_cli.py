@@ -10,6 +10,7 @@ import sys
 import time
 
 import pytest
+from reliability.harness import run_inproc
 
 from fvconsole.cli import main
 from fvconsole.demo.cache_builders import make_key, write_cache_entry
@@ -38,9 +39,7 @@ def cache(tmp_path, monkeypatch):
 
 
 def _run(capsys, *argv):
-    code = main(list(argv))
-    out, err = capsys.readouterr()
-    return code, out, err
+    return tuple(run_inproc(argv, capsys))
 
 
 def _json(capsys, *argv):

@@ -5,7 +5,8 @@ from __future__ import annotations
 import os
 
 import pytest
-from mexec_helpers import STEP, build_legacy, one_json, run_cli, tree_hash
+from migration_runs import STEP, build_legacy, one_json
+from reliability.harness import tree_digest
 
 from fvconsole.demo.builders import write_checkpoint
 
@@ -18,20 +19,20 @@ def legacy(tmp_path):
     return legacy
 
 
-def test_ls_table_newest_first_and_latest_warning(legacy, tmp_path, capsys) -> None:
-    before = tree_hash(str(tmp_path))
-    code, out, err = run_cli(["checkpoints", "ls", legacy.run.output_dir], capsys)
+def test_ls_table_newest_first_and_latest_warning(legacy, tmp_path, cli) -> None:
+    before = tree_digest(str(tmp_path), mtimes=True, modes=True)
+    code, out, err = cli(["checkpoints", "ls", legacy.run.output_dir])
     assert code == 0, err
     lines = out.splitlines()
     assert lines[0].split()[:3] == ["step", "complete", "kind"]
     assert lines[2].split()[:3] == ["10", "NO", "legacy"]
     assert lines[3].split()[:3] == [str(STEP), "yes", "legacy"]
     assert any(line.startswith("warning:") and "checkpoint-10" in line and "latest" in line for line in lines)
-    assert tree_hash(str(tmp_path)) == before
+    assert tree_digest(str(tmp_path), mtimes=True, modes=True) == before
 
 
-def test_ls_json_shape(legacy, capsys) -> None:
-    code, out, _ = run_cli(["checkpoints", "ls", legacy.run.output_dir, "--json"], capsys)
+def test_ls_json_shape(legacy, cli) -> None:
+    code, out, _ = cli(["checkpoints", "ls", legacy.run.output_dir, "--json"])
     data = one_json(out)
     assert code == 0
     assert [c["step"] for c in data["checkpoints"]] == [10, STEP]
@@ -42,28 +43,24 @@ def test_ls_json_shape(legacy, capsys) -> None:
     assert any("checkpoint-10" in w for w in data["warnings"])
 
 
-def test_ls_missing_dir_is_one_line_error(tmp_path, capsys) -> None:
-    code, out, err = run_cli(["checkpoints", "ls", str(tmp_path / "nope"), "--json"], capsys)
+def test_ls_missing_dir_is_one_line_error(tmp_path, cli) -> None:
+    code, out, err = cli(["checkpoints", "ls", str(tmp_path / "nope"), "--json"])
     assert code == 1
     assert "nope" in one_json(out)["error"]
     assert err.startswith("error: ") and err.count("\n") == 1
 
 
-def test_show_with_config_mismatch(legacy, capsys) -> None:
+def test_show_with_config_mismatch(legacy, cli) -> None:
     ckpt = legacy.checkpoint
-    code, out, err = run_cli(
-        ["checkpoints", "show", ckpt, "--config", legacy.run.config_path, "--set", "training.distributed.num_gpus=16"],
-        capsys,
-    )
+    code, out, err = cli(
+        ["checkpoints", "show", ckpt, "--config", legacy.run.config_path, "--set", "training.distributed.num_gpus=16"])
     assert code == 0, err
     assert "legacy dataloader state in DCP" in out
     row = next(line for line in out.splitlines() if "training.distributed.num_gpus" in line and "16" in line)
     assert row.lstrip().startswith("!")
-    code, out, _ = run_cli(
+    code, out, _ = cli(
         ["checkpoints", "show", ckpt, "--config", legacy.run.config_path,
-         "--set", "training.distributed.num_gpus=16", "--json"],
-        capsys,
-    )
+         "--set", "training.distributed.num_gpus=16", "--json"])
     data = one_json(out)
     assert data["checkpoint"]["step"] == STEP and data["metadata_step"] == STEP
     assert data["dcp"]["prefixes"]["dataloader"] >= 1 and data["dcp"]["dataloader_keys"]
@@ -73,25 +70,25 @@ def test_show_with_config_mismatch(legacy, capsys) -> None:
     }
 
 
-def test_show_without_config_and_matching_config(legacy, capsys) -> None:
-    code, out, _ = run_cli(["checkpoints", "show", legacy.checkpoint, "--json"], capsys)
+def test_show_without_config_and_matching_config(legacy, cli) -> None:
+    code, out, _ = cli(["checkpoints", "show", legacy.checkpoint, "--json"])
     assert code == 0 and one_json(out)["mismatches"] is None
-    code, out, _ = run_cli(["checkpoints", "show", legacy.checkpoint, "--config", legacy.run.config_path], capsys)
+    code, out, _ = cli(["checkpoints", "show", legacy.checkpoint, "--config", legacy.run.config_path])
     assert code == 0 and "matches the checkpoint's embedded config" in out
-    code, _, err = run_cli(["checkpoints", "show", os.path.join(legacy.run.output_dir, "checkpoint-99")], capsys)
+    code, _, err = cli(["checkpoints", "show", os.path.join(legacy.run.output_dir, "checkpoint-99")])
     assert code == 1 and "checkpoint-99" in err
 
 
-def test_show_damaged_metadata_shows_the_rest_then_exits_1(legacy, tmp_path, capsys) -> None:
+def test_show_damaged_metadata_shows_the_rest_then_exits_1(legacy, tmp_path, cli) -> None:
     import shutil
 
     ckpt = tmp_path / "checkpoint-2"
     shutil.copytree(legacy.checkpoint, ckpt)
     (ckpt / "metadata.json").write_bytes(b"\x00\xff")
-    code, out, err = run_cli(["checkpoints", "show", str(ckpt)], capsys)
+    code, out, err = cli(["checkpoints", "show", str(ckpt)])
     assert code == 1
     assert "DCP state" in out  # what can be read is still shown
     errors = [line for line in err.splitlines() if line.strip()]
     assert len(errors) == 1 and errors[0].startswith("error: ") and "metadata.json" in errors[0]
-    code, out, _ = run_cli(["checkpoints", "show", str(ckpt), "--json"], capsys)
+    code, out, _ = cli(["checkpoints", "show", str(ckpt), "--json"])
     assert code == 1 and "metadata.json" in one_json(out)["error"]

@@ -8,9 +8,10 @@ import subprocess
 import sys
 
 import pytest
-from mexec_helpers import WORLD, build_legacy, one_json, run_cli, tree_hash
+from migration_runs import WORLD, build_legacy, one_json
+from reliability.harness import tree_digest
 
-from fvconsole.core import sidecars as core
+from fvconsole.core.migration import verify, write
 
 
 @pytest.fixture()
@@ -18,50 +19,60 @@ def legacy(tmp_path):
     return build_legacy(str(tmp_path))
 
 
-def test_dry_run_writes_nothing(legacy, tmp_path, capsys) -> None:
-    before = tree_hash(str(tmp_path))
-    code, out, err = run_cli(legacy.migrate_argv(), capsys)
+def test_dry_run_writes_nothing(legacy, tmp_path, cli) -> None:
+    before = tree_digest(str(tmp_path), mtimes=True, modes=True)
+    code, out, err = cli(legacy.migrate_argv())
     assert code == 0, err
     assert f"dry run: nothing written; re-run with --yes to write {WORLD} sidecars to {legacy.out}" in out
     assert "SP size 2 (4 data-parallel groups)" in out
     assert "rank" in out and "next sample" in out
-    assert tree_hash(str(tmp_path)) == before
+    assert tree_digest(str(tmp_path), mtimes=True, modes=True) == before
 
 
-def test_dry_run_json_shape(legacy, tmp_path, capsys) -> None:
-    before = tree_hash(str(tmp_path))
-    code, out, _ = run_cli(legacy.migrate_argv("--json"), capsys)
+def test_dry_run_refuses_what_yes_would_about_the_output_name(legacy, tmp_path, cli) -> None:
+    """A name too long for the staging dir beside it: the dry run refused nothing before (exit 0)."""
+    out = str(tmp_path / ("x" * 230))  # its lock file name (+16 bytes) still fits
+    code, _, err = cli(legacy.migrate_argv(out=out))
+    assert code == 1
+    assert err.startswith(f"error: output_dir: {out}: output dir name is too long for its staging dir"), err
+    code, _, err = cli(legacy.migrate_argv("--yes", out=out))
+    assert code == 1 and "too long for its staging dir" in err and not os.path.exists(out)
+
+
+def test_dry_run_json_shape(legacy, tmp_path, cli) -> None:
+    before = tree_digest(str(tmp_path), mtimes=True, modes=True)
+    code, out, _ = cli(legacy.migrate_argv("--json"))
     data = one_json(out)
     assert code == 0
     assert data["executed"] is False and data["receipt"] is None
     assert isinstance(data["plan"], dict) and isinstance(data["mismatches"], list)
     assert isinstance(data["warnings"], list)
-    assert tree_hash(str(tmp_path)) == before
+    assert tree_digest(str(tmp_path), mtimes=True, modes=True) == before
 
 
-def test_execute_json_then_verify(legacy, capsys) -> None:
-    code, out, err = run_cli(legacy.migrate_argv("--yes", "--json"), capsys)
+def test_execute_json_then_verify(legacy, cli) -> None:
+    code, out, err = cli(legacy.migrate_argv("--yes", "--json"))
     assert code == 0, err
     data = one_json(out)
     assert data["executed"] is True
     assert len(data["receipt"]["sidecars"]) == WORLD
     with open(os.path.join(legacy.out, "migration_receipt.json"), encoding="utf-8") as fh:
         assert json.load(fh) == data["receipt"]
-    code, _, err = run_cli(legacy.verify_argv(), capsys)
+    code, _, err = cli(legacy.verify_argv())
     assert code == 0, err
 
 
-def test_execute_human_prints_next_step(legacy, capsys) -> None:
-    code, out, err = run_cli(legacy.migrate_argv("--yes"), capsys)
+def test_execute_human_prints_next_step(legacy, cli) -> None:
+    code, out, err = cli(legacy.migrate_argv("--yes"))
     assert code == 0, err
     assert f"receipt: {os.path.join(legacy.out, 'migration_receipt.json')}" in out
     assert f"export FASTVIDEO_DATALOADER_STATE_DIR={legacy.out}" in out
     assert "progress: 8/8" in err  # plain progress lines when stderr is not a TTY
 
 
-def test_mismatched_config_refused_with_path(legacy, tmp_path, capsys) -> None:
-    before = tree_hash(str(tmp_path))
-    code, out, err = run_cli(legacy.migrate_argv("--set", "training.distributed.num_gpus=16", "--yes", "--json"), capsys)
+def test_mismatched_config_refused_with_path(legacy, tmp_path, cli) -> None:
+    before = tree_digest(str(tmp_path), mtimes=True, modes=True)
+    code, out, err = cli(legacy.migrate_argv("--set", "training.distributed.num_gpus=16", "--yes", "--json"))
     assert code == 1
     data = one_json(out)
     assert data["executed"] is False and "error" in data
@@ -70,52 +81,52 @@ def test_mismatched_config_refused_with_path(legacy, tmp_path, capsys) -> None:
     assert critical[0]["path"] == "training.distributed.num_gpus"
     assert (critical[0]["checkpoint"], critical[0]["config"]) == (8, 16)
     assert err.count("\n") == 1 and err.startswith("error: ")
-    assert tree_hash(str(tmp_path)) == before
-    code, out, err = run_cli(legacy.migrate_argv("--set", "training.distributed.num_gpus=16", "--yes"), capsys)
+    assert tree_digest(str(tmp_path), mtimes=True, modes=True) == before
+    code, out, err = cli(legacy.migrate_argv("--set", "training.distributed.num_gpus=16", "--yes"))
     assert code == 1 and "training.distributed.num_gpus" in out + err
-    assert tree_hash(str(tmp_path)) == before
+    assert tree_digest(str(tmp_path), mtimes=True, modes=True) == before
 
 
-def test_existing_set_without_overwrite_refused_then_overwritten(legacy, capsys) -> None:
-    assert run_cli(legacy.migrate_argv("--yes"), capsys)[0] == 0
-    before = tree_hash(legacy.out)
-    code, _, err = run_cli(legacy.migrate_argv("--yes"), capsys)
+def test_existing_set_without_overwrite_refused_then_overwritten(legacy, cli) -> None:
+    assert cli(legacy.migrate_argv("--yes")).returncode == 0
+    before = tree_digest(legacy.out, mtimes=True, modes=True)
+    code, _, err = cli(legacy.migrate_argv("--yes"))
     assert code == 1 and "overwrite" in err
-    assert tree_hash(legacy.out) == before
-    code, out, err = run_cli(legacy.migrate_argv("--yes", "--overwrite", "--json"), capsys)
+    assert tree_digest(legacy.out, mtimes=True, modes=True) == before
+    code, out, err = cli(legacy.migrate_argv("--yes", "--overwrite", "--json"))
     assert code == 0, err
     assert one_json(out)["executed"] is True
-    assert tree_hash(legacy.out) != before  # new receipt (created_at) and new files
+    assert tree_digest(legacy.out, mtimes=True, modes=True) != before  # new receipt (created_at) and new files
 
 
-def test_partial_failure_exit_3_keeps_old_set(legacy, capsys, monkeypatch) -> None:
-    assert run_cli(legacy.migrate_argv("--yes"), capsys)[0] == 0
-    before = tree_hash(legacy.out)
-    real = core._write_file_atomic
+def test_partial_failure_exit_3_keeps_old_set(legacy, monkeypatch, cli) -> None:
+    assert cli(legacy.migrate_argv("--yes")).returncode == 0
+    before = tree_digest(legacy.out, mtimes=True, modes=True)
+    real = write._write_file_atomic
 
     def failing(directory, name, data):
         if name == "dataloader_state_rank4.pt":
             raise OSError(5, "Input/output error")
         return real(directory, name, data)
 
-    monkeypatch.setattr(core, "_write_file_atomic", failing)
-    code, out, err = run_cli(legacy.migrate_argv("--yes", "--overwrite", "--json"), capsys)
+    monkeypatch.setattr(write, "_write_file_atomic", failing)
+    code, out, err = cli(legacy.migrate_argv("--yes", "--overwrite", "--json"))
     assert code == 3
     data = one_json(out)
     assert data["executed"] is False and "Input/output error" in data["error"]
     assert data["failure"]["stage"] == "writing sidecars" and data["failure"]["sidecars_written"] == 4
     assert err.startswith("error: ") and err.count("\n") == 1
-    assert tree_hash(legacy.out) == before
+    assert tree_digest(legacy.out, mtimes=True, modes=True) == before
 
 
-def test_output_inside_checkpoint_refused(legacy, capsys) -> None:
-    before = tree_hash(legacy.checkpoint)
-    code, _, err = run_cli(legacy.migrate_argv("--yes", out=os.path.join(legacy.checkpoint, "state")), capsys)
+def test_output_inside_checkpoint_refused(legacy, cli) -> None:
+    before = tree_digest(legacy.checkpoint, mtimes=True, modes=True)
+    code, _, err = cli(legacy.migrate_argv("--yes", out=os.path.join(legacy.checkpoint, "state")))
     assert code == 1 and "checkpoint" in err
-    assert tree_hash(legacy.checkpoint) == before
+    assert tree_digest(legacy.checkpoint, mtimes=True, modes=True) == before
 
 
-def test_usage_errors_exit_2(legacy, capsys) -> None:
+def test_usage_errors_exit_2(legacy) -> None:
     from fvconsole.cli import main
 
     with pytest.raises(SystemExit) as info:
@@ -127,7 +138,7 @@ def test_usage_errors_exit_2(legacy, capsys) -> None:
 
 
 def test_subprocess_python_m_fvconsole(legacy, tmp_path) -> None:
-    before = tree_hash(legacy.checkpoint)
+    before = tree_digest(legacy.checkpoint, mtimes=True, modes=True)
     env = {k: v for k, v in os.environ.items() if not k.startswith("FVCONSOLE_FAULT")}
     done = subprocess.run(
         [sys.executable, "-m", "fvconsole", *legacy.migrate_argv("--yes")],
@@ -136,21 +147,21 @@ def test_subprocess_python_m_fvconsole(legacy, tmp_path) -> None:
     assert done.returncode == 0, done.stderr
     assert f"export FASTVIDEO_DATALOADER_STATE_DIR={legacy.out}" in done.stdout
     assert "Traceback" not in done.stderr
-    assert tree_hash(legacy.checkpoint) == before
-    assert core.verify_sidecars(legacy.run.config_path, legacy.checkpoint, legacy.out).ok
+    assert tree_digest(legacy.checkpoint, mtimes=True, modes=True) == before
+    assert verify.verify_sidecars(legacy.run.config_path, legacy.checkpoint, legacy.out).ok
 
 
-def test_dry_run_already_refuses_foreign_output_dir(legacy, tmp_path, capsys) -> None:
+def test_dry_run_already_refuses_foreign_output_dir(legacy, tmp_path, cli) -> None:
     os.makedirs(legacy.out)
     with open(os.path.join(legacy.out, "train.log"), "w", encoding="utf-8") as fh:
         fh.write("not ours")
-    before = tree_hash(str(tmp_path))
-    code, out, err = run_cli(legacy.migrate_argv("--json"), capsys)
+    before = tree_digest(str(tmp_path), mtimes=True, modes=True)
+    code, out, err = cli(legacy.migrate_argv("--json"))
     assert code == 1
     data = one_json(out)
     assert data["refusals"][0]["field"] == "output_dir" and "train.log" in data["error"]
     assert "train.log" in err
-    assert tree_hash(str(tmp_path)) == before
+    assert tree_digest(str(tmp_path), mtimes=True, modes=True) == before
 
 
 def test_dry_run_refuses_an_output_dir_on_a_read_only_filesystem(tmp_path, capsys) -> None:

@@ -107,7 +107,7 @@ def test_eviction_aggregate(tmp_path: Path) -> None:
                                 execution_requests("/r", outcomes, ("--force",)))
     assert preview.node_keys == {"n1": (make_key("bad"),), "n2": (make_key("bad"),)}
     assert dict(preview.requests)["n2"] == ("cache", "evict", "/r", "--key", make_key("bad"), "--force", "--yes",
-                                            "--json")
+                                            "--json", "--no-journal")
     assert preview.freed_bytes == sum(o.output["freed_bytes"] for o in outcomes) > 0
     assert preview.to_json()["executed"] is False and preview.exit_code == 0
     assert "would free" in render_fleet_evict(preview, "/r")

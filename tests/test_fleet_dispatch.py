@@ -17,7 +17,6 @@ import time
 from pathlib import Path
 
 import pytest
-from slurm_cluster import write_fake_srun
 
 from fvconsole.cli import main
 from fvconsole.cli.node import envelope, substitute_node
@@ -38,17 +37,6 @@ from fvconsole.core.fleet.selection import select_nodes
 from fvconsole.demo.cache_builders import make_key, write_cache_entry
 
 FANOUTS = ("per-node", "single-step")
-
-
-@pytest.fixture
-def fake_srun(tmp_path: Path) -> str:
-    return write_fake_srun(tmp_path / "bin")
-
-
-@pytest.fixture
-def on_path(fake_srun: str, monkeypatch: pytest.MonkeyPatch) -> str:
-    monkeypatch.setenv("PATH", os.path.dirname(fake_srun) + os.pathsep + os.environ["PATH"])
-    return fake_srun
 
 
 @pytest.fixture
@@ -277,7 +265,7 @@ def test_single_step_is_one_job_step_with_a_stuck_and_a_failing_node(fake_srun: 
     assert time.monotonic() - started < 3 + 10
 
 
-def test_cli_ls_partial_failure_exit_3(on_path: str, caches: tuple[str, str], capsys) -> None:
+def test_cli_ls_partial_failure_exit_3(srun_on_path: str, caches: tuple[str, str], capsys) -> None:
     template, key = caches
     code = main(["fleet", "cache", "ls", "--nodes", "a[1-2],nosuch1", "--cache-root", template, "--json", "--full"])
     out = json.loads(capsys.readouterr().out)
@@ -289,7 +277,7 @@ def test_cli_ls_partial_failure_exit_3(on_path: str, caches: tuple[str, str], ca
 
 
 @pytest.mark.parametrize("fanout", FANOUTS)
-def test_cli_ls_summary_is_the_default_json(on_path: str, caches: tuple[str, str], capsys, fanout: str) -> None:
+def test_cli_ls_summary_is_the_default_json(srun_on_path: str, caches: tuple[str, str], capsys, fanout: str) -> None:
     template, key = caches
     code = main(["fleet", "cache", "ls", "--nodes", "a[1-2],nosuch1", "--cache-root", template, "--json",
                  "--fanout", fanout])
@@ -338,7 +326,7 @@ def test_evict_needs_a_selector(no_srun: None, capsys) -> None:
 
 
 @pytest.mark.parametrize("fanout", FANOUTS)
-def test_fleet_evict_executes_exactly_the_preview(on_path: str, tmp_path: Path, capsys, fanout: str) -> None:
+def test_fleet_evict_executes_exactly_the_preview(srun_on_path: str, tmp_path: Path, capsys, fanout: str) -> None:
     old, new, odd = make_key("old"), make_key("new"), make_key("odd")
     for node in ("a1", "a2", "a3"):
         write_cache_entry(tmp_path / node / "c", old, num_shards=1, status="incomplete", tensor_bytes=256)
@@ -362,7 +350,7 @@ def test_fleet_evict_executes_exactly_the_preview(on_path: str, tmp_path: Path, 
     assert sorted(e["key"] for e in done["nodes"]["a2"]["evict"]) == sorted([old, odd])
 
 
-def test_fleet_evict_yes_executes_nothing_when_no_node_could_plan(on_path: str, tmp_path: Path, capsys) -> None:
+def test_fleet_evict_yes_executes_nothing_when_no_node_could_plan(srun_on_path: str, tmp_path: Path, capsys) -> None:
     """Every node's root is missing: --yes dispatches nothing and says executed: false."""
     template = str(tmp_path / "{node}" / "missing")
     assert main(["fleet", "cache", "evict", "--nodes", "a[1-2]", "--cache-root", template, "--invalid",

@@ -7,12 +7,15 @@ where a cluster cannot be started (see tests/slurm_cluster.py); CI installs Slur
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 import time
 from pathlib import Path
 
 import pytest
+from docs_examples import doc_example, with_settings
+from sized_cache import MIB, PAGE, mounted_tmpfs, sized_entry
 from slurm_cluster import SlurmCluster, slurm_cluster_fixture  # noqa: F401  (registers `slurm_cluster`)
 
 from fvconsole.core.fleet.dispatch import DispatchOptions
@@ -272,3 +275,65 @@ def test_single_step_eviction_runs_each_nodes_own_plan(slurm_cluster: SlurmClust
     assert done["freed_bytes"] == preview["freed_bytes"] > 0
     assert _entries(tmp_path, "n1") == sorted([KEY, OLD])
     assert _entries(tmp_path, "n2") == [OLD] and _entries(tmp_path, "n3") == [OLD]
+
+
+# --------------------------------------------------------------------------- eviction on demand (issue 15)
+
+
+def _journal_lines(path: Path) -> list[dict]:
+    return [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []
+
+
+def test_documented_epilog_evicts_after_a_job(slurm_cluster: SlurmCluster, tmp_path: Path) -> None:
+    """docs/operations.md's epilog, installed as this cluster's Epilog hook: a job ends on n2, n2's cache is trimmed."""
+    base = tmp_path / "nodes"
+    journal, log = tmp_path / "journal.jsonl", tmp_path / "epilog.log"
+    script = with_settings(doc_example("slurm-epilog"), FVCONSOLE=str(Path(sys.executable).parent / "fvconsole"),
+                           FASTVIDEO_WEIGHT_SHARD_CACHE=f"{base}/$SLURMD_NODENAME/wcache",
+                           FVCONSOLE_JOURNAL=str(journal), LOG=str(log))
+    with mounted_tmpfs(base / "n2", 20) as shm:
+        root = shm / "wcache"
+        # Three 5 MiB entries: 5 MiB - 3 pages free (and a page for the lock's record) < 30% = 6 MiB.
+        keys = [sized_entry(root, name, 5, age) for name, age in (("A", 5 * 86400), ("B", 4 * 86400), ("C", 3 * 86400))]
+        with slurm_cluster.epilog_hook("fvconsole-cache", script):
+            job = slurm_cluster.run("srun", "-w", "n2", "-N1", "--job-name=epilog-test", "true", timeout=60)
+            assert job.returncode == 0, job.stderr
+            deadline = time.monotonic() + 60
+            while not _journal_lines(journal) and time.monotonic() < deadline:
+                time.sleep(0.3)
+        [line] = _journal_lines(journal)
+        assert line["items"] == keys[:1], (line, log.read_text() if log.exists() else "no log")
+        assert line["details"]["node"] == "n2" and line["details"]["free_target_reached"] is True
+        assert line["command"].endswith("cache evict --min-free-percent 30 --yes --wait 60") and line["user"] == "root"
+        assert sorted(p.name for p in root.iterdir()) == sorted(keys[1:])
+        st = os.statvfs(shm)
+        assert st.f_bavail * st.f_frsize == 10 * MIB - 2 * PAGE
+    assert "evicted 1 entry from" in log.read_text()
+    assert not (base / "n1").exists()  # the other nodes ran no job: no epilog, nothing created
+
+
+def test_fleet_free_space_target_is_judged_per_node(slurm_cluster: SlurmCluster, tmp_path: Path) -> None:
+    base = tmp_path / "nodes"
+    journal = tmp_path / "journal.jsonl"
+    env = {**slurm_cluster.env, "FVCONSOLE_JOURNAL": str(journal)}
+    with mounted_tmpfs(base / "n1", 20) as n1, mounted_tmpfs(base / "n2", 20) as n2:
+        full = [sized_entry(n1 / "wcache", name, 5, age) for name, age in (("A", 5 * 86400), ("B", 4 * 86400),
+                                                                           ("C", 3 * 86400))]
+        roomy = [sized_entry(n2 / "wcache", name, 2, age) for name, age in (("D", 5 * 86400), ("E", 4 * 86400))]
+        args = ("evict", "--nodes", "n[1-3]", "--cache-root", str(base / "{node}" / "wcache"),
+                "--min-free-percent", "30")
+        code, preview, err = _fleet(slurm_cluster, *args, env=env)
+        assert code == 3, err  # n3 has no root
+        assert [e["key"] for e in preview["nodes"]["n1"]["evict"]] == full[:1]
+        assert preview["nodes"]["n2"]["evict"] == [] and preview["nodes"]["n2"]["free_target"]["reached"] is True
+        assert "does not exist" in preview["nodes"]["n3"]["error"] and not journal.exists()
+        code, done, err = _fleet(slurm_cluster, *args, "--yes", "--wait", "30", env=env)
+        assert code == 3, err
+        assert sorted(p.name for p in (n1 / "wcache").iterdir()) == sorted(full[1:])
+        assert sorted(p.name for p in (n2 / "wcache").iterdir()) == sorted(roomy)
+        # Each node executes exactly its previewed keys (not the target again); it measures the result.
+        # (measured while the lock's holder record still took its page on the tmpfs)
+        assert done["nodes"]["n1"]["fs_free_bytes_after"] == 10 * MIB - 3 * PAGE >= 6 * MIB
+    [line] = _journal_lines(journal)
+    assert line["action"] == "fleet cache evict" and line["items"] == [f"n1:{full[0]}"] and line["exit_code"] == 3
+    assert line["details"]["outcomes"]["ok"]["nodes"] == "n[1-2]" and line["details"]["outcomes"]["failed"]["nodes"] == "n3"

@@ -9,7 +9,6 @@ waits on srun.
 from __future__ import annotations
 
 import asyncio
-import functools
 import threading
 from pathlib import Path
 
@@ -29,13 +28,6 @@ pytestmark = pytest.mark.tui
 SIZE = (160, 48)
 KEY, OTHER = make_key("tui-model"), make_key("tui-other")
 
-
-def run_async(fn):
-    @functools.wraps(fn)
-    def wrapper(*args, **kwargs):
-        return asyncio.run(fn(*args, **kwargs))
-
-    return wrapper
 
 
 @pytest.fixture
@@ -70,7 +62,6 @@ def make_app(read_only: bool = False) -> FvConsoleApp:
     return FvConsoleApp(ConsoleState(read_only=read_only))
 
 
-@run_async
 async def test_scan_shows_matrix_and_pathology(fleet: dict) -> None:
     app = make_app()
     async with app.run_test(size=SIZE) as pilot:
@@ -94,7 +85,6 @@ async def test_scan_shows_matrix_and_pathology(fleet: dict) -> None:
         assert "3 nodes, 2 keys" in status
 
 
-@run_async
 async def test_evict_preview_confirm_cancel_then_execute(fleet: dict) -> None:
     app = make_app()
     async with app.run_test(size=SIZE) as pilot:
@@ -127,7 +117,6 @@ async def test_evict_preview_confirm_cancel_then_execute(fleet: dict) -> None:
         assert dict(next(r for r in view.view_result.keys if r.key == KEY).statuses) == {"a1": "partial"}
 
 
-@run_async
 async def test_failed_node_is_shown_and_read_only_refuses(fleet: dict) -> None:
     (fleet["base"] / "a3" / "wc").rename(fleet["base"] / "a3" / "gone")
     app = make_app(read_only=True)
@@ -160,7 +149,6 @@ class BlockingDispatcher:
         raise RuntimeError("released")
 
 
-@run_async
 async def test_scan_runs_in_a_worker(fleet: dict) -> None:
     app = make_app()
     async with app.run_test(size=SIZE) as pilot:
@@ -182,7 +170,6 @@ async def test_scan_runs_in_a_worker(fleet: dict) -> None:
         assert "released" in str(view.query_one("#fleet-status", Static).render())
 
 
-@run_async
 async def test_filter_and_r_rescan_in_fleet_view(fleet: dict) -> None:
     app = make_app()
     async with app.run_test(size=SIZE) as pilot:

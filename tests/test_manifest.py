@@ -7,7 +7,7 @@ import json
 import os
 
 import pytest
-from builders_helpers import edit_manifest
+from migration_runs import edit_manifest
 
 from fvconsole.core.errors import FvError
 from fvconsole.core.manifest import check_manifest, compute_fingerprint, load_manifest

@@ -1,4 +1,4 @@
-"""core.reasons (refusals and skips as a code + values, without CLI advice) and core.receipts
+"""core.reasons (refusals and skips as a code + values, without CLI advice) and core.migration.published
 (the set published for a checkpoint), on real refusals, real plans and real migrations."""
 
 from __future__ import annotations
@@ -6,14 +6,15 @@ from __future__ import annotations
 import json
 import os
 import re
-from dataclasses import replace
 
 import pytest
 
 from fvconsole.cli import main as cli_main
 from fvconsole.core.cache import plan_eviction, scan_cache
 from fvconsole.core.errors import FvError
-from fvconsole.core.migration import MigrationRequest, Refusal, preview_migration
+from fvconsole.core.migration import output_dir
+from fvconsole.core.migration.plan import MigrationRequest, Refusal, plan_migration
+from fvconsole.core.migration.published import defaults_from_published, latest, published_for
 from fvconsole.core.reasons import (
     FORCE,
     OVERWRITE,
@@ -22,8 +23,6 @@ from fvconsole.core.reasons import (
     skip_reason,
     strip_advice,
 )
-from fvconsole.core.receipts import defaults_from_published, latest, published_for
-from fvconsole.core.sidecars import output_dir_refusal
 from fvconsole.demo import builders
 from fvconsole.demo.cache_builders import write_cache_entry
 from fvconsole.tui.wording import refusal_text, skip_text
@@ -49,7 +48,7 @@ def migrate(run: builders.RunFixture, step: int, out: str) -> None:
 
 
 def test_migration_refusals_become_codes_with_values(run: builders.RunFixture, tmp_path) -> None:
-    preview = preview_migration(request(run, str(tmp_path / "out"), expected_step=4, expected_world_size=3,
+    preview = plan_migration(request(run, str(tmp_path / "out"), expected_step=4, expected_world_size=3,
                                         consumed_batches_per_rank=5))
     reasons = {r.code: r for r in map(refusal_reason, preview.refusals)}
     assert set(reasons) >= {"expected_step.metadata", "expected_step.directory", "expected_world_size.config",
@@ -69,16 +68,16 @@ def test_migration_refusals_become_codes_with_values(run: builders.RunFixture, t
 def test_an_existing_set_names_the_overwrite_option_not_its_flag(run: builders.RunFixture, tmp_path) -> None:
     out = str(tmp_path / "side")
     migrate(run, 3, out)
-    preview = preview_migration(request(run, out))
+    preview = plan_migration(request(run, out))
     reason = refusal_reason(next(r for r in preview.refusals if r.field == "output_dir"))
     assert (reason.code, reason.remedy) == ("output_dir.has_sidecars", OVERWRITE)
     assert dict(reason.values)["count"] == "2" and "use --overwrite" not in reason.detail
     assert "tick “overwrite existing sidecars”" in refusal_text(reason)
     # The execute-time rule (run by the dry run and the console's preview) words the same case.
-    plan = preview_migration(request(run, out, overwrite=True)).plan
-    assert plan is not None
-    message = output_dir_refusal(replace(plan, request=replace(plan.request, overwrite=False)))
-    assert message is not None and "--overwrite" in message
+    with pytest.raises(FvError) as refused:
+        output_dir.check_output_dir(out, run.checkpoint(3), overwrite=False)
+    message = str(refused.value)
+    assert "--overwrite" in message
     reason = refusal_reason(Refusal("output_dir", message))
     assert (reason.code, reason.remedy) == ("output_dir.has_set", OVERWRITE)
     assert not FLAG.search(refusal_text(reason))
@@ -115,7 +114,7 @@ def test_cache_skips_become_codes_and_in_use_is_worded_with_the_time_now(tmp_pat
 
 
 def test_the_published_set_of_a_checkpoint_is_found_through_its_receipt(run: builders.RunFixture) -> None:
-    from fvconsole.core.migration_defaults import suggest_output_dir
+    from fvconsole.core.migration.defaults import suggest_output_dir
 
     assert published_for(run.checkpoint(3), 3) is None
     out3, out6 = suggest_output_dir(run.checkpoint(3), 3), suggest_output_dir(run.checkpoint(6), 6)

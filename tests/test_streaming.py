@@ -1,9 +1,9 @@
 """The plan's cursors equal a sample-by-sample replay of FastVideo's streaming loader.
 
-The reference code below is written independently of fvconsole.core.streaming: it mirrors
-FastVideo's ``_contiguous_row_group_shards``, the loader's ``__iter__`` loop (per row group,
-per sample, ``_row_offset = offset + 1``, yield when a batch is full) and the upstream
-per-rank ``reconstruct_streaming_dataset_state``.
+The oracle is tests/fastvideo_reference.py (written from FastVideo's semantics, independent
+of fvconsole.core.streaming): ``_contiguous_row_group_shards``, the loader's ``__iter__`` loop
+(per row group, per sample, ``_row_offset = offset + 1``, yield when a batch is full) and the
+upstream per-rank ``reconstruct_streaming_dataset_state``.
 """
 
 from __future__ import annotations
@@ -12,106 +12,21 @@ import random
 from typing import Any
 
 import pytest
+from fastvideo_reference import (
+    contiguous_row_group_shards,
+    reconstruct_streaming_dataset_state,
+    replay_loader,
+    resume_first_sample,
+    samples_per_worker,
+    worker_shard,
+)
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from fvconsole.core import streaming
-from fvconsole.core.migration import MigrationPlan, MigrationRequest, Topology, compute_cursors, shard_layout
+from fvconsole.core.migration.plan import MigrationPlan, MigrationRequest
+from fvconsole.core.streaming import Topology, compute_cursors, shard_layout
 from fvconsole.demo.builders import synthetic_manifest
-
-# --------------------------------------------------------------------------- reference (FastVideo)
-
-
-def ref_shards(row_groups: list[dict], num_shards: int) -> list[list[dict]]:
-    shards: list[list[dict]] = [[] for _ in range(num_shards)]
-    remaining_rows = sum(int(item["rows"]) for item in row_groups)
-    cursor = 0
-    for shard_index in range(num_shards):
-        shards_left = num_shards - shard_index
-        target = remaining_rows / shards_left if shards_left else 0
-        shard_rows = 0
-        while cursor < len(row_groups):
-            item = row_groups[cursor]
-            item_rows = int(item["rows"])
-            items_left = len(row_groups) - cursor
-            if shard_rows and shard_rows + item_rows > target and items_left >= shards_left - 1:
-                break
-            shards[shard_index].append(item)
-            shard_rows += item_rows
-            remaining_rows -= item_rows
-            cursor += 1
-        if cursor >= len(row_groups):
-            break
-    return shards
-
-
-def ref_reconstruct(manifest: dict, *, rank: int, world: int, sp: int, batch: int, read_batch: int,
-                    seed: int, shuffle: bool, yielded: int) -> dict:
-    """Upstream ``reconstruct_streaming_dataset_state`` (num_workers 0 → 1, worker 0)."""
-    shards = ref_shards(manifest["row_groups"], world // sp)
-    spw = min(sum(int(i["rows"]) for i in s) for s in shards) // batch * batch
-    assert spw > 0 and yielded < spw
-    shard = list(shards[rank // sp])
-    if shuffle:
-        random.Random(seed).shuffle(shard)
-    position = offset = 0
-    remaining = yielded
-    if remaining:
-        for pos, item in enumerate(shard):
-            if remaining <= int(item["rows"]):
-                position, offset = pos, remaining
-                break
-            remaining -= int(item["rows"])
-    return {
-        "version": 2,
-        "manifest_fingerprint": manifest["fingerprint"],
-        "topology": {
-            "global_rank": rank, "world_size": world, "sp_world_size": sp, "sp_group_index": rank // sp,
-            "num_workers": 1, "batch_size": batch, "read_batch_size": read_batch, "seed": seed,
-            "shuffle_row_groups": shuffle, "samples_per_worker": spw,
-        },
-        "worker_id": 0, "epoch": 0, "row_group_position": position, "row_offset": offset, "yielded_samples": yielded,
-    }
-
-
-def loader_walk(shard: list[dict], batch: int, stop_after: int) -> tuple[int, int, int | None]:
-    """Replay the loader's ``__iter__`` until ``stop_after`` samples were yielded in batches.
-
-    Returns the state at that point (row_group_position, row_offset) and the global index of
-    the next sample the uninterrupted loop would read (None if the shard ends first).
-    """
-    position = offset = yielded = 0
-    rows: list[int] = []
-    captured: tuple[int, int] | None = (0, 0) if stop_after == 0 else None
-    while position < len(shard):
-        item = shard[position]
-        for local in range(offset, int(item["rows"])):
-            sample = int(item["sample_start"]) + local
-            if captured is not None:
-                return captured[0], captured[1], sample
-            rows.append(sample)
-            offset = local + 1
-            if len(rows) == batch:
-                yielded += batch
-                rows = []
-                if yielded == stop_after:
-                    captured = (position, offset)
-        position += 1
-        offset = 0
-    assert captured is not None
-    return captured[0], captured[1], None
-
-
-def resume_first_sample(shard: list[dict], position: int, offset: int) -> int | None:
-    """The first sample a loader resumed from (position, offset) reads (skips to offset, then on)."""
-    while position < len(shard):
-        item = shard[position]
-        if offset < int(item["rows"]):
-            return int(item["sample_start"]) + offset
-        position += 1
-        offset = 0
-    return None
-
 
 # --------------------------------------------------------------------------- checking one topology
 
@@ -137,8 +52,8 @@ def check_topology(rows: list[int], sp: int, groups: int, batch: int, seed: int,
     """Assert every rank's planned state matches the loader replay; False if the case is degenerate."""
     manifest = synthetic_manifest(len(rows), rows=rows, row_groups_per_file=3)
     world = sp * groups
-    ref = ref_shards(manifest["row_groups"], groups)
-    spw = min(sum(i["rows"] for i in s) for s in ref) // batch * batch
+    ref = contiguous_row_group_shards(manifest["row_groups"], groups)
+    spw = samples_per_worker(ref, batch)
     if spw == 0:
         return False
     yielded = (k % (spw // batch)) * batch
@@ -149,15 +64,14 @@ def check_topology(rows: list[int], sp: int, groups: int, batch: int, seed: int,
     for rank in range(world):
         cursor = plan.ranks[rank]
         assert cursor.rank == rank and cursor.sp_group_index == rank // sp
-        shard = list(ref[rank // sp])
-        if shuffle:
-            random.Random(seed).shuffle(shard)
-        position, offset, next_sample = loader_walk(shard, batch, yielded)
+        shard = worker_shard(ref, rank // sp, seed=seed, shuffle=shuffle)
+        position, offset, next_sample = replay_loader(shard, batch, yielded)
         assert (cursor.row_group_position, cursor.row_offset) == (position, offset), (rank, yielded)
         assert cursor.next_sample_index == next_sample
         assert resume_first_sample(shard, position, offset) == next_sample
-        expected = ref_reconstruct(manifest, rank=rank, world=world, sp=sp, batch=batch, read_batch=8,
-                                   seed=seed, shuffle=shuffle, yielded=yielded)
+        expected = reconstruct_streaming_dataset_state(
+            manifest, global_rank=rank, world_size=world, sp_world_size=sp, batch_size=batch, read_batch_size=8,
+            seed=seed, shuffle_row_groups=shuffle, yielded_samples=yielded)
         assert plan.dataset_state(rank) == expected
         payload: Any = plan.sidecar_payload(rank)
         assert payload["state"] == expected and payload["rank"] == rank and payload["state_kind"] == "dataset"
@@ -203,7 +117,7 @@ def test_contiguous_shards_match_reference_on_edge_cases() -> None:
     cases = [([5], 3), ([1, 1], 4), ([100, 1, 1, 1], 2), ([1, 1, 1, 100], 2), ([3] * 10, 10), ([7, 1, 7, 1, 7], 3)]
     for rows, shards in cases:
         manifest = synthetic_manifest(len(rows), rows=rows)
-        ref = ref_shards(manifest["row_groups"], shards)
+        ref = contiguous_row_group_shards(manifest["row_groups"], shards)
         ours = streaming.contiguous_shards(rows, shards)
         assert [[g["sample_start"] for g in s] for s in ref] == [
             [manifest["row_groups"][i]["sample_start"] for i in s] for s in ours
@@ -220,8 +134,9 @@ def test_plan_scales_to_many_ranks_and_row_groups() -> None:
     assert len(cursors) == 4096
     # Spot-check a few ranks against the reference reconstruction.
     for rank in (0, 1, 2047, 4095):
-        state = ref_reconstruct(manifest, rank=rank, world=4096, sp=2, batch=4, read_batch=8, seed=7,
-                                shuffle=True, yielded=spw - 4)
+        state = reconstruct_streaming_dataset_state(
+            manifest, global_rank=rank, world_size=4096, sp_world_size=2, batch_size=4, read_batch_size=8, seed=7,
+            shuffle_row_groups=True, yielded_samples=spw - 4)
         assert (cursors[rank].row_group_position, cursors[rank].row_offset) == (
             state["row_group_position"], state["row_offset"])
 

@@ -1,15 +1,16 @@
 """Sidecars written without torch are torch.save files: same bytes, same objects for torch.load.
 
-The contract (FORMATS.md §3): FastVideo loads ``dataloader_state_rank<r>.pt`` with torch and
+The contract (docs/formats.md §3): FastVideo loads ``dataloader_state_rank<r>.pt`` with torch and
 must get the payload back. These tests compare fvconsole's torch-free writer with real
 ``torch.save`` byte for byte, load its files with real ``torch.load`` (``weights_only`` True and
-False), run them through a transcription of FastVideo's resume checks, and check that the
+False), run them through FastVideo's resume checks (tests/fastvideo_reference.py), and check that the
 torch-free reader refuses what torch's ``weights_only`` loader would not read.
 """
 
 from __future__ import annotations
 
 import io
+import json
 import os
 import pickle
 import struct
@@ -19,9 +20,10 @@ from typing import Any
 
 import pytest
 import torch
+from fastvideo_reference import live_loader_state, resume_sidecar
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from mexec_helpers import STEP, WORLD, build_legacy, plan_for
+from migration_runs import STEP, WORLD, build_legacy, plan_for
 
 from fvconsole.core import torch_zip
 from fvconsole.core.torch_zip import TorchFileError
@@ -149,40 +151,16 @@ def test_writer_refuses_deep_nesting_iteratively() -> None:
 # --------------------------------------------------------------------------- FastVideo's resume checks
 
 
-def fastvideo_resume(path: str, *, rank: int, world_size: int, step: int, live_topology: dict,
-                     fingerprint: str, weights_only: bool) -> dict:
-    """FastVideo's resume of a rank-local sidecar, transcribed from FORMATS.md §3 and §5.
-
-    The checkpoint loader compares version, rank, world size and step (from the directory
-    name) and refuses a mismatch; the streaming dataset's ``load_state_dict`` refuses a
-    state whose version, fingerprint or topology differs from the live loader's, then
-    resumes at (row_group_position, row_offset) with yielded_samples.
-    """
-    state = torch.load(path, map_location="cpu", weights_only=weights_only)
-    for field, want in (("version", 1), ("rank", rank), ("world_size", world_size), ("step", step)):
-        if state.get(field) != want:
-            raise ValueError(f"sidecar {field} {state.get(field)!r} != {want!r}")
-    if state.get("state_kind") not in ("dataset", "dataloader"):
-        raise ValueError("unknown state_kind")
-    dataset_state = state["state"]
-    if dataset_state["version"] != 2:
-        raise ValueError("dataset state version")
-    if dataset_state["manifest_fingerprint"] != fingerprint:
-        raise ValueError("manifest fingerprint")
-    if dataset_state["topology"] != live_topology:
-        raise ValueError("topology")
-    return {
-        "epoch": dataset_state["epoch"],
-        "worker_id": dataset_state["worker_id"],
-        "row_group_position": dataset_state["row_group_position"],
-        "row_offset": dataset_state["row_offset"],
-        "yielded_samples": dataset_state["yielded_samples"],
-    }
+def fastvideo_resume(path: str, *, weights_only: bool, **checks: Any) -> dict:
+    """FastVideo's resume of a rank-local sidecar file: torch.load, then its checks (the reference)."""
+    return resume_sidecar(torch.load(path, map_location="cpu", weights_only=weights_only), **checks)
 
 
 def test_fastvideo_resumes_the_same_state_from_torch_free_and_torch_save_files(tmp_path) -> None:
     legacy = build_legacy(str(tmp_path))
     plan = plan_for(legacy)
+    with open(legacy.run.manifest_path, encoding="utf-8") as handle:
+        manifest = json.load(handle)
     ours_dir, torch_dir = tmp_path / "ours", tmp_path / "torch"
     ours_dir.mkdir()
     torch_dir.mkdir()
@@ -191,18 +169,19 @@ def test_fastvideo_resumes_the_same_state_from_torch_free_and_torch_save_files(t
         name = f"dataloader_state_rank{cursor.rank}.pt"
         (ours_dir / name).write_bytes(torch_zip.dumps(payload))
         torch.save(payload, str(torch_dir / name))  # a path: torch names the archive after the file
-        live = plan.dataset_state(cursor.rank)["topology"]
+        want = live_loader_state(legacy.run.config, manifest, rank=cursor.rank, step=STEP)
+        live = want["topology"]
         for weights_only in (True, False):
             kwargs = dict(rank=cursor.rank, world_size=WORLD, step=STEP, live_topology=live,
-                          fingerprint=plan.manifest_fingerprint, weights_only=weights_only)
+                          fingerprint=manifest["fingerprint"], weights_only=weights_only)
             ours = fastvideo_resume(str(ours_dir / name), **kwargs)
             theirs = fastvideo_resume(str(torch_dir / name), **kwargs)
             assert ours == theirs
             assert (ours["row_group_position"], ours["row_offset"], ours["yielded_samples"]) == (
-                cursor.row_group_position, cursor.row_offset, cursor.yielded_samples)
+                want["row_group_position"], want["row_offset"], want["yielded_samples"])
         with pytest.raises(ValueError, match="rank"):
             fastvideo_resume(str(ours_dir / name), rank=cursor.rank + 1, world_size=WORLD, step=STEP,
-                             live_topology=live, fingerprint=plan.manifest_fingerprint, weights_only=True)
+                             live_topology=live, fingerprint=manifest["fingerprint"], weights_only=True)
 
 
 def test_reader_reads_files_torch_saved_to_a_path(tmp_path) -> None:

@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-import asyncio
-import functools
 import io
 import json
 import os
 import shutil
 
 import pytest
+from migration_runs import migrate_argv
 from rich.console import Console
 
 from fvconsole.cli import main as cli_main
@@ -24,16 +23,6 @@ from fvconsole.tui.state import ConsoleState
 
 pytestmark = pytest.mark.tui
 SIZE = (140, 42)
-
-
-def run_async(fn):
-    """Run an async test body with asyncio (no async pytest plugin is required)."""
-
-    @functools.wraps(fn)
-    def wrapper(*args, **kwargs):
-        return asyncio.run(fn(*args, **kwargs))
-
-    return wrapper
 
 
 @pytest.fixture(scope="session")
@@ -82,7 +71,6 @@ def notifications(app: FvConsoleApp) -> list[str]:
 # --------------------------------------------------------------------------- migration
 
 
-@run_async
 async def test_migration_through_modal_equals_cli(work: dict[str, str], tmp_path) -> None:
     import torch
 
@@ -117,9 +105,8 @@ async def test_migration_through_modal_equals_cli(work: dict[str, str], tmp_path
 
     cli_out = str(tmp_path / "cli-sidecars")
     ckpt = os.path.join(work["output"], "checkpoint-300")
-    code = cli_main(["migrate", "--config", work["config"], "--checkpoint", ckpt, "--output-dir", cli_out,
-                     "--expected-step", "300", "--expected-world-size", "8",
-                     "--consumed-batches-per-rank", "600", "--yes", "--json"])
+    code = cli_main(migrate_argv(work["config"], ckpt, cli_out, step=300, world=8, consumed=600,
+                                 extra=("--yes", "--json")))
     assert code == 0
     with open(os.path.join(out, "migration_receipt.json")) as fh:
         tui_receipt = json.load(fh)
@@ -137,7 +124,6 @@ async def test_migration_through_modal_equals_cli(work: dict[str, str], tmp_path
     assert sorted(os.listdir(ckpt)) == sorted(os.listdir(os.path.join(os.path.dirname(ckpt), "checkpoint-100")))
 
 
-@run_async
 async def test_cancel_writes_nothing_and_mismatch_is_reported(work: dict[str, str]) -> None:
     app = make_app(work)
     async with app.run_test(size=SIZE) as pilot:
@@ -180,7 +166,6 @@ async def test_cancel_writes_nothing_and_mismatch_is_reported(work: dict[str, st
 # --------------------------------------------------------------------------- cache
 
 
-@run_async
 async def test_evict_two_marked_entries(work: dict[str, str]) -> None:
     before = set(os.listdir(work["cache"]))
     app = make_app(work)
@@ -213,7 +198,6 @@ async def test_evict_two_marked_entries(work: dict[str, str]) -> None:
     assert "README.txt" in after
 
 
-@run_async
 async def test_filter_rebuilds_table(work: dict[str, str]) -> None:
     app = make_app(work)
     async with app.run_test(size=SIZE) as pilot:
@@ -233,7 +217,6 @@ async def test_filter_rebuilds_table(work: dict[str, str]) -> None:
 # --------------------------------------------------------------------------- read-only
 
 
-@run_async
 async def test_read_only_refuses_migration_and_eviction(work: dict[str, str]) -> None:
     before = set(os.listdir(work["cache"]))
     app = make_app(work, read_only=True)
@@ -270,7 +253,6 @@ async def test_read_only_refuses_migration_and_eviction(work: dict[str, str]) ->
 # --------------------------------------------------------------------------- bad input
 
 
-@run_async
 async def test_broken_manifest_and_metadata_show_errors(tmp_path) -> None:
     from fvconsole.demo import builders
 
@@ -300,7 +282,6 @@ async def test_broken_manifest_and_metadata_show_errors(tmp_path) -> None:
     assert not os.path.exists(tmp_path / "side")
 
 
-@run_async
 async def test_cache_root_vanishing_keeps_app_up(work: dict[str, str]) -> None:
     app = make_app(work)
     async with app.run_test(size=SIZE) as pilot:
@@ -324,7 +305,6 @@ async def test_cache_root_vanishing_keeps_app_up(work: dict[str, str]) -> None:
 # --------------------------------------------------------------------------- shell
 
 
-@run_async
 async def test_missing_paths_are_picked_in_app(demo_ws: DemoWorkspace) -> None:
     app = FvConsoleApp(ConsoleState())
     async with app.run_test(size=SIZE) as pilot:
@@ -367,7 +347,6 @@ def declared_bindings() -> list[tuple[type, object]]:
     return out
 
 
-@run_async
 async def test_help_and_palette_list_every_binding(work: dict[str, str]) -> None:
     bindings = declared_bindings()
     assert len(bindings) > 25
@@ -397,7 +376,6 @@ async def test_help_and_palette_list_every_binding(work: dict[str, str]) -> None
                 assert f"{view_title}: {binding.description}" in titles, (cls.__name__, binding.key)
 
 
-@run_async
 async def test_palette_has_fleet_actions_and_picked_root_reaches_fleet(work: dict[str, str], tmp_path) -> None:
     from textual.widgets import Input
 
@@ -436,7 +414,6 @@ async def test_palette_has_fleet_actions_and_picked_root_reaches_fleet(work: dic
         assert any("nothing scanned yet" in m for m in notifications(app))
 
 
-@run_async
 async def test_escape_leaves_a_form_field_so_view_keys_work(work: dict[str, str]) -> None:
     app = make_app(work)
     async with app.run_test(size=SIZE) as pilot:
@@ -467,16 +444,13 @@ async def preview_300(app: FvConsoleApp, pilot, output_dir: str | None = None) -
     await settle(app, pilot)
 
 
-@run_async
 async def test_preview_refuses_foreign_output_dir_like_the_cli_dry_run(work: dict[str, str], tmp_path,
                                                                        capsys) -> None:
     out = tmp_path / "sidecars"
     out.mkdir()
     (out / "notes.txt").write_text("mine")
     ckpt = os.path.join(work["output"], "checkpoint-300")
-    code = cli_main(["migrate", "--config", work["config"], "--checkpoint", ckpt, "--output-dir", str(out),
-                     "--expected-step", "300", "--expected-world-size", "8",
-                     "--consumed-batches-per-rank", "600", "--json"])
+    code = cli_main(migrate_argv(work["config"], ckpt, out, step=300, world=8, consumed=600, extra=("--json",)))
     assert code == 1
     cli_refusals = json.loads(capsys.readouterr().out)["refusals"]
     assert [r["field"] for r in cli_refusals] == ["output_dir"]
@@ -497,7 +471,6 @@ async def test_preview_refuses_foreign_output_dir_like_the_cli_dry_run(work: dic
     assert sorted(os.listdir(out)) == ["notes.txt"]
 
 
-@run_async
 async def test_next_sample_ids_fill_the_rank_table(work: dict[str, str]) -> None:
     app = make_app(work)
     async with app.run_test(size=SIZE) as pilot:
@@ -515,13 +488,13 @@ async def test_next_sample_ids_fill_the_rank_table(work: dict[str, str]) -> None
 
 
 def test_next_sample_ids_are_bounded(demo_ws: DemoWorkspace) -> None:
-    from fvconsole.core.migration import MigrationRequest, preview_migration
-    from fvconsole.core.next_ids import next_sample_ids
+    from fvconsole.core.migration.plan import MigrationRequest, plan_migration
+    from fvconsole.core.migration.sample_ids import next_sample_ids
 
     request = MigrationRequest(config_path=demo_ws.config_path, checkpoint=demo_ws.legacy_checkpoint,
                                output_dir="/nonexistent/out", expected_step=300, expected_world_size=8,
                                consumed_batches_per_rank=600)
-    plan = preview_migration(request).plan
+    plan = plan_migration(request).plan
     distinct = {c.next_row_group for c in plan.ranks if c.next_row_group >= 0}
     assert len(distinct) > 1
     full = next_sample_ids(plan)

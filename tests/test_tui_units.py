@@ -9,7 +9,7 @@ import os
 import pytest
 
 from fvconsole.core.cache.detail import cache_entry_detail
-from fvconsole.core.migration_defaults import migration_defaults
+from fvconsole.core.migration.defaults import migration_defaults
 from fvconsole.tui.cache_view import lru_order
 from fvconsole.tui.widgets import complete_path
 
@@ -96,7 +96,8 @@ def test_cache_entry_detail_uses_the_scan_and_leaves_atimes_alone(tmp_path) -> N
 
 
 def test_rank_table_holds_4096_ranks(tmp_path) -> None:
-    from fvconsole.core import migration
+    from fvconsole.core import streaming
+    from fvconsole.core.migration import plan as migration
     from fvconsole.demo import builders
     from fvconsole.demo.builders import synthetic_manifest
     from fvconsole.tui.app import FvConsoleApp
@@ -107,14 +108,14 @@ def test_rank_table_holds_4096_ranks(tmp_path) -> None:
     request = migration.MigrationRequest(
         config_path=run.config_path, checkpoint=run.checkpoint(3), output_dir=str(tmp_path / "side"),
         expected_step=3, expected_world_size=2, consumed_batches_per_rank=3)
-    small = migration.preview_migration(request)
+    small = migration.plan_migration(request)
     assert small.plan is not None, small.refusals
     manifest = synthetic_manifest(20_000, rows=64)
     rows = [g["rows"] for g in manifest["row_groups"]]
     starts = [g["sample_start"] for g in manifest["row_groups"]]
-    topo = migration.Topology(world_size=4096, sp_world_size=2, batch_size=2, seed=42, shuffle=True)
-    shards, spw = migration.shard_layout(rows, topo)
-    cursors = migration.compute_cursors(rows, starts, shards, topo, 100)
+    topo = streaming.Topology(world_size=4096, sp_world_size=2, batch_size=2, seed=42, shuffle=True)
+    shards, spw = streaming.shard_layout(rows, topo)
+    cursors = streaming.compute_cursors(rows, starts, shards, topo, 100)
     plan = dataclasses.replace(small.plan, world_size=4096, sp_world_size=2, ranks=cursors, samples_per_worker=spw,
                                num_row_groups=len(rows), total_rows=manifest["total_rows"])
     preview = dataclasses.replace(small, plan=plan)

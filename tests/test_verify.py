@@ -8,21 +8,21 @@ from pathlib import Path
 
 import pytest
 import torch
-from mexec_helpers import WORLD, build_legacy, one_json, plan_for, run_cli
+from migration_runs import WORLD, build_legacy, one_json, plan_for
 
-from fvconsole.core import sidecars as core
+from fvconsole.core.migration import files, verify, write
 
 
 @pytest.fixture()
 def migrated(tmp_path):
     legacy = build_legacy(str(tmp_path))
     plan = plan_for(legacy)
-    core.execute_plan(plan)
+    write.execute_migration(plan)
     return legacy, plan
 
 
 def _verify(legacy, deep: bool = False):
-    return core.verify_sidecars(legacy.run.config_path, legacy.checkpoint, legacy.out, deep=deep)
+    return verify.verify_sidecars(legacy.run.config_path, legacy.checkpoint, legacy.out, deep=deep)
 
 
 def test_verify_ok_and_deep_next_sample_ids(migrated) -> None:
@@ -41,20 +41,20 @@ def test_verify_ok_and_deep_next_sample_ids(migrated) -> None:
     assert len({r["next_sample_id"] for r in result.ranks}) == WORLD // 2  # one per SP group
 
 
-def test_verify_cli_json_shape(migrated, capsys) -> None:
+def test_verify_cli_json_shape(migrated, cli) -> None:
     legacy, _ = migrated
-    code, out, err = run_cli(legacy.verify_argv("--json", "--deep"), capsys)
+    code, out, err = cli(legacy.verify_argv("--json", "--deep"))
     assert code == 0, err
     data = one_json(out)
     assert data["ok"] is True and data["problems"] == []
     assert len(data["ranks"]) == WORLD
     assert {"rank", "ok", "problems", "row_group_position", "row_offset", "yielded_samples",
             "next_sample_index", "next_sample_id"} <= set(data["ranks"][0])
-    code, out, _ = run_cli(legacy.verify_argv(), capsys)
+    code, out, _ = cli(legacy.verify_argv())
     assert code == 0 and "OK: 8 sidecars" in out
 
 
-def test_verify_detects_flipped_byte(migrated, capsys) -> None:
+def test_verify_detects_flipped_byte(migrated, cli) -> None:
     legacy, _ = migrated
     path = os.path.join(legacy.out, "dataloader_state_rank5.pt")
     data = bytearray(Path(path).read_bytes())
@@ -64,7 +64,7 @@ def test_verify_detects_flipped_byte(migrated, capsys) -> None:
     assert not result.ok
     assert any("rank 5" in p and "sha256" in p for p in result.problems)
     assert [r["rank"] for r in result.ranks if not r["ok"]] == [5]
-    code, _, err = run_cli(legacy.verify_argv(), capsys)
+    code, _, err = cli(legacy.verify_argv())
     assert code == 1 and err.startswith("error: verification failed")
 
 
@@ -95,7 +95,7 @@ def test_verify_detects_missing_extra_and_foreign_files(migrated) -> None:
     assert ".dataloader_state_rank1.pt.ab12.tmp: leftover temp file" in problems
 
 
-def test_verify_detects_missing_and_wrong_receipt(migrated, capsys) -> None:
+def test_verify_detects_missing_and_wrong_receipt(migrated, cli) -> None:
     legacy, _ = migrated
     receipt_path = os.path.join(legacy.out, "migration_receipt.json")
     receipt = json.loads(Path(receipt_path).read_text())
@@ -105,7 +105,7 @@ def test_verify_detects_missing_and_wrong_receipt(migrated, capsys) -> None:
     os.unlink(receipt_path)
     result = _verify(legacy)
     assert not result.ok and "migration_receipt.json: missing" in result.problems
-    code, out, _ = run_cli(legacy.verify_argv("--json"), capsys)
+    code, out, _ = cli(legacy.verify_argv("--json"))
     data = one_json(out)
     assert code == 1 and data["ok"] is False and "migration_receipt.json: missing" in data["problems"]
 
@@ -129,22 +129,22 @@ def test_malicious_pickle_is_refused_not_executed(migrated, tmp_path) -> None:
     assert not marker.exists()
 
 
-def test_torch_check_reads_every_sidecar_with_torch_too(migrated, capsys) -> None:
+def test_torch_check_reads_every_sidecar_with_torch_too(migrated, cli) -> None:
     legacy, _ = migrated
-    code, out, err = run_cli(legacy.verify_argv("--torch-check"), capsys)
+    code, out, err = cli(legacy.verify_argv("--torch-check"))
     assert code == 0 and "OK: 8 sidecars" in out, err
     # The comparison itself: torch's reading of real bytes against a payload that differs.
     data = Path(legacy.out, "dataloader_state_rank3.pt").read_bytes()
-    payload = core.load_sidecar(os.path.join(legacy.out, "dataloader_state_rank3.pt"))
-    assert core._torch_check(data, payload) == []
-    assert core._torch_check(data, {**payload, "step": payload["step"] + 1}) == [
+    payload = files.load_sidecar(os.path.join(legacy.out, "dataloader_state_rank3.pt"))
+    assert verify._torch_check(data, payload) == []
+    assert verify._torch_check(data, {**payload, "step": payload["step"] + 1}) == [
         "torch.load(weights_only=True) reads a different payload than the torch-free reader"]
-    assert core._torch_check(b"PK\x03\x04 not a zip", payload)[0].startswith("refused by torch.load")
+    assert verify._torch_check(b"PK\x03\x04 not a zip", payload)[0].startswith("refused by torch.load")
 
 
-def test_migrate_torch_check_writes_a_set_torch_reads(tmp_path, capsys) -> None:
+def test_migrate_torch_check_writes_a_set_torch_reads(tmp_path, cli) -> None:
     legacy = build_legacy(str(tmp_path))
-    code, out, err = run_cli(legacy.migrate_argv("--yes", "--torch-check"), capsys)
+    code, out, err = cli(legacy.migrate_argv("--yes", "--torch-check"))
     assert code == 0, err
     for rank in range(WORLD):
         loaded = torch.load(os.path.join(legacy.out, f"dataloader_state_rank{rank}.pt"), weights_only=True)

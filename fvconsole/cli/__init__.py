@@ -21,7 +21,7 @@ from fvconsole.core.errors import EXIT_PARTIAL, EXIT_REFUSED, EXIT_USAGE, FvErro
 from fvconsole.core.printable import printable
 
 # Subcommand modules, in the order `--help` lists them. Each defines register(subparsers).
-_COMMAND_MODULES = ("checkpoints", "migrate", "sidecars", "cache", "fleet", "demo")
+_COMMAND_MODULES = ("checkpoints", "migrate", "sidecars", "cache", "fleet", "history", "demo")
 
 DESCRIPTION = """\
 fvconsole: the operations console for FastVideo training runs.
@@ -152,12 +152,12 @@ def _run(args: argparse.Namespace) -> int:
 def main(argv: Sequence[str] | None = None) -> int:
     """Run fvconsole; returns the process exit code (usage errors raise SystemExit(2), like --help's 0)."""
     argv = list(sys.argv[1:] if argv is None else argv)
-    token = begin_command()
+    tokens = begin_command(argv)
     try:
         with guarded_streams():
             return _main(argv)
     finally:
-        end_command(token)
+        end_command(tokens)
 
 
 def _main(argv: list[str]) -> int:

@@ -1,4 +1,4 @@
-"""`fvconsole cache ls|evict`: inspect and trim the weight shard cache (FORMATS.md §6).
+"""`fvconsole cache ls|evict`: inspect and trim the weight shard cache (docs/formats.md §6).
 
 Standard library only at import time (plus rich for sizes), so `cache ls --json` starts
 fast on every node of a job (`srun --ntasks-per-node=1 fvconsole cache ls --json`).
@@ -7,12 +7,18 @@ fast on every node of a job (`srun --ntasks-per-node=1 fvconsole cache ls --json
 from __future__ import annotations
 
 import argparse
+import math
 import os
 import socket
+import sys
+import time
+from dataclasses import dataclass
 from typing import Any
 
 from fvconsole.cli.common import Block, block, emit_json, format_table, progress_printer, say
-from fvconsole.cli.outcome import record_write
+from fvconsole.cli.formats import add_format_args, output_format, write_output_file
+from fvconsole.cli.journaling import add_journal_args, journal_json, journal_target, warn_if_unwritten
+from fvconsole.cli.outcome import command_line, record_write
 from fvconsole.core.cache import (
     ENV_MAX_GB,
     ENV_ROOT,
@@ -20,17 +26,23 @@ from fvconsole.core.cache import (
     CacheScan,
     EvictionPlan,
     EvictionResult,
+    FreeTarget,
     cap_bytes,
     default_max_gb,
-    execute_eviction,
     gc_sort_key,
     parse_duration,
     parse_max_gb,
+    parse_min_free_gb,
+    parse_min_free_percent,
     plan_eviction,
     resolve_root,
     scan_cache,
 )
-from fvconsole.core.errors import EXIT_OK, FvError, PartialFailure, UsageError
+from fvconsole.core.cache.lock import probe_evictor
+from fvconsole.core.cache.locked import evict_under_lock
+from fvconsole.core.cache.metrics import prometheus_text
+from fvconsole.core.cache.plan import NOTHING_SELECTED
+from fvconsole.core.errors import EXIT_OK, EXIT_REFUSED, FvError, PartialFailure, UsageError
 from fvconsole.core.humanize import age_since, head_tail, human_bytes
 
 _FROM_ENV = "from-env"
@@ -41,13 +53,22 @@ List the entries of a weight shard cache root (default ${ENV_ROOT}) with their s
 status (complete / partial / incomplete / invalid), shards present and last use
 (manifest mtime). Read-only: never reads shard data, never changes an mtime or atime.
 
+--format prometheus writes node-exporter textfile-collector metrics (bytes and entries
+per status, cap, filesystem free and size, oldest last-used age; per entry with
+--per-entry); --output FILE replaces FILE atomically. --watch SECONDS scans again every
+SECONDS: text redraws the screen on a terminal and appends a timestamped block otherwise,
+--json prints one JSON line per scan, --output rewrites the file; --count N stops after N
+scans. A scan that fails while watching is reported and watching goes on.
+
 examples:
   fvconsole cache ls /dev/shm/fastvideo-wcache
   FASTVIDEO_WEIGHT_SHARD_CACHE=/dev/shm/fastvideo-wcache fvconsole cache ls --sort size
   srun --ntasks-per-node=1 fvconsole cache ls --json     # one JSON object per node
+  fvconsole cache ls --format prometheus --output /var/lib/node_exporter/textfile/fvcache.prom
+  fvconsole cache ls --watch 10                           # a live view; Ctrl-C ends it (exit 0)
 
-exit codes: 0 ok, 1 root missing or unreadable, 2 usage error (e.g. no ROOT and no
-${ENV_ROOT}).
+exit codes: 0 ok, 1 root missing or unreadable (with --watch: the last scan failed),
+2 usage error (e.g. no ROOT and no ${ENV_ROOT}).
 """
 
 EVICT_HELP = f"""\
@@ -55,6 +76,11 @@ Plan (and with --yes, execute) the removal of cache entries. Selectors combine a
   --max-gb N        FastVideo's own GC policy: oldest manifest mtime first (no manifest =
                     oldest), ties by size then path, until the total is <= N x 2^30 bytes.
                     Without a value N is ${ENV_MAX_GB} (default 300).
+  --min-free-gb N / --min-free-percent P
+                    in the same order, until the filesystem holding the root would have
+                    N GiB / P% of its size free (statvfs: f_bavail, what an unprivileged
+                    writer may use); space the other selectors free counts first. A target
+                    that cannot be reached is said so (a warning), not an error.
   --key KEY         these entries (repeatable)
   --invalid         invalid and incomplete entries not modified within the grace period
   --older-than D    entries last used more than D ago (12h, 7d, 1d12h, ...)
@@ -72,8 +98,15 @@ examples:
   fvconsole cache evict /dev/shm/fastvideo-wcache --max-gb 200 --yes    # do it
   fvconsole cache evict --invalid --older-than 7d --keep 0123456789abcdef --yes
   fvconsole cache evict --key 0123456789abcdef --json
+  fvconsole cache evict --min-free-percent 30 --yes --wait 60     # a Slurm epilog
 
-exit codes: 0 ok (dry run included), 1 refused, 2 usage error, 3 failed part-way.
+One eviction per root at a time: --yes takes an exclusive lock on the root (flock; dry runs
+never do); another --yes on the same root waits up to --wait SECONDS (default 0) or exits 1
+naming the holder. Each execution that removed something appends one line to the journal
+(see --journal; `fvconsole history` lists it).
+
+exit codes: 0 ok (dry run included), 1 refused (also: another eviction holds the root),
+2 usage error, 3 failed part-way.
 """
 
 
@@ -84,15 +117,25 @@ def register(sub: argparse._SubParsersAction) -> None:
     actions = parser.add_subparsers(dest="cache_command", metavar="ACTION", required=True)
     ls = actions.add_parser("ls", help="list cache entries", description=LS_HELP,
                             formatter_class=argparse.RawDescriptionHelpFormatter)
-    _common(ls)
+    _common(ls, json_flag=False)
+    add_format_args(ls, ("text", "json", "prometheus"), output=True)
     ls.add_argument("--sort", choices=("lru", "size", "key"), default="lru",
                     help="lru: FastVideo's GC order, next victim first (default); size: largest first; key")
+    ls.add_argument("--per-entry", action="store_true",
+                    help="--format prometheus: also one series per entry (label key)")
+    ls.add_argument("--watch", type=_seconds("--watch", positive=True), metavar="SECONDS",
+                    help="scan again every SECONDS until Ctrl-C (or --count)")
+    ls.add_argument("--count", type=_count, metavar="N", help="with --watch: stop after N scans")
     ls.set_defaults(func=run_ls)
     ev = actions.add_parser("evict", help="plan or run an eviction (dry run unless --yes)",
                             description=EVICT_HELP, formatter_class=argparse.RawDescriptionHelpFormatter)
     _common(ev)
     ev.add_argument("--max-gb", nargs="?", const=_FROM_ENV, metavar="N",
                     help=f"evict LRU until total <= N GiB (fractional ok; no value: ${ENV_MAX_GB} or 300)")
+    ev.add_argument("--min-free-gb", metavar="N",
+                    help="evict LRU until the root's filesystem would have N GiB free")
+    ev.add_argument("--min-free-percent", metavar="P",
+                    help="evict LRU until the root's filesystem would have P%% of its size free")
     ev.add_argument("--key", action="append", default=[], metavar="KEY", help="evict this entry (repeatable)")
     ev.add_argument("--invalid", action="store_true", help="evict invalid and incomplete entries")
     ev.add_argument("--older-than", metavar="D", help="evict entries last used more than D ago")
@@ -100,14 +143,49 @@ def register(sub: argparse._SubParsersAction) -> None:
     ev.add_argument("--force", action="store_true",
                     help="also evict entries in use or being written; allow a mount point or empty-looking root")
     ev.add_argument("--yes", action="store_true", help="execute (default: dry run)")
+    ev.add_argument("--wait", type=_seconds("--wait"), default=0.0, metavar="SECONDS",
+                    help="with --yes: wait up to SECONDS for another eviction of this root to finish "
+                         "(default 0: exit 1 at once)")
+    add_journal_args(ev)
     ev.set_defaults(func=run_evict)
 
 
-def _common(parser: argparse.ArgumentParser) -> None:
+def _common(parser: argparse.ArgumentParser, *, json_flag: bool = True) -> None:
     parser.add_argument("root", nargs="?", metavar="ROOT", help=f"cache root (default: ${ENV_ROOT})")
     parser.add_argument("--grace", metavar="D", default="10m",
                         help="a .tmp or use newer than this means in use (default 10m)")
-    parser.add_argument("--json", action="store_true", help="print one JSON object")
+    if json_flag:
+        parser.add_argument("--json", action="store_true", help="print one JSON object")
+
+
+#: --wait and --watch: more than a day is a typo, not a plan.
+MAX_SECONDS = 86400.0
+
+
+def _seconds(flag: str, *, positive: bool = False):
+    def parse(text: str) -> float:
+        try:
+            value = float(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected a number of seconds, got {text!r}") from None
+        low_ok = value > 0 if positive else value >= 0
+        if not math.isfinite(value) or not low_ok or value > MAX_SECONDS:
+            bound = "> 0" if positive else ">= 0"
+            raise argparse.ArgumentTypeError(f"must be {bound} and at most {MAX_SECONDS:g} seconds, got {text!r}")
+        return value + 0.0
+
+    parse.__name__ = flag  # argparse names the type in its error message
+    return parse
+
+
+def _count(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be >= 1, got {value}")
+    return value
 
 
 def _root(args: argparse.Namespace) -> str:
@@ -130,15 +208,87 @@ def _env_cap() -> tuple[int | None, str | None]:
 
 
 def run_ls(args: argparse.Namespace) -> int:
-    """`cache ls`: exit 0 unless the root itself is missing or unlistable."""
+    """`cache ls`: exit 0 unless the root itself is missing or unlistable (with --watch: the last scan)."""
+    fmt = output_format(args)
     grace = parse_duration(args.grace, "--grace")
-    scan = scan_cache(_root(args), grace)
+    if args.count is not None and args.watch is None:
+        raise UsageError("--count: only with --watch")
+    if args.per_entry and fmt != "prometheus":
+        raise UsageError("--per-entry: only with --format prometheus")
+    root = _root(args)
+    if args.watch is None:
+        _show_ls(args, fmt, scan_cache(root, grace))
+        return EXIT_OK
+    return _watch(args, fmt, root, grace)
+
+
+def _show_ls(args: argparse.Namespace, fmt: str, scan: CacheScan, *, watching: bool = False) -> None:
+    """One listing in ``fmt``, to stdout or (--output) atomically to a file."""
     entries = sort_entries(scan, args.sort)
-    if args.json:
-        emit_json(ls_payload(scan, entries))
+    if fmt == "prometheus":
+        text = prometheus_text(scan, cap=_env_cap()[0], per_entry=args.per_entry)
+    elif fmt == "json":
+        if not args.output:
+            emit_json(ls_payload(scan, entries))
+            return
+        import json
+
+        text = json.dumps(ls_payload(scan, entries), sort_keys=True, default=str) + "\n"
     else:
-        say(render_ls(scan, entries))
-    return EXIT_OK
+        rendered = render_ls(scan, entries)
+        if not args.output:
+            _say_listing(rendered, watching)
+            return
+        text = rendered + "\n"
+    if args.output:
+        write_output_file(args.output, text)
+    else:
+        sys.stdout.write(text)
+        sys.stdout.flush()
+
+
+def _say_listing(rendered: Block, watching: bool) -> None:
+    if not watching:
+        say(rendered)
+        return
+    if sys.stdout.isatty():  # a live view: clear the screen and home the cursor, then redraw
+        sys.stdout.write("\x1b[H\x1b[2J")
+        say(rendered, "", "(watching; Ctrl-C to stop)")
+    else:  # a log: one timestamped block per scan
+        say(f"=== {time.strftime('%Y-%m-%dT%H:%M:%SZ', time.gmtime())} ===", rendered, "")
+    sys.stdout.flush()
+
+
+def _watch(args: argparse.Namespace, fmt: str, root: str, grace: float) -> int:
+    """Scan every --watch seconds; a failed scan is reported and watching goes on.
+
+    Ends after --count scans or at Ctrl-C; the exit code is that of the last scan (0 ok, 1 failed).
+    """
+    done = 0
+    last = EXIT_OK
+    next_start = time.monotonic()
+    try:
+        while args.count is None or done < args.count:
+            if done:
+                time.sleep(max(0.0, next_start - time.monotonic()))
+            next_start = max(next_start + args.watch, time.monotonic())
+            done += 1
+            try:
+                _show_ls(args, fmt, scan_cache(root, grace), watching=True)
+                last = EXIT_OK
+            except FvError as exc:
+                last = EXIT_REFUSED
+                _watch_error(fmt, exc)
+    except KeyboardInterrupt:
+        pass
+    return last
+
+
+def _watch_error(fmt: str, exc: FvError) -> None:
+    stamp = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+    if fmt == "json":
+        emit_json({"error": exc.message, "time": stamp})
+    say(f"error: {stamp}: {exc.message} (still watching)", err=True)
 
 
 def _n(count: int, one: str, many: str) -> str:
@@ -230,42 +380,101 @@ def _max_gb(value: str | None) -> float | None:
     return default_max_gb() if value == _FROM_ENV else parse_max_gb(value)
 
 
-def build_plan(args: argparse.Namespace) -> EvictionPlan:
-    """Validate the command line, scan, plan (no writes)."""
+@dataclass(frozen=True)
+class Selection:
+    """The validated selectors and protections of a `cache evict` command line (no disk access yet)."""
+
+    root: str
+    grace: float
+    older_than: float | None
+    max_gb: float | None
+    keys: tuple[str, ...]
+    keep: tuple[str, ...]
+    invalid: bool
+    force: bool
+    free_target: FreeTarget | None
+
+    def plan(self) -> EvictionPlan:
+        """Scan the root and plan (read-only)."""
+        scan = scan_cache(self.root, self.grace)
+        return plan_eviction(scan, max_gb=self.max_gb, keys=self.keys, invalid=self.invalid,
+                             older_than=self.older_than, keep=self.keep, grace_seconds=self.grace,
+                             force=self.force, free_target=self.free_target)
+
+
+def parse_selection(args: argparse.Namespace) -> Selection:
+    """Validate the command line (usage errors come before any disk access or lock)."""
     grace = parse_duration(args.grace, "--grace")
     older = parse_duration(args.older_than, "--older-than") if args.older_than is not None else None
     max_gb = _max_gb(args.max_gb)
     keys, keep = _keys(args.key, "--key"), _keys(args.keep, "--keep")
-    if max_gb is None and not keys and not args.invalid and older is None:
-        raise UsageError("nothing selected: give --max-gb, --key, --invalid or --older-than")
-    scan = scan_cache(_root(args), grace)
-    return plan_eviction(scan, max_gb=max_gb, keys=keys, invalid=args.invalid, older_than=older,
-                         keep=keep, grace_seconds=grace, force=args.force)
+    free_gb = parse_min_free_gb(args.min_free_gb) if args.min_free_gb is not None else None
+    free_pct = parse_min_free_percent(args.min_free_percent) if args.min_free_percent is not None else None
+    free_target = FreeTarget(free_gb, free_pct) if free_gb is not None or free_pct is not None else None
+    if max_gb is None and not keys and not args.invalid and older is None and free_target is None:
+        raise UsageError(NOTHING_SELECTED)
+    return Selection(root=_root(args), grace=grace, older_than=older, max_gb=max_gb, keys=keys, keep=keep,
+                     invalid=args.invalid, force=args.force, free_target=free_target)
+
+
+def build_plan(args: argparse.Namespace) -> EvictionPlan:
+    """Validate the command line, scan, plan (no writes)."""
+    return parse_selection(args).plan()
 
 
 def run_evict(args: argparse.Namespace) -> int:
     """`cache evict`: 0 ok (dry run too), 1 refused, 2 usage, 3 failed part-way."""
-    plan = build_plan(args)
+    selection = parse_selection(args)
     if not args.yes:
+        plan = selection.plan()
+        running = probe_evictor(plan.root)
         if args.json:
-            emit_json({**plan.to_json(), **_node_info()})
+            emit_json({**plan.to_json(), **_node_info(),
+                       "running_eviction": running.to_json() if running else None})
         else:
             say(render_plan(plan))
+            if running:
+                say(f"note: an eviction of this root is running now ({running.describe()}); "
+                    "--yes would wait for it (--wait) or exit 1", err=True)
+        _warn_unreachable(plan)
         return EXIT_OK
-    result = execute_eviction(plan, progress=None if args.json else progress_printer("evicting"))
+    # The root's lock is taken before the scan: the plan is made under it (LockBusy: exit 1).
+    done = evict_under_lock(selection.root, selection.plan, command=command_line(), wait=args.wait,
+                            force=selection.force, journal_path=journal_target(args),
+                            progress=None if args.json else progress_printer("evicting"))
+    plan, result, state = done.plan, done.result, done.lock
+    for problem in (state.problem, done.release_problem):
+        if problem:
+            say(f"warning: {problem}", err=True)
+    warn_if_unwritten(done.journal)
+    journal = done.journal
     if result.evicted:
         record_write(f"the eviction ran: {_n(len(result.evicted), 'entry', 'entries')} evicted from {plan.root}")
-    payload = {**result.to_json(), **_node_info(), "cap_bytes": plan.cap_bytes}
+    payload = {**result.to_json(), **_node_info(), "cap_bytes": plan.cap_bytes, "lock": state.to_json(),
+               "journal": journal_json(journal), "plan_free_target": plan.free_space.to_json() if plan.free_space else None}
     if result.errors:
         if not args.json:
-            say(render_result(result))
+            say(render_result(result, plan))
         raise PartialFailure(f"{plan.root}: {_n(len(result.errors), 'entry', 'entries')} could not be evicted "
                              f"(first: {result.errors[0]})", report=payload)
     if args.json:
         emit_json(payload)
     else:
-        say(render_result(result))
+        say(render_result(result, plan))
+    _warn_unreachable(plan, result)
     return EXIT_OK
+
+
+def _warn_unreachable(plan: EvictionPlan, result: EvictionResult | None = None) -> None:
+    """A free-space target that is (or would be) missed: a warning, never an error (see --help)."""
+    free = plan.free_space
+    if free is None:
+        return
+    if result is None and not free.reached:
+        say(f"warning: {plan.root}: {free.summary()}", err=True)
+    elif result is not None and result.target_reached is False:
+        say(f"warning: {plan.root}: the free-space target ({human_bytes(free.target_bytes)}) was not reached: "
+            f"{human_bytes(result.fs_free_after)} free after the eviction", err=True)
 
 
 def _skipped_table(skipped: tuple) -> list[str]:
@@ -274,10 +483,21 @@ def _skipped_table(skipped: tuple) -> list[str]:
     return ["skipped:", format_table(("KEY", "REASON"), [(s.key, _short(s.reason, 100)) for s in skipped])]
 
 
+def _free_line(plan: EvictionPlan) -> list[str]:
+    if plan.fs_free is None:
+        return []
+    lines = [f"filesystem free {human_bytes(plan.fs_free)} of {human_bytes(plan.fs_total)}; "
+             f"about {human_bytes(plan.fs_free_after)} after this eviction"]
+    if plan.free_space is not None:
+        lines.append(plan.free_space.summary())
+    return lines
+
+
 def render_plan(plan: EvictionPlan) -> Block:
     lines = [f"eviction plan for {plan.root} on {socket.gethostname()} (dry run)"]
     if plan.cap_bytes is not None:
         lines.append(f"total {human_bytes(plan.total_bytes)}; cap {human_bytes(plan.cap_bytes)}")
+    lines += _free_line(plan)
     if plan.evict:
         lines.append(format_table(("KEY", "SIZE", "REASON"),
                                   [(p.key, human_bytes(p.bytes), _short(p.reason, 100)) for p in plan.evict], right=(1,)))
@@ -289,7 +509,7 @@ def render_plan(plan: EvictionPlan) -> Block:
     return block(lines)
 
 
-def render_result(result: EvictionResult) -> Block:
+def render_result(result: EvictionResult, plan: EvictionPlan | None = None) -> Block:
     lines = [f"evicted {_n(len(result.evicted), 'entry', 'entries')} from {result.root} on {socket.gethostname()}"]
     if result.evicted:
         lines.append(format_table(("KEY", "FREED", "REASON"),
@@ -298,5 +518,9 @@ def render_result(result: EvictionResult) -> Block:
     lines += [f"error: {err}" for err in result.errors]
     lines.append(f"freed {human_bytes(result.freed_bytes)} (measured); filesystem free "
                  f"{human_bytes(result.fs_free_before)} -> {human_bytes(result.fs_free_after)}")
+    if plan is not None and plan.free_space is not None:
+        reached = {True: "reached", False: "NOT reached", None: "unknown"}[result.target_reached]
+        lines.append(f"free-space target {human_bytes(plan.free_space.target_bytes)} "
+                     f"({plan.free_space.target.describe()}): {reached}")
     return block(lines)
 

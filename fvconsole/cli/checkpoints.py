@@ -154,7 +154,7 @@ def dcp_summary(keys: Sequence[str]) -> dict:
 
 
 def critical_values(config: Any) -> dict:
-    """The checkpoint's embedded values on the FORMATS.md §2 critical paths."""
+    """The checkpoint's embedded values on the docs/formats.md §2 critical paths."""
     from fvconsole.core.runconfig import CRITICAL_PATHS, get_path
 
     if not isinstance(config, dict):

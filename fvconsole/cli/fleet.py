@@ -8,10 +8,15 @@ aggregate. The work is in :mod:`fvconsole.core.fleet`.
 from __future__ import annotations
 
 import argparse
+import sys
 from typing import Any
 
 from fvconsole.cli.common import Block, block, emit_json, format_table, progress_printer, say
-from fvconsole.cli.outcome import record_write
+from fvconsole.cli.formats import add_format_args, output_format
+from fvconsole.cli.journaling import add_journal_args, journal_json, write_journal
+from fvconsole.cli.outcome import command_line, record_write
+from fvconsole.core.cache.freespace import parse_min_free_gb, parse_min_free_percent
+from fvconsole.core.cache.plan import NOTHING_SELECTED
 from fvconsole.core.errors import UsageError
 from fvconsole.core.fleet.aggregate import FleetCacheView, KeyRow
 from fvconsole.core.fleet.dispatch import (
@@ -24,6 +29,7 @@ from fvconsole.core.fleet.dispatch import (
     DispatchOptions,
 )
 from fvconsole.core.fleet.eviction import FleetEvictionPlan, FleetEvictionResult
+from fvconsole.core.fleet.export import fleet_csv
 from fvconsole.core.fleet.hostlist import compress_hostlist
 from fvconsole.core.fleet.ops import (
     execute_fleet_eviction,
@@ -34,6 +40,7 @@ from fvconsole.core.fleet.ops import (
 from fvconsole.core.fleet.outcomes import NodeOutcome
 from fvconsole.core.fleet.selection import NodeSelection, check_selection_args, find_srun, select_nodes
 from fvconsole.core.humanize import head_tail, human_bytes
+from fvconsole.core.journal import fleet_eviction_record
 
 #: Node rows printed without --full: every failed node up to this many, and ok nodes head + tail.
 FAILED_ROWS = 20
@@ -66,7 +73,9 @@ examples:
   fvconsole fleet cache ls --nodes 'n[1-3]' --cache-root '/scratch/{{node}}/wcache'
   fvconsole fleet cache evict --job 123456 --invalid          # preview on every node
   fvconsole fleet cache evict --job 123456 --max-gb 200 --yes
+  fvconsole fleet cache evict --nodes 'n[1-8]' --min-free-percent 30 --yes --wait 60
   fvconsole fleet cache ls --nodes 'gpu[0001-1000]' --fanout single-step   # one job step
+  fvconsole fleet cache ls --job 123456 --format csv > fleet.csv           # node x entry rows
 
 exit codes: 0 ok, 1 refused (srun missing, empty selection, every node failed),
 2 usage error, 3 some nodes failed while others succeeded (each node's reason is reported).
@@ -83,7 +92,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     actions = cache.add_subparsers(dest="fleet_action", metavar="ACTION", required=True)
     ls = actions.add_parser("ls", help="list every node's cache and aggregate",
                             description=FLEET_HELP, formatter_class=argparse.RawDescriptionHelpFormatter)
-    _selection_args(ls)
+    _selection_args(ls, json_flag=False)
+    add_format_args(ls, ("text", "json", "csv"))
     ls.add_argument("--full", action="store_true",
                     help="every node's own listing (--json: each node's `cache ls` object; text: every node row); "
                          "default: a summary per key and per node")
@@ -93,16 +103,23 @@ def register(sub: argparse._SubParsersAction) -> None:
     _selection_args(ev)
     ev.add_argument("--max-gb", nargs="?", const="", metavar="N",
                     help="per node: evict LRU until its total <= N GiB (no value: the node's $FASTVIDEO_WEIGHT_SHARD_CACHE_MAX_GB)")
+    ev.add_argument("--min-free-gb", metavar="N", help="per node: evict LRU until its root's filesystem has N GiB free")
+    ev.add_argument("--min-free-percent", metavar="P",
+                    help="per node: evict LRU until its root's filesystem has P%% of its size free")
     ev.add_argument("--key", action="append", default=[], metavar="KEY", help="evict this entry on every node (repeatable)")
     ev.add_argument("--invalid", action="store_true", help="evict invalid and incomplete entries")
     ev.add_argument("--older-than", metavar="D", help="evict entries last used more than D ago (12h, 7d)")
     ev.add_argument("--keep", action="append", default=[], metavar="KEY", help="never evict this entry")
     ev.add_argument("--force", action="store_true", help="also evict entries in use or being written")
     ev.add_argument("--yes", action="store_true", help="execute exactly the previewed plan (default: dry run)")
+    ev.add_argument("--wait", metavar="SECONDS",
+                    help="with --yes: each node waits up to SECONDS for another eviction of its root "
+                         "(keep it below --timeout)")
+    add_journal_args(ev)
     ev.set_defaults(func=run_fleet_evict)
 
 
-def _selection_args(parser: argparse.ArgumentParser) -> None:
+def _selection_args(parser: argparse.ArgumentParser, *, json_flag: bool = True) -> None:
     parser.add_argument("--nodes", metavar="NODELIST", help="Slurm hostlist, e.g. n[1-3] or gpu[01-04],login1")
     parser.add_argument("--job", metavar="JOBID", help="target the nodes of this running job (srun --jobid --overlap)")
     parser.add_argument("--partition", metavar="NAME", help="passed to srun as --partition")
@@ -118,7 +135,8 @@ def _selection_args(parser: argparse.ArgumentParser) -> None:
                         help=f"per-node: one srun per node; single-step: one job step for all nodes; "
                              f"auto (default): single-step above {SINGLE_STEP_MIN_NODES} nodes")
     parser.add_argument("--grace", metavar="D", help="passed to each node's cache command (default there: 10m)")
-    parser.add_argument("--json", action="store_true", help="print one JSON object")
+    if json_flag:
+        parser.add_argument("--json", action="store_true", help="print one JSON object")
 
 
 def _options(args: argparse.Namespace) -> DispatchOptions:
@@ -168,13 +186,16 @@ def _dispatch_note(fanout: str, job_steps: int) -> str:
 
 def run_fleet_ls(args: argparse.Namespace) -> int:
     """`fleet cache ls`: 0 all nodes answered, 3 some failed, 1 all failed."""
+    fmt = output_format(args)
     root = _root(args)
     options = _options(args)
     check_selection_args(args.nodes, args.job)
     selection = _selection(args)
     view = fleet_ls(selection, root, options, extra=_grace(args),
-                    progress=None if args.json else progress_printer("nodes"))
-    if args.json:
+                    progress=None if fmt != "text" else progress_printer("nodes"))
+    if fmt == "csv":
+        sys.stdout.write(fleet_csv(view))
+    elif args.json:
         emit_json(view.to_json() if args.full else view.to_summary_json())
     else:
         say(render_fleet_ls(view, root, full=args.full))
@@ -247,6 +268,12 @@ def selectors(args: argparse.Namespace) -> list[str]:
     out: list[str] = []
     if args.max_gb is not None:
         out += ["--max-gb", args.max_gb] if args.max_gb else ["--max-gb"]
+    if args.min_free_gb is not None:
+        parse_min_free_gb(args.min_free_gb)  # a usage error here, not on every node
+        out += ["--min-free-gb", args.min_free_gb]
+    if args.min_free_percent is not None:
+        parse_min_free_percent(args.min_free_percent)
+        out += ["--min-free-percent", args.min_free_percent]
     for key in args.key:
         out += ["--key", key]
     if args.invalid:
@@ -255,9 +282,23 @@ def selectors(args: argparse.Namespace) -> list[str]:
         out += ["--older-than", args.older_than]
     for key in args.keep:
         out += ["--keep", key]
-    if not (args.max_gb is not None or args.key or args.invalid or args.older_than):
-        raise UsageError("nothing selected: give --max-gb, --key, --invalid or --older-than")
+    if not (args.max_gb is not None or args.key or args.invalid or args.older_than
+            or args.min_free_gb is not None or args.min_free_percent is not None):
+        raise UsageError(NOTHING_SELECTED)
     return out
+
+
+def _execute_flags(args: argparse.Namespace) -> list[str]:
+    """Flags only the execution step gets (checked here, so a bad value is a usage error on the login node)."""
+    if args.wait is None:
+        return []
+    from fvconsole.cli.cache import _seconds
+
+    try:
+        value = _seconds("--wait")(args.wait)
+    except argparse.ArgumentTypeError as exc:
+        raise UsageError(f"--wait: {exc}") from None
+    return ["--wait", f"{value:g}"]
 
 
 def protections(args: argparse.Namespace) -> list[str]:
@@ -273,14 +314,22 @@ def run_fleet_evict(args: argparse.Namespace) -> int:
     check_selection_args(args.nodes, args.job)
     selection = _selection(args)
     progress = None if args.json else progress_printer("nodes")
-    plan = preview_fleet_eviction(selection, root, picks, protections(args), options, progress)
+    plan = preview_fleet_eviction(selection, root, picks, protections(args), options, progress,
+                                  execute_flags=_execute_flags(args))
     result: FleetEvictionPlan | FleetEvictionResult = plan
+    journal = None
     if args.yes:
         result = execute_fleet_eviction(plan, options, progress)
         if result.executed:
             record_write(f"the eviction ran on {compress_hostlist(result.selection.nodes)}")
+            if result.plan.requests:  # some node was asked to delete something
+                done = result
+                journal = write_journal(args, lambda: fleet_eviction_record(done, command=command_line()))
     if args.json:
-        emit_json(result.to_json())
+        doc = result.to_json()
+        if journal is not None:
+            doc["journal"] = journal_json(journal)
+        emit_json(doc)
     else:
         say(render_fleet_evict(result, root))
     _report_failures(result.outcomes, len(result.outcomes))

@@ -6,13 +6,15 @@ A dry run unless --yes: the plan is computed and shown, nothing is written.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import sys
 from typing import Any
 
 from fvconsole.cli.checkpoints import add_set_option, format_mismatches, mismatches_json
 from fvconsole.cli.common import Block, block, emit_json, format_table, progress_printer, say
-from fvconsole.cli.outcome import record_write
+from fvconsole.cli.journaling import add_journal_args, journal_json, write_journal
+from fvconsole.cli.outcome import command_line, record_write
 from fvconsole.core.humanize import head_tail
 
 DESCRIPTION = """\
@@ -97,12 +99,13 @@ def register(sub: argparse._SubParsersAction) -> None:
         "(imports torch; sidecars are written in torch's format without it)",
     )
     parser.add_argument("--json", action="store_true", help="print exactly one JSON object")
+    add_journal_args(parser)
     parser.add_argument("--workers", type=_positive_int, default=None, help=argparse.SUPPRESS)
     parser.set_defaults(func=_run)
 
 
 def _request(args: argparse.Namespace) -> Any:
-    from fvconsole.core.migration import MigrationRequest
+    from fvconsole.core.migration.plan import MigrationRequest
 
     return MigrationRequest(
         config_path=args.config,
@@ -119,20 +122,16 @@ def _request(args: argparse.Namespace) -> Any:
 
 def _run(args: argparse.Namespace) -> int:
     from fvconsole.core.errors import FvError
-    from fvconsole.core.migration import preview_migration
+    from fvconsole.core.migration.plan import plan_migration
 
-    preview = preview_migration(_request(args))
+    preview = plan_migration(_request(args), break_lock=args.break_lock)
     mismatches = mismatches_json(preview.mismatches)
     warnings = list(preview.warnings)
     refusals = [{"field": r.field, "message": r.message} for r in preview.refusals]
-    extra: list[str] = []
-    if preview.plan is not None:
-        refusals += _output_dir_refusals(preview.plan, args.break_lock)
-        extra = _output_dir_warnings(preview.plan, args.break_lock)
-        warnings += extra
     if refusals or preview.plan is None:
         _refuse(args, preview, refusals, mismatches, warnings)
     plan = preview.plan
+    extra = plan.output_dir_warnings
     if not args.yes:
         if args.json:
             emit_json({"executed": False, "plan": plan.to_json(), "mismatches": mismatches,
@@ -142,56 +141,70 @@ def _run(args: argparse.Namespace) -> int:
                 f"dry run: nothing written; re-run with --yes to write {plan.world_size} sidecars "
                 f"to {os.path.abspath(plan.output_dir)}")
         return 0
-    from fvconsole.core.sidecars import RECEIPT_NAME, execute_plan
+    from fvconsole.core.migration.write import execute_migration
 
     base = {"executed": False, "plan": plan.to_json(), "mismatches": mismatches, "receipt": None, "warnings": warnings}
     if not args.json:
         say(_report(plan, preview), *[f"warning: {w}" for w in extra])
 
-    def warn(message: str) -> None:  # execution's own findings (staging dirs, a broken lock)
-        if message not in warnings:
-            warnings.append(message)
-            if not args.json:
-                say(f"warning: {message}")
+    def warn(message: str) -> None:  # execution's own findings (staging dirs, a broken lock), once each
+        warnings.append(message)
+        if not args.json:
+            say(f"warning: {message}")
 
     try:
         progress = None if args.json and not sys.stderr.isatty() else progress_printer("writing sidecars", plain_lines=True)
-        receipt = execute_plan(plan, progress=progress, workers=args.workers, break_lock=args.break_lock,
-                               on_warning=warn, torch_check=args.torch_check)
+        result = execute_migration(plan, progress=progress, workers=args.workers, break_lock=args.break_lock,
+                                   on_warning=warn, torch_check=args.torch_check)
     except FvError as exc:
         from fvconsole.core.errors import PartialFailure
 
         merged = dict(base)
         if isinstance(exc, PartialFailure):
             merged["failure"] = dict(exc.details)
+            merged["journal"] = journal_json(_journal_failure(args, plan, exc))
         else:  # a re-check right before writing refused: nothing was written
             merged["refusals"] = [{"field": "execute", "message": exc.message}]
         exc.details = merged
         raise
-    out = os.path.abspath(plan.output_dir)
-    receipt_path = os.path.join(out, RECEIPT_NAME)
-    record_write(f"the migration completed: {len(receipt['sidecars'])} sidecars and the receipt in {out}")
+    record_write(f"the migration completed: {result.sidecars} sidecars and the receipt in {result.output_dir}")
+    journal = _journal_success(args, plan, result)
     if args.json:
-        emit_json(dict(base, executed=True, receipt=receipt, receipt_path=receipt_path, output_dir=out))
+        emit_json(dict(result.to_json(), journal=journal_json(journal)))
         return 0
-    say("", f"wrote {len(receipt['sidecars'])} sidecars to {out}", f"receipt: {receipt_path}",
-        "next step: resume training with", f"  export FASTVIDEO_DATALOADER_STATE_DIR={out}")
+    say("", f"wrote {result.sidecars} sidecars to {result.output_dir}", f"receipt: {result.receipt_path}",
+        "next step: resume training with", f"  export FASTVIDEO_DATALOADER_STATE_DIR={result.output_dir}")
     return 0
 
 
-def _output_dir_refusals(plan: Any, break_lock: bool) -> list[dict]:
-    """The execute-time output dir rules (foreign files, symlinks, the lock), checked already in the dry run."""
-    from fvconsole.core.sidecars import output_dir_refusal
-
-    message = output_dir_refusal(plan, break_lock=break_lock)
-    return [{"field": "output_dir", "message": message}] if message else []
+def _journal_details(plan: Any) -> dict[str, Any]:
+    return {"checkpoint": os.path.abspath(plan.checkpoint), "step": plan.step, "world_size": plan.world_size}
 
 
-def _output_dir_warnings(plan: Any, break_lock: bool) -> list[str]:
-    """Staging dirs beside the output dir and a stale lock, as execution will find them."""
-    from fvconsole.core.sidecars import output_dir_warnings
+def _journal_success(args: argparse.Namespace, plan: Any, result: Any) -> Any:
+    """One journal line for the published set: its files and their bytes (stat'ed after publishing)."""
+    from fvconsole.core.journal import migration_record
 
-    return output_dir_warnings(plan, break_lock=break_lock)
+    out = result.output_dir
+    files = [str(s.get("path")) for s in result.receipt.get("sidecars", [])] + [os.path.basename(result.receipt_path)]
+    written = 0
+    for name in files:
+        with contextlib.suppress(OSError):  # verified just before; a file gone now only lowers the count
+            written += os.lstat(os.path.join(out, name)).st_size
+    return write_journal(args, lambda: migration_record(out, command=command_line(), exit_code=0, files=files,
+                                                        written_bytes=written, details=_journal_details(plan)))
+
+
+def _journal_failure(args: argparse.Namespace, plan: Any, exc: Any) -> Any:
+    """One journal line for a migration that failed part-way (exit 3): where it stopped and why."""
+    from fvconsole.core.journal import migration_record
+
+    report = exc.details if isinstance(exc.details, dict) else {}
+    scalars = {k: v for k, v in report.items()
+               if k in ("stage", "output_dir_changed", "sidecars_written", "sidecars_total", "previous_set", "new_set")}
+    return write_journal(args, lambda: migration_record(plan.output_dir, command=command_line(), exit_code=3,
+                                                        error=exc.message,
+                                                        details={**_journal_details(plan), **scalars}))
 
 
 def _refuse(args: argparse.Namespace, preview: Any, refusals: list, mismatches: list, warnings: list) -> None:
@@ -220,7 +233,7 @@ def _report(plan: Any, preview: Any) -> Block:
         lines += [format_mismatches(preview.mismatches), ""]
     else:
         lines += ["config: the run config equals the checkpoint's embedded config (all keys)", ""]
-    lines += [f"warning: {w}" for w in preview.warnings]
+    lines += [f"warning: {w}" for w in plan.warnings]
     groups = plan.world_size // plan.sp_world_size if plan.sp_world_size else plan.world_size
     lines += [
         f"checkpoint: {plan.checkpoint} (step {plan.step})",

@@ -8,9 +8,14 @@ never exit 1 ("refused, nothing written").
 
 from __future__ import annotations
 
+import shlex
+from collections.abc import Sequence
 from contextvars import ContextVar, Token
 
 _DONE: ContextVar[str | None] = ContextVar("fvconsole_write_done", default=None)
+_ARGV: ContextVar[tuple[str, ...]] = ContextVar("fvconsole_argv", default=())
+#: A journal line must stay short (core.journal.LINE_MAX): a longer command line is cut here.
+COMMAND_MAX = 1000
 
 
 def record_write(what: str) -> None:
@@ -23,10 +28,17 @@ def write_done() -> str | None:
     return _DONE.get()
 
 
-def begin_command() -> Token:
+def begin_command(argv: Sequence[str] = ()) -> tuple[Token, Token]:
     """Start a command with nothing written (main() may run several times in one process)."""
-    return _DONE.set(None)
+    return _DONE.set(None), _ARGV.set(tuple(argv))
 
 
-def end_command(token: Token) -> None:
-    _DONE.reset(token)
+def end_command(tokens: tuple[Token, Token]) -> None:
+    _DONE.reset(tokens[0])
+    _ARGV.reset(tokens[1])
+
+
+def command_line() -> str:
+    """``fvconsole <the current command's arguments>``, shell-quoted and bounded (for the journal)."""
+    text = shlex.join(["fvconsole", *_ARGV.get()])
+    return text if len(text) <= COMMAND_MAX else text[: COMMAND_MAX - 3] + "..."

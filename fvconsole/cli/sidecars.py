@@ -57,7 +57,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def _verify(args: argparse.Namespace) -> int:
-    from fvconsole.core.sidecars import verify_sidecars
+    from fvconsole.core.migration.verify import verify_sidecars
 
     result = verify_sidecars(
         args.config, args.checkpoint, args.sidecar_dir, overrides=tuple(args.overrides), deep=args.deep,

@@ -9,6 +9,7 @@ import errno
 import json
 import os
 import secrets
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -22,16 +23,30 @@ def fsync_dir(path: str | os.PathLike[str]) -> None:
         os.close(fd)
 
 
-def atomic_write_bytes(path: str | os.PathLike[str], data: bytes, *, sync_dir: bool = True) -> None:
-    """Write ``data`` to ``path`` so that readers see the old file or the whole new one."""
+def _no_step(label: str) -> None:
+    return None
+
+
+def atomic_write_bytes(path: str | os.PathLike[str], data: bytes, *, sync_dir: bool = True,
+                       step: Callable[[str], None] = _no_step) -> str:
+    """Write ``data`` to ``path`` so that readers see the old file or the whole new one; returns the path.
+
+    ``step(label)`` is called before each file-system operation (create, write, fsync, rename):
+    the migration passes its test-only fault hook. ``sync_dir=False`` leaves the directory's
+    fsync to a caller that writes many files into it.
+    """
     target = Path(path)
     tmp = target.with_name(f".{target.name}.{secrets.token_hex(4)}.tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+    step(f"create {tmp}")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o644)
     try:
         with os.fdopen(fd, "wb") as handle:
+            step(f"write {tmp}")
             handle.write(data)
             handle.flush()
+            step(f"fsync {tmp}")
             os.fsync(handle.fileno())
+        step(f"rename {tmp} -> {target}")
         os.replace(tmp, target)
     except BaseException:
         with contextlib.suppress(OSError):
@@ -39,6 +54,7 @@ def atomic_write_bytes(path: str | os.PathLike[str], data: bytes, *, sync_dir: b
         raise
     if sync_dir:
         fsync_dir(target.parent)
+    return os.fspath(target)
 
 
 def atomic_write_json(path: str | os.PathLike[str], payload: Any, *, sync_dir: bool = True) -> None:

@@ -16,11 +16,11 @@ from typing import Any, Literal
 from fvconsole.core.errors import FvError
 from fvconsole.core.inert_pickle import AS_DICT, AS_GLOBAL, InertObject, Limits, PickleRefused
 from fvconsole.core.inert_pickle import load as load_pickle
+from fvconsole.core.migration.files import SIDECAR_RE
 from fvconsole.core.safe_read import load_json, read_regular_file, short_repr
 
 CHECKPOINT_RE = re.compile(r"^checkpoint-(\d+)$")
 RNG_RE = re.compile(r"^rng_state_rank(\d+)\.pt$")
-SIDECAR_RE = re.compile(r"^dataloader_state_rank(\d+)\.pt$")
 DATALOADER_KEY = "dataloader"
 
 Kind = Literal["legacy", "rank-local", "none", "unknown"]

@@ -1,4 +1,4 @@
-"""Fast, byte-exact manifest fingerprint (FORMATS.md §4) for million-row-group manifests.
+"""Fast, byte-exact manifest fingerprint (docs/formats.md §4) for million-row-group manifests.
 
 FastVideo fingerprints a manifest as::
 

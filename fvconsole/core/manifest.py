@@ -1,4 +1,4 @@
-"""The streaming manifest (FORMATS.md §4): loading, shape validation, integrity and source checks.
+"""The streaming manifest (docs/formats.md §4): loading, shape validation, integrity and source checks.
 
 A manifest can hold a million row groups, so loading keeps compact per-row-group lists
 (rows, sample starts, file index) built in one plain loop, and the checks stat each distinct
@@ -335,7 +335,7 @@ def _check_values(m: Manifest) -> list[str]:
 
 
 def _check_order(m: Manifest) -> list[str]:
-    """FORMATS.md §4 orders row groups by file then index; FastVideo does not enforce it."""
+    """docs/formats.md §4 orders row groups by file then index; FastVideo does not enforce it."""
     rows_by_key = list(zip(m.files, m.row_group_ids, strict=True))
     for i in range(1, len(rows_by_key)):
         if rows_by_key[i] <= rows_by_key[i - 1]:

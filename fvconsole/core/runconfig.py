@@ -17,7 +17,7 @@ from typing import Any
 from fvconsole.core.errors import FvError
 from fvconsole.core.safe_read import read_regular_file
 
-#: FORMATS.md §2: the keys that decide the streaming dataloader layout, in this order.
+#: docs/formats.md §2: the keys that decide the streaming dataloader layout, in this order.
 CRITICAL_PATHS: tuple[str, ...] = (
     "training.distributed.num_gpus",
     "training.distributed.sp_size",

@@ -1,8 +1,9 @@
-"""FastVideo's streaming-loader cursor arithmetic (FORMATS.md §5), computed once per plan.
+"""FastVideo's streaming-loader cursor arithmetic (docs/formats.md §5), computed once per plan.
 
 The upstream migration recomputes the shard split for every rank (O(ranks × row groups)).
-Here the split, the per-shard shuffle and the walk are done once per data-parallel group,
-and ranks of one SP group share the result: O(row groups + ranks) in all.
+Here the split, the per-shard shuffle and the walk are done once per data-parallel group
+(:func:`shard_layout`, :func:`compute_cursors`), and ranks of one SP group share the
+result: O(row groups + ranks) in all.
 """
 
 from __future__ import annotations
@@ -10,6 +11,7 @@ from __future__ import annotations
 import random
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 STATE_VERSION = 2
 
@@ -112,7 +114,7 @@ def dataset_state(
     yielded_samples: int,
     num_workers: int = 1,
 ) -> dict:
-    """The streaming dataset state dict FastVideo's loader reports (FORMATS.md §5)."""
+    """The streaming dataset state dict FastVideo's loader reports (docs/formats.md §5)."""
     return {
         "version": STATE_VERSION,
         "manifest_fingerprint": str(fingerprint),
@@ -134,3 +136,64 @@ def dataset_state(
         "row_offset": int(row_offset),
         "yielded_samples": int(yielded_samples),
     }
+
+
+# --------------------------------------------------------------------------- per-rank cursors
+
+
+@dataclass(frozen=True)
+class Topology:
+    """The layout parameters the cursor arithmetic needs (all validated)."""
+
+    world_size: int
+    sp_world_size: int
+    batch_size: int
+    seed: int
+    shuffle: bool
+
+
+@dataclass(frozen=True)
+class RankCursor:
+    """Where one rank's loader stands after the checkpoint's step."""
+
+    rank: int
+    sp_group_index: int
+    row_group_position: int
+    row_offset: int
+    yielded_samples: int
+    next_sample_index: int
+    next_row_group: int  # manifest index, -1 if none
+
+    def to_json(self) -> dict:
+        return {
+            "rank": self.rank,
+            "sp_group_index": self.sp_group_index,
+            "row_group_position": self.row_group_position,
+            "row_offset": self.row_offset,
+            "yielded_samples": self.yielded_samples,
+            "next_sample_index": self.next_sample_index,
+            "next_row_group": self.next_row_group,
+        }
+
+
+def shard_layout(rows: Sequence[int] | Any, topo: Topology) -> tuple[list[range], int]:
+    """(one contiguous shard per SP group, samples_per_worker) — computed once per plan."""
+    groups = topo.world_size // topo.sp_world_size
+    shards = contiguous_shards(rows, groups)
+    shard_rows = [sum(rows[i] for i in shard) for shard in shards]
+    return shards, samples_per_worker(shard_rows, topo.batch_size)
+
+
+def compute_cursors(
+    rows: Any, sample_starts: Any, shards: list[range], topo: Topology, yielded: int
+) -> tuple[RankCursor, ...]:
+    """One shuffle and one walk per SP group; ranks of a group share the cursor."""
+    sp = topo.sp_world_size
+    out: list[RankCursor] = []
+    for group, shard in enumerate(shards):
+        order = shard_order(shard, topo.seed, 0, topo.shuffle)
+        c = walk(order, rows, yielded)
+        nxt = -1 if c.next_row_group < 0 else sample_starts[c.next_row_group] + c.next_row_offset
+        for rank in range(group * sp, (group + 1) * sp):
+            out.append(RankCursor(rank, group, c.row_group_position, c.row_offset, yielded, nxt, c.next_row_group))
+    return tuple(out)

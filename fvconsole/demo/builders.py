@@ -1,7 +1,7 @@
 """Real on-disk fixtures: Parquet datasets, streaming manifests, run configs, DCP checkpoints.
 
 Used by the tests, the demo workspace and the benchmarks. Everything written here follows
-FORMATS.md so fvconsole is exercised against files shaped like FastVideo's own. torch and
+docs/formats.md so fvconsole is exercised against files shaped like FastVideo's own. torch and
 pyarrow are imported inside the functions that need them (the demo package must stay cheap
 to import).
 """
@@ -440,7 +440,7 @@ def write_checkpoint(
     embed_config: bool = True,
     write_metadata: bool = True,
 ) -> str:
-    """Write ``<output_dir>/checkpoint-<step>/`` in FastVideo's save order (FORMATS.md §1).
+    """Write ``<output_dir>/checkpoint-<step>/`` in FastVideo's save order (docs/formats.md §1).
 
     ``kind``: "legacy" (loader state in DCP under ``dataloader``), "rank-local" (per-rank
     ``dataloader_state_rank<r>.pt`` with state_kind "dataloader"), "none" (no loader state).

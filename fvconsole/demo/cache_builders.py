@@ -1,4 +1,4 @@
-"""Real weight shard cache entries for tests, demos and benchmarks (FORMATS.md §6).
+"""Real weight shard cache entries for tests, demos and benchmarks (docs/formats.md §6).
 
 Shards are written with ``safetensors.torch.save_file`` (small bf16/fp32 tensors), the
 manifest last, exactly in FastVideo's layout; mtimes are then set with ``os.utime`` to

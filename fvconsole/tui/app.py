@@ -22,9 +22,9 @@ from textual.screen import Screen
 from textual.widgets import Footer, Header, Input, TabbedContent, TabPane
 from textual.worker import get_current_worker
 
-from fvconsole.core.migration_defaults import config_output_dir
+from fvconsole.core.migration.defaults import config_output_dir
+from fvconsole.core.migration.published import PublishedSet, latest
 from fvconsole.core.printable import printable
-from fvconsole.core.receipts import PublishedSet, latest
 from fvconsole.core.runconfig import load_run_config
 from fvconsole.tui import keymap
 from fvconsole.tui.base import BaseView, describe_error

@@ -1,8 +1,9 @@
 """View 3: the weight shard cache, least recently used first, with safe eviction.
 
 Every eviction is options and live preview (cap, force) → rescan and plan → confirm (focus on
-Cancel) → execute in a worker → rescan, through the same ``core.cache`` calls as
-``fvconsole cache evict``. The view rescans by itself every few seconds (``a`` toggles it), so
+Cancel) → execute in a worker → rescan. Execution is ``core.cache.locked.evict_under_lock``,
+as for ``fvconsole cache evict --yes``: the root's evictor lock is held while the confirmed
+plan runs (another evictor on the root: refused, nothing removed) and the journal gets its line. The view rescans by itself every few seconds (``a`` toggles it), so
 entries a running job is writing move on screen without ``r``.
 """
 
@@ -26,12 +27,13 @@ from fvconsole.core.cache import (
     EvictionPlan,
     EvictionResult,
     default_max_gb,
-    execute_eviction,
     scan_cache,
 )
 from fvconsole.core.cache.detail import CacheEntryDetail, cache_entry_detail
+from fvconsole.core.cache.locked import LockedEviction, evict_under_lock
 from fvconsole.core.errors import FvError
 from fvconsole.core.humanize import head_tail, human_age, human_bytes
+from fvconsole.core.journal import journal_path
 from fvconsole.core.progress import Progress
 from fvconsole.core.reasons import skip_reason
 from fvconsole.tui import state
@@ -53,6 +55,16 @@ SELECTIONS = {
     "evict_cap": "evict to cap",
     "evict_invalid": "evict invalid",
 }
+
+
+def console_command(plan: EvictionPlan, what: str) -> str:
+    """How the journal names a console eviction (``fvconsole history`` shows it)."""
+    parts = [f"fvconsole console: {what}"]
+    if plan.cap_bytes is not None:
+        parts.append(f"cap {human_bytes(plan.cap_bytes)}")
+    if plan.force:
+        parts.append("force")
+    return ", ".join(parts)
 
 
 def lru_order(entries: Iterable[CacheEntry]) -> list[CacheEntry]:
@@ -130,10 +142,11 @@ class CacheView(BaseView):
             self.plan = plan
 
     class Evicted(ViewMessage):
-        def __init__(self, plan: EvictionPlan, result: EvictionResult) -> None:
+        def __init__(self, done: LockedEviction) -> None:
             super().__init__()
-            self.plan = plan
-            self.result = result
+            self.done = done
+            self.plan: EvictionPlan = done.plan
+            self.result: EvictionResult = done.result
 
     class EvictFailed(ViewMessage):
         def __init__(self, error: BaseException) -> None:
@@ -469,9 +482,9 @@ class CacheView(BaseView):
             return
         body = confirm_body(plan, message.scan, state.now())
         self.app.push_screen(ConfirmScreen(f"{what.capitalize()}?", body, "Evict"),
-                             lambda ok: self._confirmed(plan, ok))
+                             lambda ok: self._confirmed(plan, ok, what))
 
-    def _confirmed(self, plan: EvictionPlan, ok: bool | None) -> None:
+    def _confirmed(self, plan: EvictionPlan, ok: bool | None, what: str = "evict") -> None:
         if not ok:
             self.notify("eviction cancelled: nothing deleted")
             return
@@ -479,12 +492,15 @@ class CacheView(BaseView):
             return
         self._busy = True
         progress = self.query_one("#cache-progress-row", ProgressRow).start("", total=max(len(plan.evict), 1))
-        self.evict(plan, progress)
+        self.evict(plan, progress, console_command(plan, what))
 
     @work(thread=True, exclusive=True, group="cache-evict", exit_on_error=False)
-    def evict(self, plan: EvictionPlan, progress: Progress) -> None:
+    def evict(self, plan: EvictionPlan, progress: Progress, command: str) -> None:
+        """The confirmed plan under the root's evictor lock (not waiting: a busy root is refused), journaled."""
         with self.failures(self.EvictFailed):
-            self.deliver(self.Evicted(plan, execute_eviction(plan, progress=progress)))
+            done = evict_under_lock(plan.root, lambda: plan, command=command, force=plan.force,
+                                    journal_path=journal_path(None), progress=progress)
+            self.deliver(self.Evicted(done))
 
     def on_cache_view_evicted(self, message: Evicted) -> None:
         self._busy = False
@@ -514,6 +530,10 @@ class CacheView(BaseView):
                         timeout=10)
             self.app.push_screen(ErrorScreen("Eviction failed part-way", "\n".join(
                 [summary, "", *result.errors[:40]])))
+        journal = message.done.journal
+        if journal is not None and not journal.written:
+            self.notify(f"journal {journal.path}: {journal.error}; the eviction itself is done", severity="warning",
+                        timeout=10)
         self._marked.clear()
         self.refresh_view()
 

@@ -18,7 +18,7 @@ from fvconsole.core.checkpoint_detail import CheckpointDetail, checkpoint_detail
 from fvconsole.core.checkpoints import CheckpointInfo, discover_checkpoints
 from fvconsole.core.errors import FvError
 from fvconsole.core.humanize import human_age, human_bytes
-from fvconsole.core.receipts import PublishedSet, published_for
+from fvconsole.core.migration.published import PublishedSet, published_for
 from fvconsole.core.runconfig import Mismatch, RunConfig
 from fvconsole.tui import state
 from fvconsole.tui.base import BaseView, ViewMessage

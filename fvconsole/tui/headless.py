@@ -67,24 +67,23 @@ def frozen_display(now: float = FROZEN_NOW, space: tuple[int, int] = FROZEN_SPAC
     ``created_at_utc``), the time zone and the free space shown."""
     from datetime import datetime
 
-    # The receipt's time comes from core.sidecars (core.migration.write after that package split).
-    from fvconsole.core import sidecars
+    from fvconsole.core.migration import receipt
 
     class FrozenDatetime(datetime):
         @classmethod
         def now(cls, tz: Any = None) -> datetime:  # noqa: D102 - datetime.now's signature
             return datetime.fromtimestamp(now, tz)
 
-    saved_tz, saved_datetime = os.environ.get("TZ"), sidecars.datetime
+    saved_tz, saved_datetime = os.environ.get("TZ"), receipt.datetime
     os.environ["TZ"] = "UTC"
     time.tzset()
     state.freeze_clock(now)
     state.freeze_free_space(space)
-    sidecars.datetime = FrozenDatetime  # type: ignore[misc]
+    receipt.datetime = FrozenDatetime  # type: ignore[misc]
     try:
         yield
     finally:
-        sidecars.datetime = saved_datetime  # type: ignore[misc]
+        receipt.datetime = saved_datetime  # type: ignore[misc]
         state.freeze_free_space(None)
         state.freeze_clock(None)
         if saved_tz is None:

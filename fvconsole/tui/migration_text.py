@@ -8,10 +8,11 @@ from typing import Any
 
 from rich.text import Text
 
-from fvconsole.core.migration import MigrationPlan, MigrationPreview, RankCursor
-from fvconsole.core.next_ids import NextSampleIds
+from fvconsole.core.migration.plan import MigrationPlan, MigrationPreview
+from fvconsole.core.migration.published import PublishedSet
+from fvconsole.core.migration.sample_ids import NextSampleIds
 from fvconsole.core.reasons import refusal_reason
-from fvconsole.core.receipts import PublishedSet
+from fvconsole.core.streaming import RankCursor
 from fvconsole.tui.checkpoints_view import export_line, render_mismatches
 from fvconsole.tui.plain import PlainText
 from fvconsole.tui.wording import refusal_text

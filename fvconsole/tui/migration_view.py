@@ -1,8 +1,8 @@
 """View 2: migrate a legacy checkpoint to rank-local sidecars.
 
 Preview → (confirm) → execute, through the same core calls as ``fvconsole migrate``:
-``preview_migration(request)`` plus the output dir rules builds the plan, ``execute_plan(plan)``
-writes exactly that plan, ``verify_sidecars`` checks a written set.
+``plan_migration(request)`` builds the plan (output dir rules included, as the dry run),
+``execute_migration(plan)`` writes exactly that plan, ``verify_sidecars`` checks a written set.
 """
 
 from __future__ import annotations
@@ -10,7 +10,6 @@ from __future__ import annotations
 import json
 import os
 import shlex
-from dataclasses import replace
 from typing import Any, ClassVar
 
 from textual import work
@@ -20,18 +19,13 @@ from textual.containers import Container, Horizontal, Vertical, VerticalScroll
 from textual.widgets import Button, Checkbox, Input, Label
 
 from fvconsole.core.errors import FvError, PartialFailure
-from fvconsole.core.migration import (
-    MigrationPlan,
-    MigrationPreview,
-    MigrationRequest,
-    Refusal,
-    preview_migration,
-)
-from fvconsole.core.migration_defaults import MigrationDefaults, migration_defaults
-from fvconsole.core.next_ids import NextSampleIds, next_sample_ids
+from fvconsole.core.migration.defaults import MigrationDefaults, migration_defaults
+from fvconsole.core.migration.plan import MigrationPlan, MigrationPreview, MigrationRequest, plan_migration
+from fvconsole.core.migration.published import PublishedSet, defaults_from_published
+from fvconsole.core.migration.sample_ids import NextSampleIds, next_sample_ids
+from fvconsole.core.migration.verify import VerifyResult, verify_sidecars
+from fvconsole.core.migration.write import MigrationResult, execute_migration
 from fvconsole.core.progress import Progress
-from fvconsole.core.receipts import PublishedSet, defaults_from_published
-from fvconsole.core.sidecars import VerifyResult, execute_plan, output_dir_refusal, verify_sidecars
 from fvconsole.tui import migration_text as mt
 from fvconsole.tui.base import BaseView, ViewMessage, describe_error
 from fvconsole.tui.checkpoints_view import export_line
@@ -49,22 +43,6 @@ PATH_FIELDS = (
     ("config_path", "mig-config", "run config", "run.yaml"),
     ("output_dir", "mig-output", "output dir", "where the sidecars go (outside the checkpoint)"),
 )
-
-
-def preview_with_output_dir(request: MigrationRequest, progress: Progress | None = None) -> MigrationPreview:
-    """``preview_migration`` plus the output dir rules, exactly as ``fvconsole migrate``'s dry run.
-
-    The dry run also refuses what execution would (foreign files, a symlink, an existing set
-    without overwrite, a lock), so Execute is never offered for a plan that would be refused.
-    A refused preview carries no plan.
-    """
-    result = preview_migration(request, progress=progress)
-    if result.plan is None:
-        return result
-    problem = output_dir_refusal(result.plan)
-    if problem is None:
-        return result
-    return replace(result, refusals=(*result.refusals, Refusal("output_dir", problem)), plan=None)
 
 
 class MigrationView(BaseView):
@@ -93,10 +71,9 @@ class MigrationView(BaseView):
             self.preview = preview
 
     class Executed(ViewMessage):
-        def __init__(self, plan: MigrationPlan, receipt: dict) -> None:
+        def __init__(self, result: MigrationResult) -> None:
             super().__init__()
-            self.plan = plan
-            self.receipt = receipt
+            self.result = result
 
     class Verified(ViewMessage):
         def __init__(self, result: VerifyResult) -> None:
@@ -315,7 +292,7 @@ class MigrationView(BaseView):
     @work(thread=True, exclusive=True, group="mig-preview", exit_on_error=False)
     def run_preview(self, request: MigrationRequest, progress: Progress) -> None:
         with self.failures(self.ActionFailed):
-            self.deliver(self.Previewed(preview_with_output_dir(request, progress)))
+            self.deliver(self.Previewed(plan_migration(request, progress)))
 
     def on_migration_view_action_failed(self, message: ActionFailed) -> None:
         self._finish()
@@ -421,12 +398,12 @@ class MigrationView(BaseView):
     @work(thread=True, exclusive=True, group="mig-exec", exit_on_error=False)
     def run_execute(self, plan: MigrationPlan, progress: Progress) -> None:
         with self.failures(self.ActionFailed):
-            self.deliver(self.Executed(plan, execute_plan(plan, progress=progress)))
+            self.deliver(self.Executed(execute_migration(plan, progress=progress)))
 
     def on_migration_view_executed(self, message: Executed) -> None:
         self._finish()
-        plan, receipt = message.plan, message.receipt
-        out = plan.output_dir
+        result = message.result
+        plan, receipt, out = result.plan, result.receipt, result.output_dir
         self._export = export_line(out)
         self._show_receipt(mt.receipt_text(out, receipt, plan.world_size, plan.checkpoint))
         self._set_banner(PlainText(f"✓ done: {len(receipt.get('sidecars', []))} sidecars + receipt written; "

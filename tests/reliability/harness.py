@@ -1,4 +1,4 @@
-"""Harness pieces shared by the reliability suite (no dependency on the code under test).
+"""Harness pieces shared by the test suite (no dependency on the code under test).
 
 Why a separate module: every fault test needs the same few judgements — "did the tree
 change?", "was the failure one clean `error:` line?", "can this process still read files it
@@ -26,13 +26,16 @@ import pytest
 # --------------------------------------------------------------------------- tree digests
 
 
-def tree_digest(root: str | os.PathLike[str], *, mtimes: bool = False) -> dict[str, tuple]:
+def tree_digest(root: str | os.PathLike[str], *, mtimes: bool = False, modes: bool = False,
+                include_root: bool = True) -> dict[str, tuple]:
     """Map each path under ``root`` (relative, root itself is ``"."``) to what it is.
 
     Symlinks are recorded by target and never followed; regular files by size and sha256;
     directories by presence. With ``mtimes`` the mtime_ns of every entry is included, to
-    check that read-only commands do not touch what the cache uses as last-used time.
-    A missing root digests to ``{}``.
+    check that read-only commands do not touch what the cache uses as last-used time; with
+    ``modes`` its permission bits. ``include_root=False`` leaves ``root`` itself out (its
+    mtime changes when a failed run created and removed a staging dir in it). A missing root
+    digests to ``{}``.
     """
     root = os.fspath(root)
     out: dict[str, tuple] = {}
@@ -41,7 +44,7 @@ def tree_digest(root: str | os.PathLike[str], *, mtimes: bool = False) -> dict[s
 
     def record(path: str, rel: str) -> bool:
         st = os.lstat(path)
-        extra = (st.st_mtime_ns,) if mtimes else ()
+        extra = ((st.st_mtime_ns,) if mtimes else ()) + ((stat.S_IMODE(st.st_mode),) if modes else ())
         if stat.S_ISLNK(st.st_mode):
             out[rel] = ("link", os.readlink(path), *extra)
             return False
@@ -56,6 +59,8 @@ def tree_digest(root: str | os.PathLike[str], *, mtimes: bool = False) -> dict[s
 
     if not record(root, "."):
         return out
+    if not include_root:
+        del out["."]
     for dirpath, dirnames, filenames in os.walk(root, followlinks=False):
         for name in sorted(dirnames + filenames):
             full = os.path.join(dirpath, name)
@@ -97,6 +102,10 @@ class CliResult:
     stdout: str
     stderr: str
     pid: int | None = None  # of the child process (None when run in this process)
+
+    def __iter__(self):
+        """Unpacks as ``code, out, err = result``."""
+        return iter((self.returncode, self.stdout, self.stderr))
 
     @property
     def killed_by(self) -> int | None:

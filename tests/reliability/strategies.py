@@ -138,7 +138,7 @@ def mutated_document(doc: Any, *, extra_values: tuple[Any, ...] = ()) -> st.Sear
 
 
 def fingerprint(row_groups: Any) -> str:
-    """FORMATS.md §4 fingerprint, so structural mutations can get past the checksum."""
+    """docs/formats.md §4 fingerprint, so structural mutations can get past the checksum."""
     blob = json.dumps(row_groups, sort_keys=True, separators=(",", ":"))
     return hashlib.sha256(blob.encode("utf-8")).hexdigest()
 

@@ -230,7 +230,7 @@ def call_guarded(fn: Callable[[], Any], fifos: Sequence[Path], timeout: float = 
 
 
 def _plan(ws: MigrationWorkspace) -> Any:
-    from fvconsole.core.sidecars import recompute_plan
+    from fvconsole.core.migration.verify import recompute_plan
 
     plan, problems, _ = recompute_plan(str(ws.config), str(ws.checkpoint))
     assert plan is not None, problems
@@ -239,7 +239,7 @@ def _plan(ws: MigrationWorkspace) -> Any:
 
 @pytest.mark.fault("denial of service", "FIFO as a dataset Parquet file (console next-sample-id column)")
 def test_fifo_parquet_does_not_hang_the_console_next_ids(ws: MigrationWorkspace, trials) -> None:
-    from fvconsole.core.next_ids import next_sample_ids
+    from fvconsole.core.migration.sample_ids import next_sample_ids
 
     plan = _plan(ws)
     fifos = _parquet_files(ws)
@@ -381,7 +381,7 @@ def test_deep_verify_checks_row_groups_against_the_manifest(ws, good_set: Path, 
 
 @pytest.mark.fault("integrity", "console next-sample-id column when Parquet row groups disagree with the manifest")
 def test_console_next_ids_check_row_groups_against_the_manifest(ws: MigrationWorkspace, trials) -> None:
-    from fvconsole.core.next_ids import next_sample_ids
+    from fvconsole.core.migration.sample_ids import next_sample_ids
 
     plan = _plan(ws)
     good = next_sample_ids(plan)

@@ -19,6 +19,7 @@ import shutil
 from pathlib import Path
 
 import pytest
+from migration_runs import migrate_argv
 
 from fvconsole.core.printable import printable
 
@@ -125,9 +126,7 @@ def run(tmp_path_factory: pytest.TempPathFactory) -> dict:
 
 
 def migrate_args(run: dict, out: str | Path, *extra: str) -> list[str]:
-    return ["migrate", "--config", run["config"], "--checkpoint", run["checkpoint"], "--output-dir", str(out),
-            "--expected-step", str(STEP), "--expected-world-size", str(WORLD),
-            "--consumed-batches-per-rank", str(STEP), *extra]
+    return migrate_argv(run["config"], run["checkpoint"], out, step=STEP, world=WORLD, consumed=STEP, extra=extra)
 
 
 @pytest.fixture(scope="module")

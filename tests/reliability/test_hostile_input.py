@@ -231,7 +231,7 @@ def test_manifest_mutations(ws: MigrationWorkspace, tmp_path: Path, capsys, tria
         return  # not a mutation
     with replaced(ws.manifest, json_text(doc)):
         result = run_inproc(ws.migrate_args(tmp_path / "out"), capsys)
-        # Every mutation breaks a FORMATS.md invariant: it must be refused.
+        # Every mutation breaks a docs/formats.md invariant: it must be refused.
         assert result.returncode == 1, f"{description} accepted:\n{result.describe()}"
         trials.add(outcome(result, [ws.manifest.name]))
         assert not (tmp_path / "out").exists()
@@ -420,7 +420,7 @@ def test_cache_manifest_mutations(cache_template: Path, tmp_path: Path, capsys, 
     os.utime(manifest_path, ns=(stamp, stamp))
     label = cache_checks(root, victim, capsys)
     if path[:1] in ((), ("format_version",), ("key",), ("num_shards",)) and not same_document(mutated, doc):
-        # FORMATS.md §6: these decide whether an entry is usable at all.
+        # docs/formats.md §6: these decide whether an entry is usable at all.
         assert "complete" not in label, f"manifest with {path or 'whole document'} damaged listed as complete"
     trials.add(label)
 

@@ -1,8 +1,11 @@
 """Acceptance 7: concurrent evictors, and an evictor racing a cache writer.
 
-Four real `fvconsole cache evict --yes` processes start together on one root: every
-entry must be removed exactly once, with no errors, and the bytes they report freed must
-add up to what was there. Against a writer, entries that change between plan and
+Four real `fvconsole cache evict --yes --wait` processes start together on one root: the
+root's eviction lock lets one run at a time, so the first removes everything and the others
+(planning after it) find nothing. Without the lock (four processes executing plans through
+the core API, as where flock is unavailable), every entry must still be removed exactly
+once, with no errors, and the bytes they report freed must add up to what was there.
+Against a writer, entries that change between plan and
 execution (manifest touched = used, re-created, being written) survive as
 "skipped: changed since plan", and brand-new entries are never touched.
 """
@@ -38,35 +41,70 @@ def start_evictor(root: Path, *extra: str) -> subprocess.Popen:
     )
 
 
+#: A lock-free evictor: plans and executes through the core API (what the CLI does minus the root lock).
+CORE_EVICTOR = """
+import json, sys
+from fvconsole.core.cache import execute_eviction, plan_eviction, scan_cache
+result = execute_eviction(plan_eviction(scan_cache(sys.argv[1]), max_gb=0.0))
+print(json.dumps(result.to_json()))
+"""
+
+
+def _check_each_entry_once(results: list[dict], root: Path, sizes: dict[str, int]) -> int:
+    """Every entry evicted by exactly one evictor, bytes adding up; returns how many evictors removed any."""
+    evicted: dict[str, int] = {}
+    freed_total = 0
+    for payload in results:
+        assert payload["errors"] == [], payload["errors"]
+        freed_total += payload["freed_bytes"]
+        for item in payload["evict"]:
+            assert item["key"] not in evicted, f"{item['key']} evicted twice"
+            evicted[item["key"]] = item["bytes"]
+        for skip in payload["skipped"]:
+            # Nobody used these entries: "changed since plan" would be a mislabel (defect D4, fixed).
+            assert any(r in skip["reason"] for r in ("already evicted", "may still be running")), skip
+    assert list(root.iterdir()) == [], "entries or leftovers remain after four evictors"
+    assert set(evicted) == set(sizes), "some entry was not reported evicted by anyone"
+    assert freed_total == sum(sizes.values()), f"freed {freed_total} != {sum(sizes.values())} bytes present"
+    return sum(1 for p in results if p["evict"])
+
+
+def _results(procs: list[subprocess.Popen]) -> list[dict]:
+    results = []
+    for proc in procs:
+        out, err = proc.communicate(timeout=240)
+        assert proc.returncode == 0, f"evictor failed ({proc.returncode}): {err[-2000:]}"
+        assert "Traceback" not in err
+        results.append(json.loads(out))
+    return results
+
+
 @pytest.mark.slow
-@pytest.mark.fault("races", "four `cache evict --max-gb 0 --yes` processes at once on one root")
+@pytest.mark.fault("races", "four `cache evict --max-gb 0 --yes --wait 240` processes at once on one root")
 def test_four_evictors_at_once(tmp_path: Path, trials) -> None:
     for round_ in range(ROUNDS):
         root = tmp_path / f"cache{round_}"
         cheap_entries(root, ENTRIES, prefix=f"r{round_}")
         sizes = entry_bytes(root)
-        procs = [start_evictor(root, "--max-gb", "0") for _ in range(EVICTORS)]
-        results = []
-        for proc in procs:
-            out, err = proc.communicate(timeout=240)
-            assert proc.returncode == 0, f"evictor failed ({proc.returncode}): {err[-2000:]}"
-            assert "Traceback" not in err
-            results.append(json.loads(out))
-        evicted: dict[str, int] = {}
-        freed_total = 0
-        for payload in results:
-            assert payload["errors"] == [], payload["errors"]
-            freed_total += payload["freed_bytes"]
-            for item in payload["evict"]:
-                assert item["key"] not in evicted, f"{item['key']} evicted twice"
-                evicted[item["key"]] = item["bytes"]
-            for skip in payload["skipped"]:
-                # Nobody used these entries: "changed since plan" would be a mislabel (defect D4, fixed).
-                assert any(r in skip["reason"] for r in ("already evicted", "may still be running")), skip
-        assert list(root.iterdir()) == [], "entries or leftovers remain after four evictors"
-        assert set(evicted) == set(sizes), "some entry was not reported evicted by anyone"
-        assert freed_total == sum(sizes.values()), f"freed {freed_total} != {sum(sizes.values())} bytes present"
-        busy = sum(1 for p in results if p["evict"])
+        results = _results([start_evictor(root, "--max-gb", "0", "--wait", "240") for _ in range(EVICTORS)])
+        busy = _check_each_entry_once(results, root, sizes)
+        assert busy == 1, "the root lock let two evictions run: more than one evictor removed entries"
+        assert all(p["lock"]["held"] for p in results)
+        trials.add(f"{busy} of {EVICTORS} evictors removed entries")
+    assert trials.count == ROUNDS
+
+
+@pytest.mark.slow
+@pytest.mark.fault("races", "four lock-free executions (core API, as where flock is unavailable) at once on one root")
+def test_four_lock_free_evictors_at_once(tmp_path: Path, trials) -> None:
+    for round_ in range(ROUNDS):
+        root = tmp_path / f"cache{round_}"
+        cheap_entries(root, ENTRIES, prefix=f"r{round_}")
+        sizes = entry_bytes(root)
+        procs = [subprocess.Popen([sys.executable, "-c", CORE_EVICTOR, str(root)], env=cli_env(),
+                                  stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                 for _ in range(EVICTORS)]
+        busy = _check_each_entry_once(_results(procs), root, sizes)
         trials.add(f"{busy} of {EVICTORS} evictors removed entries")
     assert trials.count == ROUNDS
 

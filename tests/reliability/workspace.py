@@ -13,6 +13,8 @@ import struct
 from dataclasses import dataclass
 from pathlib import Path
 
+from migration_runs import migrate_argv, verify_argv
+
 WORLD = 16
 STEP = 2
 
@@ -30,27 +32,11 @@ class MigrationWorkspace:
     step: int = STEP
 
     def migrate_args(self, output_dir: str | os.PathLike[str], *extra: str, yes: bool = True) -> list[str]:
-        args = [
-            "migrate",
-            "--config", str(self.config),
-            "--checkpoint", str(self.checkpoint),
-            "--output-dir", str(output_dir),
-            "--expected-step", str(self.step),
-            "--expected-world-size", str(self.world),
-            "--consumed-batches-per-rank", str(self.step),
-        ]
-        if yes:
-            args.append("--yes")
-        return args + list(extra)
+        return migrate_argv(self.config, self.checkpoint, output_dir, step=self.step, world=self.world,
+                            consumed=self.step, extra=("--yes", *extra) if yes else extra)
 
     def verify_args(self, sidecar_dir: str | os.PathLike[str], *extra: str) -> list[str]:
-        return [
-            "sidecars", "verify",
-            "--config", str(self.config),
-            "--checkpoint", str(self.checkpoint),
-            "--sidecar-dir", str(sidecar_dir),
-            *extra,
-        ]
+        return verify_argv(self.config, self.checkpoint, sidecar_dir, extra=extra)
 
 
 def build_migration_workspace(root: str | os.PathLike[str], *, world: int = WORLD) -> MigrationWorkspace:

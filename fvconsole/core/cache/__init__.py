@@ -1,4 +1,4 @@
-"""Weight shard cache: scan, eviction plans, safe eviction (FORMATS.md §6).
+"""Weight shard cache: scan, eviction plans, safe eviction (docs/formats.md §6).
 
 Pure standard library: safetensors headers and manifests are parsed with ``json`` so
 ``fvconsole cache ls`` starts fast and never imports torch.
@@ -8,6 +8,13 @@ from __future__ import annotations
 
 from fvconsole.core.cache.durations import parse_duration
 from fvconsole.core.cache.evict import EvictedEntry, EvictionResult, execute_eviction, remove_tree
+from fvconsole.core.cache.freespace import (
+    FreeSpacePlan,
+    FreeTarget,
+    free_space_walk,
+    parse_min_free_gb,
+    parse_min_free_percent,
+)
 from fvconsole.core.cache.plan import (
     EvictionPlan,
     PlannedEviction,
@@ -40,9 +47,11 @@ from fvconsole.core.humanize import format_duration
 
 __all__ = [
     "DEFAULT_GRACE_SECONDS", "DEFAULT_MAX_GB", "ENV_MAX_GB", "ENV_ROOT", "KEY_RE",
-    "CacheEntry", "CacheScan", "EvictedEntry", "EvictionPlan", "EvictionResult", "Leftover",
+    "CacheEntry", "CacheScan", "EvictedEntry", "EvictionPlan", "EvictionResult", "FreeSpacePlan", "FreeTarget",
+    "Leftover",
     "ManifestSummary", "PlannedEviction", "SkippedEntry",
-    "cap_bytes", "compact_indices", "default_max_gb", "execute_eviction", "format_duration",
-    "gc_sort_key", "lru_victims", "lru_walk", "parse_duration", "parse_max_gb", "plan_eviction", "remove_tree",
+    "cap_bytes", "compact_indices", "default_max_gb", "execute_eviction", "format_duration", "free_space_walk",
+    "gc_sort_key", "lru_victims", "lru_walk", "parse_duration", "parse_max_gb", "parse_min_free_gb",
+    "parse_min_free_percent", "plan_eviction", "remove_tree",
     "resolve_root", "scan_cache",
 ]

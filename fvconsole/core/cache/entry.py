@@ -1,4 +1,4 @@
-"""Classify one cache entry from its directory listing (FORMATS.md §6 usability rules).
+"""Classify one cache entry from its directory listing (docs/formats.md §6 usability rules).
 
 Reads only manifest.json and each shard's safetensors header (bounded), nothing else.
 """
@@ -30,6 +30,7 @@ class _Files:
     """The entry's files sorted by role (mutable scratch, local to one classification)."""
 
     size: int = 0
+    disk: int = 0
     newest: float | None = None
     manifest: os.stat_result | None = None
     manifest_problem: str | None = None
@@ -44,6 +45,7 @@ def _sort_files(listing: list[tuple[str, os.stat_result]], dir_mtime: float) -> 
         regular = stat.S_ISREG(st.st_mode)
         if regular:
             files.size += st.st_size
+            files.disk += st.st_blocks * 512 if st.st_nlink == 1 else 0  # as scan.disk_size
             files.newest = max(files.newest or st.st_mtime, st.st_mtime)
         elif stat.S_ISLNK(st.st_mode):
             files.notes.append(f"{name} is a symlink (not followed, not counted)")
@@ -82,7 +84,7 @@ def classify_entry(key: str, path: str, listing: list[tuple[str, os.stat_result]
         manifest_mtime_ns=files.manifest.st_mtime_ns if files.manifest else None,
         newest_mtime=files.newest, shard_files=shard_files,
         tmp_files=tuple(sorted(name for name, _ in files.tmp)),
-        problems=tuple(files.notes), summary=_summary(manifest),
+        problems=tuple(files.notes), summary=_summary(manifest), disk_bytes=files.disk,
     )
 
 

@@ -70,10 +70,19 @@ class EvictionResult:
     hostname: str
     #: Bytes unlinked from entries whose removal then failed part-way (counted in freed_bytes).
     partial_bytes: int = 0
+    #: The plan's free-space target in bytes (None without one); judged on the measured free space.
+    free_target_bytes: int | None = None
 
     @property
     def freed_bytes(self) -> int:
         return sum(e.bytes for e in self.evicted) + self.partial_bytes
+
+    @property
+    def target_reached(self) -> bool | None:
+        """Whether the filesystem now has the free space the target asked for (None: no target or unknown)."""
+        if self.free_target_bytes is None or self.fs_free_after is None:
+            return None
+        return self.fs_free_after >= self.free_target_bytes
 
     @property
     def ok(self) -> bool:
@@ -92,6 +101,8 @@ class EvictionResult:
             "fs_free_bytes_before": self.fs_free_before,
             "fs_free_bytes_after": self.fs_free_after,
             "hostname": self.hostname,
+            "free_target": None if self.free_target_bytes is None else {
+                "target_bytes": self.free_target_bytes, "reached": self.target_reached},
         }
 
 
@@ -135,7 +146,8 @@ def execute_eviction(plan: EvictionPlan, progress: Progress | None = None) -> Ev
     progress(total, total, "done")
     return EvictionResult(root=plan.root, evicted=tuple(evicted), skipped=tuple(skipped), errors=tuple(errors),
                           planned_bytes=plan.freed_bytes, fs_free_before=free_before,
-                          fs_free_after=fs_free_bytes(plan.root), hostname=plan.hostname, partial_bytes=partial)
+                          fs_free_after=fs_free_bytes(plan.root), hostname=plan.hostname, partial_bytes=partial,
+                          free_target_bytes=plan.free_space.target_bytes if plan.free_space else None)
 
 
 def _check_inside_root(plan: EvictionPlan, item: PlannedEviction) -> None:

@@ -44,6 +44,8 @@ class CacheEntry:
     symlink_target: str | None = None
     #: Mount points at or inside the entry, relative to it ("." = the entry itself): never evicted.
     mounts: tuple[str, ...] = ()
+    #: What removing it gives back to the filesystem (see ``scan.disk_size``); None: unknown.
+    disk_bytes: int | None = None
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -65,6 +67,7 @@ class CacheEntry:
             "is_symlink": self.is_symlink,
             "symlink_target": self.symlink_target,
             "mounts": list(self.mounts),
+            "disk_bytes": self.disk_bytes,
         }
 
 
@@ -79,10 +82,11 @@ class Leftover:
     bytes: int
     mtime: float
     mounts: tuple[str, ...] = ()  # as CacheEntry.mounts: such a leftover is never removed
+    disk_bytes: int | None = None  # as CacheEntry.disk_bytes
 
     def to_json(self) -> dict[str, Any]:
         return {"name": self.name, "path": self.path, "key": self.key, "pid": self.pid,
-                "bytes": self.bytes, "mtime": self.mtime, "mounts": list(self.mounts)}
+                "bytes": self.bytes, "mtime": self.mtime, "mounts": list(self.mounts), "disk_bytes": self.disk_bytes}
 
 
 @dataclass(frozen=True)

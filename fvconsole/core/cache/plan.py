@@ -7,10 +7,13 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from fvconsole.core.cache.freespace import FreeSpacePlan, FreeTarget, free_space_walk
 from fvconsole.core.cache.roots import cap_bytes, dangerous_root_reason
 from fvconsole.core.cache.scan import CacheEntry, CacheScan, Leftover
 from fvconsole.core.errors import FvError, UsageError
-from fvconsole.core.humanize import format_duration
+from fvconsole.core.humanize import format_duration, human_bytes
+
+NOTHING_SELECTED = "nothing selected: give --max-gb, --min-free-gb, --min-free-percent, --key, --invalid or --older-than"
 
 
 @dataclass(frozen=True)
@@ -24,11 +27,13 @@ class PlannedEviction:
     manifest_mtime_ns: int | None
     is_symlink: bool = False
     leftover: bool = False
+    #: What removing it gives back to the filesystem (CacheEntry.disk_bytes); None: unknown.
+    disk_bytes: int | None = None
 
     def to_json(self) -> dict[str, Any]:
         return {"key": self.key, "path": self.path, "bytes": int(self.bytes), "reason": self.reason,
                 "manifest_mtime_ns": self.manifest_mtime_ns, "is_symlink": self.is_symlink,
-                "leftover": self.leftover}
+                "leftover": self.leftover, "disk_bytes": self.disk_bytes}
 
 
 @dataclass(frozen=True)
@@ -56,10 +61,22 @@ class EvictionPlan:
     force: bool
     created_at: float
     hostname: str
+    #: The root's filesystem when the plan was made (statvfs: f_bavail x f_frsize, f_blocks x f_frsize).
+    fs_free: int | None = None
+    fs_total: int | None = None
+    #: Set when a free-space target was given (--min-free-gb / --min-free-percent).
+    free_space: FreeSpacePlan | None = None
 
     @property
     def freed_bytes(self) -> int:
         return sum(p.bytes for p in self.evict)
+
+    @property
+    def fs_free_after(self) -> int | None:
+        """Estimated free space once every planned item is gone (what unlinking gives back)."""
+        if self.fs_free is None:
+            return None
+        return self.fs_free + sum(p.disk_bytes or 0 for p in self.evict)
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -75,6 +92,10 @@ class EvictionPlan:
             "grace_seconds": self.grace_seconds,
             "force": self.force,
             "hostname": self.hostname,
+            "fs_total_bytes": self.fs_total,
+            "fs_free_bytes_before": self.fs_free,
+            "fs_free_bytes_after_estimate": self.fs_free_after,
+            "free_target": self.free_space.to_json() if self.free_space else None,
         }
 
 
@@ -180,14 +201,18 @@ def _select(scan: CacheScan, *, max_gb: float | None, keys: Sequence[str], inval
 def plan_eviction(scan: CacheScan, *, max_gb: float | None = None, keys: Sequence[str] = (),
                   invalid: bool = False, older_than: float | None = None, keep: Sequence[str] = (),
                   grace_seconds: float | None = None, force: bool = False,
-                  now: float | None = None) -> EvictionPlan:
+                  now: float | None = None, free_target: FreeTarget | None = None) -> EvictionPlan:
     """Union of the selectors minus --keep and (unless ``force``) entries in use.
 
-    Raises FvError for a dangerous root and UsageError when nothing is selected. Leftovers
-    of interrupted evictions are always planned for cleanup (first).
+    ``free_target`` adds entries in GC order until the root's filesystem would have that much
+    free, counting what the other selectors and the leftover cleanup free first (see
+    :mod:`.freespace`); a target that cannot be met is said so in ``plan.free_space``, not an error.
+    Raises FvError for a dangerous root (or, with a target, unknown free space) and
+    UsageError when nothing is selected. Leftovers of interrupted evictions are always
+    planned for cleanup (first).
     """
-    if max_gb is None and not keys and not invalid and older_than is None:
-        raise UsageError("nothing selected: give --max-gb, --key, --invalid or --older-than")
+    if max_gb is None and not keys and not invalid and older_than is None and free_target is None:
+        raise UsageError(NOTHING_SELECTED)
     # An empty root has nothing to lose and nothing to evict (a fresh node's cache on a
     # fleet run): only a root holding other things but no cache entries is suspicious.
     looks_like_cache = bool(scan.entries or scan.leftovers) or not scan.foreign
@@ -201,9 +226,13 @@ def plan_eviction(scan: CacheScan, *, max_gb: float | None = None, keys: Sequenc
         e.key: r for e in scan.entries if (r := protection_reason(e, now, grace)) is not None
     }
     mounted = {e.key: mount_reason(e.mounts) for e in scan.entries if e.mounts}
+    skip = keep_set | set(protected) | set(mounted)
     selected = _select(scan, max_gb=max_gb, keys=keys, invalid=invalid, older_than=older_than,
-                       skip_lru=keep_set | set(protected) | set(mounted), now=now)
+                       skip_lru=skip, now=now)
     evict, skipped = _leftover_items(scan, now, grace, force)
+    free_space = None
+    if free_target is not None:
+        free_space = _free_space(scan, free_target, selected, skip, evict)
     skipped += [SkippedEntry(k, "no such entry in the cache") for k in dict.fromkeys(keys) if scan.get(k) is None]
     chosen = [e for e in scan.entries if e.key in selected]
     for e in sorted(chosen, key=gc_sort_key):
@@ -215,20 +244,47 @@ def plan_eviction(scan: CacheScan, *, max_gb: float | None = None, keys: Sequenc
             skipped.append(SkippedEntry(e.key, f"{protected[e.key]}; --force to evict anyway"))
         else:
             evict.append(_planned(e, "; ".join(selected[e.key])))
-    if max_gb is not None:
+    if max_gb is not None or free_target is not None:
         skipped += _lru_notes(scan, selected)
     return EvictionPlan(
         root=scan.root, real_root=scan.real_root, evict=tuple(evict), skipped=tuple(skipped),
         total_bytes=scan.total_bytes, cap_bytes=int(cap_bytes(max_gb)) if max_gb is not None else None,
         grace_seconds=grace, force=force, created_at=now, hostname=scan.hostname,
+        fs_free=scan.fs_free, fs_total=scan.fs_total, free_space=free_space,
     )
+
+
+def _free_space(scan: CacheScan, target: FreeTarget, selected: dict[str, list[str]], skip: set[str],
+                leftovers: Sequence[PlannedEviction]) -> FreeSpacePlan:
+    """Add (to ``selected``) the entries a free-space target needs, in GC order; the plan's free-space side.
+
+    What the other selectors and the leftover cleanup free counts first; entries that may not
+    be evicted (``skip``) are passed over and recorded like ``--max-gb`` does.
+    """
+    if scan.fs_free is None or not scan.fs_total:
+        raise FvError(f"{scan.root}: cannot read the free space of its filesystem (statvfs failed); "
+                      "a free-space target needs it")
+    need = target.bytes_needed(scan.fs_total)
+    others = [e for e in scan.entries if e.key in selected and e.key not in skip]
+    free = scan.fs_free + sum(p.disk_bytes or 0 for p in leftovers) + sum(e.disk_bytes or 0 for e in others)
+    regular = sorted((e for e in scan.entries if not e.is_symlink), key=gc_sort_key)
+    victims, passed, after = free_space_walk(regular, free, need, skip, {e.key for e in others})
+    goal = f"the {human_bytes(need)} free-space target ({target.describe()})"
+    running = free
+    for rank, e in enumerate(victims, 1):
+        selected.setdefault(e.key, []).append(f"free space #{rank}: {human_bytes(need - running)} short of {goal}")
+        running += e.disk_bytes or 0
+    for e in passed:
+        selected.setdefault(e.key, []).append(f"free space: next in line for {goal}")
+    return FreeSpacePlan(target=target, target_bytes=need, fs_total=scan.fs_total, free_before=scan.fs_free,
+                         free_after=after, victims=tuple(e.key for e in victims))
 
 
 def _planned(e: CacheEntry, reason: str) -> PlannedEviction:
     if e.is_symlink:
         reason += " (a symlink: only the link is removed, its target is never touched)"
     return PlannedEviction(key=e.key, path=e.path, bytes=e.bytes, reason=reason,
-                           manifest_mtime_ns=e.manifest_mtime_ns, is_symlink=e.is_symlink)
+                           manifest_mtime_ns=e.manifest_mtime_ns, is_symlink=e.is_symlink, disk_bytes=e.disk_bytes)
 
 
 def _leftover_items(scan: CacheScan, now: float, grace: float,
@@ -243,13 +299,14 @@ def _leftover_items(scan: CacheScan, now: float, grace: float,
         else:
             evict.append(PlannedEviction(key=item.key, path=item.path, bytes=item.bytes,
                                          reason=f"leftover of an interrupted eviction ({item.name})",
-                                         manifest_mtime_ns=None, leftover=True))
+                                         manifest_mtime_ns=None, leftover=True, disk_bytes=item.disk_bytes))
     return evict, skipped
 
 
 def _lru_notes(scan: CacheScan, selected: dict[str, list[str]]) -> list[SkippedEntry]:
-    """Symlinked entries are never part of the size policy: say so when --max-gb is used."""
+    """Symlinked entries are never part of the size policies: say so when --max-gb or a free target is used."""
     return [
-        SkippedEntry(e.key, "symlinked entry: never evicted by --max-gb (select it with --key or --invalid)")
+        SkippedEntry(e.key, "symlinked entry: never evicted by --max-gb or a free-space target "
+                            "(select it with --key or --invalid)")
         for e in scan.entries if e.is_symlink and e.key not in selected
     ]

@@ -132,3 +132,16 @@ def dangerous_root_reason(real_root: str, has_entries: bool, force: bool) -> str
         return ("contains no cache-looking entries (16 lowercase hex directories); "
                 "is this the right root? --force to proceed")
     return None
+
+
+def check_root_early(root: str, force: bool) -> None:
+    """FvError for a root refused whatever it holds (system dirs, home; a mount point unless ``force``).
+
+    Run before an execution takes the root's lock, so a refused root gets nothing written
+    beside it; the "no cache entries" rule needs a scan and is judged by the plan.
+    """
+    real = os.path.realpath(root)
+    if os.path.isdir(real):
+        reason = dangerous_root_reason(real, has_entries=True, force=force)
+        if reason:
+            raise FvError(f"{root}: {reason}")

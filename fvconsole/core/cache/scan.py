@@ -1,4 +1,4 @@
-"""Scan a weight shard cache root into immutable records (FORMATS.md §6).
+"""Scan a weight shard cache root into immutable records (docs/formats.md §6).
 
 Cost per entry: one ``scandir`` of the entry (one lstat per file, dirs opened O_NOATIME), one
 manifest read and one bounded header read per shard. Nothing is followed through a
@@ -31,7 +31,7 @@ LEFTOVER_RE = re.compile(r"\.evicting-([0-9a-f]{16})-(\d+)")
 __all__ = [
     "DEFAULT_GRACE_SECONDS", "KEY_RE", "LEFTOVER_PREFIX", "LEFTOVER_RE", "STATUSES",
     "CacheEntry", "CacheScan", "Child", "Leftover", "ManifestSummary",
-    "classify_child", "compact_indices", "entry_size", "fs_free_bytes", "list_entry_files",
+    "classify_child", "compact_indices", "disk_size", "entry_size", "fs_free_bytes", "list_entry_files",
     "manifest_mtime_ns", "mounts_inside", "scan_cache", "scan_entry",
 ]
 
@@ -180,6 +180,16 @@ def entry_size(listing: list[tuple[str, os.stat_result]]) -> int:
     return sum(st.st_size for _, st in listing if stat.S_ISREG(st.st_mode))
 
 
+def disk_size(listing: list[tuple[str, os.stat_result]]) -> int:
+    """Bytes that unlinking the regular files directly inside gives back to the filesystem.
+
+    Free-space targets need this rather than ``entry_size``: a file occupies whole pages or
+    blocks (``st_blocks``; more than its size), a sparse file fewer, and a file with another
+    hard link elsewhere frees nothing at all, so those are not counted.
+    """
+    return sum(st.st_blocks * 512 for _, st in listing if stat.S_ISREG(st.st_mode) and st.st_nlink == 1)
+
+
 def manifest_mtime_ns(listing: list[tuple[str, os.stat_result]]) -> int | None:
     """mtime_ns of a regular manifest.json in the listing (None when absent)."""
     for name, st in listing:
@@ -197,7 +207,7 @@ def _symlink_entry(child: Child) -> CacheEntry:
         key=child.name, path=child.path, bytes=0, last_used=None, num_shards=None, shards_present=(),
         status="invalid", writing=False,
         explanation=f"entry is a symlink to {target}; not followed (evicting it removes only the link)",
-        manifest_mtime_ns=None, newest_mtime=None, is_symlink=True, symlink_target=target,
+        manifest_mtime_ns=None, newest_mtime=None, is_symlink=True, symlink_target=target, disk_bytes=0,
     )
 
 
@@ -221,5 +231,5 @@ def _scan_leftover(child: Child, errors: list[str], mounts: tuple[str, ...] = ()
     except OSError as exc:
         errors.append(f"{child.path}: {exc.strerror}")
     return Leftover(name=child.name, path=child.path, key=match.group(1), pid=int(match.group(2)),
-                    bytes=entry_size(listing), mtime=child.st.st_mtime,
+                    bytes=entry_size(listing), mtime=child.st.st_mtime, disk_bytes=disk_size(listing),
                     mounts=mounts_inside(child, listing, mounts, root_dev))

@@ -6,7 +6,10 @@ the protections, each node's planned keys and the exact arguments each node will
 to run. Execution takes only the plan: on each node that planned something it runs
 ``cache evict ROOT --key K ... <protections> --yes --json`` for exactly those keys, so it
 cannot widen what was previewed. The node re-checks each entry right before deleting it
-(an entry used since the preview is skipped), as single-node eviction always does.
+(an entry used since the preview is skipped), as single-node eviction always does, under
+that root's eviction lock (``--wait S`` from ``execute_flags`` lets it wait for another
+evictor). The nodes write no journal lines (``--no-journal``): the login side records the
+fleet eviction once, with every node's outcome (``core.journal.fleet_eviction_record``).
 """
 
 from __future__ import annotations
@@ -39,6 +42,7 @@ class FleetEvictionPlan:
     protections: tuple[str, ...]  # flags that change each node's re-check (--force, --grace D), never selectors
     outcomes: tuple[NodeOutcome, ...]  # the previews (dry runs), selection order
     requests: tuple[tuple[str, tuple[str, ...]], ...]  # (node, fvconsole args) for nodes with planned keys
+    execute_flags: tuple[str, ...] = ()  # flags only execution needs (--wait S); never selectors
 
     executed = False  # a plan has deleted nothing (for renderers shared with the result)
 
@@ -102,28 +106,30 @@ class FleetEvictionResult:
         }
 
 
-def execution_requests(root: str, outcomes: Sequence[NodeOutcome],
-                       protections: Sequence[str]) -> tuple[tuple[str, tuple[str, ...]], ...]:
-    """Per node with planned keys: ``cache evict ROOT --key K ... <protections> --yes --json``."""
+def execution_requests(root: str, outcomes: Sequence[NodeOutcome], protections: Sequence[str],
+                       execute_flags: Sequence[str] = ()) -> tuple[tuple[str, tuple[str, ...]], ...]:
+    """Per node with planned keys: ``cache evict ROOT --key K ... <protections> <flags> --yes --json --no-journal``."""
     requests = []
     for o in outcomes:
         keys = planned_keys(o.output) if o.ok and o.output is not None else ()
         if keys:
             key_args = [arg for key in keys for arg in ("--key", key)]
-            requests.append((o.node, ("cache", "evict", root, *key_args, *protections, "--yes", "--json")))
+            requests.append((o.node, ("cache", "evict", root, *key_args, *protections, *execute_flags,
+                                      "--yes", "--json", "--no-journal")))
     return tuple(requests)
 
 
 def preview_fleet_eviction(selection: NodeSelection, root: str, selectors: Sequence[str],
                            protections: Sequence[str] = (), options: DispatchOptions | None = None,
-                           progress: Progress | None = None) -> FleetEvictionPlan:
-    """Every node's eviction plan (nothing is deleted)."""
-    if "--yes" in selectors or "--yes" in protections:
+                           progress: Progress | None = None, execute_flags: Sequence[str] = ()) -> FleetEvictionPlan:
+    """Every node's eviction plan (nothing is deleted; no node takes its root's lock)."""
+    if "--yes" in (*selectors, *protections, *execute_flags):
         raise UsageError("--yes is not a selector: previews never execute")
     args = ("cache", "evict", root, *selectors, *protections, "--json")
     run = run_steps(build_steps(selection, args, options, expects=EVICT), progress)
     return FleetEvictionPlan(selection, root, tuple(selectors), tuple(protections), run.outcomes,
-                             execution_requests(root, run.outcomes, protections))
+                             execution_requests(root, run.outcomes, protections, execute_flags),
+                             tuple(execute_flags))
 
 
 def _not_run(outcome: NodeOutcome) -> NodeOutcome:

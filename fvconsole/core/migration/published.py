@@ -15,9 +15,10 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from fvconsole.core.errors import FvError
-from fvconsole.core.migration_defaults import MigrationDefaults, suggest_output_dir
+from fvconsole.core.migration.defaults import MigrationDefaults, suggest_output_dir
+from fvconsole.core.migration.files import RECEIPT_NAME, SIDECAR_RE
+from fvconsole.core.migration.receipt import MAX_RECEIPT_BYTES, RECEIPT_SCHEMA
 from fvconsole.core.safe_read import load_json
-from fvconsole.core.sidecars import MAX_RECEIPT_BYTES, RECEIPT_NAME, RECEIPT_SCHEMA, SIDECAR_RE
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,108 @@
+"""`fvconsole history`: list the journal of executed evictions and migrations (read-only)."""
+
+from __future__ import annotations
+
+import argparse
+import time
+from datetime import datetime, timezone
+
+from fvconsole.cli.common import Block, block, emit_json, format_table, say
+from fvconsole.core.cache.durations import parse_duration, quote_input
+from fvconsole.core.errors import EXIT_OK, FvError, UsageError
+from fvconsole.core.humanize import human_bytes
+from fvconsole.core.journal import ENV_JOURNAL, JournalRead, JournalRecord, journal_path, read_journal
+
+HELP = f"""\
+List the journal: one line per executed `cache evict --yes`, `fleet cache evict --yes` and
+`migrate --yes` (who, when, on which host, what was removed or written, bytes, result).
+Read-only. The journal is --journal PATH, else ${ENV_JOURNAL}, else
+$XDG_STATE_HOME/fvconsole/journal.jsonl (default ~/.local/state/fvconsole/journal.jsonl).
+
+examples:
+  fvconsole history
+  fvconsole history --since 7d --root /dev/shm/fastvideo-wcache
+  fvconsole history --since 2025-06-01 --json
+  FVCONSOLE_JOURNAL=/shared/fv/journal.jsonl fvconsole history --limit 20
+
+exit codes: 0 ok (also: no journal yet), 1 the journal cannot be read, 2 usage error.
+"""
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    parser = sub.add_parser("history", help="list the journal of executed evictions and migrations",
+                            description=HELP, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--since", metavar="WHEN",
+                        help="only records from WHEN on: a duration ago (12h, 7d) or a UTC date/time "
+                             "(2025-06-01, 2025-06-01T12:00:00Z)")
+    parser.add_argument("--root", metavar="PATH", help="only records for this cache root or migration output dir")
+    parser.add_argument("--limit", type=_positive, metavar="N", help="only the last N matching records")
+    parser.add_argument("--journal", metavar="PATH", help=f"the journal to read (default ${ENV_JOURNAL}, ...)")
+    parser.add_argument("--json", action="store_true", help="print one JSON object")
+    parser.set_defaults(func=run_history)
+
+
+def _positive(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be >= 1, got {value}")
+    return value
+
+
+def parse_since(text: str, now: float | None = None) -> float:
+    """Epoch seconds: ``now`` minus a duration (``7d``), or a UTC date / ISO time (``2025-06-01``)."""
+    value = text.strip()
+    if value and value[0].isdigit() and "-" in value:
+        try:
+            when = datetime.fromisoformat(value.replace("Z", "+00:00"))
+        except ValueError:
+            raise UsageError(f"--since: {quote_input(text)} is not a date (use 2025-06-01 or "
+                             "2025-06-01T12:00:00Z) nor a duration (12h, 7d)") from None
+        if when.tzinfo is None:
+            when = when.replace(tzinfo=timezone.utc)
+        return when.timestamp()
+    return (time.time() if now is None else now) - parse_duration(value, "--since")
+
+
+def run_history(args: argparse.Namespace) -> int:
+    since = parse_since(args.since) if args.since else None
+    path = journal_path(args.journal)
+    try:
+        read = read_journal(path, since=since, target=args.root)
+    except OSError as exc:
+        raise FvError(f"{path}: cannot read the journal ({exc.strerror or exc})") from None
+    records = read.records[-args.limit:] if args.limit else read.records
+    if args.json:
+        doc = read.to_json()
+        doc["records"] = [r.to_json() for r in records]
+        doc["count"] = len(records)
+        emit_json(doc)
+    else:
+        say(render_history(read, records))
+    return EXIT_OK
+
+
+def _row(r: JournalRecord) -> tuple[str, ...]:
+    items = str(r.item_count) + (f" ({r.error_count} errors)" if r.error_count else "")
+    return (r.time_text, f"{r.user}@{r.host}", r.action, r.target, f"{r.result} ({r.exit_code})",
+            human_bytes(r.bytes), items)
+
+
+def render_history(read: JournalRead, records: tuple[JournalRecord, ...]) -> Block:
+    """The table (every cell escaped by format_table: the journal may be shared and hostile)."""
+    lines = [f"journal {read.path}"]
+    if not read.exists:
+        lines.append("(no journal yet: nothing has been executed with it)")
+    elif records:
+        lines.append(format_table(("TIME (UTC)", "WHO", "ACTION", "TARGET", "RESULT", "BYTES", "ITEMS"),
+                                  [_row(r) for r in records], right=(5,)))
+    else:
+        lines.append("(no matching records)")
+    if read.malformed:
+        lines.append(f"warning: {read.malformed} malformed line(s) skipped")
+    if read.skipped_bytes:
+        lines.append(f"note: the oldest {human_bytes(read.skipped_bytes)} of the journal were not read "
+                     "(only its last part is)")
+    return block(lines)

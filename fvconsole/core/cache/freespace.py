@@ -1,0 +1,144 @@
+"""Free-space targets for eviction: ``--min-free-gb N`` and ``--min-free-percent P``.
+
+Why: node-local caches usually live on tmpfs (``/dev/shm``), which competes with RAM, so
+operators evict "until the node has X free" rather than "until the cache is below X"
+(LLVM's cache pruning ``cache_size=X%`` of free space is the closest precedent). The target
+is measured on the filesystem that holds the root, with ``statvfs``: free means
+``f_bavail x f_frsize``, the space an unprivileged writer (FastVideo) can still use; the
+size is ``f_blocks x f_frsize``. On tmpfs the two free counts are the same.
+
+Victims are taken in FastVideo's GC order (``plan.gc_sort_key``), like ``--max-gb``, and
+each is credited with what unlinking it gives back (``CacheEntry.disk_bytes``: allocated
+blocks of files with no other hard link), not its apparent size. Space freed by the other
+selectors of the same plan and by leftover cleanup counts toward the target first, so the
+union never evicts more than the target needs.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from fvconsole.core.cache.durations import quote_input
+from fvconsole.core.cache.model import CacheEntry
+from fvconsole.core.cache.roots import GIB, parse_max_gb
+from fvconsole.core.errors import UsageError
+from fvconsole.core.humanize import human_bytes
+
+
+def parse_min_free_gb(text: str) -> float:
+    """``--min-free-gb N``: GiB, fractional allowed, with the bounds of ``--max-gb``."""
+    return parse_max_gb(text, "--min-free-gb")
+
+
+def parse_min_free_percent(text: str) -> float:
+    """``--min-free-percent P``: a number from 0 to 100 (percent of the filesystem's size)."""
+    try:
+        value = float(text)
+    except (TypeError, ValueError):
+        raise UsageError(f"--min-free-percent: {quote_input(str(text))} is not a number") from None
+    if not math.isfinite(value) or not 0 <= value <= 100:
+        raise UsageError(f"--min-free-percent: {quote_input(str(text))} must be a number from 0 to 100")
+    return value + 0.0
+
+
+@dataclass(frozen=True)
+class FreeTarget:
+    """What must be free on the root's filesystem; with both bounds, the larger one applies."""
+
+    min_free_gb: float | None = None
+    min_free_percent: float | None = None
+
+    def __post_init__(self) -> None:
+        if self.min_free_gb is None and self.min_free_percent is None:
+            raise ValueError("a free-space target needs min_free_gb or min_free_percent")
+
+    def bytes_needed(self, fs_total: int) -> int:
+        """The target in bytes on a filesystem of ``fs_total`` bytes (rounded up)."""
+        wanted = []
+        if self.min_free_gb is not None:
+            wanted.append(math.ceil(self.min_free_gb * GIB))
+        if self.min_free_percent is not None:
+            wanted.append(math.ceil(fs_total * self.min_free_percent / 100))
+        return max(wanted)
+
+    def describe(self) -> str:
+        """``--min-free-percent 30`` / ``--min-free-gb 8``, as the user asked for it."""
+        parts = []
+        if self.min_free_gb is not None:
+            parts.append(f"--min-free-gb {self.min_free_gb:g}")
+        if self.min_free_percent is not None:
+            parts.append(f"--min-free-percent {self.min_free_percent:g}")
+        return " and ".join(parts)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"min_free_gb": self.min_free_gb, "min_free_percent": self.min_free_percent}
+
+
+@dataclass(frozen=True)
+class FreeSpacePlan:
+    """The free-space side of a plan: before, expected after, and whether that meets the target."""
+
+    target: FreeTarget
+    target_bytes: int
+    fs_total: int
+    free_before: int
+    #: ``free_before`` plus what every planned item gives back (an estimate: see the module docstring).
+    free_after: int
+    #: Entries this target added to the plan, in GC order.
+    victims: tuple[str, ...]
+
+    @property
+    def reached(self) -> bool:
+        return self.free_after >= self.target_bytes
+
+    @property
+    def shortfall(self) -> int:
+        return max(0, self.target_bytes - self.free_after)
+
+    def summary(self) -> str:
+        """One line for the plan: the target, before, after, and honestly whether it can be met."""
+        goal = f"target {human_bytes(self.target_bytes)} free ({self.target.describe()})"
+        if self.free_before >= self.target_bytes:
+            return f"{goal}: already {human_bytes(self.free_before)} free; nothing to evict for it"
+        if self.reached:
+            return f"{goal}: {human_bytes(self.free_before)} free now, about {human_bytes(self.free_after)} after"
+        return (f"{goal} cannot be reached: {human_bytes(self.free_before)} free now, about "
+                f"{human_bytes(self.free_after)} after evicting every entry that may be evicted "
+                f"({human_bytes(self.shortfall)} short; kept, in-use and mounted entries stay)")
+
+    def to_json(self) -> dict[str, Any]:
+        return {**self.target.to_json(), "target_bytes": self.target_bytes, "fs_total_bytes": self.fs_total,
+                "free_bytes_before": self.free_before, "free_bytes_after_estimate": self.free_after,
+                "reached": self.reached, "shortfall_bytes": self.shortfall, "victims": list(self.victims),
+                "summary": self.summary()}
+
+
+def freed_by(entry: CacheEntry) -> int:
+    """What evicting ``entry`` gives back to the filesystem (0 when unknown: never over-promised)."""
+    return entry.disk_bytes or 0
+
+
+def free_space_walk(ordered: Sequence[CacheEntry], free: int, target: int, skip: Iterable[str] = (),
+                    already: Iterable[str] = ()) -> tuple[list[CacheEntry], list[CacheEntry], int]:
+    """(victims, passed over, free after): walk ``ordered`` (GC order) until ``free >= target``.
+
+    ``free`` already includes what the rest of the plan frees; ``already`` are entries the rest
+    of the plan evicts (counted there, so walked past); ``skip`` are entries that may not be
+    evicted (kept, in use, mounted), passed over like FastVideo's GC passes over its own key.
+    """
+    skip, already = set(skip), set(already)
+    victims, passed = [], []
+    for entry in ordered:
+        if free >= target:
+            break
+        if entry.key in already:
+            continue
+        if entry.key in skip:
+            passed.append(entry)
+            continue
+        victims.append(entry)
+        free += freed_by(entry)
+    return victims, passed, free

@@ -1,0 +1,76 @@
+"""The fleet listing as CSV for spreadsheets: one row per node x cache entry.
+
+Why CSV and these rules: operators paste fleet state into a spreadsheet to compare nodes.
+Quoting is the ``csv`` module's (RFC 4180: quotes, commas and newlines inside a cell
+survive). Cells come from other machines (node output, file names), and a spreadsheet runs
+a cell that starts with ``=``, ``+``, ``-``, ``@`` (or a tab or carriage return) as a
+formula, so such text cells get a leading ``'`` (the OWASP CSV-injection advice); numbers
+are written as numbers. A node without entries, or one that failed, still gets one row.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+from collections.abc import Mapping
+from datetime import datetime, timezone
+from typing import Any
+
+from fvconsole.core.fleet.aggregate import FleetCacheView
+
+COLUMNS = ("node", "outcome", "root", "key", "status", "bytes", "last_used_utc", "writing",
+           "shards_present", "num_shards", "fs_free_bytes", "error")
+_FORMULA = ("=", "+", "-", "@", "\t", "\r")
+
+
+def safe_cell(value: Any) -> Any:
+    """A cell a spreadsheet shows as text, never runs: formula-looking text gets a leading ``'``."""
+    if value is None:
+        return ""
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    if isinstance(value, (int, float)):
+        return value
+    text = str(value)
+    return "'" + text if text.startswith(_FORMULA) else text
+
+
+def _utc(epoch: Any) -> str:
+    if isinstance(epoch, bool) or not isinstance(epoch, (int, float)):
+        return ""
+    try:
+        return datetime.fromtimestamp(epoch, timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    except (OverflowError, OSError, ValueError):
+        return ""
+
+
+def _int(value: Any) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def _entry_row(node: str, doc: Mapping[str, Any], entry: Mapping[str, Any]) -> list[Any]:
+    present = entry.get("shards_present")
+    return [node, "ok", doc.get("root"), entry.get("key"), entry.get("status"), _int(entry.get("bytes")),
+            _utc(entry.get("last_used")), entry.get("writing") is True,
+            len(present) if isinstance(present, list) else None, _int(entry.get("num_shards")),
+            _int(doc.get("fs_free_bytes")), None]
+
+
+def fleet_csv(view: FleetCacheView) -> str:
+    """Every node's entries as CSV text (header first, nodes in selection order)."""
+    out = io.StringIO()
+    writer = csv.writer(out, lineterminator="\r\n")
+    writer.writerow(COLUMNS)
+    for outcome in view.outcomes:
+        doc = outcome.output if outcome.ok and isinstance(outcome.output, Mapping) else None
+        if doc is None:
+            rows = [[outcome.node, outcome.kind, None, None, None, None, None, None, None, None, None,
+                     outcome.error or "failed"]]
+        else:
+            entries = [e for e in doc.get("entries") or [] if isinstance(e, Mapping)]
+            rows = [_entry_row(outcome.node, doc, e) for e in entries] or [
+                [outcome.node, "ok", doc.get("root"), None, None, None, None, None, None, None,
+                 _int(doc.get("fs_free_bytes")), None]]
+        for row in rows:
+            writer.writerow([safe_cell(c) for c in row])
+    return out.getvalue()

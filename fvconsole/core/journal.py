@@ -1,0 +1,479 @@
+"""The journal: one JSON line per executed eviction or migration, saying who did what, where.
+
+Why: evictions run from cron, Slurm epilogs, the console and by hand, migrations from
+several login nodes; afterwards an operator asks "who removed this entry?" or "which
+migration wrote this set?". Each front end appends a :class:`JournalRecord` after the
+action (the core actions themselves stay free of this side effect: the journal is an
+account of what a *command* did, and only the front end knows its command line and exit
+code).
+
+Where: ``--journal PATH``, else ``$FVCONSOLE_JOURNAL``, else
+``$XDG_STATE_HOME/fvconsole/journal.jsonl`` (default ``~/.local/state/fvconsole/``). A team
+points the variable at a shared file (create it once with a group that may append, e.g.
+``install -m 0664 -g team /dev/null /shared/fv/journal.jsonl``; fvconsole never changes an
+existing journal's owner or mode).
+
+How a line is written: encoded as one ASCII JSON line of at most ``PIPE_BUF`` bytes (4096
+on Linux; a record that would be longer has its lists shortened, with their full counts
+kept, and then its longest strings cut, never split across writes), appended with a single
+``write`` on an ``O_APPEND`` descriptor (atomic: lines of concurrent writers never
+interleave), under an ``fcntl`` lock (on NFS, where ``O_APPEND`` alone is not atomic
+between clients, the lock makes the client revalidate the file's size first; it is
+waited for at most ~2 s, then the line is written anyway), then ``fsync``-ed. The journal
+must be a regular file, reached without following a symlink as its last component. A
+journal that cannot be written never undoes the action: :func:`append_record` returns the
+problem for the front end to report.
+
+Reading (:func:`read_journal`) is bounded: a regular file only, at most the last
+``MAX_READ_BYTES``, lines over ``MAX_LINE_BYTES`` or not a valid record counted as malformed
+and skipped.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import fcntl
+import json
+import os
+import select
+import stat
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from datetime import datetime, timezone
+from typing import Any
+
+from fvconsole.core.host import current_identity
+from fvconsole.core.locks import wait_for
+from fvconsole.core.safe_read import file_kind
+
+ENV_JOURNAL = "FVCONSOLE_JOURNAL"
+FORMAT = "fvconsole-journal/v1"
+#: The atomic-append bound: a line of at most this many bytes is one write, never interleaved.
+LINE_MAX = getattr(select, "PIPE_BUF", 4096)
+#: Reading: at most the journal's last 64 MiB (about 100,000 lines); older lines are skipped and counted.
+MAX_READ_BYTES = 64 << 20
+MAX_LINE_BYTES = 64 << 10
+#: Lists a record may shorten to fit LINE_MAX (each keeps "<name>_total").
+LISTS = ("items", "errors", "nodes")
+_LOCK_WAIT = 2.0
+
+#: Actions front ends record.
+CACHE_EVICT = "cache evict"
+FLEET_EVICT = "fleet cache evict"
+MIGRATE = "migrate"
+#: Results, from the exit code: "ok" (0), "partial" (3: failed part-way), "failed" (anything else).
+RESULTS = ("ok", "partial", "failed")
+
+
+def default_journal_path(env: Mapping[str, str] | None = None) -> str:
+    """``$FVCONSOLE_JOURNAL``, else ``$XDG_STATE_HOME/fvconsole/journal.jsonl`` (XDG default ``~/.local/state``)."""
+    env = os.environ if env is None else env
+    explicit = env.get(ENV_JOURNAL)
+    if explicit:
+        return os.path.abspath(os.path.expanduser(explicit))
+    state = env.get("XDG_STATE_HOME", "")
+    if not os.path.isabs(state):  # the XDG spec: a relative value is invalid and ignored
+        state = os.path.join(os.path.expanduser("~"), ".local", "state")
+    return os.path.join(state, "fvconsole", "journal.jsonl")
+
+
+def journal_path(arg: str | None, env: Mapping[str, str] | None = None) -> str:
+    """``--journal PATH`` if given, else :func:`default_journal_path`."""
+    return os.path.abspath(os.path.expanduser(arg)) if arg else default_journal_path(env)
+
+
+def _utc(epoch: float) -> str:
+    return datetime.fromtimestamp(epoch, timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def _user() -> str:
+    try:
+        import pwd
+
+        return pwd.getpwuid(os.geteuid()).pw_name
+    except (ImportError, KeyError):
+        return str(os.geteuid())
+
+
+@dataclass(frozen=True)
+class JournalRecord:
+    """One journal line. ``items``: what was removed or written (entry keys, file names,
+    ``node:key``); ``*_total``: their full counts when a long list was shortened to fit."""
+
+    action: str
+    target: str  # the cache root (fleet: the --cache-root template) or the migration's output dir
+    result: str
+    exit_code: int
+    bytes: int  # freed (eviction) or written (migration)
+    items: tuple[str, ...] = ()
+    errors: tuple[str, ...] = ()
+    command: str = ""
+    time: float = 0.0
+    user: str = ""
+    host: str = ""
+    pid: int = 0
+    items_total: int | None = None
+    errors_total: int | None = None
+    #: Action-specific numbers (free space before/after, planned bytes, per-node outcomes, ...).
+    details: Mapping[str, Any] = field(default_factory=dict)
+
+    @classmethod
+    def now(cls, **fields: Any) -> JournalRecord:
+        """A record stamped with this process: time, user, host, pid."""
+        record = cls(**fields)
+        return replace(record, time=time.time(), user=_user(), host=current_identity().hostname, pid=os.getpid())
+
+    @property
+    def time_text(self) -> str:
+        return _utc(self.time)
+
+    @property
+    def item_count(self) -> int:
+        return self.items_total if self.items_total is not None else len(self.items)
+
+    @property
+    def error_count(self) -> int:
+        return self.errors_total if self.errors_total is not None else len(self.errors)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "format": FORMAT, "time": self.time_text, "epoch": round(self.time, 3), "user": self.user,
+            "host": self.host, "pid": self.pid, "command": self.command, "action": self.action,
+            "target": self.target, "result": self.result, "exit_code": self.exit_code, "bytes": self.bytes,
+            "items": list(self.items), "items_total": self.item_count,
+            "errors": list(self.errors), "errors_total": self.error_count,
+            "details": dict(self.details),
+        }
+
+    @classmethod
+    def from_json(cls, data: Any) -> JournalRecord:
+        """Parse one line's object; ValueError naming the field when it is not a record."""
+        if not isinstance(data, dict):
+            raise ValueError("not a JSON object")
+        if data.get("format") != FORMAT:
+            raise ValueError(f"field 'format' is not {FORMAT!r}")
+        kinds = {"epoch": (int, float), "user": str, "host": str, "pid": int, "command": str, "action": str,
+                 "target": str, "result": str, "exit_code": int, "bytes": int}
+        for key, kind in kinds.items():
+            value = data.get(key)
+            if isinstance(value, bool) or not isinstance(value, kind):
+                raise ValueError(f"field '{key}' missing or of the wrong type")
+        lists = {}
+        for key in ("items", "errors"):
+            value = data.get(key, [])
+            if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+                raise ValueError(f"field '{key}' is not a list of strings")
+            lists[key] = tuple(value)
+        totals = {}
+        for key in ("items_total", "errors_total"):
+            value = data.get(key)
+            if value is not None and (isinstance(value, bool) or not isinstance(value, int)):
+                raise ValueError(f"field '{key}' is not an integer")
+            totals[key] = value
+        details = data.get("details", {})
+        if not isinstance(details, dict):
+            raise ValueError("field 'details' is not an object")
+        return cls(action=data["action"], target=data["target"], result=data["result"],
+                   exit_code=data["exit_code"], bytes=data["bytes"], items=lists["items"], errors=lists["errors"],
+                   command=data["command"], time=float(data["epoch"]), user=data["user"], host=data["host"],
+                   pid=data["pid"], items_total=totals["items_total"], errors_total=totals["errors_total"],
+                   details=details)
+
+
+def encode_line(record: JournalRecord, limit: int = LINE_MAX) -> bytes:
+    """The record as one ASCII JSON line of at most ``limit`` bytes (newline included).
+
+    Lists are halved (longest first, counts kept) until it fits, then the longest strings
+    are cut; the line is never split. ``details`` holds only small numbers and short texts
+    from the front ends, and is dropped (``details_dropped``) as a last resort.
+    """
+    doc = record.to_json()
+
+    def encoded() -> bytes:
+        return (json.dumps(doc, sort_keys=True, ensure_ascii=True, separators=(",", ":"), default=str)
+                + "\n").encode("ascii")
+
+    line = encoded()
+    while len(line) > limit:
+        lists = [(len(json.dumps(v)), k) for k, v in _lists(doc) if v]
+        if lists:
+            _, (where, name) = max(lists, key=lambda pair: pair[0])
+            where[name] = where[name][: len(where[name]) // 2]
+            doc["shortened"] = True
+        elif doc.get("details"):
+            doc["details"] = {}
+            doc["details_dropped"] = True
+        else:
+            name = max(("command", "target"), key=lambda k: len(doc[k]))
+            if len(doc[name]) <= 64:
+                raise ValueError("journal record cannot be shortened to one line")  # not reachable for real records
+            doc[name] = doc[name][: len(doc[name]) // 2] + "..."
+            doc["shortened"] = True
+        line = encoded()
+    return line
+
+
+def _lists(doc: dict[str, Any]) -> list[tuple[tuple[dict[str, Any], str], list[Any]]]:
+    """The shortenable lists of a record document (top level and in ``details``)."""
+    found = [((doc, k), doc[k]) for k in LISTS if isinstance(doc.get(k), list)]
+    details = doc.get("details")
+    if isinstance(details, dict):
+        found += [((details, k), v) for k, v in details.items() if isinstance(v, list)]
+    return found
+
+
+@dataclass(frozen=True)
+class JournalWrite:
+    """What happened to a record: written to ``path``, or the problem (the action itself stands)."""
+
+    path: str
+    written: bool
+    error: str | None = None
+    shortened: bool = False
+
+    def to_json(self) -> dict[str, Any]:
+        return {"path": self.path, "written": self.written, "error": self.error, "shortened": self.shortened}
+
+
+def append_record(record: JournalRecord, path: str) -> JournalWrite:
+    """Append ``record`` as one line to the journal at ``path``; never raises for an I/O problem."""
+    try:
+        line = encode_line(record)
+    except (ValueError, TypeError) as exc:
+        return JournalWrite(path, False, f"cannot encode the record ({exc})")
+    shortened = b'"shortened":true' in line or b'"details_dropped":true' in line
+    try:
+        _append(path, line)
+    except OSError as exc:
+        why = exc.strerror or str(exc)
+        return JournalWrite(path, False, f"{why}{f' ({exc.filename})' if exc.filename and exc.filename != path else ''}")
+    return JournalWrite(path, True, None, shortened)
+
+
+def _append(path: str, line: bytes) -> None:
+    parent = os.path.dirname(path)
+    created_dirs = _make_parents(parent)
+    flags = os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
+    try:
+        fd = os.open(path, flags, 0o666)
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            raise OSError(errno.ELOOP, "the journal is a symlink (not followed)") from None
+        if exc.errno == errno.ENXIO:  # a FIFO without a reader
+            raise OSError(exc.errno, "the journal is a FIFO, not a regular file") from None
+        raise
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            raise OSError(errno.EINVAL, f"the journal is {file_kind(st.st_mode)}, not a regular file")
+        new = st.st_size == 0
+        locked = _lock(fd)
+        try:
+            written = os.write(fd, line)
+            if written != len(line):  # a full disk mid-line: say so (O_APPEND keeps others' lines whole)
+                raise OSError(errno.ENOSPC, f"short write ({written} of {len(line)} bytes)")
+            os.fsync(fd)
+        finally:
+            if locked:
+                with contextlib.suppress(OSError):
+                    fcntl.lockf(fd, fcntl.LOCK_UN)
+    finally:
+        os.close(fd)
+    if new or created_dirs:
+        with contextlib.suppress(OSError):
+            _fsync_dir(parent)
+
+
+def _make_parents(parent: str) -> bool:
+    """Create the journal's directory (mode 0700 for the private default, like XDG state dirs)."""
+    if os.path.isdir(parent):
+        return False
+    os.makedirs(parent, mode=0o700, exist_ok=True)
+    return True
+
+
+def _lock(fd: int) -> bool:
+    """An exclusive fcntl lock on the journal, waited for briefly (never a hang on a broken lockd)."""
+
+    def attempt() -> bool | None:
+        try:
+            fcntl.lockf(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except (BlockingIOError, PermissionError):
+            return None
+        except OSError:
+            return False  # no locking here (ENOLCK ...): the O_APPEND write alone
+        return True
+
+    return bool(wait_for(attempt, _LOCK_WAIT))
+
+
+def _fsync_dir(path: str) -> None:
+    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+# --------------------------------------------------------------------------- reading
+
+
+@dataclass(frozen=True)
+class JournalRead:
+    """The records of a journal that matched, oldest first, and what was left out."""
+
+    path: str
+    records: tuple[JournalRecord, ...]
+    exists: bool = True
+    malformed: int = 0  # lines that are not a valid record (skipped)
+    skipped_bytes: int = 0  # older part of a journal beyond MAX_READ_BYTES (not read)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"journal": self.path, "exists": self.exists, "records": [r.to_json() for r in self.records],
+                "count": len(self.records), "malformed_lines": self.malformed, "skipped_bytes": self.skipped_bytes}
+
+
+def read_journal(path: str, *, since: float | None = None, target: str | None = None,
+                 max_bytes: int = MAX_READ_BYTES) -> JournalRead:
+    """Records of the journal at ``path`` (oldest first), from ``since`` (epoch) and for ``target``.
+
+    ``target`` (as given, made absolute and resolved here) matches a record's ``target`` or its
+    ``details.real_target`` (resolved when it was written; never resolved here, so reading a
+    hostile journal touches no other path). A missing journal
+    is an empty read (``exists`` False); OSError propagates for any other unreadable one,
+    and a journal that is not a regular file is an OSError too.
+    """
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    except FileNotFoundError:
+        return JournalRead(path, (), exists=False)
+    with os.fdopen(fd, "rb") as handle:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            raise OSError(errno.EINVAL, f"the journal is {file_kind(st.st_mode)}, not a regular file", path)
+        skipped = max(0, st.st_size - max_bytes)
+        if skipped:
+            handle.seek(skipped)
+        data = handle.read(max_bytes)
+    lines = data.split(b"\n")
+    if skipped and lines:
+        skipped += len(lines[0]) + 1  # the first line was cut by the seek
+        lines = lines[1:]
+    wanted = _targets(target)
+    records: list[JournalRecord] = []
+    malformed = 0
+    for raw in lines:
+        if not raw.strip():
+            continue
+        record = _parse_line(raw)
+        if record is None:
+            malformed += 1
+            continue
+        if since is not None and record.time < since:
+            continue
+        if wanted is not None and record.target not in wanted and record.details.get("real_target") not in wanted:
+            continue
+        records.append(record)
+    return JournalRead(path, tuple(records), True, malformed, skipped)
+
+
+def _targets(target: str | None) -> set[str] | None:
+    if target is None:
+        return None
+    absolute = os.path.abspath(os.path.expanduser(target))
+    return {target, absolute, os.path.realpath(absolute)}
+
+
+def _parse_line(raw: bytes) -> JournalRecord | None:
+    if len(raw) > MAX_LINE_BYTES:
+        return None
+    try:
+        return JournalRecord.from_json(json.loads(raw))
+    except (ValueError, RecursionError):  # JSONDecodeError and UnicodeDecodeError are ValueErrors
+        return None
+
+
+def shorten(items: Sequence[str], limit: int = 1000) -> tuple[tuple[str, ...], int]:
+    """(at most ``limit`` items, the full count): keeps a record's lists bounded before encoding."""
+    return tuple(items[:limit]), len(items)
+
+
+# --------------------------------------------------------------------------- records of actions
+#
+# One builder per action, so the CLI and the console journal the same fields. Each takes the
+# action's own result objects (typed below for readers; imported lazily by callers).
+
+
+def result_for(exit_code: int) -> str:
+    """"ok" (exit 0), "partial" (exit 3: failed part-way), else "failed"."""
+    return "ok" if exit_code == 0 else "partial" if exit_code == 3 else "failed"
+
+
+def eviction_record(plan: Any, result: Any, *, command: str, exit_code: int) -> JournalRecord:
+    """The line for one executed ``cache evict`` (a ``core.cache`` EvictionPlan and its EvictionResult)."""
+    items, total = shorten([os.path.basename(e.path) if e.leftover else e.key for e in result.evicted])
+    errors, errors_total = shorten(list(result.errors))
+    free = plan.free_space
+    details = {
+        "real_target": plan.real_root,
+        "node": os.environ.get("SLURMD_NODENAME"),
+        "fs_free_bytes_before": result.fs_free_before,
+        "fs_free_bytes_after": result.fs_free_after,
+        "planned_bytes": result.planned_bytes,
+        "partial_bytes": result.partial_bytes,
+        "skipped": len(result.skipped),
+        "free_target_bytes": free.target_bytes if free else None,
+        "free_target_reached": result.target_reached,
+    }
+    return JournalRecord.now(
+        action=CACHE_EVICT, target=plan.root, result=result_for(exit_code),
+        exit_code=exit_code, bytes=result.freed_bytes, items=items, items_total=total, errors=errors,
+        errors_total=errors_total, command=command, details=details,
+    )
+
+
+def fleet_eviction_record(result: Any, *, command: str) -> JournalRecord:
+    """The login node's line for one executed ``fleet cache evict`` (a FleetEvictionResult), with per-node outcomes."""
+    evicted, failed, nodes = [], [], []
+    for o in result.outcomes:
+        doc = o.output if o.ok and isinstance(o.output, dict) else {}
+        keys = [str(i.get("key")) for i in doc.get("evict") or [] if isinstance(i, dict)] if doc.get("executed") else []
+        evicted += [f"{o.node}:{k}" for k in keys]
+        if not o.ok:
+            failed.append(f"{o.node}: {o.error}")
+        nodes.append({"node": o.node, "outcome": o.kind, "exit": o.exit_code, "evicted": len(keys),
+                      "freed_bytes": doc.get("freed_bytes") if doc.get("executed") else 0})
+    items, total = shorten(evicted)
+    errors, errors_total = shorten(failed)
+    by_outcome: dict[str, list[str]] = {}
+    for o in result.outcomes:
+        by_outcome.setdefault(o.kind, []).append(o.node)
+    from fvconsole.core.fleet.hostlist import compress_hostlist
+
+    details = {
+        "outcomes": {kind: {"count": len(ns), "nodes": compress_hostlist(ns)} for kind, ns in sorted(by_outcome.items())},
+        "job": result.selection.job_id,
+        "nodes": list(shorten(nodes)[0]),
+        "nodes_total": len(nodes),
+    }
+    code = result.exit_code
+    return JournalRecord.now(
+        action=FLEET_EVICT, target=result.plan.root, result=result_for(code), exit_code=code,
+        bytes=result.freed_bytes, items=items, items_total=total, errors=errors, errors_total=errors_total,
+        command=command, details=details,
+    )
+
+
+def migration_record(output_dir: str, *, command: str, exit_code: int, files: Sequence[str] = (),
+                     written_bytes: int = 0, error: str | None = None,
+                     details: Mapping[str, Any] | None = None) -> JournalRecord:
+    """The line for one executed ``migrate --yes``: the files published (or the failure, exit 3)."""
+    items, total = shorten(list(files))
+    return JournalRecord.now(
+        action=MIGRATE, target=os.path.abspath(output_dir), result=result_for(exit_code),
+        exit_code=exit_code, bytes=written_bytes, items=items, items_total=total,
+        errors=(error,) if error else (), command=command,
+        details={"real_target": os.path.realpath(output_dir), **(details or {})},
+    )

@@ -1,0 +1,222 @@
+"""What the planner reads from the run config and the checkpoint, each problem as a refusal.
+
+The planner collects *all* refusals rather than stopping at the first, so one dry run tells
+an operator everything that is wrong: every check here records into a :class:`Collector`
+and returns what it could read (None where a value is missing or invalid, already refused).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from fvconsole.core.errors import FvError
+from fvconsole.core.fsutil import sha256_file
+from fvconsole.core.runconfig import MISSING, Mismatch, RunConfig, compare_configs, get_path, load_run_config
+
+if TYPE_CHECKING:  # pragma: no cover - typing only
+    from fvconsole.core.migration.plan import Collector, MigrationRequest
+
+
+@dataclass
+class Params:
+    """Values read from the run config; None where missing or invalid (already refused)."""
+
+    world: int | None = None
+    sp: int | None = None
+    batch: int | None = None
+    read_batch: int | None = None
+    accum: int | None = None
+    seed: int | None = None
+    shuffle: bool | None = None
+    workers: int | None = None
+    loader_type: str | None = None
+    manifest_path: str | None = None
+    data_path: str | None = None
+
+
+def _int_param(cfg: Mapping, dotted: str, where: str, col: Collector, minimum: int | None) -> int | None:
+    value = get_path(cfg, dotted)
+    if value is MISSING:
+        col.refuse(dotted, f"missing from the run config {where}")
+        return None
+    if isinstance(value, bool) or not isinstance(value, int):
+        col.refuse(dotted, f"must be an integer in {where} (got {value!r})")
+        return None
+    if minimum is not None and value < minimum:
+        col.refuse(dotted, f"must be >= {minimum} in {where} (got {value})")
+        return None
+    return value
+
+
+def _str_param(cfg: Mapping, dotted: str, where: str, col: Collector) -> str | None:
+    value = get_path(cfg, dotted)
+    if value is MISSING or value is None:
+        col.refuse(dotted, f"missing from the run config {where}")
+        return None
+    if not isinstance(value, str) or not value.strip():
+        col.refuse(dotted, f"must be a non-empty string in {where} (got {value!r})")
+        return None
+    if "\x00" in value:
+        col.refuse(dotted, f"contains a NUL byte in {where} (got {value!r})")
+        return None
+    return value
+
+
+def read_params(cfg: Mapping, where: str, col: Collector) -> Params:
+    p = Params()
+    p.world = _int_param(cfg, "training.distributed.num_gpus", where, col, 1)
+    p.sp = _int_param(cfg, "training.distributed.sp_size", where, col, 1)
+    p.batch = _int_param(cfg, "training.data.train_batch_size", where, col, 1)
+    p.read_batch = _int_param(cfg, "training.data.streaming_read_batch_size", where, col, 1)
+    p.accum = _int_param(cfg, "training.loop.gradient_accumulation_steps", where, col, 1)
+    p.seed = _int_param(cfg, "training.data.seed", where, col, None)
+    p.workers = _int_param(cfg, "training.data.dataloader_num_workers", where, col, 0)
+    shuffle = get_path(cfg, "training.data.streaming_shuffle_row_groups")
+    if isinstance(shuffle, bool):
+        p.shuffle = shuffle
+    else:
+        what = "missing from" if shuffle is MISSING else f"must be true or false (got {shuffle!r}) in"
+        col.refuse("training.data.streaming_shuffle_row_groups", f"{what} the run config {where}")
+    p.loader_type = _str_param(cfg, "training.data.dataloader_type", where, col)
+    p.manifest_path = _str_param(cfg, "training.data.streaming_manifest_path", where, col)
+    p.data_path = _str_param(cfg, "training.data.data_path", where, col)
+    if p.loader_type is not None and "".join(p.loader_type.split()).lower() != "streaming":
+        col.refuse(
+            "training.data.dataloader_type",
+            f"is {p.loader_type!r} in {where}; only the 'streaming' dataloader can be migrated",
+        )
+    if p.workers is not None and p.workers != 0:
+        col.refuse(
+            "training.data.dataloader_num_workers",
+            f"is {p.workers} in {where}; legacy migration requires 0 (one reader per rank)",
+        )
+    if p.world is not None and p.sp is not None and p.world % p.sp:
+        col.refuse(
+            "training.distributed.sp_size",
+            f"{p.sp} does not divide training.distributed.num_gpus {p.world} in {where}",
+        )
+    return p
+
+
+@dataclass
+class CheckpointFacts:
+    path: str
+    dir_step: int | None = None
+    metadata_step: int | None = None
+    metadata_sha256: str | None = None
+    embedded: dict | None = None
+
+
+def inspect_source(ckpt: str, col: Collector) -> CheckpointFacts:
+    """Directory name, dcp/, metadata.json and its embedded config; kind and completeness."""
+    from fvconsole.core.checkpoints import checkpoint_step, inspect_checkpoint, read_metadata
+
+    facts = CheckpointFacts(ckpt, dir_step=checkpoint_step(ckpt))
+    if not os.path.isdir(ckpt):
+        col.refuse("checkpoint", f"{ckpt} is not a directory")
+        return facts
+    if facts.dir_step is None:
+        col.refuse(
+            "checkpoint",
+            f"directory name {os.path.basename(ckpt)!r} does not match checkpoint-<step>; FastVideo checks "
+            "sidecars against the step in that name",
+        )
+    if not os.path.isdir(os.path.join(ckpt, "dcp")):
+        col.refuse("checkpoint.dcp", f"missing DCP directory {os.path.join(ckpt, 'dcp')}")
+    elif not os.path.lexists(os.path.join(ckpt, "dcp", ".metadata")):
+        # dcp.save writes .metadata last: without it the save was interrupted and FastVideo
+        # cannot load this checkpoint at all, so sidecars for it could never be used.
+        col.refuse(
+            "checkpoint.dcp",
+            f"{os.path.join(ckpt, 'dcp', '.metadata')} is missing (interrupted save); FastVideo cannot resume "
+            "from this checkpoint",
+        )
+    meta_path = os.path.join(ckpt, "metadata.json")
+    try:
+        meta = read_metadata(ckpt)
+        facts.metadata_step = meta["step"]
+        facts.metadata_sha256 = sha256_file(meta_path)
+        if isinstance(meta.get("config"), dict):
+            facts.embedded = meta["config"]
+        else:
+            col.refuse("metadata.config", f"{meta_path} has no embedded run config (field 'config')")
+    except FvError as exc:
+        col.refuse("metadata.json", str(exc))
+    except OSError as exc:
+        col.refuse("metadata.json", f"{meta_path}: cannot read ({exc.strerror or exc})")
+    if facts.dir_step is not None:
+        try:
+            info = inspect_checkpoint(ckpt)
+        except FvError as exc:
+            col.warn(f"checkpoint could not be inspected: {exc}")
+            return facts
+        if not info.complete:
+            col.warn(
+                f"checkpoint {ckpt} is incomplete (interrupted save?): "
+                + "; ".join(p for p in info.problems if "missing" in p or "interrupted" in p)
+            )
+        if info.kind == "rank-local":
+            col.refuse(
+                "checkpoint.kind",
+                f"{ckpt} already holds {info.rank_sidecars} rank-local dataloader_state_rank<r>.pt sidecars "
+                "(kind 'rank-local', expected 'legacy'); FastVideo uses them and would ignore migrated ones: "
+                "migration is unnecessary",
+            )
+        elif info.kind == "none":
+            col.warn(
+                f"checkpoint {ckpt} has no 'dataloader' state in DCP (kind 'none', expected 'legacy'); the "
+                "sidecars are reconstructed from the step alone"
+            )
+        elif info.kind == "unknown":
+            why = "DCP metadata unreadable" if info.has_dcp_metadata else "no dcp/.metadata to read"
+            col.warn(f"checkpoint {ckpt} kind is unknown ({why}); expected 'legacy'")
+        for problem in info.problems:
+            if "unreadable DCP metadata" in problem:
+                col.warn(problem)
+    return facts
+
+
+def check_steps(req: MigrationRequest, facts: CheckpointFacts, col: Collector) -> int | None:
+    """expected_step vs metadata.json step AND vs the directory-name step; returns the step."""
+    if facts.metadata_step is not None and req.expected_step != facts.metadata_step:
+        col.refuse(
+            "expected_step",
+            f"--expected-step is {req.expected_step} but metadata.json step is {facts.metadata_step} "
+            f"({facts.path})",
+        )
+    if facts.dir_step is not None and req.expected_step != facts.dir_step:
+        col.refuse(
+            "expected_step",
+            f"--expected-step is {req.expected_step} but the directory name says step {facts.dir_step} "
+            f"({os.path.basename(facts.path)}; FastVideo checks sidecars against this one)",
+        )
+    if facts.dir_step is not None:
+        return facts.dir_step
+    return facts.metadata_step
+
+
+def check_config(
+    req: MigrationRequest, facts: CheckpointFacts, col: Collector
+) -> tuple[RunConfig | None, tuple[Mismatch, ...]]:
+    try:
+        cfg = load_run_config(req.config_path, req.overrides)
+    except FvError as exc:
+        col.refuse("config", str(exc))
+        return None, ()
+    if facts.embedded is None:
+        return cfg, ()
+    mismatches = compare_configs(facts.embedded, cfg.data)
+    critical = [m for m in mismatches if m.critical]
+    if critical:
+        col.refuse(
+            "config",
+            f"run config {cfg.path} differs from the checkpoint's embedded config on {len(critical)} critical "
+            "key(s): " + "; ".join(m.describe() for m in critical),
+        )
+    others = len(mismatches) - len(critical)
+    if others:
+        col.warn(f"{others} non-critical config key(s) differ from the checkpoint's embedded config")
+    return cfg, mismatches

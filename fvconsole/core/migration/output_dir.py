@@ -1,0 +1,296 @@
+"""The output dir rules: where a sidecar set may be published, and what lies beside it.
+
+One module for every rule about ``--output-dir`` so that the dry run refuses exactly what
+execution would, and execution re-checks the same rules right before it writes and again
+before it publishes. The output dir is usually on a filesystem shared by several hosts, so
+a PID means nothing by itself (:mod:`fvconsole.core.host`): executions on one output dir
+serialise through the lock file ``.<outname>.fvconsole-lock`` beside it
+(:mod:`fvconsole.core.locks`), and the staging dirs beside it
+(``.<outname>.fvconsole-staging-<host>-<identity key>-<pid>-<rand>``) say whose they are.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import secrets
+import stat
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from fvconsole.core.errors import FvError
+from fvconsole.core.fsutil import is_within, real
+from fvconsole.core.host import HostIdentity, current_identity, pid_alive
+from fvconsole.core.locks import FileLock
+from fvconsole.core.migration.files import classify_entry
+
+if TYPE_CHECKING:  # pragma: no cover - typing only
+    from fvconsole.core.migration.plan import Collector, MigrationRequest
+
+STAGING_TAG = ".fvconsole-staging-"
+LOCK_TAG = ".fvconsole-lock"
+#: The longest file name most filesystems accept (staging names add ~85 bytes to the output dir's).
+NAME_MAX = 255
+
+
+def staging_pattern(outname: str) -> re.Pattern[str]:
+    """Names of our staging dirs for an output dir called ``outname``.
+
+    Groups ``host`` (label), ``key`` (:attr:`HostIdentity.key`) and ``pid``; ``host`` and
+    ``key`` are None for the identity-less names of older versions (``-<pid>-<rand>``).
+    """
+    return re.compile(
+        rf"^\.{re.escape(outname)}{re.escape(STAGING_TAG)}"
+        r"(?:(?P<host>[A-Za-z0-9._-]{1,40})-(?P<key>[0-9a-f]{12})-)?(?P<pid>\d+)-[0-9a-f]+$"
+    )
+
+
+def staging_name(outname: str, me: HostIdentity | None = None, pid: int | None = None) -> str:
+    """A fresh staging dir name saying whose it is: host label, identity key, pid."""
+    me = me or current_identity()
+    pid = os.getpid() if pid is None else pid
+    return f".{outname}{STAGING_TAG}{me.label}-{me.key}-{pid}-{secrets.token_hex(4)}"
+
+
+def lock_path(out: str) -> str:
+    """The migration lock of output dir ``out``: beside it, so no set ever contains it."""
+    out = os.path.abspath(out)
+    return os.path.join(os.path.dirname(out), f".{os.path.basename(out)}{LOCK_TAG}")
+
+
+def migration_lock(out: str, step: Any = None) -> FileLock:
+    """The lock that serialises executions on ``out`` (any host sharing the filesystem)."""
+    return FileLock(lock_path(out), subject=os.path.abspath(out), what="another migration holds the lock",
+                    break_flag="--break-lock", step=step)
+
+
+@dataclass(frozen=True)
+class OutputState:
+    """What is at the output path right now."""
+
+    path: str
+    exists: bool
+    sidecars: tuple[str, ...] = ()
+    receipt: bool = False
+    temps: tuple[str, ...] = ()
+    foreign: tuple[str, ...] = ()
+
+    @property
+    def has_set(self) -> bool:
+        return bool(self.sidecars) or self.receipt
+
+
+def inspect_output_dir(path: str) -> OutputState:
+    """Classify the output dir's entries without following symlinks (FvError if unusable)."""
+    try:
+        st = os.lstat(path)
+    except FileNotFoundError:
+        return OutputState(path, False)
+    if stat.S_ISLNK(st.st_mode):
+        raise FvError(f"{path}: output dir is a symlink; pass the real directory (--output-dir)")
+    if not stat.S_ISDIR(st.st_mode):
+        raise FvError(f"{path}: output dir exists and is not a directory (--output-dir)")
+    sidecars, temps, foreign = [], [], []
+    receipt = False
+    with os.scandir(path) as entries:
+        for entry in entries:
+            kind = classify_entry(entry.name)
+            regular = entry.is_file(follow_symlinks=False)
+            if kind == "foreign" or not regular:
+                foreign.append(entry.name)
+            elif kind == "sidecar":
+                sidecars.append(entry.name)
+            elif kind == "receipt":
+                receipt = True
+            else:
+                temps.append(entry.name)
+    return OutputState(path, True, tuple(sorted(sidecars)), receipt, tuple(sorted(temps)), tuple(sorted(foreign)))
+
+
+def check_output_dir(out: str, checkpoint: str, overwrite: bool) -> OutputState:
+    """Refuse (FvError) unless ``out`` may receive a new set; nothing is written."""
+    out_real = os.path.realpath(out)
+    ck_real = os.path.realpath(checkpoint)
+    if is_within(out_real, ck_real):
+        raise FvError(
+            f"{out}: output dir resolves to {out_real}, inside the legacy checkpoint {ck_real} "
+            "(--output-dir must be outside it; the checkpoint is never modified)"
+        )
+    if is_within(ck_real, out_real):
+        raise FvError(f"{out}: output dir contains the checkpoint {ck_real} (--output-dir)")
+    state = inspect_output_dir(out)
+    if state.foreign:
+        shown = ", ".join(state.foreign[:3]) + (" ..." if len(state.foreign) > 3 else "")
+        raise FvError(
+            f"{out}: output dir contains {len(state.foreign)} file(s) that are not fvconsole sidecars "
+            f"({shown}); refusing to replace it (--output-dir)"
+        )
+    if state.has_set and not overwrite:
+        raise FvError(
+            f"{out}: output dir already holds {len(state.sidecars)} sidecar(s)"
+            f"{' and a receipt' if state.receipt else ''}; pass --overwrite to replace the set"
+        )
+    return state
+
+
+# --------------------------------------------------------------------------- the rules
+
+
+def resolve(output_dir: str) -> str:
+    """The output dir as the operator means it: ``~`` expanded, absolute (symlinks kept)."""
+    return os.path.abspath(os.path.expanduser(output_dir))
+
+
+def check_request(req: MigrationRequest, ckpt: str, data_path: str | None, col: Collector) -> str:
+    """The rules the preview collects with every other refusal; returns :func:`resolve`'s path.
+
+    The output dir must be outside the checkpoint (symlinks resolved) and the dataset root,
+    a directory if it exists, and free of sidecars unless overwrite.
+    """
+    given = resolve(req.output_dir)
+    out = real(req.output_dir)
+    if is_within(out, ckpt):
+        via = f" (resolves to {out})" if out != given else ""
+        col.refuse("output_dir", f"{given}{via} is the checkpoint or inside it ({ckpt}); it must be outside")
+    elif os.path.lexists(given) and not os.path.isdir(given):
+        col.refuse("output_dir", f"{given} exists and is not a directory")
+    elif os.path.isdir(out):
+        try:
+            with os.scandir(out) as it:
+                existing = sorted(e.name for e in it if e.name.startswith("dataloader_state_rank") and e.name.endswith(".pt"))
+        except OSError as exc:
+            col.refuse("output_dir", f"{given}: cannot list ({exc.strerror or exc})")
+            existing = []
+        if existing and not req.overwrite:
+            col.refuse(
+                "output_dir",
+                f"{given} already contains {len(existing)} dataloader_state_rank<r>.pt sidecars "
+                f"(e.g. {existing[0]}); use --overwrite to replace them",
+            )
+    if data_path is not None and is_within(real(req.output_dir), real(data_path)):
+        col.refuse(
+            "output_dir",
+            f"{given} is inside the dataset root {real(data_path)} "
+            "(training.data.data_path), which must stay read-only",
+        )
+    return given
+
+
+def check_destination(out: str, checkpoint: str, overwrite: bool) -> OutputState:
+    """Refuse (FvError) unless a new set may be published at ``out``; nothing is written.
+
+    A usable name (the staging dir beside it adds ~85 bytes), :func:`check_output_dir`, and
+    a parent in which the staging dir can be created. Execution calls it before its first
+    write; the preview through :func:`review`, so a dry run refuses exactly what ``--yes``
+    would.
+    """
+    outname = os.path.basename(out)
+    if not outname or outname in (".", ".."):
+        raise FvError(f"{out}: not a usable output dir name (--output-dir)")
+    if len(os.fsencode(staging_name(outname))) > NAME_MAX:
+        raise FvError(f"{out}: output dir name is too long for its staging dir beside it "
+                      f"(at most {NAME_MAX - len(os.fsencode(staging_name('')))} bytes; --output-dir)")
+    state = check_output_dir(out, checkpoint, overwrite)
+    problem = _unwritable_parent(out)
+    if problem:
+        raise FvError(problem)
+    return state
+
+
+@dataclass(frozen=True)
+class Review:
+    """What execution would refuse (one message) or report about the output dir right now."""
+
+    refusal: str | None
+    warnings: tuple[str, ...] = ()
+
+
+def review(out: str, checkpoint: str, overwrite: bool, *, break_lock: bool = False) -> Review:
+    """:func:`check_destination` and the lock, judged without writing; staging dirs beside it.
+
+    The preview calls this once every other rule has passed. The lock is only read, never
+    taken; ``break_lock`` judges it as ``--break-lock`` would.
+    """
+    lock = migration_lock(out).probe(break_stale=break_lock)
+    try:
+        check_destination(out, checkpoint, overwrite)
+        refusal = lock.refusal
+    except FvError as exc:
+        refusal = str(exc)
+    parent, outname = os.path.dirname(out), os.path.basename(out)
+    warnings = []
+    for found in staging_dirs(parent, outname):
+        why = staging_kept(found)
+        warnings.append(why or f"{found.path}: staging dir of a crashed migration on this host "
+                               f"(pid {found.pid}); --yes removes it")
+    if lock.note:
+        warnings.append(lock.note)
+    return Review(refusal, tuple(warnings))
+
+
+def _unwritable_parent(out: str) -> str | None:
+    """Why the staging dir (a sibling of ``out``) could not be created, judged without writing.
+
+    Looks at the nearest existing ancestor of ``out``'s parent: it must be a directory we may
+    write into, on a filesystem mounted read-write. (A dry run must not promise a write that
+    execution would then fail part-way.)
+    """
+    ancestor = os.path.dirname(out)
+    while not os.path.lexists(ancestor) and ancestor != os.path.dirname(ancestor):
+        ancestor = os.path.dirname(ancestor)
+    if not os.path.isdir(ancestor):
+        return f"{out}: {ancestor} is not a directory, so the output dir cannot be created"
+    try:
+        if os.statvfs(ancestor).f_flag & os.ST_RDONLY:
+            return f"{out}: {ancestor} is on a read-only filesystem"
+    except OSError:
+        pass
+    if not os.access(ancestor, os.W_OK | os.X_OK):
+        return f"{out}: no permission to create files in {ancestor}"
+    return None
+
+
+# --------------------------------------------------------------------------- staging
+
+
+@dataclass(frozen=True)
+class StagingDir:
+    """A staging dir beside the output dir, as its name describes it."""
+
+    path: str
+    host: str | None  # host label; None for an identity-less name of an older version
+    key: str | None
+    pid: int
+
+
+def staging_dirs(parent: str, outname: str) -> list[StagingDir]:
+    """Staging dirs (real directories, not symlinks) of ``outname`` in ``parent``."""
+    pattern = staging_pattern(outname)
+    found = []
+    try:
+        entries = list(os.scandir(parent))
+    except OSError:
+        return found
+    for entry in sorted(entries, key=lambda e: e.name):
+        match = pattern.match(entry.name)
+        if match and entry.is_dir(follow_symlinks=False):
+            found.append(StagingDir(entry.path, match["host"], match["key"], int(match["pid"])))
+    return found
+
+
+def staging_kept(found: StagingDir, me: HostIdentity | None = None) -> str | None:
+    """Why ``found`` must be left alone, or None if it is a crashed run of this very identity.
+
+    Only this identity can tell whether the PID in the name still runs: a staging dir of
+    another host or container (or without an identity) may be a live migration's.
+    """
+    me = me or current_identity()
+    if found.key is None:
+        return (f"{found.path}: staging dir without a host identity (older fvconsole, pid {found.pid}); "
+                "left untouched: remove it by hand once no migration is running")
+    if found.key != me.key:
+        return (f"{found.path}: staging dir of another host or container ({found.host}, pid {found.pid}); "
+                "left untouched: a migration there is running or crashed, remove it by hand once it is gone")
+    if pid_alive(found.pid):
+        return f"{found.path}: staging dir of a running migration on this host (pid {found.pid}); left untouched"
+    return None

@@ -1,0 +1,374 @@
+"""Migration planning: the request, every refusal that applies, and the exact per-rank plan.
+
+The preview reads the checkpoint (never writes), the run config and the manifest, and
+collects *all* applicable refusals rather than stopping at the first, so one dry run tells
+an operator everything that is wrong. The plan splits the row groups once and walks one
+shuffled shard per data-parallel group: O(row groups + ranks) (:mod:`fvconsole.core.streaming`).
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from typing import Any
+
+from fvconsole.core import streaming
+from fvconsole.core.errors import FvError
+from fvconsole.core.fsutil import real
+from fvconsole.core.migration import inputs, output_dir
+from fvconsole.core.migration.files import SIDECAR_VERSION
+from fvconsole.core.progress import Progress, no_progress
+from fvconsole.core.runconfig import Mismatch
+from fvconsole.core.streaming import RankCursor, Topology, compute_cursors, shard_layout
+
+
+@dataclass(frozen=True)
+class MigrationRequest:
+    """What the operator asks for; the three expected/consumed numbers are confirmations."""
+
+    config_path: str
+    checkpoint: str
+    output_dir: str
+    expected_step: int
+    expected_world_size: int
+    consumed_batches_per_rank: int
+    overrides: tuple[str, ...] = ()
+    overwrite: bool = False
+    skip_source_check: bool = False
+
+    def to_json(self) -> dict:
+        return {
+            "config_path": self.config_path,
+            "checkpoint": self.checkpoint,
+            "output_dir": self.output_dir,
+            "expected_step": self.expected_step,
+            "expected_world_size": self.expected_world_size,
+            "consumed_batches_per_rank": self.consumed_batches_per_rank,
+            "overrides": list(self.overrides),
+            "overwrite": self.overwrite,
+            "skip_source_check": self.skip_source_check,
+        }
+
+
+@dataclass(frozen=True)
+class Refusal:
+    """One reason not to migrate; ``message`` starts with the field and names both values."""
+
+    field: str
+    message: str
+
+    def to_json(self) -> dict:
+        return {"field": self.field, "message": self.message}
+
+
+@dataclass(frozen=True)
+class MigrationPlan:
+    """Exactly what executing the migration writes (one sidecar per rank)."""
+
+    request: MigrationRequest
+    checkpoint: str
+    checkpoint_metadata_sha256: str
+    config_path: str
+    config_sha256: str
+    manifest_path: str
+    manifest_fingerprint: str
+    dataset_root: str
+    output_dir: str
+    step: int
+    world_size: int
+    sp_world_size: int
+    batch_size: int
+    read_batch_size: int
+    seed: int
+    shuffle_row_groups: bool
+    gradient_accumulation_steps: int
+    consumed_batches_per_rank: int
+    yielded_samples_per_rank: int
+    samples_per_worker: int
+    num_row_groups: int
+    total_rows: int
+    ranks: tuple[RankCursor, ...] = field(repr=False)
+    mismatches: tuple[Mismatch, ...] = field(default=(), repr=False)
+    warnings: tuple[str, ...] = ()
+    #: What the output dir rules found beside the output dir when planning (staging dirs, a
+    #: stale lock): shown with the preview's warnings; not in to_json(), which is the plan.
+    output_dir_warnings: tuple[str, ...] = field(default=(), repr=False)
+
+    @property
+    def epoch_progress(self) -> float:
+        """Fraction of the first epoch each rank has consumed."""
+        return self.yielded_samples_per_rank / self.samples_per_worker if self.samples_per_worker else 0.0
+
+    @property
+    def num_sp_groups(self) -> int:
+        return self.world_size // self.sp_world_size
+
+    def cursor(self, rank: int) -> RankCursor:
+        if not 0 <= rank < len(self.ranks):
+            raise IndexError(f"rank {rank} outside world size {self.world_size}")
+        return self.ranks[rank]
+
+    def dataset_state(self, rank: int) -> dict:
+        """docs/formats.md §5 state for ``rank`` (what FastVideo's loader would report)."""
+        c = self.cursor(rank)
+        return streaming.dataset_state(
+            fingerprint=self.manifest_fingerprint,
+            global_rank=rank,
+            world_size=self.world_size,
+            sp_world_size=self.sp_world_size,
+            batch_size=self.batch_size,
+            read_batch_size=self.read_batch_size,
+            seed=self.seed,
+            shuffle_row_groups=self.shuffle_row_groups,
+            samples_per_worker=self.samples_per_worker,
+            row_group_position=c.row_group_position,
+            row_offset=c.row_offset,
+            yielded_samples=c.yielded_samples,
+            num_workers=1,
+        )
+
+    def sidecar_payload(self, rank: int) -> dict:
+        """docs/formats.md §3 sidecar dict (state_kind "dataset"); step is the directory-name step."""
+        return {
+            "version": SIDECAR_VERSION,
+            "rank": int(rank),
+            "world_size": self.world_size,
+            "step": self.step,
+            "state_kind": "dataset",
+            "state": self.dataset_state(rank),
+        }
+
+    def to_json(self) -> dict:
+        return {
+            "step": self.step,
+            "world_size": self.world_size,
+            "sp_world_size": self.sp_world_size,
+            "num_sp_groups": self.num_sp_groups,
+            "batch_size": self.batch_size,
+            "read_batch_size": self.read_batch_size,
+            "seed": self.seed,
+            "shuffle_row_groups": self.shuffle_row_groups,
+            "gradient_accumulation_steps": self.gradient_accumulation_steps,
+            "consumed_batches_per_rank": self.consumed_batches_per_rank,
+            "yielded_samples_per_rank": self.yielded_samples_per_rank,
+            "samples_per_worker": self.samples_per_worker,
+            "epoch_progress": self.epoch_progress,
+            "num_row_groups": self.num_row_groups,
+            "total_rows": self.total_rows,
+            "checkpoint": self.checkpoint,
+            "checkpoint_metadata_sha256": self.checkpoint_metadata_sha256,
+            "config_path": self.config_path,
+            "config_sha256": self.config_sha256,
+            "manifest_path": self.manifest_path,
+            "manifest_fingerprint": self.manifest_fingerprint,
+            "dataset_root": self.dataset_root,
+            "output_dir": self.output_dir,
+            "warnings": list(self.warnings),
+            "ranks": [c.to_json() for c in self.ranks],
+        }
+
+
+@dataclass(frozen=True)
+class MigrationPreview:
+    """The dry run: refusals (if any), warnings, the mismatch report, and the plan iff no refusals."""
+
+    request: MigrationRequest
+    mismatches: tuple[Mismatch, ...]
+    refusals: tuple[Refusal, ...]
+    warnings: tuple[str, ...]
+    plan: MigrationPlan | None
+
+    @property
+    def ok(self) -> bool:
+        return self.plan is not None
+
+    def to_json(self) -> dict:
+        return {
+            "request": self.request.to_json(),
+            "mismatches": [m.to_json() for m in self.mismatches],
+            "refusals": [r.to_json() for r in self.refusals],
+            "warnings": list(self.warnings),
+            "plan": None if self.plan is None else self.plan.to_json(),
+        }
+
+
+class Collector:
+    """Accumulates refusals and warnings; every message is prefixed with its field."""
+
+    def __init__(self) -> None:
+        self.refusals: list[Refusal] = []
+        self.warnings: list[str] = []
+
+    def refuse(self, field_name: str, message: str) -> None:
+        self.refusals.append(Refusal(field_name, f"{field_name}: {message}"))
+
+    def warn(self, message: str) -> None:
+        self.warnings.append(message)
+
+
+def plan_migration(req: MigrationRequest, progress: Progress | None = None, *,
+                   break_lock: bool = False) -> MigrationPreview:
+    """Dry run: all refusals that apply, warnings, the mismatch report, and the plan iff none refuse.
+
+    Writes nothing. Reads metadata.json, dcp/.metadata, the run config, the manifest and (unless
+    skipped) stats each dataset file once. Every output dir rule is applied
+    (:mod:`.output_dir`), the lock only read (``break_lock``: judged as ``--break-lock``
+    would), so the preview refuses exactly what executing the plan would.
+    """
+    return _plan(req, progress, output_rules=True, break_lock=break_lock)
+
+
+def plan_from_sources(req: MigrationRequest, progress: Progress | None = None) -> MigrationPreview:
+    """The plan from the checkpoint, the run config and the manifest alone; the output dir is not looked at.
+
+    What verification compares a written set with: the set's own dir is the output dir,
+    so no output dir rule (existing sidecars, overwrite, the lock) may refuse it.
+    """
+    return _plan(req, progress, output_rules=False, break_lock=False)
+
+
+def _plan(req: MigrationRequest, progress: Progress | None, *, output_rules: bool, break_lock: bool) -> MigrationPreview:
+    progress = progress or no_progress
+    col = Collector()
+    paths = [("config", req.config_path), ("checkpoint", req.checkpoint)]
+    paths += [("output_dir", req.output_dir)] if output_rules else []
+    nul = [(name, os.fspath(value)) for name, value in paths if "\x00" in os.fspath(value)]
+    if nul:  # every os call would raise ValueError on these: refuse before touching anything
+        for name, value in nul:
+            col.refuse(name, f"path contains a NUL byte ({value!r})")
+        return MigrationPreview(req, (), tuple(col.refusals), (), None)
+    total = 5
+    progress(0, total, "reading checkpoint")
+    ckpt = real(req.checkpoint)
+    facts = inputs.inspect_source(ckpt, col)
+    step = inputs.check_steps(req, facts, col)
+    progress(1, total, "reading run config")
+    cfg, mismatches = inputs.check_config(req, facts, col)
+    params = inputs.read_params(cfg.data, cfg.path or req.config_path, col) if cfg is not None else inputs.Params()
+    _check_confirmations(req, step, params, col)
+    if output_rules:
+        out = output_dir.check_request(req, ckpt, params.data_path, col)
+    else:
+        out = output_dir.resolve(req.output_dir)
+    progress(2, total, "loading manifest")
+    manifest = _load_manifest(req, params, col, progress)
+    progress(4, total, "computing cursors")
+    layout = _layout(req, params, manifest, col)
+    plan = None
+    if layout is not None and not col.refusals:
+        if params.world == 1:
+            col.warn("world size 1: FastVideo can resume this legacy checkpoint without sidecars")
+        plan_warnings = tuple(col.warnings)
+        review = output_dir.review(out, ckpt, req.overwrite, break_lock=break_lock) if output_rules else None
+        if review is not None:
+            col.warnings.extend(review.warnings)
+            if review.refusal:
+                col.refuse("output_dir", review.refusal)
+        if not col.refusals:
+            topo, shards, spw, yielded = layout
+            plan = MigrationPlan(
+                request=req,
+                checkpoint=ckpt,
+                checkpoint_metadata_sha256=facts.metadata_sha256 or "",
+                config_path=cfg.path or req.config_path,
+                config_sha256=cfg.sha256 or "",
+                manifest_path=manifest.path,
+                manifest_fingerprint=manifest.fingerprint,
+                dataset_root=manifest.dataset_root,
+                output_dir=out,
+                step=step,
+                world_size=topo.world_size,
+                sp_world_size=topo.sp_world_size,
+                batch_size=topo.batch_size,
+                read_batch_size=params.read_batch,
+                seed=params.seed,
+                shuffle_row_groups=params.shuffle,
+                gradient_accumulation_steps=params.accum,
+                consumed_batches_per_rank=req.consumed_batches_per_rank,
+                yielded_samples_per_rank=yielded,
+                samples_per_worker=spw,
+                num_row_groups=manifest.num_row_groups,
+                total_rows=manifest.total_rows,
+                ranks=compute_cursors(manifest.rows, manifest.sample_starts, shards, topo, yielded),
+                mismatches=mismatches,
+                warnings=plan_warnings,
+                output_dir_warnings=review.warnings if review is not None else (),
+            )
+    progress(5, total, "done")
+    return MigrationPreview(req, mismatches, tuple(col.refusals), tuple(col.warnings), plan)
+
+
+def _check_confirmations(req: MigrationRequest, step: int | None, params: inputs.Params, col: Collector) -> None:
+    """The operator's --expected-world-size and --consumed-batches-per-rank against the config."""
+    if params.world is not None and req.expected_world_size != params.world:
+        col.refuse(
+            "expected_world_size",
+            f"--expected-world-size is {req.expected_world_size} but training.distributed.num_gpus is {params.world}",
+        )
+    if step is not None and params.accum is not None:
+        expected = step * params.accum
+        if req.consumed_batches_per_rank != expected:
+            col.refuse(
+                "consumed_batches_per_rank",
+                f"--consumed-batches-per-rank is {req.consumed_batches_per_rank} but step {step} x "
+                f"training.loop.gradient_accumulation_steps {params.accum} is {expected}",
+            )
+
+
+def _load_manifest(req: MigrationRequest, params: inputs.Params, col: Collector, progress: Progress) -> Any:
+    """The manifest named by the config, its integrity and (unless skipped) its source check."""
+    from fvconsole.core.manifest import check_manifest, load_manifest
+
+    if params.manifest_path is None:
+        return None
+    try:
+        manifest = load_manifest(params.manifest_path)
+    except FvError as exc:
+        col.refuse("training.data.streaming_manifest_path", str(exc))
+        return None
+    progress(3, 5, "checking manifest")
+    check = check_manifest(manifest, params.data_path, source=True)
+    for problem in check.problems:
+        col.refuse("manifest", problem)
+    for problem in check.source_problems:
+        if req.skip_source_check:
+            col.warn(f"source check skipped: {problem}")
+        else:
+            col.refuse("manifest.source", f"{problem} (--skip-source-check to proceed anyway)")
+    col.warnings.extend(check.warnings)
+    return manifest
+
+
+def _layout(req: MigrationRequest, params: inputs.Params, manifest: Any,
+            col: Collector) -> tuple[Topology, list[range], int, int] | None:
+    """(topology, shards, samples_per_worker, yielded) when the layout can feed this step, else None."""
+    batch, world, sp = params.batch, params.world, params.sp
+    if manifest is None or None in (batch, world, sp, params.seed, params.shuffle) or world % sp:
+        return None
+    if world // sp > manifest.num_row_groups:
+        # Some shard would be empty: samples_per_worker is 0. Refuse without building one
+        # (possibly empty) shard per group, which for a typo like 1e11 GPUs exhausts memory.
+        col.refuse(
+            "samples_per_worker",
+            f"dataset too small: {manifest.num_row_groups} row groups cannot feed {world // sp} data-parallel "
+            f"groups (training.distributed.num_gpus {world} / sp_size {sp}; samples_per_worker 0)",
+        )
+        return None
+    topo = Topology(world, sp, batch, params.seed, params.shuffle)
+    shards, spw = shard_layout(manifest.rows, topo)
+    yielded = req.consumed_batches_per_rank * batch
+    if spw == 0:
+        col.refuse(
+            "samples_per_worker",
+            f"dataset too small: the smallest of {world // sp} shards has fewer than "
+            f"training.data.train_batch_size {batch} rows (samples_per_worker 0)",
+        )
+    elif req.consumed_batches_per_rank < 0:
+        col.refuse("consumed_batches_per_rank", f"must be >= 0 (got {req.consumed_batches_per_rank})")
+    elif yielded >= spw:
+        col.refuse(
+            "consumed_batches_per_rank",
+            f"{req.consumed_batches_per_rank} batches x {batch} = {yielded} samples per rank reaches the "
+            f"epoch boundary (samples_per_worker {spw}); only first-epoch cursors can be reconstructed",
+        )
+    return topo, shards, spw, yielded

@@ -1,0 +1,174 @@
+"""Publishing a staged set: one rename (or an atomic swap), then read it back as written.
+
+At any instant the output dir is absent, the previous complete set, or the new complete
+set: the staging dir is renamed to ``out`` when there is none, and swapped with it by
+``renameat2(RENAME_EXCHANGE)`` when there is (two renames where the filesystem cannot). The
+published set is then re-read through a directory fd and compared with what was written;
+only after that is the previous set removed.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import stat
+from collections.abc import Mapping
+
+from fvconsole.core import atomic
+from fvconsole.core.errors import PartialFailure
+from fvconsole.core.migration import faults
+from fvconsole.core.migration.files import classify_entry, sha256_bytes
+from fvconsole.core.migration.output_dir import check_output_dir, staging_name
+
+#: Re-verification reads at most this much of a published file (a sidecar is a few KiB).
+MAX_PUBLISHED_BYTES = 64 << 20
+
+
+def fsync_dir(path: str, label: str) -> None:
+    """``core.atomic.fsync_dir`` as one step of the fault hook."""
+    faults.point(label)
+    atomic.fsync_dir(path)
+
+
+def remove_set_dir(path: str) -> bool:
+    """Delete a staging/old-set dir: only our file names, never following symlinks.
+
+    Uses a directory fd so a swapped-in symlink cannot redirect the unlinks. Returns False
+    (and leaves the dir) if anything unexpected is inside.
+    """
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
+    except OSError:
+        return False
+    clean = True
+    try:
+        for name in os.listdir(fd):
+            st = os.lstat(name, dir_fd=fd)
+            if classify_entry(name) == "foreign" or stat.S_ISDIR(st.st_mode):
+                clean = False
+                continue
+            faults.point(f"unlink {path}/{name}")
+            os.unlink(name, dir_fd=fd)
+    finally:
+        os.close(fd)
+    if not clean:
+        return False
+    faults.point(f"rmdir {path}")
+    try:
+        os.rmdir(path)
+    except OSError:
+        return False
+    return True
+
+
+def publish(staging: str, out: str, parent: str, outname: str, checkpoint: str, overwrite: bool) -> str | None:
+    """Move the complete staging dir to ``out`` (renames only); returns where the old set went.
+
+    On failure the output dir is as before; if even restoring it fails, PartialFailure says
+    exactly where both sets are.
+    """
+    state = check_output_dir(out, checkpoint, overwrite)  # re-check right before the swap
+    if not state.exists:
+        faults.point(f"rename {staging} -> {out}")
+        os.rename(staging, out)
+        return None
+    faults.point(f"exchange {staging} <-> {out}")
+    if atomic.exchange_paths(staging, out):
+        return staging  # the old set now lives under the staging name
+    aside = os.path.join(parent, staging_name(outname))
+    faults.point(f"rename {out} -> {aside}")
+    os.rename(out, aside)
+    try:
+        faults.point(f"rename {staging} -> {out}")
+        os.rename(staging, out)
+    except OSError as exc:
+        try:
+            os.rename(aside, out)
+        except OSError:
+            raise PartialFailure(
+                f"{out}: publishing failed ({exc.strerror}) and the previous set could not be moved back: "
+                f"previous set at {aside}, new set at {staging}",
+                report={"stage": "publishing", "output_dir": out, "previous_set": aside, "new_set": staging,
+                        "output_dir_changed": True},
+            ) from None
+        raise
+    return aside
+
+
+def after_publish(
+    out: str, parent: str, old: str | None, published: tuple[int, int], expected: Mapping[str, str]
+) -> None:
+    """Make the publishing rename durable, re-verify the set, then delete the previous set (if any).
+
+    The new set is already visible here, so a failure is reported as exit 3 naming what is
+    wrong and what is left, never by undoing the publish. A set that does not read back as
+    written keeps the previous set where it is (the operator may want it back).
+    """
+    try:
+        fsync_dir(parent, f"fsync {parent}")
+    except OSError as exc:
+        raise PartialFailure(
+            f"{out}: new set published but syncing {parent} failed ({exc.strerror}); re-run verify",
+            report={"stage": "syncing the parent dir", "output_dir": out, "output_dir_changed": True,
+                    "previous_set": old},
+        ) from None
+    problems = verify_published(out, published, expected)
+    if problems:
+        more = f" (+{len(problems) - 1} more)" if len(problems) > 1 else ""
+        kept = f"; the previous set is kept at {old} (until the next migrate on this host)" if old else ""
+        raise PartialFailure(
+            f"{out}: the published set does not read back as written: {problems[0]}{more}{kept}; "
+            "do not resume from it (re-run with --overwrite)",
+            report={"stage": "verifying the published set", "output_dir": out, "output_dir_changed": True,
+                    "problems": problems, "previous_set": old},
+        )
+    if old is not None and remove_set_dir(old):  # a leftover is cleaned by the next execute
+        with contextlib.suppress(OSError):
+            fsync_dir(parent, f"fsync {parent}")
+
+
+def verify_published(out: str, published: tuple[int, int], expected: Mapping[str, str]) -> list[str]:
+    """Problems with the set at ``out``: not the dir published, extra/missing entries, other bytes.
+
+    ``published`` is the (st_dev, st_ino) of the staging dir that was renamed to ``out``;
+    ``expected`` maps every file name of the set to the sha256 of the bytes written.
+    Reads through a directory fd without following symlinks, each file at most
+    MAX_PUBLISHED_BYTES.
+    """
+    try:
+        fd = os.open(out, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
+    except OSError as exc:
+        return [f"{out}: cannot open the published dir ({exc.strerror})"]
+    try:
+        st = os.fstat(fd)
+        if (st.st_dev, st.st_ino) != published:
+            return [f"{out}: is no longer the directory that was published (replaced after publishing)"]
+        names = set(os.listdir(fd))
+        problems = [f"{name}: unexpected entry in the published set" for name in sorted(names - set(expected))]
+        for name in sorted(expected):
+            if name not in names:
+                problems.append(f"{name}: missing from the published set")
+                continue
+            digest = _sha256_at(fd, name)
+            if digest != expected[name]:
+                problems.append(f"{name}: sha256 {digest[:12]} is not what was written ({expected[name][:12]})")
+        return problems
+    finally:
+        os.close(fd)
+
+
+def _sha256_at(dir_fd: int, name: str) -> str:
+    """sha256 of regular file ``name`` in ``dir_fd`` (bounded; a description if unreadable)."""
+    try:
+        fd = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK, dir_fd=dir_fd)
+    except OSError as exc:
+        return f"<unreadable: {exc.strerror}>"
+    with os.fdopen(fd, "rb") as handle:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return "<not a regular file>"
+        data = handle.read(MAX_PUBLISHED_BYTES + 1)
+    if len(data) > MAX_PUBLISHED_BYTES:
+        return f"<larger than {MAX_PUBLISHED_BYTES} bytes>"
+    return sha256_bytes(data)
+
+

@@ -1,0 +1,268 @@
+"""Verify a written sidecar set against the plan recomputed from config + checkpoint.
+
+Every sidecar is read without torch (bounded, regular files only) and compared field by
+field with the payload the plan says; the receipt's headline fields and sha256 rows are
+checked; missing, extra, foreign and leftover temp files are reported.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from fvconsole.core import torch_zip
+from fvconsole.core.errors import FvError
+from fvconsole.core.migration.files import (
+    RECEIPT_NAME,
+    SIDECAR_RE,
+    classify_entry,
+    read_sidecar_bytes,
+    sha256_bytes,
+    sidecar_name,
+)
+from fvconsole.core.migration.output_dir import staging_pattern
+from fvconsole.core.migration.plan import MigrationPlan, MigrationRequest, plan_from_sources
+from fvconsole.core.migration.receipt import check_receipt
+from fvconsole.core.migration.sample_ids import add_next_sample_ids
+from fvconsole.core.progress import Progress, no_progress
+from fvconsole.core.safe_read import file_kind
+
+
+@dataclass(frozen=True)
+class VerifyResult:
+    """Outcome of checking a sidecar dir against a freshly recomputed plan."""
+
+    ok: bool
+    problems: tuple[str, ...]
+    ranks: tuple[dict, ...]
+    warnings: tuple[str, ...] = ()
+    sidecar_dir: str = ""
+    step: int | None = None
+    world_size: int | None = None
+
+    def to_json(self) -> dict:
+        return {
+            "ok": self.ok,
+            "problems": list(self.problems),
+            "ranks": [dict(r) for r in self.ranks],
+            "warnings": list(self.warnings),
+            "sidecar_dir": self.sidecar_dir,
+            "step": self.step,
+            "world_size": self.world_size,
+        }
+
+
+def diff_payload(actual: Any, expected: Any, prefix: str = "") -> list[str]:
+    """Field-by-field differences, named by dotted path (``state.row_offset: 3 != 5``)."""
+    if isinstance(expected, Mapping) and isinstance(actual, Mapping):
+        out = []
+        for key in expected:
+            path = f"{prefix}.{key}" if prefix else str(key)
+            if key not in actual:
+                out.append(f"{path}: missing")
+            else:
+                out.extend(diff_payload(actual[key], expected[key], path))
+        for key in actual:
+            if key not in expected:
+                out.append(f"{prefix + '.' if prefix else ''}{key}: unexpected field")
+        return out
+    if type(actual) is not type(expected) or actual != expected:
+        return [f"{prefix or 'payload'}: sidecar has {_short_repr(actual)}, expected {_short_repr(expected)}"]
+    return []
+
+
+def _short_repr(value: Any, limit: int = 120) -> str:
+    """repr for a problem line: a damaged sidecar may hold a million-item list."""
+    if isinstance(value, (list, tuple, dict, set)) and len(value) > 20:
+        return f"<{type(value).__name__} of {len(value)} items>"
+    text = repr(value)
+    return text if len(text) <= limit else text[:limit] + "..."
+
+
+def _checkpoint_step(checkpoint: str) -> int:
+    """The step FastVideo compares with: parsed from the directory name, else metadata.json."""
+    match = re.match(r"^checkpoint-(\d+)$", os.path.basename(os.path.abspath(checkpoint)))
+    if match:
+        return int(match.group(1))
+    from fvconsole.core.checkpoints import read_metadata
+
+    step = read_metadata(checkpoint).get("step")
+    if not isinstance(step, int) or isinstance(step, bool):
+        raise FvError(f"{checkpoint}/metadata.json: field 'step' must be an integer (got {step!r})")
+    return step
+
+
+def recompute_plan(
+    config_path: str, checkpoint: str, overrides: Sequence[str] = (), sidecar_dir: str = "."
+) -> tuple[MigrationPlan | None, list[str], list[str]]:
+    """Plan the migration again from config + checkpoint; returns (plan, problems, warnings).
+
+    The planner runs on the sources alone (:func:`.plan.plan_from_sources`): the set being
+    verified is the output dir, so no output dir rule (existing sidecars, overwrite, the
+    lock) applies to it. The step comes from the checkpoint, the confirmations from the config.
+    """
+    from fvconsole.core.runconfig import load_run_config
+
+    cfg = load_run_config(config_path, overrides)
+    step = _checkpoint_step(checkpoint)
+    world = _int_field(cfg, config_path, "training.distributed.num_gpus")
+    accum = _int_field(cfg, config_path, "training.loop.gradient_accumulation_steps")
+    request = MigrationRequest(
+        config_path=config_path,
+        checkpoint=checkpoint,
+        output_dir=sidecar_dir,
+        expected_step=step,
+        expected_world_size=world,
+        consumed_batches_per_rank=step * accum,
+        overrides=tuple(overrides),
+        skip_source_check=True,
+    )
+    preview = plan_from_sources(request)
+    problems = [f"cannot recompute the plan: {r.message}" for r in preview.refusals]
+    return preview.plan, problems, list(preview.warnings)
+
+
+def _int_field(cfg: Any, path: str, dotted: str) -> int:
+    value = cfg.get(dotted, None)
+    if not isinstance(value, int) or isinstance(value, bool):
+        raise FvError(f"{path}: field '{dotted}' must be an integer (got {value!r})")
+    return value
+
+
+def verify_sidecars(
+    config_path: str,
+    checkpoint: str,
+    sidecar_dir: str,
+    *,
+    overrides: Sequence[str] = (),
+    deep: bool = False,
+    progress: Progress | None = None,
+    torch_check: bool = False,
+) -> VerifyResult:
+    """Check every sidecar and the receipt in ``sidecar_dir`` against a recomputed plan.
+
+    Sidecars are read without torch; ``torch_check`` also loads each with real torch.
+    """
+    progress = progress or no_progress
+    plan, problems, warnings = recompute_plan(config_path, checkpoint, overrides, sidecar_dir)
+    if plan is None:
+        return VerifyResult(False, tuple(problems), (), tuple(warnings), sidecar_dir)
+    if not os.path.isdir(sidecar_dir):
+        problems.append(f"{sidecar_dir}: sidecar dir does not exist")
+        return VerifyResult(False, tuple(problems), (), tuple(warnings), sidecar_dir, plan.step, plan.world_size)
+    listing = _list_dir(sidecar_dir, plan.world_size, problems, warnings)
+    receipt_rows = check_receipt(sidecar_dir, plan, problems)
+    rows = []
+    for cursor in plan.ranks:
+        rows.append(_verify_rank(sidecar_dir, plan, cursor, listing, receipt_rows, torch_check))
+        progress(len(rows), plan.world_size, f"checked rank {cursor.rank}")
+    if deep:
+        add_next_sample_ids(plan, rows, problems)
+    for row in rows:
+        problems.extend(f"rank {row['rank']}: {p}" for p in row["problems"])
+    return VerifyResult(
+        not problems, tuple(problems), tuple(rows), tuple(warnings), sidecar_dir, plan.step, plan.world_size
+    )
+
+
+def _list_dir(directory: str, world: int, problems: list[str], warnings: list[str]) -> set[str]:
+    """Names of regular sidecar files present; extra/foreign/temp files become problems."""
+    present = set()
+    with os.scandir(directory) as entries:
+        for entry in sorted(entries, key=lambda e: e.name):
+            kind = classify_entry(entry.name)
+            if kind == "sidecar":
+                rank = int(SIDECAR_RE.match(entry.name).group(1))  # type: ignore[union-attr]
+                if entry.is_symlink():
+                    problems.append(f"{entry.name}: is a symlink (sidecars must be regular files)")
+                elif not entry.is_file(follow_symlinks=False):
+                    # A FIFO would block every later open; a device would never end.
+                    kind_text = file_kind(entry.stat(follow_symlinks=False).st_mode)
+                    problems.append(f"{entry.name}: is {kind_text} (sidecars must be regular files)")
+                elif rank >= world or entry.name != sidecar_name(rank):
+                    problems.append(f"{entry.name}: extra sidecar (world size is {world})")
+                else:
+                    present.add(entry.name)
+            elif kind == "temp":
+                problems.append(f"{entry.name}: leftover temp file from an interrupted write")
+            elif kind == "foreign":
+                problems.append(f"{entry.name}: foreign file in the sidecar dir")
+    parent = os.path.dirname(os.path.abspath(directory))
+    pattern = staging_pattern(os.path.basename(os.path.abspath(directory)))
+    with contextlib.suppress(OSError), os.scandir(parent) as entries:
+        for entry in entries:
+            if pattern.match(entry.name):
+                warnings.append(f"{os.path.join(parent, entry.name)}: staging leftover (a migration is running or crashed)")
+    return present
+
+
+def _verify_rank(
+    directory: str, plan: MigrationPlan, cursor: Any, present: set[str], receipt_rows: dict[int, dict],
+    torch_check: bool = False,
+) -> dict:
+    """One rank's row: file present, loads safely, payload equal, sha256 as in the receipt.
+
+    The file is read once (bounded, regular files only); its hash and payload come from
+    those bytes. ``torch_check`` also loads them with real torch (``weights_only=True``).
+    """
+    name = sidecar_name(cursor.rank)
+    row: dict[str, Any] = {
+        "rank": cursor.rank,
+        "ok": False,
+        "problems": [],
+        "row_group_position": cursor.row_group_position,
+        "row_offset": cursor.row_offset,
+        "yielded_samples": cursor.yielded_samples,
+        "next_sample_index": cursor.next_sample_index,
+    }
+    problems: list[str] = row["problems"]
+    entry = receipt_rows.get(cursor.rank)
+    if entry is None and receipt_rows:
+        problems.append(f"{RECEIPT_NAME}: no entry for rank {cursor.rank}")
+    if name not in present:
+        problems.append(f"{name}: missing")
+        return row
+    path = os.path.join(directory, name)
+    try:
+        data = read_sidecar_bytes(path)
+    except (OSError, FvError) as exc:
+        reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc).removeprefix(f"{path}: ")
+        problems.append(f"{name}: unreadable ({reason})")
+        return row
+    digest = sha256_bytes(data)
+    if entry is not None:
+        if entry.get("sha256") != digest:
+            problems.append(f"{name}: sha256 {digest[:12]} does not match the receipt ({str(entry.get('sha256'))[:12]})")
+        if entry.get("path") not in (name, path):
+            problems.append(f"{RECEIPT_NAME}: rank {cursor.rank} path is {entry.get('path')!r}, expected {name!r}")
+        for key in ("row_group_position", "row_offset", "yielded_samples"):
+            if entry.get(key) != getattr(cursor, key):
+                problems.append(f"{RECEIPT_NAME}: rank {cursor.rank} field '{key}' is {entry.get(key)!r}, expected {getattr(cursor, key)!r}")
+    try:
+        payload = torch_zip.loads(data)
+    except torch_zip.TorchFileError as exc:
+        problems.append(f"{name}: refused: {exc}")
+        return row
+    if torch_check:
+        problems.extend(f"{name}: {p}" for p in _torch_check(data, payload))
+    problems.extend(f"{name}: {d}" for d in diff_payload(payload, plan.sidecar_payload(cursor.rank)))
+    row["ok"] = not problems
+    return row
+
+
+def _torch_check(data: bytes, payload: Any) -> list[str]:
+    """What real torch (``weights_only=True``) reads differently from the torch-free reader."""
+    try:
+        loaded = torch_zip.load_with_torch(data)
+    except Exception as exc:  # noqa: BLE001 - any unpickling failure is a verification problem
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        return [f"refused by torch.load(weights_only=True): {first[:200]}"]
+    if loaded != payload:
+        return ["torch.load(weights_only=True) reads a different payload than the torch-free reader"]
+    return []
+
+

@@ -1,0 +1,332 @@
+"""Execute a migration plan: write rank-local sidecars and the receipt, then publish them.
+
+Why this shape: FastVideo reads ``$FASTVIDEO_DATALOADER_STATE_DIR/dataloader_state_rank<r>.pt``
+for every rank, so an output dir holding half a set (or a new receipt beside old sidecars)
+would resume a run from the wrong samples. Everything is therefore staged in a sibling
+directory on the same filesystem (:mod:`.output_dir` names it), each file written atomically
+and verified, the receipt written last, and only then published (:mod:`.publish`). The
+legacy checkpoint is only ever read. Executions on one output dir take turns through its
+lock; every file-system step first calls the test-only fault hook (:mod:`.faults`).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Mapping
+from concurrent.futures import ThreadPoolExecutor, as_completed, wait
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from fvconsole.core import torch_zip
+from fvconsole.core.atomic import atomic_write_bytes
+from fvconsole.core.errors import FvError, PartialFailure
+from fvconsole.core.fsutil import sha256_file
+from fvconsole.core.host import current_identity
+from fvconsole.core.migration import faults
+from fvconsole.core.migration.files import RECEIPT_NAME, read_sidecar_bytes, sha256_bytes, sidecar_name
+from fvconsole.core.migration.output_dir import (
+    check_destination,
+    check_output_dir,
+    migration_lock,
+    resolve,
+    staging_dirs,
+    staging_kept,
+    staging_name,
+)
+from fvconsole.core.migration.publish import after_publish, fsync_dir, publish, remove_set_dir
+from fvconsole.core.migration.receipt import WrittenSidecar, build_receipt, receipt_bytes
+from fvconsole.core.progress import Progress, no_progress
+
+if TYPE_CHECKING:  # pragma: no cover - typing only
+    from fvconsole.core.migration.plan import MigrationPlan
+
+#: Below this many ranks a thread pool costs more than it saves.
+PARALLEL_THRESHOLD = 16
+
+
+def _write_file_atomic(directory: str, name: str, data: bytes) -> str:
+    """``core.atomic`` write of one file of the set, each step through the fault hook; returns its path.
+
+    The caller fsyncs the directory once for many files (one fsync per dir, not per file).
+    """
+    return atomic_write_bytes(os.path.join(directory, name), data, sync_dir=False, step=faults.point)
+
+
+def _recheck_sources(plan: MigrationPlan) -> None:
+    """The checkpoint metadata, config and manifest must still be what the plan was made from."""
+    meta = os.path.join(plan.checkpoint, "metadata.json")
+    try:
+        meta_sha = sha256_file(meta)
+    except OSError as exc:
+        raise FvError(f"{meta}: cannot read checkpoint metadata ({exc.strerror})") from None
+    if meta_sha != plan.checkpoint_metadata_sha256:
+        raise FvError(f"{meta}: changed since the plan was made (sha256 {meta_sha[:12]} != {plan.checkpoint_metadata_sha256[:12]})")
+    if plan.config_path and plan.config_sha256:
+        try:
+            cfg_sha = sha256_file(plan.config_path)
+        except OSError as exc:
+            raise FvError(f"{plan.config_path}: cannot read run config ({exc.strerror})") from None
+        if cfg_sha != plan.config_sha256:
+            raise FvError(f"{plan.config_path}: run config changed since the plan was made (sha256)")
+    fingerprint = _manifest_fingerprint_now(plan.manifest_path)
+    if fingerprint != plan.manifest_fingerprint:
+        raise FvError(
+            f"{plan.manifest_path}: field 'fingerprint' changed since the plan was made "
+            f"({fingerprint[:12]} != {plan.manifest_fingerprint[:12]})"
+        )
+
+
+def _manifest_fingerprint_now(path: str) -> str:
+    """The manifest's fingerprint now; recomputed from the row groups when the stored one agrees.
+
+    A stored field that no longer matches its own row groups is reported as that mismatch.
+    """
+    from fvconsole.core.manifest import compute_fingerprint, load_manifest
+
+    manifest = load_manifest(path)
+    stored = str(manifest.fingerprint)
+    recomputed = compute_fingerprint(manifest.raw["row_groups"])
+    return stored if recomputed == stored else recomputed
+
+
+def cleanup_stale_staging(parent: str, outname: str) -> tuple[list[str], list[str]]:
+    """Remove staging dirs of crashed runs of *this* host identity; returns (removed, warnings).
+
+    Every other staging dir is reported in the warnings and never touched.
+    """
+    removed, warnings = [], []
+    me = current_identity()
+    for found in staging_dirs(parent, outname):
+        why = staging_kept(found, me)
+        if why:
+            warnings.append(why)
+        elif remove_set_dir(found.path):
+            removed.append(os.path.basename(found.path))
+        else:
+            warnings.append(f"{found.path}: staging dir of a crashed migration holds unexpected entries; left untouched")
+    return removed, warnings
+
+
+def _store(staging: str, name: str, data: bytes) -> bytes:
+    """Write one sidecar atomically into the staging dir and read it back (I/O only)."""
+    return read_sidecar_bytes(_write_file_atomic(staging, name, data))
+
+
+def _checked(rank: int, name: str, payload: Any, data: bytes, back: bytes, torch_check: bool) -> WrittenSidecar:
+    """The bytes read back must be the bytes written and parse (without torch) to the payload.
+
+    ``torch_check`` also loads them with real torch (``weights_only=True``).
+    """
+    if back != data or torch_zip.loads(back) != payload:
+        raise RuntimeError(f"{name}: round-trip mismatch after write")
+    if torch_check and torch_zip.load_with_torch(back) != payload:
+        raise RuntimeError(f"{name}: torch.load(weights_only=True) reads a different payload")
+    return WrittenSidecar(rank, name, sha256_bytes(back))
+
+
+def _default_workers(ranks: int) -> int:
+    if ranks < PARALLEL_THRESHOLD:
+        return 1
+    return max(2, min(16, (os.cpu_count() or 1) * 4))
+
+
+def _write_all(
+    staging: str, plan: MigrationPlan, progress: Progress, workers: int | None, done: list[WrittenSidecar],
+    torch_check: bool = False,
+) -> None:
+    """Write every rank's sidecar (torch.save's format, no torch) into ``done``, in rank order.
+
+    Stops at the first failure; ``done`` is the caller's list so a failure part-way can report
+    how far it got (the ranks before the first one that failed). With many ranks a thread pool
+    does only the I/O (each file's fsync overlaps the others'); encoding happens before and
+    checking after, in this thread. Workers that also ran Python code fought over the GIL,
+    which cost more kernel time than the fsyncs themselves.
+    """
+    total = len(plan.ranks)
+    workers = workers or _default_workers(total)
+    jobs = []
+    for cursor in plan.ranks:
+        payload = plan.sidecar_payload(cursor.rank)
+        jobs.append((cursor.rank, sidecar_name(cursor.rank), payload, torch_zip.dumps(payload)))
+    if workers <= 1:
+        for rank, name, payload, data in jobs:
+            done.append(_checked(rank, name, payload, data, _store(staging, name, data), torch_check))
+            progress(len(done), total, f"wrote {name}")
+        return
+    stored: dict[int, bytes] = {}
+    with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="fvconsole-sidecar") as pool:
+        futures = {pool.submit(_store, staging, job[1], job[3]): i for i, job in enumerate(jobs)}
+        try:
+            for future in as_completed(futures):
+                stored[futures[future]] = future.result()
+                progress(len(stored), total, f"wrote {jobs[futures[future]][1]}")
+        except BaseException:
+            for future in futures:
+                future.cancel()
+            wait(futures)  # the ones already running finish; count those that succeeded
+            for future, i in futures.items():
+                if not future.cancelled() and future.exception() is None:
+                    stored[i] = future.result()
+            for i, (rank, name, payload, data) in enumerate(jobs):
+                if i not in stored:
+                    break
+                done.append(_checked(rank, name, payload, data, stored[i], torch_check))
+            raise
+    for i, (rank, name, payload, data) in enumerate(jobs):
+        done.append(_checked(rank, name, payload, data, stored[i], torch_check))
+
+
+# --------------------------------------------------------------------------- execute
+
+
+def _precheck(plan: MigrationPlan) -> tuple[str, str, str]:
+    """Everything that can refuse, before the first write. Returns (out, parent, outname)."""
+    out = resolve(plan.output_dir)
+    check_destination(out, plan.checkpoint, plan.request.overwrite)
+    _recheck_sources(plan)
+    if not plan.ranks or len(plan.ranks) != plan.world_size:
+        raise FvError(f"plan: field 'ranks' has {len(plan.ranks)} entries for world size {plan.world_size}")
+    return out, os.path.dirname(out), os.path.basename(out)
+
+
+@dataclass(frozen=True)
+class MigrationResult:
+    """What an execution wrote: the plan, the receipt as written, and what the operator was told."""
+
+    plan: MigrationPlan
+    receipt: Mapping[str, Any]
+    output_dir: str
+    #: The plan's warnings, then what execution found (staging dirs left alone, a stale lock removed).
+    warnings: tuple[str, ...] = ()
+
+    @property
+    def receipt_path(self) -> str:
+        return os.path.join(self.output_dir, RECEIPT_NAME)
+
+    @property
+    def sidecars(self) -> int:
+        return len(self.receipt["sidecars"])
+
+    def to_json(self) -> dict:
+        """``fvconsole migrate --yes --json``'s object."""
+        return {
+            "executed": True,
+            "plan": self.plan.to_json(),
+            "mismatches": [m.to_json() for m in self.plan.mismatches],
+            "receipt": dict(self.receipt),
+            "warnings": list(self.warnings),
+            "receipt_path": self.receipt_path,
+            "output_dir": self.output_dir,
+        }
+
+
+def execute_migration(
+    plan: MigrationPlan,
+    progress: Progress | None = None,
+    workers: int | None = None,
+    *,
+    break_lock: bool = False,
+    on_warning: Callable[[str], None] | None = None,
+    torch_check: bool = False,
+) -> MigrationResult:
+    """Write exactly ``plan``'s sidecars and receipt to ``plan.output_dir``.
+
+    Refusals (FvError) happen before anything is written, including "another migration holds
+    the output dir's lock" (``break_lock``: first remove a lock whose holder is provably dead
+    on this host). A failure after the first write removes the staging dir, leaves any
+    previous set untouched and raises PartialFailure; so does a published set that does not
+    read back as written. ``on_warning`` receives each warning execution finds that the plan
+    did not already carry, when it is found (staging dirs of other hosts left alone, a stale
+    lock removed). ``torch_check``: each staged sidecar is also read back with real torch
+    before publishing.
+    """
+    progress = progress or no_progress
+    told = [*plan.warnings, *plan.output_dir_warnings]
+
+    def warn(message: str) -> None:
+        if message not in told:
+            told.append(message)
+            if on_warning is not None:
+                on_warning(message)
+
+    faults.reset()
+    out, parent, outname = _precheck(plan)
+    if not os.path.isdir(parent):  # the lock lives in the parent
+        try:
+            faults.point(f"makedirs {parent}")
+            os.makedirs(parent, exist_ok=True)
+        except OSError as exc:
+            raise _unchanged_failure(out, "creating the output dir's parent", exc, None, True, 0,
+                                     len(plan.ranks)) from None
+    lock = migration_lock(out, step=lambda label: faults.point(f"lock: {label}"))
+    for note in lock.acquire(break_stale=break_lock):
+        warn(note)
+    try:
+        receipt = _execute_locked(plan, out, parent, outname, progress, workers, warn, torch_check)
+    finally:
+        problem = lock.release()
+        if problem:
+            warn(problem)
+    return MigrationResult(plan, receipt, out, tuple(told))
+
+
+def _execute_locked(
+    plan: MigrationPlan, out: str, parent: str, outname: str, progress: Progress,
+    workers: int | None, warn: Callable[[str], None], torch_check: bool,
+) -> dict:
+    """Stage, publish and re-verify, holding the output dir's lock."""
+    check_output_dir(out, plan.checkpoint, plan.request.overwrite)  # as it is now that we hold the lock
+    staging = os.path.join(parent, staging_name(outname))
+    written: list[WrittenSidecar] = []
+    stage = "removing stale staging dirs"
+    try:
+        for message in cleanup_stale_staging(parent, outname)[1]:
+            warn(message)
+        stage = "creating the staging dir"
+        faults.point(f"mkdir {staging}")
+        os.mkdir(staging, 0o755)
+        staged = os.lstat(staging)
+        stage = "writing sidecars"
+        _write_all(staging, plan, progress, workers, written, torch_check)
+        fsync_dir(staging, f"fsync {staging}")
+        stage = "writing the receipt"
+        receipt = build_receipt(plan, written)
+        data = receipt_bytes(receipt)
+        _write_file_atomic(staging, RECEIPT_NAME, data)
+        fsync_dir(staging, f"fsync {staging}")
+        stage = "publishing"
+        old = publish(staging, out, parent, outname, plan.checkpoint, plan.request.overwrite)
+    except PartialFailure:
+        raise
+    except BaseException as exc:
+        removed = remove_set_dir(staging) if os.path.lexists(staging) else True
+        if isinstance(exc, KeyboardInterrupt):
+            raise
+        raise _unchanged_failure(out, stage, exc, staging, removed, len(written), len(plan.ranks)) from None
+    expected = {w.name: w.sha256 for w in written}
+    expected[RECEIPT_NAME] = sha256_bytes(data)
+    after_publish(out, parent, old, (staged.st_dev, staged.st_ino), expected)
+    progress(len(plan.ranks), len(plan.ranks), f"published {out}")
+    return receipt
+
+
+def _unchanged_failure(
+    out: str, stage: str, exc: BaseException, staging: str | None, removed: bool, written: int, total: int
+) -> PartialFailure:
+    """The exit-3 error for a failure before the output dir was touched."""
+    reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc) or type(exc).__name__
+    left = "" if staging is None else f"; staging dir {'removed' if removed else 'left at ' + staging}"
+    return PartialFailure(
+        f"{out}: migration failed while {stage}: {reason}{left}; the output dir was not changed",
+        report={
+            "stage": stage,
+            "output_dir": out,
+            "sidecars_written": written,
+            "sidecars_total": total,
+            "staging_dir": staging,
+            "staging_removed": removed,
+            "output_dir_changed": False,
+        },
+    )
+
+

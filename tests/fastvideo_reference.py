@@ -1,0 +1,244 @@
+"""FastVideo's streaming loader and sidecar resume, transcribed as the independent oracle.
+
+Tests and benchmarks check fvconsole against this module, so it is written from FastVideo's
+own semantics (``fastvideo/dataset/parquet_dataset_streaming_style.py``: the greedy
+``_contiguous_row_group_shards``, the loader's ``__iter__``/``state_dict``, the upstream
+``reconstruct_streaming_dataset_state``; the checkpoint loader's sidecar checks; the rules in
+docs/formats.md §3 and §5) and never from ``fvconsole.core``: it imports nothing from it.
+It works on the manifest's own row-group dicts (``rows``, ``sample_start``), as upstream does,
+and recomputes everything per call, as upstream does (O(row groups) per rank).
+
+- :func:`contiguous_row_group_shards`, :func:`samples_per_worker`, :func:`worker_shard`: the
+  loader's layout (one worker: ``num_workers`` 0 counts as 1).
+- :func:`replay_loader`: the loader's ``__iter__`` sample by sample, stopped after ``y``
+  samples (what the loader's ``state_dict`` would then say, and the sample it reads next).
+- :func:`resume_first_sample`: the first sample a loader resumed at (position, offset) reads.
+- :func:`loader_state`: the state dict a live loader reports after ``y`` samples (replayed).
+- :func:`reconstruct_streaming_dataset_state`: upstream's per-rank arithmetic (no replay).
+- :func:`resume_sidecar`: what FastVideo's resume checks in a loaded sidecar dict, and the
+  cursor it resumes at.
+- :func:`manifest_fingerprint`: upstream ``_manifest_fingerprint``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import random
+from typing import Any
+
+STATE_VERSION = 2
+SIDECAR_VERSION = 1
+
+
+def manifest_fingerprint(row_groups: list[dict[str, Any]]) -> str:
+    """sha256 of the row groups as compact, key-sorted JSON (stdlib ``json.dumps``)."""
+    payload = json.dumps(row_groups, sort_keys=True, separators=(",", ":")).encode("utf-8")
+    return hashlib.sha256(payload).hexdigest()
+
+
+def contiguous_row_group_shards(row_groups: list[dict[str, Any]], num_shards: int) -> list[list[dict[str, Any]]]:
+    """Split ordered row groups into row-balanced contiguous shards (upstream's greedy rule).
+
+    For shard i the target is the rows not yet assigned over the shards not yet filled; the
+    next row group is taken while the shard is empty, or it fits under the target, or too few
+    row groups would otherwise be left for the remaining shards. Once row groups run out the
+    remaining shards stay empty.
+    """
+    if num_shards < 1:
+        raise ValueError("num_shards must be positive")
+    shards: list[list[dict[str, Any]]] = [[] for _ in range(num_shards)]
+    remaining_rows = sum(int(item["rows"]) for item in row_groups)
+    cursor = 0
+    for shard_index in range(num_shards):
+        shards_left = num_shards - shard_index
+        target = remaining_rows / shards_left if shards_left else 0
+        shard_rows = 0
+        while cursor < len(row_groups):
+            item = row_groups[cursor]
+            item_rows = int(item["rows"])
+            items_left = len(row_groups) - cursor
+            if shard_rows and shard_rows + item_rows > target and items_left >= shards_left - 1:
+                break
+            shards[shard_index].append(item)
+            shard_rows += item_rows
+            remaining_rows -= item_rows
+            cursor += 1
+        if cursor >= len(row_groups):
+            break
+    return shards
+
+
+def samples_per_worker(shards: list[list[dict[str, Any]]], batch_size: int) -> int:
+    """The smallest shard's rows rounded down to a batch multiple (0: the dataset is too small)."""
+    return min(sum(int(item["rows"]) for item in shard) for shard in shards) // batch_size * batch_size
+
+
+def worker_shard(shards: list[list[dict[str, Any]]], sp_group_index: int, *, seed: int, epoch: int = 0,
+                 shuffle: bool = True) -> list[dict[str, Any]]:
+    """The row groups one worker of an SP group reads, in order (``Random(seed + epoch)`` shuffle)."""
+    shard = list(shards[sp_group_index])
+    if shuffle:
+        random.Random(int(seed) + epoch).shuffle(shard)
+    return shard
+
+
+def replay_loader(shard: list[dict[str, Any]], batch_size: int, stop_after: int) -> tuple[int, int, int | None]:
+    """Run the loader's ``__iter__`` over ``shard`` until ``stop_after`` samples were yielded.
+
+    Per row group, per sample: the sample is appended to the batch and ``_row_offset`` becomes
+    its offset + 1; a full batch is yielded (``_yielded_samples += batch_size``). Returns the
+    ``(row_group_position, row_offset)`` the loader's ``state_dict`` reports right after that
+    batch, and the global index (``sample_start + offset``) of the next sample the
+    uninterrupted loop reads (None if the shard ends first).
+    """
+    position = offset = yielded = 0
+    batch: list[int] = []
+    captured: tuple[int, int] | None = (0, 0) if stop_after == 0 else None
+    while position < len(shard):
+        item = shard[position]
+        for local in range(offset, int(item["rows"])):
+            sample = int(item["sample_start"]) + local
+            if captured is not None:
+                return captured[0], captured[1], sample
+            batch.append(sample)
+            offset = local + 1
+            if len(batch) == batch_size:
+                yielded += batch_size
+                batch = []
+                if yielded == stop_after:
+                    captured = (position, offset)
+        position += 1
+        offset = 0
+    if captured is None:
+        raise ValueError(f"the shard ends before {stop_after} samples")
+    return captured[0], captured[1], None
+
+
+def resume_first_sample(shard: list[dict[str, Any]], position: int, offset: int) -> int | None:
+    """The first sample a loader resumed at ``(position, offset)`` reads: it skips ``offset``
+    rows of that row group and steps to the next group when none are left."""
+    while position < len(shard):
+        item = shard[position]
+        if offset < int(item["rows"]):
+            return int(item["sample_start"]) + offset
+        position += 1
+        offset = 0
+    return None
+
+
+def _topology(*, rank: int, world_size: int, sp_world_size: int, batch_size: int, read_batch_size: int,
+              seed: int, shuffle_row_groups: bool, samples_per_worker: int) -> dict[str, Any]:
+    return {
+        "global_rank": rank,
+        "world_size": world_size,
+        "sp_world_size": sp_world_size,
+        "sp_group_index": rank // sp_world_size,
+        "num_workers": 1,
+        "batch_size": batch_size,
+        "read_batch_size": read_batch_size,
+        "seed": int(seed),
+        "shuffle_row_groups": bool(shuffle_row_groups),
+        "samples_per_worker": samples_per_worker,
+    }
+
+
+def _state(manifest: dict[str, Any], topology: dict[str, Any], position: int, offset: int, yielded: int) -> dict:
+    return {
+        "version": STATE_VERSION,
+        "manifest_fingerprint": str(manifest["fingerprint"]),
+        "topology": topology,
+        "worker_id": 0,
+        "epoch": 0,
+        "row_group_position": position,
+        "row_offset": offset,
+        "yielded_samples": yielded,
+    }
+
+
+def loader_state(manifest: dict[str, Any], *, rank: int, world_size: int, sp_world_size: int, batch_size: int,
+                 read_batch_size: int, seed: int, shuffle_row_groups: bool, yielded_samples: int) -> dict[str, Any]:
+    """The dataset state a live loader of ``rank`` reports after ``yielded_samples`` (replayed)."""
+    shards = contiguous_row_group_shards(manifest["row_groups"], world_size // sp_world_size)
+    spw = samples_per_worker(shards, batch_size)
+    if spw == 0 or yielded_samples >= spw:
+        raise ValueError("outside the first epoch")
+    shard = worker_shard(shards, rank // sp_world_size, seed=seed, shuffle=shuffle_row_groups)
+    position, offset, _next = replay_loader(shard, batch_size, yielded_samples)
+    topology = _topology(rank=rank, world_size=world_size, sp_world_size=sp_world_size, batch_size=batch_size,
+                         read_batch_size=read_batch_size, seed=seed, shuffle_row_groups=shuffle_row_groups,
+                         samples_per_worker=spw)
+    return _state(manifest, topology, position, offset, yielded_samples)
+
+
+def reconstruct_streaming_dataset_state(
+    manifest: dict[str, Any], *, global_rank: int, world_size: int, sp_world_size: int, batch_size: int,
+    read_batch_size: int, seed: int, shuffle_row_groups: bool, yielded_samples: int,
+) -> dict[str, Any]:
+    """Upstream's reconstruction of one rank's state, recomputed from scratch for that rank.
+
+    Split the whole manifest into shards, sum every shard, shuffle this rank's shard, then walk
+    it: the first row group where the rest of ``yielded_samples`` is <= its rows gives the
+    position and the offset (which may equal its rows). Zero samples: position 0, offset 0.
+    """
+    shards = contiguous_row_group_shards(manifest["row_groups"], world_size // sp_world_size)
+    spw = samples_per_worker(shards, batch_size)
+    if spw == 0 or yielded_samples >= spw:
+        raise ValueError("outside the first epoch")
+    shard = worker_shard(shards, global_rank // sp_world_size, seed=seed, shuffle=shuffle_row_groups)
+    position = offset = 0
+    remaining = yielded_samples
+    if remaining:
+        for index, item in enumerate(shard):
+            rows = int(item["rows"])
+            if remaining <= rows:
+                position, offset = index, remaining
+                break
+            remaining -= rows
+        else:
+            raise ValueError("yielded_samples exceeds the selected streaming shard")
+    topology = _topology(rank=global_rank, world_size=world_size, sp_world_size=sp_world_size,
+                         batch_size=batch_size, read_batch_size=read_batch_size, seed=seed,
+                         shuffle_row_groups=shuffle_row_groups, samples_per_worker=spw)
+    return _state(manifest, topology, position, offset, yielded_samples)
+
+
+def resume_sidecar(sidecar: dict[str, Any], *, rank: int, world_size: int, step: int, live_topology: dict,
+                   fingerprint: str) -> dict[str, Any]:
+    """FastVideo's checks of a loaded ``dataloader_state_rank<r>.pt`` dict; the cursor it resumes at.
+
+    The checkpoint loader compares version, rank, world size and step (the step parsed from
+    the checkpoint directory name) and refuses a mismatch; the streaming dataset refuses a
+    state whose version, fingerprint or topology differs from the live loader's, then resumes
+    at (row_group_position, row_offset) with yielded_samples. Raises ValueError on a refusal.
+    """
+    for name, want in (("version", SIDECAR_VERSION), ("rank", rank), ("world_size", world_size), ("step", step)):
+        if sidecar.get(name) != want:
+            raise ValueError(f"sidecar {name} {sidecar.get(name)!r} != {want!r}")
+    if sidecar.get("state_kind") not in ("dataset", "dataloader"):
+        raise ValueError("unknown state_kind")
+    state = sidecar["state"]
+    if state.get("version") != STATE_VERSION:
+        raise ValueError("dataset state version")
+    if state.get("manifest_fingerprint") != fingerprint:
+        raise ValueError("manifest fingerprint")
+    if state.get("topology") != live_topology:
+        raise ValueError("topology")
+    return {key: state[key] for key in ("epoch", "worker_id", "row_group_position", "row_offset", "yielded_samples")}
+
+
+def live_loader_state(config: dict[str, Any], manifest: dict[str, Any], *, rank: int, step: int) -> dict[str, Any]:
+    """The state the loader FastVideo builds from run ``config`` reports for ``rank`` after ``step``.
+
+    Each optimizer step consumes ``gradient_accumulation_steps`` batches (docs/formats.md §2
+    names the config keys); the loader runs with one worker (``dataloader_num_workers`` 0).
+    """
+    data = config["training"]["data"]
+    distributed = config["training"]["distributed"]
+    batch_size = int(data["train_batch_size"])
+    batches = step * int(config["training"]["loop"]["gradient_accumulation_steps"])
+    return loader_state(
+        manifest, rank=rank, world_size=int(distributed["num_gpus"]), sp_world_size=int(distributed["sp_size"]),
+        batch_size=batch_size, read_batch_size=int(data["streaming_read_batch_size"]), seed=int(data["seed"]),
+        shuffle_row_groups=bool(data["streaming_shuffle_row_groups"]), yielded_samples=batches * batch_size,
+    )
