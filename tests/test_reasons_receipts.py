@@ -93,6 +93,8 @@ def test_strip_advice_removes_each_cli_clause_and_names_what_lifts_it() -> None:
         "/x: output dir is a symlink; pass the real directory (--output-dir)":
             ("/x: output dir is a symlink; pass the real directory", None),
         "kept (--keep)": ("kept", None),
+        "/r: another eviction is running (pid 7 on host n1); re-run with --wait SECONDS to wait for it":
+            ("/r: another eviction is running (pid 7 on host n1); try again once it has finished", None),
     }
     for message, expected in cases.items():
         assert strip_advice(message) == expected

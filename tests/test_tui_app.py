@@ -51,9 +51,6 @@ def make_app(paths: dict[str, str], read_only: bool = False) -> FvConsoleApp:
     return FvConsoleApp(state)
 
 
-
-
-
 def row_key_ending(table, suffix: str) -> str:
     return next(k.value for k in table.rows if k.value.endswith(suffix))
 
@@ -196,6 +193,51 @@ async def test_evict_two_marked_entries(work: dict[str, str]) -> None:
     after = set(os.listdir(work["cache"]))
     assert after == before - set(complete)
     assert "README.txt" in after
+
+
+async def evict_marked(app: FvConsoleApp, pilot, keys: list[str]) -> None:
+    """Mark ``keys`` in view 3, then e, Continue, and confirm (Cancel has the focus: left, Enter)."""
+    await pilot.press("3")
+    await settle(app, pilot)
+    table = app.query_one("#cache-table")
+    table.focus()
+    for key in keys:
+        table.move_cursor(row=table.get_row_index(key))
+        await pilot.press("space")
+    await pilot.press("e")
+    await settle(app, pilot)
+    await pilot.press("enter")
+    await settle(app, pilot)
+    assert isinstance(app.screen, ConfirmScreen)
+    await pilot.press("left", "enter")
+    await settle(app, pilot)
+
+
+async def test_eviction_takes_the_roots_lock_and_journals_like_the_cli(work: dict[str, str], tmp_path,
+                                                                       monkeypatch) -> None:
+    from fvconsole.core.cache.lock import EvictorLock
+
+    journal = tmp_path / "journal.jsonl"
+    monkeypatch.setenv("FVCONSOLE_JOURNAL", str(journal))
+    before = set(os.listdir(work["cache"]))
+    app = make_app(work)
+    async with app.run_test(size=SIZE) as pilot:
+        await started(app, pilot)
+        view = app.query_one(CacheView)
+        victim = next(e.key for e in view._entries if e.status == "complete")
+        with EvictorLock(work["cache"], command="fvconsole cache evict --yes (cron)"):
+            await evict_marked(app, pilot, [victim])
+            [busy] = [m for m in notifications(app) if "another eviction is running" in m]
+            assert busy.endswith("try again once it has finished") and "--" not in busy, busy
+            assert set(os.listdir(work["cache"])) == before and not journal.exists()
+        view._marked.clear()
+        await evict_marked(app, pilot, [victim])
+        assert "evicted 1" in str(app.query_one("#cache-result").render())
+    assert set(os.listdir(work["cache"])) == before - {victim}
+    [line] = [json.loads(x) for x in journal.read_text().splitlines()]
+    assert (line["action"], line["items"], line["exit_code"]) == ("cache evict", [victim], 0)
+    assert line["command"] == "fvconsole console: evict marked"
+    assert os.path.realpath(line["target"]) == os.path.realpath(work["cache"])
 
 
 async def test_filter_rebuilds_table(work: dict[str, str]) -> None:

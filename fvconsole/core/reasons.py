@@ -88,6 +88,8 @@ _ADVICE: tuple[tuple[re.Pattern[str], str, str | None], ...] = tuple(
         (r"\?? --force to proceed", "?", FORCE),
         (r"[;:]? ?(?:re-run with|use) --break-lock[^;)]*", "", BREAK_LOCK),
         (r"; it is still running, so --break-lock leaves it", "", None),
+        (r"; re-run with --wait SECONDS to wait for it", "; try again once it has finished", None),
+        (r"; it did not finish within --wait ([\d.]+)s", r"; it did not finish within \1s", None),
         (r" \(--output-dir\)|; --output-dir\)", "", None),
         (r"\(--output-dir must be outside it; ", "(it must be outside it; ", None),
         (r"; --yes removes it", "", None),
