@@ -105,6 +105,28 @@ def test_a_key_right_after_quit_is_no_traceback(demo_ws: DemoWorkspace, tmp_path
     asyncio.run(body())
 
 
+@pytest.mark.parametrize("keys", [["m", "q"], ["j", "m", "q", "m"], ["2", "q"]])
+def test_quit_while_a_form_is_filled_leaves_no_warning_on_the_terminal(demo_ws: DemoWorkspace, tmp_path,
+                                                                      keys: list[str]) -> None:
+    """Defect: filling the migration form and quitting at once printed "coroutine
+    'Suggester._get_suggestion' was never awaited" (a path completion cancelled before it began)."""
+    import gc
+    import warnings
+
+    async def body() -> None:
+        app = make_app(demo_ws, tmp_path)
+        async with app.run_test(size=(80, 24)) as pilot:
+            await started(app, pilot)
+            send_burst(app, keys)
+            await drain(app, pilot)
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        asyncio.run(body())
+        gc.collect()
+    assert [str(w.message) for w in caught if "never awaited" in str(w.message)] == []
+
+
 @pytest.mark.parametrize("seed", [1, 2, 3, 4])
 def test_random_key_bursts_never_raise(demo_ws: DemoWorkspace, tmp_path, monkeypatch, seed: int) -> None:
     monkeypatch.delenv("SLURM_JOB_ID", raising=False)

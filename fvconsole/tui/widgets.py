@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import inspect
 import os
 import threading
 from collections.abc import Callable, Iterable, Sequence
@@ -91,6 +92,18 @@ class PathInput(Input):
     def __init__(self, value: str | None = None, placeholder: str = "path", **kwargs: Any) -> None:
         super().__init__(value=value or "", placeholder=placeholder, suggester=PathSuggester(),
                          highlighter=ControlPictures(), **kwargs)
+
+    def run_worker(self, work: Any, *args: Any, **kwargs: Any) -> Any:
+        """Input asks for a completion on every value change: only for a field being typed in.
+
+        A value the console sets (a prefilled form, a restart) needs no suggestion, and a
+        suggestion worker cancelled by a quit before it starts left a "coroutine was never
+        awaited" warning on the terminal.
+        """
+        if inspect.iscoroutine(work) and (not self.has_focus or getattr(self.app, "exiting", False)):
+            work.close()
+            return None
+        return super().run_worker(work, *args, **kwargs)
 
     def render_line(self, y: int) -> Strip:
         width = self.scrollable_content_region.width
