@@ -16,6 +16,7 @@ from textual import work
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import Container, Horizontal, Vertical, VerticalScroll
+from textual.widget import Widget
 from textual.widgets import Button, Checkbox, Input, Label
 
 from fvconsole.core.errors import FvError, PartialFailure
@@ -43,6 +44,36 @@ PATH_FIELDS = (
     ("config_path", "mig-config", "run config", "run.yaml"),
     ("output_dir", "mig-output", "output dir", "where the sidecars go (outside the checkpoint)"),
 )
+
+
+class PinnedScroll(VerticalScroll):
+    """A VerticalScroll that keeps one widget (the verdict) at the top while the panels below
+    it are still filling in (next sample ids, the receipt), until the user scrolls or types.
+
+    Scrolling once, right after an update, landed wherever the layout happened to be at that
+    moment: a row or a screen off, depending on which worker finished first.
+    """
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.pinned: Widget | None = None
+
+    def pin(self, widget: Widget | None) -> None:
+        self.pinned = widget
+        self._to_pinned()
+
+    def watch_virtual_size(self) -> None:
+        self.call_after_refresh(self._to_pinned)
+
+    def _to_pinned(self) -> None:
+        if self.pinned is not None and self.pinned.is_mounted:
+            self.scroll_to_widget(self.pinned, top=True, animate=False, immediate=True)
+
+    def on_mouse_scroll_up(self) -> None:
+        self.pinned = None
+
+    def on_mouse_scroll_down(self) -> None:
+        self.pinned = None
 
 
 class MigrationView(BaseView):
@@ -102,7 +133,7 @@ class MigrationView(BaseView):
         self.next_ids_note: str | None = None
 
     def compose(self) -> ComposeResult:
-        with VerticalScroll(id="mig-scroll"):
+        with PinnedScroll(id="mig-scroll"):
             with Vertical(id="mig-form"):
                 for _field, wid, label, placeholder in PATH_FIELDS:
                     with Horizontal(classes="form-row"):
@@ -217,6 +248,7 @@ class MigrationView(BaseView):
 
     def _invalidate(self, message: str) -> None:
         """The form changed: drop the plan and everything shown from it (nothing stale stays up)."""
+        self.query_one("#mig-scroll", PinnedScroll).pinned = None
         self._preview = None
         self.query_one("#mig-execute", Button).disabled = True
         if self._rank_rows:
@@ -415,13 +447,12 @@ class MigrationView(BaseView):
         self.app.migration_written()
 
     def _verdict_on_top(self) -> None:
-        """Scroll the verdict (banner) to the top once the new panels are laid out."""
+        """Keep the verdict (banner) at the top while the panels below it fill in."""
+        scroll = self.query_one("#mig-scroll", PinnedScroll)
+        self.call_after_refresh(scroll.pin, self.query_one("#mig-banner"))
 
-        def scroll() -> None:
-            self.query_one("#mig-scroll", VerticalScroll).scroll_to_widget(
-                self.query_one("#mig-banner"), top=True, animate=False, immediate=True)
-
-        self.call_after_refresh(scroll)
+    def on_key(self) -> None:
+        self.query_one("#mig-scroll", PinnedScroll).pinned = None  # the user takes over
 
     def _show_receipt(self, text: PlainText) -> None:
         box = self.query_one("#mig-receipt", PlainStatic)
