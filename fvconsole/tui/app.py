@@ -37,7 +37,9 @@ from fvconsole.tui.plain import PlainText
 from fvconsole.tui.state import ConsoleState
 from fvconsole.tui.widgets import FastTable, PathsLine
 
-#: (tab id, view class) in tab order; the digit of a view is its position.
+#: (tab id, view class) in tab order; the digit of a view is its position. Adding a view is one
+#: entry here: its key (the next digit), tab, help section and palette commands follow from
+#: its TITLE and BINDINGS (docs/development.md, "Adding a view").
 VIEWS: tuple[tuple[str, type[BaseView]], ...] = (
     ("checkpoints", CheckpointsView), ("migration", MigrationView), ("cache", CacheView), ("fleet", FleetView),
 )
@@ -136,11 +138,7 @@ class FvConsoleApp(App[int]):
         with TabbedContent(initial="checkpoints", id="views"):
             for i, (name, cls) in enumerate(VIEWS, 1):
                 with TabPane(f"{i} {cls.TITLE.split(' ', 1)[1]}", id=name):
-                    if cls is FleetView:
-                        yield FleetView(read_only=self.state.read_only, cache_root=self.state.cache_root,
-                                        id=f"view-{name}")
-                    else:
-                        yield cls(id=f"view-{name}")
+                    yield cls.for_state(self.state, id=f"view-{name}")
         yield Footer(compact=True)
 
     def on_mount(self) -> None:

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from typing import ClassVar
+from typing import Any, ClassVar
 
 from textual.binding import Binding, BindingType
 from textual.containers import Vertical
@@ -60,6 +60,11 @@ class BaseView(Vertical):
     ]
 
     filter_text: str = ""
+
+    @classmethod
+    def for_state(cls, state: Any, **kwargs: Any) -> BaseView:
+        """The view as the app composes it; a view that needs the start-up state overrides this."""
+        return cls(**kwargs)
 
     #: Actions that write: shown and enabled only without --read-only. With --read-only their
     #: keys are bound to ``refuse_action`` instead, which says why nothing happens.

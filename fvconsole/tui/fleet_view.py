@@ -94,6 +94,10 @@ class FleetView(BaseView):
             super().__init__()
             self.error = error
 
+    @classmethod
+    def for_state(cls, state: Any, **kwargs: Any) -> FleetView:
+        return cls(read_only=state.read_only, cache_root=state.cache_root, **kwargs)
+
     def __init__(self, read_only: bool = False, cache_root: str | None = None, dispatcher: Any = None,
                  **kwargs: Any) -> None:
         super().__init__(**kwargs)
