@@ -66,6 +66,12 @@ def build_parser() -> argparse.ArgumentParser:
         help="weight shard cache root (default: $FASTVIDEO_WEIGHT_SHARD_CACHE)",
     )
     parser.add_argument("--read-only", action="store_true", help="disable every write action in the console")
+    parser.add_argument(
+        "--journal",
+        metavar="PATH",
+        help="the journal the console's History view reads and its migrations and evictions append to "
+             "(default $FVCONSOLE_JOURNAL, else $XDG_STATE_HOME/fvconsole/journal.jsonl)",
+    )
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=CliParser)
     for name in _COMMAND_MODULES:
         module = importlib.import_module(f"fvconsole.cli.{name}")

@@ -33,7 +33,6 @@ from fvconsole.core.cache.detail import CacheEntryDetail, cache_entry_detail
 from fvconsole.core.cache.locked import LockedEviction, evict_under_lock
 from fvconsole.core.errors import FvError
 from fvconsole.core.humanize import head_tail, human_age, human_bytes
-from fvconsole.core.journal import journal_path
 from fvconsole.core.progress import Progress
 from fvconsole.core.reasons import skip_reason
 from fvconsole.tui import state
@@ -492,14 +491,14 @@ class CacheView(BaseView):
             return
         self._busy = True
         progress = self.query_one("#cache-progress-row", ProgressRow).start("", total=max(len(plan.evict), 1))
-        self.evict(plan, progress, console_command(plan, what))
+        self.evict(plan, progress, console_command(plan, what), self.app.state.journal())
 
     @work(thread=True, exclusive=True, group="cache-evict", exit_on_error=False)
-    def evict(self, plan: EvictionPlan, progress: Progress, command: str) -> None:
+    def evict(self, plan: EvictionPlan, progress: Progress, command: str, journal: str) -> None:
         """The confirmed plan under the root's evictor lock (not waiting: a busy root is refused), journaled."""
         with self.failures(self.EvictFailed):
             done = evict_under_lock(plan.root, lambda: plan, command=command, force=plan.force,
-                                    journal_path=journal_path(None), progress=progress)
+                                    journal_path=journal, progress=progress)
             self.deliver(self.Evicted(done))
 
     def on_cache_view_evicted(self, message: Evicted) -> None:
@@ -534,6 +533,8 @@ class CacheView(BaseView):
         if journal is not None and not journal.written:
             self.notify(f"journal {journal.path}: {journal.error}; the eviction itself is done", severity="warning",
                         timeout=10)
+        if journal is not None:
+            self.app.journal_written()
         self._marked.clear()
         self.refresh_view()
 

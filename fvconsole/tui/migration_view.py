@@ -20,6 +20,12 @@ from textual.widget import Widget
 from textual.widgets import Button, Checkbox, Input, Label
 
 from fvconsole.core.errors import FvError, PartialFailure
+from fvconsole.core.journal import (
+    JournalWrite,
+    append_record,
+    migration_failed_record,
+    migration_written_record,
+)
 from fvconsole.core.migration.defaults import MigrationDefaults, migration_defaults
 from fvconsole.core.migration.plan import MigrationPlan, MigrationPreview, MigrationRequest, plan_migration
 from fvconsole.core.migration.published import PublishedSet, defaults_from_published
@@ -44,6 +50,16 @@ PATH_FIELDS = (
     ("config_path", "mig-config", "run config", "run.yaml"),
     ("output_dir", "mig-output", "output dir", "where the sidecars go (outside the checkpoint)"),
 )
+
+
+def console_command(plan: MigrationPlan) -> str:
+    """How the journal names a console migration (as ``fvconsole console: evict marked`` for an eviction)."""
+    parts = [f"fvconsole console: migrate step {plan.step}, world size {plan.world_size}"]
+    if plan.request.overwrite:
+        parts.append("overwrite")
+    if plan.request.skip_source_check:
+        parts.append("skip source check")
+    return ", ".join(parts)
 
 
 class PinnedScroll(VerticalScroll):
@@ -102,9 +118,10 @@ class MigrationView(BaseView):
             self.preview = preview
 
     class Executed(ViewMessage):
-        def __init__(self, result: MigrationResult) -> None:
+        def __init__(self, result: MigrationResult, journal: JournalWrite | None = None) -> None:
             super().__init__()
             self.result = result
+            self.journal = journal
 
     class Verified(ViewMessage):
         def __init__(self, result: VerifyResult) -> None:
@@ -112,9 +129,10 @@ class MigrationView(BaseView):
             self.result = result
 
     class ActionFailed(ViewMessage):
-        def __init__(self, error: BaseException) -> None:
+        def __init__(self, error: BaseException, journal: JournalWrite | None = None) -> None:
             super().__init__()
             self.error = error
+            self.journal = journal  # a migration that failed part-way is journaled too
 
     class NextIdsRead(ViewMessage):
         def __init__(self, plan: MigrationPlan, result: NextSampleIds | None, error: BaseException | None = None) -> None:
@@ -326,10 +344,20 @@ class MigrationView(BaseView):
         with self.failures(self.ActionFailed):
             self.deliver(self.Previewed(plan_migration(request, progress)))
 
+    def _journaled(self, journal: JournalWrite | None) -> None:
+        """Say when the journal line could not be appended (the action stands); refresh History."""
+        if journal is None:
+            return
+        if not journal.written:
+            self.notify(f"journal {journal.path}: {journal.error}; the migration itself stands", severity="warning",
+                        timeout=10)
+        self.app.journal_written()
+
     def on_migration_view_action_failed(self, message: ActionFailed) -> None:
         self._finish()
         exc = message.error
         self.report_error(exc)
+        self._journaled(message.journal)
         if isinstance(exc, PartialFailure):
             details = json.dumps(exc.report, indent=2, sort_keys=True, default=str)[:4000]
             self.app.push_screen(ErrorScreen("Migration failed part-way", f"{describe_error(exc)}\n\n{details}"))
@@ -425,12 +453,24 @@ class MigrationView(BaseView):
             return
         progress = self._start("writing sidecars …")
         if progress is not None:
-            self.run_execute(plan, progress)
+            self.run_execute(plan, progress, self.app.state.journal())
 
     @work(thread=True, exclusive=True, group="mig-exec", exit_on_error=False)
-    def run_execute(self, plan: MigrationPlan, progress: Progress) -> None:
+    def run_execute(self, plan: MigrationPlan, progress: Progress, journal: str) -> None:
+        """Write the plan, then append its journal line as ``migrate --yes`` does (same record builders).
+
+        A journal that cannot be written never undoes the write: the view reports it.
+        """
+        command = console_command(plan)
         with self.failures(self.ActionFailed):
-            self.deliver(self.Executed(execute_migration(plan, progress=progress)))
+            try:
+                result = execute_migration(plan, progress=progress)
+            except PartialFailure as exc:
+                written = append_record(migration_failed_record(plan, exc, command=command), journal)
+                self.deliver(self.ActionFailed(exc, written))
+                return
+            written = append_record(migration_written_record(plan, result, command=command), journal)
+            self.deliver(self.Executed(result, written))
 
     def on_migration_view_executed(self, message: Executed) -> None:
         self._finish()
@@ -444,6 +484,7 @@ class MigrationView(BaseView):
         self.query_one("#mig-execute", Button).disabled = True
         self._preview = None
         self.notify("migration written; the next step is in the receipt panel (y copies it)")
+        self._journaled(message.journal)
         self.app.migration_written()
 
     def _verdict_on_top(self) -> None:

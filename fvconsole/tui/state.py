@@ -75,6 +75,8 @@ class ConsoleState:
     read_only: bool = False
     run_config: Any = None  # core.runconfig.RunConfig once loaded
     config_error: str | None = None
+    #: ``--journal PATH``; None: ``$FVCONSOLE_JOURNAL``, else the XDG default (see :meth:`journal`).
+    journal_path: str | None = None
 
     @classmethod
     def from_args(cls, args: Any) -> ConsoleState:
@@ -85,7 +87,14 @@ class ConsoleState:
             checkpoints_path=_clean(getattr(args, "checkpoints", None)),
             cache_root=_clean(cache_root),
             read_only=bool(getattr(args, "read_only", False)),
+            journal_path=_clean(getattr(args, "journal", None)),
         )
+
+    def journal(self) -> str:
+        """The journal the History view reads and the console's executions append to (as the CLI's)."""
+        from fvconsole.core.journal import journal_path
+
+        return journal_path(self.journal_path)
 
     def with_paths(self, **changes: Any) -> ConsoleState:
         """A copy with some paths changed (empty strings mean 'not set')."""
