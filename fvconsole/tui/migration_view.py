@@ -12,6 +12,7 @@ import os
 import shlex
 from typing import Any, ClassVar
 
+from rich.text import Text
 from textual import work
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
@@ -38,7 +39,7 @@ from fvconsole.tui.base import BaseView, ViewMessage, describe_error
 from fvconsole.tui.checkpoints_view import export_line
 from fvconsole.tui.modals import ConfirmScreen, ErrorScreen
 from fvconsole.tui.plain import PlainText
-from fvconsole.tui.widgets import FastTable, PathInput, PlainStatic, ProgressRow
+from fvconsole.tui.widgets import FastTable, OneLine, PathInput, PlainStatic, ProgressRow
 
 INT_FIELDS = (
     ("expected_step", "mig-step", "expected step"),
@@ -176,7 +177,10 @@ class MigrationView(BaseView):
             yield ProgressRow(id="mig-progress-row")
             yield PlainStatic(PlainText("Select a legacy checkpoint in view 1 and press m, or fill the form; "
                                         "then Preview (ctrl+r).", style="italic"), id="mig-banner", classes="banner")
-            yield PlainStatic(id="mig-receipt")
+            with Vertical(id="mig-receipt"):
+                yield PlainStatic(id="mig-receipt-text")
+                yield OneLine(id="mig-export")
+                yield PlainStatic(id="mig-receipt-note")
             # The rank table comes first so that, stacked at narrow widths, it follows the banner;
             # at wide widths the summary is docked to its left.
             with Container(id="mig-results"):
@@ -211,7 +215,7 @@ class MigrationView(BaseView):
         self._fill(migration_defaults(checkpoint, step, st.config_path, st.run_config),
                    no_config=st.run_config is None)
         self._offered = None
-        self.query_one("#mig-receipt", PlainStatic).display = False
+        self.query_one("#mig-receipt").display = False
         self._invalidate("form filled in: check the values, then Preview (ctrl+r)")
 
     def offer_published(self, found: PublishedSet | None) -> None:
@@ -336,7 +340,7 @@ class MigrationView(BaseView):
             return
         progress = self._start("building the plan …")
         if progress is not None:
-            self.query_one("#mig-receipt", PlainStatic).display = False
+            self.query_one("#mig-receipt").display = False
             self.run_preview(request, progress)
 
     @work(thread=True, exclusive=True, group="mig-preview", exit_on_error=False)
@@ -495,10 +499,13 @@ class MigrationView(BaseView):
     def on_key(self) -> None:
         self.query_one("#mig-scroll", PinnedScroll).pinned = None  # the user takes over
 
-    def _show_receipt(self, text: PlainText) -> None:
-        box = self.query_one("#mig-receipt", PlainStatic)
-        box.update(text)
-        box.display = True
+    def _show_receipt(self, parts: tuple[Text, str, Text]) -> None:
+        """The receipt panel; its export line on one unwrapped line, so a mouse copy has no breaks."""
+        head, export, note = parts
+        self.query_one("#mig-receipt-text", PlainStatic).update(head)
+        self.query_one("#mig-export", OneLine).update(Text(export, style="bold cyan"))
+        self.query_one("#mig-receipt-note", PlainStatic).update(note)
+        self.query_one("#mig-receipt").display = True
 
     def action_copy_export(self) -> None:
         if self._export is None:

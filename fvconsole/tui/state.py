@@ -45,6 +45,16 @@ def free_space(scan: Any) -> tuple[int | None, int | None]:
     return scan.fs_free, scan.fs_total
 
 
+def shown_scan(scan: Any) -> Any:
+    """``scan`` with the free space the console shows (so a free-space target is planned on the
+    figures on screen: the frozen ones in screenshots, statvfs's otherwise)."""
+    if _frozen_space is None:
+        return scan
+    from dataclasses import replace as _replace
+
+    return _replace(scan, fs_free=_frozen_space[0], fs_total=_frozen_space[1])
+
+
 def shown_free(free: int | None) -> int | None:
     """A filesystem's free bytes as shown (a node's, in the fleet view): the frozen figure if frozen."""
     return _frozen_space[0] if _frozen_space is not None and free is not None else free
