@@ -114,7 +114,9 @@ class CacheView(BaseView):
                         "$FASTVIDEO_WEIGHT_SHARD_CACHE_MAX_GB, 300); the bar shows the cache after"),
         Binding("i", "evict_invalid", "Evict invalid",
                 tooltip="evict unusable entries: invalid, and incomplete ones no write is finishing"),
-        Binding("f", "evict_free", "Evict to free space",
+        # Not in the footer (it is full at 80 columns): `?`, the palette and every eviction dialog's
+        # min free field show it.
+        Binding("f", "evict_free", "Evict to free space", show=False,
                 tooltip="evict least recently used entries until the filesystem has a free space you set "
                         "(% or GiB, as cache evict --min-free-percent/--min-free-gb); says if it cannot be reached"),
         Binding("a", "toggle_auto_refresh", "Auto-refresh", show=False,
