@@ -28,12 +28,14 @@ def _no_step(label: str) -> None:
 
 
 def atomic_write_bytes(path: str | os.PathLike[str], data: bytes, *, sync_dir: bool = True,
-                       step: Callable[[str], None] = _no_step) -> str:
+                       sync_file: bool = True, step: Callable[[str], None] = _no_step) -> str:
     """Write ``data`` to ``path`` so that readers see the old file or the whole new one; returns the path.
 
     ``step(label)`` is called before each file-system operation (create, write, fsync, rename):
     the migration passes its test-only fault hook. ``sync_dir=False`` leaves the directory's
-    fsync to a caller that writes many files into it.
+    fsync to a caller that writes many files into it; ``sync_file=False`` leaves the file's
+    too, to a caller that makes the whole directory durable at once (``core.durable``)
+    before anything depends on it.
     """
     target = Path(path)
     tmp = target.with_name(f".{target.name}.{secrets.token_hex(4)}.tmp")
@@ -44,8 +46,9 @@ def atomic_write_bytes(path: str | os.PathLike[str], data: bytes, *, sync_dir: b
             step(f"write {tmp}")
             handle.write(data)
             handle.flush()
-            step(f"fsync {tmp}")
-            os.fsync(handle.fileno())
+            if sync_file:
+                step(f"fsync {tmp}")
+                os.fsync(handle.fileno())
         step(f"rename {tmp} -> {target}")
         os.replace(tmp, target)
     except BaseException:
