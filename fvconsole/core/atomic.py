@@ -37,18 +37,20 @@ def atomic_write_bytes(path: str | os.PathLike[str], data: bytes, *, sync_dir: b
     too, to a caller that makes the whole directory durable at once (``core.durable``)
     before anything depends on it.
     """
-    target = Path(path)
-    tmp = target.with_name(f".{target.name}.{secrets.token_hex(4)}.tmp")
+    target = os.fspath(Path(path))  # normalised as before; plain strings from here (a thousand files per set)
+    directory, name = os.path.split(target)
+    tmp = os.path.join(directory, f".{name}.{secrets.token_hex(4)}.tmp")
     step(f"create {tmp}")
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o644)
     try:
-        with os.fdopen(fd, "wb") as handle:
+        try:
             step(f"write {tmp}")
-            handle.write(data)
-            handle.flush()
+            _write_fd(fd, data)
             if sync_file:
                 step(f"fsync {tmp}")
-                os.fsync(handle.fileno())
+                os.fsync(fd)
+        finally:
+            os.close(fd)
         step(f"rename {tmp} -> {target}")
         os.replace(tmp, target)
     except BaseException:
@@ -56,8 +58,15 @@ def atomic_write_bytes(path: str | os.PathLike[str], data: bytes, *, sync_dir: b
             os.unlink(tmp)
         raise
     if sync_dir:
-        fsync_dir(target.parent)
-    return os.fspath(target)
+        fsync_dir(directory or ".")
+    return target
+
+
+def _write_fd(fd: int, data: bytes) -> None:
+    """All of ``data`` to ``fd`` (``os.write`` may write less than asked)."""
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view):]
 
 
 def atomic_write_json(path: str | os.PathLike[str], payload: Any, *, sync_dir: bool = True) -> None:
