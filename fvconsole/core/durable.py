@@ -17,13 +17,16 @@ everything back at once and waits for it (15-35 ms). ``syncfs`` is only used whe
   distrusts ``syncfs`` on a filesystem forces per-file fsync with it).
 
 :func:`choose` makes the decision once per directory (with its reason, for the record);
-:func:`syncfs` runs the call.
+:func:`syncfs` runs the call. Where it turns out to be unavailable at run time (``ENOSYS``,
+``EPERM``... from a seccomp filter or a sandbox kernel: :data:`UNAVAILABLE`), the caller
+fsyncs each file with :func:`fsync_at` instead.
 """
 
 from __future__ import annotations
 
 import ctypes
 import ctypes.util
+import errno
 import functools
 import os
 from dataclasses import dataclass
@@ -41,6 +44,9 @@ SYNCFS_FILESYSTEMS = {
 }
 #: The first kernel whose syncfs returns writeback errors (commit 735e4ae5ba28).
 MIN_KERNEL = (5, 8)
+#: errno values meaning "syncfs cannot be called here" (seccomp filters, sandbox kernels):
+#: the caller then fsyncs each file. Any other error (EIO, ENOSPC...) is a failed write.
+UNAVAILABLE = frozenset({errno.ENOSYS, errno.EPERM, errno.EACCES, errno.EINVAL, errno.EOPNOTSUPP})
 
 
 @dataclass(frozen=True)
@@ -129,3 +135,12 @@ def syncfs(fd: int) -> None:
     if function(fd) != 0:
         err = ctypes.get_errno()
         raise OSError(err, os.strerror(err))
+
+
+def fsync_at(dir_fd: int, name: str) -> None:
+    """fsync the regular file ``name`` in the directory open as ``dir_fd`` (never following a symlink)."""
+    fd = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK, dir_fd=dir_fd)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)

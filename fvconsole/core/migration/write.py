@@ -315,7 +315,7 @@ def _execute_locked(
             stage = "writing sidecars"
             _write_all(staging, plan, progress, workers, written, torch_check, durability.per_file_fsync)
             stage = "making the sidecars durable"
-            _make_durable(staging, staging_fd, durability)
+            _make_durable(staging, staging_fd, durability, [w.name for w in written])
         finally:
             os.close(staging_fd)
         stage = "writing the receipt"
@@ -339,18 +339,26 @@ def _execute_locked(
     return receipt
 
 
-def _make_durable(staging: str, staging_fd: int, durability: durable.Durability) -> None:
+def _make_durable(staging: str, staging_fd: int, durability: durable.Durability, names: list[str]) -> None:
     """Every sidecar's data and name in the staging dir on stable storage, before the receipt exists.
 
     Per-file fsync mode: the files are synced already, one fsync of the dir makes their names
     durable. syncfs mode: one syncfs of the filesystem does both (and fails if any writeback
-    failed since the staging dir was opened).
+    failed since the staging dir was opened). Where the call itself is unavailable (a seccomp
+    filter or a sandbox kernel without it), every file ``names`` lists is fsynced instead.
     """
-    if durability.per_file_fsync:
-        fsync_dir(staging, f"fsync {staging}")
-        return
-    faults.point(f"syncfs {staging}")
-    durable.syncfs(staging_fd)
+    if not durability.per_file_fsync:
+        faults.point(f"syncfs {staging}")
+        try:
+            durable.syncfs(staging_fd)
+            return
+        except OSError as exc:
+            if exc.errno not in durable.UNAVAILABLE:
+                raise
+        for name in names:
+            faults.point(f"fsync {staging}/{name}")
+            durable.fsync_at(staging_fd, name)
+    fsync_dir(staging, f"fsync {staging}")
 
 
 def _unchanged_failure(
