@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, Mapping
-from concurrent.futures import ThreadPoolExecutor, as_completed, wait
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -175,6 +174,9 @@ def _write_all(
             done.append(_checked(rank, name, payload, data, _store(staging, name, data, per_file_fsync), torch_check))
             progress(len(done), total, f"wrote {name}")
         return
+    # Imported here: only per-file fsyncs have anything to overlap.
+    from concurrent.futures import ThreadPoolExecutor, as_completed, wait
+
     stored: dict[int, bytes] = {}
     with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="fvconsole-sidecar") as pool:
         futures = {pool.submit(_store, staging, job[1], job[3], per_file_fsync): i for i, job in enumerate(jobs)}
