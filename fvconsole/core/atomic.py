@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
-import ctypes.util
 import errno
 import json
 import os
@@ -85,8 +84,10 @@ def exchange_paths(a: str | os.PathLike[str], b: str | os.PathLike[str]) -> bool
     Returns False when the platform or filesystem cannot do it, so the caller can fall
     back to two renames.
     """
+    from ctypes.util import find_library  # here: it imports subprocess, which only this call needs
+
     try:
-        libc = ctypes.CDLL(ctypes.util.find_library("c") or None, use_errno=True)
+        libc = ctypes.CDLL(find_library("c") or None, use_errno=True)
         renameat2 = libc.renameat2
     except (OSError, AttributeError):
         return False

@@ -25,7 +25,6 @@ fsyncs each file with :func:`fsync_at` instead.
 from __future__ import annotations
 
 import ctypes
-import ctypes.util
 import errno
 import functools
 import os
@@ -63,15 +62,21 @@ class Durability:
 
 @functools.cache
 def _libc() -> ctypes.CDLL | None:
-    """The C library: the process's own symbols (no ``find_library``, which runs ldconfig)."""
-    for name in (None, ctypes.util.find_library("c")):
-        try:
-            libc = ctypes.CDLL(name, use_errno=True)
-        except OSError:
-            continue
+    """The C library: the process's own symbols, else ``find_library`` (which may run ldconfig)."""
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
         if hasattr(libc, "fstatfs"):
             return libc
-    return None
+    except OSError:
+        pass
+    from ctypes.util import find_library
+
+    try:
+        name = find_library("c")
+        libc = ctypes.CDLL(name, use_errno=True) if name else None
+    except OSError:
+        return None
+    return libc if libc is not None and hasattr(libc, "fstatfs") else None
 
 
 def _syncfs_function():
