@@ -15,7 +15,7 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from fvconsole.cli.common import Block, block, emit_json, format_table, progress_printer, say
+from fvconsole.cli.common import Block, block, emit_json, format_table, progress_printer, say, whole_number
 from fvconsole.cli.formats import add_format_args, output_format, write_output_file
 from fvconsole.cli.journaling import add_journal_args, journal_json, journal_target, warn_if_unwritten
 from fvconsole.cli.outcome import command_line, record_write
@@ -125,7 +125,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                     help="--format prometheus: also one series per entry (label key)")
     ls.add_argument("--watch", type=_seconds("--watch", positive=True), metavar="SECONDS",
                     help="scan again every SECONDS until Ctrl-C (or --count)")
-    ls.add_argument("--count", type=_count, metavar="N", help="with --watch: stop after N scans")
+    ls.add_argument("--count", type=whole_number(1), metavar="N", help="with --watch: stop after N scans")
     ls.set_defaults(func=run_ls)
     ev = actions.add_parser("evict", help="plan or run an eviction (dry run unless --yes)",
                             description=EVICT_HELP, formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -176,16 +176,6 @@ def _seconds(flag: str, *, positive: bool = False):
 
     parse.__name__ = flag  # argparse names the type in its error message
     return parse
-
-
-def _count(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be >= 1, got {value}")
-    return value
 
 
 def _root(args: argparse.Namespace) -> str:

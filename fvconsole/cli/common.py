@@ -8,6 +8,7 @@ dataset ids, DCP keys) shows its control characters escaped (``core.printable``)
 
 from __future__ import annotations
 
+import argparse
 import json
 import sys
 import threading
@@ -95,3 +96,19 @@ def progress_printer(label: str, *, plain_lines: bool = False) -> Callable[[int,
             sys.stderr.flush()
 
     return show
+
+
+def whole_number(minimum: int) -> Callable[[str], int]:
+    """An argparse ``type`` for integers >= ``minimum``, so every integer flag words its error alike."""
+
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
+        if value < minimum:
+            raise argparse.ArgumentTypeError(f"must be >= {minimum}, got {value}")
+        return value
+
+    return parse
+

@@ -6,7 +6,7 @@ import argparse
 import time
 from datetime import datetime, timezone
 
-from fvconsole.cli.common import Block, block, emit_json, format_table, say
+from fvconsole.cli.common import Block, block, emit_json, format_table, say, whole_number
 from fvconsole.core.cache.durations import parse_duration, quote_input
 from fvconsole.core.errors import EXIT_OK, FvError, UsageError
 from fvconsole.core.humanize import human_bytes
@@ -35,20 +35,10 @@ def register(sub: argparse._SubParsersAction) -> None:
                         help="only records from WHEN on: a duration ago (12h, 7d) or a UTC date/time "
                              "(2025-06-01, 2025-06-01T12:00:00Z)")
     parser.add_argument("--root", metavar="PATH", help="only records for this cache root or migration output dir")
-    parser.add_argument("--limit", type=_positive, metavar="N", help="only the last N matching records")
+    parser.add_argument("--limit", type=whole_number(1), metavar="N", help="only the last N matching records")
     parser.add_argument("--journal", metavar="PATH", help=f"the journal to read (default ${ENV_JOURNAL}, ...)")
     parser.add_argument("--json", action="store_true", help="print one JSON object")
     parser.set_defaults(func=run_history)
-
-
-def _positive(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be >= 1, got {value}")
-    return value
 
 
 def parse_since(text: str, now: float | None = None) -> float:

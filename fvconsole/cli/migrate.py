@@ -12,7 +12,7 @@ import sys
 from typing import Any
 
 from fvconsole.cli.checkpoints import add_set_option, format_mismatches, mismatches_json
-from fvconsole.cli.common import Block, block, emit_json, format_table, progress_printer, say
+from fvconsole.cli.common import Block, block, emit_json, format_table, progress_printer, say, whole_number
 from fvconsole.cli.journaling import add_journal_args, journal_json, write_journal
 from fvconsole.cli.outcome import command_line, record_write
 from fvconsole.core.humanize import head_tail
@@ -46,23 +46,6 @@ published set did not read back as written (details reported).
 """
 
 
-def _nonneg_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}") from None
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"must be >= 0, got {value}")
-    return value
-
-
-def _positive_int(text: str) -> int:
-    value = _nonneg_int(text)
-    if value == 0:
-        raise argparse.ArgumentTypeError("must be >= 1")
-    return value
-
-
 def register(sub: argparse._SubParsersAction) -> None:
     """Add the `migrate` parser."""
     parser = sub.add_parser(
@@ -75,10 +58,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     parser.add_argument("--config", required=True, metavar="RUN.yaml", help="the run config (YAML)")
     parser.add_argument("--checkpoint", required=True, metavar="CKPT", help="the legacy checkpoint-<step> dir")
     parser.add_argument("--output-dir", required=True, metavar="DIR", help="where to write the sidecar set (outside the checkpoint)")
-    parser.add_argument("--expected-step", required=True, type=_nonneg_int, metavar="S", help="the checkpoint's step")
-    parser.add_argument("--expected-world-size", required=True, type=_positive_int, metavar="W", help="the run's world size")
+    parser.add_argument("--expected-step", required=True, type=whole_number(0), metavar="S", help="the checkpoint's step")
+    parser.add_argument("--expected-world-size", required=True, type=whole_number(1), metavar="W", help="the run's world size")
     parser.add_argument(
-        "--consumed-batches-per-rank", required=True, type=_nonneg_int, metavar="B",
+        "--consumed-batches-per-rank", required=True, type=whole_number(0), metavar="B",
         help="batches each rank consumed (= step x gradient_accumulation_steps)",
     )
     add_set_option(parser)
@@ -100,7 +83,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     parser.add_argument("--json", action="store_true", help="print exactly one JSON object")
     add_journal_args(parser)
-    parser.add_argument("--workers", type=_positive_int, default=None, help=argparse.SUPPRESS)
+    parser.add_argument("--workers", type=whole_number(1), default=None, help=argparse.SUPPRESS)
     parser.set_defaults(func=_run)
 
 
