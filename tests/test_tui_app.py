@@ -2,25 +2,27 @@
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import shutil
 
 import pytest
 from migration_runs import migrate_argv
+from rich.console import Console
 
 from fvconsole.cli import main as cli_main
 from fvconsole.demo.workspace import DemoWorkspace, build_demo_workspace
-from fvconsole.tui.app import HELP_SECTIONS, FvConsoleApp
+from fvconsole.tui.app import FvConsoleApp
 from fvconsole.tui.cache_view import CacheView
-from fvconsole.tui.headless import settle
+from fvconsole.tui.evict_dialog import EvictScreen
+from fvconsole.tui.headless import settle, started
 from fvconsole.tui.migration_view import MigrationView
 from fvconsole.tui.modals import ConfirmScreen, HelpScreen, PathsScreen
 from fvconsole.tui.state import ConsoleState
 
 pytestmark = pytest.mark.tui
 SIZE = (140, 42)
-
 
 
 @pytest.fixture(scope="session")
@@ -47,16 +49,6 @@ def make_app(paths: dict[str, str], read_only: bool = False) -> FvConsoleApp:
     state = ConsoleState(config_path=paths.get("config"), checkpoints_path=paths.get("output"),
                          cache_root=paths.get("cache"), read_only=read_only)
     return FvConsoleApp(state)
-
-
-
-async def started(app: FvConsoleApp, pilot) -> None:
-    for _ in range(400):
-        if app.loaded:
-            break
-        await pilot.pause(0.02)
-    assert app.loaded, "the state never loaded"
-    await settle(app, pilot)
 
 
 def row_key_ending(table, suffix: str) -> str:
@@ -188,15 +180,64 @@ async def test_evict_two_marked_entries(work: dict[str, str]) -> None:
         assert view.marked == set(complete), (app.focused, notifications(app))
         await pilot.press("e")
         await settle(app, pilot)
+        assert isinstance(app.screen, EvictScreen)
+        await pilot.press("enter")  # Continue: the plan of the dialog goes to the confirmation
+        await settle(app, pilot)
         assert isinstance(app.screen, ConfirmScreen)
         assert app.focused.id == "cancel"
         await pilot.press("left", "enter")
         await settle(app, pilot)
-        assert "evicted 2" in str(app.query_one("#cache-preview").render())
+        result = str(app.query_one("#cache-result").render())
+        assert "evicted 2" in result and "✗" not in result
         assert {e.key for e in view._entries}.isdisjoint(complete)
     after = set(os.listdir(work["cache"]))
     assert after == before - set(complete)
     assert "README.txt" in after
+
+
+async def evict_marked(app: FvConsoleApp, pilot, keys: list[str]) -> None:
+    """Mark ``keys`` in view 3, then e, Continue, and confirm (Cancel has the focus: left, Enter)."""
+    await pilot.press("3")
+    await settle(app, pilot)
+    table = app.query_one("#cache-table")
+    table.focus()
+    for key in keys:
+        table.move_cursor(row=table.get_row_index(key))
+        await pilot.press("space")
+    await pilot.press("e")
+    await settle(app, pilot)
+    await pilot.press("enter")
+    await settle(app, pilot)
+    assert isinstance(app.screen, ConfirmScreen)
+    await pilot.press("left", "enter")
+    await settle(app, pilot)
+
+
+async def test_eviction_takes_the_roots_lock_and_journals_like_the_cli(work: dict[str, str], tmp_path,
+                                                                       monkeypatch) -> None:
+    from fvconsole.core.cache.lock import EvictorLock
+
+    journal = tmp_path / "journal.jsonl"
+    monkeypatch.setenv("FVCONSOLE_JOURNAL", str(journal))
+    before = set(os.listdir(work["cache"]))
+    app = make_app(work)
+    async with app.run_test(size=SIZE) as pilot:
+        await started(app, pilot)
+        view = app.query_one(CacheView)
+        victim = next(e.key for e in view._entries if e.status == "complete")
+        with EvictorLock(work["cache"], command="fvconsole cache evict --yes (cron)"):
+            await evict_marked(app, pilot, [victim])
+            [busy] = [m for m in notifications(app) if "another eviction is running" in m]
+            assert busy.endswith("try again once it has finished") and "--" not in busy, busy
+            assert set(os.listdir(work["cache"])) == before and not journal.exists()
+        view._marked.clear()
+        await evict_marked(app, pilot, [victim])
+        assert "evicted 1" in str(app.query_one("#cache-result").render())
+    assert set(os.listdir(work["cache"])) == before - {victim}
+    [line] = [json.loads(x) for x in journal.read_text().splitlines()]
+    assert (line["action"], line["items"], line["exit_code"]) == ("cache evict", [victim], 0)
+    assert line["command"] == "fvconsole console: evict marked"
+    assert os.path.realpath(line["target"]) == os.path.realpath(work["cache"])
 
 
 async def test_filter_rebuilds_table(work: dict[str, str]) -> None:
@@ -245,7 +286,7 @@ async def test_read_only_refuses_migration_and_eviction(work: dict[str, str]) ->
         refused = [m for m in notifications(app) if m.startswith("read-only mode")]
         assert len(refused) >= 5
         titles = [c.title for c in app.get_system_commands(app.screen)]
-        assert "Execute migration (disabled: read-only)" in titles
+        assert "Migration: Execute (disabled: read-only)" in titles
         assert not app.query_one(CacheView).check_action("evict_marked", ())
     assert not os.path.exists(os.path.join(work["output"], "dataloader-state"))
     assert set(os.listdir(work["cache"])) == before
@@ -290,12 +331,16 @@ async def test_cache_root_vanishing_keeps_app_up(work: dict[str, str]) -> None:
         await pilot.press("3")
         await settle(app, pilot)
         shutil.rmtree(work["cache"])
-        await pilot.press("i")
+        await pilot.press("i")  # the dialog plans on the scan on screen; continuing rescans
         await settle(app, pilot)
+        assert isinstance(app.screen, EvictScreen)
+        await pilot.press("enter")
+        await settle(app, pilot)
+        assert not isinstance(app.screen, (EvictScreen, ConfirmScreen))
         await pilot.press("r")
         await settle(app, pilot)
         assert app.is_running
-        assert any(work["cache"] in m for m in notifications(app))
+        assert any(work["cache"] in m for m in notifications(app)), (notifications(app), app.screen)
         assert app.query_one("#cache-table").row_count == 0
 
 
@@ -325,51 +370,52 @@ async def test_missing_paths_are_picked_in_app(demo_ws: DemoWorkspace) -> None:
         assert app.query_one("#ckpt-table").row_count == 5
 
 
-#: Which help section documents the bindings of which class.
-HELP_OWNER = {"FvConsoleApp": "Everywhere", "BaseView": "Everywhere", "CheckpointsView": "1 Checkpoints",
-              "MigrationView": "2 Migration", "CacheView": "3 Shard cache", "FleetView": "4 Fleet"}
-KEY_NAMES = {"slash": "/", "question_mark": "?", "escape": "esc", "enter": "enter", "space": "space"}
+#: How the help screen writes Textual's key names (the rest as they are: ctrl+r, j, G).
+SHOWN_KEYS = {"slash": "/", "question_mark": "?", "escape": "Esc", "enter": "Enter", "space": "Space",
+              "home": "Home", "end": "End", "less_than_sign": "<", "greater_than_sign": ">", "asterisk": "*",
+              "tab": "Tab", "shift+tab": "Shift+Tab"}
 
 
-def help_keys(section: str) -> set[str]:
-    """The keys one help section lists ("ctrl+r / Enter" -> {"ctrl+r", "enter"})."""
-    rows = dict(HELP_SECTIONS)[section]
-    return {token.strip().lower() for key, _desc in rows for token in key.split(" / ")}
-
-
-def bound_keys(cls: type) -> set[str]:
-    """Every key bound in ``cls`` itself (shown in the footer or not), in help spelling."""
-    keys = set()
-    for binding in cls.__dict__.get("BINDINGS", []):
-        for key in binding.key.split(","):
-            keys.add(KEY_NAMES.get(key.strip(), key.strip()).lower())
-    return keys
-
-
-async def test_help_lists_every_binding_of_every_view(work: dict[str, str]) -> None:
+def declared_bindings() -> list[tuple[type, object]]:
+    """Every binding the app, the views and the tables declare themselves (refusals excluded)."""
     from fvconsole.tui.base import BaseView
     from fvconsole.tui.checkpoints_view import CheckpointsView
     from fvconsole.tui.fleet_view import FleetView
+    from fvconsole.tui.widgets import FastTable
 
-    classes = (FvConsoleApp, BaseView, CheckpointsView, MigrationView, CacheView, FleetView)
-    assert {c.__name__ for c in classes} == set(HELP_OWNER)
-    for cls in classes:
-        missing = bound_keys(cls) - help_keys(HELP_OWNER[cls.__name__])
-        assert not missing, f"{cls.__name__}: keys {sorted(missing)} are bound but not in the '?' help"
+    out = []
+    for cls in (FvConsoleApp, BaseView, FastTable, CheckpointsView, MigrationView, CacheView, FleetView):
+        out += [(cls, b) for b in cls.__dict__["BINDINGS"] if not b.action.startswith("refuse")]
+    return out
+
+
+async def test_help_and_palette_list_every_binding(work: dict[str, str]) -> None:
+    bindings = declared_bindings()
+    assert len(bindings) > 25
     app = make_app(work)
-    async with app.run_test(size=SIZE) as pilot:
+    async with app.run_test(size=(200, 60)) as pilot:
         await started(app, pilot)
         await pilot.press("4")
         await pilot.press("escape")  # from the fleet form back to its table, so ? is a key, not text
         await pilot.press("question_mark")
         await settle(app, pilot)
         assert isinstance(app.screen, HelpScreen)
-        shown = str(app.screen.query_one("#dialog-body Static").render())
-        for title, rows in HELP_SECTIONS:
-            assert title in shown
-            assert all(key in shown for key, _desc in rows)
+        keys = app.screen.query_one("#help-keys")
+        console = Console(width=keys.size.width, file=io.StringIO(), record=True, color_system=None)
+        console.print(keys.content)
+        shown = " ".join(console.export_text().split())
+        for cls, binding in bindings:
+            assert binding.tooltip, f"{cls.__name__}: {binding.key} has no help text"
+            assert " ".join(binding.tooltip.split()) in shown, (cls.__name__, binding.key)
+            for key in binding.key.split(","):
+                assert SHOWN_KEYS.get(key, key) in shown, (cls.__name__, key)
         await pilot.press("escape")
         assert not isinstance(app.screen, HelpScreen)
+        titles = {c.title for c in app.get_system_commands(app.screen)}
+        for cls, binding in bindings:
+            if cls.__name__.endswith("View") and cls.__name__ != "BaseView":
+                view_title = cls.TITLE.split(" ", 1)[1]
+                assert f"{view_title}: {binding.description}" in titles, (cls.__name__, binding.key)
 
 
 async def test_palette_has_fleet_actions_and_picked_root_reaches_fleet(work: dict[str, str], tmp_path) -> None:
@@ -381,10 +427,9 @@ async def test_palette_has_fleet_actions_and_picked_root_reaches_fleet(work: dic
     async with app.run_test(size=SIZE) as pilot:
         await started(app, pilot)
         titles = {c.title: c for c in app.get_system_commands(app.screen)}
-        for title in ("Fleet view", "Fleet: scan nodes", "Fleet: evict invalid + incomplete",
-                      "Fleet: evict selected key", "Fleet: evict each node to its cap"):
+        for title in ("Fleet", "Fleet: Scan", "Fleet: Evict invalid", "Fleet: Evict key", "Fleet: Evict to cap"):
             assert title in titles
-        titles["Fleet: evict selected key"].callback()  # switches to the view, then explains
+        await titles["Fleet: Evict key"].callback()  # switches to the view, then explains
         await settle(app, pilot)
         assert app.query_one("#views").active == "fleet"
         assert any("scan first" in m or "select a key" in m for m in notifications(app))
@@ -457,7 +502,9 @@ async def test_preview_refuses_foreign_output_dir_like_the_cli_dry_run(work: dic
         banner = app.query_one("#mig-banner")
         text = " ".join(str(banner.render()).split())
         assert "REFUSED" in text and banner.has_class("refused")
-        assert " ".join(cli_refusals[0]["message"].split()) in text
+        cli_text = " ".join(cli_refusals[0]["message"].split())
+        assert "(--output-dir)" in cli_text  # the CLI names its flag; the console does not
+        assert cli_text.replace(" (--output-dir)", "").split(": ", 1)[1] in text and "--" not in text
         assert app.query_one("#mig-execute").disabled
         assert app.query_one("#mig-ranks").row_count == 0
         await pilot.press("ctrl+e")
@@ -484,7 +531,7 @@ async def test_next_sample_ids_fill_the_rank_table(work: dict[str, str]) -> None
 
 def test_next_sample_ids_are_bounded(demo_ws: DemoWorkspace) -> None:
     from fvconsole.core.migration.plan import MigrationRequest, plan_migration
-    from fvconsole.tui import backend
+    from fvconsole.core.migration.sample_ids import next_sample_ids
 
     request = MigrationRequest(config_path=demo_ws.config_path, checkpoint=demo_ws.legacy_checkpoint,
                                output_dir="/nonexistent/out", expected_step=300, expected_world_size=8,
@@ -492,7 +539,8 @@ def test_next_sample_ids_are_bounded(demo_ws: DemoWorkspace) -> None:
     plan = plan_migration(request).plan
     distinct = {c.next_row_group for c in plan.ranks if c.next_row_group >= 0}
     assert len(distinct) > 1
-    full = backend.next_sample_ids(plan)
-    assert full.note is None and full.row_groups_read == len(distinct) and len(full.ids) == 8
-    skipped = backend.next_sample_ids(plan, max_row_groups=len(distinct) - 1)
-    assert skipped.ids == {} and skipped.row_groups_read == 0 and "sidecars verify --deep" in skipped.note
+    full = next_sample_ids(plan)
+    assert full.too_many_row_groups is None and full.problems == ()
+    assert full.row_groups_read == len(distinct) and len(full.ids) == 8
+    skipped = next_sample_ids(plan, max_row_groups=len(distinct) - 1)
+    assert skipped.ids == {} and skipped.row_groups_read == 0 and skipped.too_many_row_groups == len(distinct)

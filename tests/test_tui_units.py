@@ -8,11 +8,13 @@ import os
 
 import pytest
 
-from fvconsole.tui import backend
+from fvconsole.core.cache.detail import cache_entry_detail
+from fvconsole.core.migration.defaults import migration_defaults
 from fvconsole.tui.cache_view import lru_order
 from fvconsole.tui.widgets import complete_path
 
 pytestmark = pytest.mark.tui
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 def test_complete_path_prefers_sorted_match_and_marks_dirs(tmp_path) -> None:
@@ -33,11 +35,11 @@ def test_migration_defaults_derive_values_and_stay_outside_checkpoint(tmp_path) 
                                                   "loop": {"gradient_accumulation_steps": 4}}},
                     sha256=None, overrides=())
     ckpt = str(tmp_path / "out" / "checkpoint-4000")
-    d = backend.migration_defaults(ckpt, 4000, "run.yaml", cfg)
+    d = migration_defaults(ckpt, 4000, "run.yaml", cfg)
     assert (d.expected_step, d.expected_world_size, d.consumed_batches_per_rank) == (4000, 64, 16000)
     assert os.path.commonpath([d.output_dir, ckpt]) != ckpt
     assert d.output_dir == str(tmp_path / "out" / "dataloader-state" / "checkpoint-4000")
-    empty = backend.migration_defaults(ckpt, 4000, None, None)
+    empty = migration_defaults(ckpt, 4000, None, None)
     assert empty.expected_world_size is None and empty.consumed_batches_per_rank is None
 
 
@@ -79,16 +81,16 @@ def test_cache_entry_detail_uses_the_scan_and_leaves_atimes_alone(tmp_path) -> N
     by_path = {e.path: e for e in scan.entries}
     atimes = _age_atimes(tmp_path)
 
-    detail = backend.cache_entry_detail(by_path[good])
+    detail = cache_entry_detail(by_path[good])
     assert detail.manifest_error is None and detail.summary.params == 3
     assert dict(detail.summary.dtypes) == {"torch.bfloat16": 2, "torch.float32": 1}
     assert [name for name, _ in detail.files] == ["manifest.json", "shard0-of-2.safetensors",
                                                    "shard1-of-2.safetensors"]
     assert detail.other == ("planted",)  # listed, never followed
-    bad = backend.cache_entry_detail(by_path[broken])
+    bad = cache_entry_detail(by_path[broken])
     assert bad.summary is None and "not usable" in bad.manifest_error
     assert "manifest.json" in by_path[broken].explanation  # which the pane shows above it
-    assert backend.cache_entry_detail(by_path[bare]).manifest_error == "missing"
+    assert cache_entry_detail(by_path[bare]).manifest_error == "missing"
     # Looking at entries must not change what the listing (and FastVideo's GC) sees.
     assert {p: os.stat(p).st_atime for p in atimes} == atimes
 
@@ -125,7 +127,8 @@ def test_rank_table_holds_4096_ranks(tmp_path) -> None:
                 await pilot.pause(0.02)
             await pilot.press("2")
             view = app.query_one(MigrationView)
-            view._show_preview(preview)
+            view.post_message(MigrationView.Previewed(preview))
+            await pilot.pause()
             await pilot.pause()
             table = app.query_one("#mig-ranks")
             assert table.row_count == 4096
@@ -146,3 +149,53 @@ def test_rank_table_holds_4096_ranks(tmp_path) -> None:
             assert table.row_count == 4096 and table.get_row_at(17)[-1] == "-"
 
     asyncio.run(body())
+
+
+def test_fit_path_keeps_the_end_of_a_path() -> None:
+    from fvconsole.tui.plain import fit_path
+
+    path = "/lustre/fsw/portfolios/video/users/alice/runs/wan-t2v-14b/output/dataloader-state/checkpoint-300"
+    assert fit_path(path, 200) == path
+    for width in (90, 60, 40, 25, 16):
+        shown = fit_path(path, width)
+        assert len(shown) <= width and shown.endswith("checkpoint-300") and "…" in shown, (width, shown)
+    assert fit_path(path, 40) == "…/output/dataloader-state/checkpoint-300"  # as many last parts as fit
+    assert fit_path(path, 26) == "/lustre/…/checkpoint-300"  # the first part when it costs none of the end
+    assert fit_path(path, 10) == "…point-300"  # not even the last part fits: its end
+    assert fit_path("relative/dir/name", 12) == "…/dir/name"
+
+
+def test_docs_keys_table_is_generated_from_the_bindings() -> None:
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("console_keys", os.path.join(REPO, "scripts", "console_keys.py"))
+    script = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(script)
+    with open(script.DOC, encoding="utf-8") as fh:
+        text = fh.read()
+    assert script.replace_block(text, script.table()) == text, \
+        "docs/console.md's keys table is out of date: python scripts/console_keys.py --update"
+    assert "| `c` | 3 Shard cache |" in text  # the table is really there (not an empty block)
+
+
+def test_styles_ship_with_the_package(tmp_path) -> None:
+    """The .tcss files are package data: in the installed package and in a built wheel."""
+    import importlib.resources
+    import subprocess
+    import sys
+    import zipfile
+
+    from fvconsole.tui.app import FvConsoleApp
+
+    styles = importlib.resources.files("fvconsole.tui") / "styles"
+    for name in FvConsoleApp.CSS_PATH:
+        assert (importlib.resources.files("fvconsole.tui") / name).is_file(), name
+    pytest.importorskip("setuptools")
+    proc = subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q",
+                           "-w", str(tmp_path), REPO], capture_output=True, text=True, timeout=300)
+    if proc.returncode != 0:
+        pytest.skip(f"cannot build a wheel here: {proc.stderr[-300:]}")
+    (wheel,) = tmp_path.glob("fvconsole-*.whl")
+    names = set(zipfile.ZipFile(wheel).namelist())
+    shipped = {f"fvconsole/tui/styles/{p.name}" for p in styles.iterdir() if p.name.endswith(".tcss")}
+    assert len(shipped) == 3 and shipped <= names, shipped - names

@@ -1,105 +1,98 @@
-"""The fvconsole Textual app: three views (plus the fleet view when installed), keys, palette.
+"""The fvconsole Textual app: four views, keys, help and palette generated from the bindings.
 
-Layout: header, a paths bar (what is loaded, what is missing), tabbed views, footer with key
-hints. All file-system work runs in thread workers (see ``base.BaseView.run_in_thread``);
-the event loop only renders.
+Layout: header, a paths line (what is loaded, what is missing), tabbed views, footer with key
+hints. Styles live in ``styles/*.tcss``; the screen carries ``-narrow``/``-wide`` and
+``-short``/``-tall`` classes (breakpoints) so every view rearranges itself down to 80×24.
+All file-system work runs in thread workers; the event loop only renders.
 """
 
 from __future__ import annotations
 
-import contextlib
-from collections.abc import Callable, Iterable
-from typing import Any
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import replace
+from typing import Any, ClassVar
 
+from textual import work
 from textual.app import App, ComposeResult, SystemCommand
-from textual.binding import Binding
+from textual.await_complete import AwaitComplete
+from textual.binding import Binding, BindingType
+from textual.command import CommandPalette
+from textual.message import Message
 from textual.screen import Screen
-from textual.widgets import Footer, Header, Static, TabbedContent, TabPane
+from textual.widgets import Footer, Header, Input, TabbedContent, TabPane
 from textual.worker import get_current_worker
 
+from fvconsole.core.migration.defaults import config_output_dir
+from fvconsole.core.migration.published import PublishedSet, latest
 from fvconsole.core.printable import printable
-from fvconsole.tui import backend
+from fvconsole.core.runconfig import load_run_config
+from fvconsole.tui import keymap
 from fvconsole.tui.base import BaseView, describe_error
 from fvconsole.tui.cache_view import CacheView
 from fvconsole.tui.checkpoints_view import CheckpointsView
+from fvconsole.tui.fleet_view import FleetView
 from fvconsole.tui.migration_view import MigrationView
-from fvconsole.tui.modals import HelpScreen, PathsScreen
+from fvconsole.tui.modals import ConsolePalette, HelpScreen, PathsScreen
 from fvconsole.tui.plain import PlainText
 from fvconsole.tui.state import ConsoleState
-from fvconsole.tui.widgets import PlainStatic
+from fvconsole.tui.widgets import FastTable, PathsLine
 
-try:  # the fleet engineer's view is optional
-    from fvconsole.tui.fleet_view import FleetView
-except Exception:  # noqa: BLE001 - ImportError or a half-written module must not break the app
-    FleetView = None  # type: ignore[assignment,misc]
-
-VIEWS = (("checkpoints", "1", "Checkpoints"), ("migration", "2", "Migration"), ("cache", "3", "Shard cache"))
-
-HELP_SECTIONS: list[tuple[str, list[tuple[str, str]]]] = [
-    ("Everywhere", [
-        ("1 / 2 / 3 / 4", "Checkpoints / Migration / Shard cache / Fleet view (or click the tab)"),
-        ("/", "filter the current table (rebuilt from memory)"),
-        ("Esc", "close the filter; in a form field, back to the view's table"),
-        ("r", "refresh the current view from disk (Fleet: rescan the nodes)"),
-        ("o", "open paths: run config, checkpoints dir, cache root (→ completes a path)"),
-        ("ctrl+p", "command palette: every action by name"),
-        ("?", "this help"),
-        ("q", "quit"),
-        ("Tab / shift+Tab", "move focus between fields, tables and buttons"),
-    ]),
-    ("1 Checkpoints", [
-        ("↑ / ↓", "select a checkpoint; the detail pane shows metadata, DCP keys, config mismatches"),
-        ("m / Enter", "migrate the selected checkpoint (opens view 2 prefilled)"),
-    ]),
-    ("2 Migration", [
-        ("ctrl+r / Enter", "preview: build the plan (refusals, mismatches, summary, per-rank table)"),
-        ("ctrl+e", "execute the previewed plan (asks first; writes sidecars + receipt)"),
-        ("ctrl+y", "verify existing sidecars in the output dir against the form"),
-    ]),
-    ("3 Shard cache", [
-        ("space", "mark / unmark the selected entry"),
-        ("e", "evict marked entries (preview, confirm, execute, rescan)"),
-        ("c", "evict least-recently-used entries down to the cap ($FASTVIDEO_WEIGHT_SHARD_CACHE_MAX_GB, 300)"),
-        ("i", "evict unusable entries: invalid, and incomplete ones no write is finishing"),
-    ]),
-    ("4 Fleet", [
-        ("ctrl+r / Enter", "scan the nodes (job id and/or node list, cache root; srun in the background)"),
-        ("i", "evict invalid + incomplete entries on every node (preview, confirm, run, rescan)"),
-        ("e", "evict the key selected in the matrix on every node that holds it"),
-        ("c", "evict each node down to its cap ($FASTVIDEO_WEIGHT_SHARD_CACHE_MAX_GB on that node)"),
-    ]),
-]
+#: (tab id, view class) in tab order; the digit of a view is its position. Adding a view is one
+#: entry here: its key (the next digit), tab, help section and palette commands follow from
+#: its TITLE and BINDINGS (docs/development.md, "Adding a view").
+VIEWS: tuple[tuple[str, type[BaseView]], ...] = (
+    ("checkpoints", CheckpointsView), ("migration", MigrationView), ("cache", CacheView), ("fleet", FleetView),
+)
 
 
 class FvConsoleApp(App[int]):
     """The operations console."""
 
     TITLE = "fvconsole"
-    CSS = """
-    #paths { height: auto; padding: 0 1; background: $boost; }
-    TabbedContent { height: 1fr; }
-    TabPane { padding: 0; }
-    """
-    BINDINGS = [
-        Binding("1", "show('checkpoints')", "Checkpoints", show=False),
-        Binding("2", "show('migration')", "Migration", show=False),
-        Binding("3", "show('cache')", "Cache", show=False),
-        Binding("4", "show('fleet')", "Fleet", show=False),
-        Binding("slash", "filter", "Filter"),
-        Binding("r", "refresh", "Refresh"),
-        Binding("o", "open_paths", "Open paths"),
-        Binding("question_mark", "help", "Help"),
-        Binding("q", "quit", "Quit"),
+    CSS_PATH: ClassVar[list[str]] = ["styles/console.tcss", "styles/views.tcss", "styles/dialogs.tcss"]
+    HORIZONTAL_BREAKPOINTS: ClassVar[list[tuple[int, str]]] = [(0, "-narrow"), (120, "-wide")]
+    VERTICAL_BREAKPOINTS: ClassVar[list[tuple[int, str]]] = [(0, "-short"), (36, "-tall")]
+
+    BINDINGS: ClassVar[list[BindingType]] = [
+        *[Binding(str(i), f"show('{name}')", cls.TITLE.split(" ", 1)[1], show=False,
+                  tooltip="show a view: " + ", ".join(c.TITLE for _n, c in VIEWS) + " (or click its tab)")
+          for i, (name, cls) in enumerate(VIEWS, 1)],
+        Binding("slash", "filter", "Filter", show=False,
+                tooltip="filter the view's table (rebuilt from memory; Esc closes)"),
+        Binding("r", "refresh", "Refresh", show=False, tooltip="reload the view from disk (Fleet: rescan the nodes)"),
+        Binding("o", "open_paths", "Open paths", show=False,
+                tooltip="pick the run config, checkpoints dir and cache root (→ accepts a completion)"),
+        Binding("ctrl+p", "command_palette", "Palette", show=False, tooltip="command palette: every action by name"),
+        Binding("tab", "app.focus_next", "Next field", show=False,
+                tooltip="move focus to the next field, table or button"),
+        Binding("shift+tab", "app.focus_previous", "Previous field", show=False,
+                tooltip="move focus to the previous field, table or button"),
+        Binding("question_mark", "help", "Help", tooltip="this list of keys"),
+        Binding("q", "quit", "Quit", tooltip="quit"),
     ]
+
+    class StateLoaded(Message):
+        """The run config was read (or failed to be) and the paths resolved."""
+
+        def __init__(self, state: ConsoleState) -> None:
+            super().__init__()
+            self.state = state
 
     def __init__(self, state: ConsoleState, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.state = state
-        self.loaded = False  # set once the first state load finished (tests wait on it)
+        self.loaded = False  # set once the first state load finished
+        self._offer_last_migration = True
+
+    @classmethod
+    def key_layout(cls) -> list[tuple[str, Sequence[type]]]:
+        """Which bindings the help screen, the palette and docs/console.md list, under which title."""
+        return [("Everywhere", (cls, BaseView)), ("Tables", (FastTable,)),
+                *[(view.TITLE, (view,)) for _name, view in VIEWS]]
 
     def notify(self, message: str, *, title: str = "", severity: Any = "information",
                timeout: float | None = None, markup: bool = True) -> None:
-        """Every notification (the views' and the fleet view's) is plain text with controls escaped.
+        """Every notification is plain text with controls escaped.
 
         Messages carry file names, ids and node output: as markup, ``[/]`` in one crashed the
         console. ``markup`` is accepted for Textual's signature and ignored.
@@ -107,22 +100,46 @@ class FvConsoleApp(App[int]):
         super().notify(printable(message, keep_newlines=True), title=printable(title), severity=severity,
                        timeout=timeout, markup=False)
 
+    # ------------------------------------------------------------ shutdown safety
+
+    @property
+    def exiting(self) -> bool:
+        """The app was asked to exit: keys still queued must not start anything."""
+        return bool(self._exit) or self._closing or self._closed
+
+    def push_screen(self, screen: Any, callback: Any = None, wait_for_dismiss: bool = False) -> Any:
+        """No screen is pushed once the app exits (``q`` then ``?`` within a few ms crashed it)."""
+        if self.exiting:
+            return None
+        return super().push_screen(screen, callback, wait_for_dismiss=wait_for_dismiss)
+
+    def action_command_palette(self) -> None:
+        if self.use_command_palette and not self.exiting and not CommandPalette.is_open(self):
+            self.push_screen(ConsolePalette(id="--command-palette"))
+
+    def pop_screen(self) -> AwaitComplete:
+        """A stray second close (Textual's command palette dismisses twice on two quick Enters)
+        finds only the main screen left: nothing to close, not a crash."""
+        if len(self.screen_stack) <= 1:
+            return AwaitComplete.nothing()
+        return super().pop_screen()
+
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        """Nothing runs while exiting; view digits never fire while a text field has focus."""
+        if self.exiting:
+            return False
+        return not (action == "show" and isinstance(self.focused, Input))
+
     # ------------------------------------------------------------ layout
 
     def compose(self) -> ComposeResult:
         yield Header()
-        yield PlainStatic(id="paths")
+        yield PathsLine(id="paths")
         with TabbedContent(initial="checkpoints", id="views"):
-            with TabPane("1 Checkpoints", id="checkpoints"):
-                yield CheckpointsView(id="view-checkpoints")
-            with TabPane("2 Migration", id="migration"):
-                yield MigrationView(id="view-migration")
-            with TabPane("3 Shard cache", id="cache"):
-                yield CacheView(id="view-cache")
-            if FleetView is not None:
-                with TabPane("4 Fleet", id="fleet"):
-                    yield FleetView(read_only=self.state.read_only, cache_root=self.state.cache_root)
-        yield Footer()
+            for i, (name, cls) in enumerate(VIEWS, 1):
+                with TabPane(f"{i} {cls.TITLE.split(' ', 1)[1]}", id=name):
+                    yield cls.for_state(self.state, id=f"view-{name}")
+        yield Footer(compact=True)
 
     def on_mount(self) -> None:
         self.sub_title = "read-only" if self.state.read_only else ""
@@ -133,27 +150,23 @@ class FvConsoleApp(App[int]):
     def load_state(self, new_state: ConsoleState) -> None:
         """Load the run config (and the default checkpoints dir) in a worker, then refresh views."""
         self._render_paths(new_state, loading=True)
-        self.run_worker(lambda: self._resolve(new_state), thread=True, exclusive=True, group="state",
-                        exit_on_error=False)
+        self.resolve_state(new_state)
 
-    def _resolve(self, st: ConsoleState) -> None:
-        worker = get_current_worker()
+    @work(thread=True, exclusive=True, group="state", exit_on_error=False)
+    def resolve_state(self, st: ConsoleState) -> None:
         run_config, error = None, None
         if st.config_path:
             try:
-                run_config = backend.load_config(st.config_path)
-            except Exception as exc:  # noqa: BLE001 - shown in the paths bar and a notification
+                run_config = load_run_config(st.config_path)
+            except Exception as exc:  # noqa: BLE001 - shown in the paths line and a notification
                 error = describe_error(exc)
-        checkpoints = st.checkpoints_path or backend.config_output_dir(run_config)
-        resolved = st.with_paths(checkpoints_path=checkpoints)
-        from dataclasses import replace
+        checkpoints = st.checkpoints_path or config_output_dir(run_config)
+        resolved = replace(st.with_paths(checkpoints_path=checkpoints), run_config=run_config, config_error=error)
+        if not get_current_worker().is_cancelled:
+            self.post_message(self.StateLoaded(resolved))
 
-        resolved = replace(resolved, run_config=run_config, config_error=error)
-        if not worker.is_cancelled:
-            with contextlib.suppress(RuntimeError):
-                self.call_from_thread(self._apply_state, resolved)
-
-    def _apply_state(self, st: ConsoleState) -> None:
+    def on_fv_console_app_state_loaded(self, message: StateLoaded) -> None:
+        st = message.state
         self.state = st
         self._render_paths(st)
         if st.config_error:
@@ -167,25 +180,24 @@ class FvConsoleApp(App[int]):
         self.loaded = True
 
     def _render_paths(self, st: ConsoleState, loading: bool = False) -> None:
-        text = PlainText()
-        for label, value, error in (
-            ("config", st.config_path, st.config_error),
-            ("checkpoints", st.checkpoints_path, None),
-            ("cache", st.cache_root, None),
-        ):
-            text.append(f"{label} ", style="bold")
-            if error:
-                text.append(f"{value} (unreadable)", style="bold red")
-            elif value:
-                text.append(value)
-            else:
-                text.append("not set (press o)", style="yellow")
-            text.append("   ")
+        suffix = PlainText()
         if loading:
-            text.append("loading …", style="italic")
+            suffix.append("loading … ", style="italic")
         if st.read_only:
-            text.append(" READ-ONLY ", style="bold black on yellow")
-        self.query_one("#paths", Static).update(text)
+            suffix.append(" READ-ONLY ", style="bold black on yellow")
+        self.query_one("#paths", PathsLine).show(
+            [("config", st.config_path, "bold red" if st.config_error else ""),
+             ("checkpoints", st.checkpoints_path, ""), ("cache", st.cache_root, "")], suffix)
+
+    def published_sets_found(self, sets: Iterable[PublishedSet]) -> None:
+        """Checkpoints listed: offer the last migration (from its receipt) once, after a start."""
+        if self._offer_last_migration:
+            self._offer_last_migration = False
+            self.query_one(MigrationView).offer_published(latest(sets))
+
+    def migration_written(self) -> None:
+        """A migration published a set: the checkpoints view shows its checkpoint as migrated."""
+        self.query_one(CheckpointsView).refresh_view()
 
     # ------------------------------------------------------------ navigation
 
@@ -197,26 +209,22 @@ class FvConsoleApp(App[int]):
         return views[0] if views else None
 
     def action_show(self, name: str) -> None:
-        tabs = self.query_one("#views", TabbedContent)
-        if name == "fleet" and FleetView is None:
-            self.notify("the fleet view is not installed", severity="warning")
-            return
-        tabs.active = name
+        self.query_one("#views", TabbedContent).active = name
         self._focus_active()
         self.call_after_refresh(self._focus_active)
 
     def _focus_active(self) -> None:
         """Focus the main widget of whichever view is active *now* (tab events can arrive late)."""
         view = self.current_view()
-        if view is not None:
+        if view is not None and not self.exiting:
             view.focus_main()
 
     def on_tabbed_content_tab_activated(self, event: TabbedContent.TabActivated) -> None:
         self.call_after_refresh(self._focus_active)
 
-    def open_migration(self, info: Any) -> None:
+    def open_migration(self, checkpoint: str, step: int | None) -> None:
         """Switch to the migration view, prefilled from a checkpoint."""
-        self.query_one(MigrationView).prefill(info.path, info.step)
+        self.query_one(MigrationView).prefill(checkpoint, step)
         self.action_show("migration")
 
     def action_filter(self) -> None:
@@ -234,65 +242,45 @@ class FvConsoleApp(App[int]):
         screen = PathsScreen(st.config_path, st.checkpoints_path, st.cache_root, st.missing())
 
         def done(result: dict[str, str] | None) -> None:
-            if result is not None:
-                new_state = self.state.with_paths(
-                    config_path=result["config"], checkpoints_path=result["checkpoints"],
-                    cache_root=result["cache_root"])
-                if FleetView is not None and new_state.cache_root != st.cache_root:
-                    self.query_one(FleetView).offer_cache_root(st.cache_root, new_state.cache_root)
-                self.load_state(new_state)
+            if result is None:
+                return
+            new_state = self.state.with_paths(config_path=result["config"], checkpoints_path=result["checkpoints"],
+                                              cache_root=result["cache_root"])
+            if new_state.cache_root != st.cache_root:
+                self.query_one(FleetView).offer_cache_root(st.cache_root, new_state.cache_root)
+            self.load_state(new_state)
 
         self.push_screen(screen, done)
 
     def action_help(self) -> None:
-        self.push_screen(HelpScreen(HELP_SECTIONS, self.state.read_only))
+        self.push_screen(HelpScreen(keymap.sections(self.key_layout()), self.state.read_only))
 
     # ------------------------------------------------------------ command palette
 
-    def _in_view(self, name: str, action: Callable[[], None]) -> Callable[[], None]:
-        """A palette callback that first shows the view the action belongs to."""
+    def _in_view(self, name: str, view: BaseView, action: str) -> Callable[[], Any]:
+        """A palette callback that shows the view the action belongs to, then runs it there."""
 
-        def run() -> None:
+        async def run() -> None:
             self.action_show(name)
-            action()
+            await view.run_action(action)
 
         return run
 
     def get_system_commands(self, screen: Screen) -> Iterable[SystemCommand]:
+        """Every documented binding of the app and the views, by name (generated, see ``tui.keymap``)."""
         yield from super().get_system_commands(screen)
+        if self.exiting:
+            return
         ro = " (disabled: read-only)" if self.state.read_only else ""
-        migration = self.query_one(MigrationView)
-        cache = self.query_one(CacheView)
-        yield SystemCommand("Checkpoints view", "Show the checkpoints (1)", lambda: self.action_show("checkpoints"))
-        yield SystemCommand("Migration view", "Show the migration form (2)", lambda: self.action_show("migration"))
-        yield SystemCommand("Shard cache view", "Show the weight shard cache (3)", lambda: self.action_show("cache"))
-        yield SystemCommand("Open paths", "Pick run config, checkpoints and cache root (o)", self.action_open_paths)
-        yield SystemCommand("Refresh", "Reload the current view from disk (r)", self.action_refresh)
-        yield SystemCommand("Preview migration", "Build the migration plan from the form (ctrl+r)",
-                            self._in_view("migration", migration.action_preview))
-        yield SystemCommand("Execute migration" + ro, "Write the previewed sidecars, asks first (ctrl+e)",
-                            self._in_view("migration", migration.action_execute))
-        yield SystemCommand("Verify sidecars", "Check existing sidecars against the form (ctrl+y)",
-                            self._in_view("migration", migration.action_verify))
-        yield SystemCommand("Evict marked cache entries" + ro, "Plan, confirm and evict marked entries (e)",
-                            self._in_view("cache", cache.action_evict_marked))
-        yield SystemCommand("Evict cache to cap" + ro, "Evict LRU entries down to the cap (c)",
-                            self._in_view("cache", cache.action_evict_cap))
-        yield SystemCommand("Evict invalid cache entries" + ro, "Evict entries that cannot be used (i)",
-                            self._in_view("cache", cache.action_evict_invalid))
-        if FleetView is not None:
-            fleet = self.query_one(FleetView)
-            yield SystemCommand("Fleet view", "Show the node-local caches across Slurm nodes (4)",
-                                lambda: self.action_show("fleet"))
-            yield SystemCommand("Fleet: scan nodes", "srun `cache ls` on every selected node (ctrl+r)",
-                                self._in_view("fleet", fleet.action_scan))
-            yield SystemCommand("Fleet: evict invalid + incomplete" + ro,
-                                "Preview, confirm and evict unusable entries on every node (i)",
-                                self._in_view("fleet", fleet.action_evict_invalid))
-            yield SystemCommand("Fleet: evict selected key" + ro,
-                                "Preview, confirm and evict the matrix's selected key on every node (e)",
-                                self._in_view("fleet", fleet.action_evict_key))
-            yield SystemCommand("Fleet: evict each node to its cap" + ro,
-                                "Preview, confirm and evict LRU entries down to each node's cap (c)",
-                                self._in_view("fleet", fleet.action_evict_cap))
-        yield SystemCommand("Key help", "List every key (?)", self.action_help)
+        for row in keymap.key_help([type(self)], merge=False):
+            if row.action in ("command_palette", "app.focus_next", "app.focus_previous", "quit"):
+                continue
+            yield SystemCommand(row.description, f"{row.help} ({row.key_text})",
+                                lambda action=row.action: self.run_action(action))
+        for name, cls in VIEWS:
+            view = self.query_one(cls)
+            title = cls.TITLE.split(" ", 1)[1]
+            for row in keymap.key_help([cls], merge=False):
+                suffix = ro if row.action in cls.write_actions else ""
+                yield SystemCommand(f"{title}: {row.description}{suffix}", f"{row.help} ({row.key_text})",
+                                    self._in_view(name, view, row.action))

@@ -1,35 +1,70 @@
-"""Common plumbing for the views: thread workers that report back, errors, the `/` filter."""
+"""Common plumbing for the views: workers that report back with typed messages, errors, the `/`
+filter, Esc back to the view's table.
+
+Workers: a view's file-system work runs in ``@work(thread=True)`` methods that call the core
+and post a typed message (``CacheView.Scanned``, ``MigrationView.Previewed`` …) back to the
+view with :meth:`BaseView.deliver`; the view handles it on the event loop. A worker superseded
+by a newer one of its group (``exclusive=True``) posts nothing, and a message posted while
+the app shuts down is dropped by Textual, so a late result never reaches a removed widget.
+"""
 
 from __future__ import annotations
 
-import contextlib
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from typing import Any, ClassVar
 
-from textual.binding import Binding
+from textual.binding import Binding, BindingType
 from textual.containers import Vertical
+from textual.message import Message
 from textual.widgets import Input
-from textual.worker import Worker, get_current_worker
+from textual.worker import get_current_worker
 
 from fvconsole.core.errors import FvError
+from fvconsole.core.reasons import strip_advice
+from fvconsole.tui.wording import with_remedy
 
 
 def describe_error(exc: BaseException) -> str:
-    """One line for a notification: FvError text as is, OSError with its file, else the type."""
+    """One line for a notification: FvError text in the console's words, OSError with its file, else the type."""
     if isinstance(exc, FvError):
-        return " ".join(str(exc).split())
+        text, remedy = strip_advice(" ".join(str(exc).split()))
+        return with_remedy(text, remedy)
     if isinstance(exc, OSError):
         where = f": {exc.filename}" if exc.filename else ""
         return f"{exc.strerror or exc}{where}"
     return f"internal error: {type(exc).__name__}: {exc}"
 
 
+class ViewMessage(Message, bubble=False):
+    """A worker's result for the view that started it (never bubbles to the app)."""
+
+
+class WorkFailed(ViewMessage):
+    """A worker raised: ``error`` is shown as a notification unless the view handles it."""
+
+    def __init__(self, error: BaseException) -> None:
+        super().__init__()
+        self.error = error
+
+
 class BaseView(Vertical):
     """A view (tab) of the console. Subclasses implement ``refresh_view`` and ``apply_filter``."""
 
-    BINDINGS = [Binding("escape", "close_filter", "Close filter", show=False)]
+    #: Shown in the help screen and the command palette ("1 Checkpoints").
+    TITLE: ClassVar[str] = ""
+
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("escape", "back_to_table", "Back to table", show=False,
+                tooltip="close the filter; from a field or button, back to the view's table"),
+    ]
 
     filter_text: str = ""
+
+    @classmethod
+    def for_state(cls, state: Any, **kwargs: Any) -> BaseView:
+        """The view as the app composes it; a view that needs the start-up state overrides this."""
+        return cls(**kwargs)
 
     #: Actions that write: shown and enabled only without --read-only. With --read-only their
     #: keys are bound to ``refuse_action`` instead, which says why nothing happens.
@@ -46,41 +81,29 @@ class BaseView(Vertical):
 
     @property
     def read_only(self) -> bool:
-        return bool(getattr(self.app, "state", None) and self.app.state.read_only)
+        state = getattr(self.app, "state", None)
+        return bool(state is not None and state.read_only)
 
     def filter_input(self) -> Input:
         return self.query_one(".view-filter", Input)
 
-    def run_in_thread(
-        self,
-        fn: Callable[[], Any],
-        on_done: Callable[[Any], None],
-        *,
-        group: str,
-        on_error: Callable[[BaseException], None] | None = None,
-    ) -> Worker:
-        """Run ``fn`` in a thread worker; deliver its result (or error) on the event loop.
+    # ------------------------------------------------------------ workers
 
-        A worker superseded by a newer one in the same group delivers nothing.
-        """
-        report = on_error or self.report_error
+    def deliver(self, message: Message) -> None:
+        """Post a worker's result to this view, unless a newer worker of its group superseded it."""
+        if not get_current_worker().is_cancelled:
+            self.post_message(message)
 
-        def job() -> None:
-            worker = get_current_worker()
-            try:
-                result = fn()
-            except Exception as exc:  # noqa: BLE001 - every failure becomes a notification
-                if not worker.is_cancelled:
-                    self._deliver(report, exc)
-                return
-            if not worker.is_cancelled:
-                self._deliver(on_done, result)
+    @contextmanager
+    def failures(self, message: Callable[[BaseException], Message] = WorkFailed) -> Iterator[None]:
+        """In a worker: turn any exception into ``message(exc)`` for the view (never a crash)."""
+        try:
+            yield
+        except Exception as exc:  # noqa: BLE001 - every failure becomes a message, then a notification
+            self.deliver(message(exc))
 
-        return self.run_worker(job, thread=True, exclusive=True, group=group, exit_on_error=False)
-
-    def _deliver(self, callback: Callable[[Any], None], value: Any) -> None:
-        with contextlib.suppress(RuntimeError):  # the app is shutting down
-            self.app.call_from_thread(callback, value)
+    def on_work_failed(self, message: WorkFailed) -> None:
+        self.report_error(message.error)
 
     def report_error(self, exc: BaseException) -> None:
         """Show a problem as an error notification; the app keeps running."""
@@ -93,23 +116,22 @@ class BaseView(Vertical):
             return True
         return False
 
-    # ------------------------------------------------------------ filter
+    # ------------------------------------------------------------ filter + Esc
 
     def open_filter(self) -> None:
         box = self.filter_input()
         box.display = True
         box.focus()
 
-    def action_close_filter(self) -> None:
-        """Esc: close the filter; in a form field, go back to the view's table (so 1-4, q work)."""
+    def action_back_to_table(self) -> None:
+        """Esc: close the filter if open; in any case, back to the view's table (so 1-4, q work)."""
         box = self.filter_input()
         if box.display:
             box.value = ""
             box.display = False
+            self.filter_text = ""
             self.apply_filter("")
-            self.focus_main()
-        elif isinstance(self.app.focused, Input):
-            self.focus_table()
+        self.focus_table()
 
     def on_input_changed(self, event: Input.Changed) -> None:
         if event.input.has_class("view-filter"):
@@ -120,7 +142,7 @@ class BaseView(Vertical):
     def on_input_submitted(self, event: Input.Submitted) -> None:
         if event.input.has_class("view-filter"):
             event.stop()
-            self.focus_main()
+            self.focus_table()
 
     # ------------------------------------------------------------ hooks
 
@@ -135,8 +157,8 @@ class BaseView(Vertical):
         """Rebuild the main table from memory keeping rows that contain ``text``."""
 
     def focus_main(self) -> None:
-        """Focus the view's main widget."""
+        """Focus the view's main widget when the view is shown."""
+        self.focus_table()
 
     def focus_table(self) -> None:
-        """Focus the view's table (Esc from a form field); the main widget unless overridden."""
-        self.focus_main()
+        """Focus the view's table (Esc)."""

@@ -1,191 +1,330 @@
 """View 3: the weight shard cache, least recently used first, with safe eviction.
 
-Every eviction is plan → preview → confirm (focus on Cancel) → execute in a worker → rescan,
-through the same ``core.cache`` calls as ``fvconsole cache evict``.
+Every eviction is options and live preview (cap, force) → rescan and plan → confirm (focus on
+Cancel) → execute in a worker → rescan. Execution is ``core.cache.locked.evict_under_lock``,
+as for ``fvconsole cache evict --yes``: the root's evictor lock is held while the confirmed
+plan runs (another evictor on the root: refused, nothing removed) and the journal gets its line. The view rescans by itself every few seconds (``a`` toggles it), so
+entries a running job is writing move on screen without ``r``.
 """
 
 from __future__ import annotations
 
 import time
-from typing import Any
+from collections.abc import Iterable
+from typing import Any, ClassVar
 
 from rich.text import Text
+from textual import work
 from textual.app import ComposeResult
-from textual.binding import Binding
-from textual.containers import Horizontal, Vertical, VerticalScroll
-from textual.widgets import DataTable, Input, Static
+from textual.binding import Binding, BindingType
+from textual.containers import Container, Vertical, VerticalScroll
+from textual.timer import Timer
+from textual.widgets import DataTable, Input
 
+from fvconsole.core.cache import (
+    CacheEntry,
+    CacheScan,
+    EvictionPlan,
+    EvictionResult,
+    default_max_gb,
+    scan_cache,
+)
+from fvconsole.core.cache.detail import CacheEntryDetail, cache_entry_detail
+from fvconsole.core.cache.locked import LockedEviction, evict_under_lock
 from fvconsole.core.errors import FvError
 from fvconsole.core.humanize import head_tail, human_age, human_bytes
-from fvconsole.tui import backend, state
-from fvconsole.tui.base import BaseView
+from fvconsole.core.journal import journal_path
+from fvconsole.core.progress import Progress
+from fvconsole.core.reasons import skip_reason
+from fvconsole.tui import state
+from fvconsole.tui.base import BaseView, ViewMessage
+from fvconsole.tui.evict_dialog import EvictOptions, EvictScreen, EvictSelection, confirm_body, plan_for
 from fvconsole.tui.modals import ConfirmScreen, ErrorScreen
 from fvconsole.tui.plain import PlainText
 from fvconsole.tui.widgets import FastTable, PlainStatic, ProgressRow, UsageBar
+from fvconsole.tui.wording import skip_text
 
 STATUS_STYLE = {"complete": "green", "partial": "cyan", "incomplete": "yellow", "invalid": "bold red"}
 MARK = "●"
-WRITE_ACTIONS = (("evict_marked", "e", "Evict marked"), ("evict_cap", "c", "Evict to cap"),
-                 ("evict_invalid", "i", "Evict invalid"))
+#: Seconds between automatic rescans (and age updates).
+AUTO_REFRESH = 5.0
+COLUMNS = ((" ", "mark", 1), ("key", "key", 16), ("status", "status", 12), ("size", "size", 11),
+           ("shards", "shards", 8), ("last used", "age", 10))
+SELECTIONS = {
+    "evict_marked": "evict marked",
+    "evict_cap": "evict to cap",
+    "evict_invalid": "evict invalid",
+}
 
 
-def lru_order(entries: Any) -> list[Any]:
+def console_command(plan: EvictionPlan, what: str) -> str:
+    """How the journal names a console eviction (``fvconsole history`` shows it)."""
+    parts = [f"fvconsole console: {what}"]
+    if plan.cap_bytes is not None:
+        parts.append(f"cap {human_bytes(plan.cap_bytes)}")
+    if plan.force:
+        parts.append("force")
+    return ", ".join(parts)
+
+
+def lru_order(entries: Iterable[CacheEntry]) -> list[CacheEntry]:
     """FastVideo's GC order: last used (manifest mtime, 0 if none), then size, then path."""
     return sorted(entries, key=lambda e: (e.last_used or 0.0, e.bytes, e.path))
 
 
-def shards_cell(entry: Any) -> str:
+def shards_cell(entry: CacheEntry) -> str:
     present = len(entry.shards_present)
     return f"{present}/{entry.num_shards}" if entry.num_shards is not None else f"{present}/?"
 
 
-def short(text: str, width: int = 78) -> str:
-    """One line of at most ``width`` characters (reasons can be paragraphs)."""
-    line = " ".join(str(text).split()).replace("selected by --key", "marked")
-    return line if len(line) <= width else line[: width - 1] + "…"
-
-
-def status_cell(entry: Any) -> Text:
+def status_cell(entry: CacheEntry) -> Text:
     label = f"{entry.status}*" if entry.writing else entry.status
     return Text(label, style=STATUS_STYLE.get(entry.status, ""))
 
 
-def last_used_cell(entry: Any) -> str:
+def last_used_cell(entry: CacheEntry) -> str:
     if entry.last_used is None:
         return "never"
     return time.strftime("%Y-%m-%d %H:%M", time.localtime(entry.last_used))
 
 
+def age_cell(entry: CacheEntry, now: float) -> str:
+    """How long ago the entry was last used (``3h ago``; ``never`` without a manifest)."""
+    return f"{human_age(now - entry.last_used)} ago" if entry.last_used is not None else "never"
+
+
 class CacheView(BaseView):
-    """Cache entries, usage bar, entry detail, eviction preview."""
+    """Cache entries, usage bar, marks, entry detail, eviction."""
 
-    write_actions = frozenset(action for action, _key, _label in WRITE_ACTIONS)
+    TITLE = "3 Shard cache"
+    write_actions = frozenset(SELECTIONS)
 
-    DEFAULT_CSS = """
-    CacheView #cache-head { height: auto; padding: 0 1; }
-    CacheView #cache-main { height: 1fr; }
-    CacheView #cache-table { width: 84; height: 1fr; }
-    CacheView #cache-detail-scroll { width: 1fr; height: 1fr; padding: 0 1; border-left: solid $primary; }
-    CacheView #cache-preview-scroll { height: auto; max-height: 16; display: none; padding: 0 1;
-                                      border-top: solid $warning; }
-    CacheView #cache-progress-row { padding: 0 1; }
-    CacheView .view-filter { display: none; }
-    """
-    BINDINGS = [
-        Binding("space", "toggle_mark", "Mark"),
-        *[Binding(key, action, label) for action, key, label in WRITE_ACTIONS],
-        *[Binding(key, f"refuse('{label.lower()}')", label, show=False) for _a, key, label in WRITE_ACTIONS],
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("space", "toggle_mark", "Mark", key_display="␣",
+                tooltip="mark or unmark the selected entry (then the next row)"),
+        Binding("A", "mark_all", "Mark all", show=False, tooltip="mark every entry shown (the filter applies)"),
+        Binding("asterisk", "invert_marks", "Invert marks", show=False, tooltip="invert the marks of the entries shown"),
+        Binding("U", "clear_marks", "Unmark all", show=False, tooltip="clear every mark"),
+        Binding("e", "evict_marked", "Evict marked",
+                tooltip="evict the marked entries: force control and preview, then confirm"),
+        Binding("c", "evict_cap", "Evict to cap",
+                tooltip="evict least recently used entries down to a cap you set (default "
+                        "$FASTVIDEO_WEIGHT_SHARD_CACHE_MAX_GB, 300); the bar shows the cache after"),
+        Binding("i", "evict_invalid", "Evict invalid",
+                tooltip="evict unusable entries: invalid, and incomplete ones no write is finishing"),
+        Binding("a", "toggle_auto_refresh", "Auto-refresh", show=False,
+                tooltip=f"rescan by itself every {AUTO_REFRESH:g}s (on at start) or stop doing so"),
+        *[Binding(key, f"refuse('{label}')", label, show=False)
+          for key, label in (("e", "evict marked"), ("c", "evict to cap"), ("i", "evict invalid"))],
     ]
+
+    class Scanned(ViewMessage):
+        def __init__(self, scan: CacheScan) -> None:
+            super().__init__()
+            self.scan = scan
+
+    class ScanFailed(ViewMessage):
+        def __init__(self, error: BaseException) -> None:
+            super().__init__()
+            self.error = error
+
+    class DetailRead(ViewMessage):
+        def __init__(self, entry: CacheEntry, detail: CacheEntryDetail) -> None:
+            super().__init__()
+            self.entry = entry
+            self.detail = detail
+
+    class Planned(ViewMessage):
+        def __init__(self, options: EvictOptions, scan: CacheScan, plan: EvictionPlan) -> None:
+            super().__init__()
+            self.options = options
+            self.scan = scan
+            self.plan = plan
+
+    class Evicted(ViewMessage):
+        def __init__(self, done: LockedEviction) -> None:
+            super().__init__()
+            self.done = done
+            self.plan: EvictionPlan = done.plan
+            self.result: EvictionResult = done.result
+
+    class EvictFailed(ViewMessage):
+        def __init__(self, error: BaseException) -> None:
+            super().__init__()
+            self.error = error
 
     def __init__(self, **kwargs: Any) -> None:
         super().__init__(**kwargs)
-        self._scan: Any = None
-        self._entries: list[Any] = []
+        self._scan: CacheScan | None = None
+        self._entries: list[CacheEntry] = []
+        self._shown: list[CacheEntry] = []
         self._marked: set[str] = set()
         self._selected: str | None = None
         self._busy = False
-        self._last_plan_skipped: tuple = ()
+        self._scanning = False
+        self.auto_rescan = True
+        self._timer: Timer | None = None
 
     def compose(self) -> ComposeResult:
         with Vertical(id="cache-head"):
             yield PlainStatic(id="cache-root-line")
             yield UsageBar(id="cache-usage")
+            yield PlainStatic(id="cache-status")
         yield Input(placeholder="filter entries by key or status (Esc closes)", classes="view-filter")
         yield ProgressRow(id="cache-progress-row")
-        with Horizontal(id="cache-main"):
-            yield FastTable(id="cache-table", cursor_type="row", zebra_stripes=True)
-            with VerticalScroll(id="cache-detail-scroll"):
+        with Container(id="cache-main", classes="split"):
+            yield FastTable(id="cache-table", cursor_type="row", zebra_stripes=True,
+                            sortable=[key for _l, key, _w in COLUMNS if key != "mark"])
+            with VerticalScroll(id="cache-detail-scroll", classes="detail"):
                 yield PlainStatic("Select an entry.", id="cache-detail")
-        with VerticalScroll(id="cache-preview-scroll"):
-            yield PlainStatic(id="cache-preview")
+        with VerticalScroll(id="cache-result-scroll"):
+            yield PlainStatic(id="cache-result")
 
     def on_mount(self) -> None:
-        table = self.query_one("#cache-table", DataTable)
-        for label, key, width in (
-            (" ", "mark", 1), ("key", "key", 16), ("status", "status", 11), ("size", "size", 10),
-            ("shards", "shards", 7), ("last used", "last_used", 16), ("age", "age", 5),
-        ):
+        table = self.query_one("#cache-table", FastTable)
+        for label, key, width in COLUMNS:
             table.add_column(label, key=key, width=width)
+        self._timer = self.set_interval(AUTO_REFRESH, self._tick)
+        self._show_status()
 
-    def focus_main(self) -> None:
+    def focus_table(self) -> None:
         self.query_one("#cache-table", DataTable).focus()
 
     # ------------------------------------------------------------ scanning
 
     def refresh_view(self) -> None:
         root = self.app.state.cache_root
-        line = self.query_one("#cache-root-line", Static)
+        line = self.query_one("#cache-root-line", PlainStatic)
         if not root:
-            line.update(PlainText("No shard cache root: press `o` to pick one (or pass --cache-root / "
-                             f"set ${state.CACHE_ENV}).", style="bold yellow"))
+            line.update(PlainText("No shard cache root: press o to pick one (or pass --cache-root / "
+                                  f"set ${state.CACHE_ENV}).", style="bold yellow"))
             self._show_scan(None)
             return
-        line.update(PlainText(f"scanning {root} …", style="italic"))
-        self.run_in_thread(lambda: backend.scan(root), self._show_scan, group="cache-scan",
-                           on_error=self._scan_failed)
+        if self._scan is None or self._scan.root != root:
+            line.update(PlainText(f"scanning {root} …", style="italic"))
+        self._scanning = True
+        self.scan(root)
 
-    def _scan_failed(self, exc: BaseException) -> None:
-        self.report_error(exc)
-        self.query_one("#cache-root-line", Static).update(PlainText(f"cannot scan: {exc}", style="bold red"))
+    @work(thread=True, exclusive=True, group="cache-scan", exit_on_error=False)
+    def scan(self, root: str) -> None:
+        with self.failures(self.ScanFailed):
+            self.deliver(self.Scanned(scan_cache(root, now=state.now())))
+
+    def on_cache_view_scan_failed(self, message: ScanFailed) -> None:
+        self._scanning = False
+        self.report_error(message.error)
+        self.query_one("#cache-root-line", PlainStatic).update(
+            PlainText(f"cannot scan: {message.error}", style="bold red"))
         self._show_scan(None)
 
-    def _show_scan(self, scan: Any) -> None:
+    def on_cache_view_scanned(self, message: Scanned) -> None:
+        self._scanning = False
+        self._show_scan(message.scan)
+        self._refresh_detail()
+
+    def _tick(self) -> None:
+        """Every few seconds: rescan (auto-refresh), or at least move the ages on."""
+        if (self.auto_rescan and not self._busy and not self._scanning and self.app.state.cache_root
+                and self.screen is self.app.screen):
+            self.refresh_view()
+        else:
+            self._tick_ages()
+            self._refresh_detail()
+
+    def _refresh_detail(self) -> None:
+        """Show the selected entry as the newest scan has it (ages and explanations move on)."""
+        entry = self.entry(self._selected)
+        if entry is not None:
+            self.read_detail(entry)
+
+    def _tick_ages(self) -> None:
+        table = self.query_one("#cache-table", FastTable)
+        now = state.now()
+        top = int(table.scroll_offset.y)
+        for entry in self._shown[max(top - 1, 0): top + table.size.height + 1]:
+            if entry.key in table.rows:
+                table.update_cell(entry.key, "age", age_cell(entry, now))
+
+    def _show_scan(self, scan: CacheScan | None) -> None:
         self._scan = scan
         self._entries = lru_order(scan.entries) if scan is not None else []
-        keys = {e.key for e in self._entries}
-        self._marked &= keys
+        self._marked &= {e.key for e in self._entries}
         usage = self.query_one("#cache-usage", UsageBar)
         if scan is None:
-            usage.update("")
+            usage.clear()
         else:
-            used = sum(e.bytes for e in self._entries)
+            fs_free, fs_total = state.free_space(scan)
             cap = int(state.cache_cap_gb() * (1 << 30))
-            usage.show_usage(used, cap, getattr(scan, "fs_free", None), getattr(scan, "fs_total", None))
-            counts: dict[str, int] = {}
-            for e in self._entries:
-                counts[e.status] = counts.get(e.status, 0) + 1
-            text = PlainText().append(f"{scan.root}", style="bold")
-            text.append(f"   {len(self._entries)} entries: ")
-            text.append(", ".join(f"{n} {s}" for s, n in sorted(counts.items())) or "none")
-            if any(e.writing for e in self._entries):
-                text.append("   * being written", style="grey62")
-            if getattr(scan, "foreign", ()):
-                text.append(f"   {len(scan.foreign)} foreign item(s) ignored", style="grey62")
-            for err in getattr(scan, "errors", ())[:3]:
-                text.append(f"\n⚠ {err}", style="yellow")
-            self.query_one("#cache-root-line", Static).update(text)
+            usage.show_usage(sum(e.bytes for e in self._entries), cap, fs_free, fs_total)
+            self._show_root(scan)
         self.apply_filter(self.filter_text)
 
+    def _show_root(self, scan: CacheScan) -> None:
+        counts: dict[str, int] = {}
+        for e in self._entries:
+            counts[e.status] = counts.get(e.status, 0) + 1
+        text = PlainText().append(f"{scan.root}", style="bold")
+        text.append(f"\n{len(self._entries)} entr{'y' if len(self._entries) == 1 else 'ies'}: ")
+        text.append(", ".join(f"{n} {s}" for s, n in sorted(counts.items())) or "none")
+        if any(e.writing for e in self._entries):
+            text.append(" · * being written", style="grey62")
+        if scan.foreign:
+            text.append(f" · {len(scan.foreign)} foreign item(s) ignored", style="grey62")
+        for err in scan.errors[:3]:
+            text.append(f"\n⚠ {err}", style="yellow")
+        self.query_one("#cache-root-line", PlainStatic).update(text)
+
+    def _show_status(self) -> None:
+        """Marks (count and size), filter and auto-refresh, always in view."""
+        marked = [e for e in self._entries if e.key in self._marked]
+        text = PlainText()
+        if marked:
+            text.append(f"{MARK} {len(marked)} marked, {human_bytes(sum(e.bytes for e in marked))}", style="bold")
+        else:
+            text.append("none marked (space)", style="grey62")
+        if self.filter_text:
+            style = "bold" if self._shown else "bold yellow"
+            text.append(f" · {len(self._shown)} of {len(self._entries)} shown (filter '{self.filter_text}')", style=style)
+        table = self.query_one("#cache-table", FastTable)
+        order = f"by {table.sort_column}" if table.sort_column else "LRU first"
+        text.append(f" · {order}", style="grey62")
+        text.append(f" · auto-refresh {AUTO_REFRESH:g}s (a)" if self.auto_rescan else " · auto-refresh off (a)",
+                    style="grey62")
+        self.query_one("#cache-status", PlainStatic).update(text)
+
+    SORT_KEYS: ClassVar[dict[str, Any]] = {
+        "key": lambda e: e.key,
+        "status": lambda e: e.status,
+        "size": lambda e: e.bytes,
+        "shards": lambda e: len(e.shards_present),
+        "age": lambda e: -(e.last_used or 0.0),
+    }
+
     def apply_filter(self, text: str) -> None:
-        table = self.query_one("#cache-table", DataTable)
+        table = self.query_one("#cache-table", FastTable)
         previous = self._selected
         table.clear()
         now = state.now()
-        for entry in self._entries:
-            if text and text not in f"{entry.key} {entry.status}".lower():
-                continue
-            table.add_row(
-                MARK if entry.key in self._marked else "",
-                entry.key,
-                status_cell(entry),
-                human_bytes(entry.bytes),
-                shards_cell(entry),
-                last_used_cell(entry),
-                human_age(now - entry.last_used) if entry.last_used is not None else "-",
-                key=entry.key,
-            )
+        self._shown = [e for e in table.ordered(self._entries, self.SORT_KEYS)
+                       if not text or text in f"{e.key} {e.status}".lower()]
+        for entry in self._shown:
+            table.add_row(MARK if entry.key in self._marked else "", entry.key, status_cell(entry),
+                          human_bytes(entry.bytes), shards_cell(entry), age_cell(entry, now), key=entry.key)
         if previous is not None and previous in table.rows:
             table.move_cursor(row=table.get_row_index(previous))
-        if table.row_count == 0:
-            self.query_one("#cache-detail", Static).update("No entries.")
+        if not self._shown:
+            self._selected = None
+            what = f"No entry matches '{text}'." if text and self._entries else "No entries."
+            self.query_one("#cache-detail", PlainStatic).update(what)
+        self._show_status()
+
+    def on_fast_table_sorted(self, event: FastTable.Sorted) -> None:
+        self.apply_filter(self.filter_text)
 
     # ------------------------------------------------------------ selection + detail
 
-    def entry(self, key: str | None) -> Any | None:
-        for e in self._entries:
-            if e.key == key:
-                return e
-        return None
+    def entry(self, key: str | None) -> CacheEntry | None:
+        return self._scan.get(key) if self._scan is not None and key is not None else None
 
     def on_data_table_row_highlighted(self, event: DataTable.RowHighlighted) -> None:
         if event.data_table.id != "cache-table" or event.row_key is None:
@@ -194,35 +333,42 @@ class CacheView(BaseView):
         entry = self.entry(self._selected)
         if entry is None:
             return
-        self.query_one("#cache-detail", Static).update(self._entry_text(entry, None))
-        self.run_in_thread(lambda: backend.cache_entry_detail(entry),
-                           lambda d: self._show_detail(entry, d), group="cache-detail")
+        self.query_one("#cache-detail", PlainStatic).update(self._entry_text(entry))
+        self.read_detail(entry)
 
-    def _entry_text(self, entry: Any, detail: Any) -> Text:
+    @work(thread=True, exclusive=True, group="cache-detail", exit_on_error=False)
+    def read_detail(self, entry: CacheEntry) -> None:
+        with self.failures():
+            self.deliver(self.DetailRead(entry, cache_entry_detail(entry)))
+
+    def _entry_text(self, entry: CacheEntry) -> PlainText:
+        now = state.now()
         text = PlainText().append(f"{entry.key}  ", style="bold")
         text.append(entry.status, style=STATUS_STYLE.get(entry.status, ""))
         if entry.writing:
             text.append("  (being written)", style="grey62")
         text.append(f"\n{entry.path}\n", style="grey62")
-        text.append(f"size {human_bytes(entry.bytes)}   shards {shards_cell(entry)}   "
-                    f"last used {last_used_cell(entry)}\n")
+        used = last_used_cell(entry) + (f" ({age_cell(entry, now)})" if entry.last_used is not None else "")
+        text.append(f"size {human_bytes(entry.bytes)}   shards {shards_cell(entry)}   last used {used}\n")
         if entry.explanation:
             text.append(f"{entry.explanation}\n", style="italic")
-        for problem in getattr(entry, "problems", ()):
+        if self._scan is not None:
+            ago = human_age(now - self._scan.scanned_at)
+            how = f"auto-refresh every {AUTO_REFRESH:g}s" if self.auto_rescan else "r rescans"
+            text.append(f"as scanned {ago} ago ({how})\n", style="grey62")
+        for problem in entry.problems:
             text.append(f"⚠ {problem}\n", style="yellow")
-        if detail is None:
-            text.append("loading …", style="italic")
         return text
 
-    def _show_detail(self, entry: Any, detail: backend.CacheEntryDetail) -> None:
+    def on_cache_view_detail_read(self, message: DetailRead) -> None:
+        entry, detail = message.entry, message.detail
         if entry.key != self._selected:
             return
-        text = self._entry_text(entry, detail)
+        text = self._entry_text(entry)
         text.append("\nmanifest.json\n", style="bold underline")
         summary = detail.summary
         if summary is not None:
-            text.append(f"  num_shards {entry.num_shards}   params {summary.params}   "
-                        f"elements {summary.numel:,}\n")
+            text.append(f"  num_shards {entry.num_shards}   params {summary.params}   elements {summary.numel:,}\n")
             text.append("  kinds: " + (", ".join(f"{k} ×{n}" for k, n in summary.kinds) or "-") + "\n")
             text.append("  dtypes: " + (", ".join(f"{d} ×{n}" for d, n in summary.dtypes) or "-") + "\n")
         else:
@@ -230,34 +376,52 @@ class CacheView(BaseView):
         text.append(f"\nfiles ({detail.total_files})\n", style="bold underline")
         head, omitted, tail = head_tail(list(detail.files), 12, 4)
         for name, size in head:
-            text.append(f"  {name:<36} {human_bytes(size):>10}\n")
+            text.append(f"  {human_bytes(size):>10}  {name}\n")
         if omitted or detail.total_files > len(detail.files):
             text.append(f"  … {omitted + detail.total_files - len(detail.files)} more\n", style="grey62")
         for name, size in tail:
-            text.append(f"  {name:<36} {human_bytes(size):>10}\n")
+            text.append(f"  {human_bytes(size):>10}  {name}\n")
         for name in detail.other[:8]:
             text.append(f"  {name}  (not a regular file: not followed, not counted)\n", style="yellow")
-        self.query_one("#cache-detail", Static).update(text)
+        self.query_one("#cache-detail", PlainStatic).update(text)
 
     # ------------------------------------------------------------ marking
 
     def action_toggle_mark(self) -> None:
-        table = self.query_one("#cache-table", DataTable)
+        table = self.query_one("#cache-table", FastTable)
         if table.row_count == 0:
             return
         key = table.coordinate_to_cell_key(table.cursor_coordinate).row_key.value
-        if key in self._marked:
-            self._marked.discard(key)
-        else:
-            self._marked.add(key)
-        table.update_cell(key, "mark", MARK if key in self._marked else "")
+        self._set_marks(self._marked ^ {key})
         if table.cursor_row < table.row_count - 1:
             table.move_cursor(row=table.cursor_row + 1)
-        self.notify(f"{len(self._marked)} entr{'y' if len(self._marked) == 1 else 'ies'} marked", timeout=2)
+
+    def action_mark_all(self) -> None:
+        self._set_marks(self._marked | {e.key for e in self._shown})
+
+    def action_invert_marks(self) -> None:
+        shown = {e.key for e in self._shown}
+        self._set_marks((self._marked - shown) | (shown - self._marked))
+
+    def action_clear_marks(self) -> None:
+        self._set_marks(set())
+
+    def _set_marks(self, marks: set[str]) -> None:
+        table = self.query_one("#cache-table", FastTable)
+        for key in marks ^ self._marked:
+            if key in table.rows:
+                table.update_cell(key, "mark", MARK if key in marks else "")
+        self._marked = set(marks)
+        self._show_status()
 
     @property
     def marked(self) -> set[str]:
         return set(self._marked)
+
+    def action_toggle_auto_refresh(self) -> None:
+        self.auto_rescan = not self.auto_rescan
+        self._show_status()
+        self.notify(f"auto-refresh every {AUTO_REFRESH:g}s" if self.auto_rescan else "auto-refresh off", timeout=3)
 
     # ------------------------------------------------------------ eviction
 
@@ -268,106 +432,97 @@ class CacheView(BaseView):
         if not self._marked:
             self.notify("mark entries with space first", severity="warning")
             return
-        self._plan("evict marked", keys=tuple(sorted(self._marked)))
+        self._options(EvictSelection("evict marked", keys=tuple(sorted(self._marked))))
 
     def action_evict_cap(self) -> None:
-        from fvconsole.core.cache import default_max_gb
-
-        if self.refuse_read_only("evict to cap"):
-            return
-        try:
-            cap = default_max_gb()
-        except FvError as exc:
-            self.report_error(exc)
-            return
-        self._plan(f"evict to cap ({cap:g} GiB)", max_gb=cap)
+        self._options(EvictSelection("evict to cap", to_cap=True))
 
     def action_evict_invalid(self) -> None:
-        self._plan("evict invalid", invalid=True)
+        self._options(EvictSelection("evict invalid", invalid=True))
 
-    def _plan(self, what: str, **kwargs: Any) -> None:
-        if self.refuse_read_only(what):
+    def _options(self, selection: EvictSelection) -> None:
+        """The eviction dialog (cap, force, live preview) on the scan on screen."""
+        if self.refuse_read_only(selection.what):
             return
-        root = self.app.state.cache_root
-        if not root:
-            self.notify("no cache root loaded: press o", severity="warning")
+        if self._scan is None:
+            self.notify("no cache scanned: press o to pick a cache root", severity="warning")
             return
         if self._busy:
             self.notify("busy: wait for the running eviction", severity="warning")
             return
+        try:
+            cap = default_max_gb()
+        except FvError as exc:  # a malformed environment value: say so, start from the default
+            self.report_error(exc)
+            cap = state.DEFAULT_MAX_GB
+        self.app.push_screen(EvictScreen(self._scan, selection, cap), self._chosen)
 
-        def job() -> tuple[Any, Any]:
-            fresh = backend.scan(root)
-            return fresh, backend.plan(fresh, **kwargs)
+    def _chosen(self, options: EvictOptions | None) -> None:
+        if options is None or self.refuse_read_only(options.selection.what):
+            return
+        root = self.app.state.cache_root
+        if not root or self._busy:
+            return
+        self._busy = True
+        self.plan(root, options)
 
-        self.run_in_thread(job, lambda r: self._planned(what, *r), group="cache-plan")
+    @work(thread=True, exclusive=True, group="cache-plan", exit_on_error=False)
+    def plan(self, root: str, options: EvictOptions) -> None:
+        """Rescan, then plan on what is there now: the confirmation shows exactly what executes."""
+        with self.failures(self.EvictFailed):
+            fresh = scan_cache(root, now=state.now())
+            self.deliver(self.Planned(options, fresh, plan_for(fresh, options)))
 
-    def _planned(self, what: str, fresh_scan: Any, plan: Any) -> None:
-        self._show_scan(fresh_scan)
-        self._show_preview(what, plan)
+    def on_cache_view_planned(self, message: Planned) -> None:
+        self._busy = False
+        self._show_scan(message.scan)
+        plan, what = message.plan, message.options.selection.what
         if not plan.evict:
             self.notify(f"{what}: nothing to evict", severity="warning")
             return
-        body = [f"Delete {len(plan.evict)} cache entr{'y' if len(plan.evict) == 1 else 'ies'} "
-                f"under {plan.root}, freeing {human_bytes(plan.freed_bytes)}:"]
-        head, omitted, tail = head_tail(list(plan.evict), 10, 3)
-        body += [f"  {p.key} {human_bytes(p.bytes):>10}  {short(p.reason, 58)}" for p in head]
-        if omitted:
-            body.append(f"  … {omitted} more")
-        body += [f"  {p.key} {human_bytes(p.bytes):>10}  {short(p.reason, 58)}" for p in tail]
-        if plan.skipped:
-            body.append(f"Skipped ({len(plan.skipped)}), left in place:")
-            body += [f"  {s.key}  {short(s.reason, 69)}" for s in list(plan.skipped)[:6]]
-            if len(plan.skipped) > 6:
-                body.append(f"  … {len(plan.skipped) - 6} more (see the preview panel)")
-        body.append("Each entry is re-checked right before deletion; symlinks are never followed.")
+        body = confirm_body(plan, message.scan, state.now())
         self.app.push_screen(ConfirmScreen(f"{what.capitalize()}?", body, "Evict"),
-                             lambda ok: self._confirmed(plan, ok))
+                             lambda ok: self._confirmed(plan, ok, what))
 
-    def _show_preview(self, what: str, plan: Any) -> None:
-        text = PlainText().append(f"Eviction preview: {what}\n", style="bold")
-        text.append(f"{len(plan.evict)} to evict, frees {human_bytes(plan.freed_bytes)}\n",
-                    style="bold red" if plan.evict else "")
-        head, omitted, tail = head_tail(list(plan.evict), 8, 2)
-        for p in head + tail:
-            text.append(f"  ✗ {p.key} {human_bytes(p.bytes):>10}  {short(p.reason, 100)}\n")
-        if omitted:
-            text.append(f"  … {omitted} more\n")
-        if plan.skipped:
-            text.append(f"{len(plan.skipped)} skipped:\n", style="yellow")
-            for skipped in list(plan.skipped)[:12]:
-                text.append(f"  – {skipped.key}  {short(skipped.reason, 100)}\n", style="yellow")
-            if len(plan.skipped) > 12:
-                text.append(f"  … {len(plan.skipped) - 12} more\n", style="yellow")
-        self.query_one("#cache-preview", Static).update(text)
-        self.query_one("#cache-preview-scroll").display = True
-
-    def _confirmed(self, plan: Any, ok: bool | None) -> None:
+    def _confirmed(self, plan: EvictionPlan, ok: bool | None, what: str = "evict") -> None:
         if not ok:
             self.notify("eviction cancelled: nothing deleted")
             return
-        if self.refuse_read_only("eviction"):
+        if self.refuse_read_only("eviction") or self._busy:
             return
         self._busy = True
-        self._last_plan_skipped = plan.skipped
         progress = self.query_one("#cache-progress-row", ProgressRow).start("", total=max(len(plan.evict), 1))
-        self.run_in_thread(lambda: backend.evict(plan, progress), self._evicted, group="cache-evict",
-                           on_error=self._evict_failed)
+        self.evict(plan, progress, console_command(plan, what))
 
-    def _evicted(self, result: Any) -> None:
+    @work(thread=True, exclusive=True, group="cache-evict", exit_on_error=False)
+    def evict(self, plan: EvictionPlan, progress: Progress, command: str) -> None:
+        """The confirmed plan under the root's evictor lock (not waiting: a busy root is refused), journaled."""
+        with self.failures(self.EvictFailed):
+            done = evict_under_lock(plan.root, lambda: plan, command=command, force=plan.force,
+                                    journal_path=journal_path(None), progress=progress)
+            self.deliver(self.Evicted(done))
+
+    def on_cache_view_evicted(self, message: Evicted) -> None:
         self._busy = False
         self.query_one("#cache-progress-row", ProgressRow).stop()
+        plan, result = message.plan, message.result
         count = len(result.evicted)
         summary = f"evicted {count} entr{'y' if count == 1 else 'ies'}, freed {human_bytes(result.freed_bytes)}"
-        text = PlainText().append(("✓ " if result.ok else "✗ ") + summary + "\n", style="bold green" if result.ok else "bold red")
+        text = PlainText().append(("✓ " if result.ok else "✗ ") + summary + "\n",
+                                  style="bold green" if result.ok else "bold red")
         for entry in result.evicted[:12]:
-            text.append(f"  ✗ {entry.key} {human_bytes(entry.bytes):>10}\n")
+            text.append(f"  ✓ {entry.key} {human_bytes(entry.bytes):>10}  deleted\n", style="green")
+        if len(result.evicted) > 12:
+            text.append(f"  … {len(result.evicted) - 12} more deleted\n", style="green")
         for error in result.errors[:12]:
-            text.append(f"  error: {error}\n", style="bold red")
-        newly_skipped = result.skipped[len(self._last_plan_skipped):]
+            text.append(f"  ✗ error: {error}\n", style="bold red")
+        newly_skipped = result.skipped[len(plan.skipped):]
+        now = state.now()
         for skipped in newly_skipped[:12]:
-            text.append(f"  – {skipped.key}  {short(skipped.reason, 100)}\n", style="yellow")
-        self.query_one("#cache-preview", Static).update(text)
+            line = skip_text(skip_reason(skipped), None, now, plan.grace_seconds)
+            text.append(f"  – {skipped.key}  left in place: {line}\n", style="yellow")
+        self.query_one("#cache-result", PlainStatic).update(text)
+        self.query_one("#cache-result-scroll").display = True
         if result.ok:
             self.notify(summary)
         else:
@@ -375,11 +530,15 @@ class CacheView(BaseView):
                         timeout=10)
             self.app.push_screen(ErrorScreen("Eviction failed part-way", "\n".join(
                 [summary, "", *result.errors[:40]])))
+        journal = message.done.journal
+        if journal is not None and not journal.written:
+            self.notify(f"journal {journal.path}: {journal.error}; the eviction itself is done", severity="warning",
+                        timeout=10)
         self._marked.clear()
         self.refresh_view()
 
-    def _evict_failed(self, exc: BaseException) -> None:
+    def on_cache_view_evict_failed(self, message: EvictFailed) -> None:
         self._busy = False
         self.query_one("#cache-progress-row", ProgressRow).stop()
-        self.report_error(exc)
+        self.report_error(message.error)
         self.refresh_view()

@@ -3,19 +3,51 @@
 from __future__ import annotations
 
 import os
-from typing import Any
+import shlex
+from dataclasses import dataclass
+from typing import Any, ClassVar
 
 from rich.text import Text
+from textual import work
 from textual.app import ComposeResult
-from textual.binding import Binding
-from textual.containers import Horizontal, VerticalScroll
-from textual.widgets import DataTable, Input, Static
+from textual.binding import Binding, BindingType
+from textual.containers import Container, VerticalScroll
+from textual.widgets import DataTable, Input
 
+from fvconsole.core.checkpoint_detail import CheckpointDetail, checkpoint_detail
+from fvconsole.core.checkpoints import CheckpointInfo, discover_checkpoints
+from fvconsole.core.errors import FvError
 from fvconsole.core.humanize import human_age, human_bytes
-from fvconsole.tui import backend, state
-from fvconsole.tui.base import BaseView
+from fvconsole.core.migration.published import PublishedSet, published_for
+from fvconsole.core.runconfig import Mismatch, RunConfig
+from fvconsole.tui import state
+from fvconsole.tui.base import BaseView, ViewMessage
 from fvconsole.tui.plain import PlainText
 from fvconsole.tui.widgets import FastTable, PlainStatic
+
+#: How often ages on screen are recomputed (seconds).
+AGE_TICK = 5.0
+
+
+@dataclass(frozen=True)
+class CheckpointRow:
+    """One listed checkpoint: what discovery found, when it was saved, and its published set."""
+
+    info: CheckpointInfo
+    mtime: float | None
+    published: PublishedSet | None
+    published_problem: str | None = None
+
+    @property
+    def migrated(self) -> bool:
+        return self.info.kind == "legacy" and self.published is not None and self.published.complete
+
+    @property
+    def sidecars(self) -> int:
+        """Rank sidecars inside the checkpoint, or of the set published for it."""
+        if self.info.rank_sidecars:
+            return self.info.rank_sidecars
+        return self.published.sidecars_present if self.published is not None else 0
 
 
 def checkpoint_mtime(path: str) -> float | None:
@@ -28,7 +60,21 @@ def checkpoint_mtime(path: str) -> float | None:
     return None
 
 
-def render_mismatches(mismatches: Any, limit: int = 40) -> Text:
+def list_checkpoint_rows(path: str) -> list[CheckpointRow]:
+    """Checkpoints under ``path`` with their save time and published migration (blocks: a worker's job)."""
+    rows = []
+    for info in discover_checkpoints(path):
+        published, problem = None, None
+        if info.kind == "legacy":
+            try:
+                published = published_for(info.path, info.step)
+            except FvError as exc:
+                problem = str(exc)
+        rows.append(CheckpointRow(info, checkpoint_mtime(info.path), published, problem))
+    return rows
+
+
+def render_mismatches(mismatches: tuple[Mismatch, ...] | None, limit: int = 40) -> Text:
     """The config-mismatch report: critical rows in red first, then the rest dimmed.
 
     Keys and values come from the run config and the checkpoint: composed as PlainText.
@@ -56,129 +102,207 @@ def render_mismatches(mismatches: Any, limit: int = 40) -> Text:
     return text
 
 
-class CheckpointsView(BaseView):
-    """Table of checkpoints + detail (metadata, DCP keys, mismatch report)."""
+def export_line(output_dir: str) -> str:
+    """The one shell line that points FastVideo's resume at a sidecar set."""
+    return f"export FASTVIDEO_DATALOADER_STATE_DIR={shlex.quote(output_dir)}"
 
-    DEFAULT_CSS = """
-    CheckpointsView #ckpt-banner { height: auto; padding: 0 1; }
-    CheckpointsView #ckpt-table { width: 62; height: 1fr; }
-    CheckpointsView #ckpt-detail-scroll { width: 1fr; height: 1fr; border-left: solid $primary; padding: 0 1; }
-    CheckpointsView .view-filter { display: none; }
-    """
-    BINDINGS = [Binding("m", "migrate", "Migrate selected")]
+
+COLUMNS = (("step", "step", 7), ("complete", "complete", 9), ("kind", "kind", 10),
+           ("sidecars", "sidecars", 9), ("size", "size", 11), ("age", "age", 6))
+
+
+class CheckpointsView(BaseView):
+    """Table of checkpoints + detail (metadata, DCP keys, migration, mismatch report)."""
+
+    TITLE = "1 Checkpoints"
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("m,enter", "migrate", "Migrate",
+                tooltip="migrate the selected checkpoint: view 2 opens with the form filled in"),
+    ]
+
+    class Listed(ViewMessage):
+        def __init__(self, path: str, rows: list[CheckpointRow]) -> None:
+            super().__init__()
+            self.path = path
+            self.rows = rows
+
+    class ListFailed(ViewMessage):
+        def __init__(self, error: BaseException) -> None:
+            super().__init__()
+            self.error = error
+
+    class DetailRead(ViewMessage):
+        def __init__(self, row: CheckpointRow, detail: CheckpointDetail) -> None:
+            super().__init__()
+            self.row = row
+            self.detail = detail
 
     def __init__(self, **kwargs: Any) -> None:
         super().__init__(**kwargs)
-        self._rows: list[tuple[Any, float | None]] = []
+        self._rows: list[CheckpointRow] = []
         self._selected: str | None = None
+        self._details: dict[str, CheckpointDetail] = {}
 
     def compose(self) -> ComposeResult:
-        yield PlainStatic(id="ckpt-banner")
+        yield PlainStatic(id="ckpt-banner", classes="banner")
         yield Input(placeholder="filter checkpoints (Esc closes)", classes="view-filter")
-        with Horizontal():
-            table: DataTable = FastTable(id="ckpt-table", cursor_type="row", zebra_stripes=True)
-            yield table
-            with VerticalScroll(id="ckpt-detail-scroll"):
+        with Container(id="ckpt-main", classes="split"):
+            yield FastTable(id="ckpt-table", cursor_type="row", zebra_stripes=True,
+                            sortable=[key for _label, key, _w in COLUMNS])
+            with VerticalScroll(id="ckpt-detail-scroll", classes="detail"):
                 yield PlainStatic("Select a checkpoint.", id="ckpt-detail")
 
     def on_mount(self) -> None:
-        table = self.query_one("#ckpt-table", DataTable)
-        for label, key, width in (
-            ("step", "step", 8), ("complete", "complete", 8), ("kind", "kind", 10),
-            ("sidecars", "sidecars", 8), ("size", "size", 10), ("age", "age", 4),
-        ):
+        table = self.query_one("#ckpt-table", FastTable)
+        for label, key, width in COLUMNS:
             table.add_column(label, key=key, width=width)
+        self.set_interval(AGE_TICK, self._tick_ages)
 
-    def focus_main(self) -> None:
+    def focus_table(self) -> None:
         self.query_one("#ckpt-table", DataTable).focus()
 
     # ------------------------------------------------------------ loading
 
     def refresh_view(self) -> None:
         st = self.app.state
-        banner = self.query_one("#ckpt-banner", Static)
         if not st.checkpoints_path:
-            banner.update(PlainText("No checkpoints directory: press `o` to pick one (or pass --checkpoints / --config).",
-                               style="bold yellow"))
+            self._banner(PlainText("No checkpoints directory: press o to pick one (or pass --checkpoints / --config).",
+                                   style="bold yellow"))
             self._rows = []
             self.apply_filter(self.filter_text)
             return
-        banner.update(PlainText(f"loading {st.checkpoints_path} …", style="italic"))
-        path = st.checkpoints_path
-        self.run_in_thread(lambda: self._load(path), self._show, group="ckpt-list", on_error=self._load_failed)
+        self._banner(PlainText(f"loading {st.checkpoints_path} …", style="italic"))
+        self._details.clear()
+        self.list_checkpoints(st.checkpoints_path)
 
-    @staticmethod
-    def _load(path: str) -> list[tuple[Any, float | None]]:
-        return [(info, checkpoint_mtime(info.path)) for info in backend.list_checkpoints(path)]
+    @work(thread=True, exclusive=True, group="ckpt-list", exit_on_error=False)
+    def list_checkpoints(self, path: str) -> None:
+        with self.failures(self.ListFailed):
+            self.deliver(self.Listed(path, list_checkpoint_rows(path)))
 
-    def _load_failed(self, exc: BaseException) -> None:
-        self.report_error(exc)
-        self.query_one("#ckpt-banner", Static).update(PlainText(f"cannot list checkpoints: {exc}", style="bold red"))
+    def on_checkpoints_view_list_failed(self, message: ListFailed) -> None:
+        self.report_error(message.error)
+        self._banner(PlainText(f"cannot list checkpoints: {message.error}", style="bold red"))
         self._rows = []
         self.apply_filter(self.filter_text)
 
-    def _show(self, rows: list[tuple[Any, float | None]]) -> None:
-        self._rows = rows
-        legacy = sum(1 for info, _ in rows if info.kind == "legacy")
-        text = PlainText().append(f"{self.app.state.checkpoints_path}", style="bold")
-        text.append(f"   {len(rows)} checkpoint(s), {legacy} legacy")
-        if legacy:
-            text.append("   select one and press m (or Enter) to migrate", style="italic")
-        self.query_one("#ckpt-banner", Static).update(text)
+    def on_checkpoints_view_listed(self, message: Listed) -> None:
+        self._rows = message.rows
         self.apply_filter(self.filter_text)
+        self.app.published_sets_found([r.published for r in message.rows if r.published is not None])
+
+    def _banner(self, text: Text) -> None:
+        self.query_one("#ckpt-banner", PlainStatic).update(text)
+
+    def _show_counts(self, shown: int) -> None:
+        rows = self._rows
+        legacy = sum(1 for r in rows if r.info.kind == "legacy")
+        migrated = sum(1 for r in rows if r.migrated)
+        text = PlainText().append(f"{self.app.state.checkpoints_path}", style="bold")
+        text.append(f"\n{len(rows)} checkpoint(s), {legacy} legacy")
+        if migrated:
+            text.append(f" ({migrated} migrated)", style="green")
+        if self.filter_text:
+            text.append(f" · {shown} shown (filter '{self.filter_text}')", style="bold" if shown else "bold yellow")
+        if legacy - migrated:
+            text.append(" · select one and press m to migrate", style="italic")
+        self._banner(text)
+
+    # ------------------------------------------------------------ table
+
+    def _cells(self, row: CheckpointRow, now: float) -> tuple[Any, ...]:
+        info = row.info
+        if row.migrated:
+            kind = Text("migrated", style="green")
+        elif info.kind == "legacy":
+            kind = Text("legacy", style="yellow")
+        else:
+            kind = str(info.kind)
+        return (
+            str(info.step),
+            Text("yes", style="green") if info.complete else Text("NO", style="bold red"),
+            kind,
+            str(row.sidecars),
+            human_bytes(info.bytes),
+            human_age(now - row.mtime) if row.mtime is not None else "-",
+        )
+
+    SORT_KEYS: ClassVar[dict[str, Any]] = {
+        "step": lambda r: r.info.step,
+        "complete": lambda r: r.info.complete,
+        "kind": lambda r: ("migrated" if r.migrated else r.info.kind),
+        "sidecars": lambda r: r.sidecars,
+        "size": lambda r: r.info.bytes,
+        "age": lambda r: -(r.mtime or 0.0),
+    }
 
     def apply_filter(self, text: str) -> None:
-        table = self.query_one("#ckpt-table", DataTable)
+        table = self.query_one("#ckpt-table", FastTable)
         previous = self._selected
         table.clear()
         now = state.now()
-        rows = []
-        for info, mtime in self._rows:
-            cells = (
-                str(info.step),
-                Text("yes", style="green") if info.complete else Text("NO", style="bold red"),
-                Text(info.kind, style="yellow") if info.kind == "legacy" else str(info.kind),
-                str(info.rank_sidecars),
-                human_bytes(info.bytes),
-                human_age(now - mtime) if mtime is not None else "-",
-            )
-            haystack = f"{info.step} {info.kind} {'complete' if info.complete else 'incomplete'} {info.path}"
+        shown = []
+        for row in table.ordered(self._rows, self.SORT_KEYS):
+            info = row.info
+            haystack = (f"{info.step} {'migrated' if row.migrated else info.kind} "
+                        f"{'complete' if info.complete else 'incomplete'} {info.path}")
             if text and text not in haystack.lower():
                 continue
-            rows.append((cells, info.path))
-        for cells, key in rows:
-            table.add_row(*cells, key=key)
-        if previous is not None and any(key == previous for _, key in rows):
+            shown.append(row)
+            table.add_row(*self._cells(row, now), key=info.path)
+        if self.app.state.checkpoints_path and (self._rows or text):
+            self._show_counts(len(shown))
+        if previous is not None and any(r.info.path == previous for r in shown):
             table.move_cursor(row=table.get_row_index(previous))
-        elif not rows:
-            self.query_one("#ckpt-detail", Static).update("No checkpoints.")
+        elif not shown:
+            self._selected = None
+            what = f"No checkpoint matches '{text}'." if text and self._rows else "No checkpoints."
+            self.query_one("#ckpt-detail", PlainStatic).update(what)
+
+    def on_fast_table_sorted(self, event: FastTable.Sorted) -> None:
+        self.apply_filter(self.filter_text)
+
+    def _tick_ages(self) -> None:
+        """Ages move on: recompute the age column (a handful of rows)."""
+        table = self.query_one("#ckpt-table", FastTable)
+        now = state.now()
+        for row in self._rows:
+            if row.info.path in table.rows and row.mtime is not None:
+                table.update_cell(row.info.path, "age", human_age(now - row.mtime))
 
     # ------------------------------------------------------------ selection + detail
 
-    def selected_info(self) -> Any | None:
-        for info, _ in self._rows:
-            if info.path == self._selected:
-                return info
-        return None
+    def selected_row(self) -> CheckpointRow | None:
+        return next((r for r in self._rows if r.info.path == self._selected), None)
+
+    def selected_info(self) -> CheckpointInfo | None:
+        row = self.selected_row()
+        return row.info if row is not None else None
 
     def on_data_table_row_highlighted(self, event: DataTable.RowHighlighted) -> None:
         if event.data_table.id != "ckpt-table" or event.row_key is None:
             return
         self._selected = event.row_key.value
-        info = self.selected_info()
-        if info is None:
+        row = self.selected_row()
+        if row is None:
             return
-        self.query_one("#ckpt-detail", Static).update(self._summary(info, None))
-        run_config = self.app.state.run_config
-        self.run_in_thread(lambda: backend.checkpoint_detail(info.path, run_config),
-                           lambda d: self._show_detail(info, d), group="ckpt-detail")
+        cached = self._details.get(row.info.path)
+        self.query_one("#ckpt-detail", PlainStatic).update(self._summary(row, cached))
+        if cached is None:
+            self.read_detail(row, self.app.state.run_config)
+
+    @work(thread=True, exclusive=True, group="ckpt-detail", exit_on_error=False)
+    def read_detail(self, row: CheckpointRow, run_config: RunConfig | None) -> None:
+        with self.failures():
+            self.deliver(self.DetailRead(row, checkpoint_detail(row.info.path, run_config)))
 
     def on_data_table_row_selected(self, event: DataTable.RowSelected) -> None:
         if event.data_table.id == "ckpt-table":
             event.stop()
             self.action_migrate()
 
-    def _summary(self, info: Any, detail: Any) -> Text:
+    def _summary(self, row: CheckpointRow, detail: CheckpointDetail | None) -> Text:
+        info = row.info
         text = PlainText()
         text.append(f"checkpoint-{info.step}\n", style="bold")
         text.append(f"{info.path}\n", style="grey62")
@@ -192,17 +316,32 @@ class CheckpointsView(BaseView):
             text.append(f"metadata.json step {info.metadata_step} differs from the directory name\n", style="bold red")
         for problem in info.problems:
             text.append(f"⚠ {problem}\n", style="yellow")
-        if info.kind == "legacy":
-            text.append("Legacy: the dataloader state is a DCP chimera; migrate to rank-local sidecars (m).\n",
-                        style="italic")
+        self._migration_status(row, text)
         if detail is None:
             text.append("\nloading detail …", style="italic")
+        else:
+            self._detail_text(detail, text)
         return text
 
-    def _show_detail(self, info: Any, detail: backend.CheckpointDetail) -> None:
-        if info.path != self._selected:
-            return
-        text = self._summary(info, detail)
+    @staticmethod
+    def _migration_status(row: CheckpointRow, text: PlainText) -> None:
+        published = row.published
+        if row.published_problem:
+            text.append(f"⚠ published set: {row.published_problem}\n", style="yellow")
+        if published is not None:
+            style = "bold green" if published.complete else "bold yellow"
+            mark = "✓ migrated" if published.complete else "⚠ published set incomplete"
+            text.append(f"{mark}: {published.sidecars_present} of {published.world_size} sidecars + receipt "
+                        f"({published.created_at_utc})\n", style=style)
+            text.append(f"{published.output_dir}\n")
+            text.append("resume with (view 2, y copies it):\n", style="grey62")
+            text.append(export_line(published.output_dir) + "\n", style="cyan")
+        elif row.info.kind == "legacy":
+            text.append("Legacy: the dataloader state is a DCP chimera; migrate to rank-local sidecars (m).\n",
+                        style="italic")
+
+    @staticmethod
+    def _detail_text(detail: CheckpointDetail, text: PlainText) -> None:
         text.append("\nmetadata.json: ", style="bold")
         text.append(", ".join(detail.metadata_keys) or "-")
         text.append(f"\nDCP state keys: {detail.dcp_key_count}\n", style="bold")
@@ -213,11 +352,15 @@ class CheckpointsView(BaseView):
             text.append(f"⚠ {problem}\n", style="bold red")
         text.append("\nConfig mismatch report\n", style="bold underline")
         text.append_text(render_mismatches(detail.mismatches))
-        self.query_one("#ckpt-detail", Static).update(text)
+
+    def on_checkpoints_view_detail_read(self, message: DetailRead) -> None:
+        self._details[message.row.info.path] = message.detail
+        if message.row.info.path == self._selected:
+            self.query_one("#ckpt-detail", PlainStatic).update(self._summary(message.row, message.detail))
 
     def action_migrate(self) -> None:
         info = self.selected_info()
         if info is None:
             self.notify("select a checkpoint first", severity="warning")
             return
-        self.app.open_migration(info)
+        self.app.open_migration(info.path, info.step)

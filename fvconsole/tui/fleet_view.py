@@ -10,27 +10,43 @@ Cancel) → execute exactly the previewed per-node plans, with progress → resc
 from __future__ import annotations
 
 import os
-from typing import Any
+import shutil
+from typing import Any, ClassVar
 
 from rich.text import Text
+from textual import work
 from textual.app import ComposeResult
-from textual.binding import Binding
+from textual.binding import Binding, BindingType
 from textual.containers import Horizontal, Vertical, VerticalScroll
-from textual.widgets import Button, DataTable, Input, Label, Static
+from textual.widgets import Button, DataTable, Input, Label
 
 from fvconsole.core.fleet.hostlist import compress_hostlist
 from fvconsole.core.humanize import head_tail, human_bytes
 from fvconsole.core.printable import printable
-from fvconsole.tui.base import BaseView
+from fvconsole.core.reasons import strip_advice
+from fvconsole.tui import state
+from fvconsole.tui.base import BaseView, ViewMessage, describe_error
 from fvconsole.tui.modals import ConfirmScreen
 from fvconsole.tui.plain import PlainText
-from fvconsole.tui.widgets import ProgressRow, ThreadProgress
+from fvconsole.tui.widgets import FastTable, PathInput, PlainStatic, ProgressRow, ThreadProgress
 
 STATUS_STYLE = {"complete": "green", "partial": "cyan", "incomplete": "yellow", "invalid": "bold red"}
 #: Node columns shown in the matrix; more nodes are summarised in the last column.
 MAX_NODE_COLUMNS = 12
-WRITE_ACTIONS = (("evict_invalid", "i", "Evict invalid"), ("evict_key", "e", "Evict key"),
-                 ("evict_cap", "c", "Evict to cap"))
+WRITE_ACTIONS = (
+    ("evict_invalid", "i", "Evict invalid",
+     "evict invalid + incomplete entries on every node (preview, confirm, run, rescan)"),
+    ("evict_key", "e", "Evict key", "evict the key selected in the matrix on every node that holds it"),
+    ("evict_cap", "c", "Evict to cap",
+     "evict each node down to its cap ($FASTVIDEO_WEIGHT_SHARD_CACHE_MAX_GB on that node)"),
+)
+NODE_COLUMNS = (("node", "node", 12), ("entries", "entries", 9), ("size", "size", 11), ("reclaimable", "reclaimable", 13),
+                ("over cap", "over_cap", 10), ("free", "free", 11), ("statuses / error", "statuses", 60))
+
+
+def node_error(error: object) -> str:
+    """A node's error without the command line's advice (the fleet view has no such controls)."""
+    return strip_advice(str(error))[0]
 
 
 def _plural(n: int, word: str) -> str:
@@ -46,26 +62,41 @@ def _plain(value: str, style: str = "") -> Text:
 class FleetView(BaseView):
     """Node × key matrix of weight shard caches across Slurm nodes, with fleet eviction."""
 
-    write_actions = frozenset(action for action, _key, _label in WRITE_ACTIONS)
+    TITLE = "4 Fleet"
+    write_actions = frozenset(action for action, _key, _label, _help in WRITE_ACTIONS)
 
-    DEFAULT_CSS = """
-    FleetView #fleet-form { height: 1; padding: 0 1; margin-top: 1; }
-    FleetView #fleet-form Label { width: auto; color: $text-muted; margin-right: 1; }
-    FleetView #fleet-form Input { width: 1fr; margin-right: 2; }
-    FleetView #fleet-form #fleet-root { width: 2fr; }
-    FleetView #fleet-form Button { min-width: 10; }
-    FleetView #fleet-status { height: auto; padding: 0 1; }
-    FleetView #fleet-progress-row { padding: 0 1; }
-    FleetView #fleet-node-table { height: auto; max-height: 12; }
-    FleetView #fleet-matrix { height: 1fr; }
-    FleetView #fleet-detail-scroll { height: auto; max-height: 14; padding: 0 1; border-top: solid $primary; }
-    FleetView .view-filter { display: none; }
-    """
-    BINDINGS = [
-        Binding("ctrl+r", "scan", "Scan"),
-        *[Binding(key, action, label) for action, key, label in WRITE_ACTIONS],
-        *[Binding(key, f"refuse('{label.lower()}')", label, show=False) for _a, key, label in WRITE_ACTIONS],
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("ctrl+r", "scan", "Scan",
+                tooltip="scan the nodes (also Enter in a field): srun `cache ls` on each, in the background"),
+        *[Binding(key, action, label, tooltip=help_text) for action, key, label, help_text in WRITE_ACTIONS],
+        *[Binding(key, f"refuse('{label.lower()}')", label, show=False) for _a, key, label, _h in WRITE_ACTIONS],
     ]
+
+    class Scanned(ViewMessage):
+        def __init__(self, view: Any) -> None:
+            super().__init__()
+            self.view = view
+
+    class Previewed(ViewMessage):
+        def __init__(self, what: str, root: str, plan: Any) -> None:
+            super().__init__()
+            self.what = what
+            self.root = root
+            self.plan = plan
+
+    class Executed(ViewMessage):
+        def __init__(self, result: Any) -> None:
+            super().__init__()
+            self.result = result
+
+    class Failed(ViewMessage):
+        def __init__(self, error: BaseException) -> None:
+            super().__init__()
+            self.error = error
+
+    @classmethod
+    def for_state(cls, state: Any, **kwargs: Any) -> FleetView:
+        return cls(read_only=state.read_only, cache_root=state.cache_root, **kwargs)
 
     def __init__(self, read_only: bool = False, cache_root: str | None = None, dispatcher: Any = None,
                  **kwargs: Any) -> None:
@@ -102,31 +133,50 @@ class FleetView(BaseView):
         return self._view
 
     def compose(self) -> ComposeResult:
-        with Horizontal(id="fleet-form"):
-            yield Label("job")
-            yield Input(value=os.environ.get("SLURM_JOB_ID", ""), placeholder="e.g. 1234", id="fleet-job",
-                        compact=True)
-            yield Label("nodes")
-            yield Input(placeholder="e.g. gpu[001-016]", id="fleet-nodes", compact=True)
-            yield Label("cache root")
-            yield Input(value=self._initial_root, placeholder="the same path on every node; {node} allowed",
-                        id="fleet-root", compact=True)
-            yield Button("Scan ^R", id="fleet-scan", variant="primary", compact=True)
-        yield Static(Text("Give a job id and/or a node list and the cache root, then Scan (ctrl+r or Enter). "
-                          "Esc leaves a field; ? lists every key.", style="italic"), id="fleet-status")
+        with Vertical(id="fleet-form"):
+            with Horizontal(classes="form-row", id="fleet-select"):
+                yield Label("job")
+                yield Input(value=os.environ.get("SLURM_JOB_ID", ""), placeholder="e.g. 1234", id="fleet-job",
+                            compact=True)
+                yield Label("nodes")
+                yield Input(placeholder="e.g. gpu[001-016]", id="fleet-nodes", compact=True)
+            with Horizontal(classes="form-row", id="fleet-root-row"):
+                yield Label("cache root")
+                yield PathInput(self._initial_root, placeholder="the same path on every node; {node} allowed",
+                                id="fleet-root", compact=True)
+                yield Button("Scan ^R", id="fleet-scan", variant="primary", compact=True)
+        yield PlainStatic(id="fleet-status", classes="banner")
         yield Input(placeholder="filter keys by key, node or status (Esc closes)", classes="view-filter")
         yield ProgressRow(id="fleet-progress-row")
-        with Vertical():
-            yield DataTable(id="fleet-node-table", cursor_type="row", zebra_stripes=True)
-            yield DataTable(id="fleet-matrix", cursor_type="row", zebra_stripes=True)
+        with Vertical(id="fleet-tables"):
+            yield FastTable(id="fleet-node-table", cursor_type="row", zebra_stripes=True,
+                            sortable=[key for _l, key, _w in NODE_COLUMNS if key != "statuses"])
+            yield FastTable(id="fleet-matrix", cursor_type="row", zebra_stripes=True, sortable=("key", "size"))
         with VerticalScroll(id="fleet-detail-scroll"):
-            yield Static(id="fleet-detail")
+            yield PlainStatic(id="fleet-detail")
 
     def on_mount(self) -> None:
-        table = self.query_one("#fleet-node-table", DataTable)
-        for label, width in (("node", 12), ("entries", 7), ("size", 10), ("reclaimable", 11), ("over cap", 10),
-                             ("free", 10), ("statuses / error", 60)):
-            table.add_column(label, key=label, width=width)
+        table = self.query_one("#fleet-node-table", FastTable)
+        for label, key, width in NODE_COLUMNS:
+            table.add_column(label, key=key, width=width)
+        self._status(self.requirements())
+
+    def requirements(self) -> PlainText:
+        """What a scan needs, said before the first one: srun on PATH, a job or nodes, the cache root."""
+        options = getattr(self.dispatcher, "options", None)
+        srun = getattr(options, "srun", "srun")
+        found = shutil.which(srun)
+        text = PlainText().append("The Fleet view needs ", style="bold")
+        text.append("Slurm's srun on PATH ")
+        if found:
+            text.append(f"(✓ {found})", style="green")
+        else:
+            text.append(f"(✗ {srun} not found: run the console where Slurm's commands are, e.g. a login node)",
+                        style="bold red")
+        text.append(", a job id (its nodes come from squeue) or a node list, and the cache root "
+                    "(the same path on every node; {node} is replaced by each node's name). "
+                    "Then Scan: ctrl+r or Enter in a field. Nothing runs on the nodes before that.")
+        return text
 
     def focus_main(self) -> None:
         target = "#fleet-matrix" if self._view is not None else "#fleet-job"
@@ -188,22 +238,23 @@ class FleetView(BaseView):
             return
         self._scanned_once = True
         self._status(PlainText(f"scanning {nodes or 'job ' + str(job)} …", style="italic"))
-        progress = self._start_progress("scanning")
+        self.run_scan(job, nodes, root, self._start_progress("scanning"))
+
+    @work(thread=True, exclusive=True, group="fleet-scan", exit_on_error=False)
+    def run_scan(self, job: str | None, nodes: str | None, root: str, progress: ThreadProgress) -> None:
         dispatcher = self.dispatcher
-
-        def job_fn() -> Any:
+        with self.failures(self.Failed):
             selection = dispatcher.select(nodes, job)
-            return dispatcher.ls(selection, root, progress)
+            self.deliver(self.Scanned(dispatcher.ls(selection, root, progress)))
 
-        self.run_in_thread(job_fn, self._show_scan, group="fleet-scan", on_error=self._failed)
-
-    def _failed(self, exc: BaseException) -> None:
+    def on_fleet_view_failed(self, message: Failed) -> None:
         self._busy = False
         self._stop_progress()
-        self.report_error(exc)
-        self._status(PlainText(f"✗ {exc}", style="bold red"))
+        self.report_error(message.error)
+        self._status(PlainText(f"✗ {describe_error(message.error)}", style="bold red"))
 
-    def _show_scan(self, view: Any) -> None:
+    def on_fleet_view_scanned(self, message: Scanned) -> None:
+        view = message.view
         self._stop_progress()
         self._view = view
         failed = [n for n in view.nodes if not n.ok]
@@ -222,12 +273,21 @@ class FleetView(BaseView):
         if focused is None or (self in focused.ancestors_with_self and not focused.has_class("view-filter")):
             self.query_one("#fleet-matrix", DataTable).focus()  # so i / e / c act on the result
 
+    NODE_SORT_KEYS: ClassVar[dict[str, Any]] = {
+        "node": lambda n: n.node,
+        "entries": lambda n: n.entries if n.ok else None,
+        "size": lambda n: n.total_bytes if n.ok else None,
+        "reclaimable": lambda n: n.reclaimable_bytes if n.ok else None,
+        "over_cap": lambda n: n.over_cap_bytes if n.ok else None,
+        "free": lambda n: n.fs_free if n.ok else None,
+    }
+
     def _fill_nodes(self, view: Any) -> None:
-        table = self.query_one("#fleet-node-table", DataTable)
+        table = self.query_one("#fleet-node-table", FastTable)
         table.clear()
-        for n in view.nodes:
+        for n in table.ordered(view.nodes, self.NODE_SORT_KEYS):
             if not n.ok:
-                table.add_row(_plain(n.node), "-", "-", "-", "-", "-", _plain(f"error: {n.error}", "bold red"),
+                table.add_row(_plain(n.node), "-", "-", "-", "-", "-", _plain(f"error: {node_error(n.error)}", "bold red"),
                               key=n.node)
                 continue
             statuses = PlainText()
@@ -236,13 +296,21 @@ class FleetView(BaseView):
                                 style=STATUS_STYLE.get(status, ""))
             table.add_row(_plain(n.node), str(n.entries), human_bytes(n.total_bytes), human_bytes(n.reclaimable_bytes),
                           human_bytes(n.over_cap_bytes) if n.over_cap_bytes is not None else "-",
-                          human_bytes(n.fs_free) if n.fs_free is not None else "-", statuses or "empty", key=n.node)
+                          human_bytes(state.shown_free(n.fs_free)), statuses or "empty", key=n.node)
+
+    def on_fast_table_sorted(self, event: FastTable.Sorted) -> None:
+        if self._view is None:
+            return
+        if event.table.id == "fleet-node-table":
+            self._fill_nodes(self._view)
+        else:
+            self.apply_filter(self.filter_text)
 
     def _matrix_nodes(self) -> list[str]:
         return [n.node for n in self._view.nodes][:MAX_NODE_COLUMNS] if self._view is not None else []
 
     def apply_filter(self, text: str) -> None:
-        table = self.query_one("#fleet-matrix", DataTable)
+        table = self.query_one("#fleet-matrix", FastTable)
         table.clear(columns=True)
         if self._view is None:
             return
@@ -254,7 +322,8 @@ class FleetView(BaseView):
         hidden = len(self._view.nodes) - len(shown)
         if hidden:
             table.add_column(f"+{hidden} nodes", key="more", width=30)
-        for row in self._view.keys:
+        order = {"key": lambda r: r.key, "size": lambda r: r.total_bytes}
+        for row in table.ordered(self._view.keys, order):
             statuses = dict(row.statuses)
             sizes = dict(row.sizes)
             haystack = f"{row.key} " + " ".join(f"{n} {s}" for n, s in row.statuses)
@@ -274,6 +343,7 @@ class FleetView(BaseView):
             table.add_row(*cells, key=row.key)
         if self._selected_key is not None and self._selected_key in table.rows:
             table.move_cursor(row=table.get_row_index(self._selected_key))
+        table._mark_sorted()
 
     def on_data_table_row_highlighted(self, event: DataTable.RowHighlighted) -> None:
         if event.data_table.id == "fleet-matrix" and event.row_key is not None:
@@ -287,11 +357,11 @@ class FleetView(BaseView):
             text.append(f"… {len(view.findings) - 8} more findings\n", style="yellow")
         for n in view.nodes:
             if not n.ok:
-                text.append(printable(f"✗ {n.node}: {n.error}") + "\n", style="bold red")
+                text.append(printable(f"✗ {n.node}: {node_error(n.error)}") + "\n", style="bold red")
         if not text.plain:
             text.append("No cross-node findings. RECLAIMABLE = invalid + incomplete (press i to evict them).",
                         style="italic")
-        self.query_one("#fleet-detail", Static).update(text)
+        self.query_one("#fleet-detail", PlainStatic).update(text)
 
     # ------------------------------------------------------------ eviction
 
@@ -320,13 +390,15 @@ class FleetView(BaseView):
             self.notify("busy: wait for the running eviction", severity="warning")
             return
         _job, _nodes, root = self._form()
-        selection = self._view.selection
-        dispatcher = self.dispatcher
-        progress = self._start_progress("planning")
-        self.run_in_thread(lambda: dispatcher.preview(selection, root, selectors, progress),
-                           lambda p: self._previewed(what, root, p), group="fleet-plan", on_error=self._failed)
+        self.run_preview(what, root, self._view.selection, selectors, self._start_progress("planning"))
 
-    def _previewed(self, what: str, root: str, preview: Any) -> None:
+    @work(thread=True, exclusive=True, group="fleet-plan", exit_on_error=False)
+    def run_preview(self, what: str, root: str, selection: Any, selectors: list[str], progress: ThreadProgress) -> None:
+        with self.failures(self.Failed):
+            self.deliver(self.Previewed(what, root, self.dispatcher.preview(selection, root, selectors, progress)))
+
+    def on_fleet_view_previewed(self, message: Previewed) -> None:
+        what, root, preview = message.what, message.root, message.plan
         self._stop_progress()
         plans = preview.node_keys
         failed = [o for o in preview.outcomes if not o.ok]
@@ -368,10 +440,10 @@ class FleetView(BaseView):
             if o.ok:
                 text.append(self._node_line(o) + "\n")
             else:
-                text.append(printable(f"  ✗ {o.node}: {o.error}") + "\n", style="bold red")
+                text.append(printable(f"  ✗ {o.node}: {node_error(o.error)}") + "\n", style="bold red")
         if len(preview.outcomes) > 24:
             text.append(f"  … {len(preview.outcomes) - 24} more nodes\n")
-        self.query_one("#fleet-detail", Static).update(text)
+        self.query_one("#fleet-detail", PlainStatic).update(text)
 
     def _confirmed(self, plan: Any, ok: bool | None) -> None:
         if not ok:
@@ -380,12 +452,15 @@ class FleetView(BaseView):
         if self.refuse_read_only("eviction"):
             return
         self._busy = True
-        progress = self._start_progress("evicting")
-        dispatcher = self.dispatcher
-        self.run_in_thread(lambda: dispatcher.execute(plan, progress), self._executed,
-                           group="fleet-evict", on_error=self._failed)
+        self.run_execute(plan, self._start_progress("evicting"))
 
-    def _executed(self, result: Any) -> None:
+    @work(thread=True, exclusive=True, group="fleet-evict", exit_on_error=False)
+    def run_execute(self, plan: Any, progress: ThreadProgress) -> None:
+        with self.failures(self.Failed):
+            self.deliver(self.Executed(self.dispatcher.execute(plan, progress)))
+
+    def on_fleet_view_executed(self, message: Executed) -> None:
+        result = message.result
         self._busy = False
         self._stop_progress()
         failed = [o for o in result.outcomes if not o.ok]
@@ -396,8 +471,8 @@ class FleetView(BaseView):
             if o.ok:
                 text.append(self._node_line(o).replace("entr", "evicted entr", 1) + "\n")
             else:
-                text.append(printable(f"  ✗ {o.node}: {o.error}") + "\n", style="bold red")
-        self.query_one("#fleet-detail", Static).update(text)
+                text.append(printable(f"  ✗ {o.node}: {node_error(o.error)}") + "\n", style="bold red")
+        self.query_one("#fleet-detail", PlainStatic).update(text)
         if failed:
             self.notify(f"{summary}; {len(failed)} node(s) failed: {compress_hostlist(o.node for o in failed)}",
                         severity="error", timeout=10)
@@ -408,7 +483,7 @@ class FleetView(BaseView):
     # ------------------------------------------------------------ helpers
 
     def _status(self, text: Text) -> None:
-        self.query_one("#fleet-status", Static).update(text)
+        self.query_one("#fleet-status", PlainStatic).update(text)
 
     def _start_progress(self, label: str) -> ThreadProgress:
         return self.query_one("#fleet-progress-row", ProgressRow).start(label)

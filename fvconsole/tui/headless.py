@@ -3,14 +3,21 @@ script and the TUI benchmarks."""
 
 from __future__ import annotations
 
+import os
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from typing import Any
+
+from fvconsole.demo.fleet_builders import Fleet
+from fvconsole.tui import state
 
 
 async def settle(app: Any, pilot: Any, rounds: int = 200) -> None:
     """Wait until no worker runs and the screen has processed what the workers posted.
 
-    Workers only post messages back, so one idle check is not enough: a message handled after
-    the check may start another worker. Two consecutive idle checks are.
+    Workers post messages back, so one idle check is not enough: a message handled after the
+    check may start another worker. Two consecutive idle checks are.
     """
     for _ in range(rounds):
         await app.workers.wait_for_complete()
@@ -20,3 +27,154 @@ async def settle(app: Any, pilot: Any, rounds: int = 200) -> None:
             if not any(w.is_running for w in app.workers):
                 return
     raise RuntimeError("workers never settled")
+
+
+async def started(app: Any, pilot: Any) -> None:
+    """Wait until the console loaded its paths and every view finished loading."""
+    for _ in range(1000):
+        await settle(app, pilot)
+        if app.loaded:
+            await settle(app, pilot)
+            return
+    raise RuntimeError("the console never loaded its paths")
+
+
+# ----------------------------------------------------------------------------- the tour
+#
+# One walk through every view and dialog, as a user would take it (docs/console.md's
+# walkthrough), calling ``shot(name)`` at each stop. The snapshot tests compare those shots
+# with the committed SVGs at three terminal sizes; scripts/screenshots.py saves them for the docs.
+
+#: Where the tour's workspace lives: a long, realistic path (50+ characters) so that the
+#: screenshots show how paths are shown when they do not fit.
+TOUR_PATH = "lustre/fsw/portfolios/video/users/alice/runs/wan-t2v-14b"
+#: The clock and the cache filesystem's free space the tour shows (reruns render identical SVGs).
+FROZEN_NOW = 1_795_000_000.0  # 2026-11-18 UTC
+FROZEN_SPACE = (412 << 30, 503 << 30)
+#: The cap the eviction dialog is set to, so that the tour's cache is over it.
+TOUR_CAP_GB = "0.0004"
+
+TOUR_SHOTS = (
+    "checkpoints", "migration-form", "migration-preview", "migration-confirm", "migration-receipt",
+    "migration-refused", "checkpoints-migrated", "cache", "cache-evict-dialog", "cache-evict-confirm",
+    "cache-evicted", "help", "paths", "error", "fleet-start", "fleet", "fleet-evict-confirm",
+)
+
+
+@contextmanager
+def frozen_display(now: float = FROZEN_NOW, space: tuple[int, int] = FROZEN_SPACE) -> Iterator[None]:
+    """Freeze what would differ between runs: the clock (ages, grace periods, the receipt's
+    ``created_at_utc``), the time zone and the free space shown."""
+    from datetime import datetime
+
+    from fvconsole.core.migration import receipt
+
+    class FrozenDatetime(datetime):
+        @classmethod
+        def now(cls, tz: Any = None) -> datetime:  # noqa: D102 - datetime.now's signature
+            return datetime.fromtimestamp(now, tz)
+
+    saved_tz, saved_datetime = os.environ.get("TZ"), receipt.datetime
+    os.environ["TZ"] = "UTC"
+    time.tzset()
+    state.freeze_clock(now)
+    state.freeze_free_space(space)
+    receipt.datetime = FrozenDatetime  # type: ignore[misc]
+    try:
+        yield
+    finally:
+        receipt.datetime = saved_datetime  # type: ignore[misc]
+        state.freeze_free_space(None)
+        state.freeze_clock(None)
+        if saved_tz is None:
+            os.environ.pop("TZ", None)
+        else:
+            os.environ["TZ"] = saved_tz
+        time.tzset()
+
+
+def steady(app: Any) -> None:
+    """Make the screen deterministic for a shot: no toasts, no blinking cursors."""
+    from textual.widgets import Input
+
+    app.clear_notifications()
+    for screen in app.screen_stack:
+        for box in screen.query(Input):
+            box.cursor_blink = False
+
+
+async def select_row(app: Any, pilot: Any, table_id: str, suffix: str) -> None:
+    table = app.query_one(table_id)
+    key = next(k for k in table.rows if k.value.endswith(suffix))
+    table.move_cursor(row=table.get_row_index(key))
+    await settle(app, pilot)
+
+
+async def tour(app: Any, pilot: Any, shot: Callable[[str], None], fleet: Fleet) -> None:
+    """Walk every view and dialog of ``app`` (opened on the demo workspace), calling ``shot``."""
+    from textual.widgets import Input
+
+    from fvconsole.demo.fleet_builders import local_dispatcher
+    from fvconsole.tui.fleet_view import FleetView
+    from fvconsole.tui.modals import ErrorScreen
+
+    async def stop(name: str) -> None:
+        await settle(app, pilot)
+        steady(app)
+        await pilot.pause()
+        shot(name)
+
+    async def keys(*names: str) -> None:
+        await pilot.press(*names)
+        await settle(app, pilot)
+
+    await started(app, pilot)
+    await select_row(app, pilot, "#ckpt-table", "checkpoint-200")
+    await stop("checkpoints")
+    await select_row(app, pilot, "#ckpt-table", "checkpoint-300")
+    await keys("m")
+    await stop("migration-form")
+    await keys("ctrl+r")
+    await stop("migration-preview")
+    await keys("ctrl+e")
+    await stop("migration-confirm")
+    await keys("left", "enter")
+    await stop("migration-receipt")
+    await keys("ctrl+r")
+    await stop("migration-refused")
+    await keys("1")
+    await select_row(app, pilot, "#ckpt-table", "checkpoint-300")
+    await stop("checkpoints-migrated")
+    await keys("3")
+    table = app.query_one("#cache-table")
+    table.move_cursor(row=table.row_count - 1)
+    await keys("space")
+    await stop("cache")
+    await keys("c")
+    cap = app.screen.query_one("#evict-cap", Input)
+    cap.value = TOUR_CAP_GB
+    await stop("cache-evict-dialog")
+    await keys("enter")
+    await stop("cache-evict-confirm")
+    await keys("left", "enter")
+    await stop("cache-evicted")
+    await keys("question_mark")
+    await stop("help")
+    await keys("escape", "o")
+    await stop("paths")
+    await keys("escape")
+    app.push_screen(ErrorScreen("Eviction failed part-way", "evicted 2 entries, freed 1.2 MiB\n\n"
+                                f"{app.state.cache_root}/0123456789abcdef: cannot remove (Permission denied)"))
+    await stop("error")
+    await keys("escape", "4")
+    view = app.query_one(FleetView)
+    view.dispatcher = local_dispatcher(fleet)
+    view.query_one("#fleet-status").update(view.requirements())
+    await stop("fleet-start")
+    view.query_one("#fleet-job", Input).value = "123456"
+    view.query_one("#fleet-root", Input).value = fleet.root
+    await keys("ctrl+r")
+    await stop("fleet")
+    await keys("i")
+    await stop("fleet-evict-confirm")
+    await keys("escape")

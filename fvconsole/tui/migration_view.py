@@ -1,7 +1,8 @@
 """View 2: migrate a legacy checkpoint to rank-local sidecars.
 
-Preview → (confirm) → execute, all through the same core calls as ``fvconsole migrate``:
-``preview_migration(request)`` builds the plan, ``execute_plan(plan)`` writes exactly that plan.
+Preview → (confirm) → execute, through the same core calls as ``fvconsole migrate``:
+``plan_migration(request)`` builds the plan (output dir rules included, as the dry run),
+``execute_migration(plan)`` writes exactly that plan, ``verify_sidecars`` checks a written set.
 """
 
 from __future__ import annotations
@@ -9,169 +10,172 @@ from __future__ import annotations
 import json
 import os
 import shlex
-from typing import Any
+from typing import Any, ClassVar
 
-from rich.text import Text
+from textual import work
 from textual.app import ComposeResult
-from textual.binding import Binding
-from textual.containers import Horizontal, Vertical, VerticalScroll
-from textual.widgets import Button, Checkbox, DataTable, Input, Label, Static
+from textual.binding import Binding, BindingType
+from textual.containers import Container, Horizontal, Vertical, VerticalScroll
+from textual.widget import Widget
+from textual.widgets import Button, Checkbox, Input, Label
 
 from fvconsole.core.errors import FvError, PartialFailure
-from fvconsole.tui import backend
-from fvconsole.tui.base import BaseView, describe_error
-from fvconsole.tui.checkpoints_view import render_mismatches
+from fvconsole.core.migration.defaults import MigrationDefaults, migration_defaults
+from fvconsole.core.migration.plan import MigrationPlan, MigrationPreview, MigrationRequest, plan_migration
+from fvconsole.core.migration.published import PublishedSet, defaults_from_published
+from fvconsole.core.migration.sample_ids import NextSampleIds, next_sample_ids
+from fvconsole.core.migration.verify import VerifyResult, verify_sidecars
+from fvconsole.core.migration.write import MigrationResult, execute_migration
+from fvconsole.core.progress import Progress
+from fvconsole.tui import migration_text as mt
+from fvconsole.tui.base import BaseView, ViewMessage, describe_error
+from fvconsole.tui.checkpoints_view import export_line
 from fvconsole.tui.modals import ConfirmScreen, ErrorScreen
 from fvconsole.tui.plain import PlainText
-from fvconsole.tui.widgets import FastTable, PathInput, PlainStatic, ProgressRow, ThreadProgress
+from fvconsole.tui.widgets import FastTable, PathInput, PlainStatic, ProgressRow
 
 INT_FIELDS = (
     ("expected_step", "mig-step", "expected step"),
-    ("expected_world_size", "mig-world", "expected world size"),
+    ("expected_world_size", "mig-world", "world size"),
     ("consumed_batches_per_rank", "mig-consumed", "consumed batches/rank"),
 )
-RANK_COLUMNS = (
-    ("rank", 5), ("SP grp", 6), ("rg pos", 6), ("offset", 6),
-    ("yielded", 8), ("next sample", 11), ("next rg", 7), ("next id", 14),
+PATH_FIELDS = (
+    ("checkpoint", "mig-checkpoint", "checkpoint", "…/checkpoint-<step>"),
+    ("config_path", "mig-config", "run config", "run.yaml"),
+    ("output_dir", "mig-output", "output dir", "where the sidecars go (outside the checkpoint)"),
 )
-#: The "next id" cell while the ids are being read, and when a rank has none.
-ID_PENDING, ID_NONE = "…", "-"
 
 
-def rank_row(cursor: Any, next_id: str = ID_PENDING) -> tuple[str, ...]:
-    """One row of the per-rank table (strings: cheap to filter and render)."""
-    return (
-        str(cursor.rank), str(cursor.sp_group_index), str(cursor.row_group_position), str(cursor.row_offset),
-        str(cursor.yielded_samples), str(cursor.next_sample_index),
-        str(cursor.next_row_group) if cursor.next_row_group >= 0 else "-", next_id,
-    )
+class PinnedScroll(VerticalScroll):
+    """A VerticalScroll that keeps one widget (the verdict) at the top while the panels below
+    it are still filling in (next sample ids, the receipt), until the user scrolls or types.
 
+    Scrolling once, right after an update, landed wherever the layout happened to be at that
+    moment: a row or a screen off, depending on which worker finished first.
+    """
 
-def plan_summary(plan: Any) -> Text:
-    """Step, ranks, SP groups, samples per worker and epoch progress of a plan."""
-    groups = plan.world_size // max(plan.sp_world_size, 1)
-    text = PlainText()
-    text.append("Plan\n", style="bold underline")
-    rows = (
-        ("step", plan.step),
-        ("ranks (world size)", plan.world_size),
-        ("SP groups", f"{groups} × sp {plan.sp_world_size}"),
-        ("batch / grad accum", f"{plan.batch_size} / {plan.gradient_accumulation_steps}"),
-        ("consumed batches/rank", plan.consumed_batches_per_rank),
-        ("yielded samples/rank", plan.yielded_samples_per_rank),
-        ("samples per worker", plan.samples_per_worker),
-        ("epoch progress", f"{plan.epoch_progress * 100:.1f}%"),
-        ("row groups / rows", f"{plan.num_row_groups} / {plan.total_rows}"),
-        ("manifest fingerprint", f"{plan.manifest_fingerprint[:16]}…"),
-    )
-    for label, value in rows:
-        text.append(f"  {label:<22}", style="grey62")
-        text.append(f"{value}\n", style="bold" if label == "epoch progress" else "")
-    for warning in plan.warnings:
-        text.append(f"⚠ {warning}\n", style="yellow")
-    return text
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.pinned: Widget | None = None
 
+    def pin(self, widget: Widget | None) -> None:
+        self.pinned = widget
+        self._to_pinned()
 
-#: Refusal fields that stop the config comparison (no run config or no embedded config to compare).
-NOT_COMPARED_FIELDS = ("config", "checkpoint", "metadata.json", "metadata.config")
+    def watch_virtual_size(self) -> None:
+        self.call_after_refresh(self._to_pinned)
 
+    def _to_pinned(self) -> None:
+        if self.pinned is not None and self.pinned.is_mounted:
+            self.scroll_to_widget(self.pinned, top=True, animate=False, immediate=True)
 
-def mismatch_report(preview: Any) -> Text:
-    """The mismatch report of a preview; never "matches" when the comparison could not run."""
-    text = PlainText().append("Config mismatch report\n", style="bold underline")
-    if not preview.mismatches:
-        stopped = [r for r in preview.refusals if r.field in NOT_COMPARED_FIELDS]
-        if stopped:
-            return text.append(f"not compared: {stopped[0].field} refused (see above)\n", style="yellow")
-    return text.append_text(render_mismatches(preview.mismatches))
+    def on_mouse_scroll_up(self) -> None:
+        self.pinned = None
+
+    def on_mouse_scroll_down(self) -> None:
+        self.pinned = None
 
 
 class MigrationView(BaseView):
     """Form, preview (refusals, mismatches, summary, per-rank table), execute, verify."""
 
+    TITLE = "2 Migration"
     write_actions = frozenset({"execute"})
     refuse_action = "refuse_execute"
 
-    DEFAULT_CSS = """
-    MigrationView #mig-left { width: 58; height: 1fr; padding: 0 1; }
-    MigrationView #mig-right { width: 1fr; height: 1fr; border-left: solid $primary; }
-    MigrationView .form-row { height: 1; }
-    MigrationView .form-row Label { width: 23; color: $text-muted; }
-    MigrationView .form-row Input { width: 1fr; }
-    MigrationView #mig-flags { height: 1; margin-top: 1; }
-    MigrationView #mig-derived { height: auto; color: $text-muted; margin: 1 0; }
-    MigrationView #mig-buttons { height: 1; margin-bottom: 1; }
-    MigrationView #mig-buttons Button { margin-right: 1; }
-    MigrationView #mig-details { height: 1fr; }
-    MigrationView #mig-banner { height: auto; padding: 0 1; }
-    MigrationView #mig-banner.refused { background: $error 30%; color: $text; text-style: bold; }
-    MigrationView #mig-banner.ok { background: $success 20%; }
-    MigrationView #mig-receipt { height: auto; display: none; padding: 0 1;
-                                 border: round $success; }
-    MigrationView #mig-ranks { height: 1fr; }
-    MigrationView #mig-mismatch-scroll { height: auto; max-height: 12; padding: 0 1; }
-    MigrationView .view-filter { display: none; }
-    """
-    BINDINGS = [
-        Binding("ctrl+r", "preview", "Preview", priority=True),
-        Binding("ctrl+e", "execute", "Execute", priority=True),
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("ctrl+r", "preview", "Preview", priority=True,
+                tooltip="preview: build the plan from the form (also Enter in a field): refusals, "
+                        "mismatches, summary, per-rank table"),
+        Binding("ctrl+e", "execute", "Execute", priority=True,
+                tooltip="write the previewed sidecars and receipt (asks first, focus on Cancel)"),
         Binding("ctrl+e", "refuse_execute", "Execute", show=False, priority=True),
-        Binding("ctrl+y", "verify", "Verify", priority=True),
+        Binding("ctrl+y", "verify", "Verify", priority=True,
+                tooltip="verify the sidecars in the output dir against the form"),
+        Binding("y", "copy_export", "Copy export",
+                tooltip="copy the export FASTVIDEO_DATALOADER_STATE_DIR=… line to the clipboard"),
     ]
+
+    class Previewed(ViewMessage):
+        def __init__(self, preview: MigrationPreview) -> None:
+            super().__init__()
+            self.preview = preview
+
+    class Executed(ViewMessage):
+        def __init__(self, result: MigrationResult) -> None:
+            super().__init__()
+            self.result = result
+
+    class Verified(ViewMessage):
+        def __init__(self, result: VerifyResult) -> None:
+            super().__init__()
+            self.result = result
+
+    class ActionFailed(ViewMessage):
+        def __init__(self, error: BaseException) -> None:
+            super().__init__()
+            self.error = error
+
+    class NextIdsRead(ViewMessage):
+        def __init__(self, plan: MigrationPlan, result: NextSampleIds | None, error: BaseException | None = None) -> None:
+            super().__init__()
+            self.plan = plan
+            self.result = result
+            self.error = error
 
     def __init__(self, **kwargs: Any) -> None:
         super().__init__(**kwargs)
-        self._preview: Any = None
+        self._preview: MigrationPreview | None = None
         self._rank_rows: list[tuple[str, ...]] = []
         self._busy = False
-        self._last_receipt: dict | None = None
+        self._export: str | None = None  # the export line of the last written or found set
+        self._offered: str | None = None  # receipt path of the set the form was filled from
         self.next_ids_note: str | None = None
 
     def compose(self) -> ComposeResult:
-        with Horizontal():
-            with Vertical(id="mig-left"):
-                for label, wid, placeholder in (
-                    ("checkpoint", "mig-checkpoint", "…/checkpoint-<step>"),
-                    ("run config", "mig-config", "run.yaml"),
-                    ("output dir", "mig-output", "where the sidecars go (outside the checkpoint)"),
-                ):
+        with PinnedScroll(id="mig-scroll"):
+            with Vertical(id="mig-form"):
+                for _field, wid, label, placeholder in PATH_FIELDS:
                     with Horizontal(classes="form-row"):
                         yield Label(label)
                         yield PathInput(None, placeholder=placeholder, id=wid, compact=True)
-                for _field, wid, label in INT_FIELDS:
-                    with Horizontal(classes="form-row"):
-                        yield Label(label)
-                        yield Input(type="integer", id=wid, compact=True)
+                with Horizontal(id="mig-numbers"):
+                    for _field, wid, label in INT_FIELDS:
+                        with Horizontal(classes="num-field"):
+                            yield Label(label)
+                            yield Input(type="integer", id=wid, compact=True)
                 with Horizontal(classes="form-row"):
                     yield Label("overrides")
                     yield Input(placeholder="k.a.b=value …", id="mig-overrides", compact=True)
                 with Horizontal(id="mig-flags"):
                     yield Checkbox("overwrite existing sidecars", id="mig-overwrite", compact=True)
                     yield Checkbox("skip source check", id="mig-skip-source", compact=True)
-                yield PlainStatic(id="mig-derived")
                 with Horizontal(id="mig-buttons"):
                     yield Button("Preview ^R", id="mig-preview", variant="primary", compact=True)
                     yield Button("Execute ^E", id="mig-execute", variant="error", compact=True, disabled=True)
                     yield Button("Verify ^Y", id="mig-verify", compact=True)
-                yield ProgressRow(id="mig-progress-row")
-                with VerticalScroll(id="mig-details"):
+                yield PlainStatic(id="mig-derived")
+            yield ProgressRow(id="mig-progress-row")
+            yield PlainStatic(PlainText("Select a legacy checkpoint in view 1 and press m, or fill the form; "
+                                        "then Preview (ctrl+r).", style="italic"), id="mig-banner", classes="banner")
+            yield PlainStatic(id="mig-receipt")
+            # The rank table comes first so that, stacked at narrow widths, it follows the banner;
+            # at wide widths the summary is docked to its left.
+            with Container(id="mig-results"):
+                with Vertical(id="mig-table-pane"):
+                    yield Input(placeholder="filter ranks (Esc closes)", classes="view-filter")
+                    yield FastTable(id="mig-ranks", cursor_type="row", zebra_stripes=True,
+                                    sortable=[key for _l, key, _w in mt.RANK_COLUMNS])
+                with Vertical(id="mig-info"):
                     yield PlainStatic(id="mig-summary")
-            with Vertical(id="mig-right"):
-                yield PlainStatic(PlainText("Select a legacy checkpoint in view 1 and press m, or fill the form; "
-                                  "then Preview (ctrl+r).", style="italic"), id="mig-banner")
-                yield PlainStatic(id="mig-receipt")
-                with VerticalScroll(id="mig-mismatch-scroll"):
                     yield PlainStatic(id="mig-mismatch")
-                yield Input(placeholder="filter ranks (Esc closes)", classes="view-filter")
-                yield FastTable(id="mig-ranks", cursor_type="row", zebra_stripes=True)
 
     def on_mount(self) -> None:
-        table = self.query_one("#mig-ranks", DataTable)
-        for label, width in RANK_COLUMNS:
-            table.add_column(label, key=label, width=width)
+        table = self.query_one("#mig-ranks", FastTable)
+        for label, key, width in mt.RANK_COLUMNS:
+            table.add_column(label, key=key, width=width)
         if self.read_only:
-            execute = self.query_one("#mig-execute", Button)
-            execute.label = "Execute (read-only)"
+            self.query_one("#mig-execute", Button).label = "Execute (read-only)"
 
     def focus_main(self) -> None:
         """The rank table once there is a plan, else Preview (Enter previews; 1-4 still switch views)."""
@@ -179,27 +183,45 @@ class MigrationView(BaseView):
         self.query_one(target).focus()
 
     def focus_table(self) -> None:
-        self.query_one("#mig-ranks", DataTable).focus()
+        self.query_one("#mig-ranks", FastTable).focus()
 
     # ------------------------------------------------------------ form
 
     def prefill(self, checkpoint: str, step: int | None) -> None:
         """Fill the form from a checkpoint and the loaded run config (derived values to confirm)."""
         st = self.app.state
-        defaults = backend.migration_defaults(checkpoint, step, st.config_path, st.run_config)
+        self._fill(migration_defaults(checkpoint, step, st.config_path, st.run_config),
+                   no_config=st.run_config is None)
+        self._offered = None
+        self.query_one("#mig-receipt", PlainStatic).display = False
+        self._invalidate("form filled in: check the values, then Preview (ctrl+r)")
+
+    def offer_published(self, found: PublishedSet | None) -> None:
+        """After a restart: fill an empty form from the last migration's receipt and show it."""
+        if found is None or self._busy or self._preview is not None:
+            return
+        if self.query_one("#mig-checkpoint", Input).value.strip() and self._offered != found.receipt_path:
+            return
+        self._fill(defaults_from_published(found))
+        self._offered = found.receipt_path
+        self._export = export_line(found.output_dir)
+        self._show_receipt(mt.published_receipt_text(found))
+        self._invalidate("the last migration, from its receipt: Verify (ctrl+y) checks it, Preview plans it again")
+
+    def _fill(self, defaults: MigrationDefaults, no_config: bool = False) -> None:
         self._set("#mig-checkpoint", defaults.checkpoint)
         self._set("#mig-config", defaults.config_path)
         self._set("#mig-output", defaults.output_dir)
         for field, wid, _label in INT_FIELDS:
             value = getattr(defaults, field)
             self._set(f"#{wid}", "" if value is None else str(value))
+        self._set("#mig-overrides", " ".join(shlex.quote(o) for o in defaults.overrides))
         text = PlainText().append("Derived values: confirm or edit\n", style="bold")
         for note in defaults.derivation:
             text.append(f"  {note}\n")
-        if st.run_config is None:
+        if no_config:
             text.append("  no run config loaded: world size and consumed batches need filling in\n", style="yellow")
-        self.query_one("#mig-derived", Static).update(text)
-        self._invalidate("form prefilled: press Preview (ctrl+r)")
+        self.query_one("#mig-derived", PlainStatic).update(text)
 
     def _set(self, selector: str, value: str) -> None:
         box = self.query_one(selector, Input)
@@ -226,41 +248,49 @@ class MigrationView(BaseView):
 
     def _invalidate(self, message: str) -> None:
         """The form changed: drop the plan and everything shown from it (nothing stale stays up)."""
+        self.query_one("#mig-scroll", PinnedScroll).pinned = None
         self._preview = None
         self.query_one("#mig-execute", Button).disabled = True
         if self._rank_rows:
             self._rank_rows = []
             self.apply_filter(self.filter_text)
-            self.query_one("#mig-summary", Static).update("")
-            self.query_one("#mig-mismatch", Static).update("")
-        banner = self.query_one("#mig-banner", Static)
-        banner.set_classes("")
-        banner.update(PlainText(message, style="italic"))
+        self.query_one("#mig-summary", PlainStatic).update("")
+        self.query_one("#mig-mismatch", PlainStatic).update("")
+        self._set_banner(PlainText(message, style="italic"), "")
 
-    def build_request(self) -> Any:
+    def _set_banner(self, text: PlainText, kind: str) -> None:
+        banner = self.query_one("#mig-banner", PlainStatic)
+        banner.set_classes(f"banner {kind}".strip())
+        banner.update(text)
+
+    def build_request(self) -> MigrationRequest:
         """The MigrationRequest of the form; FvError naming the field when a value is not usable."""
-        values: dict[str, Any] = {}
-        for name, wid in (("checkpoint", "mig-checkpoint"), ("config_path", "mig-config"), ("output_dir", "mig-output")):
+        paths: dict[str, str] = {}
+        for name, wid, label, _placeholder in PATH_FIELDS:
             text = self.query_one(f"#{wid}", Input).value.strip()
             if not text:
-                raise FvError(f"migration form: field '{name}' is empty")
-            values[name] = os.path.expanduser(text)
+                raise FvError(f"migration form: {label} is empty")
+            paths[name] = os.path.expanduser(text)
+        numbers: dict[str, int] = {}
         for name, wid, label in INT_FIELDS:
             text = self.query_one(f"#{wid}", Input).value.strip()
             try:
-                values[name] = int(text)
+                numbers[name] = int(text)
             except ValueError:
-                raise FvError(f"migration form: field '{name}' ({label}) must be an integer (got {text!r})") from None
+                raise FvError(f"migration form: {label} must be an integer (got {text!r})") from None
         try:
             overrides = tuple(shlex.split(self.query_one("#mig-overrides", Input).value))
         except ValueError as exc:
-            raise FvError(f"migration form: field 'overrides' cannot be parsed ({exc})") from None
-        values["overrides"] = overrides
-        values["overwrite"] = self.query_one("#mig-overwrite", Checkbox).value
-        values["skip_source_check"] = self.query_one("#mig-skip-source", Checkbox).value
-        return backend.make_request(**values)
+            raise FvError(f"migration form: overrides cannot be parsed ({exc})") from None
+        return MigrationRequest(
+            config_path=paths["config_path"], checkpoint=paths["checkpoint"], output_dir=paths["output_dir"],
+            expected_step=numbers["expected_step"], expected_world_size=numbers["expected_world_size"],
+            consumed_batches_per_rank=numbers["consumed_batches_per_rank"], overrides=overrides,
+            overwrite=self.query_one("#mig-overwrite", Checkbox).value,
+            skip_source_check=self.query_one("#mig-skip-source", Checkbox).value,
+        )
 
-    # ------------------------------------------------------------ preview
+    # ------------------------------------------------------------ actions
 
     def on_button_pressed(self, event: Button.Pressed) -> None:
         actions = {"mig-preview": self.action_preview, "mig-execute": self.action_execute,
@@ -269,7 +299,7 @@ class MigrationView(BaseView):
             event.stop()
             actions[event.button.id]()
 
-    def _start(self, label: str) -> ThreadProgress | None:
+    def _start(self, label: str) -> Progress | None:
         if self._busy:
             self.notify("busy: wait for the running action to finish", severity="warning")
             return None
@@ -287,110 +317,90 @@ class MigrationView(BaseView):
             self.report_error(exc)
             return
         progress = self._start("building the plan …")
-        if progress is None:
-            return
-        self.query_one("#mig-receipt", Static).display = False
-        self.run_in_thread(lambda: backend.preview(request, progress), self._show_preview,
-                           group="mig-preview", on_error=self._failed)
+        if progress is not None:
+            self.query_one("#mig-receipt", PlainStatic).display = False
+            self.run_preview(request, progress)
 
-    def _failed(self, exc: BaseException) -> None:
+    @work(thread=True, exclusive=True, group="mig-preview", exit_on_error=False)
+    def run_preview(self, request: MigrationRequest, progress: Progress) -> None:
+        with self.failures(self.ActionFailed):
+            self.deliver(self.Previewed(plan_migration(request, progress)))
+
+    def on_migration_view_action_failed(self, message: ActionFailed) -> None:
         self._finish()
+        exc = message.error
         self.report_error(exc)
         if isinstance(exc, PartialFailure):
             details = json.dumps(exc.report, indent=2, sort_keys=True, default=str)[:4000]
-            self.app.push_screen(ErrorScreen("Migration failed part-way", f"{exc}\n\n{details}"))
-        banner = self.query_one("#mig-banner", Static)
-        banner.set_classes("refused")
-        banner.update(PlainText(f"✗ {exc}"))
+            self.app.push_screen(ErrorScreen("Migration failed part-way", f"{describe_error(exc)}\n\n{details}"))
+        self._set_banner(PlainText(f"✗ {describe_error(exc)}"), "refused")
 
-    def _show_preview(self, preview: Any) -> None:
+    def on_migration_view_previewed(self, message: Previewed) -> None:
         self._finish()
+        preview = message.preview
         self._preview = preview
-        banner = self.query_one("#mig-banner", Static)
-        self.query_one("#mig-mismatch", Static).update(mismatch_report(preview))
-        if preview.refusals:
-            text = PlainText(f"✗ REFUSED: {len(preview.refusals)} problem(s); nothing can be written")
-            for refusal in preview.refusals:
-                if not refusal.message.startswith(refusal.field):
-                    text.append(f"\n  {refusal.field}: ", style="bold")
-                    text.append(refusal.message)
-                else:
-                    text.append(f"\n  {refusal.message}")
-            banner.set_classes("refused")
-            banner.update(text)
-            self.query_one("#mig-summary", Static).update("")
+        self.query_one("#mig-mismatch", PlainStatic).update(mt.mismatch_report(preview))
+        if preview.plan is None:
+            self._set_banner(mt.refusal_banner(preview), "refused")
+            self.query_one("#mig-summary", PlainStatic).update("")
             self._rank_rows = []
             self.apply_filter(self.filter_text)
             self.query_one("#mig-execute", Button).disabled = True
             return
         plan = preview.plan
-        text = PlainText(f"✓ plan ready: {plan.world_size} sidecars for step {plan.step} → {plan.output_dir}")
-        for warning in preview.warnings:
-            text.append(f"\n⚠ {warning}", style="yellow")
-        if not self.read_only:
-            text.append("\nReview, then Execute (ctrl+e).", style="italic")
-        banner.set_classes("ok")
-        banner.update(text)
-        self.query_one("#mig-summary", Static).update(plan_summary(plan))
-        self._rank_rows = [rank_row(cursor) for cursor in plan.ranks]
+        self._set_banner(mt.plan_banner(plan, preview.warnings, self.read_only), "ok")
+        self.query_one("#mig-summary", PlainStatic).update(mt.plan_summary(plan))
+        self._rank_rows = [mt.rank_row(cursor) for cursor in plan.ranks]
         self.apply_filter(self.filter_text)
         self.query_one("#mig-execute", Button).disabled = self.read_only
         focused = self.app.focused
         if focused is None or focused.id == "mig-preview":  # previewed from the button: look at the ranks
             self.focus_table()
-        self._load_next_ids(plan)
+        self._verdict_on_top()
+        self.next_ids_note = None
+        self.read_next_ids(plan)
 
     # ------------------------------------------------------------ next sample ids
 
-    def _load_next_ids(self, plan: Any) -> None:
-        """Read each rank's next sample id in a worker (bounded); the table is usable meanwhile."""
-        self.next_ids_note = None
-        self.run_in_thread(lambda: backend.next_sample_ids(plan), lambda ids: self._show_next_ids(plan, ids),
-                           group="mig-next-ids", on_error=lambda exc: self._next_ids_failed(plan, exc))
+    @work(thread=True, exclusive=True, group="mig-next-ids", exit_on_error=False)
+    def read_next_ids(self, plan: MigrationPlan) -> None:
+        """Each rank's next sample id, read in a worker (bounded); the table is usable meanwhile."""
+        with self.failures(lambda exc: self.NextIdsRead(plan, None, exc)):
+            self.deliver(self.NextIdsRead(plan, next_sample_ids(plan)))
 
-    def _current_plan(self) -> Any:
+    def _current_plan(self) -> MigrationPlan | None:
         return self._preview.plan if self._preview is not None else None
 
-    def _show_next_ids(self, plan: Any, result: backend.NextSampleIds) -> None:
-        if self._current_plan() is not plan:
+    def on_migration_view_next_ids_read(self, message: NextIdsRead) -> None:
+        if self._current_plan() is not message.plan:
             return  # a newer preview (or an edit) superseded this one
-        self._fill_id_column(result.ids)
-        self._set_next_ids_note(plan, result.note)
-
-    def _next_ids_failed(self, plan: Any, exc: BaseException) -> None:
-        if self._current_plan() is plan:
-            self._fill_id_column({})
-            self._set_next_ids_note(plan, f"next sample ids not read: {describe_error(exc)}")
-
-    def _fill_id_column(self, ids: dict) -> None:
-        """Replace the pending "next id" cells; refill the table only if a cell changed.
-
-        Refilling 4096 rows costs tens of milliseconds, so it happens at most once per preview.
-        """
-        rows = [row[:-1] + (self._id_cell(ids.get(int(row[0]))),) for row in self._rank_rows]
-        if rows != self._rank_rows:
+        ids = message.result.ids if message.result is not None else {}
+        rows = [row[:-1] + (mt.ID_NONE if ids.get(int(row[0])) is None else str(ids[int(row[0])]),)
+                for row in self._rank_rows]
+        if rows != self._rank_rows:  # refilling 4096 rows costs tens of ms: at most once per preview
             self._rank_rows = rows
             self.apply_filter(self.filter_text)
-
-    def _set_next_ids_note(self, plan: Any, note: str | None) -> None:
-        self.next_ids_note = note
-        if note is not None:
-            self.query_one("#mig-summary", Static).update(plan_summary(plan).append(f"ⓘ {note}\n", style="grey62"))
-
-    @staticmethod
-    def _id_cell(value: Any) -> str:
-        return ID_NONE if value is None else str(value)
+        if message.result is not None:
+            self.next_ids_note = mt.next_ids_note(message.result)
+        else:
+            self.next_ids_note = f"next sample ids not read: {describe_error(message.error)}"
+        if self.next_ids_note is not None:
+            self.query_one("#mig-summary", PlainStatic).update(mt.plan_summary(message.plan, self.next_ids_note))
 
     def apply_filter(self, text: str) -> None:
-        table = self.query_one("#mig-ranks", DataTable)
+        table = self.query_one("#mig-ranks", FastTable)
         cursor = table.cursor_row
         table.clear()
-        rows = self._rank_rows
+        keys = {key: mt.rank_sort_key(i) for i, (_l, key, _w) in enumerate(mt.RANK_COLUMNS)}
+        rows = table.ordered(self._rank_rows, keys)
         if text:
             rows = [row for row in rows if any(text == cell or text in cell for cell in row)]
         table.add_rows(rows)
         if 0 < cursor < len(rows):  # a refill (the ids arrived) keeps the operator's place
             table.move_cursor(row=cursor)
+
+    def on_fast_table_sorted(self, event: FastTable.Sorted) -> None:
+        self.apply_filter(self.filter_text)
 
     # ------------------------------------------------------------ execute
 
@@ -400,61 +410,61 @@ class MigrationView(BaseView):
     def action_execute(self) -> None:
         if self.refuse_read_only("executing a migration"):
             return
-        plan = self._preview.plan if self._preview is not None else None
+        plan = self._current_plan()
         if plan is None:
             self.notify("preview a valid plan first (ctrl+r)", severity="warning")
             return
-        last = plan.world_size - 1
-        body = [
-            f"Write {plan.world_size} rank-local sidecars (dataloader_state_rank0.pt … rank{last}.pt)",
-            "and migration_receipt.json (written last) into:",
-            f"  {plan.output_dir}",
-            "",
-            f"Source checkpoint (read only, never modified): {plan.checkpoint}",
-            f"Run config: {plan.config_path}",
-            f"step {plan.step}, world size {plan.world_size}, sp {plan.sp_world_size}, "
-            f"{plan.yielded_samples_per_rank} samples consumed per rank",
-        ]
-        if plan.request.overwrite:
-            body.append("Existing sidecars in the output dir WILL be replaced (overwrite).")
-        self.app.push_screen(ConfirmScreen("Write migration sidecars?", body, "Write sidecars"),
+        self.app.push_screen(ConfirmScreen("Write migration sidecars?", mt.confirm_body(plan), "Write sidecars"),
                              lambda ok: self._confirmed(plan, ok))
 
-    def _confirmed(self, plan: Any, ok: bool | None) -> None:
+    def _confirmed(self, plan: MigrationPlan, ok: bool | None) -> None:
         if not ok:
             self.notify("migration cancelled: nothing written")
             return
         if self.refuse_read_only("executing a migration"):
             return
         progress = self._start("writing sidecars …")
-        if progress is None:
-            return
-        self.run_in_thread(lambda: backend.execute(plan, progress), lambda r: self._executed(plan, r),
-                           group="mig-exec", on_error=self._failed)
+        if progress is not None:
+            self.run_execute(plan, progress)
 
-    def _executed(self, plan: Any, receipt: dict) -> None:
+    @work(thread=True, exclusive=True, group="mig-exec", exit_on_error=False)
+    def run_execute(self, plan: MigrationPlan, progress: Progress) -> None:
+        with self.failures(self.ActionFailed):
+            self.deliver(self.Executed(execute_migration(plan, progress=progress)))
+
+    def on_migration_view_executed(self, message: Executed) -> None:
         self._finish()
-        self._last_receipt = receipt
-        out = plan.output_dir
-        text = PlainText().append("✓ migration written\n", style="bold green")
-        text.append(f"receipt  {os.path.join(out, 'migration_receipt.json')}\n")
-        text.append(f"{len(receipt.get('sidecars', []))} sidecars, step {receipt.get('step')}, world size "
-                    f"{receipt.get('world_size')}, created {receipt.get('created_at_utc')}\n")
-        text.append("Next step: resume from the unchanged legacy checkpoint with\n", style="bold")
-        export = f"export FASTVIDEO_DATALOADER_STATE_DIR={shlex.quote(out)}"
-        if len(export) > 74:  # keep it one shell command when the panel wraps it
-            export = f"export FASTVIDEO_DATALOADER_STATE_DIR=\\\n{shlex.quote(out)}"
-        text.append(export + "\n", style="bold cyan")
-        text.append(f"(world size must stay {plan.world_size}; checkpoint: {plan.checkpoint})", style="grey62")
-        receipt_box = self.query_one("#mig-receipt", Static)
-        receipt_box.update(text)
-        receipt_box.display = True
-        banner = self.query_one("#mig-banner", Static)
-        banner.set_classes("ok")
-        banner.update(PlainText(f"✓ done: {len(receipt.get('sidecars', []))} sidecars + receipt in {out}"))
+        result = message.result
+        plan, receipt, out = result.plan, result.receipt, result.output_dir
+        self._export = export_line(out)
+        self._show_receipt(mt.receipt_text(out, receipt, plan.world_size, plan.checkpoint))
+        self._set_banner(PlainText(f"✓ done: {len(receipt.get('sidecars', []))} sidecars + receipt written; "
+                                   "the next step is below (y copies it)"), "ok")
+        self._verdict_on_top()
         self.query_one("#mig-execute", Button).disabled = True
         self._preview = None
-        self.notify("migration written; next step shown in the receipt panel")
+        self.notify("migration written; the next step is in the receipt panel (y copies it)")
+        self.app.migration_written()
+
+    def _verdict_on_top(self) -> None:
+        """Keep the verdict (banner) at the top while the panels below it fill in."""
+        scroll = self.query_one("#mig-scroll", PinnedScroll)
+        self.call_after_refresh(scroll.pin, self.query_one("#mig-banner"))
+
+    def on_key(self) -> None:
+        self.query_one("#mig-scroll", PinnedScroll).pinned = None  # the user takes over
+
+    def _show_receipt(self, text: PlainText) -> None:
+        box = self.query_one("#mig-receipt", PlainStatic)
+        box.update(text)
+        box.display = True
+
+    def action_copy_export(self) -> None:
+        if self._export is None:
+            self.notify("nothing to copy yet: write (or verify) a migration first", severity="warning")
+            return
+        self.app.copy_to_clipboard(self._export)
+        self.notify(f"copied to the clipboard: {self._export}")
 
     # ------------------------------------------------------------ verify
 
@@ -465,22 +475,27 @@ class MigrationView(BaseView):
             self.report_error(exc)
             return
         progress = self._start("verifying sidecars …")
-        if progress is None:
-            return
-        self.run_in_thread(lambda: backend.verify(request, progress), self._verified, group="mig-verify",
-                           on_error=self._failed)
+        if progress is not None:
+            self.run_verify(request, progress)
 
-    def _verified(self, result: Any) -> None:
+    @work(thread=True, exclusive=True, group="mig-verify", exit_on_error=False)
+    def run_verify(self, request: MigrationRequest, progress: Progress) -> None:
+        with self.failures(self.ActionFailed):
+            result = verify_sidecars(request.config_path, request.checkpoint, request.output_dir,
+                                     overrides=request.overrides, progress=progress)
+            self.deliver(self.Verified(result))
+
+    def on_migration_view_verified(self, message: Verified) -> None:
         self._finish()
-        banner = self.query_one("#mig-banner", Static)
+        result = message.result
         if result.ok:
-            banner.set_classes("ok")
-            banner.update(PlainText(f"✓ verify: {len(result.ranks)} sidecar(s) match the plan"))
+            self._export = export_line(result.sidecar_dir or self.query_one("#mig-output", Input).value.strip())
+            self._set_banner(PlainText(f"✓ verify: {len(result.ranks)} sidecar(s) match the plan "
+                                       f"(y copies the export line)"), "ok")
             self.notify("sidecars verified")
-        else:
-            banner.set_classes("refused")
-            text = PlainText(f"✗ verify failed: {len(result.problems)} problem(s)\n")
-            for problem in result.problems[:20]:
-                text.append(f"  {problem}\n")
-            banner.update(text)
-            self.notify("sidecar verification failed", severity="error")
+            return
+        text = PlainText(f"✗ verify failed: {len(result.problems)} problem(s)\n")
+        for problem in result.problems[:20]:
+            text.append(f"  {describe_error(FvError(problem))}\n")
+        self._set_banner(text, "refused")
+        self.notify("sidecar verification failed", severity="error")

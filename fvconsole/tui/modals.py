@@ -1,55 +1,71 @@
 """Modal screens shared by every view.
 
 ``ConfirmScreen(title, body_lines, confirm_label)`` is the one confirmation dialog for every
-write action (the fleet view reuses it): it states what will be written or deleted, where,
-and starts with focus on **Cancel**, so Enter alone never confirms. It dismisses with a bool::
+write action (the cache's eviction dialog and the fleet view reuse it): it states what will be
+written or deleted, where, and starts with focus on **Cancel**, so Enter alone never confirms.
+It dismisses with a bool::
 
     def done(ok: bool | None) -> None: ...
     self.app.push_screen(ConfirmScreen("Evict 2 entries", ["/dev/shm/c/abc (1.2 GiB)"], "Evict"), done)
+
+Every screen focuses its first widget with ``AUTO_FOCUS`` rather than by querying in
+``on_mount``: a screen pushed while the app shuts down may never be composed, and a query
+would then raise.
 """
 
 from __future__ import annotations
 
-import textwrap
 from collections.abc import Sequence
+from typing import Any, TypeVar
 
+from rich.table import Table
 from rich.text import Text
 from textual.app import ComposeResult
+from textual.await_complete import AwaitComplete
 from textual.binding import Binding
+from textual.command import CommandPalette
 from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.screen import ModalScreen
 from textual.widgets import Button, Label, Static
 
+from fvconsole.tui.keymap import KeyHelp
 from fvconsole.tui.plain import PlainText
 from fvconsole.tui.widgets import PathInput, PlainStatic
 
-MODAL_CSS = """
-ConfirmScreen, ErrorScreen, HelpScreen, PathsScreen { align: center middle; }
-#dialog {
-    width: 96; max-width: 95%; height: auto; max-height: 90%;
-    border: thick $primary; background: $surface; padding: 1 2;
-}
-#dialog.danger { border: thick $error; }
-#dialog-title { text-style: bold; margin-bottom: 1; }
-#dialog-body { height: auto; max-height: 24; }
-#dialog-buttons { height: auto; align-horizontal: right; margin-top: 1; }
-#dialog-buttons Button { margin-left: 2; }
-.field-label { margin-top: 1; color: $text-muted; }
-"""
+_R = TypeVar("_R")
 
 
-#: Width of the description column of the help screen (the dialog is 110 wide).
-HELP_DESC_WIDTH = 82
+class Dialog(ModalScreen[_R]):
+    """A modal screen that closes once: a second Esc or Enter already queued (keys typed
+    faster than the app handles them) must not run the callback again or close the screen
+    below it."""
+
+    def dismiss(self, result: Any = None) -> AwaitComplete:
+        if self.app.screen is not self:
+            return AwaitComplete.nothing()
+        return super().dismiss(result)
 
 
-class ConfirmScreen(ModalScreen[bool]):
+class ConsolePalette(CommandPalette):
+    """Textual's command palette, minus a race: PgUp/PgDn typed before its list has been laid
+    out looked up a line that does not exist yet (KeyError from OptionList). Then there is
+    nothing to page through, so the key does nothing."""
+
+    def _action_command_list(self, action: str) -> None:
+        try:
+            super()._action_command_list(action)
+        except (KeyError, IndexError):
+            if action not in ("page_up", "page_down"):
+                raise
+
+
+class ConfirmScreen(Dialog[bool]):
     """Ask before a write action; focus starts on Cancel; Esc cancels.
 
     Title and body lines name files, keys and nodes: they are shown as plain text, escaped.
     """
 
-    DEFAULT_CSS = MODAL_CSS
-    SCOPED_CSS = False
+    AUTO_FOCUS = "#cancel"
     BINDINGS = [Binding("escape", "cancel", "Cancel"), Binding("left,right", "switch", "Switch button", show=False)]
 
     def __init__(self, title: str, body_lines: Sequence[str], confirm_label: str = "Confirm") -> None:
@@ -64,11 +80,8 @@ class ConfirmScreen(ModalScreen[bool]):
             with VerticalScroll(id="dialog-body"):
                 yield PlainStatic("\n".join(self._body))
             with Horizontal(id="dialog-buttons"):
-                yield Button(self._confirm_label, variant="error", id="confirm")
-                yield Button("Cancel", variant="primary", id="cancel")
-
-    def on_mount(self) -> None:
-        self.query_one("#cancel", Button).focus()
+                yield Button(self._confirm_label, variant="error", id="confirm", compact=True)
+                yield Button("Cancel", variant="primary", id="cancel", compact=True)
 
     def on_button_pressed(self, event: Button.Pressed) -> None:
         event.stop()
@@ -82,11 +95,10 @@ class ConfirmScreen(ModalScreen[bool]):
         self.query_one(target, Button).focus()
 
 
-class ErrorScreen(ModalScreen[None]):
+class ErrorScreen(Dialog[None]):
     """Show an error that needs acknowledging (the app keeps running); plain text, escaped."""
 
-    DEFAULT_CSS = MODAL_CSS
-    SCOPED_CSS = False
+    AUTO_FOCUS = "#close"
     BINDINGS = [Binding("escape,enter", "close", "Close")]
 
     def __init__(self, title: str, message: str) -> None:
@@ -100,10 +112,7 @@ class ErrorScreen(ModalScreen[None]):
             with VerticalScroll(id="dialog-body"):
                 yield PlainStatic(self._message)
             with Horizontal(id="dialog-buttons"):
-                yield Button("Close", variant="primary", id="close")
-
-    def on_mount(self) -> None:
-        self.query_one("#close", Button).focus()
+                yield Button("Close", variant="primary", id="close", compact=True)
 
     def on_button_pressed(self, event: Button.Pressed) -> None:
         event.stop()
@@ -113,45 +122,43 @@ class ErrorScreen(ModalScreen[None]):
         self.dismiss(None)
 
 
-class HelpScreen(ModalScreen[None]):
-    """Every key, grouped by view."""
+def help_table(sections: Sequence[tuple[str, Sequence[KeyHelp]]], read_only: bool) -> Table:
+    """Every key, grouped by view; descriptions wrap to the dialog's width, keys never do."""
+    table = Table.grid(padding=(0, 2), expand=True)
+    table.add_column(no_wrap=True, style="bold cyan", min_width=12)
+    table.add_column(ratio=1)
+    for i, (title, rows) in enumerate(sections):
+        if i:
+            table.add_row("", "")
+        table.add_row(Text(title, style="bold underline"), "")
+        for row in rows:
+            table.add_row(row.key_text, row.help)
+    table.add_row("", "")
+    table.add_row("", Text("In a text field keys type text: Esc goes back to the view's table. "
+                           "Write actions always ask first, with focus on Cancel.", style="italic"))
+    if read_only:
+        table.add_row("", Text("Read-only mode: execute and evict are disabled.", style="bold yellow"))
+    return table
 
-    DEFAULT_CSS = MODAL_CSS + "HelpScreen #dialog { width: 110; } HelpScreen #dialog-body { max-height: 60vh; }"
-    SCOPED_CSS = False
+
+class HelpScreen(Dialog[None]):
+    """Every key, grouped by view, generated from the bindings (see ``tui.keymap``)."""
+
+    AUTO_FOCUS = "#dialog-body"  # ↑ ↓ PgUp PgDn scroll the list
     BINDINGS = [Binding("escape,question_mark,q", "close", "Close")]
 
-    def __init__(self, sections: Sequence[tuple[str, Sequence[tuple[str, str]]]], read_only: bool) -> None:
+    def __init__(self, sections: Sequence[tuple[str, Sequence[KeyHelp]]], read_only: bool) -> None:
         super().__init__()
         self._sections = sections
         self._read_only = read_only
 
     def compose(self) -> ComposeResult:
-        text = Text()
-        for title, rows in self._sections:
-            text.append(f"{title}\n", style="bold underline")
-            for key, desc in rows:
-                text.append(f"  {key:<18}", style="bold cyan")
-                lines = textwrap.wrap(desc, HELP_DESC_WIDTH) or [""]
-                text.append(lines[0] + "\n")
-                for line in lines[1:]:  # continuation lines stay in the description column
-                    text.append(" " * 20 + line + "\n")
-            text.append("\n")
-        text.append(
-            "Tables: ↑/↓ PgUp/PgDn Home/End move, Enter opens. Inputs: → accepts a path completion, "
-            "Tab moves to the next field. Write actions always ask first; focus starts on Cancel.",
-            style="italic",
-        )
-        if self._read_only:
-            text.append("\n\nRead-only mode: execute and evict are disabled.", style="bold yellow")
         with Vertical(id="dialog"):
             yield Label("fvconsole keys", id="dialog-title")
             with VerticalScroll(id="dialog-body"):
-                yield Static(text)
+                yield Static(help_table(self._sections, self._read_only), id="help-keys")
             with Horizontal(id="dialog-buttons"):
-                yield Button("Close", variant="primary", id="close")
-
-    def on_mount(self) -> None:
-        self.query_one("#dialog-body", VerticalScroll).focus()  # ↑ ↓ PgUp PgDn scroll the list
+                yield Button("Close", variant="primary", id="close", compact=True)
 
     def on_button_pressed(self, event: Button.Pressed) -> None:
         event.stop()
@@ -161,11 +168,10 @@ class HelpScreen(ModalScreen[None]):
         self.dismiss(None)
 
 
-class PathsScreen(ModalScreen["dict[str, str] | None"]):
+class PathsScreen(Dialog["dict[str, str] | None"]):
     """Pick the run config, checkpoints and cache root (with path completion)."""
 
-    DEFAULT_CSS = MODAL_CSS
-    SCOPED_CSS = False
+    AUTO_FOCUS = "#path-config"
     BINDINGS = [Binding("escape", "cancel", "Cancel")]
 
     def __init__(self, config: str | None, checkpoints: str | None, cache_root: str | None, missing: Sequence[str]) -> None:
@@ -174,7 +180,7 @@ class PathsScreen(ModalScreen["dict[str, str] | None"]):
         self._missing = list(missing)
 
     def compose(self) -> ComposeResult:
-        with Vertical(id="dialog"):
+        with Vertical(id="dialog", classes="paths"):
             yield Label("Open paths", id="dialog-title")
             if self._missing:
                 yield Static(Text("Not set: " + ", ".join(self._missing), style="yellow"))
@@ -184,13 +190,10 @@ class PathsScreen(ModalScreen["dict[str, str] | None"]):
             yield PathInput(self._values["checkpoints"], placeholder="/path/to/output_dir", id="path-checkpoints")
             yield Label("Weight shard cache root", classes="field-label")
             yield PathInput(self._values["cache_root"], placeholder="/dev/shm/fv-wcache", id="path-cache_root")
-            yield Static(Text("→ accepts a completion, Tab moves, Enter applies.", style="italic"))
+            yield Static(Text("→ accepts a completion, Tab moves, Enter applies, Esc cancels.", style="italic"))
             with Horizontal(id="dialog-buttons"):
-                yield Button("Apply", variant="success", id="apply")
-                yield Button("Cancel", id="cancel")
-
-    def on_mount(self) -> None:
-        self.query_one("#path-config", PathInput).focus()
+                yield Button("Apply", variant="success", id="apply", compact=True)
+                yield Button("Cancel", id="cancel", compact=True)
 
     def _result(self) -> dict[str, str]:
         return {name: self.query_one(f"#path-{name}", PathInput).value.strip() for name in self._values}

@@ -18,6 +18,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from rich.cells import cell_len
 from rich.highlighter import Highlighter
 from rich.text import Text
 
@@ -101,3 +102,47 @@ class ControlPictures(Highlighter):
         shown = _UNPICTURED.sub("\ufffd", text.plain.translate(_PICTURES))
         if shown != text.plain:
             text.plain = shown
+
+
+def fit_path(path: str, width: int) -> str:
+    """``path`` in at most ``width`` cells: whole if it fits, else its middle elided, never its end.
+
+    ``/lustre/fsw/…/wan-t2v-14b/output/checkpoint-300``: the first component and as many of the
+    last ones as fit, since the end of a path says what it is. With no room for even the last
+    component, its tail with a leading ellipsis.
+    """
+    if width <= 0:
+        return ""
+    if cell_len(path) <= width:
+        return path
+    parts = path.split("/")
+    head = "/".join(parts[:2]) if path.startswith("/") else parts[0]
+    rest = parts[2:] if path.startswith("/") else parts[1:]
+    best: tuple[int, str] | None = None
+    for prefix in (head + "/…/", "…/"):  # the head only when it costs no component of the end
+        tail: list[str] = []
+        for part in reversed(rest):
+            if cell_len(prefix + "/".join([part, *tail])) > width:
+                break
+            tail.insert(0, part)
+        if tail and (best is None or len(tail) > best[0]):
+            best = (len(tail), prefix + "/".join(tail))
+    if best is not None:
+        return best[1]
+    return "…" + _tail_cells(path, width - 1)
+
+
+def _tail_cells(text: str, width: int) -> str:
+    """The longest end of ``text`` that fits in ``width`` cells."""
+    out = ""
+    for char in reversed(text):
+        if cell_len(char + out) > width:
+            break
+        out = char + out
+    return out
+
+
+def one_line(text: str, width: int = 78) -> str:
+    """``text`` on one line of at most ``width`` characters (reasons can be paragraphs)."""
+    line = " ".join(str(text).split())
+    return line if len(line) <= width else line[: width - 1] + "…"

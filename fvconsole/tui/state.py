@@ -1,7 +1,7 @@
 """What the console has loaded: the three paths, the read-only switch and the run config.
 
 Kept free of Textual so views, workers and tests can share it. Anything that touches the
-file system lives in ``backend`` and runs in thread workers.
+file system is a core call made from a view's thread worker.
 """
 
 from __future__ import annotations
@@ -17,6 +17,8 @@ DEFAULT_MAX_GB = 300.0
 
 #: Clock used for ages; screenshots freeze it so reruns render identical SVGs.
 _frozen_now: float | None = None
+#: Free and total bytes of the cache's filesystem as shown; screenshots freeze them too.
+_frozen_space: tuple[int, int] | None = None
 
 
 def now() -> float:
@@ -28,6 +30,24 @@ def freeze_clock(at: float | None) -> None:
     """Freeze (or with None, unfreeze) the clock used to render ages."""
     global _frozen_now
     _frozen_now = at
+
+
+def freeze_free_space(free_and_total: tuple[int, int] | None) -> None:
+    """Show this (free, total) for the cache's filesystem instead of statvfs's (None: the real figures)."""
+    global _frozen_space
+    _frozen_space = free_and_total
+
+
+def free_space(scan: Any) -> tuple[int | None, int | None]:
+    """(free, total) bytes of the filesystem holding a scanned cache, as the console shows them."""
+    if _frozen_space is not None:
+        return _frozen_space
+    return scan.fs_free, scan.fs_total
+
+
+def shown_free(free: int | None) -> int | None:
+    """A filesystem's free bytes as shown (a node's, in the fleet view): the frozen figure if frozen."""
+    return _frozen_space[0] if _frozen_space is not None and free is not None else free
 
 
 def cache_cap_gb() -> float:

@@ -1,10 +1,10 @@
-"""Small reusable widgets: a path input with completion, the cache usage bar, a progress pattern.
+"""Reusable widgets: tables with vim keys and sorting, path inputs and labels that keep paths
+readable at any width, the cache usage bar, a progress row.
 
-Progress pattern (reusable by other views, e.g. the fleet view)::
+Progress pattern (reusable by every view)::
 
-    bar = self.query_one(ProgressBar)
-    progress = ThreadProgress(self.app, bar)      # create on the event loop
-    self.run_worker(lambda: core_op(plan, progress=progress), thread=True)
+    progress = self.query_one(ProgressRow).start("writing …")   # on the event loop
+    self.run_in_thread(lambda: core_op(plan, progress=progress), ...)
 
 ``ThreadProgress`` is a ``core.progress.Progress`` callable: safe to call from the worker
 thread, it throttles updates to whole percents and marshals them to the event loop.
@@ -14,19 +14,29 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import inspect
 import os
 import threading
-from typing import Any
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any, ClassVar, TypeVar
 
+from rich.cells import cell_len
 from rich.text import Text
+from textual.app import ComposeResult
+from textual.binding import Binding, BindingType
 from textual.containers import Horizontal
 from textual.geometry import Size
+from textual.message import Message
+from textual.strip import Strip
 from textual.suggester import Suggester
+from textual.widget import Widget
 from textual.widgets import DataTable, Input, ProgressBar, Static
 
 from fvconsole.core.humanize import human_bytes
 from fvconsole.core.printable import printable
-from fvconsole.tui.plain import ControlPictures, plain_content, table_cell
+from fvconsole.tui.plain import ControlPictures, PlainText, fit_path, plain_content, table_cell
+
+_T = TypeVar("_T")
 
 
 def complete_path(value: str, limit: int = 2000) -> str | None:
@@ -74,12 +84,35 @@ class PathInput(Input):
     """An Input for a path, with completion from the file system.
 
     Paths come from data (a run config's output dir, a checkpoint's name): their control
-    characters are drawn as ␛ … while the value itself stays exact.
+    characters are drawn as ␛ … while the value itself stays exact. A path longer than the
+    field is drawn with its middle elided while the field is not focused, so the last
+    components (``…/dataloader-state/checkpoint-300``) stay readable; focused, it is edited whole.
     """
 
     def __init__(self, value: str | None = None, placeholder: str = "path", **kwargs: Any) -> None:
         super().__init__(value=value or "", placeholder=placeholder, suggester=PathSuggester(),
                          highlighter=ControlPictures(), **kwargs)
+
+    def run_worker(self, work: Any, *args: Any, **kwargs: Any) -> Any:
+        """Input asks for a completion on every value change: only for a field being typed in.
+
+        A value the console sets (a prefilled form, a restart) needs no suggestion, and a
+        suggestion worker cancelled by a quit before it starts left a "coroutine was never
+        awaited" warning on the terminal.
+        """
+        if inspect.iscoroutine(work) and (not self.has_focus or getattr(self.app, "exiting", False)):
+            work.close()
+            return None
+        return super().run_worker(work, *args, **kwargs)
+
+    def render_line(self, y: int) -> Strip:
+        width = self.scrollable_content_region.width
+        if y != 0 or self.has_focus or not self.value or cell_len(self.value) <= width:
+            return super().render_line(y)
+        shown = Text(fit_path(self.value, width), end="")
+        self.highlighter.highlight(shown)
+        segments = list(self.app.console.render(shown, self.app.console_options.update_width(width + 1)))
+        return Strip(segments).extend_cell_length(width + 1).apply_style(self.rich_style)
 
 
 class PlainStatic(Static):
@@ -97,26 +130,109 @@ class PlainStatic(Static):
         super().update(plain_content(content), layout=layout)
 
 
-class UsageBar(Static):
-    """Cache size against the cap and the file system's free space, as one line."""
+class PathsLine(Widget):
+    """``label path   label path …`` on one line; paths that do not fit lose their middle, never their end."""
 
-    DEFAULT_CSS = """
-    UsageBar { height: 1; }
-    """
+    DEFAULT_CSS = "PathsLine { height: 1; }"
 
-    def show_usage(self, used: int, cap: int, fs_free: int | None, fs_total: int | None, width: int = 40) -> None:
-        """Render ``used`` bytes against ``cap``; over the cap turns red."""
-        frac = used / cap if cap > 0 else 1.0
-        filled = min(width, round(min(frac, 1.0) * width))
-        style = "bold red" if frac > 1.0 else ("yellow" if frac > 0.85 else "green")
-        text = Text("cache ")
-        text.append("█" * filled, style=style)
-        text.append("░" * (width - filled), style="grey39")
-        text.append(f" {human_bytes(used)} of {human_bytes(cap)} cap ({frac * 100:.0f}%)", style=style)
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self._items: list[tuple[str, str | None, str]] = []  # (label, path or None, style)
+        self._suffix = Text()
+
+    def show(self, items: Sequence[tuple[str, str | None, str]], suffix: Text | None = None) -> None:
+        """``items``: (label, path — None when not set —, style of the path)."""
+        self._items = list(items)
+        self._suffix = suffix or Text()
+        self.refresh()
+
+    def render(self) -> Text:
+        width = max(self.size.width, 20)
+        labels = [cell_len(f"{label} ") + 3 for label, _path, _style in self._items]
+        budget = max(width - sum(labels) - self._suffix.cell_len, 3 * len(self._items))
+        paths = [printable(path) if path else "not set (press o)" for _label, path, _style in self._items]
+        shares = _fair_shares([cell_len(p) for p in paths], budget)
+        text = PlainText()
+        for (label, path, style), shown, share in zip(self._items, paths, shares, strict=True):
+            text.append(f"{label} ", style="bold")
+            text.append(fit_path(shown, share), style=style if path else "yellow")
+            text.append("   ")
+        text.append_text(self._suffix)
+        text.truncate(width)
+        return text
+
+
+def _fair_shares(lengths: Sequence[int], budget: int) -> list[int]:
+    """Widths for texts of ``lengths`` within ``budget``: short ones whole, the rest share what is left."""
+    shares = [0] * len(lengths)
+    remaining = sorted(range(len(lengths)), key=lambda i: lengths[i])
+    left = budget
+    while remaining:
+        fair = left // len(remaining)
+        i = remaining[0]
+        if lengths[i] <= fair:
+            shares[i] = lengths[i]
+            left -= lengths[i]
+            remaining.pop(0)
+            continue
+        for j in remaining:
+            shares[j] = max(fair, 8)
+        break
+    return shares
+
+
+def usage_line(label: str, used: int, cap: int, width: int) -> Text:
+    """``label ████░░░░ 12.0 GiB of 300.0 GiB cap (4%)`` in ``width`` cells; over the cap is red."""
+    frac = used / cap if cap > 0 else 1.0
+    style = "bold red" if frac > 1.0 else ("yellow" if frac > 0.85 else "green")
+    tail = f" {human_bytes(used)} of {human_bytes(cap)} cap ({frac * 100:.0f}%)"
+    bar = max(min(width - cell_len(label) - len(tail) - 1, 40), 10)
+    filled = min(bar, round(min(frac, 1.0) * bar))
+    text = Text(f"{label} ")
+    text.append("█" * filled, style=style)
+    text.append("░" * (bar - filled), style="grey39")
+    text.append(tail, style=style)
+    return text
+
+
+class UsageBar(Widget):
+    """Cache size against the cap and the file system's free space; optionally the size after an eviction."""
+
+    DEFAULT_CSS = "UsageBar { height: auto; }"
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self._usage: tuple[int, int, int | None, int | None, int | None] | None = None
+
+    def show_usage(self, used: int, cap: int, fs_free: int | None, fs_total: int | None,
+                   after: int | None = None) -> None:
+        """Render ``used`` bytes against ``cap`` (and ``after`` an eviction, when given)."""
+        self._usage = (used, cap, fs_free, fs_total, after)
+        self.refresh(layout=True)
+
+    def clear(self) -> None:
+        self._usage = None
+        self.refresh(layout=True)
+
+    def render(self) -> Text:
+        if self._usage is None:
+            return Text()
+        used, cap, fs_free, fs_total, after = self._usage
+        width = max(self.size.width, 40)
+        free = ""
         if fs_free is not None:
-            total = f" of {human_bytes(fs_total)}" if fs_total else ""
-            text.append(f"   filesystem free: {human_bytes(fs_free)}{total}")
-        self.update(text)
+            free = f"fs free {human_bytes(fs_free)}" + (f" of {human_bytes(fs_total)}" if fs_total else "")
+        if after is not None:
+            text = usage_line("cache now  ", used, cap, width)
+            text.append("\n").append_text(usage_line("after evict", after, cap, width))
+            if fs_free is not None:
+                text.append(f"\nfilesystem free {human_bytes(fs_free)} → {human_bytes(fs_free + max(used - after, 0))}")
+            return text
+        one_line = usage_line("cache", used, cap, width - len(free) - 3)
+        if free and one_line.cell_len + len(free) + 3 <= width:
+            return one_line.append(f"   {free}")
+        text = usage_line("cache", used, cap, width)
+        return text.append(f"\n{free}") if free else text
 
 
 class ThreadProgress:
@@ -153,7 +269,7 @@ class ProgressRow(Horizontal):
 
     DEFAULT_CSS = "ProgressRow { height: 1; display: none; }"
 
-    def compose(self) -> Any:
+    def compose(self) -> ComposeResult:
         yield ProgressBar(show_eta=False)
         yield PlainStatic()  # progress messages name files
 
@@ -169,11 +285,22 @@ class ProgressRow(Horizontal):
         self.display = False
 
 
-class FastTable(DataTable):
-    """A DataTable that stays responsive with thousands of rows, and shows data as plain text.
+#: Sort markers drawn after the sorted column's label.
+ASCENDING, DESCENDING = " ▲", " ▼"
 
-    Textual parses string cells as markup; every cell goes through ``plain.table_cell`` so
-    an id such as ``[/]s52`` is shown as written (not a crash, not a link), escapes escaped.
+
+class FastTable(DataTable):
+    """A DataTable that stays responsive with thousands of rows, shows data as plain text,
+    moves with the keys people know (j/k, g/G, Home/End) and sorts by any column.
+
+    Textual parses string cells as markup: every cell goes through ``plain.table_cell`` so an
+    id such as ``[/]s52`` is shown as written (not a crash, not a link), escapes escaped.
+
+    Sorting: the view owns the rows (it rebuilds the table from memory on every filter), so
+    the table only keeps *which* column sorts and which way, and posts ``Sorted`` when that
+    changes; the view orders its rows with :meth:`ordered` and refills. Click a header, or
+    press ``<``/``>`` (htop) to move the sort column, ``s`` for size (largest first, as ncdu)
+    and ``n`` for the first column; the same choice again reverses it.
 
     DataTable measures every cell of every new row on idle (4096 ranks × 7 columns takes
     over a second on the event loop). With fixed column widths and one-line rows there is
@@ -181,11 +308,114 @@ class FastTable(DataTable):
     internals of Textual 8 (pinned <9 in pyproject); falls back to the full path otherwise.
     """
 
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("k", "cursor_up", "Up", show=False, tooltip="move the cursor up (also ↑)"),
+        Binding("j", "cursor_down", "Down", show=False, tooltip="move the cursor down (also ↓)"),
+        Binding("home,g", "scroll_top", "First row", show=False, tooltip="first row"),
+        Binding("end,G", "scroll_bottom", "Last row", show=False, tooltip="last row"),
+        Binding("less_than_sign", "sort_step(-1)", "Sort ◀", show=False,
+                tooltip="sort by the next column to the left (htop); a click on a header sorts by that column"),
+        Binding("greater_than_sign", "sort_step(1)", "Sort ▶", show=False,
+                tooltip="sort by the next column to the right"),
+        Binding("s", "sort_size", "Sort by size", show=False,
+                tooltip="sort by size, largest first (ncdu); again: smallest first"),
+        Binding("n", "sort_name", "Sort by name", show=False,
+                tooltip="sort by the first column (step, key, rank, node); again: reverse"),
+    ]
+
+    class Sorted(Message):
+        """The sort column or direction changed: the owner reorders and refills."""
+
+        def __init__(self, table: FastTable) -> None:
+            super().__init__()
+            self.table = table
+
+        @property
+        def control(self) -> FastTable:
+            return self.table
+
+    def __init__(self, *args: Any, sortable: Iterable[str] = (), descending_first: Iterable[str] = ("size",),
+                 **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.sortable = tuple(sortable)
+        self._descending_first = frozenset(descending_first)
+        self.sort_column: str | None = None
+        self.sort_reverse = False
+        self._labels: dict[str, Text] = {}
+
+    def add_column(self, label: Any, *, width: int | None = None, key: str | None = None,
+                   default: Any = None) -> Any:
+        column = super().add_column(label, width=width, key=key, default=default)
+        self._labels[column.value] = Text(label) if isinstance(label, str) else label
+        return column
+
+    def clear(self, columns: bool = False) -> FastTable:
+        if columns:
+            self._labels.clear()
+        super().clear(columns=columns)
+        return self
+
     def add_row(self, *cells: Any, **kwargs: Any) -> Any:
         return super().add_row(*(table_cell(cell) for cell in cells), **kwargs)
 
     def update_cell(self, row_key: Any, column_key: Any, value: Any, **kwargs: Any) -> None:
         super().update_cell(row_key, column_key, table_cell(value), **kwargs)
+
+    # ------------------------------------------------------------ sorting
+
+    def sort_by(self, column: str, reverse: bool | None = None) -> None:
+        """Sort by ``column``; without ``reverse``, the same column again flips the direction."""
+        if column not in self.sortable:
+            self.notify(f"this table does not sort by {column}", severity="warning", timeout=3)
+            return
+        if reverse is None:
+            reverse = (not self.sort_reverse) if column == self.sort_column else column in self._descending_first
+        self.sort_column, self.sort_reverse = column, reverse
+        self._mark_sorted()
+        self.post_message(self.Sorted(self))
+
+    def ordered(self, items: Iterable[_T], keys: dict[str, Callable[[_T], Any]]) -> list[_T]:
+        """``items`` in this table's sort order (their own order when no column sorts)."""
+        items = list(items)
+        key = keys.get(self.sort_column) if self.sort_column else None
+        if key is None:
+            return items
+        return sorted(items, key=lambda item: _sortable(key(item)), reverse=self.sort_reverse)
+
+    def _mark_sorted(self) -> None:
+        for key, column in self.columns.items():
+            label = self._labels.get(key.value)
+            if label is None:
+                continue
+            if key.value == self.sort_column:
+                column.label = label + Text(DESCENDING if self.sort_reverse else ASCENDING, style="bold")
+            else:
+                column.label = label.copy()
+        self._clear_caches()
+        self.refresh()
+
+    def on_data_table_header_selected(self, event: DataTable.HeaderSelected) -> None:
+        event.stop()
+        if event.column_key.value is not None:
+            self.sort_by(event.column_key.value)
+
+    def action_sort_step(self, step: int) -> None:
+        if not self.sortable:
+            return
+        if self.sort_column not in self.sortable:
+            self.sort_by(self.sortable[0 if step > 0 else -1])
+            return
+        index = (self.sortable.index(self.sort_column) + step) % len(self.sortable)
+        self.sort_by(self.sortable[index])
+
+    def action_sort_size(self) -> None:
+        self.sort_by("size")
+
+    def action_sort_name(self) -> None:
+        if self.sortable:
+            self.sort_by(self.sortable[0])
+
+    # ------------------------------------------------------------ speed
 
     def _update_dimensions(self, new_rows: Any) -> None:
         new_rows = list(new_rows)
@@ -197,3 +427,10 @@ class FastTable(DataTable):
         width = sum(c.get_render_width(self) for c in self.columns.values()) + self._row_label_column_width
         header = self.header_height if self.show_header else 0
         self.virtual_size = Size(width, self._total_row_height + header)
+
+
+def _sortable(value: Any) -> tuple[int, Any]:
+    """Sort key that never compares None with numbers: missing values go last (first when reversed)."""
+    if value is None:
+        return (1, 0)
+    return (0, value)

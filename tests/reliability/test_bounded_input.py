@@ -1,6 +1,6 @@
 """Issue 10 (items 6, 8, 9, 11, 12): every input is read in bounded time and memory, and trusted no further than checked.
 
-Each case drives the real CLI (or the console's backend) on a real workspace: YAML alias bombs,
+Each case drives the real CLI (or the console's core calls) on a real workspace: YAML alias bombs,
 FIFOs and ``/dev/zero`` where a file is expected, deeply nested JSON, absurd integers in the
 manifest, and Parquet row groups that disagree with the manifest. Cases that would hang or
 exhaust memory on a defective build run in a subprocess with a timeout and an address-space
@@ -239,13 +239,13 @@ def _plan(ws: MigrationWorkspace) -> Any:
 
 @pytest.mark.fault("denial of service", "FIFO as a dataset Parquet file (console next-sample-id column)")
 def test_fifo_parquet_does_not_hang_the_console_next_ids(ws: MigrationWorkspace, trials) -> None:
-    from fvconsole.tui.backend import next_sample_ids
+    from fvconsole.core.migration.sample_ids import next_sample_ids
 
     plan = _plan(ws)
     fifos = _parquet_files(ws)
     with fifo_in_place_of(fifos[0]), fifo_in_place_of(fifos[1]), fifo_in_place_of(fifos[2]), fifo_in_place_of(fifos[3]):
         result = call_guarded(lambda: next_sample_ids(plan), fifos)
-    assert result.note and "FIFO" in result.note, result
+    assert any("FIFO" in p for p in result.problems), result
     assert all(value is None for value in result.ids.values()), result.ids
     trials.add("ids not shown, note says why")
 
@@ -381,7 +381,7 @@ def test_deep_verify_checks_row_groups_against_the_manifest(ws, good_set: Path, 
 
 @pytest.mark.fault("integrity", "console next-sample-id column when Parquet row groups disagree with the manifest")
 def test_console_next_ids_check_row_groups_against_the_manifest(ws: MigrationWorkspace, trials) -> None:
-    from fvconsole.tui.backend import next_sample_ids
+    from fvconsole.core.migration.sample_ids import next_sample_ids
 
     plan = _plan(ws)
     good = next_sample_ids(plan)
@@ -391,6 +391,6 @@ def test_console_next_ids_check_row_groups_against_the_manifest(ws: MigrationWor
             assert good.ids[cursor.rank] == f"sample-{cursor.next_sample_index:06d}"
     with regrouped_dataset(ws, SHIFTED):
         shifted = next_sample_ids(plan)
-    assert shifted.note and "row group" in shifted.note, shifted
+    assert any("row group" in p for p in shifted.problems), shifted
     assert all(value is None for value in shifted.ids.values()), "ids shown from row groups the manifest does not describe"
     trials.add("ids not shown, note says why")

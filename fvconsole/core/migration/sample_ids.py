@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from fvconsole.core.errors import FvError
@@ -134,3 +135,36 @@ def _check_column_size(path: str, group_meta: Any, group: int, column: str) -> N
             size += max(chunk.total_uncompressed_size, chunk.total_compressed_size)
     if size > MAX_ID_COLUMN_BYTES:
         raise FvError(f"{path}: row group {group} column {column!r} is {size} bytes (more than {MAX_ID_COLUMN_BYTES})")
+
+
+# ----------------------------------------------------------------------------- the console's preview
+#: More distinct next row groups than this are not read for a preview (each is a Parquet read).
+MAX_NEXT_ID_ROW_GROUPS = 256
+
+
+@dataclass(frozen=True)
+class NextSampleIds:
+    """Each rank's next sample id, where it could be read."""
+
+    ids: dict[int, Any]  # rank -> id (None: the rank has no next sample, or its row group failed)
+    row_groups_read: int
+    #: Distinct row groups needed when there were too many to read (None: they were read).
+    too_many_row_groups: int | None = None
+    limit: int = MAX_NEXT_ID_ROW_GROUPS
+    problems: tuple[str, ...] = ()
+
+
+def next_sample_ids(plan: MigrationPlan, max_row_groups: int = MAX_NEXT_ID_ROW_GROUPS) -> NextSampleIds:
+    """Read the ``id`` of each rank's next sample: only the distinct next row groups, each once.
+
+    The same reads as ``sidecars verify --deep`` (:func:`add_next_sample_ids`). Beyond
+    ``max_row_groups`` distinct row groups nothing is read and ``too_many_row_groups`` says so.
+    """
+    needed = {c.next_row_group for c in plan.ranks if c.next_row_group is not None and c.next_row_group >= 0}
+    if len(needed) > max_row_groups:
+        return NextSampleIds({}, 0, too_many_row_groups=len(needed), limit=max_row_groups)
+    rows: list[dict] = [{"rank": c.rank} for c in plan.ranks]
+    problems: list[str] = []
+    add_next_sample_ids(plan, rows, problems)
+    return NextSampleIds({row["rank"]: row.get("next_sample_id") for row in rows}, len(needed),
+                         limit=max_row_groups, problems=tuple(problems))

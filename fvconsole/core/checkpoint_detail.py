@@ -1,0 +1,66 @@
+"""What a detail pane shows for one checkpoint: metadata keys, DCP key groups, config mismatches.
+
+Kept apart from ``core.checkpoints`` (listing) because it reads more per checkpoint and is
+asked for one checkpoint at a time, when an operator selects it. Problems are collected,
+never raised: an operator looks at a checkpoint precisely when something is wrong with it.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+
+from fvconsole.core.checkpoints import dcp_state_keys, read_metadata
+from fvconsole.core.errors import FvError
+from fvconsole.core.runconfig import Mismatch, RunConfig, compare_configs
+
+
+@dataclass(frozen=True)
+class CheckpointDetail:
+    """Metadata, DCP key summary and the config comparison of one checkpoint."""
+
+    path: str
+    metadata_step: int | None
+    metadata_keys: tuple[str, ...]
+    dcp_key_groups: tuple[tuple[str, int], ...]  # (top-level key, number of entries)
+    dcp_key_count: int
+    mismatches: tuple[Mismatch, ...] | None  # None: no run config to compare with
+    problems: tuple[str, ...]
+
+
+def checkpoint_detail(path: str, run_config: RunConfig | None) -> CheckpointDetail:
+    """Read ``metadata.json`` and ``dcp/.metadata`` of ``path`` and compare with ``run_config``."""
+    problems: list[str] = []
+    metadata: dict = {}
+    try:
+        metadata = read_metadata(path)
+    except (FvError, OSError) as exc:
+        problems.append(str(exc))
+    groups: dict[str, int] = {}
+    keys: list[str] = []
+    try:
+        keys = list(dcp_state_keys(path))
+        for key in keys:
+            top = key.split(".", 1)[0]
+            groups[top] = groups.get(top, 0) + 1
+    except (FvError, OSError) as exc:
+        problems.append(str(exc))
+    except Exception as exc:  # noqa: BLE001 - a corrupt pickle raises many types
+        problems.append(f"{os.path.join(path, 'dcp', '.metadata')}: unreadable ({type(exc).__name__}: {exc})")
+    mismatches = None
+    embedded = metadata.get("config")
+    if run_config is not None and isinstance(embedded, dict):
+        mismatches = tuple(compare_configs(embedded, run_config.data))
+    elif run_config is not None:
+        problems.append(f"{os.path.join(path, 'metadata.json')}: field 'config' missing: "
+                        "cannot compare with the run config")
+    step = metadata.get("step")
+    return CheckpointDetail(
+        path=path,
+        metadata_step=step if isinstance(step, int) and not isinstance(step, bool) else None,
+        metadata_keys=tuple(sorted(metadata)),
+        dcp_key_groups=tuple(sorted(groups.items())),
+        dcp_key_count=len(keys),
+        mismatches=mismatches,
+        problems=tuple(problems),
+    )

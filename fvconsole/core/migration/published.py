@@ -1,0 +1,115 @@
+"""Published migration sets, found through their receipts.
+
+A migration publishes ``dataloader_state_rank<r>.pt`` files and ``migration_receipt.json``
+(written last: its presence marks a complete set) into an output dir outside the checkpoint,
+by default ``<output_dir>/dataloader-state/checkpoint-<step>``. Listing checkpoints looks there,
+so a migrated legacy checkpoint is shown as migrated, and the console can offer the last
+migration again after a restart. Reads are bounded (regular files only, size and depth caps);
+the sidecars themselves are only counted, never opened.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from fvconsole.core.errors import FvError
+from fvconsole.core.migration.defaults import MigrationDefaults, suggest_output_dir
+from fvconsole.core.migration.files import RECEIPT_NAME, SIDECAR_RE
+from fvconsole.core.migration.receipt import MAX_RECEIPT_BYTES, RECEIPT_SCHEMA
+from fvconsole.core.safe_read import load_json
+
+
+@dataclass(frozen=True)
+class PublishedSet:
+    """One output dir's receipt and how many of the sidecars it lists are there."""
+
+    output_dir: str
+    receipt_path: str
+    checkpoint: str
+    config_path: str | None
+    step: int
+    world_size: int
+    consumed_batches_per_rank: int
+    overrides: tuple[str, ...]
+    created_at_utc: str
+    sidecars_listed: int
+    sidecars_present: int
+
+    @property
+    def complete(self) -> bool:
+        """Every rank's sidecar the receipt lists is in the output dir."""
+        return self.sidecars_listed == self.world_size == self.sidecars_present
+
+
+def read_published_set(output_dir: str) -> PublishedSet | None:
+    """The set published in ``output_dir`` (None: no receipt). FvError when the receipt is unusable."""
+    path = os.path.join(output_dir, RECEIPT_NAME)
+    try:
+        receipt = load_json(path, "migration receipt", MAX_RECEIPT_BYTES)
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        raise FvError(f"{path}: cannot read ({exc.strerror or exc})") from None
+    if not isinstance(receipt, dict) or receipt.get("schema") != RECEIPT_SCHEMA:
+        raise FvError(f"{path}: field 'schema': not a {RECEIPT_SCHEMA} receipt")
+    fields = {}
+    for name, kind in (("source_checkpoint", str), ("step", int), ("world_size", int),
+                       ("consumed_batches_per_rank", int), ("created_at_utc", str), ("sidecars", list)):
+        value = receipt.get(name)
+        if not isinstance(value, kind) or isinstance(value, bool):
+            raise FvError(f"{path}: field '{name}': missing or not a {kind.__name__}")
+        fields[name] = value
+    names = {item.get("path") for item in fields["sidecars"] if isinstance(item, dict)}
+    listed = {name for name in names if isinstance(name, str) and SIDECAR_RE.match(name)}
+    try:
+        with os.scandir(output_dir) as entries:
+            present = sum(1 for e in entries if e.name in listed and e.is_file(follow_symlinks=False))
+    except OSError as exc:
+        raise FvError(f"{output_dir}: cannot list ({exc.strerror or exc})") from None
+    config = receipt.get("source_config")
+    overrides = receipt.get("overrides")
+    return PublishedSet(
+        output_dir=os.path.abspath(output_dir),
+        receipt_path=path,
+        checkpoint=fields["source_checkpoint"],
+        config_path=config if isinstance(config, str) else None,
+        step=fields["step"],
+        world_size=fields["world_size"],
+        consumed_batches_per_rank=fields["consumed_batches_per_rank"],
+        overrides=tuple(o for o in overrides if isinstance(o, str)) if isinstance(overrides, list) else (),
+        created_at_utc=fields["created_at_utc"],
+        sidecars_listed=len(listed),
+        sidecars_present=present,
+    )
+
+
+def published_for(checkpoint: str, step: int | None) -> PublishedSet | None:
+    """The set published for ``checkpoint`` in its suggested output dir, if its receipt names it.
+
+    A receipt there for another checkpoint (a copied tree, a reused name) does not count.
+    """
+    found = read_published_set(suggest_output_dir(checkpoint, step))
+    if found is None or os.path.realpath(found.checkpoint) != os.path.realpath(checkpoint):
+        return None
+    return found
+
+
+def latest(sets: Iterable[PublishedSet | None]) -> PublishedSet | None:
+    """The most recently created set (receipts carry an ISO-8601 UTC time, so strings sort)."""
+    return max((s for s in sets if s is not None), key=lambda s: s.created_at_utc, default=None)
+
+
+def defaults_from_published(found: PublishedSet) -> MigrationDefaults:
+    """The migration form as it was for ``found``: what the receipt recorded."""
+    return MigrationDefaults(
+        checkpoint=found.checkpoint,
+        config_path=found.config_path or "",
+        output_dir=found.output_dir,
+        expected_step=found.step,
+        expected_world_size=found.world_size,
+        consumed_batches_per_rank=found.consumed_batches_per_rank,
+        derivation=(f"from the receipt {found.receipt_path} ({found.created_at_utc})",),
+        overrides=found.overrides,
+    )

@@ -1,0 +1,74 @@
+"""A fleet without Slurm, for screenshots and console tests: per-node cache roots and a stand-in srun.
+
+``build_fleet(base, now)`` writes ``base/<node>/wcache`` for eight nodes showing the per-node
+manifest pathology (rank 0's node holds the manifest, the others only their shards) and an
+``srun`` that runs the command locally as the node named by ``--nodelist`` (``SLURMD_NODENAME``
+set, so ``{node}`` roots resolve). ``local_dispatcher`` is the real ``SrunDispatcher`` pointed
+at it, with the job's nodes given (there is no squeue).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import sys
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+FLEET_NODES = tuple(f"gpu{i:03d}" for i in range(1, 9))
+
+STAND_IN_SRUN = """#!{python}
+# Stand-in srun: run the command locally as node --nodelist (SLURMD_NODENAME set).
+import os, sys
+args = sys.argv[1:]
+os.environ["SLURMD_NODENAME"] = next(a.split("=", 1)[1] for a in args if a.startswith("--nodelist="))
+cmd = args[next(i for i, a in enumerate(args) if not a.startswith("-")):]
+os.execv(cmd[0], cmd)
+"""
+
+
+@dataclass(frozen=True)
+class Fleet:
+    """A built fleet: the cache root with ``{node}``, the stand-in srun, the nodes."""
+
+    root: str
+    srun: str
+    nodes: tuple[str, ...]
+
+
+def build_fleet(base: str, now: float, nodes: Sequence[str] = FLEET_NODES) -> Fleet:
+    """Per-node cache roots ``base/<node>/wcache`` and ``base/bin/srun`` (``base`` is rebuilt)."""
+    from fvconsole.demo.cache_builders import make_key, write_cache_entry
+
+    shutil.rmtree(base, ignore_errors=True)
+    wan, flux, old = make_key("wan2.1-t2v-14b"), make_key("flux-dev"), make_key("wan2.1-i2v-old")
+    for i, node in enumerate(nodes):
+        root = os.path.join(base, node, "wcache")
+        # rank 0's node (the first) wrote the manifest; every other node holds only its shards.
+        write_cache_entry(root, wan, num_shards=8, present=[i % 8], status="partial" if i == 0 else "incomplete",
+                          last_used=now - 3600, tensor_bytes=64 << 10, seed=1)
+        if i < 4:
+            write_cache_entry(root, flux, num_shards=2, status="complete", last_used=now - 86400 * 3,
+                              tensor_bytes=32 << 10, seed=2)
+        if i in (2, 5):
+            write_cache_entry(root, old, num_shards=4, status="invalid-manifest", last_used=now - 86400 * 12,
+                              tensor_bytes=16 << 10, seed=3)
+    bindir = os.path.join(base, "bin")
+    os.makedirs(bindir, exist_ok=True)
+    srun = os.path.join(bindir, "srun")
+    with open(srun, "w") as fh:
+        fh.write(STAND_IN_SRUN.replace("{python}", sys.executable))
+    os.chmod(srun, 0o755)
+    return Fleet(os.path.join(base, "{node}", "wcache"), srun, tuple(nodes))
+
+
+def local_dispatcher(fleet: Fleet):  # noqa: ANN201 - a core.fleet.ops.SrunDispatcher
+    """The real SrunDispatcher with the stand-in srun; a job's nodes are the fleet's (no squeue here)."""
+    from fvconsole.core.fleet.ops import SrunDispatcher
+    from fvconsole.core.fleet.selection import NodeSelection
+
+    class LocalDispatcher(SrunDispatcher):
+        def select(self, nodes: str | None, job_id: str | None) -> NodeSelection:
+            return NodeSelection(fleet.nodes, job_id)
+
+    return LocalDispatcher(srun=fleet.srun)

@@ -1,0 +1,200 @@
+"""The shard cache's eviction dialog: the cap and force controls, with a live preview.
+
+``e`` (marked), ``i`` (invalid) and ``c`` (to the cap) open it. It plans on the scan the view
+already holds (``plan_eviction`` is pure), so every change of the cap or of *force* shows at
+once what would be evicted, what is skipped and why, and the usage bar after the eviction.
+Continuing hands back the chosen :class:`EvictOptions`; the view then rescans, plans again and
+asks in the console's one confirmation dialog (focus on Cancel) before anything is deleted.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import Horizontal, Vertical, VerticalScroll
+from textual.widgets import Button, Checkbox, Input, Label
+
+from fvconsole.core.cache import CacheScan, EvictionPlan, cap_bytes, plan_eviction
+from fvconsole.core.cache.roots import parse_max_gb
+from fvconsole.core.errors import FvError
+from fvconsole.core.humanize import head_tail, human_bytes
+from fvconsole.core.reasons import skip_reason
+from fvconsole.tui import state
+from fvconsole.tui.base import describe_error
+from fvconsole.tui.modals import Dialog
+from fvconsole.tui.plain import PlainText, one_line
+from fvconsole.tui.widgets import PlainStatic, UsageBar
+from fvconsole.tui.wording import evict_reason_text, skip_text
+
+#: How often the preview is planned again (ages and "in use" move on).
+PREVIEW_TICK = 2.0
+
+
+@dataclass(frozen=True)
+class EvictSelection:
+    """What an eviction selects (as ``plan_eviction``'s selectors)."""
+
+    what: str  # "evict marked", "evict to cap", "evict invalid"
+    keys: tuple[str, ...] = ()
+    invalid: bool = False
+    to_cap: bool = False
+
+
+@dataclass(frozen=True)
+class EvictOptions:
+    """What the dialog hands back: the cap (for ``to_cap``) and whether to force."""
+
+    selection: EvictSelection
+    max_gb: float | None
+    force: bool
+
+
+def plan_for(scan: CacheScan, options: EvictOptions, now: float | None = None) -> EvictionPlan:
+    """``plan_eviction`` for the dialog's choices (pure: the scan is in memory)."""
+    sel = options.selection
+    return plan_eviction(scan, keys=sel.keys, invalid=sel.invalid, max_gb=options.max_gb if sel.to_cap else None,
+                         force=options.force, now=now)
+
+
+def size_after(plan: EvictionPlan) -> int:
+    """The cache's size once ``plan`` ran (leftovers were never counted in it)."""
+    return plan.total_bytes - sum(p.bytes for p in plan.evict if not p.leftover)
+
+
+def preview_text(scan: CacheScan, plan: EvictionPlan, now: float, limit: int = 8) -> PlainText:
+    """What would be evicted and what is left in place (worded with the console's controls)."""
+    text = PlainText()
+    text.append(f"{len(plan.evict)} to evict, frees {human_bytes(plan.freed_bytes)}\n",
+                style="bold red" if plan.evict else "bold")
+    head, omitted, tail = head_tail(list(plan.evict), limit, 2)
+    for p in head + tail:
+        text.append(f"  {p.key} {human_bytes(p.bytes):>10}  {evict_reason_text(p.reason)}\n")
+    if omitted:
+        text.append(f"  … {omitted} more\n")
+    if plan.skipped:
+        text.append(f"{len(plan.skipped)} left in place:\n", style="yellow")
+        for skipped in list(plan.skipped)[:limit]:
+            reason = skip_reason(skipped)
+            line = skip_text(reason, scan.get(skipped.key), now, plan.grace_seconds)
+            text.append(f"  {skipped.key}  {line}\n", style="yellow")
+        if len(plan.skipped) > limit:
+            text.append(f"  … {len(plan.skipped) - limit} more\n", style="yellow")
+    return text
+
+
+class EvictScreen(Dialog["EvictOptions | None"]):
+    """Cap and force for one eviction, with the plan they give, before the confirmation."""
+
+    AUTO_FOCUS = ""  # set in on_mount: the cap field for "to cap", else Continue when there is something to evict
+    BINDINGS = [Binding("escape", "cancel", "Cancel")]
+
+    def __init__(self, scan: CacheScan, selection: EvictSelection, cap_gb: float) -> None:
+        super().__init__()
+        self._scan = scan
+        self._selection = selection
+        self._cap_gb = cap_gb
+
+    def compose(self) -> ComposeResult:
+        with Vertical(id="dialog", classes="evict"):
+            yield Label(PlainText(self._selection.what.capitalize()), id="dialog-title")
+            with Horizontal(id="evict-controls"):
+                yield Label("cap (GiB)", id="evict-cap-label")
+                yield Input(f"{self._cap_gb:g}", id="evict-cap", type="number", compact=True,
+                            disabled=not self._selection.to_cap)
+                yield Checkbox("force: also evict entries that look in use", id="evict-force", compact=True)
+            yield UsageBar(id="evict-usage")
+            with VerticalScroll(id="dialog-body"):
+                yield PlainStatic(id="evict-preview")
+            with Horizontal(id="dialog-buttons"):
+                yield Button("Continue…", variant="error", id="evict-continue", compact=True)
+                yield Button("Cancel", variant="primary", id="cancel", compact=True)
+
+    def on_mount(self) -> None:
+        self._update()
+        self.set_interval(PREVIEW_TICK, self._update)
+        order = ("#evict-cap", "#evict-continue", "#cancel") if self._selection.to_cap else ("#evict-continue", "#cancel")
+        for selector in order:
+            found = self.query(selector)
+            if found and not found.first().disabled:
+                found.first().focus()
+                break
+
+    def options(self) -> EvictOptions:
+        """The dialog's choices; FvError when the cap is not a usable number."""
+        cap = None
+        if self._selection.to_cap:
+            cap = parse_max_gb(self.query_one("#evict-cap", Input).value.strip(), flag="cap")
+        return EvictOptions(self._selection, cap, self.query_one("#evict-force", Checkbox).value)
+
+    def _update(self) -> None:
+        preview = self.query_one("#evict-preview", PlainStatic)
+        usage = self.query_one("#evict-usage", UsageBar)
+        now = state.now()
+        try:
+            options = self.options()
+            plan = plan_for(self._scan, options, now=now)
+        except FvError as exc:
+            preview.update(PlainText(f"✗ {describe_error(exc)}", style="bold red"))
+            usage.clear()
+            self.query_one("#evict-continue", Button).disabled = True
+            return
+        cap = cap_bytes(options.max_gb if options.max_gb is not None else self._cap_gb)
+        fs_free, fs_total = state.free_space(self._scan)
+        usage.show_usage(plan.total_bytes, int(cap), fs_free, fs_total, after=size_after(plan))
+        preview.update(preview_text(self._scan, plan, now))
+        self.query_one("#evict-continue", Button).disabled = not plan.evict
+
+    def on_input_changed(self, event: Input.Changed) -> None:
+        event.stop()
+        self._update()
+
+    def on_checkbox_changed(self, event: Checkbox.Changed) -> None:
+        event.stop()
+        self._update()
+
+    def on_input_submitted(self, event: Input.Submitted) -> None:
+        event.stop()
+        self._continue()
+
+    def on_button_pressed(self, event: Button.Pressed) -> None:
+        event.stop()
+        if event.button.id == "evict-continue":
+            self._continue()
+        else:
+            self.dismiss(None)
+
+    def _continue(self) -> None:
+        try:
+            options = self.options()
+        except FvError as exc:
+            self.notify(describe_error(exc), severity="error")
+            return
+        self.dismiss(options)
+
+    def action_cancel(self) -> None:
+        self.dismiss(None)
+
+
+def confirm_body(plan: EvictionPlan, scan: CacheScan | None, now: float) -> list[str]:
+    """The confirmation's lines: what is deleted where, what is skipped and why."""
+    body = [f"Delete {len(plan.evict)} cache entr{'y' if len(plan.evict) == 1 else 'ies'} under", f"  {plan.root}",
+            f"freeing {human_bytes(plan.freed_bytes)}:"]
+    head, omitted, tail = head_tail(list(plan.evict), 10, 3)
+    body += [f"  {p.key} {human_bytes(p.bytes):>10}  {one_line(evict_reason_text(p.reason), 58)}" for p in head]
+    if omitted:
+        body.append(f"  … {omitted} more")
+    body += [f"  {p.key} {human_bytes(p.bytes):>10}  {one_line(evict_reason_text(p.reason), 58)}" for p in tail]
+    if plan.force:
+        body.append("force: entries that look in use are deleted too.")
+    if plan.skipped:
+        body.append(f"Left in place ({len(plan.skipped)}):")
+        for skipped in list(plan.skipped)[:6]:
+            entry = scan.get(skipped.key) if scan is not None else None
+            body.append(f"  {skipped.key}  {one_line(skip_text(skip_reason(skipped), entry, now, plan.grace_seconds), 69)}")
+        if len(plan.skipped) > 6:
+            body.append(f"  … {len(plan.skipped) - 6} more")
+    body.append("Each entry is re-checked right before deletion; symlinks are never followed.")
+    return body
+

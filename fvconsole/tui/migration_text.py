@@ -1,0 +1,157 @@
+"""What the migration view shows, as text: plan summary, refusals, mismatch report, receipt."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from typing import Any
+
+from rich.text import Text
+
+from fvconsole.core.migration.plan import MigrationPlan, MigrationPreview
+from fvconsole.core.migration.published import PublishedSet
+from fvconsole.core.migration.sample_ids import NextSampleIds
+from fvconsole.core.reasons import refusal_reason
+from fvconsole.core.streaming import RankCursor
+from fvconsole.tui.checkpoints_view import export_line, render_mismatches
+from fvconsole.tui.plain import PlainText
+from fvconsole.tui.wording import refusal_text
+
+#: The per-rank table: (label, key, width).
+RANK_COLUMNS = (
+    ("rank", "rank", 5), ("SP grp", "sp", 6), ("rg pos", "rgpos", 6), ("offset", "offset", 6),
+    ("yielded", "yielded", 7), ("next sample", "next_sample", 11), ("next rg", "next_rg", 7),
+    ("next id", "next_id", 13),
+)
+#: The "next id" cell while the ids are being read, and when a rank has none.
+ID_PENDING, ID_NONE = "…", "-"
+#: Refusal fields that stop the config comparison (no run config or no embedded config to compare).
+NOT_COMPARED_FIELDS = ("config", "checkpoint", "metadata.json", "metadata.config")
+
+
+def rank_row(cursor: RankCursor, next_id: str = ID_PENDING) -> tuple[str, ...]:
+    """One row of the per-rank table (strings: cheap to filter and render)."""
+    return (
+        str(cursor.rank), str(cursor.sp_group_index), str(cursor.row_group_position), str(cursor.row_offset),
+        str(cursor.yielded_samples), str(cursor.next_sample_index),
+        str(cursor.next_row_group) if cursor.next_row_group >= 0 else "-", next_id,
+    )
+
+
+def rank_sort_key(index: int) -> Any:
+    """Sort a rank-table column numerically where it holds numbers (ids stay text)."""
+
+    def key(row: tuple[str, ...]) -> Any:
+        cell = row[index]
+        return (0, int(cell), "") if cell.lstrip("-").isdigit() else (1, 0, cell)
+
+    return key
+
+
+def plan_summary(plan: MigrationPlan, ids_note: str | None = None) -> Text:
+    """Step, ranks, SP groups, samples per worker and epoch progress of a plan."""
+    groups = plan.world_size // max(plan.sp_world_size, 1)
+    text = PlainText()
+    text.append("Plan\n", style="bold underline")
+    rows = (
+        ("step", plan.step),
+        ("ranks (world size)", plan.world_size),
+        ("SP groups", f"{groups} × sp {plan.sp_world_size}"),
+        ("batch / grad accum", f"{plan.batch_size} / {plan.gradient_accumulation_steps}"),
+        ("consumed batches/rank", plan.consumed_batches_per_rank),
+        ("yielded samples/rank", plan.yielded_samples_per_rank),
+        ("samples per worker", plan.samples_per_worker),
+        ("epoch progress", f"{plan.epoch_progress * 100:.1f}%"),
+        ("row groups / rows", f"{plan.num_row_groups} / {plan.total_rows}"),
+        ("manifest fingerprint", f"{plan.manifest_fingerprint[:16]}…"),
+    )
+    for label, value in rows:
+        text.append(f"  {label:<22}", style="grey62")
+        text.append(f"{value}\n", style="bold" if label == "epoch progress" else "")
+    for warning in plan.warnings:
+        text.append(f"⚠ {warning}\n", style="yellow")
+    if ids_note:
+        text.append(f"ⓘ {ids_note}\n", style="grey62")
+    return text
+
+
+def next_ids_note(result: NextSampleIds) -> str | None:
+    """Why some next ids are missing, if they are."""
+    if result.too_many_row_groups is not None:
+        return (f"next sample ids not read: {result.too_many_row_groups} distinct row groups "
+                f"(more than {result.limit} are not read for a preview)")
+    if not result.problems:
+        return None
+    shown = "; ".join(result.problems[:3])
+    return shown + (f" (+{len(result.problems) - 3} more)" if len(result.problems) > 3 else "")
+
+
+def mismatch_report(preview: MigrationPreview) -> Text:
+    """The mismatch report of a preview; never "matches" when the comparison could not run."""
+    text = PlainText().append("Config mismatch report\n", style="bold underline")
+    if not preview.mismatches:
+        stopped = [r for r in preview.refusals if r.field in NOT_COMPARED_FIELDS]
+        if stopped:
+            return text.append(f"not compared: {stopped[0].field} refused (see above)\n", style="yellow")
+    return text.append_text(render_mismatches(preview.mismatches))
+
+
+def refusal_banner(preview: MigrationPreview) -> Text:
+    """``✗ REFUSED`` and one line per refusal, worded with the form's own fields and checkboxes."""
+    text = PlainText(f"✗ REFUSED: {len(preview.refusals)} problem(s); nothing can be written")
+    for refusal in preview.refusals:
+        text.append("\n  • ").append(refusal_text(refusal_reason(refusal)))
+    return text
+
+
+def plan_banner(plan: MigrationPlan, warnings: tuple[str, ...], read_only: bool) -> Text:
+    text = PlainText(f"✓ plan ready: {plan.world_size} sidecars for step {plan.step} → ")
+    text.append(plan.output_dir, style="bold")
+    for warning in warnings:
+        text.append(f"\n⚠ {warning}", style="yellow")
+    if not read_only:
+        text.append("\nReview, then Execute (ctrl+e).", style="italic")
+    return text
+
+
+def confirm_body(plan: MigrationPlan) -> list[str]:
+    last = plan.world_size - 1
+    body = [
+        f"Write {plan.world_size} rank-local sidecars (dataloader_state_rank0.pt … rank{last}.pt)",
+        "and migration_receipt.json (written last) into:",
+        f"  {plan.output_dir}",
+        "",
+        "Source checkpoint (read only, never modified):",
+        f"  {plan.checkpoint}",
+        "Run config:",
+        f"  {plan.config_path}",
+        f"step {plan.step}, world size {plan.world_size}, sp {plan.sp_world_size}, "
+        f"{plan.yielded_samples_per_rank} samples consumed per rank",
+    ]
+    if plan.request.overwrite:
+        body.append("Existing sidecars in the output dir WILL be replaced (overwrite).")
+    return body
+
+
+def receipt_text(output_dir: str, receipt: Mapping[str, Any], world_size: int, checkpoint: str,
+                 title: str = "✓ migration written") -> Text:
+    """The receipt panel: where the set is and the one line to resume with (never hard-wrapped)."""
+    sidecars = receipt.get("sidecars") or []
+    text = PlainText().append(f"{title}\n", style="bold green")
+    text.append("receipt ", style="grey62").append(os.path.join(output_dir, "migration_receipt.json") + "\n")
+    text.append(f"{len(sidecars)} sidecars, step {receipt.get('step')}, world size {receipt.get('world_size')}, "
+                f"created {receipt.get('created_at_utc')}\n")
+    text.append("Next step: resume from the unchanged legacy checkpoint with (y copies it)\n", style="bold")
+    text.append(export_line(output_dir) + "\n", style="bold cyan")
+    text.append(f"world size must stay {world_size}; checkpoint {checkpoint}", style="grey62")
+    return text
+
+
+def published_receipt_text(found: PublishedSet) -> Text:
+    """The receipt panel for a set found on disk (after a restart)."""
+    receipt = {"sidecars": [None] * found.sidecars_present, "step": found.step, "world_size": found.world_size,
+               "created_at_utc": found.created_at_utc}
+    title = "✓ last migration (from its receipt); the form is filled from it: ctrl+y verifies it"
+    if not found.complete:
+        title = f"⚠ last migration: {found.sidecars_present} of {found.world_size} sidecars present"
+    return receipt_text(found.output_dir, receipt, found.world_size, found.checkpoint, title)

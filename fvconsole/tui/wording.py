@@ -1,0 +1,95 @@
+"""How the console words the core's refusals and skips: with its own controls, never CLI flags.
+
+The core hands over :class:`~fvconsole.core.reasons.Reason` values (a code, the values it
+names, the option that would lift it); the command line words them with flags, the console
+with the names of its form fields, checkboxes and dialogs.
+"""
+
+from __future__ import annotations
+
+from fvconsole.core.cache import CacheEntry
+from fvconsole.core.cache.plan import protection_reason
+from fvconsole.core.reasons import BREAK_LOCK, FORCE, OVERWRITE, SKIP_SOURCE_CHECK, Reason
+
+#: The migration form's names for request fields.
+FIELD_LABELS = {
+    "expected_step": "expected step",
+    "expected_world_size": "expected world size",
+    "consumed_batches_per_rank": "consumed batches/rank",
+    "output_dir": "output dir",
+    "checkpoint": "checkpoint",
+    "config": "run config",
+    "overrides": "overrides",
+}
+
+#: What to do in the console to lift a refusal or skip.
+REMEDIES = {
+    OVERWRITE: "tick “overwrite existing sidecars” to replace them",
+    SKIP_SOURCE_CHECK: "tick “skip source check” to go ahead anyway",
+    FORCE: "tick “force” in the eviction dialog to go ahead anyway",
+    BREAK_LOCK: "the console never breaks a lock: make sure its holder is gone, then remove the lock file",
+}
+
+_REFUSALS = {
+    "expected_step.metadata": "the form says {given}, but metadata.json says step {actual} ({path})",
+    "expected_step.directory": "the form says {given}, but the directory name says step {actual} "
+                               "({name}; FastVideo checks sidecars against this one)",
+    "expected_world_size.config": "the form says {given}, but training.distributed.num_gpus is {actual}",
+    "consumed_batches_per_rank.config": "the form says {given}, but step {step} × "
+                                        "training.loop.gradient_accumulation_steps {accum} is {actual}",
+    "output_dir.has_sidecars": "{path} already holds {count} sidecars (e.g. {example})",
+    "output_dir.has_set": "{path} already holds {count} sidecar(s){receipt}",
+    "manifest.source": "{problem}",
+}
+
+_SKIPS = {
+    "kept": "kept",
+    "missing": "no longer in the cache",
+    "symlink_not_sized": "a symlinked entry: never evicted to make room under the cap (mark it and press e)",
+}
+
+
+def field_label(field: str) -> str:
+    return FIELD_LABELS.get(field, field)
+
+
+def with_remedy(text: str, remedy: str | None) -> str:
+    return f"{text}; {REMEDIES[remedy]}" if remedy in REMEDIES else text
+
+
+def refusal_text(reason: Reason) -> str:
+    """``<field>: <what>; <what to do here>`` for the migration banner."""
+    template = _REFUSALS.get(reason.code)
+    what = template.format_map(_Values(reason)) if template else reason.detail
+    return with_remedy(f"{field_label(reason.field)}: {what}", reason.remedy)
+
+
+def skip_text(reason: Reason, entry: CacheEntry | None = None, now: float | None = None,
+              grace: float | None = None) -> str:
+    """Why a cache entry is left in place; an in-use reason is worded with the time *now*."""
+    if reason.code == "in_use":
+        live = None
+        if entry is not None and now is not None and grace is not None:
+            live = protection_reason(entry, now, grace)
+            if live is None:
+                live = "no longer looks in use (plan again to include it)"
+        text = f"in use: {live or reason.value('why')}"
+        return f"{text}; tick “force” to evict it anyway" if reason.remedy == FORCE else text
+    return with_remedy(_SKIPS.get(reason.code, reason.detail), reason.remedy)
+
+
+def evict_reason_text(reason: str) -> str:
+    """Why an entry is planned for eviction, in the console's words (``selected by --key`` → marked)."""
+    return reason.replace("selected by --key", "marked")
+
+
+class _Values(dict):
+    """``str.format_map`` source: a reason's values, empty text for any it lacks."""
+
+    def __init__(self, reason: Reason) -> None:
+        super().__init__(reason.values)
+        if "receipt" in self:
+            self["receipt"] = " and a receipt"
+
+    def __missing__(self, key: str) -> str:
+        return ""
