@@ -13,24 +13,35 @@ from collections.abc import Iterator
 
 from benchmarks import baselines, inputs
 from benchmarks.harness import Row, Timing, best_command, measure, run_command, timed
+from fvconsole.core.durable import ENV_DURABILITY
 
 HEAVY = ("torch", "textual", "pyarrow")
 
 
 @contextlib.contextmanager
 def slow_fsync(delay: float) -> Iterator[None]:
-    """Make every os.fsync cost ``delay`` more seconds, like a network filesystem's commit."""
+    """Make every os.fsync cost ``delay`` more seconds, like a network filesystem's commit.
+
+    fvconsole fsyncs each file on a network filesystem (``core.durable`` trusts syncfs only
+    on local ones), so the simulation also makes it choose per-file fsync here.
+    """
     real = os.fsync
+    forced = os.environ.get(ENV_DURABILITY)
 
     def fsync(fd: int) -> None:
         time.sleep(delay)
         real(fd)
 
     os.fsync = fsync
+    os.environ[ENV_DURABILITY] = "fsync"
     try:
         yield
     finally:
         os.fsync = real
+        if forced is None:
+            os.environ.pop(ENV_DURABILITY, None)
+        else:
+            os.environ[ENV_DURABILITY] = forced
 
 
 def execute_case(root: str, ranks: int, repeat: int, fsync_delay: float = 0.0) -> Row:

@@ -16,9 +16,9 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import sys
 import tempfile
+from collections.abc import Callable
 
 from benchmarks import inputs
 from benchmarks.harness import Row, Timing, run_command
@@ -46,13 +46,11 @@ for rank in range(world):
 """
 
 
-def _fastest(cmd: list[str], repeat: int, before=None) -> Timing:
-    """Fastest of ``repeat`` runs of a command that must exit 0; ``before(i)`` prepares run i."""
+def _fastest(cmd: list[str] | Callable[[int], list[str]], repeat: int) -> Timing:
+    """Fastest of ``repeat`` runs of a command that must exit 0 (``cmd(i)``: run i's command)."""
     runs = []
     for i in range(max(1, repeat)):
-        if before is not None:
-            before(i)
-        timing, code = run_command(cmd, cwd=REPO)
+        timing, code = run_command(cmd(i) if callable(cmd) else cmd, cwd=REPO)
         if code != 0:
             raise RuntimeError(f"{' '.join(cmd[:4])} ... exited {code}")
         runs.append(timing)
@@ -76,12 +74,20 @@ def sidecar_cases(root: str, ranks: int, repeat: int) -> list[Row]:
 
 
 def _cases(root: str, ranks: int, repeat: int, where: str) -> list[Row]:
-    """Both rows; the verify case reads the set the migrate case wrote."""
+    """Both rows; the verify case reads the set the migrate case wrote.
+
+    Every run writes into a directory of its own, and none is deleted until the case is done:
+    deleting a set right before the next run makes that run's file creations slower on some
+    filesystems (ext4 without a journal, as here, skips inodes freed in the last minutes when
+    allocating, reading the inode table for each; 0.3-0.6 s per 1024 files for either side),
+    which no real migration pays and which would be measured on both sides alike.
+    """
     from fvconsole.core.migration.plan import plan_migration
 
     run = inputs.migration_run(root, world_size=ranks, num_row_groups=ranks * 16, step=STEP)
-    out = os.path.join(root, "fv-out")
-    seed_out = os.path.join(root, "seed-out")
+    outs = [os.path.join(root, f"fv-out-{i}") for i in range(max(1, repeat))]
+    seed_outs = [os.path.join(root, f"seed-out-{i}") for i in range(max(1, repeat))]
+    out, seed_out = outs[-1], seed_outs[-1]
     plan = plan_migration(run.request(out)).plan
     if plan is None:
         raise AssertionError("the benchmark's migration was refused")
@@ -89,11 +95,8 @@ def _cases(root: str, ranks: int, repeat: int, where: str) -> list[Row]:
     with open(payload_file, "w", encoding="utf-8") as handle:
         json.dump([plan.sidecar_payload(c.rank) for c in plan.ranks], handle)
 
-    def clean(path: str):
-        return lambda _i: shutil.rmtree(path, ignore_errors=True)
-
-    fv = _fastest([sys.executable, "-m", "fvconsole", *run.cli_args(out), "--yes", "--json"], repeat, clean(out))
-    seed = _fastest([sys.executable, "-c", _SEED_LOOP, payload_file, seed_out], repeat, clean(seed_out))
+    fv = _fastest(lambda i: [sys.executable, "-m", "fvconsole", *run.cli_args(outs[i]), "--yes", "--json"], repeat)
+    seed = _fastest(lambda i: [sys.executable, "-c", _SEED_LOOP, payload_file, seed_outs[i]], repeat)
     identical = all(
         _read(os.path.join(out, name)) == _read(os.path.join(seed_out, name))
         for name in (f"dataloader_state_rank{r}.pt" for r in range(ranks))

@@ -104,10 +104,10 @@ def test_partial_failure_exit_3_keeps_old_set(legacy, monkeypatch, cli) -> None:
     before = tree_digest(legacy.out, mtimes=True, modes=True)
     real = write._write_file_atomic
 
-    def failing(directory, name, data):
+    def failing(directory, name, data, *rest):
         if name == "dataloader_state_rank4.pt":
             raise OSError(5, "Input/output error")
-        return real(directory, name, data)
+        return real(directory, name, data, *rest)
 
     monkeypatch.setattr(write, "_write_file_atomic", failing)
     code, out, err = cli(legacy.migrate_argv("--yes", "--overwrite", "--json"))

@@ -118,11 +118,11 @@ def test_overwrite_replaces_set_and_failure_keeps_old_set(tmp_path, monkeypatch)
     real = write._write_file_atomic
     count = {"n": 0}
 
-    def flaky(directory: str, name: str, data: bytes) -> str:
+    def flaky(directory: str, name: str, data: bytes, *rest: bool) -> str:
         count["n"] += 1
         if count["n"] == 3:
             raise OSError(28, "No space left on device")
-        return real(directory, name, data)
+        return real(directory, name, data, *rest)
 
     monkeypatch.setattr(write, "_write_file_atomic", flaky)
     with pytest.raises(PartialFailure) as info:
@@ -258,7 +258,12 @@ def test_fault_hook_kill_leaves_no_half_set(tmp_path, monkeypatch) -> None:
     monkeypatch.delenv("FVCONSOLE_FAULT_TRACE")
     labels = trace.read_text().splitlines()
     publish = next(i for i, line in enumerate(labels, 1) if line.endswith(f"-> {tmp_path / 'traced'}"))
-    assert publish > WORLD * 4  # every sidecar's create/write/fsync/rename came before
+    # Every sidecar's create/write/rename came before the set was made durable (one syncfs on
+    # this local filesystem), and that before the receipt and the publishing rename.
+    renamed = [i for i, line in enumerate(labels, 1) if "rename" in line and "dataloader_state_rank" in line]
+    synced = next(i for i, line in enumerate(labels, 1) if " syncfs " in line)
+    receipt = next(i for i, line in enumerate(labels, 1) if "create" in line and "migration_receipt" in line)
+    assert len(renamed) == WORLD and max(renamed) < synced < receipt < publish
     for kill_at in (WORLD * 2, publish):
         out = str(tmp_path / f"out-{kill_at}")
         env = dict(os.environ, FVCONSOLE_FAULT_KILL_AT=str(kill_at))
@@ -287,10 +292,10 @@ def test_parallel_write_failure_reports_the_ranks_before_it(tmp_path, monkeypatc
     plan = plan_for(legacy)
     real = write._write_file_atomic
 
-    def failing(directory: str, name: str, data: bytes) -> str:
+    def failing(directory: str, name: str, data: bytes, *rest: bool) -> str:
         if name == "dataloader_state_rank5.pt":
             raise OSError(28, "No space left on device")
-        return real(directory, name, data)
+        return real(directory, name, data, *rest)
 
     monkeypatch.setattr(write, "_write_file_atomic", failing)
     with pytest.raises(PartialFailure) as info:

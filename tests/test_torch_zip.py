@@ -265,3 +265,28 @@ def test_duplicate_data_pkl_is_refused() -> None:
     data = rebuild(extra=[("data.pkl", pickle.dumps({"b": 2}, protocol=2))])
     with pytest.raises(TorchFileError, match="appears more than once"):
         torch_zip.loads(data)
+
+
+
+def _outcome(data: bytes) -> Any:
+    try:
+        return ("payload", torch_zip.loads(data))
+    except TorchFileError:
+        return "refused"
+
+
+@settings(max_examples=400, deadline=None)
+@given(payload=payloads, where=st.integers(min_value=0), value=st.integers(min_value=0, max_value=255))
+def test_record_reads_refuse_what_zipfile_read_refuses(payload, where: int, value: int) -> None:
+    """The reader takes each record's bytes from the buffer itself (no ZipExtFile per record).
+    On any one-byte corruption of a real sidecar it reads the same payload, or refuses, exactly
+    as the same reader does with ``ZipFile.read`` taking the records."""
+    data = bytearray(torch_zip.dumps(payload))
+    data[where % len(data)] = value
+    data = bytes(data)
+    fast = _outcome(data)
+    with pytest.MonkeyPatch.context() as patch:  # (hypothesis cannot take the monkeypatch fixture)
+        patch.setattr(torch_zip, "_stored_bytes",
+                      lambda buffer, info: zipfile.ZipFile(io.BytesIO(buffer)).read(info))
+        oracle = _outcome(data)
+    assert fast == oracle, (where % len(data), value)

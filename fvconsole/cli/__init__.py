@@ -38,8 +38,14 @@ be written after the write (what was done is reported on stderr).
 """
 
 
-def build_parser() -> argparse.ArgumentParser:
-    """The full argument parser (cheap: no heavy imports)."""
+def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
+    """The argument parser (cheap: no heavy imports); all of it unless ``argv`` names a command.
+
+    When ``argv`` starts with a command's name, argparse can only parse it with that
+    command's subparser, so only that command's module is imported and registered: a
+    `migrate --yes` on a login node does not pay for importing the cache and fleet commands.
+    Anything else (no command, a top-level option first, ``--help``) gets the full parser.
+    """
     import importlib
 
     from fvconsole.cli.completion import INSTALL, PrintCompletion
@@ -73,7 +79,8 @@ def build_parser() -> argparse.ArgumentParser:
              "(default $FVCONSOLE_JOURNAL, else $XDG_STATE_HOME/fvconsole/journal.jsonl)",
     )
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=CliParser)
-    for name in _COMMAND_MODULES:
+    first = argv[0] if argv else None
+    for name in (first,) if first in _COMMAND_MODULES else _COMMAND_MODULES:
         module = importlib.import_module(f"fvconsole.cli.{name}")
         module.register(sub)
     return parser
@@ -171,7 +178,7 @@ def _main(argv: list[str]) -> int:
     code = None
     try:
         try:
-            args = parse_command_line(build_parser(), argv)
+            args = parse_command_line(build_parser(argv), argv)
         except SystemExit:  # --help, --version, --print-completion: make their output's failure ours
             flush_stdout()
             raise

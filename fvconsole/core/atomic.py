@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
-import ctypes.util
 import errno
 import json
 import os
@@ -28,24 +27,29 @@ def _no_step(label: str) -> None:
 
 
 def atomic_write_bytes(path: str | os.PathLike[str], data: bytes, *, sync_dir: bool = True,
-                       step: Callable[[str], None] = _no_step) -> str:
+                       sync_file: bool = True, step: Callable[[str], None] = _no_step) -> str:
     """Write ``data`` to ``path`` so that readers see the old file or the whole new one; returns the path.
 
     ``step(label)`` is called before each file-system operation (create, write, fsync, rename):
     the migration passes its test-only fault hook. ``sync_dir=False`` leaves the directory's
-    fsync to a caller that writes many files into it.
+    fsync to a caller that writes many files into it; ``sync_file=False`` leaves the file's
+    too, to a caller that makes the whole directory durable at once (``core.durable``)
+    before anything depends on it.
     """
-    target = Path(path)
-    tmp = target.with_name(f".{target.name}.{secrets.token_hex(4)}.tmp")
+    target = os.fspath(Path(path))  # normalised as before; plain strings from here (a thousand files per set)
+    directory, name = os.path.split(target)
+    tmp = os.path.join(directory, f".{name}.{secrets.token_hex(4)}.tmp")
     step(f"create {tmp}")
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o644)
     try:
-        with os.fdopen(fd, "wb") as handle:
+        try:
             step(f"write {tmp}")
-            handle.write(data)
-            handle.flush()
-            step(f"fsync {tmp}")
-            os.fsync(handle.fileno())
+            _write_fd(fd, data)
+            if sync_file:
+                step(f"fsync {tmp}")
+                os.fsync(fd)
+        finally:
+            os.close(fd)
         step(f"rename {tmp} -> {target}")
         os.replace(tmp, target)
     except BaseException:
@@ -53,8 +57,15 @@ def atomic_write_bytes(path: str | os.PathLike[str], data: bytes, *, sync_dir: b
             os.unlink(tmp)
         raise
     if sync_dir:
-        fsync_dir(target.parent)
-    return os.fspath(target)
+        fsync_dir(directory or ".")
+    return target
+
+
+def _write_fd(fd: int, data: bytes) -> None:
+    """All of ``data`` to ``fd`` (``os.write`` may write less than asked)."""
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view):]
 
 
 def atomic_write_json(path: str | os.PathLike[str], payload: Any, *, sync_dir: bool = True) -> None:
@@ -73,8 +84,10 @@ def exchange_paths(a: str | os.PathLike[str], b: str | os.PathLike[str]) -> bool
     Returns False when the platform or filesystem cannot do it, so the caller can fall
     back to two renames.
     """
+    from ctypes.util import find_library  # here: it imports subprocess, which only this call needs
+
     try:
-        libc = ctypes.CDLL(ctypes.util.find_library("c") or None, use_errno=True)
+        libc = ctypes.CDLL(find_library("c") or None, use_errno=True)
         renameat2 = libc.renameat2
     except (OSError, AttributeError):
         return False

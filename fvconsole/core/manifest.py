@@ -80,6 +80,9 @@ class Manifest:
     file_index: Sequence[int] = field(default=(), repr=False)
     version: Any = MANIFEST_VERSION
     columns: Any = None
+    #: sha256 of the file's bytes as parsed: the same bytes parse to the same fingerprint, so
+    #: execution's re-check can compare digests instead of parsing and hashing again.
+    content_sha256: str = ""
 
     @property
     def num_row_groups(self) -> int:
@@ -128,15 +131,20 @@ def _row_group_error(path: str, index: int, item: Any) -> FvError | None:
     return None
 
 
-def _read_json(path: str) -> Any:
-    """Parsed manifest JSON; depth is checked by the caller (cheaply, knowing the shape)."""
+def _read_json(path: str) -> tuple[Any, str]:
+    """Parsed manifest JSON and the sha256 of its bytes; depth is checked by the caller (cheaply, knowing the shape)."""
     try:
         data = read_regular_file(path, "streaming manifest", MAX_MANIFEST_BYTES)
     except FileNotFoundError:
         raise FvError(f"{path}: streaming manifest does not exist") from None
     except OSError as exc:
         raise FvError(f"{path}: cannot read streaming manifest ({exc.strerror or exc})") from None
-    return parse_json(data, path, "streaming manifest", max_depth=None)
+    return parse_json(data, path, "streaming manifest", max_depth=None), hashlib.sha256(data).hexdigest()
+
+
+def manifest_bytes_sha256(path: str) -> str:
+    """sha256 of the manifest file's bytes, read as :func:`load_manifest` reads them (OSError if it cannot)."""
+    return hashlib.sha256(read_regular_file(path, "streaming manifest", MAX_MANIFEST_BYTES)).hexdigest()
 
 
 def _require_shallow(path: str, data: dict) -> None:
@@ -218,7 +226,7 @@ def load_manifest(path: str | os.PathLike[str]) -> Manifest:
     if not _nul_free(os.fspath(path)):
         raise FvError(f"{os.fspath(path)!r}: streaming manifest path contains a NUL byte")
     path = real(path)
-    data = _read_json(path)
+    data, content_sha256 = _read_json(path)
     if not isinstance(data, dict):
         raise FvError(f"{path}: streaming manifest must be a JSON object, got {_type_name(data)}")
     for name, kind in _TOP_FIELDS:
@@ -266,6 +274,7 @@ def load_manifest(path: str | os.PathLike[str]) -> Manifest:
         file_index=file_index,
         version=data["version"],
         columns=data.get("columns"),
+        content_sha256=content_sha256,
     )
 
 

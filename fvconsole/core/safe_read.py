@@ -75,17 +75,27 @@ def read_regular_file(path: str | os.PathLike[str], what: str, max_bytes: int) -
     """The bytes of ``path`` if it is a regular file of at most ``max_bytes`` (see ``open_regular``).
 
     The read itself is capped too, so a file that grows after the check is still refused.
+    Reads the fd directly (no file object): a migration reads back a thousand small files.
     """
-    with open_regular(path, what, max_bytes) as handle:
+    shown = os.fspath(path)
+    fd = os.open(path, _OPEN_FLAGS)
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            raise FvError(f"{shown}: {what} must be a regular file, but it is {file_kind(st.st_mode)}")
+        if st.st_size > max_bytes:
+            raise FvError(f"{shown}: {what} is larger than {max_bytes} bytes ({st.st_size}); refusing to read it")
+        os.set_blocking(fd, True)
         # Read in chunks sized by fstat, never one max_bytes buffer up front: read(n) allocates
         # n bytes, which a login node with ``ulimit -v`` refuses for a 1 GiB cap.
-        size = os.fstat(handle.fileno()).st_size
         chunks: list[bytes] = []
         got, limit = 0, max_bytes + 1
-        while got < limit and (chunk := handle.read(min(limit - got, size + 1, 1 << 24))):
+        while got < limit and (chunk := os.read(fd, min(limit - got, st.st_size + 1, 1 << 24))):
             chunks.append(chunk)
             got += len(chunk)
-        data = chunks[0] if len(chunks) == 1 else b"".join(chunks)
+    finally:
+        os.close(fd)
+    data = chunks[0] if len(chunks) == 1 else b"".join(chunks)
     if len(data) > max_bytes:
         raise FvError(f"{os.fspath(path)}: {what} is larger than {max_bytes} bytes; refusing to read it")
     return data

@@ -25,22 +25,31 @@ import time
 _LOCK = threading.Lock()
 _COUNT = 0
 _PAUSED = False
+#: The hook's variables as read by the last reset() (None: read them at each step).
+_SETTINGS: tuple[str | None, str | None, str | None] | None = None
+
+
+def _settings() -> tuple[str | None, str | None, str | None]:
+    get = os.environ.get
+    return get("FVCONSOLE_FAULT_KILL_AT"), get("FVCONSOLE_FAULT_TRACE"), get("FVCONSOLE_FAULT_PAUSE_AT")
 
 
 def reset() -> None:
-    """Start counting from zero (one execution = one numbering of its steps)."""
-    global _COUNT, _PAUSED
+    """Start counting from zero (one execution = one numbering of its steps).
+
+    The environment is read here once for the execution's thousands of steps.
+    """
+    global _COUNT, _PAUSED, _SETTINGS
     with _LOCK:
         _COUNT = 0
         _PAUSED = False
+        _SETTINGS = _settings()
 
 
 def point(label: str) -> None:
     """Count one file-system step; SIGKILL or pause here if the environment says so."""
     global _COUNT, _PAUSED
-    kill_at = os.environ.get("FVCONSOLE_FAULT_KILL_AT")
-    trace = os.environ.get("FVCONSOLE_FAULT_TRACE")
-    pause_at = os.environ.get("FVCONSOLE_FAULT_PAUSE_AT")
+    kill_at, trace, pause_at = _SETTINGS if _SETTINGS is not None else _settings()
     if not kill_at and not trace and not pause_at:
         return
     with _LOCK:  # held while paused: the other writer threads stop at their next step

@@ -93,6 +93,8 @@ class MigrationPlan:
     #: What the output dir rules found beside the output dir when planning (staging dirs, a
     #: stale lock): shown with the preview's warnings; not in to_json(), which is the plan.
     output_dir_warnings: tuple[str, ...] = field(default=(), repr=False)
+    #: sha256 of the manifest's bytes the plan was made from (its fingerprint was checked then).
+    manifest_sha256: str = ""
 
     @property
     def epoch_progress(self) -> float:
@@ -274,6 +276,7 @@ def _plan(req: MigrationRequest, progress: Progress | None, *, output_rules: boo
                 config_sha256=cfg.sha256 or "",
                 manifest_path=manifest.path,
                 manifest_fingerprint=manifest.fingerprint,
+                manifest_sha256=manifest.content_sha256,
                 dataset_root=manifest.dataset_root,
                 output_dir=out,
                 step=step,

@@ -163,10 +163,23 @@ def _sha256_at(dir_fd: int, name: str) -> str:
         fd = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK, dir_fd=dir_fd)
     except OSError as exc:
         return f"<unreadable: {exc.strerror}>"
-    with os.fdopen(fd, "rb") as handle:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
             return "<not a regular file>"
-        data = handle.read(MAX_PUBLISHED_BYTES + 1)
+        chunks: list[bytes] = []
+        got = 0
+        while got <= MAX_PUBLISHED_BYTES:
+            chunk = os.read(fd, min(MAX_PUBLISHED_BYTES + 1 - got, st.st_size + 1, 1 << 24))
+            if not chunk:
+                break
+            chunks.append(chunk)
+            got += len(chunk)
+    except OSError as exc:
+        return f"<unreadable: {exc.strerror}>"
+    finally:
+        os.close(fd)
+    data = b"".join(chunks)
     if len(data) > MAX_PUBLISHED_BYTES:
         return f"<larger than {MAX_PUBLISHED_BYTES} bytes>"
     return sha256_bytes(data)

@@ -13,11 +13,10 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, Mapping
-from concurrent.futures import ThreadPoolExecutor, as_completed, wait
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from fvconsole.core import torch_zip
+from fvconsole.core import durable, torch_zip
 from fvconsole.core.atomic import atomic_write_bytes
 from fvconsole.core.errors import FvError, PartialFailure
 from fvconsole.core.fsutil import sha256_file
@@ -44,12 +43,14 @@ if TYPE_CHECKING:  # pragma: no cover - typing only
 PARALLEL_THRESHOLD = 16
 
 
-def _write_file_atomic(directory: str, name: str, data: bytes) -> str:
+def _write_file_atomic(directory: str, name: str, data: bytes, sync_file: bool = True) -> str:
     """``core.atomic`` write of one file of the set, each step through the fault hook; returns its path.
 
-    The caller fsyncs the directory once for many files (one fsync per dir, not per file).
+    The caller makes the directory durable once for many files: an fsync of the dir, or
+    (``sync_file=False``) one syncfs covering every file's data too (:mod:`fvconsole.core.durable`).
     """
-    return atomic_write_bytes(os.path.join(directory, name), data, sync_dir=False, step=faults.point)
+    return atomic_write_bytes(os.path.join(directory, name), data, sync_dir=False, sync_file=sync_file,
+                              step=faults.point)
 
 
 def _recheck_sources(plan: MigrationPlan) -> None:
@@ -68,12 +69,29 @@ def _recheck_sources(plan: MigrationPlan) -> None:
             raise FvError(f"{plan.config_path}: cannot read run config ({exc.strerror})") from None
         if cfg_sha != plan.config_sha256:
             raise FvError(f"{plan.config_path}: run config changed since the plan was made (sha256)")
+    if plan.manifest_sha256 and _manifest_bytes_unchanged(plan.manifest_path, plan.manifest_sha256):
+        return
     fingerprint = _manifest_fingerprint_now(plan.manifest_path)
     if fingerprint != plan.manifest_fingerprint:
         raise FvError(
             f"{plan.manifest_path}: field 'fingerprint' changed since the plan was made "
             f"({fingerprint[:12]} != {plan.manifest_fingerprint[:12]})"
         )
+
+
+def _manifest_bytes_unchanged(path: str, planned_sha256: str) -> bool:
+    """Whether the manifest holds the very bytes the plan parsed (and checked the fingerprint of).
+
+    The same bytes parse to the same row groups, so their fingerprint is still the plan's:
+    no need to parse and hash a manifest of up to a million row groups again. Any
+    difference (or a read error) is judged by :func:`_manifest_fingerprint_now`.
+    """
+    from fvconsole.core.manifest import manifest_bytes_sha256
+
+    try:
+        return manifest_bytes_sha256(path) == planned_sha256
+    except OSError:
+        return False
 
 
 def _manifest_fingerprint_now(path: str) -> str:
@@ -107,9 +125,9 @@ def cleanup_stale_staging(parent: str, outname: str) -> tuple[list[str], list[st
     return removed, warnings
 
 
-def _store(staging: str, name: str, data: bytes) -> bytes:
+def _store(staging: str, name: str, data: bytes, sync_file: bool) -> bytes:
     """Write one sidecar atomically into the staging dir and read it back (I/O only)."""
-    return read_sidecar_bytes(_write_file_atomic(staging, name, data))
+    return read_sidecar_bytes(_write_file_atomic(staging, name, data, sync_file))
 
 
 def _checked(rank: int, name: str, payload: Any, data: bytes, back: bytes, torch_check: bool) -> WrittenSidecar:
@@ -124,38 +142,44 @@ def _checked(rank: int, name: str, payload: Any, data: bytes, back: bytes, torch
     return WrittenSidecar(rank, name, sha256_bytes(back))
 
 
-def _default_workers(ranks: int) -> int:
-    if ranks < PARALLEL_THRESHOLD:
+def _default_workers(ranks: int, per_file_fsync: bool) -> int:
+    """Threads only overlap fsyncs: without one per file, a pool just fights over the GIL."""
+    if ranks < PARALLEL_THRESHOLD or not per_file_fsync:
         return 1
     return max(2, min(16, (os.cpu_count() or 1) * 4))
 
 
 def _write_all(
     staging: str, plan: MigrationPlan, progress: Progress, workers: int | None, done: list[WrittenSidecar],
-    torch_check: bool = False,
+    torch_check: bool = False, per_file_fsync: bool = True,
 ) -> None:
     """Write every rank's sidecar (torch.save's format, no torch) into ``done``, in rank order.
 
     Stops at the first failure; ``done`` is the caller's list so a failure part-way can report
-    how far it got (the ranks before the first one that failed). With many ranks a thread pool
-    does only the I/O (each file's fsync overlaps the others'); encoding happens before and
-    checking after, in this thread. Workers that also ran Python code fought over the GIL,
-    which cost more kernel time than the fsyncs themselves.
+    how far it got (the ranks before the first one that failed). With many ranks and an fsync
+    per file a thread pool does only the I/O (each file's fsync overlaps the others');
+    encoding happens before and checking after, in this thread. Workers that also ran Python
+    code fought over the GIL, which cost more kernel time than the fsyncs themselves. Without
+    per-file fsyncs (``per_file_fsync=False``: the caller syncs the filesystem once) there is
+    nothing to overlap and the files are written in this thread.
     """
     total = len(plan.ranks)
-    workers = workers or _default_workers(total)
+    workers = workers or _default_workers(total, per_file_fsync)
     jobs = []
     for cursor in plan.ranks:
         payload = plan.sidecar_payload(cursor.rank)
         jobs.append((cursor.rank, sidecar_name(cursor.rank), payload, torch_zip.dumps(payload)))
     if workers <= 1:
         for rank, name, payload, data in jobs:
-            done.append(_checked(rank, name, payload, data, _store(staging, name, data), torch_check))
+            done.append(_checked(rank, name, payload, data, _store(staging, name, data, per_file_fsync), torch_check))
             progress(len(done), total, f"wrote {name}")
         return
+    # Imported here: only per-file fsyncs have anything to overlap.
+    from concurrent.futures import ThreadPoolExecutor, as_completed, wait
+
     stored: dict[int, bytes] = {}
     with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="fvconsole-sidecar") as pool:
-        futures = {pool.submit(_store, staging, job[1], job[3]): i for i, job in enumerate(jobs)}
+        futures = {pool.submit(_store, staging, job[1], job[3], per_file_fsync): i for i, job in enumerate(jobs)}
         try:
             for future in as_completed(futures):
                 stored[futures[future]] = future.result()
@@ -285,10 +309,17 @@ def _execute_locked(
         stage = "creating the staging dir"
         faults.point(f"mkdir {staging}")
         os.mkdir(staging, 0o755)
-        staged = os.lstat(staging)
-        stage = "writing sidecars"
-        _write_all(staging, plan, progress, workers, written, torch_check)
-        fsync_dir(staging, f"fsync {staging}")
+        # Opened before the first write: syncfs reports writeback errors since this open.
+        staging_fd = os.open(staging, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
+        try:
+            staged = os.fstat(staging_fd)
+            durability = durable.choose(staging_fd)
+            stage = "writing sidecars"
+            _write_all(staging, plan, progress, workers, written, torch_check, durability.per_file_fsync)
+            stage = "making the sidecars durable"
+            _make_durable(staging, staging_fd, durability, [w.name for w in written])
+        finally:
+            os.close(staging_fd)
         stage = "writing the receipt"
         receipt = build_receipt(plan, written)
         data = receipt_bytes(receipt)
@@ -308,6 +339,28 @@ def _execute_locked(
     after_publish(out, parent, old, (staged.st_dev, staged.st_ino), expected)
     progress(len(plan.ranks), len(plan.ranks), f"published {out}")
     return receipt
+
+
+def _make_durable(staging: str, staging_fd: int, durability: durable.Durability, names: list[str]) -> None:
+    """Every sidecar's data and name in the staging dir on stable storage, before the receipt exists.
+
+    Per-file fsync mode: the files are synced already, one fsync of the dir makes their names
+    durable. syncfs mode: one syncfs of the filesystem does both (and fails if any writeback
+    failed since the staging dir was opened). Where the call itself is unavailable (a seccomp
+    filter or a sandbox kernel without it), every file ``names`` lists is fsynced instead.
+    """
+    if not durability.per_file_fsync:
+        faults.point(f"syncfs {staging}")
+        try:
+            durable.syncfs(staging_fd)
+            return
+        except OSError as exc:
+            if exc.errno not in durable.UNAVAILABLE:
+                raise
+        for name in names:
+            faults.point(f"fsync {staging}/{name}")
+            durable.fsync_at(staging_fd, name)
+    fsync_dir(staging, f"fsync {staging}")
 
 
 def _unchanged_failure(
