@@ -149,3 +149,25 @@ def test_random_key_bursts_never_raise(demo_ws: DemoWorkspace, tmp_path, monkeyp
     asyncio.run(asyncio.wait_for(body(), 240))
     # Keys never write outside the workspace copies the app was given.
     assert sorted(os.listdir(tmp_path)) == ["cache", "output"]
+
+
+@pytest.mark.parametrize("view_key", ["1", "3", "5"])
+def test_keys_typed_right_after_slash_go_to_the_filter_not_to_actions(demo_ws: DemoWorkspace, tmp_path,
+                                                                      view_key: str) -> None:
+    """Defect: `/evict` at paste speed reached the view before the filter had focus: `i` opened
+    "Evict invalid" and `t` ticked its force box. Every key after `/` belongs to the filter."""
+
+    async def body() -> None:
+        app = make_app(demo_ws, tmp_path)
+        async with app.run_test(size=(100, 30)) as pilot:
+            await started(app, pilot)
+            send_burst(app, [view_key])
+            await drain(app, pilot)
+            main_screen = app.screen
+            send_burst(app, ["slash", "e", "v", "i", "c", "t"])
+            await drain(app, pilot)
+            assert app.screen is main_screen, f"a dialog opened: {type(app.screen).__name__}"
+            view = app.current_view()
+            assert view is not None and view.filter_input().value == "evict"
+
+    asyncio.run(body())

@@ -12,7 +12,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import replace
 from typing import Any, ClassVar
 
-from textual import work
+from textual import events, work
 from textual.app import App, ComposeResult, SystemCommand
 from textual.await_complete import AwaitComplete
 from textual.binding import Binding, BindingType
@@ -232,6 +232,23 @@ class FvConsoleApp(App[int]):
         """Switch to the migration view, prefilled from a checkpoint."""
         self.query_one(MigrationView).prefill(checkpoint, step)
         self.action_show("migration")
+
+    async def _on_key(self, event: events.Key) -> None:
+        """A key the focused text field would type, arriving here as an unhandled key, was
+        queued for the widget focused before it: type it into the field.
+
+        Textual hands each key to the widget focused when the key is read, so in a paste or a
+        fast burst (`/evict`) the keys behind `/` reach the table after `/` has focused the
+        filter, bubble up, and are dropped (the field's focus chain consumes printable keys,
+        so no binding runs). The field would have stopped a key sent to it, so any such key
+        here was meant for it. Other keys go on to ``App._on_key`` (bindings), which Textual
+        calls after this handler.
+        """
+        focused = self.focused
+        if focused is not None and event.is_printable and focused.check_consume_key(event.key, event.character):
+            event.stop()
+            event.prevent_default()  # App._on_key (next in the MRO) would look for a binding
+            focused._forward_event(events.Key(event.key, event.character))
 
     def action_filter(self) -> None:
         view = self.current_view()

@@ -119,9 +119,11 @@ class BaseView(Vertical):
     # ------------------------------------------------------------ filter + Esc
 
     def open_filter(self) -> None:
+        """Show the filter and focus it now, not after a refresh: keys already queued behind `/`
+        (a paste, a fast typist) must land in the filter, never on the view's actions."""
         box = self.filter_input()
         box.display = True
-        box.focus()
+        self.screen.set_focus(box)
 
     def action_back_to_table(self) -> None:
         """Esc: close the filter if open; in any case, back to the view's table (so 1-4, q work)."""
