@@ -23,7 +23,6 @@ from textual.widgets import Button, DataTable, Input, Label
 from fvconsole.core.fleet.hostlist import compress_hostlist
 from fvconsole.core.humanize import head_tail, human_bytes
 from fvconsole.core.printable import printable
-from fvconsole.core.reasons import strip_advice
 from fvconsole.tui import state
 from fvconsole.tui.base import BaseView, ViewMessage, describe_error
 from fvconsole.tui.modals import ConfirmScreen
@@ -46,7 +45,7 @@ NODE_COLUMNS = (("node", "node", 12), ("entries", "entries", 9), ("size", "size"
 
 def node_error(error: object) -> str:
     """A node's error without the command line's advice (the fleet view has no such controls)."""
-    return strip_advice(str(error))[0]
+    return str(error)
 
 
 def _plural(n: int, word: str) -> str:
