@@ -176,3 +176,25 @@ def test_the_published_set_of_a_checkpoint_is_found_through_its_receipt(run: bui
         fh.write("{ not json")
     with pytest.raises(FvError, match="migration_receipt.json"):
         published_for(run.checkpoint(6), 6)
+
+
+def test_a_node_refusal_reaches_the_fleet_view_as_data_and_is_worded_without_flags(tmp_path) -> None:
+    """A node's `cache evict` refused because another eviction holds the root: the runner sends the reason."""
+    from fvconsole.cli.node import _run
+    from fvconsole.core.cache.lock import EvictorLock
+    from fvconsole.core.fleet.outcomes import from_envelope
+    from fvconsole.tui.fleet_view import node_error
+
+    root = tmp_path / "cache"
+    write_cache_entry(str(root), seed=1, num_shards=2, tensor_bytes=256, last_used=1.0)
+    with EvictorLock(str(root)):
+        payload = _run("n1", ["cache", "evict", str(root), "--invalid", "--yes", "--json"], None)
+    outcome = from_envelope("n1", json.loads(json.dumps(payload)), expects="cache-evict", timeout=5.0)
+    assert outcome.kind == "failed" and "re-run with --wait SECONDS" in outcome.error  # the node's CLI words
+    assert outcome.reason is not None and (outcome.reason.code, outcome.reason.remedy) == ("lock.evicting", "wait")
+    worded = node_error(outcome)
+    assert "another eviction is running" in worded and "try again once it has finished" in worded
+    assert not FLAG.search(worded), worded
+    # An envelope whose reason is not one of ours (an older or foreign node) keeps the node's text.
+    payload["reason"] = {"code": "no.such.code", "field": "x", "values": {}}
+    assert from_envelope("n1", payload, expects="cache-evict", timeout=5.0).reason is None

@@ -56,6 +56,27 @@ class Reason:
     def value_map(self) -> dict[str, str]:
         return dict(self.values)
 
+    def to_json(self) -> dict[str, Any]:
+        """The reason as data for another process (the fleet's node runner sends it with an error)."""
+        return {"code": self.code, "field": self.field, "values": dict(self.values)}
+
+
+def reason_from_json(doc: Any) -> Reason | None:
+    """A reason another process sent (:meth:`Reason.to_json`), re-worded here; None if it is not one of ours.
+
+    Untrusted: only a known code with string values is taken, and both texts and the remedy
+    come from this side's :data:`KINDS`, never from the sender.
+    """
+    if not isinstance(doc, dict) or doc.get("code") not in KINDS or not isinstance(doc.get("field"), str):
+        return None
+    values = doc.get("values")
+    if not isinstance(values, dict) or not all(isinstance(k, str) and isinstance(v, str) for k, v in values.items()):
+        return None
+    try:
+        return reason(doc["code"], doc["field"], **values)
+    except (KeyError, IndexError, ValueError):  # a value the template needs is missing
+        return None
+
 
 def _kinds(*kinds: Kind) -> dict[str, Kind]:
     table: dict[str, Kind] = {}

@@ -9,6 +9,8 @@ checkboxes and dialogs. A code without a console text of its own is shown by its
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 from fvconsole.core.cache import CacheEntry
 from fvconsole.core.cache.plan import SkippedEntry, protection_reason
 from fvconsole.core.reasons import BREAK_LOCK, FORCE, OVERWRITE, SKIP_SOURCE_CHECK, WAIT, Reason, invalid
@@ -61,15 +63,15 @@ def field_label(field: str) -> str:
     return FIELD_LABELS.get(field, field)
 
 
-def with_remedy(text: str, remedy: str | None) -> str:
-    return f"{text}; {REMEDIES[remedy]}" if remedy in REMEDIES else text
+def with_remedy(text: str, remedy: str | None, remedies: Mapping[str, str] = REMEDIES) -> str:
+    return f"{text}; {remedies[remedy]}" if remedy in remedies else text
 
 
-def reason_text(reason: Reason) -> str:
-    """What a reason says in the console, with what to do here (its remedy)."""
+def reason_text(reason: Reason, remedies: Mapping[str, str] = REMEDIES) -> str:
+    """What a reason says in the console, with what to do here (its remedy, if ``remedies`` has it)."""
     template = _TEXTS.get(reason.code)
     what = template.format_map(_Values(reason)) if template else reason.detail
-    return with_remedy(what, reason.remedy)
+    return with_remedy(what, reason.remedy, remedies)
 
 
 def refusal_text(reason: Reason) -> str:
