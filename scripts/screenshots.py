@@ -27,8 +27,10 @@ from fvconsole.tui import headless  # noqa: E402 - after the sys.path line above
 SHOTS = (
     ((120, 40), ("checkpoints", "migration-form", "migration-preview", "migration-confirm", "migration-receipt",
                  "migration-refused", "checkpoints-migrated", "cache", "cache-evict-dialog", "cache-evict-confirm",
-                 "cache-evicted", "help", "fleet-start", "fleet", "fleet-evict-confirm"), ""),
-    ((80, 24), ("checkpoints", "migration-preview", "cache", "cache-evict-dialog", "help"), "-80x24"),
+                 "cache-evicted", "cache-evict-free", "history", "help", "fleet-start", "fleet",
+                 "fleet-evict-confirm"), ""),
+    ((80, 24), ("checkpoints", "migration-preview", "migration-receipt", "cache", "cache-evict-dialog",
+                "history", "help"), "-80x24"),
 )
 
 
@@ -42,7 +44,7 @@ async def walk(base: str, size: tuple[int, int], wanted: tuple[str, ...], out: s
     ws = build_demo_workspace(os.path.join(base, headless.TOUR_PATH), now=headless.FROZEN_NOW)
     fleet = build_fleet(os.path.join(base, "fleet"), headless.FROZEN_NOW)
     app = FvConsoleApp(ConsoleState(config_path=ws.config_path, checkpoints_path=ws.output_dir,
-                                    cache_root=ws.cache_root))
+                                    cache_root=ws.cache_root, journal_path=os.path.join(base, "journal.jsonl")))
     saved: list[str] = []
 
     def shot(name: str) -> None:

@@ -30,7 +30,7 @@ pytestmark = pytest.mark.tui
 
 #: Every key the console binds, plus typing and navigation keys.
 ALPHABET = (
-    "1", "2", "3", "4", "q", "question_mark", "o", "r", "slash", "escape", "enter", "tab", "shift+tab",
+    "1", "2", "3", "4", "5", "f", "q", "question_mark", "o", "r", "slash", "escape", "enter", "tab", "shift+tab",
     "space", "up", "down", "left", "right", "home", "end", "pageup", "pagedown", "j", "k", "g", "G", "m",
     "e", "c", "i", "a", "A", "asterisk", "U", "y", "s", "n", "less_than_sign", "greater_than_sign",
     "ctrl+r", "ctrl+e", "ctrl+y", "ctrl+p", "x", "0", "7", "backspace", "delete",

@@ -60,7 +60,8 @@ def take_tour(size: tuple[int, int]) -> dict[str, str]:
     fleet = build_fleet(os.path.join(BASE, "fleet"), headless.FROZEN_NOW)
     app = FvConsoleApp(ConsoleState(config_path=os.path.join(ROOT, "run.yaml"),
                                     checkpoints_path=os.path.join(ROOT, "output"),
-                                    cache_root=os.path.join(ROOT, "shard-cache")))
+                                    cache_root=os.path.join(ROOT, "shard-cache"),
+                                    journal_path=os.path.join(BASE, "journal.jsonl")))
     shots: dict[str, str] = {}
 
     def shot(name: str) -> None:

@@ -72,6 +72,12 @@ def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
         help="weight shard cache root (default: $FASTVIDEO_WEIGHT_SHARD_CACHE)",
     )
     parser.add_argument("--read-only", action="store_true", help="disable every write action in the console")
+    parser.add_argument(
+        "--journal",
+        metavar="PATH",
+        help="the journal the console's History view reads and its migrations and evictions append to "
+             "(default $FVCONSOLE_JOURNAL, else $XDG_STATE_HOME/fvconsole/journal.jsonl)",
+    )
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=CliParser)
     first = argv[0] if argv else None
     for name in (first,) if first in _COMMAND_MODULES else _COMMAND_MODULES:

@@ -36,7 +36,8 @@ def register(sub: argparse._SubParsersAction) -> None:
                              "(2025-06-01, 2025-06-01T12:00:00Z)")
     parser.add_argument("--root", metavar="PATH", help="only records for this cache root or migration output dir")
     parser.add_argument("--limit", type=whole_number(1), metavar="N", help="only the last N matching records")
-    parser.add_argument("--journal", metavar="PATH", help=f"the journal to read (default ${ENV_JOURNAL}, ...)")
+    parser.add_argument("--journal", metavar="PATH", default=argparse.SUPPRESS,
+                        help=f"the journal to read (default ${ENV_JOURNAL}, ...; also before the command)")
     parser.add_argument("--json", action="store_true", help="print one JSON object")
     parser.set_defaults(func=run_history)
 
@@ -58,7 +59,7 @@ def parse_since(text: str, now: float | None = None) -> float:
 
 def run_history(args: argparse.Namespace) -> int:
     since = parse_since(args.since) if args.since else None
-    path = journal_path(args.journal)
+    path = journal_path(getattr(args, "journal", None))
     try:
         read = read_journal(path, since=since, target=args.root)
     except OSError as exc:

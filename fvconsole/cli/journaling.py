@@ -15,7 +15,9 @@ from fvconsole.core.journal import ENV_JOURNAL, JournalRecord, JournalWrite, app
 
 
 def add_journal_args(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--journal", metavar="PATH",
+    # SUPPRESS: not given here, `fvconsole --journal PATH migrate ...` (given before the
+    # command, as for the console) still counts instead of being reset to None.
+    parser.add_argument("--journal", metavar="PATH", default=argparse.SUPPRESS,
                         help=f"append what --yes did to this journal (default ${ENV_JOURNAL}, else "
                              "$XDG_STATE_HOME/fvconsole/journal.jsonl, i.e. ~/.local/state/fvconsole/)")
     parser.add_argument("--no-journal", action="store_true", help="do not write a journal line")

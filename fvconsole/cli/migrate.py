@@ -6,7 +6,6 @@ A dry run unless --yes: the plan is computed and shown, nothing is written.
 from __future__ import annotations
 
 import argparse
-import contextlib
 import os
 import sys
 from typing import Any
@@ -160,34 +159,18 @@ def _run(args: argparse.Namespace) -> int:
     return 0
 
 
-def _journal_details(plan: Any) -> dict[str, Any]:
-    return {"checkpoint": os.path.abspath(plan.checkpoint), "step": plan.step, "world_size": plan.world_size}
-
-
 def _journal_success(args: argparse.Namespace, plan: Any, result: Any) -> Any:
-    """One journal line for the published set: its files and their bytes (stat'ed after publishing)."""
-    from fvconsole.core.journal import migration_record
+    """One journal line for the published set (built by the core, as the console's)."""
+    from fvconsole.core.journal import migration_written_record
 
-    out = result.output_dir
-    files = [str(s.get("path")) for s in result.receipt.get("sidecars", [])] + [os.path.basename(result.receipt_path)]
-    written = 0
-    for name in files:
-        with contextlib.suppress(OSError):  # verified just before; a file gone now only lowers the count
-            written += os.lstat(os.path.join(out, name)).st_size
-    return write_journal(args, lambda: migration_record(out, command=command_line(), exit_code=0, files=files,
-                                                        written_bytes=written, details=_journal_details(plan)))
+    return write_journal(args, lambda: migration_written_record(plan, result, command=command_line()))
 
 
 def _journal_failure(args: argparse.Namespace, plan: Any, exc: Any) -> Any:
     """One journal line for a migration that failed part-way (exit 3): where it stopped and why."""
-    from fvconsole.core.journal import migration_record
+    from fvconsole.core.journal import migration_failed_record
 
-    report = exc.details if isinstance(exc.details, dict) else {}
-    scalars = {k: v for k, v in report.items()
-               if k in ("stage", "output_dir_changed", "sidecars_written", "sidecars_total", "previous_set", "new_set")}
-    return write_journal(args, lambda: migration_record(plan.output_dir, command=command_line(), exit_code=3,
-                                                        error=exc.message,
-                                                        details={**_journal_details(plan), **scalars}))
+    return write_journal(args, lambda: migration_failed_record(plan, exc, command=command_line()))
 
 
 def _refuse(args: argparse.Namespace, preview: Any, refusals: list, mismatches: list, warnings: list) -> None:

@@ -477,3 +477,36 @@ def migration_record(output_dir: str, *, command: str, exit_code: int, files: Se
         errors=(error,) if error else (), command=command,
         details={"real_target": os.path.realpath(output_dir), **(details or {})},
     )
+
+
+def _migration_details(plan: Any) -> dict[str, Any]:
+    return {"checkpoint": os.path.abspath(plan.checkpoint), "step": plan.step, "world_size": plan.world_size}
+
+
+def migration_written_record(plan: Any, result: Any, *, command: str) -> JournalRecord:
+    """The line for a published set (a MigrationPlan and its MigrationResult): its files and their bytes.
+
+    Both front ends (``migrate --yes`` and the console) journal through this, so a migration
+    reads the same in ``fvconsole history`` whoever ran it. Bytes are stat'ed after publishing.
+    """
+    out = result.output_dir
+    files = [str(s.get("path")) for s in result.receipt.get("sidecars", [])] + [os.path.basename(result.receipt_path)]
+    written = 0
+    for name in files:
+        with contextlib.suppress(OSError):  # verified just before; a file gone now only lowers the count
+            written += os.lstat(os.path.join(out, name)).st_size
+    return migration_record(out, command=command, exit_code=0, files=files, written_bytes=written,
+                            details=_migration_details(plan))
+
+
+#: The scalars of a PartialFailure's report a failed migration's line keeps.
+FAILURE_FIELDS = ("stage", "output_dir_changed", "sidecars_written", "sidecars_total", "previous_set", "new_set")
+
+
+def migration_failed_record(plan: Any, error: Any, *, command: str) -> JournalRecord:
+    """The line for a migration that failed part-way (a PartialFailure, exit 3): where it stopped and why."""
+    report = error.details if isinstance(getattr(error, "details", None), dict) else {}
+    scalars = {k: v for k, v in report.items() if k in FAILURE_FIELDS}
+    message = getattr(error, "message", None) or str(error)
+    return migration_record(plan.output_dir, command=command, exit_code=3, error=message,
+                            details={**_migration_details(plan), **scalars})

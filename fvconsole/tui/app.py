@@ -1,4 +1,4 @@
-"""The fvconsole Textual app: four views, keys, help and palette generated from the bindings.
+"""The fvconsole Textual app: five views, keys, help and palette generated from the bindings.
 
 Layout: header, a paths line (what is loaded, what is missing), tabbed views, footer with key
 hints. Styles live in ``styles/*.tcss``; the screen carries ``-narrow``/``-wide`` and
@@ -31,6 +31,7 @@ from fvconsole.tui.base import BaseView, describe_error
 from fvconsole.tui.cache_view import CacheView
 from fvconsole.tui.checkpoints_view import CheckpointsView
 from fvconsole.tui.fleet_view import FleetView
+from fvconsole.tui.history_view import HistoryView
 from fvconsole.tui.migration_view import MigrationView
 from fvconsole.tui.modals import ConsolePalette, HelpScreen, PathsScreen
 from fvconsole.tui.plain import PlainText
@@ -42,6 +43,7 @@ from fvconsole.tui.widgets import FastTable, PathsLine
 #: its TITLE and BINDINGS (docs/development.md, "Adding a view").
 VIEWS: tuple[tuple[str, type[BaseView]], ...] = (
     ("checkpoints", CheckpointsView), ("migration", MigrationView), ("cache", CacheView), ("fleet", FleetView),
+    ("history", HistoryView),
 )
 
 
@@ -194,6 +196,10 @@ class FvConsoleApp(App[int]):
         if self._offer_last_migration:
             self._offer_last_migration = False
             self.query_one(MigrationView).offer_published(latest(sets))
+
+    def journal_written(self) -> None:
+        """A console action appended to the journal: the History view reads it again."""
+        self.query_one(HistoryView).refresh_view()
 
     def migration_written(self) -> None:
         """A migration published a set: the checkpoints view shows its checkpoint as migrated."""

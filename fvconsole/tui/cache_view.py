@@ -33,7 +33,6 @@ from fvconsole.core.cache.detail import CacheEntryDetail, cache_entry_detail
 from fvconsole.core.cache.locked import LockedEviction, evict_under_lock
 from fvconsole.core.errors import FvError
 from fvconsole.core.humanize import head_tail, human_age, human_bytes
-from fvconsole.core.journal import journal_path
 from fvconsole.core.progress import Progress
 from fvconsole.tui import state
 from fvconsole.tui.base import BaseView, ViewMessage
@@ -41,7 +40,7 @@ from fvconsole.tui.evict_dialog import EvictOptions, EvictScreen, EvictSelection
 from fvconsole.tui.modals import ConfirmScreen, ErrorScreen
 from fvconsole.tui.plain import PlainText
 from fvconsole.tui.widgets import FastTable, PlainStatic, ProgressRow, UsageBar
-from fvconsole.tui.wording import skip_text, skipped_reason
+from fvconsole.tui.wording import free_target_text, skip_text, skipped_reason
 
 STATUS_STYLE = {"complete": "green", "partial": "cyan", "incomplete": "yellow", "invalid": "bold red"}
 MARK = "●"
@@ -53,6 +52,7 @@ SELECTIONS = {
     "evict_marked": "evict marked",
     "evict_cap": "evict to cap",
     "evict_invalid": "evict invalid",
+    "evict_free": "evict to free space",
 }
 
 
@@ -61,6 +61,8 @@ def console_command(plan: EvictionPlan, what: str) -> str:
     parts = [f"fvconsole console: {what}"]
     if plan.cap_bytes is not None:
         parts.append(f"cap {human_bytes(plan.cap_bytes)}")
+    if plan.free_space is not None:
+        parts.append(free_target_text(plan.free_space.target))
     if plan.force:
         parts.append("force")
     return ", ".join(parts)
@@ -111,10 +113,16 @@ class CacheView(BaseView):
                         "$FASTVIDEO_WEIGHT_SHARD_CACHE_MAX_GB, 300); the bar shows the cache after"),
         Binding("i", "evict_invalid", "Evict invalid",
                 tooltip="evict unusable entries: invalid, and incomplete ones no write is finishing"),
+        # Not in the footer (it is full at 80 columns): `?`, the palette and every eviction dialog's
+        # min free field show it.
+        Binding("f", "evict_free", "Evict to free space", show=False,
+                tooltip="evict least recently used entries until the filesystem has a free space you set "
+                        "(% or GiB, as cache evict --min-free-percent/--min-free-gb); says if it cannot be reached"),
         Binding("a", "toggle_auto_refresh", "Auto-refresh", show=False,
                 tooltip=f"rescan by itself every {AUTO_REFRESH:g}s (on at start) or stop doing so"),
         *[Binding(key, f"refuse('{label}')", label, show=False)
-          for key, label in (("e", "evict marked"), ("c", "evict to cap"), ("i", "evict invalid"))],
+          for key, label in (("e", "evict marked"), ("c", "evict to cap"), ("i", "evict invalid"),
+                             ("f", "evict to free space"))],
     ]
 
     class Scanned(ViewMessage):
@@ -439,6 +447,9 @@ class CacheView(BaseView):
     def action_evict_invalid(self) -> None:
         self._options(EvictSelection("evict invalid", invalid=True))
 
+    def action_evict_free(self) -> None:
+        self._options(EvictSelection("evict to free space", to_free=True))
+
     def _options(self, selection: EvictSelection) -> None:
         """The eviction dialog (cap, force, live preview) on the scan on screen."""
         if self.refuse_read_only(selection.what):
@@ -491,14 +502,14 @@ class CacheView(BaseView):
             return
         self._busy = True
         progress = self.query_one("#cache-progress-row", ProgressRow).start("", total=max(len(plan.evict), 1))
-        self.evict(plan, progress, console_command(plan, what))
+        self.evict(plan, progress, console_command(plan, what), self.app.state.journal())
 
     @work(thread=True, exclusive=True, group="cache-evict", exit_on_error=False)
-    def evict(self, plan: EvictionPlan, progress: Progress, command: str) -> None:
+    def evict(self, plan: EvictionPlan, progress: Progress, command: str, journal: str) -> None:
         """The confirmed plan under the root's evictor lock (not waiting: a busy root is refused), journaled."""
         with self.failures(self.EvictFailed):
             done = evict_under_lock(plan.root, lambda: plan, command=command, force=plan.force,
-                                    journal_path=journal_path(None), progress=progress)
+                                    journal_path=journal, progress=progress)
             self.deliver(self.Evicted(done))
 
     def on_cache_view_evicted(self, message: Evicted) -> None:
@@ -509,6 +520,14 @@ class CacheView(BaseView):
         summary = f"evicted {count} entr{'y' if count == 1 else 'ies'}, freed {human_bytes(result.freed_bytes)}"
         text = PlainText().append(("✓ " if result.ok else "✗ ") + summary + "\n",
                                   style="bold green" if result.ok else "bold red")
+        if plan.free_space is not None:
+            reached = {True: "reached", False: "NOT reached", None: "unknown"}[result.target_reached]
+            before, after = (human_bytes(v) if v is not None else "?" for v in (result.fs_free_before,
+                                                                                 result.fs_free_after))
+            text.append(f"  filesystem free {before} → {after}; "
+                        f"target {human_bytes(plan.free_space.target_bytes)} "
+                        f"({free_target_text(plan.free_space.target)}): {reached}\n",
+                        style="green" if result.target_reached else "bold yellow")
         for entry in result.evicted[:12]:
             text.append(f"  ✓ {entry.key} {human_bytes(entry.bytes):>10}  deleted\n", style="green")
         if len(result.evicted) > 12:
@@ -533,6 +552,8 @@ class CacheView(BaseView):
         if journal is not None and not journal.written:
             self.notify(f"journal {journal.path}: {journal.error}; the eviction itself is done", severity="warning",
                         timeout=10)
+        if journal is not None:
+            self.app.journal_written()
         self._marked.clear()
         self.refresh_view()
 

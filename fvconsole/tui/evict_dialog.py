@@ -1,6 +1,9 @@
-"""The shard cache's eviction dialog: the cap and force controls, with a live preview.
+"""The shard cache's eviction dialog: the cap, free-space target and force controls, with a live preview.
 
-``e`` (marked), ``i`` (invalid) and ``c`` (to the cap) open it. It plans on the scan the view
+``e`` (marked), ``i`` (invalid), ``c`` (to the cap) and ``f`` (to a free-space target) open it.
+The free-space fields are ``cache evict --min-free-percent/--min-free-gb``: in any of the
+dialogs they add entries in GC order until the filesystem would have that much free (the
+union, as on the command line), and the preview says honestly whether the target is reachable. It plans on the scan the view
 already holds (``plan_eviction`` is pure), so every change of the cap or of *force* shows at
 once what would be evicted, what is skipped and why, and the usage bar after the eviction.
 Continuing hands back the chosen :class:`EvictOptions`; the view then rescans, plans again and
@@ -17,6 +20,7 @@ from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.widgets import Button, Checkbox, Input, Label
 
 from fvconsole.core.cache import CacheScan, EvictionPlan, cap_bytes, plan_eviction
+from fvconsole.core.cache.freespace import FreeTarget, parse_min_free_gb, parse_min_free_percent
 from fvconsole.core.cache.roots import parse_max_gb
 from fvconsole.core.errors import FvError
 from fvconsole.core.humanize import head_tail, human_bytes
@@ -25,7 +29,7 @@ from fvconsole.tui.base import describe_error
 from fvconsole.tui.modals import Dialog
 from fvconsole.tui.plain import PlainText, one_line
 from fvconsole.tui.widgets import PlainStatic, UsageBar
-from fvconsole.tui.wording import evict_reason_text, skip_text, skipped_reason
+from fvconsole.tui.wording import evict_reason_text, free_target_text, skip_text, skipped_reason
 
 #: How often the preview is planned again (ages and "in use" move on).
 PREVIEW_TICK = 2.0
@@ -35,26 +39,39 @@ PREVIEW_TICK = 2.0
 class EvictSelection:
     """What an eviction selects (as ``plan_eviction``'s selectors)."""
 
-    what: str  # "evict marked", "evict to cap", "evict invalid"
+    what: str  # "evict marked", "evict to cap", "evict invalid", "evict to free space"
     keys: tuple[str, ...] = ()
     invalid: bool = False
     to_cap: bool = False
+    to_free: bool = False  # the free-space target is what selects (so it must be set)
 
 
 @dataclass(frozen=True)
 class EvictOptions:
-    """What the dialog hands back: the cap (for ``to_cap``) and whether to force."""
+    """What the dialog hands back: the cap (for ``to_cap``), the free-space target and whether to force."""
 
     selection: EvictSelection
     max_gb: float | None
     force: bool
+    free_target: FreeTarget | None = None
 
 
 def plan_for(scan: CacheScan, options: EvictOptions, now: float | None = None) -> EvictionPlan:
     """``plan_eviction`` for the dialog's choices (pure: the scan is in memory)."""
     sel = options.selection
     return plan_eviction(scan, keys=sel.keys, invalid=sel.invalid, max_gb=options.max_gb if sel.to_cap else None,
-                         force=options.force, now=now)
+                         force=options.force, now=now, free_target=options.free_target)
+
+
+def free_space_line(plan: EvictionPlan) -> PlainText:
+    """The plan's free-space target line (``FreeSpacePlan.summary``, as ``cache evict`` prints it,
+    the target named by the dialog's fields); empty without a target."""
+    free = plan.free_space
+    if free is None:
+        return PlainText()
+    style = "bold green" if free.reached else "bold red"
+    mark = "✓" if free.reached else "✗"
+    return PlainText(f"{mark} {free.summary(free_target_text(free.target))}\n", style=style)
 
 
 def size_after(plan: EvictionPlan) -> int:
@@ -64,7 +81,7 @@ def size_after(plan: EvictionPlan) -> int:
 
 def preview_text(scan: CacheScan, plan: EvictionPlan, now: float, limit: int = 8) -> PlainText:
     """What would be evicted and what is left in place (worded with the console's controls)."""
-    text = PlainText()
+    text = free_space_line(plan)
     text.append(f"{len(plan.evict)} to evict, frees {human_bytes(plan.freed_bytes)}\n",
                 style="bold red" if plan.evict else "bold")
     head, omitted, tail = head_tail(list(plan.evict), limit, 2)
@@ -103,6 +120,12 @@ class EvictScreen(Dialog["EvictOptions | None"]):
                 yield Input(f"{self._cap_gb:g}", id="evict-cap", type="number", compact=True,
                             disabled=not self._selection.to_cap)
                 yield Checkbox("force: also evict entries that look in use", id="evict-force", compact=True)
+            with Horizontal(id="evict-free"):
+                yield Label("min free", classes="evict-free-label")
+                yield Input(id="evict-free-pct", type="number", compact=True, placeholder="-")
+                yield Label("% of the filesystem, or", classes="evict-free-label")
+                yield Input(id="evict-free-gb", type="number", compact=True, placeholder="-")
+                yield Label("GiB", classes="evict-free-label")
             yield UsageBar(id="evict-usage")
             with VerticalScroll(id="dialog-body"):
                 yield PlainStatic(id="evict-preview")
@@ -113,7 +136,11 @@ class EvictScreen(Dialog["EvictOptions | None"]):
     def on_mount(self) -> None:
         self._update()
         self.set_interval(PREVIEW_TICK, self._update)
-        order = ("#evict-cap", "#evict-continue", "#cancel") if self._selection.to_cap else ("#evict-continue", "#cancel")
+        order: tuple[str, ...] = ("#evict-continue", "#cancel")
+        if self._selection.to_cap:
+            order = ("#evict-cap", *order)
+        elif self._selection.to_free:
+            order = ("#evict-free-pct", *order)
         for selector in order:
             found = self.query(selector)
             if found and not found.first().disabled:
@@ -125,7 +152,15 @@ class EvictScreen(Dialog["EvictOptions | None"]):
         cap = None
         if self._selection.to_cap:
             cap = parse_max_gb(self.query_one("#evict-cap", Input).value.strip(), flag="cap")
-        return EvictOptions(self._selection, cap, self.query_one("#evict-force", Checkbox).value)
+        pct = self.query_one("#evict-free-pct", Input).value.strip()
+        gib = self.query_one("#evict-free-gb", Input).value.strip()
+        target = None
+        if pct or gib:
+            target = FreeTarget(parse_min_free_gb(gib, "min free (GiB)") if gib else None,
+                                parse_min_free_percent(pct, "min free (%)") if pct else None)
+        elif self._selection.to_free:
+            raise FvError("set a free-space target: min free, in % of the filesystem or in GiB")
+        return EvictOptions(self._selection, cap, self.query_one("#evict-force", Checkbox).value, target)
 
     def _update(self) -> None:
         preview = self.query_one("#evict-preview", PlainStatic)
@@ -133,7 +168,7 @@ class EvictScreen(Dialog["EvictOptions | None"]):
         now = state.now()
         try:
             options = self.options()
-            plan = plan_for(self._scan, options, now=now)
+            plan = plan_for(state.shown_scan(self._scan), options, now=now)
         except FvError as exc:
             preview.update(PlainText(f"✗ {describe_error(exc)}", style="bold red"))
             usage.clear()
@@ -141,7 +176,8 @@ class EvictScreen(Dialog["EvictOptions | None"]):
             return
         cap = cap_bytes(options.max_gb if options.max_gb is not None else self._cap_gb)
         fs_free, fs_total = state.free_space(self._scan)
-        usage.show_usage(plan.total_bytes, int(cap), fs_free, fs_total, after=size_after(plan))
+        usage.show_usage(plan.total_bytes, int(cap), fs_free, fs_total, after=size_after(plan),
+                         fs_free_after=plan.fs_free_after)
         preview.update(preview_text(self._scan, plan, now))
         self.query_one("#evict-continue", Button).disabled = not plan.evict
 
@@ -180,6 +216,8 @@ def confirm_body(plan: EvictionPlan, scan: CacheScan | None, now: float) -> list
     """The confirmation's lines: what is deleted where, what is skipped and why."""
     body = [f"Delete {len(plan.evict)} cache entr{'y' if len(plan.evict) == 1 else 'ies'} under", f"  {plan.root}",
             f"freeing {human_bytes(plan.freed_bytes)}:"]
+    if plan.free_space is not None:
+        body.insert(0, free_space_line(plan).plain.rstrip("\n"))
     head, omitted, tail = head_tail(list(plan.evict), 10, 3)
     body += [f"  {p.key} {human_bytes(p.bytes):>10}  {one_line(evict_reason_text(p.reason), 58)}" for p in head]
     if omitted:

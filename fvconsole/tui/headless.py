@@ -57,14 +57,19 @@ TOUR_CAP_GB = "0.0004"
 TOUR_SHOTS = (
     "checkpoints", "migration-form", "migration-preview", "migration-confirm", "migration-receipt",
     "migration-refused", "checkpoints-migrated", "cache", "cache-evict-dialog", "cache-evict-confirm",
-    "cache-evicted", "help", "paths", "error", "fleet-start", "fleet", "fleet-evict-confirm",
+    "cache-evicted", "cache-evict-free", "history", "help", "paths", "error", "fleet-start", "fleet",
+    "fleet-evict-confirm",
 )
+#: Who the tour's journal lines say ran them (the journal stamps the real user, host and pid).
+TOUR_IDENTITY = {"user": "alice", "host": "login-01", "pid": 4242}
+#: The free-space target the tour types into the eviction dialog: out of reach on the frozen filesystem.
+TOUR_MIN_FREE_PERCENT = "90"
 
 
 @contextmanager
 def frozen_display(now: float = FROZEN_NOW, space: tuple[int, int] = FROZEN_SPACE) -> Iterator[None]:
     """Freeze what would differ between runs: the clock (ages, grace periods, the receipt's
-    ``created_at_utc``), the time zone and the free space shown."""
+    ``created_at_utc``, journal lines and who wrote them), the time zone and the free space shown."""
     from datetime import datetime
 
     from fvconsole.core.migration import receipt
@@ -74,7 +79,17 @@ def frozen_display(now: float = FROZEN_NOW, space: tuple[int, int] = FROZEN_SPAC
         def now(cls, tz: Any = None) -> datetime:  # noqa: D102 - datetime.now's signature
             return datetime.fromtimestamp(now, tz)
 
+    from dataclasses import replace
+
+    from fvconsole.core import journal
+
     saved_tz, saved_datetime = os.environ.get("TZ"), receipt.datetime
+    saved_record_now = journal.JournalRecord.__dict__["now"]
+
+    def frozen_record(cls: type, **fields: Any) -> Any:
+        return replace(cls(**fields), time=now, **TOUR_IDENTITY)
+
+    journal.JournalRecord.now = classmethod(frozen_record)  # type: ignore[assignment]
     os.environ["TZ"] = "UTC"
     time.tzset()
     state.freeze_clock(now)
@@ -84,6 +99,7 @@ def frozen_display(now: float = FROZEN_NOW, space: tuple[int, int] = FROZEN_SPAC
         yield
     finally:
         receipt.datetime = saved_datetime  # type: ignore[misc]
+        journal.JournalRecord.now = saved_record_now  # type: ignore[assignment]
         state.freeze_free_space(None)
         state.freeze_clock(None)
         if saved_tz is None:
@@ -158,6 +174,12 @@ async def tour(app: Any, pilot: Any, shot: Callable[[str], None], fleet: Fleet) 
     await stop("cache-evict-confirm")
     await keys("left", "enter")
     await stop("cache-evicted")
+    await keys("f")
+    await pilot.press(*TOUR_MIN_FREE_PERCENT)
+    await stop("cache-evict-free")
+    await keys("escape", "5")
+    await keys("down")  # the console's migration (the eviction, newest, is on top)
+    await stop("history")
     await keys("question_mark")
     await stop("help")
     await keys("escape", "o")

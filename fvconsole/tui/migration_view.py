@@ -12,6 +12,7 @@ import os
 import shlex
 from typing import Any, ClassVar
 
+from rich.text import Text
 from textual import work
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
@@ -20,6 +21,12 @@ from textual.widget import Widget
 from textual.widgets import Button, Checkbox, Input, Label
 
 from fvconsole.core.errors import FvError, PartialFailure
+from fvconsole.core.journal import (
+    JournalWrite,
+    append_record,
+    migration_failed_record,
+    migration_written_record,
+)
 from fvconsole.core.migration.defaults import MigrationDefaults, migration_defaults
 from fvconsole.core.migration.plan import MigrationPlan, MigrationPreview, MigrationRequest, plan_migration
 from fvconsole.core.migration.published import PublishedSet, defaults_from_published
@@ -32,7 +39,7 @@ from fvconsole.tui.base import BaseView, ViewMessage, describe_error
 from fvconsole.tui.checkpoints_view import export_line
 from fvconsole.tui.modals import ConfirmScreen, ErrorScreen
 from fvconsole.tui.plain import PlainText
-from fvconsole.tui.widgets import FastTable, PathInput, PlainStatic, ProgressRow
+from fvconsole.tui.widgets import FastTable, OneLine, PathInput, PlainStatic, ProgressRow
 
 INT_FIELDS = (
     ("expected_step", "mig-step", "expected step"),
@@ -44,6 +51,16 @@ PATH_FIELDS = (
     ("config_path", "mig-config", "run config", "run.yaml"),
     ("output_dir", "mig-output", "output dir", "where the sidecars go (outside the checkpoint)"),
 )
+
+
+def console_command(plan: MigrationPlan) -> str:
+    """How the journal names a console migration (as ``fvconsole console: evict marked`` for an eviction)."""
+    parts = [f"fvconsole console: migrate step {plan.step}, world size {plan.world_size}"]
+    if plan.request.overwrite:
+        parts.append("overwrite")
+    if plan.request.skip_source_check:
+        parts.append("skip source check")
+    return ", ".join(parts)
 
 
 class PinnedScroll(VerticalScroll):
@@ -102,9 +119,10 @@ class MigrationView(BaseView):
             self.preview = preview
 
     class Executed(ViewMessage):
-        def __init__(self, result: MigrationResult) -> None:
+        def __init__(self, result: MigrationResult, journal: JournalWrite | None = None) -> None:
             super().__init__()
             self.result = result
+            self.journal = journal
 
     class Verified(ViewMessage):
         def __init__(self, result: VerifyResult) -> None:
@@ -112,9 +130,10 @@ class MigrationView(BaseView):
             self.result = result
 
     class ActionFailed(ViewMessage):
-        def __init__(self, error: BaseException) -> None:
+        def __init__(self, error: BaseException, journal: JournalWrite | None = None) -> None:
             super().__init__()
             self.error = error
+            self.journal = journal  # a migration that failed part-way is journaled too
 
     class NextIdsRead(ViewMessage):
         def __init__(self, plan: MigrationPlan, result: NextSampleIds | None, error: BaseException | None = None) -> None:
@@ -158,7 +177,10 @@ class MigrationView(BaseView):
             yield ProgressRow(id="mig-progress-row")
             yield PlainStatic(PlainText("Select a legacy checkpoint in view 1 and press m, or fill the form; "
                                         "then Preview (ctrl+r).", style="italic"), id="mig-banner", classes="banner")
-            yield PlainStatic(id="mig-receipt")
+            with Vertical(id="mig-receipt"):
+                yield PlainStatic(id="mig-receipt-text")
+                yield OneLine(id="mig-export")
+                yield PlainStatic(id="mig-receipt-note")
             # The rank table comes first so that, stacked at narrow widths, it follows the banner;
             # at wide widths the summary is docked to its left.
             with Container(id="mig-results"):
@@ -193,7 +215,7 @@ class MigrationView(BaseView):
         self._fill(migration_defaults(checkpoint, step, st.config_path, st.run_config),
                    no_config=st.run_config is None)
         self._offered = None
-        self.query_one("#mig-receipt", PlainStatic).display = False
+        self.query_one("#mig-receipt").display = False
         self._invalidate("form filled in: check the values, then Preview (ctrl+r)")
 
     def offer_published(self, found: PublishedSet | None) -> None:
@@ -318,7 +340,7 @@ class MigrationView(BaseView):
             return
         progress = self._start("building the plan …")
         if progress is not None:
-            self.query_one("#mig-receipt", PlainStatic).display = False
+            self.query_one("#mig-receipt").display = False
             self.run_preview(request, progress)
 
     @work(thread=True, exclusive=True, group="mig-preview", exit_on_error=False)
@@ -326,10 +348,20 @@ class MigrationView(BaseView):
         with self.failures(self.ActionFailed):
             self.deliver(self.Previewed(plan_migration(request, progress)))
 
+    def _journaled(self, journal: JournalWrite | None) -> None:
+        """Say when the journal line could not be appended (the action stands); refresh History."""
+        if journal is None:
+            return
+        if not journal.written:
+            self.notify(f"journal {journal.path}: {journal.error}; the migration itself stands", severity="warning",
+                        timeout=10)
+        self.app.journal_written()
+
     def on_migration_view_action_failed(self, message: ActionFailed) -> None:
         self._finish()
         exc = message.error
         self.report_error(exc)
+        self._journaled(message.journal)
         if isinstance(exc, PartialFailure):
             details = json.dumps(exc.report, indent=2, sort_keys=True, default=str)[:4000]
             self.app.push_screen(ErrorScreen("Migration failed part-way", f"{describe_error(exc)}\n\n{details}"))
@@ -425,12 +457,24 @@ class MigrationView(BaseView):
             return
         progress = self._start("writing sidecars …")
         if progress is not None:
-            self.run_execute(plan, progress)
+            self.run_execute(plan, progress, self.app.state.journal())
 
     @work(thread=True, exclusive=True, group="mig-exec", exit_on_error=False)
-    def run_execute(self, plan: MigrationPlan, progress: Progress) -> None:
+    def run_execute(self, plan: MigrationPlan, progress: Progress, journal: str) -> None:
+        """Write the plan, then append its journal line as ``migrate --yes`` does (same record builders).
+
+        A journal that cannot be written never undoes the write: the view reports it.
+        """
+        command = console_command(plan)
         with self.failures(self.ActionFailed):
-            self.deliver(self.Executed(execute_migration(plan, progress=progress)))
+            try:
+                result = execute_migration(plan, progress=progress)
+            except PartialFailure as exc:
+                written = append_record(migration_failed_record(plan, exc, command=command), journal)
+                self.deliver(self.ActionFailed(exc, written))
+                return
+            written = append_record(migration_written_record(plan, result, command=command), journal)
+            self.deliver(self.Executed(result, written))
 
     def on_migration_view_executed(self, message: Executed) -> None:
         self._finish()
@@ -444,6 +488,7 @@ class MigrationView(BaseView):
         self.query_one("#mig-execute", Button).disabled = True
         self._preview = None
         self.notify("migration written; the next step is in the receipt panel (y copies it)")
+        self._journaled(message.journal)
         self.app.migration_written()
 
     def _verdict_on_top(self) -> None:
@@ -454,10 +499,13 @@ class MigrationView(BaseView):
     def on_key(self) -> None:
         self.query_one("#mig-scroll", PinnedScroll).pinned = None  # the user takes over
 
-    def _show_receipt(self, text: PlainText) -> None:
-        box = self.query_one("#mig-receipt", PlainStatic)
-        box.update(text)
-        box.display = True
+    def _show_receipt(self, parts: tuple[Text, str, Text]) -> None:
+        """The receipt panel; its export line on one unwrapped line, so a mouse copy has no breaks."""
+        head, export, note = parts
+        self.query_one("#mig-receipt-text", PlainStatic).update(head)
+        self.query_one("#mig-export", OneLine).update(Text(export, style="bold cyan"))
+        self.query_one("#mig-receipt-note", PlainStatic).update(note)
+        self.query_one("#mig-receipt").display = True
 
     def action_copy_export(self) -> None:
         if self._export is None:

@@ -45,6 +45,16 @@ def free_space(scan: Any) -> tuple[int | None, int | None]:
     return scan.fs_free, scan.fs_total
 
 
+def shown_scan(scan: Any) -> Any:
+    """``scan`` with the free space the console shows (so a free-space target is planned on the
+    figures on screen: the frozen ones in screenshots, statvfs's otherwise)."""
+    if _frozen_space is None:
+        return scan
+    from dataclasses import replace as _replace
+
+    return _replace(scan, fs_free=_frozen_space[0], fs_total=_frozen_space[1])
+
+
 def shown_free(free: int | None) -> int | None:
     """A filesystem's free bytes as shown (a node's, in the fleet view): the frozen figure if frozen."""
     return _frozen_space[0] if _frozen_space is not None and free is not None else free
@@ -75,6 +85,8 @@ class ConsoleState:
     read_only: bool = False
     run_config: Any = None  # core.runconfig.RunConfig once loaded
     config_error: str | None = None
+    #: ``--journal PATH``; None: ``$FVCONSOLE_JOURNAL``, else the XDG default (see :meth:`journal`).
+    journal_path: str | None = None
 
     @classmethod
     def from_args(cls, args: Any) -> ConsoleState:
@@ -85,7 +97,14 @@ class ConsoleState:
             checkpoints_path=_clean(getattr(args, "checkpoints", None)),
             cache_root=_clean(cache_root),
             read_only=bool(getattr(args, "read_only", False)),
+            journal_path=_clean(getattr(args, "journal", None)),
         )
+
+    def journal(self) -> str:
+        """The journal the History view reads and the console's executions append to (as the CLI's)."""
+        from fvconsole.core.journal import journal_path
+
+        return journal_path(self.journal_path)
 
     def with_paths(self, **changes: Any) -> ConsoleState:
         """A copy with some paths changed (empty strings mean 'not set')."""

@@ -24,7 +24,7 @@ from rich.cells import cell_len
 from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
-from textual.containers import Horizontal
+from textual.containers import Horizontal, HorizontalScroll
 from textual.geometry import Size
 from textual.message import Message
 from textual.strip import Strip
@@ -130,6 +130,31 @@ class PlainStatic(Static):
         super().update(plain_content(content), layout=layout)
 
 
+class OneLine(HorizontalScroll):
+    """One line of text that is never wrapped: wider than the screen, it scrolls sideways.
+
+    For a line the operator copies (``export FASTVIDEO_DATALOADER_STATE_DIR=<path>``): wrapped,
+    a mouse selection picked up the line breaks, and the pasted path was broken.
+    """
+
+    DEFAULT_CSS = """
+    OneLine { height: auto; overflow-y: hidden; scrollbar-size-horizontal: 1; }
+    OneLine > PlainStatic { width: auto; text-wrap: nowrap; }
+    """
+
+    def compose(self) -> ComposeResult:
+        yield PlainStatic()
+
+    def update(self, content: Any) -> None:
+        self.query_one(PlainStatic).update(content)
+
+    @property
+    def text(self) -> str:
+        """What the line shows (plain)."""
+        rendered = self.query_one(PlainStatic).render()
+        return rendered.plain if isinstance(rendered, Text) else str(rendered)
+
+
 class PathsLine(Widget):
     """``label path   label path …`` on one line; paths that do not fit lose their middle, never their end."""
 
@@ -203,11 +228,17 @@ class UsageBar(Widget):
     def __init__(self, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self._usage: tuple[int, int, int | None, int | None, int | None] | None = None
+        self._fs_free_after: int | None = None
 
     def show_usage(self, used: int, cap: int, fs_free: int | None, fs_total: int | None,
-                   after: int | None = None) -> None:
-        """Render ``used`` bytes against ``cap`` (and ``after`` an eviction, when given)."""
+                   after: int | None = None, fs_free_after: int | None = None) -> None:
+        """Render ``used`` bytes against ``cap`` (and ``after`` an eviction, when given).
+
+        ``fs_free_after``: the plan's own estimate of the free space after it (what its
+        entries give back to the filesystem); without it, the cache's shrinkage is added.
+        """
         self._usage = (used, cap, fs_free, fs_total, after)
+        self._fs_free_after = fs_free_after
         self.refresh(layout=True)
 
     def clear(self) -> None:
@@ -226,7 +257,9 @@ class UsageBar(Widget):
             text = usage_line("cache now  ", used, cap, width)
             text.append("\n").append_text(usage_line("after evict", after, cap, width))
             if fs_free is not None:
-                text.append(f"\nfilesystem free {human_bytes(fs_free)} → {human_bytes(fs_free + max(used - after, 0))}")
+                free_after = self._fs_free_after if self._fs_free_after is not None else fs_free + max(used - after, 0)
+                total = f" of {human_bytes(fs_total)}" if fs_total else ""
+                text.append(f"\nfilesystem free {human_bytes(fs_free)}{total} → about {human_bytes(free_after)}")
             return text
         one_line = usage_line("cache", used, cap, width - len(free) - 3)
         if free and one_line.cell_len + len(free) + 3 <= width:

@@ -9,9 +9,11 @@ checkboxes and dialogs. A code without a console text of its own is shown by its
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 
 from fvconsole.core.cache import CacheEntry
+from fvconsole.core.cache.freespace import FreeTarget
 from fvconsole.core.cache.plan import SkippedEntry, protection_reason
 from fvconsole.core.reasons import BREAK_LOCK, FORCE, OVERWRITE, SKIP_SOURCE_CHECK, WAIT, Reason, invalid
 
@@ -98,9 +100,27 @@ def skip_text(reason: Reason, entry: CacheEntry | None = None, now: float | None
     return reason_text(reason)
 
 
+_FREE_FLAGS = ((re.compile(r"--min-free-gb (\S+?)(?=[),;]|$| )"), r"min free \1 GiB"),
+               (re.compile(r"--min-free-percent (\S+?)(?=[),;]|$| )"), r"min free \1%"))
+
+
 def evict_reason_text(reason: str) -> str:
-    """Why an entry is planned for eviction, in the console's words (``selected by --key`` → marked)."""
-    return reason.replace("selected by --key", "marked")
+    """Why an entry is planned for eviction, in the console's words (``selected by --key`` → marked,
+    ``--min-free-gb 8`` → the dialog's min free field)."""
+    text = reason.replace("selected by --key", "marked")
+    for flag, words in _FREE_FLAGS:
+        text = flag.sub(words, text)
+    return text
+
+
+def free_target_text(target: FreeTarget) -> str:
+    """A free-space target as the eviction dialog's fields name it: ``min free 8 GiB and 30%``."""
+    parts = []
+    if target.min_free_gb is not None:
+        parts.append(f"{target.min_free_gb:g} GiB")
+    if target.min_free_percent is not None:
+        parts.append(f"{target.min_free_percent:g}%")
+    return "min free " + " and ".join(parts)
 
 
 class _Values(dict):

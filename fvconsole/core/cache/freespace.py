@@ -28,19 +28,22 @@ from fvconsole.core.errors import UsageError
 from fvconsole.core.humanize import human_bytes
 
 
-def parse_min_free_gb(text: str) -> float:
-    """``--min-free-gb N``: GiB, fractional allowed, with the bounds of ``--max-gb``."""
-    return parse_max_gb(text, "--min-free-gb")
+def parse_min_free_gb(text: str, flag: str = "--min-free-gb") -> float:
+    """``--min-free-gb N``: GiB, fractional allowed, with the bounds of ``--max-gb``.
+
+    ``flag``: how the front end names the control in the error (the console: its field).
+    """
+    return parse_max_gb(text, flag)
 
 
-def parse_min_free_percent(text: str) -> float:
+def parse_min_free_percent(text: str, flag: str = "--min-free-percent") -> float:
     """``--min-free-percent P``: a number from 0 to 100 (percent of the filesystem's size)."""
     try:
         value = float(text)
     except (TypeError, ValueError):
-        raise UsageError(f"--min-free-percent: {quote_input(str(text))} is not a number") from None
+        raise UsageError(f"{flag}: {quote_input(str(text))} is not a number") from None
     if not math.isfinite(value) or not 0 <= value <= 100:
-        raise UsageError(f"--min-free-percent: {quote_input(str(text))} must be a number from 0 to 100")
+        raise UsageError(f"{flag}: {quote_input(str(text))} must be a number from 0 to 100")
     return value + 0.0
 
 
@@ -98,9 +101,12 @@ class FreeSpacePlan:
     def shortfall(self) -> int:
         return max(0, self.target_bytes - self.free_after)
 
-    def summary(self) -> str:
-        """One line for the plan: the target, before, after, and honestly whether it can be met."""
-        goal = f"target {human_bytes(self.target_bytes)} free ({self.target.describe()})"
+    def summary(self, asked: str | None = None) -> str:
+        """One line for the plan: the target, before, after, and honestly whether it can be met.
+
+        ``asked``: the target as the front end's controls name it (default: the CLI's flags).
+        """
+        goal = f"target {human_bytes(self.target_bytes)} free ({asked or self.target.describe()})"
         if self.free_before >= self.target_bytes:
             return f"{goal}: already {human_bytes(self.free_before)} free; nothing to evict for it"
         if self.reached:
