@@ -1,11 +1,12 @@
-"""core.reasons (refusals and skips as a code + values, without CLI advice) and core.migration.published
-(the set published for a checkpoint), on real refusals, real plans and real migrations."""
+"""core.reasons (refusals and skips created as a code + values + remedy, worded by each front end) and
+core.migration.published (the set published for a checkpoint), on real refusals, plans and migrations."""
 
 from __future__ import annotations
 
 import json
 import os
 import re
+import string
 
 import pytest
 
@@ -13,19 +14,13 @@ from fvconsole.cli import main as cli_main
 from fvconsole.core.cache import plan_eviction, scan_cache
 from fvconsole.core.errors import FvError
 from fvconsole.core.migration import output_dir
-from fvconsole.core.migration.plan import MigrationRequest, Refusal, plan_migration
+from fvconsole.core.migration.plan import MigrationRequest, plan_migration
 from fvconsole.core.migration.published import defaults_from_published, latest, published_for
-from fvconsole.core.reasons import (
-    FORCE,
-    OVERWRITE,
-    SKIP_SOURCE_CHECK,
-    refusal_reason,
-    skip_reason,
-    strip_advice,
-)
+from fvconsole.core.reasons import FORCE, KINDS, OVERWRITE, REMEDIES, reason
 from fvconsole.demo import builders
 from fvconsole.demo.cache_builders import write_cache_entry
-from fvconsole.tui.wording import refusal_text, skip_text
+from fvconsole.tui.wording import CONTROLS, reason_text, refusal_text, skip_text
+from fvconsole.tui.wording import REMEDIES as CONSOLE_REMEDIES
 
 FLAG = re.compile(r"(?<![\w-])--[a-z][a-z-]+")
 
@@ -50,7 +45,7 @@ def migrate(run: builders.RunFixture, step: int, out: str) -> None:
 def test_migration_refusals_become_codes_with_values(run: builders.RunFixture, tmp_path) -> None:
     preview = plan_migration(request(run, str(tmp_path / "out"), expected_step=4, expected_world_size=3,
                                         consumed_batches_per_rank=5))
-    reasons = {r.code: r for r in map(refusal_reason, preview.refusals)}
+    reasons = {r.code: r.reason for r in preview.refusals}
     assert set(reasons) >= {"expected_step.metadata", "expected_step.directory", "expected_world_size.config",
                             "consumed_batches_per_rank.config"}
     assert dict(reasons["expected_step.metadata"].values)["given"] == "4"
@@ -61,7 +56,7 @@ def test_migration_refusals_become_codes_with_values(run: builders.RunFixture, t
     assert dict(reasons["consumed_batches_per_rank.config"].values)["actual"] == "3"
     assert any("--expected-step" in r.message for r in preview.refusals)  # the CLI's words stay as they were
     for refusal in preview.refusals:
-        worded = refusal_text(refusal_reason(refusal))
+        worded = refusal_text(refusal.why)
         assert not FLAG.search(worded), worded
 
 
@@ -69,35 +64,72 @@ def test_an_existing_set_names_the_overwrite_option_not_its_flag(run: builders.R
     out = str(tmp_path / "side")
     migrate(run, 3, out)
     preview = plan_migration(request(run, out))
-    reason = refusal_reason(next(r for r in preview.refusals if r.field == "output_dir"))
+    refusal = next(r for r in preview.refusals if r.field == "output_dir")
+    reason = refusal.reason
     assert (reason.code, reason.remedy) == ("output_dir.has_sidecars", OVERWRITE)
-    assert dict(reason.values)["count"] == "2" and "use --overwrite" not in reason.detail
+    assert dict(reason.values)["count"] == "2" and "--overwrite" not in reason.detail
+    assert refusal.message.endswith("; use --overwrite to replace them")  # the CLI's words stay as they were
     assert "tick “overwrite existing sidecars”" in refusal_text(reason)
     # The execute-time rule (run by the dry run and the console's preview) words the same case.
     with pytest.raises(FvError) as refused:
         output_dir.check_output_dir(out, run.checkpoint(3), overwrite=False)
-    message = str(refused.value)
-    assert "--overwrite" in message
-    reason = refusal_reason(Refusal("output_dir", message))
-    assert (reason.code, reason.remedy) == ("output_dir.has_set", OVERWRITE)
+    assert str(refused.value).endswith("; pass --overwrite to replace the set")
+    reason = refused.value.reason
+    assert (reason.code, reason.remedy, reason.value("count")) == ("output_dir.has_set", OVERWRITE, "2")
     assert not FLAG.search(refusal_text(reason))
 
 
-def test_strip_advice_removes_each_cli_clause_and_names_what_lifts_it() -> None:
-    cases = {
-        "x; use --overwrite to replace them": ("x", OVERWRITE),
-        "x (--skip-source-check to proceed anyway)": ("x", SKIP_SOURCE_CHECK),
-        "busy (10s ago); --force to evict anyway": ("busy (10s ago)", FORCE),
-        "/: contains no cache-looking entries; is this the right root? --force to proceed":
-            ("/: contains no cache-looking entries; is this the right root?", FORCE),
-        "/x: output dir is a symlink; pass the real directory (--output-dir)":
-            ("/x: output dir is a symlink; pass the real directory", None),
-        "kept (--keep)": ("kept", None),
-        "/r: another eviction is running (pid 7 on host n1); re-run with --wait SECONDS to wait for it":
-            ("/r: another eviction is running (pid 7 on host n1); try again once it has finished", None),
-    }
-    for message, expected in cases.items():
-        assert strip_advice(message) == expected
+def _sample(code: str) -> dict[str, str]:
+    """A value for every name the code's templates use (flag-free, like the core's own values)."""
+    names = set()
+    for template in (KINDS[code].detail, KINDS[code].cli):
+        names |= {name for _, name, _, _ in string.Formatter().parse(template) if name}
+    return {name: f"<{name}>" for name in names}
+
+
+def test_every_code_the_core_produces_is_worded_without_flags_and_each_remedy_names_a_console_control() -> None:
+    assert len(KINDS) > 20  # the registry is the core's list of codes, not an empty table
+    for code in KINDS:
+        why = reason(code, "field", **_sample(code))
+        worded = reason_text(why)
+        assert not FLAG.search(worded), (code, worded)
+        assert not FLAG.search(why.detail), (code, why.detail)
+        assert not FLAG.search(skip_text(why)), code
+        if why.remedy is not None:
+            assert why.remedy in REMEDIES and why.remedy in CONSOLE_REMEDIES, code
+            assert CONSOLE_REMEDIES[why.remedy] in worded or why.code == "skip.in_use", (code, worded)
+    # Every remedy the core names is either a console control or said to have none, never a flag.
+    for remedy in REMEDIES:
+        assert remedy in CONSOLE_REMEDIES and not FLAG.search(CONSOLE_REMEDIES[remedy])
+    assert set(CONTROLS) == {OVERWRITE, "skip_source_check", FORCE}
+
+
+def test_the_core_words_no_flag_into_a_refusal_without_a_code() -> None:
+    """Generic refusals (``col.refuse(field, text)``, ``invalid``) carry their text to the console as is."""
+    import ast
+    import pathlib
+
+    import fvconsole.core as core
+
+    offenders = []
+    for path in pathlib.Path(core.__file__).parent.rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Call) and getattr(node.func, "attr", getattr(node.func, "id", "")) in (
+                    "refuse", "invalid"):
+                text = ast.unparse(node)
+                if FLAG.search(text):
+                    offenders.append(f"{path.name}: {text}")
+    assert offenders == []
+
+
+def test_the_console_controls_named_by_remedies_exist() -> None:
+    import pathlib
+
+    import fvconsole.tui as tui
+
+    sources = "".join(p.read_text() for p in pathlib.Path(tui.__file__).parent.glob("*.py"))
+    for widget_id, label in CONTROLS.values():
+        assert f'id="{widget_id}"' in sources and f'"{label}' in sources, widget_id
 
 
 def test_cache_skips_become_codes_and_in_use_is_worded_with_the_time_now(tmp_path) -> None:
@@ -107,9 +139,10 @@ def test_cache_skips_become_codes_and_in_use_is_worded_with_the_time_now(tmp_pat
                                              last_used=now - 86400))
     scan = scan_cache(str(tmp_path), now=now)
     plan = plan_eviction(scan, keys=(busy, old, "0" * 16), keep=(old,), now=now)
-    reasons = {s.key: skip_reason(s) for s in plan.skipped}
-    assert reasons[busy].code == "in_use" and reasons[busy].remedy == FORCE
-    assert reasons[old].code == "kept" and reasons["0" * 16].code == "missing"
+    reasons = {s.key: s.why for s in plan.skipped}
+    assert reasons[busy].code == "skip.in_use" and reasons[busy].remedy == FORCE
+    assert reasons[old].code == "skip.kept" and reasons["0" * 16].code == "skip.missing"
+    assert {s.key: s.reason for s in plan.skipped}[old] == "kept (--keep)"  # the CLI's words stay as they were
     later = skip_text(reasons[busy], scan.get(busy), now + 120, plan.grace_seconds)
     assert "used 2m30s ago" in later and "tick “force”" in later and not FLAG.search(later)
     assert "no longer looks in use" in skip_text(reasons[busy], scan.get(busy), now + 86400, plan.grace_seconds)
@@ -143,3 +176,25 @@ def test_the_published_set_of_a_checkpoint_is_found_through_its_receipt(run: bui
         fh.write("{ not json")
     with pytest.raises(FvError, match="migration_receipt.json"):
         published_for(run.checkpoint(6), 6)
+
+
+def test_a_node_refusal_reaches_the_fleet_view_as_data_and_is_worded_without_flags(tmp_path) -> None:
+    """A node's `cache evict` refused because another eviction holds the root: the runner sends the reason."""
+    from fvconsole.cli.node import _run
+    from fvconsole.core.cache.lock import EvictorLock
+    from fvconsole.core.fleet.outcomes import from_envelope
+    from fvconsole.tui.fleet_view import node_error
+
+    root = tmp_path / "cache"
+    write_cache_entry(str(root), seed=1, num_shards=2, tensor_bytes=256, last_used=1.0)
+    with EvictorLock(str(root)):
+        payload = _run("n1", ["cache", "evict", str(root), "--invalid", "--yes", "--json"], None)
+    outcome = from_envelope("n1", json.loads(json.dumps(payload)), expects="cache-evict", timeout=5.0)
+    assert outcome.kind == "failed" and "re-run with --wait SECONDS" in outcome.error  # the node's CLI words
+    assert outcome.reason is not None and (outcome.reason.code, outcome.reason.remedy) == ("lock.evicting", "wait")
+    worded = node_error(outcome)
+    assert "another eviction is running" in worded and "try again once it has finished" in worded
+    assert not FLAG.search(worded), worded
+    # An envelope whose reason is not one of ours (an older or foreign node) keeps the node's text.
+    payload["reason"] = {"code": "no.such.code", "field": "x", "values": {}}
+    assert from_envelope("n1", payload, expects="cache-evict", timeout=5.0).reason is None

@@ -109,7 +109,12 @@ def _emit_error_json(payload: dict | None) -> None:
         discard_stdout()
 
 
+#: The reason (as data) of the last error reported, for the fleet's node runner to send along.
+last_reason: list = []
+
+
 def _report_error(args: argparse.Namespace | None, exc: FvError, *, json_out: bool = False) -> int:
+    last_reason[:] = [exc.reason] if exc.reason is not None else []
     message = " ".join(str(exc).split()) or type(exc).__name__
     json_out = json_out or (args is not None and getattr(args, "json", False))
     _emit_error_json({"error": message, **exc.details} if json_out else None)

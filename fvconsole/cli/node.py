@@ -46,8 +46,10 @@ def substitute_node(argv: Sequence[str], node: str) -> list[str]:
 
 def run_captured(argv: Sequence[str]) -> tuple[int, str]:
     """Run ``fvconsole <argv>`` in-process; return (exit code, captured stdout)."""
+    from fvconsole.cli import last_reason
     from fvconsole.cli import main as cli_main
 
+    last_reason.clear()
     buffer = io.StringIO()
     with contextlib.redirect_stdout(buffer):
         try:
@@ -57,9 +59,21 @@ def run_captured(argv: Sequence[str]) -> tuple[int, str]:
     return int(code), buffer.getvalue()
 
 
-def envelope(node: str, code: int, stdout: str) -> dict[str, Any]:
-    """Wrap the command's stdout: parsed JSON under "output", or a snippet when it is not JSON."""
+def reported_reason(code: int) -> dict[str, Any] | None:
+    """The refusal (as data) of the command :func:`run_captured` just ran, if it failed with one."""
+    from fvconsole.cli import last_reason
+
+    return last_reason[0].to_json() if code and last_reason else None
+
+
+def envelope(node: str, code: int, stdout: str, reason: dict[str, Any] | None = None) -> dict[str, Any]:
+    """Wrap the command's stdout: parsed JSON under "output", or a snippet when it is not JSON.
+
+    ``reason``: the command's refusal as data (``Reason.to_json``), so the console can word it.
+    """
     payload: dict[str, Any] = {"node": node, "exit": code, "output": None}
+    if reason is not None:
+        payload["reason"] = reason
     text = stdout.strip()
     try:
         parsed = json.loads(text) if text else None
@@ -118,7 +132,7 @@ def _run(node: str, args: list[str], table: str | None) -> dict[str, Any]:
             return {"node": node, "exit": 2, "output": {"error": f"--per-node: no request for node {node}"}}
         args = picked
     code, stdout = run_captured(substitute_node(args, node))
-    return envelope(node, code, stdout)
+    return envelope(node, code, stdout, reported_reason(code))
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:  # pragma: no cover - typing only
+    from fvconsole.core.reasons import Reason
 
 EXIT_OK = 0
 EXIT_REFUSED = 1
@@ -19,10 +22,17 @@ class FvError(Exception):
 
     exit_code = EXIT_REFUSED
 
-    def __init__(self, message: str, *, details: dict[str, Any] | None = None) -> None:
+    def __init__(self, message: str, *, details: dict[str, Any] | None = None, reason: Reason | None = None) -> None:
         super().__init__(message)
         self.message = message
         self.details = dict(details or {})
+        #: The refusal as data (code, values, remedy) for front ends that word it themselves.
+        self.reason = reason
+
+    @classmethod
+    def of(cls, reason: Reason, **kwargs: Any) -> FvError:
+        """The error for ``reason``: its message is the command line's wording."""
+        return cls(reason.cli, reason=reason, **kwargs)
 
     def __str__(self) -> str:
         return self.message

@@ -17,7 +17,7 @@ API
     ``ALIVE``, ``DEAD`` (provably: same identity and the PID is gone, a zombie, or another
     process with a different start time) or ``UNKNOWN`` (another host or PID namespace),
     with a reason; ``to_json()`` / ``Holder.from_json()`` (ValueError if malformed).
-``FileLock(path, subject=..., what=..., break_flag=..., step=None)``
+``FileLock(path, subject=..., what=..., step=None)``
     A lock *file* (for directories other hosts write to): created whole or not at all by
     writing the holder JSON to a unique temp file, fsyncing it and ``link()``-ing it to
     ``path`` (atomic and exclusive, also on NFS; on filesystems without hard links an
@@ -73,9 +73,11 @@ from datetime import datetime, timezone
 from enum import Enum
 from typing import Any, TypeVar
 
+from fvconsole.core import reasons
 from fvconsole.core.errors import FvError
 from fvconsole.core.host import HostIdentity, current_identity, pid_alive, process_start_time
 from fvconsole.core.printable import printable
+from fvconsole.core.reasons import Reason
 
 T = TypeVar("T")
 LOCK_FORMAT = "fvconsole-lock/v1"
@@ -228,15 +230,22 @@ def read_holder(path: str) -> Holder:
 
 
 class LockBusy(FvError):
-    """Someone else holds the lock: exit 1, one line naming the holder and the lock file."""
+    """Someone else holds the lock: exit 1, one line naming the holder and the lock file.
 
-    def __init__(self, subject: str, what: str, path: str | None, holder: Holder | None, hint: str = "") -> None:
-        where = f"lock file {path}" if path else ""
-        who = "; ".join(p for p in ((holder.describe() if holder else ""), where) if p)
-        super().__init__(
-            f"{subject}: {what}{f' ({who})' if who else ''}{hint}",
-            details={"lock": {"path": path, "holder": holder.to_json() if holder else None}},
-        )
+    ``code`` (a ``lock.*`` code of :mod:`fvconsole.core.reasons`) says why it is not taken;
+    ``values`` are what that code names beyond the subject, the holder and the lock file;
+    ``who`` replaces the holder description when there is no holder record.
+    """
+
+    def __init__(self, subject: str, what: str, path: str | None, holder: Holder | None,
+                 code: str = "lock.alive", *, who: str | None = None, **values: Any) -> None:
+        if who is None:
+            where = f"lock file {path}" if path else ""
+            who = "; ".join(p for p in ((holder.describe() if holder else ""), where) if p)
+            who = f" ({who})" if who else ""
+        why = reasons.reason(code, "lock", subject=subject, what=what, who=who, **values)
+        super().__init__(why.cli, details={"lock": {"path": path, "holder": holder.to_json() if holder else None}},
+                         reason=why)
         self.holder = holder
         self.path = path
 
@@ -248,6 +257,8 @@ class LockProbe:
     refusal: str | None = None
     note: str | None = None
     holder: Holder | None = None
+    #: The refusal as data (``refusal`` is its command-line wording).
+    reason: Reason | None = None
 
 
 def wait_for(
@@ -278,7 +289,6 @@ class FileLock:
         *,
         subject: str,
         what: str = "another run holds the lock",
-        break_flag: str = "--break-lock",
         step: Callable[[str], None] | None = None,
         holder: Holder | None = None,
     ) -> None:
@@ -286,7 +296,6 @@ class FileLock:
         self.parent = os.path.dirname(self.path)
         self.subject = subject
         self.what = what
-        self.break_flag = break_flag
         self._step = step or (lambda label: None)
         self._holder = holder
         self.held: Holder | None = None
@@ -300,31 +309,27 @@ class FileLock:
         except (FileNotFoundError, NotADirectoryError):  # no lock (or no parent dir yet)
             return LockProbe()
         except (OSError, ValueError) as exc:
-            return LockProbe(refusal=self._damaged(exc).message)
+            damaged = self._damaged(exc)
+            return LockProbe(refusal=damaged.message, reason=damaged.reason)
         judgement = holder.judge()
         if break_stale and judgement.state is Liveness.DEAD:
             return LockProbe(note=f"{self.path}: stale lock of {holder.describe()} will be removed "
-                                  f"({self.break_flag}): {judgement.reason}", holder=holder)
-        return LockProbe(refusal=self._busy(holder, judgement, break_stale).message, holder=holder)
+                                  f"(--break-lock): {judgement.reason}", holder=holder)
+        busy = self._busy(holder, judgement, break_stale)
+        return LockProbe(refusal=busy.message, holder=holder, reason=busy.reason)
 
     def _busy(self, holder: Holder, judgement: Judgement, break_stale: bool) -> LockBusy:
         if judgement.state is Liveness.ALIVE:
-            hint = f"; it is still running, so {self.break_flag} leaves it" if break_stale else ""
+            code = "lock.alive_not_broken" if break_stale else "lock.alive"
         elif judgement.state is Liveness.DEAD:
-            hint = f"; {judgement.reason}: re-run with {self.break_flag} to remove the stale lock"
-        elif break_stale:
-            hint = (f"; {judgement.reason}, so it is never broken from here: use {self.break_flag} there, "
-                    f"or once that run is gone remove the lock by hand (rm {self.path})")
+            code = "lock.stale"
         else:
-            hint = (f"; {judgement.reason}: if that run is gone, use {self.break_flag} there "
-                    f"or remove the lock by hand (rm {self.path})")
-        return LockBusy(self.subject, self.what, self.path, holder, hint)
+            code = "lock.foreign" if break_stale else "lock.unknown"
+        return LockBusy(self.subject, self.what, self.path, holder, code, why=judgement.reason, file=self.path)
 
     def _damaged(self, exc: BaseException) -> LockBusy:
         why = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
-        return LockBusy(self.subject, self.what, None, None,
-                        f" (lock file {self.path} is unreadable: {why}; once no run is using it, "
-                        f"remove it by hand: rm {self.path})")
+        return LockBusy(self.subject, self.what, None, None, "lock.damaged", why=why, file=self.path)
 
     # ---------------------------------------------------------------- acquire / release
 
@@ -364,8 +369,7 @@ class FileLock:
         except OSError as exc:
             raise FvError(f"{self.subject}: cannot take the lock {self.path}: {exc.strerror or exc}") from None
         if not taken:
-            raise refusal[0] if refusal else LockBusy(self.subject, self.what, self.path, None,
-                                                      "; the lock file keeps changing")
+            raise refusal[0] if refusal else LockBusy(self.subject, self.what, self.path, None, "lock.changing")
         self.held = holder
         return notes
 
@@ -508,7 +512,6 @@ def _write_all(fd: int, data: bytes) -> None:
         view = view[os.write(fd, view):]
 
 
-def probe_lock(path: str, *, subject: str, what: str, break_stale: bool = False,
-               break_flag: str = "--break-lock") -> LockProbe:
+def probe_lock(path: str, *, subject: str, what: str, break_stale: bool = False) -> LockProbe:
     """Read-only: what :meth:`FileLock.acquire` on ``path`` would do now (for dry runs)."""
-    return FileLock(path, subject=subject, what=what, break_flag=break_flag).probe(break_stale=break_stale)
+    return FileLock(path, subject=subject, what=what).probe(break_stale=break_stale)

@@ -1,27 +1,37 @@
 """Why something was refused or skipped, as data (a code and named values) that each front end words.
 
-The migration core and the cache planner word their refusals and skips for the command line:
-``--expected-step is 301 but ...``, ``use --overwrite to replace them``, ``--force to evict
-anyway``. The CLI prints those messages as they are. The console has no flags: it has form
-fields, checkboxes and dialogs. So a message is turned here into a :class:`Reason`: a stable
-``code``, the request ``field`` it concerns, the values it names, the message with the advice
-clause taken out (``detail``), and the request option that would lift it (``remedy``). Each
-front end words the code and the remedy with its own controls.
+The core creates a :class:`Reason` where it refuses or skips: a stable ``code``, the request
+``field`` it concerns, the ``values`` it names, a flag-free ``detail`` and the request option
+that would lift it (``remedy``, a request-field name such as ``overwrite``, never a flag).
+Each front end words a reason with its own controls: the console from the code, values and
+remedy (``fvconsole.tui.wording``), the command line through :func:`cli_text`.
 
-The mapping is keyed by the refusal's field (``Refusal.field``) and by the shapes the core
-words its messages in; a message of an unknown shape keeps its text with any flag advice
-removed and its code set to ``<field>.other``. Pure: no I/O.
+Every code is declared once in :data:`KINDS` with both of its texts, so a rule is worded in
+one place per front end and the console can be checked against every code the core can
+produce. The command line's text stays in the core because it is part of the output
+contract (``Refusal.message`` and ``SkippedEntry.reason`` in ``--json``, an error's one line),
+which the node runner and the journal also read. Pure: no I/O.
 """
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Any
 
 #: Options that lift a refusal or a skip, named as request fields (not as flags).
-OVERWRITE, SKIP_SOURCE_CHECK, FORCE, BREAK_LOCK = "overwrite", "skip_source_check", "force", "break_lock"
+OVERWRITE, SKIP_SOURCE_CHECK, FORCE, BREAK_LOCK, WAIT = "overwrite", "skip_source_check", "force", "break_lock", "wait"
+REMEDIES = (OVERWRITE, SKIP_SOURCE_CHECK, FORCE, BREAK_LOCK, WAIT)
+
+
+@dataclass(frozen=True)
+class Kind:
+    """One code: what lifts it, its flag-free text and the command line's text (``str.format`` templates)."""
+
+    code: str
+    detail: str
+    cli: str
+    remedy: str | None = None
 
 
 @dataclass(frozen=True)
@@ -37,131 +47,152 @@ class Reason:
     def value(self, name: str, default: str = "") -> str:
         return dict(self.values).get(name, default)
 
+    @property
+    def cli(self) -> str:
+        """The command line's wording (flags and their advice included)."""
+        kind = KINDS.get(self.code)
+        return kind.cli.format_map(self.value_map()) if kind else self.detail
 
-class HasFieldAndMessage(Protocol):
-    """``core.migration.Refusal`` (and anything shaped like it)."""
+    def value_map(self) -> dict[str, str]:
+        return dict(self.values)
 
-    field: str
-    message: str
-
-
-class HasKeyAndReason(Protocol):
-    """``core.cache.SkippedEntry`` (and anything shaped like it)."""
-
-    key: str
-    reason: str
+    def to_json(self) -> dict[str, Any]:
+        """The reason as data for another process (the fleet's node runner sends it with an error)."""
+        return {"code": self.code, "field": self.field, "values": dict(self.values)}
 
 
-# (field, code, pattern, remedy): the shapes core.migration / core.sidecars word refusals in.
-_REFUSALS: tuple[tuple[str, str, re.Pattern[str], str | None], ...] = tuple(
-    (field_name, code, re.compile(pattern, re.DOTALL), remedy)
-    for field_name, code, pattern, remedy in (
-        ("expected_step", "expected_step.metadata",
-         r"--expected-step is (?P<given>-?\d+) but metadata\.json step is (?P<actual>-?\d+) \((?P<path>.*)\)", None),
-        ("expected_step", "expected_step.directory",
-         r"--expected-step is (?P<given>-?\d+) but the directory name says step (?P<actual>-?\d+) "
-         r"\((?P<name>[^;]*);.*\)", None),
-        ("expected_world_size", "expected_world_size.config",
-         r"--expected-world-size is (?P<given>-?\d+) but training\.distributed\.num_gpus is (?P<actual>-?\d+)", None),
-        ("consumed_batches_per_rank", "consumed_batches_per_rank.config",
-         r"--consumed-batches-per-rank is (?P<given>-?\d+) but step (?P<step>-?\d+) x "
-         r"training\.loop\.gradient_accumulation_steps (?P<accum>-?\d+) is (?P<actual>-?\d+)", None),
-        ("output_dir", "output_dir.has_sidecars",
-         r"(?P<path>.*) already contains (?P<count>\d+) dataloader_state_rank<r>\.pt sidecars "
-         r"\(e\.g\. (?P<example>[^)]*)\); use --overwrite to replace them", OVERWRITE),
-        ("output_dir", "output_dir.has_set",
-         r"(?P<path>.*): output dir already holds (?P<count>\d+) sidecar\(s\)(?P<receipt> and a receipt)?; "
-         r"pass --overwrite to replace the set", OVERWRITE),
-        ("manifest.source", "manifest.source",
-         r"(?P<problem>.*) \(--skip-source-check to proceed anyway\)", SKIP_SOURCE_CHECK),
-    )
+def reason_from_json(doc: Any) -> Reason | None:
+    """A reason another process sent (:meth:`Reason.to_json`), re-worded here; None if it is not one of ours.
+
+    Untrusted: only a known code with string values is taken, and both texts and the remedy
+    come from this side's :data:`KINDS`, never from the sender.
+    """
+    if not isinstance(doc, dict) or doc.get("code") not in KINDS or not isinstance(doc.get("field"), str):
+        return None
+    values = doc.get("values")
+    if not isinstance(values, dict) or not all(isinstance(k, str) and isinstance(v, str) for k, v in values.items()):
+        return None
+    try:
+        return reason(doc["code"], doc["field"], **values)
+    except (KeyError, IndexError, ValueError):  # a value the template needs is missing
+        return None
+
+
+def _kinds(*kinds: Kind) -> dict[str, Kind]:
+    table: dict[str, Kind] = {}
+    for kind in kinds:
+        assert kind.code not in table, kind.code
+        assert kind.remedy is None or kind.remedy in REMEDIES, kind
+        table[kind.code] = kind
+    return table
+
+
+#: A refusal or skip with no code of its own: ``detail`` holds the whole text (and names no flag).
+INVALID = "invalid"
+
+#: Every code the core produces. ``{value}`` names a value of the reason.
+KINDS: Mapping[str, Kind] = _kinds(
+    Kind(INVALID, "{text}", "{text}"),
+    # migration: the operator's confirmations
+    Kind("expected_step.metadata", "expected step is {given} but metadata.json step is {actual} ({path})",
+         "--expected-step is {given} but metadata.json step is {actual} ({path})"),
+    Kind("expected_step.directory",
+         "expected step is {given} but the directory name says step {actual} "
+         "({name}; FastVideo checks sidecars against this one)",
+         "--expected-step is {given} but the directory name says step {actual} "
+         "({name}; FastVideo checks sidecars against this one)"),
+    Kind("expected_world_size.config", "expected world size is {given} but training.distributed.num_gpus is {actual}",
+         "--expected-world-size is {given} but training.distributed.num_gpus is {actual}"),
+    Kind("consumed_batches_per_rank.config",
+         "consumed batches per rank is {given} but step {step} x training.loop.gradient_accumulation_steps "
+         "{accum} is {actual}",
+         "--consumed-batches-per-rank is {given} but step {step} x training.loop.gradient_accumulation_steps "
+         "{accum} is {actual}"),
+    Kind("manifest.source", "{problem}", "{problem} (--skip-source-check to proceed anyway)", SKIP_SOURCE_CHECK),
+    # migration: the output dir (preview and execution)
+    Kind("output_dir.has_sidecars", "{path} already contains {count} dataloader_state_rank<r>.pt sidecars (e.g. {example})",
+         "{path} already contains {count} dataloader_state_rank<r>.pt sidecars (e.g. {example}); "
+         "use --overwrite to replace them", OVERWRITE),
+    Kind("output_dir.has_set", "{path}: output dir already holds {count} sidecar(s){receipt}",
+         "{path}: output dir already holds {count} sidecar(s){receipt}; pass --overwrite to replace the set", OVERWRITE),
+    Kind("output_dir.in_checkpoint",
+         "{path}: output dir resolves to {real}, inside the legacy checkpoint {checkpoint} "
+         "(it must be outside it; the checkpoint is never modified)",
+         "{path}: output dir resolves to {real}, inside the legacy checkpoint {checkpoint} "
+         "(--output-dir must be outside it; the checkpoint is never modified)"),
+    Kind("output_dir.holds_checkpoint", "{path}: output dir contains the checkpoint {checkpoint}",
+         "{path}: output dir contains the checkpoint {checkpoint} (--output-dir)"),
+    Kind("output_dir.symlink", "{path}: output dir is a symlink; pass the real directory",
+         "{path}: output dir is a symlink; pass the real directory (--output-dir)"),
+    Kind("output_dir.not_dir", "{path}: output dir exists and is not a directory",
+         "{path}: output dir exists and is not a directory (--output-dir)"),
+    Kind("output_dir.foreign",
+         "{path}: output dir contains {count} file(s) that are not fvconsole sidecars ({shown}); refusing to replace it",
+         "{path}: output dir contains {count} file(s) that are not fvconsole sidecars ({shown}); "
+         "refusing to replace it (--output-dir)"),
+    Kind("output_dir.bad_name", "{path}: not a usable output dir name", "{path}: not a usable output dir name (--output-dir)"),
+    Kind("output_dir.name_too_long",
+         "{path}: output dir name is too long for its staging dir beside it (at most {limit} bytes)",
+         "{path}: output dir name is too long for its staging dir beside it (at most {limit} bytes; --output-dir)"),
+    # locks (a migration's output dir, a cache root); {who} is " (holder; lock file F)" or empty
+    Kind("lock.alive", "{subject}: {what}{who}", "{subject}: {what}{who}"),
+    Kind("lock.alive_not_broken", "{subject}: {what}{who}; it is still running, so it is not broken",
+         "{subject}: {what}{who}; it is still running, so --break-lock leaves it"),
+    Kind("lock.stale", "{subject}: {what}{who}; {why}",
+         "{subject}: {what}{who}; {why}: re-run with --break-lock to remove the stale lock", BREAK_LOCK),
+    Kind("lock.foreign", "{subject}: {what}{who}; {why}, so it is never broken from here: once that run is gone "
+         "remove the lock by hand (rm {file})",
+         "{subject}: {what}{who}; {why}, so it is never broken from here: use --break-lock there, "
+         "or once that run is gone remove the lock by hand (rm {file})"),
+    Kind("lock.unknown", "{subject}: {what}{who}; {why}: if that run is gone, remove the lock by hand (rm {file})",
+         "{subject}: {what}{who}; {why}: if that run is gone, use --break-lock there or remove the lock by hand "
+         "(rm {file})"),
+    Kind("lock.damaged", "{subject}: {what} (lock file {file} is unreadable: {why}; once no run is using it, "
+         "remove it by hand: rm {file})",
+         "{subject}: {what} (lock file {file} is unreadable: {why}; once no run is using it, "
+         "remove it by hand: rm {file})"),
+    Kind("lock.changing", "{subject}: {what}{who}; the lock file keeps changing",
+         "{subject}: {what}{who}; the lock file keeps changing"),
+    Kind("lock.evicting", "{subject}: {what}{who}", "{subject}: {what}{who}; re-run with --wait SECONDS to wait for it",
+         WAIT),
+    Kind("lock.evicting_waited", "{subject}: {what}{who}; it did not finish within {wait}s",
+         "{subject}: {what}{who}; it did not finish within --wait {wait}s"),
+    # cache: where eviction may run
+    Kind("cache_root.mount_point", "{root}: is the root of a mounted filesystem; use a subdirectory",
+         "{root}: is the root of a mounted filesystem; use a subdirectory, or --force if it really is the cache root",
+         FORCE),
+    Kind("cache_root.no_entries", "{root}: contains no cache-looking entries (16 lowercase hex directories); "
+         "is this the right root?",
+         "{root}: contains no cache-looking entries (16 lowercase hex directories); is this the right root? "
+         "--force to proceed", FORCE),
+    # cache: why a selected entry is left in place
+    Kind("skip.missing", "no such entry in the cache", "no such entry in the cache"),
+    Kind("skip.kept", "kept", "kept (--keep)"),
+    Kind("skip.mounted", "{prefix}{why}", "{prefix}{why}"),
+    Kind("skip.in_use", "{why}", "{why}; --force to evict anyway", FORCE),
+    Kind("skip.leftover_busy", "{name}: {why}", "{name}: {why}"),
+    Kind("skip.symlink_not_sized", "symlinked entry: never evicted to make room under a size or free-space target",
+         "symlinked entry: never evicted by --max-gb or a free-space target (select it with --key or --invalid)"),
+    Kind("skip.changed", "{text}", "{text}"),
 )
 
-# Advice clauses of the CLI, removed from a detail (with the option they name, if it lifts the refusal).
-_ADVICE: tuple[tuple[re.Pattern[str], str, str | None], ...] = tuple(
-    (re.compile(pattern), replacement, remedy)
-    for pattern, replacement, remedy in (
-        (r"; (?:use|pass) --overwrite to replace (?:them|the set)", "", OVERWRITE),
-        (r" \(--skip-source-check to proceed anyway\)", "", SKIP_SOURCE_CHECK),
-        (r"; --force to evict anyway", "", FORCE),
-        (r",? or --force if it really is the cache root", "", FORCE),
-        (r"\?? --force to proceed", "?", FORCE),
-        (r"[;:]? ?(?:re-run with|use) --break-lock[^;)]*", "", BREAK_LOCK),
-        (r"; it is still running, so --break-lock leaves it", "", None),
-        (r"; re-run with --wait SECONDS to wait for it", "; try again once it has finished", None),
-        (r"; it did not finish within --wait ([\d.]+)s", r"; it did not finish within \1s", None),
-        (r" \(--output-dir\)|; --output-dir\)", "", None),
-        (r"\(--output-dir must be outside it; ", "(it must be outside it; ", None),
-        (r"; --yes removes it", "", None),
-        (r" \(select it with --key or --invalid\)", "", None),
-        (r"never evicted by --max-gb", "never evicted to make room under the cap", None),
-        (r"kept \(--keep\)", "kept", None),
-        (r"selected by --key", "selected", None),
-    )
-)
-_FLAG = re.compile(r"(?<![\w-])--[a-z][a-z0-9-]*")
+
+def reason(code: str, field: str, **values: Any) -> Reason:
+    """The reason ``code`` about ``field`` naming ``values`` (KeyError for an undeclared code)."""
+    kind = KINDS[code]
+    named = tuple((k, str(v)) for k, v in values.items())
+    return Reason(code, field, named, kind.detail.format_map(dict(named)), kind.remedy)
 
 
-def strip_advice(text: str) -> tuple[str, str | None]:
-    """``text`` without the CLI's advice clauses, and the option the advice named (if any)."""
-    remedy = None
-    for pattern, replacement, lifts in _ADVICE:
-        text, count = pattern.subn(replacement, text)
-        if count and lifts is not None and remedy is None:
-            remedy = lifts
-    return text, remedy
-
-
-def has_flag(text: str) -> bool:
-    """Whether a command-line flag (``--overwrite``) is still named in ``text``."""
-    return _FLAG.search(text) is not None
-
-
-def refusal_reason(refusal: HasFieldAndMessage) -> Reason:
-    """A migration refusal (``core.migration.Refusal``) as a Reason."""
-    message = refusal.message
-    prefix = f"{refusal.field}: "
-    body = message[len(prefix):] if message.startswith(prefix) else message
-    for field_name, code, pattern, remedy in _REFUSALS:
-        if field_name != refusal.field:
-            continue
-        match = pattern.fullmatch(body)
-        if match:
-            values = tuple((k, v) for k, v in match.groupdict().items() if v is not None)
-            detail, _ = strip_advice(body)
-            return Reason(code, refusal.field, values, detail, remedy)
-    detail, remedy = strip_advice(body)
-    return Reason(f"{refusal.field}.other", refusal.field, (), detail, remedy)
-
-
-_SKIPS: tuple[tuple[str, re.Pattern[str]], ...] = (
-    ("in_use", re.compile(r"(?P<why>.*); --force to evict anyway", re.DOTALL)),
-    ("kept", re.compile(r"kept \(--keep\)")),
-    ("missing", re.compile(r"no such entry in the cache")),
-    ("symlink_not_sized", re.compile(r"symlinked entry: never evicted by --max-gb.*", re.DOTALL)),
-    ("mounted", re.compile(r"(?:(?P<name>[^:]*): )?(?P<why>(?:is itself a mount point|contains a mount point).*)",
-                           re.DOTALL)),
-    ("leftover_busy", re.compile(r"(?P<name>[^:]*): (?P<why>eviction by pid (?P<pid>\d+) may still be running.*)",
-                                 re.DOTALL)),
-)
-
-
-def skip_reason(skipped: HasKeyAndReason) -> Reason:
-    """Why a selected cache entry is left in place (``core.cache.SkippedEntry``) as a Reason."""
-    for code, pattern in _SKIPS:
-        match = pattern.fullmatch(skipped.reason)
-        if match:
-            values = tuple((k, v) for k, v in match.groupdict().items() if v is not None)
-            detail, remedy = strip_advice(skipped.reason)
-            return Reason(code, "key", (("key", skipped.key), *values), detail, remedy)
-    detail, remedy = strip_advice(skipped.reason)
-    return Reason("other", "key", (("key", skipped.key),), detail, remedy)
+def invalid(field: str, text: str) -> Reason:
+    """A reason with no code of its own: ``text`` (which names no flag) is both texts."""
+    return reason(INVALID, field, text=text)
 
 
 def reasons_by_code(reasons: Mapping[str, Reason] | list[Reason]) -> dict[str, list[Reason]]:
     """Group reasons by code (a summary line per kind)."""
     items = reasons.values() if isinstance(reasons, Mapping) else reasons
     grouped: dict[str, list[Reason]] = {}
-    for reason in items:
-        grouped.setdefault(reason.code, []).append(reason)
+    for item in items:
+        grouped.setdefault(item.code, []).append(item)
     return grouped

@@ -21,15 +21,13 @@ from textual.widgets import Input
 from textual.worker import get_current_worker
 
 from fvconsole.core.errors import FvError
-from fvconsole.core.reasons import strip_advice
-from fvconsole.tui.wording import with_remedy
+from fvconsole.tui.wording import reason_text
 
 
 def describe_error(exc: BaseException) -> str:
     """One line for a notification: FvError text in the console's words, OSError with its file, else the type."""
     if isinstance(exc, FvError):
-        text, remedy = strip_advice(" ".join(str(exc).split()))
-        return with_remedy(text, remedy)
+        return " ".join((reason_text(exc.reason) if exc.reason is not None else str(exc)).split())
     if isinstance(exc, OSError):
         where = f": {exc.filename}" if exc.filename else ""
         return f"{exc.strerror or exc}{where}"

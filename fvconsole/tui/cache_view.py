@@ -34,14 +34,13 @@ from fvconsole.core.cache.locked import LockedEviction, evict_under_lock
 from fvconsole.core.errors import FvError
 from fvconsole.core.humanize import head_tail, human_age, human_bytes
 from fvconsole.core.progress import Progress
-from fvconsole.core.reasons import skip_reason
 from fvconsole.tui import state
 from fvconsole.tui.base import BaseView, ViewMessage
 from fvconsole.tui.evict_dialog import EvictOptions, EvictScreen, EvictSelection, confirm_body, plan_for
 from fvconsole.tui.modals import ConfirmScreen, ErrorScreen
 from fvconsole.tui.plain import PlainText
 from fvconsole.tui.widgets import FastTable, PlainStatic, ProgressRow, UsageBar
-from fvconsole.tui.wording import free_target_text, skip_text
+from fvconsole.tui.wording import free_target_text, skip_text, skipped_reason
 
 STATUS_STYLE = {"complete": "green", "partial": "cyan", "incomplete": "yellow", "invalid": "bold red"}
 MARK = "●"
@@ -538,7 +537,7 @@ class CacheView(BaseView):
         newly_skipped = result.skipped[len(plan.skipped):]
         now = state.now()
         for skipped in newly_skipped[:12]:
-            line = skip_text(skip_reason(skipped), None, now, plan.grace_seconds)
+            line = skip_text(skipped_reason(skipped), None, now, plan.grace_seconds)
             text.append(f"  – {skipped.key}  left in place: {line}\n", style="yellow")
         self.query_one("#cache-result", PlainStatic).update(text)
         self.query_one("#cache-result-scroll").display = True

@@ -24,13 +24,12 @@ from fvconsole.core.cache.freespace import FreeTarget, parse_min_free_gb, parse_
 from fvconsole.core.cache.roots import parse_max_gb
 from fvconsole.core.errors import FvError
 from fvconsole.core.humanize import head_tail, human_bytes
-from fvconsole.core.reasons import skip_reason
 from fvconsole.tui import state
 from fvconsole.tui.base import describe_error
 from fvconsole.tui.modals import Dialog
 from fvconsole.tui.plain import PlainText, one_line
 from fvconsole.tui.widgets import PlainStatic, UsageBar
-from fvconsole.tui.wording import evict_reason_text, free_target_text, skip_text
+from fvconsole.tui.wording import evict_reason_text, free_target_text, skip_text, skipped_reason
 
 #: How often the preview is planned again (ages and "in use" move on).
 PREVIEW_TICK = 2.0
@@ -93,7 +92,7 @@ def preview_text(scan: CacheScan, plan: EvictionPlan, now: float, limit: int = 8
     if plan.skipped:
         text.append(f"{len(plan.skipped)} left in place:\n", style="yellow")
         for skipped in list(plan.skipped)[:limit]:
-            reason = skip_reason(skipped)
+            reason = skipped_reason(skipped)
             line = skip_text(reason, scan.get(skipped.key), now, plan.grace_seconds)
             text.append(f"  {skipped.key}  {line}\n", style="yellow")
         if len(plan.skipped) > limit:
@@ -230,7 +229,7 @@ def confirm_body(plan: EvictionPlan, scan: CacheScan | None, now: float) -> list
         body.append(f"Left in place ({len(plan.skipped)}):")
         for skipped in list(plan.skipped)[:6]:
             entry = scan.get(skipped.key) if scan is not None else None
-            body.append(f"  {skipped.key}  {one_line(skip_text(skip_reason(skipped), entry, now, plan.grace_seconds), 69)}")
+            body.append(f"  {skipped.key}  {one_line(skip_text(skipped_reason(skipped), entry, now, plan.grace_seconds), 69)}")
         if len(plan.skipped) > 6:
             body.append(f"  … {len(plan.skipped) - 6} more")
     body.append("Each entry is re-checked right before deletion; symlinks are never followed.")

@@ -23,12 +23,13 @@ from textual.widgets import Button, DataTable, Input, Label
 from fvconsole.core.fleet.hostlist import compress_hostlist
 from fvconsole.core.humanize import head_tail, human_bytes
 from fvconsole.core.printable import printable
-from fvconsole.core.reasons import strip_advice
+from fvconsole.core.reasons import WAIT
 from fvconsole.tui import state
 from fvconsole.tui.base import BaseView, ViewMessage, describe_error
 from fvconsole.tui.modals import ConfirmScreen
 from fvconsole.tui.plain import PlainText
 from fvconsole.tui.widgets import FastTable, PathInput, PlainStatic, ProgressRow, ThreadProgress
+from fvconsole.tui.wording import REMEDIES, reason_text
 
 STATUS_STYLE = {"complete": "green", "partial": "cyan", "incomplete": "yellow", "invalid": "bold red"}
 #: Node columns shown in the matrix; more nodes are summarised in the last column.
@@ -44,9 +45,14 @@ NODE_COLUMNS = (("node", "node", 12), ("entries", "entries", 9), ("size", "size"
                 ("over cap", "over_cap", 10), ("free", "free", 11), ("statuses / error", "statuses", 60))
 
 
-def node_error(error: object) -> str:
-    """A node's error without the command line's advice (the fleet view has no such controls)."""
-    return strip_advice(str(error))[0]
+#: The remedies the fleet view can say what to do for (it has no force or lock controls).
+FLEET_REMEDIES = {WAIT: REMEDIES[WAIT]}
+
+
+def node_error(failed: Any) -> str:
+    """Why a node failed: its refusal worded with the console's words when the node sent it as data."""
+    reason = getattr(failed, "reason", None)
+    return reason_text(reason, FLEET_REMEDIES) if reason is not None else str(failed.error)
 
 
 def _plural(n: int, word: str) -> str:
@@ -287,7 +293,7 @@ class FleetView(BaseView):
         table.clear()
         for n in table.ordered(view.nodes, self.NODE_SORT_KEYS):
             if not n.ok:
-                table.add_row(_plain(n.node), "-", "-", "-", "-", "-", _plain(f"error: {node_error(n.error)}", "bold red"),
+                table.add_row(_plain(n.node), "-", "-", "-", "-", "-", _plain(f"error: {node_error(n)}", "bold red"),
                               key=n.node)
                 continue
             statuses = PlainText()
@@ -357,7 +363,7 @@ class FleetView(BaseView):
             text.append(f"… {len(view.findings) - 8} more findings\n", style="yellow")
         for n in view.nodes:
             if not n.ok:
-                text.append(printable(f"✗ {n.node}: {node_error(n.error)}") + "\n", style="bold red")
+                text.append(printable(f"✗ {n.node}: {node_error(n)}") + "\n", style="bold red")
         if not text.plain:
             text.append("No cross-node findings. RECLAIMABLE = invalid + incomplete (press i to evict them).",
                         style="italic")
@@ -440,7 +446,7 @@ class FleetView(BaseView):
             if o.ok:
                 text.append(self._node_line(o) + "\n")
             else:
-                text.append(printable(f"  ✗ {o.node}: {node_error(o.error)}") + "\n", style="bold red")
+                text.append(printable(f"  ✗ {o.node}: {node_error(o)}") + "\n", style="bold red")
         if len(preview.outcomes) > 24:
             text.append(f"  … {len(preview.outcomes) - 24} more nodes\n")
         self.query_one("#fleet-detail", PlainStatic).update(text)
@@ -471,7 +477,7 @@ class FleetView(BaseView):
             if o.ok:
                 text.append(self._node_line(o).replace("entr", "evicted entr", 1) + "\n")
             else:
-                text.append(printable(f"  ✗ {o.node}: {node_error(o.error)}") + "\n", style="bold red")
+                text.append(printable(f"  ✗ {o.node}: {node_error(o)}") + "\n", style="bold red")
         self.query_one("#fleet-detail", PlainStatic).update(text)
         if failed:
             self.notify(f"{summary}; {len(failed)} node(s) failed: {compress_hostlist(o.node for o in failed)}",

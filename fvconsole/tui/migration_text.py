@@ -11,7 +11,6 @@ from rich.text import Text
 from fvconsole.core.migration.plan import MigrationPlan, MigrationPreview
 from fvconsole.core.migration.published import PublishedSet
 from fvconsole.core.migration.sample_ids import NextSampleIds
-from fvconsole.core.reasons import refusal_reason
 from fvconsole.core.streaming import RankCursor
 from fvconsole.tui.checkpoints_view import export_line, render_mismatches
 from fvconsole.tui.plain import PlainText
@@ -100,7 +99,7 @@ def refusal_banner(preview: MigrationPreview) -> Text:
     """``✗ REFUSED`` and one line per refusal, worded with the form's own fields and checkboxes."""
     text = PlainText(f"✗ REFUSED: {len(preview.refusals)} problem(s); nothing can be written")
     for refusal in preview.refusals:
-        text.append("\n  • ").append(refusal_text(refusal_reason(refusal)))
+        text.append("\n  • ").append(refusal_text(refusal.why))
     return text
 
 

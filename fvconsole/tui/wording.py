@@ -2,17 +2,20 @@
 
 The core hands over :class:`~fvconsole.core.reasons.Reason` values (a code, the values it
 names, the option that would lift it); the command line words them with flags, the console
-with the names of its form fields, checkboxes and dialogs.
+here from the code, the values and the remedy alone, with the names of its form fields,
+checkboxes and dialogs. A code without a console text of its own is shown by its flag-free
+``detail``.
 """
 
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 
 from fvconsole.core.cache import CacheEntry
 from fvconsole.core.cache.freespace import FreeTarget
-from fvconsole.core.cache.plan import protection_reason
-from fvconsole.core.reasons import BREAK_LOCK, FORCE, OVERWRITE, SKIP_SOURCE_CHECK, Reason
+from fvconsole.core.cache.plan import SkippedEntry, protection_reason
+from fvconsole.core.reasons import BREAK_LOCK, FORCE, OVERWRITE, SKIP_SOURCE_CHECK, WAIT, Reason, invalid
 
 #: The migration form's names for request fields.
 FIELD_LABELS = {
@@ -25,15 +28,25 @@ FIELD_LABELS = {
     "overrides": "overrides",
 }
 
+#: The console control that lifts a refusal or skip: remedy -> (widget id, its label).
+CONTROLS = {
+    OVERWRITE: ("mig-overwrite", "overwrite existing sidecars"),
+    SKIP_SOURCE_CHECK: ("mig-skip-source", "skip source check"),
+    FORCE: ("evict-force", "force"),
+}
+
 #: What to do in the console to lift a refusal or skip.
 REMEDIES = {
     OVERWRITE: "tick “overwrite existing sidecars” to replace them",
     SKIP_SOURCE_CHECK: "tick “skip source check” to go ahead anyway",
     FORCE: "tick “force” in the eviction dialog to go ahead anyway",
+    # Remedies the console deliberately has no control for: what to do instead.
     BREAK_LOCK: "the console never breaks a lock: make sure its holder is gone, then remove the lock file",
+    WAIT: "try again once it has finished",
 }
 
-_REFUSALS = {
+#: Console texts of codes whose flag-free detail does not read well in the console.
+_TEXTS = {
     "expected_step.metadata": "the form says {given}, but metadata.json says step {actual} ({path})",
     "expected_step.directory": "the form says {given}, but the directory name says step {actual} "
                                "({name}; FastVideo checks sidecars against this one)",
@@ -42,13 +55,9 @@ _REFUSALS = {
                                         "training.loop.gradient_accumulation_steps {accum} is {actual}",
     "output_dir.has_sidecars": "{path} already holds {count} sidecars (e.g. {example})",
     "output_dir.has_set": "{path} already holds {count} sidecar(s){receipt}",
-    "manifest.source": "{problem}",
-}
-
-_SKIPS = {
-    "kept": "kept",
-    "missing": "no longer in the cache",
-    "symlink_not_sized": "a symlinked entry: never evicted to make room under the cap (mark it and press e)",
+    "skip.kept": "kept",
+    "skip.missing": "no longer in the cache",
+    "skip.symlink_not_sized": "a symlinked entry: never evicted to make room under the cap (mark it and press e)",
 }
 
 
@@ -56,21 +65,31 @@ def field_label(field: str) -> str:
     return FIELD_LABELS.get(field, field)
 
 
-def with_remedy(text: str, remedy: str | None) -> str:
-    return f"{text}; {REMEDIES[remedy]}" if remedy in REMEDIES else text
+def with_remedy(text: str, remedy: str | None, remedies: Mapping[str, str] = REMEDIES) -> str:
+    return f"{text}; {remedies[remedy]}" if remedy in remedies else text
+
+
+def reason_text(reason: Reason, remedies: Mapping[str, str] = REMEDIES) -> str:
+    """What a reason says in the console, with what to do here (its remedy, if ``remedies`` has it)."""
+    template = _TEXTS.get(reason.code)
+    what = template.format_map(_Values(reason)) if template else reason.detail
+    return with_remedy(what, reason.remedy, remedies)
 
 
 def refusal_text(reason: Reason) -> str:
     """``<field>: <what>; <what to do here>`` for the migration banner."""
-    template = _REFUSALS.get(reason.code)
-    what = template.format_map(_Values(reason)) if template else reason.detail
-    return with_remedy(f"{field_label(reason.field)}: {what}", reason.remedy)
+    return f"{field_label(reason.field)}: {reason_text(reason)}"
+
+
+def skipped_reason(skipped: SkippedEntry) -> Reason:
+    """A skip as data (a skip made from text alone keeps its text)."""
+    return skipped.why or invalid("key", skipped.reason)
 
 
 def skip_text(reason: Reason, entry: CacheEntry | None = None, now: float | None = None,
               grace: float | None = None) -> str:
     """Why a cache entry is left in place; an in-use reason is worded with the time *now*."""
-    if reason.code == "in_use":
+    if reason.code == "skip.in_use":
         live = None
         if entry is not None and now is not None and grace is not None:
             live = protection_reason(entry, now, grace)
@@ -78,7 +97,7 @@ def skip_text(reason: Reason, entry: CacheEntry | None = None, now: float | None
                 live = "no longer looks in use (plan again to include it)"
         text = f"in use: {live or reason.value('why')}"
         return f"{text}; tick “force” to evict it anyway" if reason.remedy == FORCE else text
-    return with_remedy(_SKIPS.get(reason.code, reason.detail), reason.remedy)
+    return reason_text(reason)
 
 
 _FREE_FLAGS = ((re.compile(r"--min-free-gb (\S+?)(?=[),;]|$| )"), r"min free \1 GiB"),
@@ -109,8 +128,6 @@ class _Values(dict):
 
     def __init__(self, reason: Reason) -> None:
         super().__init__(reason.values)
-        if "receipt" in self:
-            self["receipt"] = " and a receipt"
 
     def __missing__(self, key: str) -> str:
         return ""

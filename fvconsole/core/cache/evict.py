@@ -128,7 +128,7 @@ def execute_eviction(plan: EvictionPlan, progress: Progress | None = None) -> Ev
         try:
             freed = _evict_item(plan, item)
         except _Skip as skip:
-            skipped.append(SkippedEntry(item.key, str(skip)))
+            skipped.append(SkippedEntry.of(item.key, "skip.changed", text=str(skip)))
             continue
         except _Refused as refusal:
             errors.append(f"{item.path}: {refusal}")

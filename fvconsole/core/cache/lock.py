@@ -132,14 +132,13 @@ class EvictorLock:
 
     def busy(self, wait: float) -> LockBusy:
         """The refusal: who holds the lock, as far as can be told."""
-        hint = (f"; it did not finish within --wait {wait:g}s" if wait > 0
-                else "; re-run with --wait SECONDS to wait for it")
+        code, waited = ("lock.evicting_waited", {"wait": f"{wait:g}"}) if wait > 0 else ("lock.evicting", {})
         holder = live_record(self.record)
         if holder is not None:
-            return LockBusy(self.root, BUSY, None, holder, hint)
+            return LockBusy(self.root, BUSY, None, holder, code, **waited)
         pid = flock_holder_pid(self.real_root)
         who = f" (pid {pid} on host {host_label(current_identity().hostname)}; it left no holder record)" if pid else ""
-        return LockBusy(self.root, BUSY, None, None, who + hint)
+        return LockBusy(self.root, BUSY, None, None, code, who=who, **waited)
 
     def _write_record(self) -> str | None:
         """Publish who holds the lock (temp + rename: readers see a whole record or none)."""

@@ -4,14 +4,15 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from fvconsole.core.cache.freespace import FreeSpacePlan, FreeTarget, free_space_walk
-from fvconsole.core.cache.roots import cap_bytes, dangerous_root_reason
+from fvconsole.core.cache.roots import cap_bytes, root_refusal
 from fvconsole.core.cache.scan import CacheEntry, CacheScan, Leftover
 from fvconsole.core.errors import FvError, UsageError
 from fvconsole.core.humanize import format_duration, human_bytes
+from fvconsole.core.reasons import INVALID, Reason, reason
 
 NOTHING_SELECTED = "nothing selected: give --max-gb, --min-free-gb, --min-free-percent, --key, --invalid or --older-than"
 
@@ -38,10 +39,25 @@ class PlannedEviction:
 
 @dataclass(frozen=True)
 class SkippedEntry:
-    """A selected entry that will not be removed, with the reason."""
+    """A selected entry that will not be removed: ``reason`` in the command line's words, ``why`` as data."""
 
     key: str
     reason: str
+    why: Reason | None = field(default=None, compare=False, repr=False)
+
+    @classmethod
+    def of(cls, key: str, code: str, **values: Any) -> SkippedEntry:
+        """The skip ``code`` (a ``skip.*`` code of :mod:`fvconsole.core.reasons`) of entry ``key``."""
+        why = reason(code, "key", key=key, **values)
+        return cls(key, why.cli, why)
+
+    @property
+    def code(self) -> str:
+        return self.why.code if self.why is not None else INVALID
+
+    @property
+    def remedy(self) -> str | None:
+        return self.why.remedy if self.why is not None else None
 
     def to_json(self) -> dict[str, Any]:
         return {"key": self.key, "reason": self.reason}
@@ -216,9 +232,9 @@ def plan_eviction(scan: CacheScan, *, max_gb: float | None = None, keys: Sequenc
     # An empty root has nothing to lose and nothing to evict (a fresh node's cache on a
     # fleet run): only a root holding other things but no cache entries is suspicious.
     looks_like_cache = bool(scan.entries or scan.leftovers) or not scan.foreign
-    reason = dangerous_root_reason(scan.real_root, looks_like_cache, force)
-    if reason:
-        raise FvError(f"{scan.root}: {reason}")
+    refused = root_refusal(scan.root, scan.real_root, looks_like_cache, force)
+    if refused:
+        raise FvError.of(refused)
     now = scan.scanned_at if now is None else now
     grace = scan.grace_seconds if grace_seconds is None else float(grace_seconds)
     keep_set = set(keep)
@@ -233,15 +249,15 @@ def plan_eviction(scan: CacheScan, *, max_gb: float | None = None, keys: Sequenc
     free_space = None
     if free_target is not None:
         free_space = _free_space(scan, free_target, selected, skip, evict)
-    skipped += [SkippedEntry(k, "no such entry in the cache") for k in dict.fromkeys(keys) if scan.get(k) is None]
+    skipped += [SkippedEntry.of(k, "skip.missing") for k in dict.fromkeys(keys) if scan.get(k) is None]
     chosen = [e for e in scan.entries if e.key in selected]
     for e in sorted(chosen, key=gc_sort_key):
         if e.key in keep_set:
-            skipped.append(SkippedEntry(e.key, "kept (--keep)"))
+            skipped.append(SkippedEntry.of(e.key, "skip.kept"))
         elif e.key in mounted:
-            skipped.append(SkippedEntry(e.key, mounted[e.key]))
+            skipped.append(SkippedEntry.of(e.key, "skip.mounted", prefix="", why=mounted[e.key]))
         elif e.key in protected:
-            skipped.append(SkippedEntry(e.key, f"{protected[e.key]}; --force to evict anyway"))
+            skipped.append(SkippedEntry.of(e.key, "skip.in_use", why=protected[e.key]))
         else:
             evict.append(_planned(e, "; ".join(selected[e.key])))
     if max_gb is not None or free_target is not None:
@@ -293,9 +309,10 @@ def _leftover_items(scan: CacheScan, now: float, grace: float,
     for item in scan.leftovers:
         busy = None if force else _leftover_reason(item, now, grace)
         if item.mounts:
-            skipped.append(SkippedEntry(item.key, f"{item.name}: {mount_reason(item.mounts)}"))
+            skipped.append(SkippedEntry.of(item.key, "skip.mounted", prefix=f"{item.name}: ",
+                                           why=mount_reason(item.mounts)))
         elif busy:
-            skipped.append(SkippedEntry(item.key, f"{item.name}: {busy}"))
+            skipped.append(SkippedEntry.of(item.key, "skip.leftover_busy", name=item.name, why=busy))
         else:
             evict.append(PlannedEviction(key=item.key, path=item.path, bytes=item.bytes,
                                          reason=f"leftover of an interrupted eviction ({item.name})",
@@ -306,7 +323,6 @@ def _leftover_items(scan: CacheScan, now: float, grace: float,
 def _lru_notes(scan: CacheScan, selected: dict[str, list[str]]) -> list[SkippedEntry]:
     """Symlinked entries are never part of the size policies: say so when --max-gb or a free target is used."""
     return [
-        SkippedEntry(e.key, "symlinked entry: never evicted by --max-gb or a free-space target "
-                            "(select it with --key or --invalid)")
+        SkippedEntry.of(e.key, "skip.symlink_not_sized")
         for e in scan.entries if e.is_symlink and e.key not in selected
     ]

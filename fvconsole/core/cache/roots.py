@@ -10,6 +10,7 @@ from collections.abc import Iterable, Mapping
 
 from fvconsole.core.cache.durations import quote_input
 from fvconsole.core.errors import FvError, UsageError
+from fvconsole.core.reasons import Reason, invalid, reason
 
 ENV_ROOT = "FASTVIDEO_WEIGHT_SHARD_CACHE"
 ENV_MAX_GB = "FASTVIDEO_WEIGHT_SHARD_CACHE_MAX_GB"
@@ -115,23 +116,30 @@ def system_root_reason(real_root: str) -> str | None:
     return None
 
 
-def dangerous_root_reason(real_root: str, has_entries: bool, force: bool) -> str | None:
-    """Why eviction must not run in ``real_root`` (a resolved path), or None.
+def root_refusal(root: str, real_root: str, has_entries: bool, force: bool) -> Reason | None:
+    """Why eviction must not run in ``real_root`` (``root`` resolved), as data; or None.
 
     ``/``, the home directory (from the password database and $HOME) and its parents, and
     system directories are refused even with ``force``; a mount point and a directory
     without a single cache-looking entry are refused unless ``force``. One function for
     every caller: ``fleet`` runs this same check on each node through ``cache evict``.
     """
-    reason = system_root_reason(real_root)
-    if reason or force:
-        return reason
+    system = system_root_reason(real_root)
+    if system:
+        return invalid("root", f"{root}: {system}")
+    if force:
+        return None
     if os.path.ismount(real_root):
-        return "is the root of a mounted filesystem; use a subdirectory, or --force if it really is the cache root"
+        return reason("cache_root.mount_point", "root", root=root)
     if not has_entries:
-        return ("contains no cache-looking entries (16 lowercase hex directories); "
-                "is this the right root? --force to proceed")
+        return reason("cache_root.no_entries", "root", root=root)
     return None
+
+
+def dangerous_root_reason(real_root: str, has_entries: bool, force: bool) -> str | None:
+    """:func:`root_refusal` of a resolved root in the command line's words, or None."""
+    why = root_refusal(real_root, real_root, has_entries, force)
+    return None if why is None else why.cli
 
 
 def check_root_early(root: str, force: bool) -> None:
@@ -142,6 +150,6 @@ def check_root_early(root: str, force: bool) -> None:
     """
     real = os.path.realpath(root)
     if os.path.isdir(real):
-        reason = dangerous_root_reason(real, has_entries=True, force=force)
-        if reason:
-            raise FvError(f"{root}: {reason}")
+        why = root_refusal(root, real, has_entries=True, force=force)
+        if why:
+            raise FvError.of(why)

@@ -15,6 +15,7 @@ from fvconsole.core.errors import EXIT_OK, EXIT_PARTIAL, EXIT_REFUSED
 from fvconsole.core.fleet.dispatch import FleetRun, NodeSelection
 from fvconsole.core.fleet.hostlist import compress_hostlist
 from fvconsole.core.fleet.outcomes import KINDS, NodeOutcome
+from fvconsole.core.reasons import Reason
 
 #: Statuses meaning "this node's copy has its manifest.json".
 WITH_MANIFEST = ("complete", "partial")
@@ -55,6 +56,8 @@ class NodeCacheSummary:
     fs_total: int | None
     root: str | None
     cap: int | None = None
+    #: Why the node failed, as data (when it said): what the console words.
+    reason: Reason | None = None
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -214,7 +217,7 @@ def summarize_node(outcome: NodeOutcome) -> NodeCacheSummary:
         total_bytes=sum(sizes), statuses=tuple(sorted(statuses.items())), reclaimable_bytes=reclaimable,
         over_cap_bytes=over_cap_bytes(entries, cap), fs_free=_int(doc.get("fs_free_bytes")),
         fs_total=_int(doc.get("fs_total_bytes")), root=doc.get("root") if isinstance(doc.get("root"), str) else None,
-        cap=cap,
+        cap=cap, reason=outcome.reason,
     )
 
 

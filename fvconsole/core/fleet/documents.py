@@ -107,6 +107,8 @@ def check_envelope(payload: Mapping[str, Any]) -> str | None:
         return f"output: expected an object, got {_type_name(payload.get('output'))}"
     if payload.get("invalid_output") is not None and not isinstance(payload.get("invalid_output"), str):
         return "invalid_output: expected a string"
+    if payload.get("reason") is not None and not isinstance(payload.get("reason"), dict):
+        return "reason: expected an object"
     timeout = payload.get("timeout")
     if timeout is not None and (isinstance(timeout, bool) or not isinstance(timeout, (int, float))):
         return f"timeout: expected a number, got {_type_name(timeout)}"

@@ -13,11 +13,12 @@ The kinds mean the same whether the node ran in its own srun or inside a single 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from fvconsole.core.fleet.demux import NodeStream
 from fvconsole.core.fleet.documents import check_document, check_envelope
+from fvconsole.core.reasons import Reason, reason_from_json
 
 KINDS = ("ok", "failed", "timeout", "invalid", "unreachable")
 _TAIL = 400
@@ -34,6 +35,8 @@ class NodeOutcome:
     error: str | None  # one-line reason when kind != "ok"
     srun_exit: int | None = None
     stderr_tail: str = ""
+    #: The command's refusal as data (when the node sent it): what the console words.
+    reason: Reason | None = field(default=None, compare=False)
 
     @property
     def ok(self) -> bool:
@@ -80,7 +83,8 @@ def from_envelope(node: str, payload: Mapping[str, Any], *, expects: str | None,
     if shape:
         return NodeOutcome(node, "invalid", code, None, f"unexpected JSON from the command: {shape}", srun_exit, tail)
     if code != 0:
-        return NodeOutcome(node, "failed", code, output, str(output.get("error") or f"exit {code}"), srun_exit, tail)
+        return NodeOutcome(node, "failed", code, output, str(output.get("error") or f"exit {code}"), srun_exit, tail,
+                           reason_from_json(payload.get("reason")))
     return NodeOutcome(node, "ok", 0, output, None, srun_exit, tail)
 
 

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING
 
 from fvconsole.core.errors import FvError
 from fvconsole.core.fsutil import sha256_file
+from fvconsole.core.reasons import reason
 from fvconsole.core.runconfig import MISSING, Mismatch, RunConfig, compare_configs, get_path, load_run_config
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
@@ -182,17 +183,11 @@ def inspect_source(ckpt: str, col: Collector) -> CheckpointFacts:
 def check_steps(req: MigrationRequest, facts: CheckpointFacts, col: Collector) -> int | None:
     """expected_step vs metadata.json step AND vs the directory-name step; returns the step."""
     if facts.metadata_step is not None and req.expected_step != facts.metadata_step:
-        col.refuse(
-            "expected_step",
-            f"--expected-step is {req.expected_step} but metadata.json step is {facts.metadata_step} "
-            f"({facts.path})",
-        )
+        col.add(reason("expected_step.metadata", "expected_step", given=req.expected_step,
+                       actual=facts.metadata_step, path=facts.path))
     if facts.dir_step is not None and req.expected_step != facts.dir_step:
-        col.refuse(
-            "expected_step",
-            f"--expected-step is {req.expected_step} but the directory name says step {facts.dir_step} "
-            f"({os.path.basename(facts.path)}; FastVideo checks sidecars against this one)",
-        )
+        col.add(reason("expected_step.directory", "expected_step", given=req.expected_step, actual=facts.dir_step,
+                       name=os.path.basename(facts.path)))
     if facts.dir_step is not None:
         return facts.dir_step
     return facts.metadata_step

@@ -23,6 +23,7 @@ from fvconsole.core.fsutil import is_within, real
 from fvconsole.core.host import HostIdentity, current_identity, pid_alive
 from fvconsole.core.locks import FileLock
 from fvconsole.core.migration.files import classify_entry
+from fvconsole.core.reasons import Reason, invalid, reason
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
     from fvconsole.core.migration.plan import Collector, MigrationRequest
@@ -60,8 +61,7 @@ def lock_path(out: str) -> str:
 
 def migration_lock(out: str, step: Any = None) -> FileLock:
     """The lock that serialises executions on ``out`` (any host sharing the filesystem)."""
-    return FileLock(lock_path(out), subject=os.path.abspath(out), what="another migration holds the lock",
-                    break_flag="--break-lock", step=step)
+    return FileLock(lock_path(out), subject=os.path.abspath(out), what="another migration holds the lock", step=step)
 
 
 @dataclass(frozen=True)
@@ -87,9 +87,9 @@ def inspect_output_dir(path: str) -> OutputState:
     except FileNotFoundError:
         return OutputState(path, False)
     if stat.S_ISLNK(st.st_mode):
-        raise FvError(f"{path}: output dir is a symlink; pass the real directory (--output-dir)")
+        raise FvError.of(reason("output_dir.symlink", "output_dir", path=path))
     if not stat.S_ISDIR(st.st_mode):
-        raise FvError(f"{path}: output dir exists and is not a directory (--output-dir)")
+        raise FvError.of(reason("output_dir.not_dir", "output_dir", path=path))
     sidecars, temps, foreign = [], [], []
     receipt = False
     with os.scandir(path) as entries:
@@ -112,24 +112,16 @@ def check_output_dir(out: str, checkpoint: str, overwrite: bool) -> OutputState:
     out_real = os.path.realpath(out)
     ck_real = os.path.realpath(checkpoint)
     if is_within(out_real, ck_real):
-        raise FvError(
-            f"{out}: output dir resolves to {out_real}, inside the legacy checkpoint {ck_real} "
-            "(--output-dir must be outside it; the checkpoint is never modified)"
-        )
+        raise FvError.of(reason("output_dir.in_checkpoint", "output_dir", path=out, real=out_real, checkpoint=ck_real))
     if is_within(ck_real, out_real):
-        raise FvError(f"{out}: output dir contains the checkpoint {ck_real} (--output-dir)")
+        raise FvError.of(reason("output_dir.holds_checkpoint", "output_dir", path=out, checkpoint=ck_real))
     state = inspect_output_dir(out)
     if state.foreign:
         shown = ", ".join(state.foreign[:3]) + (" ..." if len(state.foreign) > 3 else "")
-        raise FvError(
-            f"{out}: output dir contains {len(state.foreign)} file(s) that are not fvconsole sidecars "
-            f"({shown}); refusing to replace it (--output-dir)"
-        )
+        raise FvError.of(reason("output_dir.foreign", "output_dir", path=out, count=len(state.foreign), shown=shown))
     if state.has_set and not overwrite:
-        raise FvError(
-            f"{out}: output dir already holds {len(state.sidecars)} sidecar(s)"
-            f"{' and a receipt' if state.receipt else ''}; pass --overwrite to replace the set"
-        )
+        raise FvError.of(reason("output_dir.has_set", "output_dir", path=out, count=len(state.sidecars),
+                                receipt=" and a receipt" if state.receipt else ""))
     return state
 
 
@@ -162,11 +154,8 @@ def check_request(req: MigrationRequest, ckpt: str, data_path: str | None, col: 
             col.refuse("output_dir", f"{given}: cannot list ({exc.strerror or exc})")
             existing = []
         if existing and not req.overwrite:
-            col.refuse(
-                "output_dir",
-                f"{given} already contains {len(existing)} dataloader_state_rank<r>.pt sidecars "
-                f"(e.g. {existing[0]}); use --overwrite to replace them",
-            )
+            col.add(reason("output_dir.has_sidecars", "output_dir", path=given, count=len(existing),
+                           example=existing[0]))
     if data_path is not None and is_within(real(req.output_dir), real(data_path)):
         col.refuse(
             "output_dir",
@@ -186,22 +175,22 @@ def check_destination(out: str, checkpoint: str, overwrite: bool) -> OutputState
     """
     outname = os.path.basename(out)
     if not outname or outname in (".", ".."):
-        raise FvError(f"{out}: not a usable output dir name (--output-dir)")
+        raise FvError.of(reason("output_dir.bad_name", "output_dir", path=out))
     if len(os.fsencode(staging_name(outname))) > NAME_MAX:
-        raise FvError(f"{out}: output dir name is too long for its staging dir beside it "
-                      f"(at most {NAME_MAX - len(os.fsencode(staging_name('')))} bytes; --output-dir)")
+        raise FvError.of(reason("output_dir.name_too_long", "output_dir", path=out,
+                                limit=NAME_MAX - len(os.fsencode(staging_name('')))))
     state = check_output_dir(out, checkpoint, overwrite)
     problem = _unwritable_parent(out)
     if problem:
-        raise FvError(problem)
+        raise FvError.of(invalid("output_dir", problem))
     return state
 
 
 @dataclass(frozen=True)
 class Review:
-    """What execution would refuse (one message) or report about the output dir right now."""
+    """What execution would refuse (as data) or report about the output dir right now."""
 
-    refusal: str | None
+    refusal: Reason | None
     warnings: tuple[str, ...] = ()
 
 
@@ -214,9 +203,9 @@ def review(out: str, checkpoint: str, overwrite: bool, *, break_lock: bool = Fal
     lock = migration_lock(out).probe(break_stale=break_lock)
     try:
         check_destination(out, checkpoint, overwrite)
-        refusal = lock.refusal
+        refusal = lock.reason
     except FvError as exc:
-        refusal = str(exc)
+        refusal = exc.reason or invalid("output_dir", str(exc))
     parent, outname = os.path.dirname(out), os.path.basename(out)
     warnings = []
     for found in staging_dirs(parent, outname):

@@ -9,7 +9,7 @@ shuffled shard per data-parallel group: O(row groups + ranks) (:mod:`fvconsole.c
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from fvconsole.core import streaming
@@ -18,6 +18,7 @@ from fvconsole.core.fsutil import real
 from fvconsole.core.migration import inputs, output_dir
 from fvconsole.core.migration.files import SIDECAR_VERSION
 from fvconsole.core.progress import Progress, no_progress
+from fvconsole.core.reasons import Reason, invalid, reason
 from fvconsole.core.runconfig import Mismatch
 from fvconsole.core.streaming import RankCursor, Topology, compute_cursors, shard_layout
 
@@ -52,10 +53,31 @@ class MigrationRequest:
 
 @dataclass(frozen=True)
 class Refusal:
-    """One reason not to migrate; ``message`` starts with the field and names both values."""
+    """One reason not to migrate; ``message`` (the command line's) starts with the field and names both values.
+
+    ``reason`` is the same refusal as data (code, values, flag-free detail, remedy) for front
+    ends that word it with their own controls; ``to_json`` stays the message.
+    """
 
     field: str
     message: str
+    reason: Reason | None = field(default=None, compare=False, repr=False)
+
+    @property
+    def why(self) -> Reason:
+        """The reason; a Refusal made from a message alone has the generic code."""
+        if self.reason is not None:
+            return self.reason
+        prefix = f"{self.field}: "
+        return invalid(self.field, self.message[len(prefix):] if self.message.startswith(prefix) else self.message)
+
+    @property
+    def code(self) -> str:
+        return self.why.code
+
+    @property
+    def remedy(self) -> str | None:
+        return self.why.remedy
 
     def to_json(self) -> dict:
         return {"field": self.field, "message": self.message}
@@ -202,7 +224,11 @@ class Collector:
         self.warnings: list[str] = []
 
     def refuse(self, field_name: str, message: str) -> None:
-        self.refusals.append(Refusal(field_name, f"{field_name}: {message}"))
+        """A refusal with no code of its own: ``message`` names no flag and no remedy."""
+        self.add(invalid(field_name, message))
+
+    def add(self, why: Reason) -> None:
+        self.refusals.append(Refusal(why.field, f"{why.field}: {why.cli}", why))
 
     def warn(self, message: str) -> None:
         self.warnings.append(message)
@@ -265,7 +291,7 @@ def _plan(req: MigrationRequest, progress: Progress | None, *, output_rules: boo
         if review is not None:
             col.warnings.extend(review.warnings)
             if review.refusal:
-                col.refuse("output_dir", review.refusal)
+                col.add(replace(review.refusal, field="output_dir"))
         if not col.refusals:
             topo, shards, spw, yielded = layout
             plan = MigrationPlan(
@@ -304,18 +330,13 @@ def _plan(req: MigrationRequest, progress: Progress | None, *, output_rules: boo
 def _check_confirmations(req: MigrationRequest, step: int | None, params: inputs.Params, col: Collector) -> None:
     """The operator's --expected-world-size and --consumed-batches-per-rank against the config."""
     if params.world is not None and req.expected_world_size != params.world:
-        col.refuse(
-            "expected_world_size",
-            f"--expected-world-size is {req.expected_world_size} but training.distributed.num_gpus is {params.world}",
-        )
+        col.add(reason("expected_world_size.config", "expected_world_size", given=req.expected_world_size,
+                       actual=params.world))
     if step is not None and params.accum is not None:
         expected = step * params.accum
         if req.consumed_batches_per_rank != expected:
-            col.refuse(
-                "consumed_batches_per_rank",
-                f"--consumed-batches-per-rank is {req.consumed_batches_per_rank} but step {step} x "
-                f"training.loop.gradient_accumulation_steps {params.accum} is {expected}",
-            )
+            col.add(reason("consumed_batches_per_rank.config", "consumed_batches_per_rank",
+                           given=req.consumed_batches_per_rank, step=step, accum=params.accum, actual=expected))
 
 
 def _load_manifest(req: MigrationRequest, params: inputs.Params, col: Collector, progress: Progress) -> Any:
@@ -337,7 +358,7 @@ def _load_manifest(req: MigrationRequest, params: inputs.Params, col: Collector,
         if req.skip_source_check:
             col.warn(f"source check skipped: {problem}")
         else:
-            col.refuse("manifest.source", f"{problem} (--skip-source-check to proceed anyway)")
+            col.add(reason("manifest.source", "manifest.source", problem=problem))
     col.warnings.extend(check.warnings)
     return manifest
 
