@@ -7,6 +7,7 @@ pyarrow, textual) only inside its handler, so `--help` and `cache ls` stay fast.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import errno
 import json
 import os
@@ -17,6 +18,7 @@ from fvconsole import __version__
 from fvconsole.cli.outcome import begin_command, end_command, write_done
 from fvconsole.cli.parser import CliUsageError, json_requested, parse_command_line
 from fvconsole.cli.streams import OutputError, discard_stdout, flush_stdout, guarded_streams
+from fvconsole.core import interrupts
 from fvconsole.core.errors import EXIT_PARTIAL, EXIT_REFUSED, EXIT_USAGE, FvError
 from fvconsole.core.printable import printable
 
@@ -34,7 +36,8 @@ Without a terminal (stdin or stdout not a TTY) the console does not start: exit 
 
 exit codes: 0 ok (dry runs included), 1 refused or verification failed (nothing
 written), 2 usage error, 3 failed part-way during execution, or the output could not
-be written after the write (what was done is reported on stderr).
+be written after the write (what was done is reported on stderr); 130/143/129
+interrupted by Ctrl-C/SIGTERM/SIGHUP before anything was changed (after a change: 3).
 """
 
 
@@ -152,6 +155,25 @@ def _report_output_failure(args: argparse.Namespace | None, exc: OutputError, co
     return max(code or 0, EXIT_REFUSED)
 
 
+def _report_interrupt(args: argparse.Namespace | None, exc: KeyboardInterrupt, *, json_out: bool = False) -> int:
+    """Ctrl-C, SIGTERM or SIGHUP: one line saying what was already done; exit 3 after a change.
+
+    Before anything was changed the exit code is the shell's 128 + signal (130, 143, 129),
+    with what the cleanup did (a write command) or "nothing was changed" (--yes).
+    """
+    stop = interrupts.as_interrupted(exc)
+    done = write_done() or stop.done
+    if done:
+        message, code = f"interrupted by {stop.name}; {done}", EXIT_PARTIAL
+    else:
+        after = stop.note or ("nothing was changed" if getattr(args, "yes", False) else None)
+        message, code = f"interrupted by {stop.name}" + (f"; {after}" if after else ""), stop.exit_code
+    json_out = json_out or (args is not None and getattr(args, "json", False))
+    _emit_error_json({**stop.details, "error": message, "interrupted_by": stop.name} if json_out else None)
+    _say(f"error: {printable(message)}")
+    return code
+
+
 def _no_terminal() -> int:
     _say("error: the console needs a terminal; use a subcommand (fvconsole --help)")
     return EXIT_USAGE
@@ -179,6 +201,11 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def _main(argv: list[str]) -> int:
+    with contextlib.ExitStack() as handlers:
+        return _dispatch(argv, handlers)
+
+
+def _dispatch(argv: list[str], handlers: contextlib.ExitStack) -> int:
     args = None
     code = None
     try:
@@ -189,6 +216,10 @@ def _main(argv: list[str]) -> int:
             raise
         except CliUsageError as exc:
             raise SystemExit(_report_usage(exc, argv)) from None
+        if args.command is not None:
+            # A subcommand: SIGTERM/SIGHUP unwind like Ctrl-C (cleanup, one line, exit code),
+            # until its outcome is reported. The console (no command) keeps Textual's handling.
+            handlers.enter_context(interrupts.handlers())
         code = _run(args)
         flush_stdout()
         return code
@@ -202,9 +233,8 @@ def _main(argv: list[str]) -> int:
     except OSError as exc:
         where = f": {exc.filename}" if exc.filename else ""
         return _report_error(args, FvError(f"{exc.strerror or exc}{where}"))
-    except KeyboardInterrupt:
-        _say("error: interrupted")
-        return 130
+    except KeyboardInterrupt as exc:
+        return _report_interrupt(args, exc, json_out=args is None and json_requested(argv))
     except Exception as exc:  # noqa: BLE001 - last line of defence: no tracebacks for users
         if os.environ.get("FVCONSOLE_DEBUG"):
             raise

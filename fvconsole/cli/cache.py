@@ -429,9 +429,12 @@ def run_evict(args: argparse.Namespace) -> int:
         _warn_unreachable(plan)
         return EXIT_OK
     # The root's lock is taken before the scan: the plan is made under it (LockBusy: exit 1).
-    done = evict_under_lock(selection.root, selection.plan, command=command_line(), wait=args.wait,
-                            force=selection.force, journal_path=journal_target(args),
-                            progress=None if args.json else progress_printer("evicting"))
+    try:
+        done = evict_under_lock(selection.root, selection.plan, command=command_line(), wait=args.wait,
+                                force=selection.force, journal_path=journal_target(args),
+                                progress=None if args.json else progress_printer("evicting"))
+    except KeyboardInterrupt as exc:  # Ctrl-C, SIGTERM, SIGHUP: what was evicted so far, as data too
+        raise _interrupted(exc) from None
     plan, result, state = done.plan, done.result, done.lock
     for problem in (state.problem, done.release_problem):
         if problem:
@@ -453,6 +456,18 @@ def run_evict(args: argparse.Namespace) -> int:
         say(render_result(result, plan))
     _warn_unreachable(plan, result)
     return EXIT_OK
+
+
+def _interrupted(exc: KeyboardInterrupt) -> Any:
+    """The interruption with the eviction's result so far as its JSON (and a journal warning)."""
+    from fvconsole.core.interrupts import as_interrupted
+
+    stop = as_interrupted(exc)
+    if isinstance(stop.result, EvictionResult):
+        warn_if_unwritten(stop.journal)
+        stop.details = {**stop.result.to_json(), **_node_info(), "interrupted": stop.report,
+                        "journal": journal_json(stop.journal)}
+    return stop
 
 
 def _warn_unreachable(plan: EvictionPlan, result: EvictionResult | None = None) -> None:

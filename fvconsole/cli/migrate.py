@@ -149,6 +149,8 @@ def _run(args: argparse.Namespace) -> int:
             merged["refusals"] = [{"field": "execute", "message": exc.message}]
         exc.details = merged
         raise
+    except KeyboardInterrupt as exc:  # Ctrl-C, SIGTERM, SIGHUP (fvconsole.core.interrupts)
+        raise _interrupted(args, plan, base, exc) from None
     record_write(f"the migration completed: {result.sidecars} sidecars and the receipt in {result.output_dir}")
     journal = _journal_success(args, plan, result)
     if args.json:
@@ -171,6 +173,21 @@ def _journal_failure(args: argparse.Namespace, plan: Any, exc: Any) -> Any:
     from fvconsole.core.journal import migration_failed_record
 
     return write_journal(args, lambda: migration_failed_record(plan, exc, command=command_line()))
+
+
+def _interrupted(args: argparse.Namespace, plan: Any, base: dict, exc: KeyboardInterrupt) -> Any:
+    """The interruption with the command's JSON and, once execution had begun writing, a journal line."""
+    from fvconsole.core.interrupts import as_interrupted
+    from fvconsole.core.journal import migration_interrupted_record
+
+    stop = as_interrupted(exc)
+    merged = dict(base, executed=bool(stop.report.get("output_dir_changed")))
+    if stop.report:  # staging had begun (or the set was published): who stopped it, and where
+        merged["failure"] = {**stop.report, "interrupted_by": stop.name}
+        journal = write_journal(args, lambda: migration_interrupted_record(plan, stop, command=command_line()))
+        merged["journal"] = journal_json(journal)
+    stop.details = merged
+    return stop
 
 
 def _refuse(args: argparse.Namespace, preview: Any, refusals: list, mismatches: list, warnings: list) -> None:

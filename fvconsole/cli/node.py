@@ -135,8 +135,46 @@ def _run(node: str, args: list[str], table: str | None) -> dict[str, Any]:
     return envelope(node, code, stdout, reported_reason(code))
 
 
+class _Reporter:
+    """Prints this node's one result: the command's, or the time limit's, whichever comes first."""
+
+    def __init__(self, out: _Out, node: str) -> None:
+        self._out = out
+        self._node = node
+        self._lock = threading.Lock()
+        self._reported = False
+
+    def _first(self) -> bool:
+        with self._lock:
+            first, self._reported = not self._reported, True
+            return first
+
+    def time_up(self, limit: float) -> None:
+        """The node's own time limit: report, and exit without waiting for a hung command."""
+        if self._first():
+            self._out.lines(result_lines(self._node, {"node": self._node, "exit": None, "output": None,
+                                                      "timeout": limit}))
+            os._exit(0)
+
+    def result(self, payload: dict[str, Any]) -> None:
+        if not self._first():
+            return
+        try:
+            lines = result_lines(self._node, payload)
+        except ValueError:  # NaN in the command's JSON: never sent as such
+            lines = result_lines(self._node, {"node": self._node, "exit": payload.get("exit"), "output": None,
+                                              "invalid_output": "command output contains NaN or Infinity"})
+        self._out.lines(lines)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    """Run the command for this node and print its frames; exit 0 once it ran (or timed out)."""
+    """Run the command for this node and print its frames; exit 0 once it ran (or timed out).
+
+    The command runs in the main thread, so SIGTERM from ``scancel`` or a step's teardown
+    reaches it as an orderly interruption (:mod:`fvconsole.core.interrupts`): an eviction
+    stops between files, unlocks, journals and reports exit 3 or 143 like on a login node.
+    The time limit is a watchdog thread.
+    """
     limit, table, args = _options(list(sys.argv[1:] if argv is None else argv))
     out = _Out()
     node = node_name()
@@ -145,26 +183,16 @@ def main(argv: Sequence[str] | None = None) -> int:
                                      "output": {"error": "SLURMD_NODENAME is not set: run under srun"}}))
         return 1
     out.lines([start_line(node)])
-    box: dict[str, dict[str, Any]] = {}
-
-    def work() -> None:
-        try:
-            box["payload"] = _run(node, args, table)
-        except BaseException as exc:  # noqa: BLE001 - the login side must get a result line either way
-            box["payload"] = {"node": node, "exit": 1, "output": {"error": f"node runner: {type(exc).__name__}: {exc}"}}
-
-    worker = threading.Thread(target=work, name="fvconsole-node", daemon=True)
-    worker.start()
-    worker.join(limit)
-    if "payload" not in box:  # the node's own time limit: report, and do not wait for a hung command
-        out.lines(result_lines(node, {"node": node, "exit": None, "output": None, "timeout": limit}))
-        os._exit(0)
+    reporter = _Reporter(out, node)
+    if limit is not None and 0 <= limit < threading.TIMEOUT_MAX:
+        watchdog = threading.Timer(limit, reporter.time_up, args=(limit,))
+        watchdog.daemon = True
+        watchdog.start()
     try:
-        lines = result_lines(node, box["payload"])
-    except ValueError:  # NaN in the command's JSON: never sent as such
-        lines = result_lines(node, {"node": node, "exit": box["payload"].get("exit"), "output": None,
-                                    "invalid_output": "command output contains NaN or Infinity"})
-    out.lines(lines)
+        payload = _run(node, args, table)
+    except BaseException as exc:  # noqa: BLE001 - the login side must get a result line either way
+        payload = {"node": node, "exit": 1, "output": {"error": f"node runner: {type(exc).__name__}: {exc}"}}
+    reporter.result(payload)
     return 0
 
 

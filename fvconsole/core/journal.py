@@ -510,3 +510,24 @@ def migration_failed_record(plan: Any, error: Any, *, command: str) -> JournalRe
     message = getattr(error, "message", None) or str(error)
     return migration_record(plan.output_dir, command=command, exit_code=3, error=message,
                             details={**_migration_details(plan), **scalars})
+
+
+def migration_interrupted_record(plan: Any, stop: Any, *, command: str) -> JournalRecord:
+    """The line for a migration stopped by a signal once it had begun writing (an ``Interrupted``).
+
+    Stopped while staging: the output dir was not changed (exit 128 + signal). Stopped once
+    publishing had begun: the set was published and verified first (exit 3), its files listed.
+    """
+    report = stop.report if isinstance(getattr(stop, "report", None), dict) else {}
+    scalars = {k: v for k, v in report.items() if k in FAILURE_FIELDS}
+    changed = bool(report.get("output_dir_changed"))
+    files: list[str] = []
+    if changed:
+        from fvconsole.core.migration.files import RECEIPT_NAME, sidecar_name
+
+        files = [sidecar_name(c.rank) for c in plan.ranks] + [RECEIPT_NAME]
+    what = stop.done if changed else stop.note
+    message = f"interrupted by {stop.name}" + (f"; {what}" if what else "")
+    return migration_record(plan.output_dir, command=command, exit_code=3 if changed else stop.exit_code,
+                            files=files, error=message,
+                            details={**_migration_details(plan), **scalars, "interrupted_by": stop.name})

@@ -18,6 +18,7 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
+from fvconsole.core import interrupts
 from fvconsole.core.cache.mounts import mount_points, mounts_by_child
 from fvconsole.core.cache.plan import EvictionPlan, PlannedEviction, SkippedEntry, mount_reason
 from fvconsole.core.cache.remove import PartialRemoval, remove_tree
@@ -123,10 +124,20 @@ def execute_eviction(plan: EvictionPlan, progress: Progress | None = None) -> Ev
     errors: list[str] = []
     partial = 0
     total = len(plan.evict)
+
+    def result(extra_errors: tuple[str, ...] = ()) -> EvictionResult:
+        return EvictionResult(
+            root=plan.root, evicted=tuple(evicted), skipped=tuple(skipped), errors=(*errors, *extra_errors),
+            planned_bytes=plan.freed_bytes, fs_free_before=free_before, fs_free_after=fs_free_bytes(plan.root),
+            hostname=plan.hostname, partial_bytes=partial,
+            free_target_bytes=plan.free_space.target_bytes if plan.free_space else None)
+
     for done, item in enumerate(plan.evict):
         progress(done, total, f"evicting {item.key}")
         try:
             freed = _evict_item(plan, item)
+        except KeyboardInterrupt as exc:  # Ctrl-C, SIGTERM, SIGHUP: stop here, say what was done
+            raise _interrupted(exc, plan, item, evicted, result) from None
         except _Skip as skip:
             skipped.append(SkippedEntry.of(item.key, "skip.changed", text=str(skip)))
             continue
@@ -144,10 +155,39 @@ def execute_eviction(plan: EvictionPlan, progress: Progress | None = None) -> Ev
         evicted.append(EvictedEntry(key=item.key, path=item.path, bytes=freed, planned_bytes=item.bytes,
                                     reason=item.reason, leftover=item.leftover))
     progress(total, total, "done")
-    return EvictionResult(root=plan.root, evicted=tuple(evicted), skipped=tuple(skipped), errors=tuple(errors),
-                          planned_bytes=plan.freed_bytes, fs_free_before=free_before,
-                          fs_free_after=fs_free_bytes(plan.root), hostname=plan.hostname, partial_bytes=partial,
-                          free_target_bytes=plan.free_space.target_bytes if plan.free_space else None)
+    return result()
+
+
+def _interrupted(exc: KeyboardInterrupt, plan: EvictionPlan, item: PlannedEviction, evicted: list[EvictedEntry],
+                 result: Any) -> interrupts.Interrupted:
+    """Stopped by a signal while evicting ``item``: the result so far, and what is left behind.
+
+    The item is either untouched under its key (stopped before the hiding rename) or a
+    ``.evicting-*`` leftover (after it), exactly as after a crash: the next eviction
+    removes the leftover.
+    """
+    stop = interrupts.as_interrupted(exc)
+    hidden = _hidden_path(plan, item)
+    left = os.path.lexists(hidden) and item.path != hidden
+    gone = not left and not os.path.lexists(item.path) and not os.path.lexists(hidden)
+    if gone:  # the signal came as its last directory went: it was evicted (we hold the root's lock)
+        evicted.append(EvictedEntry(key=item.key, path=item.path, bytes=item.bytes, planned_bytes=item.bytes,
+                                    reason=item.reason, leftover=item.leftover))
+        error = f"interrupted by {stop.name} after {item.path} was removed"
+    elif left:
+        error = (f"{item.path}: interrupted by {stop.name} while removing it; the rest is left in {hidden} "
+                 "(the next `cache evict` removes it)")
+    else:
+        error = f"{item.path}: interrupted by {stop.name} before it was removed; left as it was"
+    partial = result((error,))
+    what = f"{len(evicted)} {'entry' if len(evicted) == 1 else 'entries'} evicted from {plan.root}"
+    if left:
+        what += f"; {os.path.basename(hidden)} left for the next `cache evict`"
+    changed = bool(evicted) or left
+    return interrupts.as_interrupted(stop, done=what if changed else None,
+                                     note=None if changed else "nothing was evicted",
+                                     report={"stopped_at": item.path, "leftover": hidden if left else None},
+                                     result=partial)
 
 
 def _check_inside_root(plan: EvictionPlan, item: PlannedEviction) -> None:

@@ -37,6 +37,7 @@ from dataclasses import dataclass
 
 from fvconsole.core.errors import FvError
 from fvconsole.core.host import current_identity, host_label, pid_alive
+from fvconsole.core.interrupts import deferred
 from fvconsole.core.locks import Holder, Liveness, LockBusy, read_holder, wait_for
 
 RECORD_SUFFIX = ".fvconsole-evictor"
@@ -113,21 +114,27 @@ class EvictorLock:
             return True
 
         try:
-            taken = wait_for(attempt, wait)
+            taken = wait_for(attempt, wait)  # a signal while waiting ends the wait (see below)
+            with deferred():  # the record is written whole and known as ours before a signal acts
+                if taken is not None:
+                    self._fd = fd
+                if taken:
+                    self.state = LockState(True, time.monotonic() - started, None, self._write_record())
         except OSError as exc:
             os.close(fd)
             raise FvError(f"{self.root}: cannot lock cache root ({exc.strerror})") from None
+        except BaseException:  # interrupted while waiting: the fd (and any flock on it) goes
+            if self._fd is None:
+                os.close(fd)
+            raise
         waited = time.monotonic() - started
         if taken is None:
             os.close(fd)
             raise self.busy(wait)
-        self._fd = fd
         if taken is False:
             why = unsupported[0].strerror or str(unsupported[0])
             self.state = LockState(False, waited, f"cannot lock the root on this filesystem ({why}; NFS?): "
                                                   "another eviction of it is not excluded")
-            return self.state
-        self.state = LockState(True, waited, None, self._write_record())
         return self.state
 
     def busy(self, wait: float) -> LockBusy:

@@ -22,6 +22,7 @@ from fvconsole.core.cache.lock import EvictorLock, LockState
 from fvconsole.core.cache.plan import EvictionPlan
 from fvconsole.core.cache.roots import check_root_early
 from fvconsole.core.errors import EXIT_OK, EXIT_PARTIAL
+from fvconsole.core.interrupts import Interrupted, as_interrupted, deferred
 from fvconsole.core.journal import JournalWrite, append_record, eviction_record
 from fvconsole.core.progress import Progress
 
@@ -63,14 +64,29 @@ def evict_under_lock(root: str, make_plan: Callable[[], EvictionPlan], *, comman
     """
     check_root_early(root, force)
     lock = EvictorLock(root, command=command)
-    state = lock.acquire(wait)
+    plan = None
     try:
+        state = lock.acquire(wait)
         plan = make_plan()
         result = execute_eviction(plan, progress=progress)
         journal = None
         if journal_path is not None and changed_anything(result):
             record = eviction_record(plan, result, command=command, exit_code=exit_code_of(result))
             journal = append_record(record, journal_path)
+    except KeyboardInterrupt as exc:  # Ctrl-C, SIGTERM, SIGHUP: journal what was done, then unlock
+        stop = as_interrupted(exc)
+        if journal_path is not None and plan is not None and isinstance(stop.result, EvictionResult) \
+                and changed_anything(stop.result):
+            code = EXIT_PARTIAL if stop.done else stop.exit_code
+            stop.journal = append_record(eviction_record(plan, stop.result, command=command, exit_code=code),
+                                         journal_path)
+        raise stop from None
     finally:
-        release_problem = lock.release()
-    return LockedEviction(plan, result, state, journal, release_problem)
+        with deferred(reraise=False) as released:  # the holder record goes with the lock, never after it
+            release_problem = lock.release()
+    done = LockedEviction(plan, result, state, journal, release_problem)
+    if released.signum is not None:  # arrived while unlocking a finished eviction: it stands
+        what = f"the eviction ran: {len(result.evicted)} entries evicted from {plan.root}"
+        raise Interrupted(released.signum, done=what if changed_anything(result) else None,
+                          note=None if changed_anything(result) else "nothing was evicted", result=result)
+    return done

@@ -16,7 +16,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from fvconsole.core import durable, torch_zip
+from fvconsole.core import durable, interrupts, torch_zip
 from fvconsole.core.atomic import atomic_write_bytes
 from fvconsole.core.errors import FvError, PartialFailure
 from fvconsole.core.fsutil import sha256_file
@@ -283,26 +283,58 @@ def execute_migration(
             raise _unchanged_failure(out, "creating the output dir's parent", exc, None, True, 0,
                                      len(plan.ranks)) from None
     lock = migration_lock(out, step=lambda label: faults.point(f"lock: {label}"))
-    for note in lock.acquire(break_stale=break_lock):
-        warn(note)
     try:
+        with interrupts.deferred():  # the lock file exists exactly when `lock` knows it holds it
+            notes = lock.acquire(break_stale=break_lock)
+        for note in notes:
+            warn(note)
         receipt = _execute_locked(plan, out, parent, outname, progress, workers, warn, torch_check)
     finally:
-        problem = lock.release()
+        with interrupts.deferred(reraise=False) as released:
+            problem = lock.release()
         if problem:
             warn(problem)
+    if released.signum is not None:  # arrived while the lock of a published set was released
+        raise interrupts.Interrupted(released.signum, done=_completed(len(plan.ranks), out),
+                                     report=_published_report(out, len(plan.ranks)))
     return MigrationResult(plan, receipt, out, tuple(told))
+
+
+def _completed(sidecars: int, out: str) -> str:
+    return f"the migration completed: {sidecars} sidecars and the receipt in {out}"
+
+
+def _published_report(out: str, sidecars: int) -> dict[str, Any]:
+    return {"stage": "published", "output_dir": out, "output_dir_changed": True,
+            "sidecars_written": sidecars, "sidecars_total": sidecars}
 
 
 def _execute_locked(
     plan: MigrationPlan, out: str, parent: str, outname: str, progress: Progress,
     workers: int | None, warn: Callable[[str], None], torch_check: bool,
 ) -> dict:
-    """Stage, publish and re-verify, holding the output dir's lock."""
+    """Stage, publish and re-verify, holding the output dir's lock.
+
+    Interrupted (Ctrl-C, SIGTERM, SIGHUP) while staging: the staging dir is removed and the
+    output dir is unchanged. A signal once publishing has begun waits until the set is
+    published, synced and verified (:func:`fvconsole.core.interrupts.deferred`), then stops
+    the run with the published set reported.
+    """
     check_output_dir(out, plan.checkpoint, plan.request.overwrite)  # as it is now that we hold the lock
     staging = os.path.join(parent, staging_name(outname))
     written: list[WrittenSidecar] = []
     stage = "removing stale staging dirs"
+
+    def cleanup_and_fail(exc: BaseException) -> BaseException:
+        with interrupts.deferred():  # a second signal must not leave the staging dir half removed
+            removed = remove_set_dir(staging) if os.path.lexists(staging) else True
+        if isinstance(exc, KeyboardInterrupt):
+            report = _unchanged_report(out, stage, staging, removed, len(written), len(plan.ranks))
+            left = "staging dir removed" if removed else f"staging dir left at {staging}"
+            return interrupts.as_interrupted(exc, report=report,
+                                             note=f"stopped while {stage}; {left}; {out} was not changed")
+        return _unchanged_failure(out, stage, exc, staging, removed, len(written), len(plan.ranks))
+
     try:
         for message in cleanup_stale_staging(parent, outname)[1]:
             warn(message)
@@ -325,19 +357,25 @@ def _execute_locked(
         data = receipt_bytes(receipt)
         _write_file_atomic(staging, RECEIPT_NAME, data)
         fsync_dir(staging, f"fsync {staging}")
-        stage = "publishing"
-        old = publish(staging, out, parent, outname, plan.checkpoint, plan.request.overwrite)
-    except PartialFailure:
-        raise
     except BaseException as exc:
-        removed = remove_set_dir(staging) if os.path.lexists(staging) else True
-        if isinstance(exc, KeyboardInterrupt):
+        raise cleanup_and_fail(exc) from None
+    stage = "publishing"
+    # A signal from here on waits: the renames of publish() must not be cut apart, and a
+    # published set is verified and reported as such before the run stops.
+    with interrupts.deferred(reraise=False) as held:
+        try:
+            old = publish(staging, out, parent, outname, plan.checkpoint, plan.request.overwrite)
+        except PartialFailure:
             raise
-        raise _unchanged_failure(out, stage, exc, staging, removed, len(written), len(plan.ranks)) from None
-    expected = {w.name: w.sha256 for w in written}
-    expected[RECEIPT_NAME] = sha256_bytes(data)
-    after_publish(out, parent, old, (staged.st_dev, staged.st_ino), expected)
+        except BaseException as exc:
+            raise cleanup_and_fail(exc) from None
+        expected = {w.name: w.sha256 for w in written}
+        expected[RECEIPT_NAME] = sha256_bytes(data)
+        after_publish(out, parent, old, (staged.st_dev, staged.st_ino), expected)
     progress(len(plan.ranks), len(plan.ranks), f"published {out}")
+    if held.signum is not None:
+        raise interrupts.Interrupted(held.signum, done=_completed(len(written), out),
+                                     report=_published_report(out, len(written)))
     return receipt
 
 
@@ -371,15 +409,22 @@ def _unchanged_failure(
     left = "" if staging is None else f"; staging dir {'removed' if removed else 'left at ' + staging}"
     return PartialFailure(
         f"{out}: migration failed while {stage}: {reason}{left}; the output dir was not changed",
-        report={
-            "stage": stage,
-            "output_dir": out,
-            "sidecars_written": written,
-            "sidecars_total": total,
-            "staging_dir": staging,
-            "staging_removed": removed,
-            "output_dir_changed": False,
-        },
+        report=_unchanged_report(out, stage, staging, removed, written, total),
     )
+
+
+def _unchanged_report(
+    out: str, stage: str, staging: str | None, removed: bool, written: int, total: int
+) -> dict[str, Any]:
+    """Where an execution stopped before the output dir was touched, as data (JSON, journal)."""
+    return {
+        "stage": stage,
+        "output_dir": out,
+        "sidecars_written": written,
+        "sidecars_total": total,
+        "staging_dir": staging,
+        "staging_removed": removed,
+        "output_dir_changed": False,
+    }
 
 
