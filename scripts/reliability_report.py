@@ -27,6 +27,8 @@ DEFAULT_TARGET = Path(__file__).resolve().parents[1] / "docs" / "reliability.md"
 CATEGORY_ORDER = (
     "crash: migrate",
     "crash: evict",
+    "signal: migrate",
+    "signal: evict",
     "disk full",
     "permissions",
     "hostile input",

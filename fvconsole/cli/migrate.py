@@ -41,7 +41,9 @@ example (dry run, then write):
 
 exit codes: 0 dry run or written, 1 refused (nothing written; also: another migration
 holds the lock), 2 usage error, 3 failed part-way (the output dir was not changed) or the
-published set did not read back as written (details reported).
+published set did not read back as written (details reported); 143/129/130 stopped by
+SIGTERM/SIGHUP/Ctrl-C before publishing (staging dir and lock removed; once publishing
+has begun it completes first, then exit 3).
 """
 
 
