@@ -68,6 +68,7 @@ _TEXTS = {
     "skip.symlink_not_sized": "a symlinked entry: never evicted to make room under the cap (mark it and press e)",
     # why a planned entry goes: the eviction dialog's names for its selectors
     "evict.key": "marked",
+    "evict.nothing_selected": "nothing selected: mark entries, or choose invalid, a cap or a free-space target",
     "staging.crashed_here": "{path}: staging dir of a crashed migration on this host (pid {pid}); Execute removes it",
     "publish.not_synced": "{path}: new set published but syncing {parent} failed ({why}); check the set "
                           "(Checkpoints view) before resuming from it",

@@ -14,10 +14,11 @@ from fvconsole.core.errors import FvError, UsageError
 from fvconsole.core.humanize import format_duration, human_bytes
 from fvconsole.core.reasons import INVALID, Reason, reason
 
+#: The command line's usage error when no selector is given (its front ends raise it before planning).
+NOTHING_SELECTED = reason("evict.nothing_selected", "selection").cli
+
 #: What a planned symlinked entry's reason says after its selectors (no flag: both front ends use it).
 SYMLINK_NOTE = "a symlink: only the link is removed, its target is never touched"
-
-NOTHING_SELECTED = "nothing selected: give --max-gb, --min-free-gb, --min-free-percent, --key, --invalid or --older-than"
 
 
 @dataclass(frozen=True)
@@ -246,7 +247,7 @@ def plan_eviction(scan: CacheScan, *, max_gb: float | None = None, keys: Sequenc
     planned for cleanup (first).
     """
     if max_gb is None and not keys and not invalid and older_than is None and free_target is None:
-        raise UsageError(NOTHING_SELECTED)
+        raise UsageError.of(reason("evict.nothing_selected", "selection"))
     # An empty root has nothing to lose and nothing to evict (a fresh node's cache on a
     # fleet run): only a root holding other things but no cache entries is suspicious.
     looks_like_cache = bool(scan.entries or scan.leftovers) or not scan.foreign
