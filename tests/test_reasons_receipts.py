@@ -16,7 +16,7 @@ from fvconsole.core.errors import FvError
 from fvconsole.core.migration import output_dir
 from fvconsole.core.migration.plan import MigrationRequest, plan_migration
 from fvconsole.core.migration.published import defaults_from_published, latest, published_for
-from fvconsole.core.reasons import FORCE, KINDS, OVERWRITE, REMEDIES, reason
+from fvconsole.core.reasons import DERIVED, FORCE, KINDS, OVERWRITE, REMEDIES, reason
 from fvconsole.demo import builders
 from fvconsole.demo.cache_builders import write_cache_entry
 from fvconsole.tui.wording import CONTROLS, reason_text, refusal_text, skip_text
@@ -84,7 +84,10 @@ def _sample(code: str) -> dict[str, str]:
     names = set()
     for template in (KINDS[code].detail, KINDS[code].cli):
         names |= {name for _, name, _, _ in string.Formatter().parse(template) if name}
-    return {name: f"<{name}>" for name in names}
+    values = {name: f"<{name}>" for name in names - set(DERIVED)}
+    if names & set(DERIVED):  # a free-space target: worded from its bounds, never given as text
+        values.update(min_free_gb="8", min_free_percent="30")
+    return values
 
 
 def test_every_code_the_core_produces_is_worded_without_flags_and_each_remedy_names_a_console_control() -> None:
@@ -104,22 +107,80 @@ def test_every_code_the_core_produces_is_worded_without_flags_and_each_remedy_na
     assert set(CONTROLS) == {OVERWRITE, "skip_source_check", FORCE}
 
 
-def test_the_core_words_no_flag_into_a_refusal_without_a_code() -> None:
-    """Generic refusals (``col.refuse(field, text)``, ``invalid``) carry their text to the console as is."""
+#: Where the core may write a flag: the command line's texts of KINDS (and of a free-space target),
+#: command lines it builds (srun, the node runner), flag names a front end replaces with its own,
+#: and usage errors only the command line can cause. Anything else reaches the console as is.
+FLAG_PLACES = {
+    ("reasons.py", None), ("reasons.py", "min_free_words"),
+    ("dispatch.py", "_srun_argv"), ("dispatch.py", "_single_steps"), ("dispatch.py", "check_options"),
+    ("eviction.py", "execution_requests"), ("eviction.py", "preview_fleet_eviction"), ("ops.py", "ls_steps"),
+    ("freespace.py", "parse_min_free_gb"), ("freespace.py", "parse_min_free_percent"), ("roots.py", "parse_max_gb"),
+    ("metrics.py", "prometheus_text"),
+}
+
+
+def test_the_core_words_no_flag_outside_the_command_lines_texts() -> None:
+    """Refusals, warnings, planned-eviction reasons and (partial) failures without a code carry their
+    text to the console as is: no string literal of the core names a flag outside :data:`FLAG_PLACES`."""
     import ast
     import pathlib
 
     import fvconsole.core as core
 
     offenders = []
+
+    def visit(node: ast.AST, path: pathlib.Path, func: str | None, docs: set[int]) -> None:
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            func = node.name
+        if (isinstance(node, ast.Constant) and isinstance(node.value, str) and id(node) not in docs
+                and FLAG.search(node.value) and (path.name, func) not in FLAG_PLACES):
+            offenders.append(f"{path.name}:{node.lineno} in {func}: {node.value[:60]!r}")
+        for child in ast.iter_child_nodes(node):
+            visit(child, path, func, docs)
+
     for path in pathlib.Path(core.__file__).parent.rglob("*.py"):
-        for node in ast.walk(ast.parse(path.read_text())):
-            if isinstance(node, ast.Call) and getattr(node.func, "attr", getattr(node.func, "id", "")) in (
-                    "refuse", "invalid"):
-                text = ast.unparse(node)
-                if FLAG.search(text):
-                    offenders.append(f"{path.name}: {text}")
+        tree = ast.parse(path.read_text())
+        docs = {id(n.body[0].value) for n in ast.walk(tree)
+                if isinstance(n, (ast.Module, ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))
+                and n.body and isinstance(n.body[0], ast.Expr) and isinstance(n.body[0].value, ast.Constant)}
+        visit(tree, path, None, docs)
     assert offenders == []
+    # The KINDS entries name flags only in their command-line text (checked per code above).
+
+
+def test_planned_evictions_warnings_and_partial_failures_are_worded_without_flags(tmp_path) -> None:
+    """Real plans (marked, over a cap, a free-space target), a preview's warning and a publish
+    failure: the command line's words are as before, the console's name no flag."""
+    from fvconsole.core.cache.freespace import FreeSpacePlan, FreeTarget
+    from fvconsole.core.errors import PartialFailure
+    from fvconsole.tui.base import describe_error
+    from fvconsole.tui.wording import evict_reason_text, free_space_text, note_text
+
+    now = 1_800_000_000.0
+    keys = [os.path.basename(write_cache_entry(tmp_path, seed=s, num_shards=1, tensor_bytes=1024,
+                                               last_used=now - 86400 * (5 - s))) for s in range(3)]
+    scan = scan_cache(str(tmp_path), now=now)
+    plan = plan_eviction(scan, keys=(keys[2],), max_gb=1e-9, now=now)
+    by_key = {p.key: p for p in plan.evict}
+    assert by_key[keys[2]].reason.startswith("selected by --key")  # the CLI's words stay as they were
+    assert [r.code for r in by_key[keys[2]].why] == ["evict.key", "evict.over_cap"]
+    assert evict_reason_text(by_key[keys[2]]).startswith("marked; LRU #")
+    assert by_key[keys[0]].reason == "LRU #1: total over the 1e-09 GiB cap"
+    free = FreeSpacePlan(FreeTarget(8.0, 30.0), target_bytes=10 << 30, fs_total=40 << 30, free_before=1 << 30,
+                         free_after=2 << 30, victims=())
+    assert free.summary() == ("target 10.0 GiB free (--min-free-gb 8 and --min-free-percent 30) cannot be reached: "
+                              "1.0 GiB free now, about 2.0 GiB after evicting every entry that may be evicted "
+                              "(8.0 GiB short; kept, in-use and mounted entries stay)")
+    assert free_space_text(free).startswith("target 10.0 GiB free (min free 8 GiB and 30%) cannot be reached")
+    staging = reason("staging.crashed_here", "output_dir", path="/o/.x", pid=7)
+    assert staging.cli.endswith("; --yes removes it") and note_text(staging).endswith("; Execute removes it")
+    failed = PartialFailure.of(reason("publish.not_as_written", "output_dir", path="/o", problem="rank1 differs",
+                                      more="", kept=""), report={"stage": "verifying"})
+    assert str(failed).endswith("do not resume from it (re-run with --overwrite)") and failed.exit_code == 3
+    worded = describe_error(failed)
+    assert "tick “overwrite existing sidecars”" in worded and not FLAG.search(worded), worded
+    for item in plan.evict:
+        assert not FLAG.search(evict_reason_text(item)), item
 
 
 def test_the_console_controls_named_by_remedies_exist() -> None:

@@ -52,6 +52,6 @@ class PartialFailure(FvError):
 
     exit_code = EXIT_PARTIAL
 
-    def __init__(self, message: str, *, report: dict[str, Any] | None = None) -> None:
-        super().__init__(message, details=report)
+    def __init__(self, message: str, *, report: dict[str, Any] | None = None, reason: Reason | None = None) -> None:
+        super().__init__(message, details=report, reason=reason)
         self.report = dict(report or {})

@@ -259,6 +259,8 @@ class LockProbe:
     holder: Holder | None = None
     #: The refusal as data (``refusal`` is its command-line wording).
     reason: Reason | None = None
+    #: The note as data (``note`` is its command-line wording).
+    note_reason: Reason | None = None
 
 
 def wait_for(
@@ -313,8 +315,9 @@ class FileLock:
             return LockProbe(refusal=damaged.message, reason=damaged.reason)
         judgement = holder.judge()
         if break_stale and judgement.state is Liveness.DEAD:
-            return LockProbe(note=f"{self.path}: stale lock of {holder.describe()} will be removed "
-                                  f"(--break-lock): {judgement.reason}", holder=holder)
+            note = reasons.reason("lock.will_break", "lock", file=self.path, holder=holder.describe(),
+                                  why=judgement.reason)
+            return LockProbe(note=note.cli, holder=holder, note_reason=note)
         busy = self._busy(holder, judgement, break_stale)
         return LockProbe(refusal=busy.message, holder=holder, reason=busy.reason)
 

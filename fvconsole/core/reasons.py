@@ -51,10 +51,14 @@ class Reason:
     def cli(self) -> str:
         """The command line's wording (flags and their advice included)."""
         kind = KINDS.get(self.code)
-        return kind.cli.format_map(self.value_map()) if kind else self.detail
+        return kind.cli.format_map(Words(self.values)) if kind else self.detail
 
     def value_map(self) -> dict[str, str]:
         return dict(self.values)
+
+    def words(self, missing: str | None = "") -> Words:
+        """A ``str.format_map`` source: the values, the derived names, ``missing`` for any other name."""
+        return Words(self.values, missing)
 
     def to_json(self) -> dict[str, Any]:
         """The reason as data for another process (the fleet's node runner sends it with an error)."""
@@ -76,6 +80,42 @@ def reason_from_json(doc: Any) -> Reason | None:
         return reason(doc["code"], doc["field"], **values)
     except (KeyError, IndexError, ValueError):  # a value the template needs is missing
         return None
+
+
+MIN_FREE_GB, MIN_FREE_PERCENT = "min_free_gb", "min_free_percent"
+
+
+def min_free_words(values: Mapping[str, str], *, flags: bool) -> str:
+    """A free-space target from its values: ``min free 8 GiB and 30%`` or (``flags``) the command line's
+    ``--min-free-gb 8 and --min-free-percent 30``. One place for both, so no front end parses the other's."""
+    gb, percent = values.get(MIN_FREE_GB), values.get(MIN_FREE_PERCENT)
+    if flags:
+        parts = [f"--min-free-gb {gb}"] * (gb is not None) + [f"--min-free-percent {percent}"] * (percent is not None)
+        return " and ".join(parts)
+    parts = [f"{gb} GiB"] * (gb is not None) + [f"{percent}%"] * (percent is not None)
+    return "min free " + " and ".join(parts)
+
+
+#: Names a template may use that are worded from other values (a free-space target from its bounds).
+DERIVED = {
+    "min_free": lambda v: min_free_words(v, flags=False),
+    "min_free_flags": lambda v: min_free_words(v, flags=True),
+}
+
+
+class Words(dict):
+    """A reason's values for ``str.format_map``, with :data:`DERIVED` names; ``missing`` (None: KeyError) else."""
+
+    def __init__(self, values: Any, missing: str | None = None) -> None:
+        super().__init__(values)
+        self._missing = missing
+
+    def __missing__(self, key: str) -> str:
+        if key in DERIVED:
+            return DERIVED[key](self)
+        if self._missing is None:
+            raise KeyError(key)
+        return self._missing
 
 
 def _kinds(*kinds: Kind) -> dict[str, Kind]:
@@ -174,6 +214,63 @@ KINDS: Mapping[str, Kind] = _kinds(
     Kind("skip.symlink_not_sized", "symlinked entry: never evicted to make room under a size or free-space target",
          "symlinked entry: never evicted by --max-gb or a free-space target (select it with --key or --invalid)"),
     Kind("skip.changed", "{text}", "{text}"),
+    Kind("evict.nothing_selected", "nothing selected: give a cap, a free-space target, keys, invalid entries or an age",
+         "nothing selected: give --max-gb, --min-free-gb, --min-free-percent, --key, --invalid or --older-than"),
+    # cache: why a planned entry is evicted (one per selector that chose it)
+    Kind("evict.key", "selected by key", "selected by --key"),
+    Kind("evict.invalid", "{status}: {explanation}", "{status}: {explanation}"),
+    Kind("evict.never_used", "never used (no manifest): counts as oldest", "never used (no manifest): counts as oldest"),
+    Kind("evict.older_than", "last used {age} ago (older than {limit})", "last used {age} ago (older than {limit})"),
+    Kind("evict.over_cap", "LRU #{rank}: total over the {cap} GiB cap", "LRU #{rank}: total over the {cap} GiB cap"),
+    Kind("evict.over_cap_next", "LRU: next in line for the {cap} GiB cap", "LRU: next in line for the {cap} GiB cap"),
+    Kind("evict.min_free", "free space #{rank}: {short} short of the {need} free-space target ({min_free})",
+         "free space #{rank}: {short} short of the {need} free-space target ({min_free_flags})"),
+    Kind("evict.min_free_next", "free space: next in line for the {need} free-space target ({min_free})",
+         "free space: next in line for the {need} free-space target ({min_free_flags})"),
+    Kind("evict.leftover", "leftover of an interrupted eviction ({name})", "leftover of an interrupted eviction ({name})"),
+    # cache: a plan's free-space target ({min_free}: the target's bounds)
+    Kind("free.already", "target {need} free ({min_free}): already {before} free; nothing to evict for it",
+         "target {need} free ({min_free_flags}): already {before} free; nothing to evict for it"),
+    Kind("free.reached", "target {need} free ({min_free}): {before} free now, about {after} after",
+         "target {need} free ({min_free_flags}): {before} free now, about {after} after"),
+    Kind("free.unreachable", "target {need} free ({min_free}) cannot be reached: {before} free now, about {after} "
+         "after evicting every entry that may be evicted ({short} short; kept, in-use and mounted entries stay)",
+         "target {need} free ({min_free_flags}) cannot be reached: {before} free now, about {after} "
+         "after evicting every entry that may be evicted ({short} short; kept, in-use and mounted entries stay)"),
+    # migration: what the preview found beside the output dir (warnings)
+    Kind("staging.crashed_here", "{path}: staging dir of a crashed migration on this host (pid {pid}); "
+         "executing the migration removes it",
+         "{path}: staging dir of a crashed migration on this host (pid {pid}); --yes removes it"),
+    Kind("lock.will_break", "{file}: stale lock of {holder} will be removed: {why}",
+         "{file}: stale lock of {holder} will be removed (--break-lock): {why}"),
+    # migration: publishing failed part-way (exit 3)
+    Kind("publish.not_restored", "{path}: publishing failed ({why}) and the previous set could not be moved back: "
+         "previous set at {previous}, new set at {new}",
+         "{path}: publishing failed ({why}) and the previous set could not be moved back: "
+         "previous set at {previous}, new set at {new}"),
+    Kind("publish.not_synced", "{path}: new set published but syncing {parent} failed ({why}); verify the set "
+         "before resuming from it",
+         "{path}: new set published but syncing {parent} failed ({why}); re-run verify"),
+    Kind("publish.not_as_written", "{path}: the published set does not read back as written: {problem}{more}{kept}; "
+         "do not resume from it",
+         "{path}: the published set does not read back as written: {problem}{more}{kept}; "
+         "do not resume from it (re-run with --overwrite)", OVERWRITE),
+    # fleet: which nodes
+    Kind("fleet.no_selection", "give a node list or a job id to select nodes",
+         "give --nodes NODELIST or --job JOBID to select nodes"),
+    Kind("fleet.job_id", "job {shown} is not a Slurm job id", "--job: {shown} is not a Slurm job id"),
+    Kind("fleet.squeue_timeout", "job {job}: squeue did not answer within {timeout}s",
+         "--job {job}: squeue did not answer within {timeout}s"),
+    Kind("fleet.squeue_failed", "job {job}: squeue failed: {why}", "--job {job}: squeue failed: {why}"),
+    Kind("fleet.no_such_job", "job {job}: no such job in squeue (finished, or never existed)",
+         "--job {job}: no such job in squeue (finished, or never existed)"),
+    Kind("fleet.job_without_nodes", "job {job}: job holds no nodes (state {states})",
+         "--job {job}: job holds no nodes (state {states})"),
+    Kind("fleet.nodes_outside_job", "nodes: {outside} not in job {job} ({held})",
+         "--nodes: {outside} not in job {job} ({held})"),
+    Kind("fleet.nodes_empty", "nodes: the node selection is empty", "--nodes: the node selection is empty"),
+    Kind("fleet.nodes_bad", "nodes: {problem}", "--nodes: {problem}"),
+    Kind("fleet.no_root", "no cache root: give one or set {env}", "no cache root: give --cache-root or set {env}"),
 )
 
 
@@ -181,7 +278,7 @@ def reason(code: str, field: str, **values: Any) -> Reason:
     """The reason ``code`` about ``field`` naming ``values`` (KeyError for an undeclared code)."""
     kind = KINDS[code]
     named = tuple((k, str(v)) for k, v in values.items())
-    return Reason(code, field, named, kind.detail.format_map(dict(named)), kind.remedy)
+    return Reason(code, field, named, kind.detail.format_map(Words(named)), kind.remedy)
 
 
 def invalid(field: str, text: str) -> Reason:

@@ -29,7 +29,7 @@ from fvconsole.tui.base import describe_error
 from fvconsole.tui.modals import Dialog
 from fvconsole.tui.plain import PlainText, one_line
 from fvconsole.tui.widgets import PlainStatic, UsageBar
-from fvconsole.tui.wording import evict_reason_text, free_target_text, skip_text, skipped_reason
+from fvconsole.tui.wording import evict_reason_text, free_space_text, skip_text, skipped_reason
 
 #: How often the preview is planned again (ages and "in use" move on).
 PREVIEW_TICK = 2.0
@@ -64,14 +64,14 @@ def plan_for(scan: CacheScan, options: EvictOptions, now: float | None = None) -
 
 
 def free_space_line(plan: EvictionPlan) -> PlainText:
-    """The plan's free-space target line (``FreeSpacePlan.summary``, as ``cache evict`` prints it,
+    """The plan's free-space target line (``FreeSpacePlan.why``, as ``cache evict`` prints it but
     the target named by the dialog's fields); empty without a target."""
     free = plan.free_space
     if free is None:
         return PlainText()
     style = "bold green" if free.reached else "bold red"
     mark = "✓" if free.reached else "✗"
-    return PlainText(f"{mark} {free.summary(free_target_text(free.target))}\n", style=style)
+    return PlainText(f"{mark} {free_space_text(free)}\n", style=style)
 
 
 def size_after(plan: EvictionPlan) -> int:
@@ -86,7 +86,7 @@ def preview_text(scan: CacheScan, plan: EvictionPlan, now: float, limit: int = 8
                 style="bold red" if plan.evict else "bold")
     head, omitted, tail = head_tail(list(plan.evict), limit, 2)
     for p in head + tail:
-        text.append(f"  {p.key} {human_bytes(p.bytes):>10}  {evict_reason_text(p.reason)}\n")
+        text.append(f"  {p.key} {human_bytes(p.bytes):>10}  {evict_reason_text(p)}\n")
     if omitted:
         text.append(f"  … {omitted} more\n")
     if plan.skipped:
@@ -219,10 +219,10 @@ def confirm_body(plan: EvictionPlan, scan: CacheScan | None, now: float) -> list
     if plan.free_space is not None:
         body.insert(0, free_space_line(plan).plain.rstrip("\n"))
     head, omitted, tail = head_tail(list(plan.evict), 10, 3)
-    body += [f"  {p.key} {human_bytes(p.bytes):>10}  {one_line(evict_reason_text(p.reason), 58)}" for p in head]
+    body += [f"  {p.key} {human_bytes(p.bytes):>10}  {one_line(evict_reason_text(p), 58)}" for p in head]
     if omitted:
         body.append(f"  … {omitted} more")
-    body += [f"  {p.key} {human_bytes(p.bytes):>10}  {one_line(evict_reason_text(p.reason), 58)}" for p in tail]
+    body += [f"  {p.key} {human_bytes(p.bytes):>10}  {one_line(evict_reason_text(p), 58)}" for p in tail]
     if plan.force:
         body.append("force: entries that look in use are deleted too.")
     if plan.skipped:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from rich.text import Text
@@ -11,10 +11,11 @@ from rich.text import Text
 from fvconsole.core.migration.plan import MigrationPlan, MigrationPreview
 from fvconsole.core.migration.published import PublishedSet
 from fvconsole.core.migration.sample_ids import NextSampleIds
+from fvconsole.core.reasons import Reason
 from fvconsole.core.streaming import RankCursor
 from fvconsole.tui.checkpoints_view import export_line, render_mismatches
 from fvconsole.tui.plain import PlainText
-from fvconsole.tui.wording import refusal_text
+from fvconsole.tui.wording import note_text, refusal_text
 
 #: The per-rank table: (label, key, width).
 RANK_COLUMNS = (
@@ -103,11 +104,12 @@ def refusal_banner(preview: MigrationPreview) -> Text:
     return text
 
 
-def plan_banner(plan: MigrationPlan, warnings: tuple[str, ...], read_only: bool) -> Text:
+def plan_banner(plan: MigrationPlan, notes: Sequence[Reason | str], read_only: bool) -> Text:
+    """``✓ plan ready`` and the preview's warnings (``MigrationPreview.notes``), in the console's words."""
     text = PlainText(f"✓ plan ready: {plan.world_size} sidecars for step {plan.step} → ")
     text.append(plan.output_dir, style="bold")
-    for warning in warnings:
-        text.append(f"\n⚠ {warning}", style="yellow")
+    for note in notes:
+        text.append(f"\n⚠ {note_text(note)}", style="yellow")
     if not read_only:
         text.append("\nReview, then Execute (ctrl+e).", style="italic")
     return text

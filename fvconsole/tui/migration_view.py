@@ -380,7 +380,7 @@ class MigrationView(BaseView):
             self.query_one("#mig-execute", Button).disabled = True
             return
         plan = preview.plan
-        self._set_banner(mt.plan_banner(plan, preview.warnings, self.read_only), "ok")
+        self._set_banner(mt.plan_banner(plan, preview.notes, self.read_only), "ok")
         self.query_one("#mig-summary", PlainStatic).update(mt.plan_summary(plan))
         self._rank_rows = [mt.rank_row(cursor) for cursor in plan.ranks]
         self.apply_filter(self.filter_text)

@@ -9,13 +9,21 @@ checkboxes and dialogs. A code without a console text of its own is shown by its
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping
 
 from fvconsole.core.cache import CacheEntry
-from fvconsole.core.cache.freespace import FreeTarget
-from fvconsole.core.cache.plan import SkippedEntry, protection_reason
-from fvconsole.core.reasons import BREAK_LOCK, FORCE, OVERWRITE, SKIP_SOURCE_CHECK, WAIT, Reason, invalid
+from fvconsole.core.cache.freespace import FreeSpacePlan, FreeTarget
+from fvconsole.core.cache.plan import SYMLINK_NOTE, PlannedEviction, SkippedEntry, protection_reason
+from fvconsole.core.reasons import (
+    BREAK_LOCK,
+    FORCE,
+    OVERWRITE,
+    SKIP_SOURCE_CHECK,
+    WAIT,
+    Reason,
+    invalid,
+    min_free_words,
+)
 
 #: The migration form's names for request fields.
 FIELD_LABELS = {
@@ -58,6 +66,14 @@ _TEXTS = {
     "skip.kept": "kept",
     "skip.missing": "no longer in the cache",
     "skip.symlink_not_sized": "a symlinked entry: never evicted to make room under the cap (mark it and press e)",
+    # why a planned entry goes: the eviction dialog's names for its selectors
+    "evict.key": "marked",
+    "evict.nothing_selected": "nothing selected: mark entries, or choose invalid, a cap or a free-space target",
+    "staging.crashed_here": "{path}: staging dir of a crashed migration on this host (pid {pid}); Execute removes it",
+    "publish.not_synced": "{path}: new set published but syncing {parent} failed ({why}); check the set "
+                          "(Checkpoints view) before resuming from it",
+    "fleet.no_selection": "fill in job or nodes to select nodes",
+    "fleet.no_root": "no cache root: fill in “cache root” or set {env}",
 }
 
 
@@ -72,7 +88,7 @@ def with_remedy(text: str, remedy: str | None, remedies: Mapping[str, str] = REM
 def reason_text(reason: Reason, remedies: Mapping[str, str] = REMEDIES) -> str:
     """What a reason says in the console, with what to do here (its remedy, if ``remedies`` has it)."""
     template = _TEXTS.get(reason.code)
-    what = template.format_map(_Values(reason)) if template else reason.detail
+    what = template.format_map(reason.words()) if template else reason.detail
     return with_remedy(what, reason.remedy, remedies)
 
 
@@ -100,34 +116,25 @@ def skip_text(reason: Reason, entry: CacheEntry | None = None, now: float | None
     return reason_text(reason)
 
 
-_FREE_FLAGS = ((re.compile(r"--min-free-gb (\S+?)(?=[),;]|$| )"), r"min free \1 GiB"),
-               (re.compile(r"--min-free-percent (\S+?)(?=[),;]|$| )"), r"min free \1%"))
+def evict_reason_text(planned: PlannedEviction) -> str:
+    """Why an entry is planned for eviction, from its selectors' reasons (``evict.key`` → marked,
+    a free-space target → the dialog's min free field); an item without reasons keeps its text."""
+    if not planned.why:
+        return planned.reason
+    text = "; ".join(reason_text(r) for r in planned.why)
+    return f"{text} ({SYMLINK_NOTE})" if planned.is_symlink else text
 
 
-def evict_reason_text(reason: str) -> str:
-    """Why an entry is planned for eviction, in the console's words (``selected by --key`` → marked,
-    ``--min-free-gb 8`` → the dialog's min free field)."""
-    text = reason.replace("selected by --key", "marked")
-    for flag, words in _FREE_FLAGS:
-        text = flag.sub(words, text)
-    return text
+def free_space_text(free: FreeSpacePlan) -> str:
+    """The plan's free-space line, the target named by the eviction dialog's fields."""
+    return reason_text(free.why)
 
 
 def free_target_text(target: FreeTarget) -> str:
     """A free-space target as the eviction dialog's fields name it: ``min free 8 GiB and 30%``."""
-    parts = []
-    if target.min_free_gb is not None:
-        parts.append(f"{target.min_free_gb:g} GiB")
-    if target.min_free_percent is not None:
-        parts.append(f"{target.min_free_percent:g}%")
-    return "min free " + " and ".join(parts)
+    return min_free_words(target.values(), flags=False)
 
 
-class _Values(dict):
-    """``str.format_map`` source: a reason's values, empty text for any it lacks."""
-
-    def __init__(self, reason: Reason) -> None:
-        super().__init__(reason.values)
-
-    def __missing__(self, key: str) -> str:
-        return ""
+def note_text(note: Reason | str) -> str:
+    """A warning of the core (a reason, or a plain flag-free text) in the console's words."""
+    return note if isinstance(note, str) else reason_text(note)

@@ -1,4 +1,4 @@
-"""D25: `migrate --yes` and `cache evict --yes` stopped by SIGTERM or SIGHUP (scancel, a time
+"""D26: `migrate --yes` and `cache evict --yes` stopped by SIGTERM or SIGHUP (scancel, a time
 limit, srun teardown, timeout(1), a dropped ssh session) clean up like Ctrl-C.
 
 The defect: Python's default for SIGTERM/SIGHUP ends the process at once, without cleanup.

@@ -26,6 +26,7 @@ from fvconsole.core.cache.model import CacheEntry
 from fvconsole.core.cache.roots import GIB, parse_max_gb
 from fvconsole.core.errors import UsageError
 from fvconsole.core.humanize import human_bytes
+from fvconsole.core.reasons import MIN_FREE_GB, MIN_FREE_PERCENT, Reason, min_free_words, reason
 
 
 def parse_min_free_gb(text: str, flag: str = "--min-free-gb") -> float:
@@ -67,14 +68,14 @@ class FreeTarget:
             wanted.append(math.ceil(fs_total * self.min_free_percent / 100))
         return max(wanted)
 
+    def values(self) -> dict[str, str]:
+        """The target's bounds as a reason's values (each front end words them: :func:`min_free_words`)."""
+        named = {MIN_FREE_GB: self.min_free_gb, MIN_FREE_PERCENT: self.min_free_percent}
+        return {name: f"{value:g}" for name, value in named.items() if value is not None}
+
     def describe(self) -> str:
-        """``--min-free-percent 30`` / ``--min-free-gb 8``, as the user asked for it."""
-        parts = []
-        if self.min_free_gb is not None:
-            parts.append(f"--min-free-gb {self.min_free_gb:g}")
-        if self.min_free_percent is not None:
-            parts.append(f"--min-free-percent {self.min_free_percent:g}")
-        return " and ".join(parts)
+        """``--min-free-percent 30`` / ``--min-free-gb 8``: the command line's words for the target."""
+        return min_free_words(self.values(), flags=True)
 
     def to_json(self) -> dict[str, Any]:
         return {"min_free_gb": self.min_free_gb, "min_free_percent": self.min_free_percent}
@@ -101,19 +102,20 @@ class FreeSpacePlan:
     def shortfall(self) -> int:
         return max(0, self.target_bytes - self.free_after)
 
-    def summary(self, asked: str | None = None) -> str:
-        """One line for the plan: the target, before, after, and honestly whether it can be met.
-
-        ``asked``: the target as the front end's controls name it (default: the CLI's flags).
-        """
-        goal = f"target {human_bytes(self.target_bytes)} free ({asked or self.target.describe()})"
+    @property
+    def why(self) -> Reason:
+        """The plan's free-space line as data: the target, before, after, and honestly whether it can be met."""
+        values = {"need": human_bytes(self.target_bytes), "before": human_bytes(self.free_before),
+                  "after": human_bytes(self.free_after), **self.target.values()}
         if self.free_before >= self.target_bytes:
-            return f"{goal}: already {human_bytes(self.free_before)} free; nothing to evict for it"
+            return reason("free.already", "free_target", **values)
         if self.reached:
-            return f"{goal}: {human_bytes(self.free_before)} free now, about {human_bytes(self.free_after)} after"
-        return (f"{goal} cannot be reached: {human_bytes(self.free_before)} free now, about "
-                f"{human_bytes(self.free_after)} after evicting every entry that may be evicted "
-                f"({human_bytes(self.shortfall)} short; kept, in-use and mounted entries stay)")
+            return reason("free.reached", "free_target", **values)
+        return reason("free.unreachable", "free_target", short=human_bytes(self.shortfall), **values)
+
+    def summary(self) -> str:
+        """The command line's line for the plan (``why`` worded with its flags)."""
+        return self.why.cli
 
     def to_json(self) -> dict[str, Any]:
         return {**self.target.to_json(), "target_bytes": self.target_bytes, "fs_total_bytes": self.fs_total,

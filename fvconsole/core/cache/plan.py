@@ -14,12 +14,20 @@ from fvconsole.core.errors import FvError, UsageError
 from fvconsole.core.humanize import format_duration, human_bytes
 from fvconsole.core.reasons import INVALID, Reason, reason
 
-NOTHING_SELECTED = "nothing selected: give --max-gb, --min-free-gb, --min-free-percent, --key, --invalid or --older-than"
+#: The command line's usage error when no selector is given (its front ends raise it before planning).
+NOTHING_SELECTED = reason("evict.nothing_selected", "selection").cli
+
+#: What a planned symlinked entry's reason says after its selectors (no flag: both front ends use it).
+SYMLINK_NOTE = "a symlink: only the link is removed, its target is never touched"
 
 
 @dataclass(frozen=True)
 class PlannedEviction:
-    """One directory (or top-level symlink) to remove; re-checked against these fields first."""
+    """One directory (or top-level symlink) to remove; re-checked against these fields first.
+
+    ``reason`` is the command line's wording (``--json`` too); ``why`` the same as data, one
+    reason per selector that chose it (``evict.*`` codes), for front ends that word it themselves.
+    """
 
     key: str
     path: str
@@ -30,6 +38,13 @@ class PlannedEviction:
     leftover: bool = False
     #: What removing it gives back to the filesystem (CacheEntry.disk_bytes); None: unknown.
     disk_bytes: int | None = None
+    why: tuple[Reason, ...] = field(default=(), compare=False, repr=False)
+
+    @staticmethod
+    def cli_text(why: Sequence[Reason], is_symlink: bool = False) -> str:
+        """The command line's ``reason``: each selector's text, then the symlink note."""
+        text = "; ".join(r.cli for r in why)
+        return f"{text} ({SYMLINK_NOTE})" if is_symlink else text
 
     def to_json(self) -> dict[str, Any]:
         return {"key": self.key, "path": self.path, "bytes": int(self.bytes), "reason": self.reason,
@@ -187,30 +202,34 @@ def _pid_alive(pid: int) -> bool:
 
 
 def _select(scan: CacheScan, *, max_gb: float | None, keys: Sequence[str], invalid: bool,
-            older_than: float | None, skip_lru: set[str], now: float) -> dict[str, list[str]]:
+            older_than: float | None, skip_lru: set[str], now: float) -> dict[str, list[Reason]]:
     """key -> reasons, the union of all selectors."""
-    reasons: dict[str, list[str]] = {}
+    reasons: dict[str, list[Reason]] = {}
+
+    def add(key: str, code: str, **values: Any) -> None:
+        reasons.setdefault(key, []).append(reason(code, "key", **values))
+
     regular = [e for e in scan.entries if not e.is_symlink]
     for key in keys:
         if scan.get(key) is not None:
-            reasons.setdefault(key, []).append("selected by --key")
+            add(key, "evict.key")
     if invalid:
         for e in scan.entries:
             if e.status in ("invalid", "incomplete"):
-                reasons.setdefault(e.key, []).append(f"{e.status}: {e.explanation}")
+                add(e.key, "evict.invalid", status=e.status, explanation=e.explanation)
     if older_than is not None:
         for e in regular:
             if e.last_used is None:
-                reasons.setdefault(e.key, []).append("never used (no manifest): counts as oldest")
+                add(e.key, "evict.never_used")
             elif now - e.last_used > older_than:
-                age = format_duration(now - e.last_used)
-                reasons.setdefault(e.key, []).append(f"last used {age} ago (older than {format_duration(older_than)})")
+                add(e.key, "evict.older_than", age=format_duration(now - e.last_used),
+                    limit=format_duration(older_than))
     if max_gb is not None:
         victims, passed = lru_walk(regular, cap_bytes(max_gb), skip_lru)
         for rank, e in enumerate(victims, 1):
-            reasons.setdefault(e.key, []).append(f"LRU #{rank}: total over the {max_gb:g} GiB cap")
+            add(e.key, "evict.over_cap", rank=rank, cap=f"{max_gb:g}")
         for e in passed:
-            reasons.setdefault(e.key, []).append(f"LRU: next in line for the {max_gb:g} GiB cap")
+            add(e.key, "evict.over_cap_next", cap=f"{max_gb:g}")
     return reasons
 
 
@@ -228,7 +247,7 @@ def plan_eviction(scan: CacheScan, *, max_gb: float | None = None, keys: Sequenc
     planned for cleanup (first).
     """
     if max_gb is None and not keys and not invalid and older_than is None and free_target is None:
-        raise UsageError(NOTHING_SELECTED)
+        raise UsageError.of(reason("evict.nothing_selected", "selection"))
     # An empty root has nothing to lose and nothing to evict (a fresh node's cache on a
     # fleet run): only a root holding other things but no cache entries is suspicious.
     looks_like_cache = bool(scan.entries or scan.leftovers) or not scan.foreign
@@ -259,7 +278,7 @@ def plan_eviction(scan: CacheScan, *, max_gb: float | None = None, keys: Sequenc
         elif e.key in protected:
             skipped.append(SkippedEntry.of(e.key, "skip.in_use", why=protected[e.key]))
         else:
-            evict.append(_planned(e, "; ".join(selected[e.key])))
+            evict.append(_planned(e, selected[e.key]))
     if max_gb is not None or free_target is not None:
         skipped += _lru_notes(scan, selected)
     return EvictionPlan(
@@ -270,7 +289,7 @@ def plan_eviction(scan: CacheScan, *, max_gb: float | None = None, keys: Sequenc
     )
 
 
-def _free_space(scan: CacheScan, target: FreeTarget, selected: dict[str, list[str]], skip: set[str],
+def _free_space(scan: CacheScan, target: FreeTarget, selected: dict[str, list[Reason]], skip: set[str],
                 leftovers: Sequence[PlannedEviction]) -> FreeSpacePlan:
     """Add (to ``selected``) the entries a free-space target needs, in GC order; the plan's free-space side.
 
@@ -285,22 +304,22 @@ def _free_space(scan: CacheScan, target: FreeTarget, selected: dict[str, list[st
     free = scan.fs_free + sum(p.disk_bytes or 0 for p in leftovers) + sum(e.disk_bytes or 0 for e in others)
     regular = sorted((e for e in scan.entries if not e.is_symlink), key=gc_sort_key)
     victims, passed, after = free_space_walk(regular, free, need, skip, {e.key for e in others})
-    goal = f"the {human_bytes(need)} free-space target ({target.describe()})"
+    goal = {"need": human_bytes(need), **target.values()}
     running = free
     for rank, e in enumerate(victims, 1):
-        selected.setdefault(e.key, []).append(f"free space #{rank}: {human_bytes(need - running)} short of {goal}")
+        selected.setdefault(e.key, []).append(
+            reason("evict.min_free", "key", rank=rank, short=human_bytes(need - running), **goal))
         running += e.disk_bytes or 0
     for e in passed:
-        selected.setdefault(e.key, []).append(f"free space: next in line for {goal}")
+        selected.setdefault(e.key, []).append(reason("evict.min_free_next", "key", **goal))
     return FreeSpacePlan(target=target, target_bytes=need, fs_total=scan.fs_total, free_before=scan.fs_free,
                          free_after=after, victims=tuple(e.key for e in victims))
 
 
-def _planned(e: CacheEntry, reason: str) -> PlannedEviction:
-    if e.is_symlink:
-        reason += " (a symlink: only the link is removed, its target is never touched)"
-    return PlannedEviction(key=e.key, path=e.path, bytes=e.bytes, reason=reason,
-                           manifest_mtime_ns=e.manifest_mtime_ns, is_symlink=e.is_symlink, disk_bytes=e.disk_bytes)
+def _planned(e: CacheEntry, why: Sequence[Reason]) -> PlannedEviction:
+    return PlannedEviction(key=e.key, path=e.path, bytes=e.bytes, reason=PlannedEviction.cli_text(why, e.is_symlink),
+                           manifest_mtime_ns=e.manifest_mtime_ns, is_symlink=e.is_symlink, disk_bytes=e.disk_bytes,
+                           why=tuple(why))
 
 
 def _leftover_items(scan: CacheScan, now: float, grace: float,
@@ -314,13 +333,14 @@ def _leftover_items(scan: CacheScan, now: float, grace: float,
         elif busy:
             skipped.append(SkippedEntry.of(item.key, "skip.leftover_busy", name=item.name, why=busy))
         else:
-            evict.append(PlannedEviction(key=item.key, path=item.path, bytes=item.bytes,
-                                         reason=f"leftover of an interrupted eviction ({item.name})",
-                                         manifest_mtime_ns=None, leftover=True, disk_bytes=item.disk_bytes))
+            why = reason("evict.leftover", "key", name=item.name)
+            evict.append(PlannedEviction(key=item.key, path=item.path, bytes=item.bytes, reason=why.cli,
+                                         manifest_mtime_ns=None, leftover=True, disk_bytes=item.disk_bytes,
+                                         why=(why,)))
     return evict, skipped
 
 
-def _lru_notes(scan: CacheScan, selected: dict[str, list[str]]) -> list[SkippedEntry]:
+def _lru_notes(scan: CacheScan, selected: dict[str, list[Reason]]) -> list[SkippedEntry]:
     """Symlinked entries are never part of the size policies: say so when --max-gb or a free target is used."""
     return [
         SkippedEntry.of(e.key, "skip.symlink_not_sized")

@@ -29,6 +29,7 @@ from fvconsole.core.fleet.eviction import (
 )
 from fvconsole.core.fleet.selection import select_nodes
 from fvconsole.core.progress import Progress
+from fvconsole.core.reasons import reason
 
 ENV_ROOT = "FASTVIDEO_WEIGHT_SHARD_CACHE"
 
@@ -37,7 +38,7 @@ def fleet_cache_root(arg: str | None) -> str:
     """``--cache-root``, else ``$FASTVIDEO_WEIGHT_SHARD_CACHE`` of the login node (may contain ``{node}``)."""
     root = arg or os.environ.get(ENV_ROOT)
     if not root:
-        raise UsageError(f"no cache root: give --cache-root or set {ENV_ROOT}")
+        raise UsageError.of(reason("fleet.no_root", "cache_root", env=ENV_ROOT))
     return root
 
 

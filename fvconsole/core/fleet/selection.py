@@ -11,6 +11,7 @@ from typing import Any
 
 from fvconsole.core.errors import FvError, UsageError
 from fvconsole.core.fleet.hostlist import compress_hostlist, expand_hostlist
+from fvconsole.core.reasons import reason
 
 _JOB_ID = re.compile(r"^\d+([_+]\d+)?$")
 
@@ -50,7 +51,7 @@ def find_srun(srun: str = "srun") -> str:
 def job_nodes(job_id: str, squeue: str = "squeue", timeout: float = 30.0) -> tuple[str, ...]:
     """The nodes a running job holds, read with ``squeue -j JOBID -o '%T %N'``."""
     if not _JOB_ID.match(job_id):
-        raise UsageError(f"--job: {job_id[:40]!r} is not a Slurm job id")
+        raise UsageError.of(reason("fleet.job_id", "job", shown=repr(job_id[:40])))
     exe = shutil.which(squeue)
     if not exe:
         raise FvError(f"{squeue} not found: fleet commands need Slurm (squeue on PATH)")
@@ -60,13 +61,13 @@ def job_nodes(job_id: str, squeue: str = "squeue", timeout: float = 30.0) -> tup
             capture_output=True, text=True, timeout=timeout, stdin=subprocess.DEVNULL,
         )
     except subprocess.TimeoutExpired as exc:
-        raise FvError(f"--job {job_id}: squeue did not answer within {timeout:g}s") from exc
+        raise FvError.of(reason("fleet.squeue_timeout", "job", job=job_id, timeout=f"{timeout:g}")) from exc
     if proc.returncode != 0:
-        reason = _one_line(proc.stderr) or f"exit {proc.returncode}"
-        raise FvError(f"--job {job_id}: squeue failed: {reason}")
+        why = _one_line(proc.stderr) or f"exit {proc.returncode}"
+        raise FvError.of(reason("fleet.squeue_failed", "job", job=job_id, why=why))
     lines = [line.split(None, 1) for line in proc.stdout.splitlines() if line.strip()]
     if not lines:
-        raise FvError(f"--job {job_id}: no such job in squeue (finished, or never existed)")
+        raise FvError.of(reason("fleet.no_such_job", "job", job=job_id))
     nodes: dict[str, None] = {}
     states = set()
     for parts in lines:
@@ -74,7 +75,7 @@ def job_nodes(job_id: str, squeue: str = "squeue", timeout: float = 30.0) -> tup
         if len(parts) == 2 and parts[1].strip() and parts[1].strip() != "(null)":
             nodes.update(dict.fromkeys(expand_hostlist(parts[1].strip(), f"squeue node list of job {job_id}")))
     if not nodes:
-        raise FvError(f"--job {job_id}: job holds no nodes (state {', '.join(sorted(states))})")
+        raise FvError.of(reason("fleet.job_without_nodes", "job", job=job_id, states=", ".join(sorted(states))))
     return tuple(nodes)
 
 
@@ -83,17 +84,18 @@ def parse_node_list(nodes: str | None) -> tuple[str, ...] | None:
     if nodes is None:
         return None
     try:
-        return expand_hostlist(nodes, "--nodes")
+        return expand_hostlist(nodes, "nodes")
     except FvError as exc:
-        raise UsageError(exc.message) from None
+        problem = exc.message.removeprefix("nodes: ")
+        raise UsageError.of(reason("fleet.nodes_bad", "nodes", problem=problem)) from None
 
 
 def check_selection_args(nodes: str | None, job_id: str | None) -> None:
     """Everything about ``--nodes`` / ``--job`` that can be judged without Slurm (before srun/squeue run)."""
     if nodes is None and job_id is None:
-        raise UsageError("give --nodes NODELIST or --job JOBID to select nodes")
+        raise UsageError.of(reason("fleet.no_selection", "nodes"))
     if job_id is not None and not _JOB_ID.match(job_id):
-        raise UsageError(f"--job: {job_id[:40]!r} is not a Slurm job id")
+        raise UsageError.of(reason("fleet.job_id", "job", shown=repr(job_id[:40])))
     parse_node_list(nodes)
 
 
@@ -114,12 +116,11 @@ def select_nodes(
             held_set = set(held)
             outside = [n for n in wanted if n not in held_set]
             if outside:
-                raise FvError(
-                    f"--nodes: {compress_hostlist(outside)} not in job {job_id} ({compress_hostlist(held)})"
-                )
+                raise FvError.of(reason("fleet.nodes_outside_job", "nodes", outside=compress_hostlist(outside),
+                                        job=job_id, held=compress_hostlist(held)))
         chosen = wanted if wanted is not None else held
     else:
         chosen = wanted or ()
     if not chosen:
-        raise FvError("--nodes: the node selection is empty")
+        raise FvError.of(reason("fleet.nodes_empty", "nodes"))
     return NodeSelection(tuple(chosen), job_id, partition or None, tuple(srun_args))

@@ -191,7 +191,12 @@ class Review:
     """What execution would refuse (as data) or report about the output dir right now."""
 
     refusal: Reason | None
-    warnings: tuple[str, ...] = ()
+    notes: tuple[Reason, ...] = ()
+
+    @property
+    def warnings(self) -> tuple[str, ...]:
+        """The notes in the command line's words."""
+        return tuple(n.cli for n in self.notes)
 
 
 def review(out: str, checkpoint: str, overwrite: bool, *, break_lock: bool = False) -> Review:
@@ -207,14 +212,14 @@ def review(out: str, checkpoint: str, overwrite: bool, *, break_lock: bool = Fal
     except FvError as exc:
         refusal = exc.reason or invalid("output_dir", str(exc))
     parent, outname = os.path.dirname(out), os.path.basename(out)
-    warnings = []
+    notes = []
     for found in staging_dirs(parent, outname):
-        why = staging_kept(found)
-        warnings.append(why or f"{found.path}: staging dir of a crashed migration on this host "
-                               f"(pid {found.pid}); --yes removes it")
-    if lock.note:
-        warnings.append(lock.note)
-    return Review(refusal, tuple(warnings))
+        kept = staging_kept(found)
+        notes.append(invalid("output_dir", kept) if kept else
+                     reason("staging.crashed_here", "output_dir", path=found.path, pid=found.pid))
+    if lock.note_reason is not None:
+        notes.append(lock.note_reason)
+    return Review(refusal, tuple(notes))
 
 
 def _unwritable_parent(out: str) -> str | None:

@@ -201,6 +201,8 @@ class MigrationPreview:
     refusals: tuple[Refusal, ...]
     warnings: tuple[str, ...]
     plan: MigrationPlan | None
+    #: The warnings as data (``warnings`` is their command-line wording), for front ends that word them.
+    notes: tuple[Reason, ...] = field(default=(), compare=False, repr=False)
 
     @property
     def ok(self) -> bool:
@@ -217,11 +219,16 @@ class MigrationPreview:
 
 
 class Collector:
-    """Accumulates refusals and warnings; every message is prefixed with its field."""
+    """Accumulates refusals and warnings (as reasons); every refusal's message is prefixed with its field."""
 
     def __init__(self) -> None:
         self.refusals: list[Refusal] = []
-        self.warnings: list[str] = []
+        self.notes: list[Reason] = []
+
+    @property
+    def warnings(self) -> list[str]:
+        """The warnings in the command line's words."""
+        return [n.cli for n in self.notes]
 
     def refuse(self, field_name: str, message: str) -> None:
         """A refusal with no code of its own: ``message`` names no flag and no remedy."""
@@ -231,7 +238,11 @@ class Collector:
         self.refusals.append(Refusal(why.field, f"{why.field}: {why.cli}", why))
 
     def warn(self, message: str) -> None:
-        self.warnings.append(message)
+        """A warning with no code of its own: ``message`` names no flag."""
+        self.notes.append(invalid("warning", message))
+
+    def note(self, why: Reason) -> None:
+        self.notes.append(why)
 
 
 def plan_migration(req: MigrationRequest, progress: Progress | None = None, *,
@@ -289,7 +300,7 @@ def _plan(req: MigrationRequest, progress: Progress | None, *, output_rules: boo
         plan_warnings = tuple(col.warnings)
         review = output_dir.review(out, ckpt, req.overwrite, break_lock=break_lock) if output_rules else None
         if review is not None:
-            col.warnings.extend(review.warnings)
+            col.notes.extend(review.notes)
             if review.refusal:
                 col.add(replace(review.refusal, field="output_dir"))
         if not col.refusals:
@@ -321,10 +332,10 @@ def _plan(req: MigrationRequest, progress: Progress | None, *, output_rules: boo
                 ranks=compute_cursors(manifest.rows, manifest.sample_starts, shards, topo, yielded),
                 mismatches=mismatches,
                 warnings=plan_warnings,
-                output_dir_warnings=review.warnings if review is not None else (),
+                output_dir_warnings=tuple(n.cli for n in review.notes) if review is not None else (),
             )
     progress(5, total, "done")
-    return MigrationPreview(req, mismatches, tuple(col.refusals), tuple(col.warnings), plan)
+    return MigrationPreview(req, mismatches, tuple(col.refusals), tuple(col.warnings), plan, tuple(col.notes))
 
 
 def _check_confirmations(req: MigrationRequest, step: int | None, params: inputs.Params, col: Collector) -> None:
@@ -359,7 +370,8 @@ def _load_manifest(req: MigrationRequest, params: inputs.Params, col: Collector,
             col.warn(f"source check skipped: {problem}")
         else:
             col.add(reason("manifest.source", "manifest.source", problem=problem))
-    col.warnings.extend(check.warnings)
+    for warning in check.warnings:
+        col.warn(warning)
     return manifest
 
 

@@ -19,6 +19,7 @@ from fvconsole.core.errors import PartialFailure
 from fvconsole.core.migration import faults
 from fvconsole.core.migration.files import classify_entry, sha256_bytes
 from fvconsole.core.migration.output_dir import check_output_dir, staging_name
+from fvconsole.core.reasons import reason
 
 #: Re-verification reads at most this much of a published file (a sidecar is a few KiB).
 MAX_PUBLISHED_BYTES = 64 << 20
@@ -85,9 +86,8 @@ def publish(staging: str, out: str, parent: str, outname: str, checkpoint: str, 
         try:
             os.rename(aside, out)
         except OSError:
-            raise PartialFailure(
-                f"{out}: publishing failed ({exc.strerror}) and the previous set could not be moved back: "
-                f"previous set at {aside}, new set at {staging}",
+            raise PartialFailure.of(
+                reason("publish.not_restored", "output_dir", path=out, why=exc.strerror, previous=aside, new=staging),
                 report={"stage": "publishing", "output_dir": out, "previous_set": aside, "new_set": staging,
                         "output_dir_changed": True},
             ) from None
@@ -107,8 +107,8 @@ def after_publish(
     try:
         fsync_dir(parent, f"fsync {parent}")
     except OSError as exc:
-        raise PartialFailure(
-            f"{out}: new set published but syncing {parent} failed ({exc.strerror}); re-run verify",
+        raise PartialFailure.of(
+            reason("publish.not_synced", "output_dir", path=out, parent=parent, why=exc.strerror),
             report={"stage": "syncing the parent dir", "output_dir": out, "output_dir_changed": True,
                     "previous_set": old},
         ) from None
@@ -116,9 +116,8 @@ def after_publish(
     if problems:
         more = f" (+{len(problems) - 1} more)" if len(problems) > 1 else ""
         kept = f"; the previous set is kept at {old} (until the next migrate on this host)" if old else ""
-        raise PartialFailure(
-            f"{out}: the published set does not read back as written: {problems[0]}{more}{kept}; "
-            "do not resume from it (re-run with --overwrite)",
+        raise PartialFailure.of(
+            reason("publish.not_as_written", "output_dir", path=out, problem=problems[0], more=more, kept=kept),
             report={"stage": "verifying the published set", "output_dir": out, "output_dir_changed": True,
                     "problems": problems, "previous_set": old},
         )
