@@ -4,8 +4,11 @@ screen and quits on `q` with exit 0 (the same driver CI uses for the README's fi
 from __future__ import annotations
 
 import pathlib
+import signal
 import subprocess
 import sys
+
+import pytest
 
 DRIVER = pathlib.Path(__file__).resolve().parent.parent / ".ci" / "pty_console.py"
 
@@ -30,3 +33,54 @@ def test_the_driver_fails_when_the_screen_never_shows(tmp_path) -> None:
         capture_output=True, text=True, timeout=60,
     )
     assert proc.returncode == 1 and "missing on screen: ['Quit']" in proc.stdout
+
+
+def _read_until(fd: int, needle: bytes, seconds: float) -> bytes:
+    import os
+    import select
+    import time
+
+    seen = b""
+    deadline = time.monotonic() + seconds
+    while needle not in seen and time.monotonic() < deadline:
+        ready, _, _ = select.select([fd], [], [], 0.2)
+        if ready:
+            try:
+                seen += os.read(fd, 65536)
+            except OSError:
+                break
+    return seen
+
+
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGHUP])
+def test_a_signal_ends_the_console_and_restores_the_terminal(tmp_path, sig: signal.Signals) -> None:
+    """Defect: `kill` (SIGTERM) left the terminal raw, without echo and in the alternate screen."""
+    import os
+    import termios
+
+    from fvconsole.demo.workspace import build_demo_workspace
+
+    ws = build_demo_workspace(str(tmp_path / "ws"))
+    master, slave = os.openpty()
+    os.set_blocking(master, False)
+    env = dict(os.environ, TERM="xterm-256color", COLUMNS="100", LINES="30")
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "fvconsole", "--config", ws.config_path, "--checkpoints", ws.output_dir,
+         "--cache-root", ws.cache_root],
+        stdin=slave, stdout=slave, stderr=slave, env=env, start_new_session=True,
+    )
+    try:
+        shown = _read_until(master, b"Quit", 60)
+        assert b"Quit" in shown, shown[-2000:]
+        proc.send_signal(sig)
+        rest = _read_until(master, b"\x1b[?1049l", 30)  # leaving the alternate screen
+        code = proc.wait(timeout=30)
+        mode = termios.tcgetattr(master)  # Linux: the pair's settings, as the console left them
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        os.close(master)
+        os.close(slave)
+    assert code == 128 + sig  # an orderly exit with the signal's code, not killed by it
+    assert b"\x1b[?1049l" in rest
+    assert mode[3] & termios.ICANON and mode[3] & termios.ECHO, "terminal left in raw mode"

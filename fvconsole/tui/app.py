@@ -8,6 +8,9 @@ All file-system work runs in thread workers; the event loop only renders.
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
+import signal
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import replace
 from typing import Any, ClassVar
@@ -143,9 +146,27 @@ class FvConsoleApp(App[int]):
                     yield cls.for_state(self.state, id=f"view-{name}")
         yield Footer(compact=True)
 
+    #: Set by the launcher (not under ``run_test``): SIGTERM and SIGHUP end the console like `q`.
+    exit_on_signals: bool = False
+
     def on_mount(self) -> None:
         self.sub_title = "read-only" if self.state.read_only else ""
+        if self.exit_on_signals:
+            self._exit_on_signals()
         self.load_state(self.state)
+
+    def _exit_on_signals(self) -> None:
+        """SIGTERM (``kill``, ``timeout``) and SIGHUP end the console through Textual's own exit,
+        which restores the terminal; the default action killed the process with the terminal
+        left raw, without echo and in the alternate screen. A signal the user chose to ignore
+        (``nohup``) stays ignored. A write already running in a worker thread is finished
+        before the process exits (the interpreter waits for it), never cut in half."""
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGTERM, signal.SIGHUP):
+            if signal.getsignal(sig) is signal.SIG_IGN:
+                continue
+            with contextlib.suppress(NotImplementedError, RuntimeError, ValueError):
+                loop.add_signal_handler(sig, lambda sig=sig: self.exit(return_code=128 + sig))
 
     # ------------------------------------------------------------ state
 

@@ -11,5 +11,6 @@ def run_console(args: argparse.Namespace) -> int:
     from fvconsole.tui.state import ConsoleState
 
     app = FvConsoleApp(ConsoleState.from_args(args))
+    app.exit_on_signals = True
     app.run()
     return int(app.return_code or 0)
