@@ -462,8 +462,27 @@ def _skip_or_fail(reason: str) -> None:
     pytest.skip(reason)
 
 
-@pytest.fixture(scope="session", name="slurm_cluster")
-def slurm_cluster_fixture() -> Iterator[SlurmCluster]:
+@pytest.fixture(name="slurm_cluster")
+def slurm_cluster_fixture(slurm_cluster_session: SlurmCluster) -> SlurmCluster:
+    """The session's cluster, once the previous test's jobs and steps are gone and every node is
+    idle again: a node still completing a step refuses the next one ("Unable to create step")."""
+    drain_jobs(slurm_cluster_session.conf)
+    deadline = time.monotonic() + _QUIET_SECONDS
+    last = ""
+    while time.monotonic() < deadline:
+        ok, last = _all_idle(slurm_cluster_session.conf)
+        if ok:
+            return slurm_cluster_session
+        time.sleep(0.2)
+    pytest.fail(f"the Slurm cluster did not become idle within {_QUIET_SECONDS:g}s: {last}", pytrace=False)
+
+
+#: How long a test waits for the previous test's steps to finish on every node.
+_QUIET_SECONDS = 60.0
+
+
+@pytest.fixture(scope="session", name="slurm_cluster_session")
+def slurm_cluster_session_fixture() -> Iterator[SlurmCluster]:
     """A running 3-node emulated cluster (session-scoped); skips with the reason if impossible."""
     reason = unavailable_reason()
     if reason:

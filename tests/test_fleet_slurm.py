@@ -16,7 +16,11 @@ from pathlib import Path
 import pytest
 from docs_examples import doc_example, with_settings
 from sized_cache import MIB, PAGE, mounted_tmpfs, sized_entry
-from slurm_cluster import SlurmCluster, slurm_cluster_fixture  # noqa: F401  (registers `slurm_cluster`)
+from slurm_cluster import (  # noqa: F401  (registers `slurm_cluster`)
+    SlurmCluster,
+    slurm_cluster_fixture,
+    slurm_cluster_session_fixture,
+)
 
 from fvconsole.core.fleet.dispatch import DispatchOptions
 from fvconsole.core.fleet.eviction import execute_fleet_eviction, preview_fleet_eviction
@@ -252,7 +256,7 @@ def test_single_step_survives_a_task_that_dies(slurm_cluster: SlurmCluster, tmp_
                             "--fanout", "single-step", "--full", env=env)
     assert code == 3, err
     assert doc["nodes"]["n2"]["failure"] == "unreachable" and "Killed" in doc["nodes"]["n2"]["error"]
-    assert doc["keys"][KEY] == {"n1": "partial", "n3": "incomplete"}
+    assert doc["keys"][KEY] == {"n1": "partial", "n3": "incomplete"}, (doc["nodes"]["n3"], err)
     assert _steps(log) == 1
 
 
