@@ -81,6 +81,8 @@ line is prefixed "<task>: " and, as slurmstepd forwards at most 1024 bytes at a 
 longer line arrives as several labelled pieces. Node names choose a failure:
 
 - down*: the whole srun fails before any task starts ("Invalid node name specified");
+- flaky*: the first srun naming it fails before any task starts, as slurmctld does for a
+  moment ("Unable to allocate resources: Invalid argument"); later ones run the command;
 - hang*: the step waits for resources that never come (srun writes its pid to
   $FAKE_SRUN_PIDS/<node>.pid); with --immediate srun fails at once ("nodes are busy");
 - stuck*: the node runner starts, but its command never returns;
@@ -120,6 +122,13 @@ nodes = expand(opts["--nodelist"])
 if any(n.startswith("down") for n in nodes):
     print("srun: error: Unable to allocate resources: Invalid node name specified", file=sys.stderr)
     sys.exit(1)
+for node in nodes:
+    if node.startswith("flaky"):
+        tried = os.path.join(os.path.dirname(os.path.abspath(__file__)), "." + node + ".tried")
+        if not os.path.exists(tried):
+            open(tried, "w").close()
+            print("srun: error: Unable to allocate resources: Invalid argument", file=sys.stderr)
+            sys.exit(1)
 
 
 def emit(stream, task, data):

@@ -43,7 +43,7 @@ FANOUTS = ("per-node", "single-step")
 def caches(tmp_path: Path) -> tuple[str, str]:
     """Per-node roots tmp/<node>/wcache with one entry each; returns (template, key)."""
     key = make_key("fleet-dispatch")
-    for node in ("a1", "a2", "hang1", "stuck1", "garbage1", "down1", "twice1"):
+    for node in ("a1", "a2", "hang1", "stuck1", "garbage1", "down1", "twice1", "flaky1"):
         write_cache_entry(tmp_path / node / "wcache", key, num_shards=2, status="complete", tensor_bytes=256)
     return str(tmp_path / "{node}" / "wcache"), key
 
@@ -245,8 +245,26 @@ def test_dispatch_reports_each_failure_per_node(fake_srun: str, caches: tuple[st
     assert by["nosuch1"].kind == "failed" and "does not exist" in by["nosuch1"].error
     assert len(seen) == len(sel.nodes)
     assert exit_code_for(run.outcomes) == 3
-    # single step: the launch fails (down1, and hang1 is busy), so every node is retried alone
-    assert run.job_steps == len(sel.nodes) + (1 if fanout == "single-step" else 0)
+    # per node: down1's srun never started its runner, so it is tried once more (and fails again);
+    # single step: the launch fails (down1, and hang1 is busy), so every node is retried alone, once
+    assert run.job_steps == len(sel.nodes) + 1
+
+
+@pytest.mark.parametrize("fanout", ["per-node", "single-step"])
+def test_a_launch_refused_for_a_moment_is_retried_once(fake_srun: str, caches: tuple[str, str], fanout: str) -> None:
+    """Defect: slurmctld refusing an allocation for a moment ("Unable to allocate resources:
+    Invalid argument") made a per-node run report the node unreachable, though nothing had run
+    there; a node whose runner never started is now tried once more, alone."""
+    template, key = caches
+    sel = NodeSelection(("a1", "flaky1", "a2"))
+    steps = build_steps(sel, ["cache", "ls", template, "--json"],
+                        DispatchOptions(srun=fake_srun, timeout=5, fanout=fanout), expects=LS)
+    run = run_steps(steps)
+    by = run.by_node()
+    assert by["flaky1"].ok and [e["key"] for e in by["flaky1"].output["entries"]] == [key]
+    assert by["a1"].ok and by["a2"].ok
+    # per node: 3 steps + flaky1 again; single step: 1 step (refused as a whole) + 3 alone
+    assert run.job_steps == 4
 
 
 def test_single_step_is_one_job_step_with_a_stuck_and_a_failing_node(fake_srun: str,

@@ -236,9 +236,11 @@ class _Reporter:
         self._progress(done, self._total, f"{node}: {kind}")
 
 
-def _run_step(plan: SrunSteps, step: SrunStep, report: _Reporter,
-              running: Running) -> dict[str, NodeOutcome | None]:
-    """One srun; a node of a multi-node step that never started maps to None (retry it alone)."""
+def _run_step(plan: SrunSteps, step: SrunStep, report: _Reporter, running: Running,
+              retry_unstarted: bool) -> dict[str, NodeOutcome | None]:
+    """One srun. With ``retry_unstarted``, a node whose runner never started (srun could not
+    launch it: a busy node under ``--immediate``, or slurmctld refusing the allocation or the
+    step for the moment) maps to None: nothing ran there, so it is tried again alone, once."""
     opts = plan.options
     multi = plan.fanout == SINGLE_STEP
 
@@ -254,7 +256,8 @@ def _run_step(plan: SrunSteps, step: SrunStep, report: _Reporter,
     out: dict[str, NodeOutcome | None] = {}
     for node in step.nodes:
         stream = demux.streams[node]
-        if multi and not stream.started and not ran.timed_out and ran.start_error is None and not running.stopping:
+        if retry_unstarted and not stream.started and not ran.timed_out and ran.start_error is None \
+                and not running.stopping:
             out[node] = None
             continue
         outcome = classify(stream, expects=plan.expects, timeout=opts.timeout, cap=opts.max_output,
@@ -266,13 +269,13 @@ def _run_step(plan: SrunSteps, step: SrunStep, report: _Reporter,
 
 
 def _run_all(plan: SrunSteps, steps: Sequence[SrunStep], report: _Reporter,
-             running: Running) -> dict[str, NodeOutcome | None]:
+             running: Running, retry_unstarted: bool) -> dict[str, NodeOutcome | None]:
     results: dict[str, NodeOutcome | None] = {}
     if len(steps) == 1:
-        return _run_step(plan, steps[0], report, running)
+        return _run_step(plan, steps[0], report, running, retry_unstarted)
     pool = ThreadPoolExecutor(max_workers=min(plan.options.parallel, len(steps)), thread_name_prefix="fleet")
     try:
-        futures = [pool.submit(_run_step, plan, step, report, running) for step in steps]
+        futures = [pool.submit(_run_step, plan, step, report, running, retry_unstarted) for step in steps]
         for future in as_completed(futures):
             results.update(future.result())
     except BaseException:
@@ -284,7 +287,7 @@ def _run_all(plan: SrunSteps, steps: Sequence[SrunStep], report: _Reporter,
 
 
 def run_steps(plan: SrunSteps, progress: Progress | None = None) -> FleetRun:
-    """Execute exactly the planned steps (then, in single-step fan-out, retry never-started nodes one by one).
+    """Execute exactly the planned steps, then retry nodes whose runner never started one by one, once.
 
     On an interrupt (Ctrl-C) every srun in flight is terminated (which cancels its step)
     before the interrupt propagates.
@@ -293,12 +296,12 @@ def run_steps(plan: SrunSteps, progress: Progress | None = None) -> FleetRun:
     running = Running()
     job_steps = len(plan.steps)
     try:
-        results = _run_all(plan, plan.steps, report, running) if plan.steps else {}
+        results = _run_all(plan, plan.steps, report, running, True) if plan.steps else {}
         retry = [(node, args) for node, args in plan.requests if node in results and results[node] is None]
         if retry:
             again = _per_node_steps(plan.srun, plan.selection, retry, plan.options.timeout)
             per_node = replace(plan, fanout=PER_NODE)
-            results.update(_run_all(per_node, again, report, running))
+            results.update(_run_all(per_node, again, report, running, False))
             job_steps += len(again)
     except BaseException:
         running.stop_all()
