@@ -54,6 +54,21 @@ def open_regular(path: str | os.PathLike[str], what: str, max_bytes: int | None 
     blocking mode only after the check, so it can be handed to code that does its own reads
     (pyarrow, torch.load) without a race between checking and opening.
     """
+    fd, _ = _open_checked(path, what, max_bytes)
+    try:
+        handle = os.fdopen(fd, "rb")
+    except BaseException:
+        os.close(fd)
+        raise
+    with handle:
+        yield handle
+
+
+def _open_checked(path: str | os.PathLike[str], what: str, max_bytes: int | None) -> tuple[int, os.stat_result]:
+    """A blocking fd on ``path`` and its fstat, once they show a regular file of at most ``max_bytes``.
+
+    Opened non-blocking so a FIFO cannot hang the open; the caller owns (and closes) the fd.
+    """
     shown = os.fspath(path)
     fd = os.open(path, _OPEN_FLAGS)
     try:
@@ -63,12 +78,10 @@ def open_regular(path: str | os.PathLike[str], what: str, max_bytes: int | None 
         if max_bytes is not None and st.st_size > max_bytes:
             raise FvError(f"{shown}: {what} is larger than {max_bytes} bytes ({st.st_size}); refusing to read it")
         os.set_blocking(fd, True)
-        handle = os.fdopen(fd, "rb")
     except BaseException:
         os.close(fd)
         raise
-    with handle:
-        yield handle
+    return fd, st
 
 
 def read_regular_file(path: str | os.PathLike[str], what: str, max_bytes: int) -> bytes:
@@ -77,15 +90,8 @@ def read_regular_file(path: str | os.PathLike[str], what: str, max_bytes: int) -
     The read itself is capped too, so a file that grows after the check is still refused.
     Reads the fd directly (no file object): a migration reads back a thousand small files.
     """
-    shown = os.fspath(path)
-    fd = os.open(path, _OPEN_FLAGS)
+    fd, st = _open_checked(path, what, max_bytes)
     try:
-        st = os.fstat(fd)
-        if not stat.S_ISREG(st.st_mode):
-            raise FvError(f"{shown}: {what} must be a regular file, but it is {file_kind(st.st_mode)}")
-        if st.st_size > max_bytes:
-            raise FvError(f"{shown}: {what} is larger than {max_bytes} bytes ({st.st_size}); refusing to read it")
-        os.set_blocking(fd, True)
         # Read in chunks sized by fstat, never one max_bytes buffer up front: read(n) allocates
         # n bytes, which a login node with ``ulimit -v`` refuses for a 1 GiB cap.
         chunks: list[bytes] = []
