@@ -30,8 +30,13 @@ class Kind:
 
     code: str
     detail: str
-    cli: str
+    #: Empty when the command line says exactly what the console says.
+    cli: str = ""
     remedy: str | None = None
+
+    def __post_init__(self) -> None:
+        if not self.cli:
+            object.__setattr__(self, "cli", self.detail)
 
 
 @dataclass(frozen=True)
@@ -132,7 +137,7 @@ INVALID = "invalid"
 
 #: Every code the core produces. ``{value}`` names a value of the reason.
 KINDS: Mapping[str, Kind] = _kinds(
-    Kind(INVALID, "{text}", "{text}"),
+    Kind(INVALID, "{text}"),
     # migration: the operator's confirmations
     Kind("expected_step.metadata", "expected step is {given} but metadata.json step is {actual} ({path})",
          "--expected-step is {given} but metadata.json step is {actual} ({path})"),
@@ -175,7 +180,7 @@ KINDS: Mapping[str, Kind] = _kinds(
          "{path}: output dir name is too long for its staging dir beside it (at most {limit} bytes)",
          "{path}: output dir name is too long for its staging dir beside it (at most {limit} bytes; --output-dir)"),
     # locks (a migration's output dir, a cache root); {who} is " (holder; lock file F)" or empty
-    Kind("lock.alive", "{subject}: {what}{who}", "{subject}: {what}{who}"),
+    Kind("lock.alive", "{subject}: {what}{who}"),
     Kind("lock.alive_not_broken", "{subject}: {what}{who}; it is still running, so it is not broken",
          "{subject}: {what}{who}; it is still running, so --break-lock leaves it"),
     Kind("lock.stale", "{subject}: {what}{who}; {why}",
@@ -188,11 +193,8 @@ KINDS: Mapping[str, Kind] = _kinds(
          "{subject}: {what}{who}; {why}: if that run is gone, use --break-lock there or remove the lock by hand "
          "(rm {file})"),
     Kind("lock.damaged", "{subject}: {what} (lock file {file} is unreadable: {why}; once no run is using it, "
-         "remove it by hand: rm {file})",
-         "{subject}: {what} (lock file {file} is unreadable: {why}; once no run is using it, "
          "remove it by hand: rm {file})"),
-    Kind("lock.changing", "{subject}: {what}{who}; the lock file keeps changing",
-         "{subject}: {what}{who}; the lock file keeps changing"),
+    Kind("lock.changing", "{subject}: {what}{who}; the lock file keeps changing"),
     Kind("lock.evicting", "{subject}: {what}{who}", "{subject}: {what}{who}; re-run with --wait SECONDS to wait for it",
          WAIT),
     Kind("lock.evicting_waited", "{subject}: {what}{who}; it did not finish within {wait}s",
@@ -206,28 +208,28 @@ KINDS: Mapping[str, Kind] = _kinds(
          "{root}: contains no cache-looking entries (16 lowercase hex directories); is this the right root? "
          "--force to proceed", FORCE),
     # cache: why a selected entry is left in place
-    Kind("skip.missing", "no such entry in the cache", "no such entry in the cache"),
+    Kind("skip.missing", "no such entry in the cache"),
     Kind("skip.kept", "kept", "kept (--keep)"),
-    Kind("skip.mounted", "{prefix}{why}", "{prefix}{why}"),
+    Kind("skip.mounted", "{prefix}{why}"),
     Kind("skip.in_use", "{why}", "{why}; --force to evict anyway", FORCE),
-    Kind("skip.leftover_busy", "{name}: {why}", "{name}: {why}"),
+    Kind("skip.leftover_busy", "{name}: {why}"),
     Kind("skip.symlink_not_sized", "symlinked entry: never evicted to make room under a size or free-space target",
          "symlinked entry: never evicted by --max-gb or a free-space target (select it with --key or --invalid)"),
-    Kind("skip.changed", "{text}", "{text}"),
+    Kind("skip.changed", "{text}"),
     Kind("evict.nothing_selected", "nothing selected: give a cap, a free-space target, keys, invalid entries or an age",
          "nothing selected: give --max-gb, --min-free-gb, --min-free-percent, --key, --invalid or --older-than"),
     # cache: why a planned entry is evicted (one per selector that chose it)
     Kind("evict.key", "selected by key", "selected by --key"),
-    Kind("evict.invalid", "{status}: {explanation}", "{status}: {explanation}"),
-    Kind("evict.never_used", "never used (no manifest): counts as oldest", "never used (no manifest): counts as oldest"),
-    Kind("evict.older_than", "last used {age} ago (older than {limit})", "last used {age} ago (older than {limit})"),
-    Kind("evict.over_cap", "LRU #{rank}: total over the {cap} GiB cap", "LRU #{rank}: total over the {cap} GiB cap"),
-    Kind("evict.over_cap_next", "LRU: next in line for the {cap} GiB cap", "LRU: next in line for the {cap} GiB cap"),
+    Kind("evict.invalid", "{status}: {explanation}"),
+    Kind("evict.never_used", "never used (no manifest): counts as oldest"),
+    Kind("evict.older_than", "last used {age} ago (older than {limit})"),
+    Kind("evict.over_cap", "LRU #{rank}: total over the {cap} GiB cap"),
+    Kind("evict.over_cap_next", "LRU: next in line for the {cap} GiB cap"),
     Kind("evict.min_free", "free space #{rank}: {short} short of the {need} free-space target ({min_free})",
          "free space #{rank}: {short} short of the {need} free-space target ({min_free_flags})"),
     Kind("evict.min_free_next", "free space: next in line for the {need} free-space target ({min_free})",
          "free space: next in line for the {need} free-space target ({min_free_flags})"),
-    Kind("evict.leftover", "leftover of an interrupted eviction ({name})", "leftover of an interrupted eviction ({name})"),
+    Kind("evict.leftover", "leftover of an interrupted eviction ({name})"),
     # cache: a plan's free-space target ({min_free}: the target's bounds)
     Kind("free.already", "target {need} free ({min_free}): already {before} free; nothing to evict for it",
          "target {need} free ({min_free_flags}): already {before} free; nothing to evict for it"),
@@ -245,8 +247,6 @@ KINDS: Mapping[str, Kind] = _kinds(
          "{file}: stale lock of {holder} will be removed (--break-lock): {why}"),
     # migration: publishing failed part-way (exit 3)
     Kind("publish.not_restored", "{path}: publishing failed ({why}) and the previous set could not be moved back: "
-         "previous set at {previous}, new set at {new}",
-         "{path}: publishing failed ({why}) and the previous set could not be moved back: "
          "previous set at {previous}, new set at {new}"),
     Kind("publish.not_synced", "{path}: new set published but syncing {parent} failed ({why}); verify the set "
          "before resuming from it",
