@@ -175,6 +175,10 @@ KINDS: Mapping[str, Kind] = _kinds(
          "{path}: output dir contains {count} file(s) that are not fvconsole sidecars ({shown}); refusing to replace it",
          "{path}: output dir contains {count} file(s) that are not fvconsole sidecars ({shown}); "
          "refusing to replace it (--output-dir)"),
+    Kind("output_dir.mount_point", "{path}: output dir is a mount point ({why}); a mount point cannot be renamed or "
+         "swapped, so no set can be published there: use a directory inside it",
+         "{path}: output dir is a mount point ({why}); a mount point cannot be renamed or swapped, so no set can be "
+         "published there: use a directory inside it (--output-dir)"),
     Kind("output_dir.bad_name", "{path}: not a usable output dir name", "{path}: not a usable output dir name (--output-dir)"),
     Kind("output_dir.name_too_long",
          "{path}: output dir name is too long for its staging dir beside it (at most {limit} bytes)",

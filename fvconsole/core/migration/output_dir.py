@@ -18,6 +18,7 @@ import stat
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from fvconsole.core.cache.mounts import place_of, same_place
 from fvconsole.core.errors import FvError
 from fvconsole.core.fsutil import is_within, real
 from fvconsole.core.host import HostIdentity, current_identity, pid_alive
@@ -116,6 +117,9 @@ def check_output_dir(out: str, checkpoint: str, overwrite: bool) -> OutputState:
     if is_within(ck_real, out_real):
         raise FvError.of(reason("output_dir.holds_checkpoint", "output_dir", path=out, checkpoint=ck_real))
     state = inspect_output_dir(out)
+    mounted = mount_point_of(out) if state.exists else None
+    if mounted:
+        raise FvError.of(reason("output_dir.mount_point", "output_dir", path=out, why=mounted))
     if state.foreign:
         shown = ", ".join(state.foreign[:3]) + (" ..." if len(state.foreign) > 3 else "")
         raise FvError.of(reason("output_dir.foreign", "output_dir", path=out, count=len(state.foreign), shown=shown))
@@ -123,6 +127,36 @@ def check_output_dir(out: str, checkpoint: str, overwrite: bool) -> OutputState:
         raise FvError.of(reason("output_dir.has_set", "output_dir", path=out, count=len(state.sidecars),
                                 receipt=" and a receipt" if state.receipt else ""))
     return state
+
+
+def mount_point_of(path: str) -> str | None:
+    """Why directory ``path`` is a mount point (a tmpfs, a container's bind mount), or None.
+
+    Publishing renames the staging dir onto ``path`` (or swaps the two), which the kernel
+    refuses for a mount point (EBUSY). ``st_dev`` alone misses a bind mount of the same
+    filesystem, so the mount ids are compared too (:mod:`fvconsole.core.cache.mounts`).
+    """
+    flags = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+    try:
+        fd = os.open(path, flags)
+    except OSError:
+        return None  # judged (and refused) by the other rules
+    try:
+        parent = os.open(os.path.join(path, os.pardir), flags)
+    except OSError:
+        os.close(fd)
+        return None
+    try:
+        here, above = place_of(fd), place_of(parent)
+        same_inode = os.fstat(fd).st_ino == os.fstat(parent).st_ino
+    finally:
+        os.close(fd)
+        os.close(parent)
+    if here.dev != above.dev:
+        return "another filesystem than its parent's"
+    if not same_place(here, above) or same_inode:
+        return "a mount of its own, e.g. a bind mount"
+    return None
 
 
 # --------------------------------------------------------------------------- the rules
