@@ -12,13 +12,13 @@ import yaml
 from fvconsole.core.bounded_yaml import YamlBoundsError, load_yaml, require_bounded_tree
 from fvconsole.core.errors import FvError
 from fvconsole.core.safe_read import (
-    json_depth_exceeds,
-    load_json,
     open_regular,
     read_regular_file,
     sha256_regular_file,
     short_repr,
 )
+from fvconsole.core.untrusted import json_depth_exceeds
+from fvconsole.core.untrusted import load_file as load_json
 
 
 def _nest(depth: int, kind: str = "list") -> object:
@@ -65,7 +65,7 @@ def test_size_cap_and_handoff(tmp_path: Path) -> None:
 
 def test_load_json_errors_name_the_file(tmp_path: Path) -> None:
     path = tmp_path / "doc.json"
-    for text, fragment in (("[" * 100_000 + "]" * 100_000, "nested"), (json.dumps(_nest(150)), "nested"),
+    for text, fragment in (("[" * 100_000 + "]" * 100_000, "too many items"), (json.dumps(_nest(150)), "nested"),
                            ("{", "not valid JSON"), ("1" * 5000, "not usable JSON"), ("\xff", "not valid JSON")):
         path.write_text(text, encoding="latin-1")
         with pytest.raises(FvError) as info:

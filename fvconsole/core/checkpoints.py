@@ -17,7 +17,8 @@ from fvconsole.core.errors import FvError
 from fvconsole.core.inert_pickle import AS_DICT, AS_GLOBAL, InertObject, Limits, PickleRefused
 from fvconsole.core.inert_pickle import load as load_pickle
 from fvconsole.core.migration.files import SIDECAR_RE
-from fvconsole.core.safe_read import load_json, read_regular_file, short_repr
+from fvconsole.core.safe_read import read_regular_file, short_repr
+from fvconsole.core.untrusted import load_file
 
 CHECKPOINT_RE = re.compile(r"^checkpoint-(\d+)$")
 RNG_RE = re.compile(r"^rng_state_rank(\d+)\.pt$")
@@ -111,7 +112,7 @@ def read_metadata(checkpoint_dir: str | os.PathLike[str]) -> dict:
     """``metadata.json`` as a dict; FvError naming the file and field when malformed."""
     path = os.path.join(os.fspath(checkpoint_dir), "metadata.json")
     try:
-        data = load_json(path, "metadata.json", MAX_METADATA_BYTES)
+        data = load_file(path, "metadata.json", MAX_METADATA_BYTES)
     except FileNotFoundError:
         raise FvError(f"{path}: missing (no metadata.json in the checkpoint)") from None
     except OSError as exc:

@@ -20,7 +20,8 @@ from typing import Any
 
 from fvconsole.core.errors import FvError
 from fvconsole.core.fsutil import real
-from fvconsole.core.safe_read import json_depth_exceeds, parse_json, read_regular_file, short_repr
+from fvconsole.core.safe_read import read_regular_file, short_repr
+from fvconsole.core.untrusted import decode, json_depth_exceeds
 
 MANIFEST_VERSION = 2
 ROW_GROUP_FIELDS = ("file", "row_group", "rows", "sample_start", "file_size", "file_mtime_ns")
@@ -139,7 +140,7 @@ def _read_json(path: str) -> tuple[Any, str]:
         raise FvError(f"{path}: streaming manifest does not exist") from None
     except OSError as exc:
         raise FvError(f"{path}: cannot read streaming manifest ({exc.strerror or exc})") from None
-    return parse_json(data, path, "streaming manifest", max_depth=None), hashlib.sha256(data).hexdigest()
+    return decode(data, path, "streaming manifest", max_depth=None), hashlib.sha256(data).hexdigest()
 
 
 def manifest_bytes_sha256(path: str) -> str:

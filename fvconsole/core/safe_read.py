@@ -6,7 +6,7 @@ controls. A FIFO blocks ``open()`` forever, ``/dev/zero`` or a huge file exhaust
 deeply nested JSON exhausts the stack of every recursive walk that follows. Each file is
 therefore opened ``O_NONBLOCK`` (a FIFO opens at once instead of waiting for a writer),
 checked with ``fstat`` on the very fd that is read (no race with a swapped-in file), and read
-up to a cap; parsed JSON is checked for depth before anything walks it.
+up to a cap. JSON documents are then decoded by ``core.untrusted`` (the one door for them).
 
 ``OSError`` (missing file, permissions) propagates for the caller to word in its own terms;
 everything else about an unusable file is an ``FvError`` naming the file and what it should be.
@@ -16,19 +16,13 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
-import json
 import os
 import reprlib
 import stat
 from collections.abc import Iterator
-from itertools import chain
 from typing import Any, BinaryIO
 
 from fvconsole.core.errors import FvError
-
-#: Nesting far beyond any real fvconsole input (receipts, manifests, configs are < 10 deep),
-#: far below what Python's recursive walkers (repr, ==, json.dumps, deepcopy) can take.
-MAX_JSON_DEPTH = 100
 
 _OPEN_FLAGS = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0)
 _FILE_KINDS = (
@@ -38,7 +32,6 @@ _FILE_KINDS = (
     (stat.S_ISBLK, "a block device"),
     (stat.S_ISSOCK, "a socket"),
 )
-_CONTAINERS = frozenset((dict, list))
 
 
 def file_kind(mode: int) -> str:
@@ -118,59 +111,6 @@ def sha256_regular_file(path: str | os.PathLike[str], what: str = "file", max_by
                 raise FvError(f"{os.fspath(path)}: {what} is larger than {max_bytes} bytes; refusing to read it")
             digest.update(chunk)
     return digest.hexdigest()
-
-
-def json_depth_exceeds(value: Any, max_depth: int) -> bool:
-    """True when ``value`` nests lists/objects more than ``max_depth`` deep.
-
-    Iterative and level by level with C-speed helpers (a million-row-group manifest is
-    checked in a fraction of its parse time); never recurses, so any depth is safe to ask.
-    """
-    level = [value] if type(value) in _CONTAINERS else []
-    depth = 0
-    while level:
-        depth += 1
-        if depth > max_depth:
-            return True
-        kinds = set(map(type, level))
-        dicts = level if kinds == {dict} else [c for c in level if type(c) is dict]
-        lists = level if kinds == {list} else [c for c in level if type(c) is list]
-        values = chain.from_iterable(map(dict.values, dicts)) if dicts else ()
-        items = chain.from_iterable(lists) if lists else ()
-        if _CONTAINERS.isdisjoint(map(type, values)) and _CONTAINERS.isdisjoint(map(type, items)):
-            return False
-        children = chain(chain.from_iterable(map(dict.values, dicts)), chain.from_iterable(lists))
-        level = [c for c in children if type(c) in _CONTAINERS]
-    return False
-
-
-def parse_json(data: bytes | str, shown: str, what: str, max_depth: int | None = MAX_JSON_DEPTH) -> Any:
-    """Parse JSON text into Python values; every way it can be unusable is one FvError naming ``shown``.
-
-    ``max_depth=None`` leaves the depth check to a caller that knows a cheaper way (the
-    manifest's million flat row groups); Python's own limit still turns absurd nesting into FvError.
-    """
-    try:
-        value = json.loads(data)
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise FvError(f"{shown}: {what} is not valid JSON ({' '.join(str(exc).split())[:200]})") from None
-    except RecursionError:
-        raise FvError(f"{shown}: {what} is not usable JSON (nested too deeply)") from None
-    except MemoryError:
-        raise FvError(f"{shown}: {what} is too large to load into memory") from None
-    except ValueError as exc:
-        # An integer beyond Python's digit limit (int_max_str_digits).
-        reason = " ".join(str(exc).split())[:200]
-        raise FvError(f"{shown}: {what} is not usable JSON ({reason})") from None
-    if max_depth is not None and json_depth_exceeds(value, max_depth):
-        raise FvError(f"{shown}: {what} is not usable JSON (nested more than {max_depth} levels deep)")
-    return value
-
-
-def load_json(path: str | os.PathLike[str], what: str, max_bytes: int, max_depth: int = MAX_JSON_DEPTH) -> Any:
-    """Read (bounded, regular files only) and parse a JSON file; OSError propagates, all else is FvError."""
-    data = read_regular_file(path, what, max_bytes)
-    return parse_json(data, os.fspath(path), what, max_depth)
 
 
 def short_repr(value: Any, limit: int = 80) -> str:

@@ -18,7 +18,7 @@ from fvconsole.core.errors import FvError
 from fvconsole.core.migration.defaults import MigrationDefaults, suggest_output_dir
 from fvconsole.core.migration.files import RECEIPT_NAME, SIDECAR_RE
 from fvconsole.core.migration.receipt import MAX_RECEIPT_BYTES, RECEIPT_SCHEMA
-from fvconsole.core.safe_read import load_json
+from fvconsole.core.untrusted import load_file
 
 
 @dataclass(frozen=True)
@@ -47,7 +47,7 @@ def read_published_set(output_dir: str) -> PublishedSet | None:
     """The set published in ``output_dir`` (None: no receipt). FvError when the receipt is unusable."""
     path = os.path.join(output_dir, RECEIPT_NAME)
     try:
-        receipt = load_json(path, "migration receipt", MAX_RECEIPT_BYTES)
+        receipt = load_file(path, "migration receipt", MAX_RECEIPT_BYTES)
     except FileNotFoundError:
         return None
     except OSError as exc:

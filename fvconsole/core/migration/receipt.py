@@ -16,7 +16,8 @@ from typing import TYPE_CHECKING, Any
 
 from fvconsole.core.errors import FvError
 from fvconsole.core.migration.files import RECEIPT_NAME, SIDECAR_VERSION
-from fvconsole.core.safe_read import load_json, short_repr
+from fvconsole.core.safe_read import short_repr
+from fvconsole.core.untrusted import load_file
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
     from fvconsole.core.migration.plan import MigrationPlan
@@ -95,7 +96,7 @@ def check_receipt(directory: str, plan: MigrationPlan, problems: list[str]) -> d
     path = os.path.join(directory, RECEIPT_NAME)
     try:
         # Bounded: regular files only (a FIFO or /dev/zero symlink is refused), size and depth capped.
-        receipt = load_json(path, "receipt", MAX_RECEIPT_BYTES)
+        receipt = load_file(path, "receipt", MAX_RECEIPT_BYTES)
     except FileNotFoundError:
         problems.append(f"{RECEIPT_NAME}: missing")
         return {}

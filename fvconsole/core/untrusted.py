@@ -1,0 +1,278 @@
+"""The one door for untrusted JSON documents: bounded, strict decoding and typed field access.
+
+Why one module: every JSON document fvconsole reads (journal lines, lock and evictor holder
+records, receipts, cache manifests, safetensors headers, ``metadata.json``, the streaming
+manifest, fleet result frames and the ``reason`` inside them) is written by a process or a
+user fvconsole does not control, often in a directory anyone can write (``/dev/shm``, a shared
+cache root). Decoding such a document must never cost more than a small multiple of its size,
+never yield a number nothing can use (NaN, ±Infinity, ``1e400`` parses to ``inf``, a 400-digit
+integer overflows every ``os`` call and ``datetime``), and never hand a caller a value of the
+wrong type. :func:`decode` bounds the document (size, a cheap pre-scan that caps the number
+of containers and items against the size, nesting depth) and parses it strictly;
+:class:`Fields` reads one object's fields by type and range. Every failure is one
+:class:`UntrustedError` (an ``FvError`` and a ``ValueError``) naming the document and field,
+so one damaged record is that record's problem, never the command's.
+
+``tests/test_doors.py::test_untrusted_documents_have_one_door`` proves that no other module
+calls ``json.loads``/``json.load``/``orjson.loads``.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+from itertools import chain
+from typing import Any, NoReturn
+
+from fvconsole.core.errors import FvError
+
+#: Nesting far beyond any real fvconsole input (receipts, manifests, configs are < 10 deep),
+#: far below what Python's recursive walkers (repr, ==, json.dumps, deepcopy) can take.
+MAX_JSON_DEPTH = 100
+#: Integers that fit in 64 bits: the range of every size, time, pid and count fvconsole reads.
+INT64_MIN = -(2**63)
+INT64_MAX = 2**63 - 1
+#: Containers plus items ("{", "[" and "," in the text) allowed per byte of the document, and
+#: a floor for small documents. Each costs at most ~100 bytes of memory once parsed, so a
+#: document decodes in at most ~12x its size plus ~1 MiB. A real row group of a streaming
+#: manifest is ~7 per 120 bytes; 40 MiB of ``{}`` is 1 per 1.5 bytes (and ~27x its size).
+ITEMS_PER_BYTE = 1 / 8
+MIN_ITEMS = 10_000
+
+_CONTAINERS = frozenset((dict, list))
+
+
+class UntrustedError(FvError, ValueError):
+    """A document (or one field of it) that cannot be used: one line naming it and why."""
+
+
+def _fail_constant(name: str) -> NoReturn:
+    raise ValueError(f"non-finite number {name}")
+
+
+def _finite_float(text: str) -> float:
+    value = float(text)
+    if not math.isfinite(value):  # 1e400 parses to inf
+        raise ValueError(f"non-finite number {text[:20]}")
+    return value
+
+
+def _one_line(exc: BaseException) -> str:
+    return " ".join(str(exc).split())[:200]
+
+
+def too_many_items(data: bytes | str, *, per_byte: float = ITEMS_PER_BYTE, floor: int = MIN_ITEMS) -> int | None:
+    """The pre-scan: the item count when ``data`` has more containers/items than its size allows, else None.
+
+    Counts ``{``, ``[`` and ``,`` at C speed (braces inside strings count too: an upper bound).
+    """
+    if isinstance(data, str):
+        brace, bracket, comma = "{", "[", ","
+    else:
+        brace, bracket, comma = b"{", b"[", b","
+    allowed = int(len(data) * per_byte) + floor
+    count = data.count(brace)
+    if count <= allowed:
+        count += data.count(bracket)
+        if count <= allowed:
+            count += data.count(comma)
+    return count if count > allowed else None
+
+
+def json_depth_exceeds(value: Any, max_depth: int) -> bool:
+    """True when ``value`` nests lists/objects more than ``max_depth`` deep.
+
+    Iterative and level by level with C-speed helpers (a million-row-group manifest is
+    checked in a fraction of its parse time); never recurses, so any depth is safe to ask.
+    """
+    level = [value] if type(value) in _CONTAINERS else []
+    depth = 0
+    while level:
+        depth += 1
+        if depth > max_depth:
+            return True
+        kinds = set(map(type, level))
+        dicts = level if kinds == {dict} else [c for c in level if type(c) is dict]
+        lists = level if kinds == {list} else [c for c in level if type(c) is list]
+        values = chain.from_iterable(map(dict.values, dicts)) if dicts else ()
+        items = chain.from_iterable(lists) if lists else ()
+        if _CONTAINERS.isdisjoint(map(type, values)) and _CONTAINERS.isdisjoint(map(type, items)):
+            return False
+        children = chain(chain.from_iterable(map(dict.values, dicts)), chain.from_iterable(lists))
+        level = [c for c in children if type(c) in _CONTAINERS]
+    return False
+
+
+def decode(
+    data: bytes | str,
+    shown: str,
+    what: str,
+    *,
+    max_bytes: int | None = None,
+    max_depth: int | None = MAX_JSON_DEPTH,
+    items_per_byte: float = ITEMS_PER_BYTE,
+) -> Any:
+    """Parse one untrusted JSON document; every way it is unusable is one UntrustedError naming ``shown``.
+
+    Refused: more than ``max_bytes``; more containers and items than the size allows (memory);
+    NaN, ±Infinity and floats beyond the double range; integers beyond Python's digit limit;
+    nesting deeper than ``max_depth`` (``None`` leaves that check to a caller that knows a
+    cheaper way, e.g. the manifest's million flat row groups); invalid UTF-8 or JSON.
+    Integer *ranges* are the fields' business (:class:`Fields`).
+    """
+    if max_bytes is not None and len(data) > max_bytes:
+        raise UntrustedError(f"{shown}: {what} is larger than {max_bytes} bytes; refusing to read it")
+    count = too_many_items(data, per_byte=items_per_byte)
+    if count is not None:
+        raise UntrustedError(
+            f"{shown}: {what} is not usable JSON (too many items for its size: {count} in {len(data)} bytes)"
+        )
+    try:
+        value = json.loads(data, parse_constant=_fail_constant, parse_float=_finite_float)
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise UntrustedError(f"{shown}: {what} is not valid JSON ({_one_line(exc)})") from None
+    except RecursionError:
+        raise UntrustedError(f"{shown}: {what} is not usable JSON (nested too deeply)") from None
+    except MemoryError:
+        raise UntrustedError(f"{shown}: {what} is too large to load into memory") from None
+    except ValueError as exc:  # a non-finite number, or an integer beyond int_max_str_digits
+        raise UntrustedError(f"{shown}: {what} is not usable JSON ({_one_line(exc)})") from None
+    if max_depth is not None and json_depth_exceeds(value, max_depth):
+        raise UntrustedError(f"{shown}: {what} is not usable JSON (nested more than {max_depth} levels deep)")
+    return value
+
+
+def decode_object(data: bytes | str, shown: str, what: str, **bounds: Any) -> dict[str, Any]:
+    """:func:`decode`, and the document must be a JSON object."""
+    value = decode(data, shown, what, **bounds)
+    if type(value) is not dict:
+        raise UntrustedError(f"{shown}: {what} must be a JSON object (got {type_name(value)})")
+    return value
+
+
+def load_file(path: str | os.PathLike[str], what: str, max_bytes: int, max_depth: int = MAX_JSON_DEPTH) -> Any:
+    """Read (bounded, regular files only, ``core.safe_read``) and decode a JSON file.
+
+    OSError propagates for the caller to word; everything else is an FvError naming the file.
+    """
+    from fvconsole.core.safe_read import read_regular_file
+
+    data = read_regular_file(path, what, max_bytes)
+    return decode(data, os.fspath(path), what, max_depth=max_depth)
+
+
+def type_name(value: Any) -> str:
+    """A JSON value's type in JSON's words ("object", "list", "string", ...)."""
+    return {dict: "object", list: "list", str: "string", int: "integer", float: "number", bool: "boolean",
+            type(None): "null"}.get(type(value), type(value).__name__)
+
+
+_MISSING = object()
+
+
+class Fields:
+    """Typed, range-checked reads of one untrusted JSON object's fields.
+
+    Each getter returns the value, or raises UntrustedError "<shown>: <what> field 'k' ...";
+    ``default`` (when given) is returned for an absent field or null. Booleans are never numbers.
+    """
+
+    def __init__(self, doc: Any, shown: str, what: str) -> None:
+        if type(doc) is not dict:
+            raise UntrustedError(f"{shown}: {what} must be a JSON object (got {type_name(doc)})")
+        self.doc = doc
+        self.shown = shown
+        self.what = what
+
+    def fail(self, key: str, problem: str) -> NoReturn:
+        raise UntrustedError(f"{self.shown}: {self.what} field '{key}' {problem}")
+
+    def _get(self, key: str, default: Any) -> Any:
+        value = self.doc.get(key)
+        if value is None:
+            if default is _MISSING:
+                self.fail(key, "is missing" if key not in self.doc else "is null")
+            return default
+        return value
+
+    def str(self, key: str, default: Any = _MISSING, *, max_len: int = 1 << 16) -> Any:
+        value = self._get(key, default)
+        if value is default and default is not _MISSING:
+            return value
+        if type(value) is not str:
+            self.fail(key, f"must be a string (got {type_name(value)})")
+        if len(value) > max_len:
+            self.fail(key, f"is longer than {max_len} characters")
+        return value
+
+    def int(self, key: str, default: Any = _MISSING, *, min: int = 0, max: int = INT64_MAX) -> Any:
+        value = self._get(key, default)
+        if value is default and default is not _MISSING:
+            return value
+        if type(value) is not int:
+            self.fail(key, f"must be an integer (got {type_name(value)})")
+        if not min <= value <= max:
+            self.fail(key, f"is out of range (must be {min}..{max})")
+        return value
+
+    def number(self, key: str, default: Any = _MISSING, *, min: float = 0.0, max: float = float(INT64_MAX)) -> Any:
+        """An int or finite float in ``[min, max]``, as a float (times, durations, fractions)."""
+        value = self._get(key, default)
+        if value is default and default is not _MISSING:
+            return value
+        if type(value) not in (int, float):
+            self.fail(key, f"must be a number (got {type_name(value)})")
+        if type(value) is int and not INT64_MIN <= value <= INT64_MAX:
+            self.fail(key, f"is out of range (must be {min:g}..{max:g})")
+        number = float(value)
+        if not (math.isfinite(number) and min <= number <= max):
+            self.fail(key, f"is out of range (must be {min:g}..{max:g})")
+        return number
+
+    def bool(self, key: str, default: Any = _MISSING) -> Any:
+        value = self._get(key, default)
+        if value is default and default is not _MISSING:
+            return value
+        if type(value) is not bool:
+            self.fail(key, f"must be true or false (got {type_name(value)})")
+        return value
+
+    def object(self, key: str, default: Any = _MISSING) -> Any:
+        value = self._get(key, default)
+        if value is default and default is not _MISSING:
+            return value
+        if type(value) is not dict:
+            self.fail(key, f"must be an object (got {type_name(value)})")
+        return value
+
+    def list(self, key: str, default: Any = _MISSING) -> Any:
+        value = self._get(key, default)
+        if value is default and default is not _MISSING:
+            return value
+        if type(value) is not list:
+            self.fail(key, f"must be a list (got {type_name(value)})")
+        return value
+
+    def strings(self, key: str, default: Any = _MISSING, *, max_len: int = 1 << 16) -> Any:
+        """A list of strings, as a tuple."""
+        value = self.list(key, default)
+        if value is default and default is not _MISSING:
+            return value
+        if not all(type(v) is str and len(v) <= max_len for v in value):
+            self.fail(key, "must be a list of strings")
+        return tuple(value)
+
+    def str_map(self, key: str, default: Any = _MISSING, *, max_len: int = 1 << 16) -> Any:
+        """An object whose values are all strings (e.g. a reason's ``values``), as a new dict."""
+        value = self.object(key, default)
+        if value is default and default is not _MISSING:
+            return value
+        if not all(type(v) is str and len(v) <= max_len for v in value.values()):
+            self.fail(key, "must map names to strings")
+        return dict(value)
+
+
+def is_str_map(value: Any) -> bool:
+    """True for a JSON object of string values (a reason's ``values``)."""
+    return type(value) is dict and all(type(v) is str for v in value.values())

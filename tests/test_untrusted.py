@@ -1,0 +1,155 @@
+"""core.untrusted: the one decoder of untrusted JSON documents (bounds, strictness, typed fields)."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import math
+import tracemalloc
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from fvconsole.core.errors import FvError
+from fvconsole.core.untrusted import INT64_MAX, Fields, UntrustedError, decode, decode_object, too_many_items
+
+HOSTILE = [
+    ('{"a": NaN}', "non-finite"),
+    ('{"a": Infinity}', "non-finite"),
+    ('{"a": -Infinity}', "non-finite"),
+    ('{"a": 1e400}', "non-finite"),
+    ('{"a": -1e400}', "non-finite"),
+    ('{"a": ' + "9" * 5000 + "}", "not usable JSON"),
+    ("[" * 200 + "]" * 200, "nested more than 100"),
+    ("[" * 100_000 + "]" * 100_000, "too many items"),
+    ("[" + "{}," * 100_000 + "{}]", "too many items"),
+    ("{", "not valid JSON"),
+    (b"\xff\xfe", "not valid JSON"),
+    ("", "not valid JSON"),
+]
+
+
+@pytest.mark.parametrize(("text", "fragment"), HOSTILE)
+def test_hostile_documents_are_one_error_naming_the_document(text: str | bytes, fragment: str) -> None:
+    with pytest.raises(UntrustedError) as info:
+        decode(text, "/x/doc.json", "holder record")
+    message = str(info.value)
+    assert message.startswith("/x/doc.json: holder record ") and fragment in message
+    assert "\n" not in message and len(message) < 400
+    assert isinstance(info.value, FvError) and isinstance(info.value, ValueError)
+
+
+def test_size_cap_is_checked_before_parsing() -> None:
+    with pytest.raises(UntrustedError, match="larger than 10 bytes"):
+        decode(b'{"a": "0123456789"}', "f", "doc", max_bytes=10)
+
+
+def test_real_documents_pass() -> None:
+    row_groups = [{"file": f"part-{i:05d}.parquet", "file_mtime_ns": 1_700_000_000_000_000_000 + i,
+                   "file_size": 123_456, "row_group": i % 4, "rows": 100, "sample_start": 100 * i}
+                  for i in range(50_000)]
+    doc = {"version": 2, "row_groups": row_groups, "pi": 3.25, "neg": -5, "big": INT64_MAX}
+    assert decode(json.dumps(doc), "m", "manifest") == doc
+    assert decode_object(b'{"a": [1, 2.5, "x", null, true]}', "f", "doc") == {"a": [1, 2.5, "x", None, True]}
+
+
+def test_decode_object_refuses_other_documents() -> None:
+    with pytest.raises(UntrustedError, match="must be a JSON object \\(got list\\)"):
+        decode_object("[1]", "f", "doc")
+
+
+def test_memory_is_bounded_against_the_size() -> None:
+    """The worst document the pre-scan lets through costs a bounded multiple of its size."""
+    # Just under the cap: one container per 8 bytes, the rest padding inside strings.
+    n = 40_000
+    text = "[" + ",".join(['{"k":"abcdefgh"}'] * n) + "]"
+    assert too_many_items(text) is None
+    tracemalloc.start()
+    value = decode(text, "f", "doc")
+    peak = tracemalloc.get_traced_memory()[1]
+    tracemalloc.stop()
+    assert len(value) == n
+    assert peak < 30 * len(text) + (1 << 20)
+    # Twenty-seven times its size when parsed: refused before parsing.
+    assert too_many_items("[" + "{}," * 1_000_000 + "{}]") is not None
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.binary(max_size=200) | st.text(max_size=200))
+def test_arbitrary_bytes_never_escape_as_another_error(data: bytes | str) -> None:
+    with contextlib.suppress(UntrustedError):
+        decode(data, "f", "doc")
+
+
+finite = st.floats(allow_nan=False, allow_infinity=False)
+json_values = st.recursive(
+    st.none() | st.booleans() | st.integers(-(2**70), 2**70) | finite | st.text(max_size=20),
+    lambda children: st.lists(children, max_size=5) | st.dictionaries(st.text(max_size=8), children, max_size=5),
+    max_leaves=30,
+)
+
+
+@settings(max_examples=200, deadline=None)
+@given(json_values)
+def test_every_finite_document_round_trips(value: object) -> None:
+    text = json.dumps(value)
+    assert decode(text, "f", "doc") == value
+
+
+# --------------------------------------------------------------------------- Fields
+
+
+def _fields(**doc: object) -> Fields:
+    return Fields(doc, "/x/lock", "lock record")
+
+
+@pytest.mark.parametrize(
+    ("getter", "value", "kwargs"),
+    [
+        ("int", -1, {}),
+        ("int", 2**63, {}),
+        ("int", 10**400, {}),
+        ("int", True, {}),
+        ("int", 1.0, {}),
+        ("int", "1", {}),
+        ("int", [1], {}),
+        ("int", 0, {"min": 1}),
+        ("number", -0.5, {}),
+        ("number", math.inf, {}),
+        ("number", math.nan, {}),
+        ("number", 10**400, {}),
+        ("number", False, {}),
+        ("number", "3", {}),
+        ("str", 3, {}),
+        ("str", ["code"], {}),
+        ("str", "x" * 20, {"max_len": 10}),
+        ("bool", 1, {}),
+        ("object", [], {}),
+        ("list", {}, {}),
+        ("strings", ["a", 1], {}),
+        ("str_map", {"code": ["x"]}, {}),
+    ],
+)
+def test_a_field_of_the_wrong_type_or_range_is_invalid(getter: str, value: object, kwargs: dict) -> None:
+    fields = _fields(f=value)
+    with pytest.raises(UntrustedError) as info:
+        getattr(fields, getter)("f", **kwargs)
+    assert str(info.value).startswith("/x/lock: lock record field 'f' ")
+
+
+def test_fields_return_good_values_and_defaults() -> None:
+    fields = _fields(i=7, n=2, t=1.5, s="x", b=False, o={"a": 1}, l=[1], ss=["a"], m={"code": "c"}, z=None)
+    assert fields.int("i") == 7 and fields.number("n") == 2.0 and fields.number("t") == 1.5
+    assert fields.str("s") == "x" and fields.bool("b") is False and fields.object("o") == {"a": 1}
+    assert fields.list("l") == [1] and fields.strings("ss") == ("a",) and fields.str_map("m") == {"code": "c"}
+    assert fields.int("absent", None) is None and fields.int("z", 5) == 5
+    with pytest.raises(UntrustedError, match="field 'absent' is missing"):
+        fields.int("absent")
+    with pytest.raises(UntrustedError, match="field 'z' is null"):
+        fields.str("z")
+
+
+def test_fields_need_an_object() -> None:
+    with pytest.raises(UntrustedError, match="must be a JSON object \\(got list\\)"):
+        Fields([], "f", "doc")
