@@ -13,6 +13,7 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
 from sized_cache import sized_entry
 
 DAY = 86400.0
@@ -95,3 +96,26 @@ def test_terminal_watch_redraws_and_ctrl_c_exits_0(tmp_path: Path) -> None:
     assert proc.wait(timeout=30) == 0
     assert proc.stderr.read() == b""  # no traceback, no "interrupted"
     os.close(leader)
+
+
+@pytest.mark.parametrize(("signum", "code"), [(signal.SIGTERM, 143), (signal.SIGHUP, 129)])
+def test_sigterm_and_sighup_end_watching_like_every_command(tmp_path: Path, signum: int, code: int) -> None:
+    """scancel, timeout(1) or a dropped ssh session stop a watch with 128 + signal, not 0 ("done")."""
+    root = tmp_path / "wcache"
+    sized_entry(root, "a", 1, DAY)
+    proc = subprocess.Popen([sys.executable, "-m", "fvconsole", "cache", "ls", str(root), "--watch", "0.1", "--json"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True)
+    try:
+        first = proc.stdout.readline()  # one scan done: the handlers are in place
+        assert json.loads(first)["root"]
+        proc.send_signal(signum)
+        assert proc.wait(timeout=30) == code
+        err = proc.stderr.read().decode()
+        name = signal.Signals(signum).name
+        assert err.splitlines() == [f"error: interrupted by {name}"], err
+        last = [json.loads(line) for line in proc.stdout.read().decode().splitlines() if line.strip()]
+        assert last and last[-1]["error"] == f"interrupted by {name}" and last[-1]["interrupted_by"] == name
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()

@@ -441,4 +441,4 @@ def test_out_of_range_timeout_is_a_usage_error(no_srun: None, value: str, capsys
     assert main(["fleet", "cache", "ls", "--nodes", "n1", "--cache-root", "/x", f"--timeout={value}"]) == 2
     err = capsys.readouterr().err
     assert err.startswith("error: --timeout must be a positive number of seconds") and "internal" not in err
-    assert len(err.strip().splitlines()) == 1
+    assert err.strip().splitlines()[1:] == ["try: fvconsole fleet cache ls --help"]

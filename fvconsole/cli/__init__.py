@@ -16,7 +16,7 @@ from collections.abc import Sequence
 
 from fvconsole import __version__
 from fvconsole.cli.outcome import begin_command, end_command, write_done
-from fvconsole.cli.parser import CliUsageError, json_requested, parse_command_line
+from fvconsole.cli.parser import CliUsageError, json_requested, parse_command_line, parsed_prog, usage_hint
 from fvconsole.cli.streams import OutputError, discard_stdout, flush_stdout, guarded_streams
 from fvconsole.core import interrupts
 from fvconsole.core.errors import EXIT_PARTIAL, EXIT_REFUSED, EXIT_USAGE, FvError
@@ -122,6 +122,8 @@ def _report_error(args: argparse.Namespace | None, exc: FvError, *, json_out: bo
     json_out = json_out or (args is not None and getattr(args, "json", False))
     _emit_error_json({"error": message, **exc.details} if json_out else None)
     _say(f"error: {printable(message)}")
+    if exc.exit_code == EXIT_USAGE:  # found by a command after parsing: the same hint as argparse's
+        _say(usage_hint(parsed_prog(args)))
     return exc.exit_code
 
 

@@ -68,7 +68,7 @@ examples:
   fvconsole cache ls --watch 10                           # a live view; Ctrl-C ends it (exit 0)
 
 exit codes: 0 ok, 1 root missing or unreadable (with --watch: the last scan failed),
-2 usage error (e.g. no ROOT and no ${ENV_ROOT}).
+2 usage error (e.g. no ROOT and no ${ENV_ROOT}); 143/129 a watch ended by SIGTERM/SIGHUP.
 """
 
 EVICT_HELP = f"""\
@@ -253,7 +253,13 @@ def _watch(args: argparse.Namespace, fmt: str, root: str, grace: float) -> int:
     """Scan every --watch seconds; a failed scan is reported and watching goes on.
 
     Ends after --count scans or at Ctrl-C; the exit code is that of the last scan (0 ok, 1 failed).
+    Ctrl-C is how a live view is closed; SIGTERM and SIGHUP (scancel, timeout, a dropped ssh
+    session) stop it like every command: 143 / 129 from the dispatcher.
     """
+    import signal
+
+    from fvconsole.core.interrupts import as_interrupted
+
     done = 0
     last = EXIT_OK
     next_start = time.monotonic()
@@ -269,8 +275,9 @@ def _watch(args: argparse.Namespace, fmt: str, root: str, grace: float) -> int:
             except FvError as exc:
                 last = EXIT_REFUSED
                 _watch_error(fmt, exc)
-    except KeyboardInterrupt:
-        pass
+    except KeyboardInterrupt as exc:
+        if as_interrupted(exc).signum != signal.SIGINT:
+            raise
     return last
 
 

@@ -15,6 +15,7 @@ import threading
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
+from fvconsole.core.errors import EXIT_PARTIAL, FvError, PartialFailure
 from fvconsole.core.printable import printable
 
 
@@ -43,10 +44,16 @@ def emit_json(payload: Any) -> None:
     sys.stdout.flush()
 
 
+def command_failed(code: int, message: str, payload: dict[str, Any] | None = None) -> FvError:
+    """The error a command raises when it ran but failed (exit ``code``: 1, or 3 part-way).
 
-
-
-
+    Raised instead of returning the code, so the dispatcher words it the one way: the
+    ``error:`` line on stderr and, under --json, ``payload`` with ``"error"`` as the one
+    JSON object (the command must not have printed its own).
+    """
+    if code == EXIT_PARTIAL:
+        return PartialFailure(message, report=payload)
+    return FvError(message, details=payload)
 
 
 def format_table(headers: Sequence[str], rows: Sequence[Sequence[Any]], right: Sequence[int] = ()) -> Block:

@@ -11,7 +11,7 @@ import argparse
 import sys
 from typing import Any
 
-from fvconsole.cli.common import Block, block, emit_json, format_table, progress_printer, say
+from fvconsole.cli.common import Block, block, command_failed, emit_json, format_table, progress_printer, say
 from fvconsole.cli.formats import add_format_args, output_format
 from fvconsole.cli.journaling import add_journal_args, journal_json, write_journal
 from fvconsole.cli.outcome import command_line, record_write
@@ -157,12 +157,16 @@ def _grace(args: argparse.Namespace) -> list[str]:
     return ["--grace", args.grace] if args.grace else []
 
 
-def _report_failures(outcomes: tuple[NodeOutcome, ...], total: int) -> None:
+def _finish(code: int, outcomes: tuple[NodeOutcome, ...], doc: dict[str, Any] | None) -> int:
+    """``code`` when every node answered; else raise the failure (``doc`` is the --json object)."""
     failed = [o for o in outcomes if not o.ok]
-    if failed:
-        first = failed[0]
-        say(f"error: {len(failed)} of {total} nodes failed ({compress_hostlist(o.node for o in failed)}); "
-            f"first: {first.node}: {first.error}", err=True)
+    if not code or not failed:
+        if doc is not None:
+            emit_json(doc)
+        return code
+    first = failed[0]
+    raise command_failed(code, f"{len(failed)} of {len(outcomes)} nodes failed "
+                               f"({compress_hostlist(o.node for o in failed)}); first: {first.node}: {first.error}", doc)
 
 
 def _rows(outcomes: list[Any], full: bool) -> tuple[list[Any], int]:
@@ -193,14 +197,14 @@ def run_fleet_ls(args: argparse.Namespace) -> int:
     selection = _selection(args)
     view = fleet_ls(selection, root, options, extra=_grace(args),
                     progress=None if fmt != "text" else progress_printer("nodes"))
+    doc = None
     if fmt == "csv":
         sys.stdout.write(fleet_csv(view))
     elif args.json:
-        emit_json(view.to_json() if args.full else view.to_summary_json())
+        doc = view.to_json() if args.full else view.to_summary_json()
     else:
         say(render_fleet_ls(view, root, full=args.full))
-    _report_failures(view.outcomes, len(view.outcomes))
-    return view.exit_code
+    return _finish(view.exit_code, view.outcomes, doc)
 
 
 def _statuses_text(row: KeyRow) -> str:
@@ -325,15 +329,14 @@ def run_fleet_evict(args: argparse.Namespace) -> int:
             if result.plan.requests:  # some node was asked to delete something
                 done = result
                 journal = write_journal(args, lambda: fleet_eviction_record(done, command=command_line()))
+    doc = None
     if args.json:
         doc = result.to_json()
         if journal is not None:
             doc["journal"] = journal_json(journal)
-        emit_json(doc)
     else:
         say(render_fleet_evict(result, root))
-    _report_failures(result.outcomes, len(result.outcomes))
-    return result.exit_code
+    return _finish(result.exit_code, result.outcomes, doc)
 
 
 def render_fleet_evict(result: FleetEvictionPlan | FleetEvictionResult, root: str) -> Block:

@@ -28,7 +28,21 @@ class CliUsageError(Exception):
 
     @property
     def hint(self) -> str:
-        return f"try: {self.parser.prog} --help"
+        return usage_hint(self.parser.prog)
+
+
+def usage_hint(prog: str) -> str:
+    """The line under every usage error (exit 2), whether argparse or a command found it."""
+    return f"try: {prog} --help"
+
+
+#: The namespace attribute naming the (sub)command parsed, for usage errors found after parsing.
+PROG_ATTR = "_fvconsole_prog"
+
+
+def parsed_prog(args: argparse.Namespace | None) -> str:
+    """``fvconsole cache evict`` for a parsed `cache evict` command line (``fvconsole`` if unknown)."""
+    return getattr(args, PROG_ATTR, None) or "fvconsole"
 
 
 class CliParser(argparse.ArgumentParser):
@@ -55,9 +69,14 @@ class CliParser(argparse.ArgumentParser):
 
 
 def did_you_mean(word: str, candidates: Sequence[str]) -> str:
-    """`` (did you mean X?)`` for the closest candidate, or "" when none is close."""
-    close = difflib.get_close_matches(word, list(candidates), n=1, cutoff=0.6)
-    return f" (did you mean {close[0]}?)" if close else ""
+    """`` (did you mean X?)`` for the closest candidate, or "" when none is close.
+
+    Leading dashes are not compared: every option shares them, so ``--json`` would otherwise
+    look close to ``--version``.
+    """
+    by_name = {c.lstrip("-"): c for c in candidates if c.lstrip("-")}
+    close = difflib.get_close_matches(word.lstrip("-"), list(by_name), n=1, cutoff=0.6)
+    return f" (did you mean {by_name[close[0]]}?)" if close else ""
 
 
 def _option_strings(parser: argparse.ArgumentParser) -> list[str]:
@@ -84,15 +103,31 @@ def _unknown_options(argv: Sequence[str], parsers: Sequence[argparse.ArgumentPar
     return unknown
 
 
-def _suggestion(unknown: Sequence[str], parsers: Sequence[argparse.ArgumentParser]) -> tuple[str, str]:
-    """(token, " (did you mean X?)") for the first unknown option with a close match, innermost
-    parser first; ("", "") when none is close."""
+def _parser_at(token: str, argv: Sequence[str], parsers: Sequence[argparse.ArgumentParser]) -> argparse.ArgumentParser:
+    """The parser whose options are valid where ``token`` first stands in ``argv``.
+
+    Options given before a subcommand's name belong to the parser above it: an option of
+    another level is no valid suggestion (`demo --json` must not suggest the top's --version).
+    """
+    words = [p.prog.split()[-1] for p in parsers[1:]]  # the command word that enters each parser
+    level = 0
+    for item in argv:
+        if item == token:
+            break
+        if level < len(words) and item == words[level]:
+            level += 1
+    return parsers[min(level, len(parsers) - 1)]
+
+
+def _suggestion(unknown: Sequence[str], parsers: Sequence[argparse.ArgumentParser],
+                argv: Sequence[str]) -> tuple[str, str]:
+    """(token, " (did you mean X?)") for the first unknown option close to an option valid
+    where it stands; ("", "") when none is close."""
     for token in unknown:
         name = token.split("=", 1)[0]
-        for parser in reversed(parsers):
-            hint = did_you_mean(name, _option_strings(parser))
-            if hint:
-                return token, hint
+        hint = did_you_mean(name, _option_strings(_parser_at(token, argv, parsers)))
+        if hint:
+            return token, hint
     return "", ""
 
 
@@ -105,14 +140,15 @@ def parse_command_line(parser: argparse.ArgumentParser, argv: Sequence[str]) -> 
         except CliUsageError as exc:
             entered = _ENTERED.get() or [parser]
             if exc.message.startswith("the following arguments are required"):
-                unknown, hint = _suggestion(_unknown_options(argv, entered), entered)
+                unknown, hint = _suggestion(_unknown_options(argv, entered), entered, argv)
                 if hint:
                     raise CliUsageError(f"{exc.message}; unrecognized: {unknown}{hint}", exc.parser) from None
             raise
         if extras:
             entered = _ENTERED.get() or [parser]
-            _, hint = _suggestion(_unknown_options(extras, entered), entered)
+            _, hint = _suggestion(_unknown_options(extras, entered), entered, argv)
             raise CliUsageError(f"unrecognized arguments: {' '.join(extras)}{hint}", entered[-1])
+        setattr(args, PROG_ATTR, (_ENTERED.get() or [parser])[-1].prog)
         return args
     finally:
         _ENTERED.reset(token)

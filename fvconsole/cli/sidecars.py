@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 
 from fvconsole.cli.checkpoints import add_set_option
-from fvconsole.cli.common import Block, block, emit_json, format_table, say
+from fvconsole.cli.common import Block, block, command_failed, emit_json, format_table, say
 from fvconsole.core.humanize import head_tail
 
 VERIFY_EPILOG = """\
@@ -63,15 +63,14 @@ def _verify(args: argparse.Namespace) -> int:
         args.config, args.checkpoint, args.sidecar_dir, overrides=tuple(args.overrides), deep=args.deep,
         torch_check=args.torch_check,
     )
-    if args.json:
-        emit_json(result.to_json())
-    else:
+    if not args.json:
         say(_report(result, args.deep))
     if not result.ok:
-        if not args.json:
-            first = result.problems[0] if result.problems else "unknown problem"
-            say(f"error: verification failed ({len(result.problems)} problem(s)); first: {first}", err=True)
-        return 1
+        first = result.problems[0] if result.problems else "unknown problem"
+        raise command_failed(1, f"verification failed ({len(result.problems)} problem(s)); first: {first}",
+                             result.to_json())
+    if args.json:
+        emit_json(result.to_json())
     return 0
 
 
