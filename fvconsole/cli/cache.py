@@ -357,8 +357,19 @@ def _ls_extras(scan: CacheScan) -> list[str]:
     if mounted:
         lines.append("mount points inside (never evicted: eviction never crosses a mount):")
         lines += [f"  {name}: {', '.join(mounts)}" for name, mounts in mounted]  # block() sanitises
-    lines += [f"warning: {err}" for err in scan.errors]
+    held = [e for e in scan.entries if e.in_use_by]
+    if held:
+        lines.append("in use by live processes on this node (not evicted without --force):")
+        lines += [f"  {e.key}: {holders_line(e.in_use_by)}" for e in held]  # block() sanitises
+    lines += [f"warning: {err}" for err in (*scan.errors, *scan.warnings)]
     return lines
+
+
+def holders_line(holders: tuple, limit: int = 3) -> str:
+    """``mapped by pid 4242 (python), open by pid 17 (cat) and 2 more``."""
+    parts = [f"{h.how} by pid {h.pid} ({h.command})" for h in holders[:limit]]
+    more = f" and {len(holders) - limit} more" if len(holders) > limit else ""
+    return ", ".join(parts) + more
 
 
 # ---------------------------------------------------------------- evict

@@ -235,6 +235,8 @@ def render_fleet_ls(view: FleetCacheView, root: str, *, full: bool = False) -> B
             rows.append((n.node, "-", "-", "-", "-", "-", f"error: {n.error}"))
             continue
         statuses = ", ".join(f"{count} {status}" for status, count in n.statuses) or "empty"
+        if n.in_use:
+            statuses += f"; {n.in_use} in use"
         free = human_bytes(n.fs_free) if n.fs_free is not None else "-"
         over = human_bytes(n.over_cap_bytes) if n.over_cap_bytes is not None else "-"
         rows.append((n.node, n.entries, human_bytes(n.total_bytes), human_bytes(n.reclaimable_bytes), over, free,

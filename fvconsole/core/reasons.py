@@ -216,6 +216,8 @@ KINDS: Mapping[str, Kind] = _kinds(
     Kind("skip.kept", "kept", "kept (--keep)"),
     Kind("skip.mounted", "{prefix}{why}"),
     Kind("skip.in_use", "{why}", "{why}; --force to evict anyway", FORCE),
+    Kind("skip.in_use_process", "in use: {how} by pid {pid} ({command}){more}",
+         "in use: {how} by pid {pid} ({command}){more}; --force to evict anyway", FORCE),
     Kind("skip.leftover_busy", "{name}: {why}"),
     Kind("skip.symlink_not_sized", "symlinked entry: never evicted to make room under a size or free-space target",
          "symlinked entry: never evicted by --max-gb or a free-space target (select it with --key or --invalid)"),

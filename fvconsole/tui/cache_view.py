@@ -277,7 +277,10 @@ class CacheView(BaseView):
             text.append(" · * being written", style="grey62")
         if scan.foreign:
             text.append(f" · {len(scan.foreign)} foreign item(s) ignored", style="grey62")
-        for err in scan.errors[:3]:
+        held = sum(1 for e in self._entries if e.in_use_by)
+        if held:
+            text.append(f" · {held} in use by live processes", style="bold yellow")
+        for err in (*scan.errors[:3], *state.shown_warnings(scan)):
             text.append(f"\n⚠ {err}", style="yellow")
         self.query_one("#cache-root-line", PlainStatic).update(text)
 
@@ -359,6 +362,10 @@ class CacheView(BaseView):
         text.append(f"size {human_bytes(entry.bytes)}   shards {shards_cell(entry)}   last used {used}\n")
         if entry.explanation:
             text.append(f"{entry.explanation}\n", style="italic")
+        for holder in entry.in_use_by[:5]:
+            text.append(f"in use: {holder.how} by pid {holder.pid} ({holder.command})\n", style="bold yellow")
+        if len(entry.in_use_by) > 5:
+            text.append(f"in use: and {len(entry.in_use_by) - 5} more\n", style="bold yellow")
         if self._scan is not None:
             ago = human_age(now - self._scan.scanned_at)
             how = f"auto-refresh every {AUTO_REFRESH:g}s" if self.auto_rescan else "r rescans"

@@ -300,6 +300,8 @@ class FleetView(BaseView):
             for i, (status, count) in enumerate(n.statuses):
                 statuses.append(("" if i == 0 else ", ") + f"{count} {printable(status)}",
                                 style=STATUS_STYLE.get(status, ""))
+            if n.in_use:
+                statuses.append(f"; {n.in_use} in use", style="bold yellow")
             table.add_row(_plain(n.node), str(n.entries), human_bytes(n.total_bytes), human_bytes(n.reclaimable_bytes),
                           human_bytes(n.over_cap_bytes) if n.over_cap_bytes is not None else "-",
                           human_bytes(state.shown_free(n.fs_free)), statuses or "empty", key=n.node)

@@ -69,7 +69,8 @@ TOUR_MIN_FREE_PERCENT = "90"
 @contextmanager
 def frozen_display(now: float = FROZEN_NOW, space: tuple[int, int] = FROZEN_SPACE) -> Iterator[None]:
     """Freeze what would differ between runs: the clock (ages, grace periods, the receipt's
-    ``created_at_utc``, journal lines and who wrote them), the time zone and the free space shown."""
+    ``created_at_utc``, journal lines and who wrote them), the time zone, the free space shown and
+    whether this machine's /proc could be read whole (the process check's warning)."""
     from datetime import datetime
 
     from fvconsole.core.migration import receipt
@@ -94,6 +95,7 @@ def frozen_display(now: float = FROZEN_NOW, space: tuple[int, int] = FROZEN_SPAC
     time.tzset()
     state.freeze_clock(now)
     state.freeze_free_space(space)
+    state.freeze_process_warnings(True)
     receipt.datetime = FrozenDatetime  # type: ignore[misc]
     try:
         yield
@@ -101,6 +103,7 @@ def frozen_display(now: float = FROZEN_NOW, space: tuple[int, int] = FROZEN_SPAC
         receipt.datetime = saved_datetime  # type: ignore[misc]
         journal.JournalRecord.now = saved_record_now  # type: ignore[assignment]
         state.freeze_free_space(None)
+        state.freeze_process_warnings(False)
         state.freeze_clock(None)
         if saved_tz is None:
             os.environ.pop("TZ", None)

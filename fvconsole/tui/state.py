@@ -19,6 +19,8 @@ DEFAULT_MAX_GB = 300.0
 _frozen_now: float | None = None
 #: Free and total bytes of the cache's filesystem as shown; screenshots freeze them too.
 _frozen_space: tuple[int, int] | None = None
+#: Screenshots hide the process check's warnings (they depend on the machine's /proc).
+_hide_process_warnings = False
 
 
 def now() -> float:
@@ -53,6 +55,17 @@ def shown_scan(scan: Any) -> Any:
     from dataclasses import replace as _replace
 
     return _replace(scan, fs_free=_frozen_space[0], fs_total=_frozen_space[1])
+
+
+def freeze_process_warnings(hidden: bool) -> None:
+    """Hide the scan's process-check warnings (screenshots: whether /proc is readable whole depends on the machine)."""
+    global _hide_process_warnings
+    _hide_process_warnings = hidden
+
+
+def shown_warnings(scan: Any) -> tuple[str, ...]:
+    """A scan's scan-level warnings as the console shows them."""
+    return () if _hide_process_warnings else tuple(scan.warnings)
 
 
 def shown_free(free: int | None) -> int | None:

@@ -20,13 +20,14 @@ from typing import Any
 
 from fvconsole.core import interrupts
 from fvconsole.core.cache.mounts import mount_points, mounts_by_child
-from fvconsole.core.cache.plan import EvictionPlan, PlannedEviction, SkippedEntry, mount_reason
+from fvconsole.core.cache.plan import EvictionPlan, PlannedEviction, SkippedEntry, mount_reason, process_skip
 from fvconsole.core.cache.remove import PartialRemoval, remove_tree
 from fvconsole.core.cache.scan import (
     KEY_RE,
     LEFTOVER_PREFIX,
     LEFTOVER_RE,
     Child,
+    entry_holders,
     entry_size,
     fs_free_bytes,
     list_entry_files,
@@ -34,6 +35,7 @@ from fvconsole.core.cache.scan import (
     mounts_inside,
 )
 from fvconsole.core.humanize import format_duration
+from fvconsole.core.process_use import scan_processes
 from fvconsole.core.progress import Progress, no_progress
 
 __all__ = ["EvictedEntry", "EvictionResult", "PartialRemoval", "execute_eviction", "remove_tree"]
@@ -108,7 +110,11 @@ class EvictionResult:
 
 
 class _Skip(Exception):
-    """This item is not removed, for the reason given (not an error)."""
+    """This item is not removed, for the reason given (not an error); ``skipped``: as data, when it has a code."""
+
+    def __init__(self, text: str, skipped: SkippedEntry | None = None) -> None:
+        super().__init__(text)
+        self.skipped = skipped
 
 
 class _Refused(Exception):
@@ -139,7 +145,7 @@ def execute_eviction(plan: EvictionPlan, progress: Progress | None = None) -> Ev
         except KeyboardInterrupt as exc:  # Ctrl-C, SIGTERM, SIGHUP: stop here, say what was done
             raise _interrupted(exc, plan, item, evicted, result) from None
         except _Skip as skip:
-            skipped.append(SkippedEntry.of(item.key, "skip.changed", text=str(skip)))
+            skipped.append(skip.skipped or SkippedEntry.of(item.key, "skip.changed", text=str(skip)))
             continue
         except _Refused as refusal:
             errors.append(f"{item.path}: {refusal}")
@@ -214,6 +220,8 @@ def _evict_item(plan: EvictionPlan, item: PlannedEviction) -> int:
         _recheck_mounts(plan, item, st, listing)
         if not item.leftover:
             _recheck_content(plan, item, st, listing)
+            if not plan.force:
+                _recheck_processes(plan, item, listing)
     hidden = _hidden_path(plan, item)
     if item.path != hidden:
         try:
@@ -268,6 +276,16 @@ def _recheck_content(plan: EvictionPlan, item: PlannedEviction, st: os.stat_resu
         _changed(item, st, f"changed since plan (size {entry_size(listing)} != planned {item.bytes})")
     if not plan.force:
         _recheck_not_writing(listing, plan.grace_seconds)
+
+
+def _recheck_processes(plan: EvictionPlan, item: PlannedEviction,
+                       listing: list[tuple[str, os.stat_result]]) -> None:
+    """Skip an entry a live process on this node opened or mapped since the plan (a cold load starting)."""
+    real = os.path.join(plan.real_root, os.path.basename(item.path))
+    holders = entry_holders(scan_processes(), real, listing)
+    if holders:
+        skip = process_skip(item.key, holders)
+        raise _Skip(skip.reason, skip)
 
 
 def _changed(item: PlannedEviction, st: os.stat_result, reason: str) -> None:

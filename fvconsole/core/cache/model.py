@@ -7,6 +7,8 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any
 
+from fvconsole.core.process_use import Holder
+
 
 @dataclass(frozen=True)
 class ManifestSummary:
@@ -46,6 +48,8 @@ class CacheEntry:
     mounts: tuple[str, ...] = ()
     #: What removing it gives back to the filesystem (see ``scan.disk_size``); None: unknown.
     disk_bytes: int | None = None
+    #: Live processes on this node holding one of its files open or mapped (core/process_use.py).
+    in_use_by: tuple[Holder, ...] = ()
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -68,6 +72,7 @@ class CacheEntry:
             "symlink_target": self.symlink_target,
             "mounts": list(self.mounts),
             "disk_bytes": self.disk_bytes,
+            "in_use_by": [h.to_json() for h in self.in_use_by],
         }
 
 
@@ -104,6 +109,8 @@ class CacheScan:
     scanned_at: float
     grace_seconds: float
     hostname: str = field(default_factory=socket.gethostname)
+    #: Scan-level warnings (a partial process check); per-entry trouble is in ``errors``.
+    warnings: tuple[str, ...] = ()
 
     @property
     def total_bytes(self) -> int:
@@ -131,4 +138,5 @@ class CacheScan:
             "scanned_at": self.scanned_at,
             "grace_seconds": self.grace_seconds,
             "hostname": self.hostname,
+            "warnings": list(self.warnings),
         }

@@ -12,6 +12,7 @@ from fvconsole.core.cache.roots import cap_bytes, root_refusal
 from fvconsole.core.cache.scan import CacheEntry, CacheScan, Leftover
 from fvconsole.core.errors import FvError, UsageError
 from fvconsole.core.humanize import format_duration, human_bytes
+from fvconsole.core.process_use import Holder, holders_text
 from fvconsole.core.reasons import INVALID, Reason, reason
 
 #: The command line's usage error when no selector is given (its front ends raise it before planning).
@@ -174,6 +175,12 @@ def protection_reason(entry: CacheEntry, now: float, grace: float) -> str | None
     return None
 
 
+def process_skip(key: str, holders: Sequence[Holder]) -> SkippedEntry:
+    """``in use: mapped by pid 4242 (python)``: an entry live processes on this node hold (unless --force)."""
+    how, pid, command, more = holders_text(tuple(holders))
+    return SkippedEntry.of(key, "skip.in_use_process", how=how, pid=pid, command=command, more=more)
+
+
 def mount_reason(mounts: Sequence[str]) -> str:
     """Why an entry (or leftover) with mount points inside is never removed, not even with --force."""
     if "." in mounts:
@@ -257,9 +264,13 @@ def plan_eviction(scan: CacheScan, *, max_gb: float | None = None, keys: Sequenc
     now = scan.scanned_at if now is None else now
     grace = scan.grace_seconds if grace_seconds is None else float(grace_seconds)
     keep_set = set(keep)
+    # Two signals of use: live processes holding its files (first), then recent mtimes.
+    held = {} if force else {e.key: process_skip(e.key, e.in_use_by) for e in scan.entries if e.in_use_by}
     protected = {} if force else {
-        e.key: r for e in scan.entries if (r := protection_reason(e, now, grace)) is not None
+        e.key: SkippedEntry.of(e.key, "skip.in_use", why=r)
+        for e in scan.entries if e.key not in held and (r := protection_reason(e, now, grace)) is not None
     }
+    protected.update(held)
     mounted = {e.key: mount_reason(e.mounts) for e in scan.entries if e.mounts}
     skip = keep_set | set(protected) | set(mounted)
     selected = _select(scan, max_gb=max_gb, keys=keys, invalid=invalid, older_than=older_than,
@@ -276,7 +287,7 @@ def plan_eviction(scan: CacheScan, *, max_gb: float | None = None, keys: Sequenc
         elif e.key in mounted:
             skipped.append(SkippedEntry.of(e.key, "skip.mounted", prefix="", why=mounted[e.key]))
         elif e.key in protected:
-            skipped.append(SkippedEntry.of(e.key, "skip.in_use", why=protected[e.key]))
+            skipped.append(protected[e.key])
         else:
             evict.append(_planned(e, selected[e.key]))
     if max_gb is not None or free_target is not None:

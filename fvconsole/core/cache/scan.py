@@ -22,6 +22,7 @@ from fvconsole.core.cache.files import list_dir
 from fvconsole.core.cache.model import CacheEntry, CacheScan, Leftover, ManifestSummary
 from fvconsole.core.cache.mounts import mount_points, mounts_by_child
 from fvconsole.core.errors import FvError
+from fvconsole.core.process_use import ProcessUse, scan_processes
 
 DEFAULT_GRACE_SECONDS = 600.0
 KEY_RE = re.compile(r"[0-9a-f]{16}")
@@ -31,7 +32,7 @@ LEFTOVER_RE = re.compile(r"\.evicting-([0-9a-f]{16})-(\d+)")
 __all__ = [
     "DEFAULT_GRACE_SECONDS", "KEY_RE", "LEFTOVER_PREFIX", "LEFTOVER_RE", "STATUSES",
     "CacheEntry", "CacheScan", "Child", "Leftover", "ManifestSummary",
-    "classify_child", "compact_indices", "disk_size", "entry_size", "fs_free_bytes", "list_entry_files",
+    "classify_child", "compact_indices", "disk_size", "entry_holders", "entry_size", "fs_free_bytes", "list_entry_files",
     "manifest_mtime_ns", "mounts_inside", "scan_cache", "scan_entry",
 ]
 
@@ -45,10 +46,13 @@ class Child(NamedTuple):
 
 
 def scan_cache(root: str | os.PathLike[str], grace_seconds: float = DEFAULT_GRACE_SECONDS, *,
-               now: float | None = None, check_headers: bool = True) -> CacheScan:
+               now: float | None = None, check_headers: bool = True,
+               processes: ProcessUse | None = None) -> CacheScan:
     """Classify every child of ``root``; per-entry trouble is reported, never raised.
 
-    Raises FvError only when the root itself is missing, not a directory or unlistable.
+    ``processes``: who holds which file open or mapped (one pass over /proc, made here
+    when not given). Raises FvError only when the root itself is missing, not a directory
+    or unlistable.
     """
     root_path = os.path.abspath(os.path.expanduser(os.fspath(root)))
     root_dev = _require_directory(root_path).st_dev
@@ -64,12 +68,14 @@ def scan_cache(root: str | os.PathLike[str], grace_seconds: float = DEFAULT_GRAC
     except OSError as exc:
         raise FvError(f"{root_path}: cannot list cache root ({exc.strerror})") from None
     mounts = mounts_by_child(mount_points() or (), real_root)
+    use = scan_processes() if processes is None else processes
     for name, st in listing:
         child = Child(name, os.path.join(root_path, name), st)
         kind = classify_child(name, st)
         if kind == "entry":
             entry = scan_entry(child, now, grace_seconds, check_headers, errors,
-                               mounts=mounts.get(name, ()), root_dev=root_dev)
+                               mounts=mounts.get(name, ()), root_dev=root_dev, processes=use,
+                               real_path=os.path.join(real_root, name))
             if entry is not None:
                 entries.append(entry)
         elif kind == "leftover":
@@ -90,6 +96,7 @@ def scan_cache(root: str | os.PathLike[str], grace_seconds: float = DEFAULT_GRAC
         fs_free=fs_free,
         scanned_at=now,
         grace_seconds=float(grace_seconds),
+        warnings=(use.partial,) if use.partial else (),
     )
 
 
@@ -129,11 +136,13 @@ def fs_free_bytes(path: str) -> int | None:
 
 
 def scan_entry(child: Child, now: float, grace: float, check_headers: bool,
-               errors: list[str], *, mounts: tuple[str, ...] = (), root_dev: int | None = None) -> CacheEntry | None:
+               errors: list[str], *, mounts: tuple[str, ...] = (), root_dev: int | None = None,
+               processes: ProcessUse | None = None, real_path: str | None = None) -> CacheEntry | None:
     """One entry; None (with a note in ``errors``) when it vanished while we looked.
 
     ``mounts``: mount points known (from mountinfo) to be inside it; more are found by
     comparing the ``st_dev`` of the entry with ``root_dev`` and of its subdirectories with its own.
+    ``processes``: the scan's one pass over /proc; the entry's holders are looked up in it.
     """
     if stat.S_ISLNK(child.st.st_mode):
         return _symlink_entry(child)
@@ -152,9 +161,17 @@ def scan_entry(child: Child, now: float, grace: float, check_headers: bool,
              for name, st in listing if stat.S_ISDIR(st.st_mode) and name not in found]
     notes += [f"{'the entry itself' if m == '.' else m} is a mount point: eviction never crosses it, "
               "so this entry is never evicted" for m in found]
-    if not notes:
+    holders = entry_holders(processes, real_path or child.path, listing) if processes is not None else ()
+    if not notes and not holders:
         return entry
-    return dataclasses.replace(entry, mounts=found, problems=entry.problems + tuple(notes))
+    return dataclasses.replace(entry, mounts=found, problems=entry.problems + tuple(notes), in_use_by=holders)
+
+
+def entry_holders(processes: ProcessUse, real_path: str, listing: list[tuple[str, os.stat_result]]) -> tuple:
+    """Live processes holding one of the entry's files open or mapped (see core/process_use.py)."""
+    if not processes.by_inode and not processes.by_path:
+        return ()
+    return processes.holders((os.path.join(real_path, name), st) for name, st in listing)
 
 
 def mounts_inside(child: Child, listing: list[tuple[str, os.stat_result]], known: tuple[str, ...],

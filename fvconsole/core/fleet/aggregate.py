@@ -58,12 +58,15 @@ class NodeCacheSummary:
     cap: int | None = None
     #: Why the node failed, as data (when it said): what the console words.
     reason: Reason | None = None
+    #: Entries live processes on that node hold open or mapped (its `cache ls` ``in_use_by``).
+    in_use: int = 0
 
     def to_json(self) -> dict[str, Any]:
         return {
             "ok": self.ok, "error": self.error, "entries": self.entries, "total_bytes": self.total_bytes,
             "statuses": dict(self.statuses), "reclaimable_bytes": self.reclaimable_bytes,
             "over_cap_bytes": self.over_cap_bytes, "cap_bytes": self.cap, "fs_free_bytes": self.fs_free, "fs_total_bytes": self.fs_total, "root": self.root,
+            "in_use_entries": self.in_use,
         }
 
 
@@ -218,6 +221,7 @@ def summarize_node(outcome: NodeOutcome) -> NodeCacheSummary:
         over_cap_bytes=over_cap_bytes(entries, cap), fs_free=_int(doc.get("fs_free_bytes")),
         fs_total=_int(doc.get("fs_total_bytes")), root=doc.get("root") if isinstance(doc.get("root"), str) else None,
         cap=cap, reason=outcome.reason,
+        in_use=sum(1 for e in entries if isinstance(e.get("in_use_by"), list) and e.get("in_use_by")),
     )
 
 
