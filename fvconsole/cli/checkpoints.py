@@ -129,7 +129,7 @@ def _ls(args: argparse.Namespace) -> int:
             i.rank_sidecars,
             i.rng_states,
             "yes" if i.has_config else "no",
-            human_bytes(i.bytes),
+            human_bytes(i.bytes) if i.size_complete else "?",
             i.path,
         ]
         for i in infos
@@ -204,7 +204,8 @@ def _show(args: argparse.Namespace) -> int:
     say(f"checkpoint: {info.path}",
         f"step: {info.step} (metadata.json says {metadata.get('step')!r})",
         f"complete: {'yes' if info.complete else 'NO (interrupted save)'}; kind: {info.kind}; "
-        f"rank sidecars: {info.rank_sidecars}; rng states: {info.rng_states}; size: {human_bytes(info.bytes)}")
+        f"rank sidecars: {info.rank_sidecars}; rng states: {info.rng_states}; "
+        f"size: {human_bytes(info.bytes) if info.size_complete else 'unknown'}")
     for p in getattr(info, "problems", ()):
         say(f"warning: {p}")
     say("", "embedded config (critical paths):")

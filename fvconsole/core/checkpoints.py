@@ -19,6 +19,7 @@ from fvconsole.core.inert_pickle import load as load_pickle
 from fvconsole.core.migration.files import SIDECAR_RE
 from fvconsole.core.safe_read import read_regular_file, short_repr
 from fvconsole.core.untrusted import load_file
+from fvconsole.core.walk import tree_size
 
 CHECKPOINT_RE = re.compile(r"^checkpoint-(\d+)$")
 RNG_RE = re.compile(r"^rng_state_rank(\d+)\.pt$")
@@ -49,6 +50,8 @@ class CheckpointInfo:
     dataloader_keys: int | None = None
     #: mtime of the checkpoint directory (seconds since the epoch).
     mtime: float | None = None
+    #: False when ``bytes`` is not the whole tree's (a symlinked checkpoint, a walk over its bound).
+    size_complete: bool = True
 
     @property
     def name(self) -> str:
@@ -71,6 +74,7 @@ class CheckpointInfo:
             "has_dcp_metadata": self.has_dcp_metadata,
             "dataloader_keys": self.dataloader_keys,
             "mtime": self.mtime,
+            "size_complete": self.size_complete,
             "problems": list(self.problems),
         }
 
@@ -82,24 +86,8 @@ def checkpoint_step(path: str | os.PathLike[str]) -> int | None:
 
 
 def tree_bytes(path: str) -> int:
-    """Sum of file sizes below ``path`` (lstat; symlinks are counted, never followed)."""
-    total = 0
-    stack = [path]
-    while stack:
-        current = stack.pop()
-        try:
-            with os.scandir(current) as it:
-                for entry in it:
-                    try:
-                        if entry.is_dir(follow_symlinks=False):
-                            stack.append(entry.path)
-                        else:
-                            total += entry.stat(follow_symlinks=False).st_size
-                    except OSError:
-                        continue
-        except OSError:
-            continue
-    return total
+    """Sum of file sizes below ``path`` (bounded; symlinks are counted, never followed: see core/walk.py)."""
+    return tree_size(path).bytes
 
 
 MAX_METADATA_BYTES = 256 * 2**20
@@ -304,6 +292,9 @@ def inspect_checkpoint(path: str | os.PathLike[str], *, read_dcp: bool = True) -
         mtime: float | None = os.stat(path).st_mtime
     except OSError:
         mtime = None
+    size = tree_size(path)
+    if size.note:
+        problems.append(size.note)
     return CheckpointInfo(
         path=path,
         step=step,
@@ -312,7 +303,8 @@ def inspect_checkpoint(path: str | os.PathLike[str], *, read_dcp: bool = True) -
         rank_sidecars=len(sidecars),
         rng_states=len(rng),
         has_config=isinstance(config, dict),
-        bytes=tree_bytes(path),
+        bytes=size.bytes,
+        size_complete=size.complete,
         metadata_step=metadata_step,
         problems=tuple(problems),
         world_size=world,

@@ -223,7 +223,7 @@ class CheckpointsView(BaseView):
             Text("yes", style="green") if info.complete else Text("NO", style="bold red"),
             kind,
             str(row.sidecars),
-            human_bytes(info.bytes),
+            human_bytes(info.bytes) if info.size_complete else "?",
             human_age(now - row.mtime) if row.mtime is not None else "-",
         )
 
@@ -310,7 +310,7 @@ class CheckpointsView(BaseView):
         text.append(info.kind, style="bold yellow" if info.kind == "legacy" else "bold")
         text.append("   complete ")
         text.append("yes" if info.complete else "NO", style="" if info.complete else "bold red")
-        text.append(f"   size {human_bytes(info.bytes)}\nrng states {info.rng_states}   "
+        text.append(f"   size {human_bytes(info.bytes) if info.size_complete else 'unknown'}\nrng states {info.rng_states}   "
                     f"rank sidecars {info.rank_sidecars}\n")
         if info.metadata_step is not None and info.metadata_step != info.step:
             text.append(f"metadata.json step {info.metadata_step} differs from the directory name\n", style="bold red")

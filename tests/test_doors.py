@@ -1,0 +1,122 @@
+"""One door per hazard (issue 19): for each hazard, no module of ``fvconsole/`` goes around its door.
+
+Each door's tests live in their own delimited block below.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+PACKAGE = Path(__file__).resolve().parent.parent / "fvconsole"
+
+
+def _modules() -> list[tuple[str, ast.Module, str]]:
+    """(path relative to the package's parent, AST, source) of every module of ``fvconsole/``."""
+    out = []
+    for path in sorted(PACKAGE.rglob("*.py")):
+        source = path.read_text()
+        out.append((path.relative_to(PACKAGE.parent).as_posix(), ast.parse(source), source))
+    return out
+
+
+def _dotted(node: ast.AST) -> str:
+    """``os.path.join`` for an attribute chain, ``walk`` for a bare name, "" otherwise."""
+    parts = []
+    while isinstance(node, ast.Attribute):
+        parts.append(node.attr)
+        node = node.value
+    if isinstance(node, ast.Name):
+        parts.append(node.id)
+        return ".".join(reversed(parts))
+    return ""
+
+
+# ---- door: process-use (issue 19 item 7) -------------------------------------------------
+
+#: The only module that reads /proc/<pid>/fd or /proc/<pid>/maps.
+PROCESS_USE_DOOR = "fvconsole/core/process_use.py"
+
+
+def test_process_use_has_one_door() -> None:
+    """No module but the door names a process's fd table or maps (in a string or an f-string)."""
+    offenders = []
+    for rel, tree, _ in _modules():
+        if rel == PROCESS_USE_DOOR:
+            continue
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Constant) and isinstance(node.value, str):
+                text = node.value
+            elif isinstance(node, ast.JoinedStr):
+                text = "".join(v.value for v in node.values if isinstance(v, ast.Constant) and isinstance(v.value, str))
+            else:
+                continue
+            if text.endswith(("/fd", "/maps")) or "/fd/" in text or text in ("fd", "maps"):
+                offenders.append(f"{rel}:{node.lineno}: {text!r}")
+    assert offenders == []
+
+
+def test_the_process_use_door_check_can_fail() -> None:
+    """The check above sees the door itself (its own strings would be offenders elsewhere)."""
+    source = (PACKAGE / "core" / "process_use.py").read_text()
+    assert '/fd"' in source and '/maps"' in source
+
+# ---- end door: process-use ---------------------------------------------------------------
+
+# ---- door: bounded-walks (issue 19 item 9) -----------------------------------------------
+
+#: The one walker every size and recursive scan uses.
+WALK_DOOR = "fvconsole/core/walk.py"
+#: Modules that may walk a tree themselves, and why.
+WALK_ALLOWED = {
+    # Its listing sits in a helper its loop calls (not seen by the check), allowed whatever it becomes:
+    "fvconsole/core/cache/remove.py": "the removal door: its fd-based walk is the removal itself (mount-aware)",
+    "fvconsole/demo/builders.py": "mirrors FastVideo's own _scan_manifest (os.walk), so the oracle matches it exactly",
+    "fvconsole/demo/workspace.py": "the demo's own workspace, built by this process (the removal door owns its rebuild)",
+}
+_WALKS = ("os.walk", "os.fwalk")
+_LISTINGS = ("os.scandir", "os.listdir", "scandir", "listdir")
+
+
+def _walk_offences(tree: ast.Module) -> list[str]:
+    """A tree walk: os.walk/fwalk, Path.rglob/walk, recursive glob, or a listing inside a
+    ``while`` loop (an explicit stack) or inside a function that calls itself."""
+    found = []
+    for node in ast.walk(tree):
+        if not isinstance(node, ast.Call):
+            continue
+        name = _dotted(node.func)
+        attr = node.func.attr if isinstance(node.func, ast.Attribute) else ""
+        if name in _WALKS or attr in ("rglob", "walk") or (
+                attr == "glob" and any(k.arg == "recursive" for k in node.keywords)):
+            found.append(f"{node.lineno}: {name or attr}")
+    for func in ast.walk(tree):
+        if not isinstance(func, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            continue
+        recursive = any(isinstance(n, ast.Call) and _dotted(n.func) == func.name for n in ast.walk(func))
+        loops = [n for n in ast.walk(func) if isinstance(n, ast.While)]
+        looped = {id(c) for loop in loops for c in ast.walk(loop)}
+        for n in ast.walk(func):
+            if isinstance(n, ast.Call) and _dotted(n.func) in _LISTINGS and (recursive or id(n) in looped):
+                found.append(f"{n.lineno}: {_dotted(n.func)} in {func.name} ({'recursion' if recursive else 'a stack'})")
+    return found
+
+
+def test_walks_have_one_door() -> None:
+    offenders = []
+    for rel, tree, _ in _modules():
+        if rel == WALK_DOOR or rel in WALK_ALLOWED:
+            continue
+        offenders += [f"{rel}:{o}" for o in _walk_offences(tree)]
+    assert offenders == []
+
+
+def test_the_walk_door_check_sees_a_walk() -> None:
+    """The detector finds the walker's own stack walk and the allowlisted walks (so it can fail)."""
+    assert _walk_offences(ast.parse((PACKAGE / "core" / "walk.py").read_text()))
+    for rel in ("fvconsole/demo/builders.py", "fvconsole/demo/workspace.py"):
+        assert _walk_offences(ast.parse((PACKAGE.parent / rel).read_text())), rel
+    sample = "import os\ndef size(p):\n    return sum(size(e.path) for e in os.scandir(p))\n"
+    assert _walk_offences(ast.parse(sample))
+
+# ---- end door: bounded-walks -------------------------------------------------------------
