@@ -47,6 +47,7 @@ from typing import Any
 from fvconsole.core.host import current_identity
 from fvconsole.core.locks import wait_for
 from fvconsole.core.safe_read import file_kind
+from fvconsole.core.untrusted import Fields, UntrustedError, decode
 
 ENV_JOURNAL = "FVCONSOLE_JOURNAL"
 FORMAT = "fvconsole-journal/v1"
@@ -55,6 +56,8 @@ LINE_MAX = getattr(select, "PIPE_BUF", 4096)
 #: Reading: at most the journal's last 64 MiB (about 100,000 lines); older lines are skipped and counted.
 MAX_READ_BYTES = 64 << 20
 MAX_LINE_BYTES = 64 << 10
+#: The last second a record's time can be shown as a date (9999-12-31T23:59:59Z).
+MAX_EPOCH = 253_402_300_799
 #: Lists a record may shorten to fit LINE_MAX (each keeps "<name>_total").
 LISTS = ("items", "errors", "nodes")
 _LOCK_WAIT = 2.0
@@ -148,38 +151,21 @@ class JournalRecord:
         }
 
     @classmethod
-    def from_json(cls, data: Any) -> JournalRecord:
-        """Parse one line's object; ValueError naming the field when it is not a record."""
-        if not isinstance(data, dict):
-            raise ValueError("not a JSON object")
+    def from_json(cls, data: Any, shown: str = "journal", what: str = "journal line") -> JournalRecord:
+        """Parse one line's object; UntrustedError (a ValueError) naming the field when it is not a record.
+
+        Every number is range-checked here (an ``epoch`` of ``1e400`` or ``10**400`` made
+        ``history`` and the History view fail as a whole when it was formatted).
+        """
+        f = Fields(data, shown, what)
         if data.get("format") != FORMAT:
-            raise ValueError(f"field 'format' is not {FORMAT!r}")
-        kinds = {"epoch": (int, float), "user": str, "host": str, "pid": int, "command": str, "action": str,
-                 "target": str, "result": str, "exit_code": int, "bytes": int}
-        for key, kind in kinds.items():
-            value = data.get(key)
-            if isinstance(value, bool) or not isinstance(value, kind):
-                raise ValueError(f"field '{key}' missing or of the wrong type")
-        lists = {}
-        for key in ("items", "errors"):
-            value = data.get(key, [])
-            if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
-                raise ValueError(f"field '{key}' is not a list of strings")
-            lists[key] = tuple(value)
-        totals = {}
-        for key in ("items_total", "errors_total"):
-            value = data.get(key)
-            if value is not None and (isinstance(value, bool) or not isinstance(value, int)):
-                raise ValueError(f"field '{key}' is not an integer")
-            totals[key] = value
-        details = data.get("details", {})
-        if not isinstance(details, dict):
-            raise ValueError("field 'details' is not an object")
-        return cls(action=data["action"], target=data["target"], result=data["result"],
-                   exit_code=data["exit_code"], bytes=data["bytes"], items=lists["items"], errors=lists["errors"],
-                   command=data["command"], time=float(data["epoch"]), user=data["user"], host=data["host"],
-                   pid=data["pid"], items_total=totals["items_total"], errors_total=totals["errors_total"],
-                   details=details)
+            f.fail("format", f"is not {FORMAT!r}")
+        return cls(action=f.str("action"), target=f.str("target"), result=f.str("result"),
+                   exit_code=f.int("exit_code", max=255), bytes=f.int("bytes"),
+                   items=f.strings("items", ()), errors=f.strings("errors", ()),
+                   command=f.str("command"), time=f.number("epoch", max=MAX_EPOCH), user=f.str("user"),
+                   host=f.str("host"), pid=f.int("pid"), items_total=f.int("items_total", None),
+                   errors_total=f.int("errors_total", None), details=f.object("details", {}))
 
 
 def encode_line(record: JournalRecord, limit: int = LINE_MAX) -> bytes:
@@ -390,8 +376,8 @@ def _parse_line(raw: bytes) -> JournalRecord | None:
     if len(raw) > MAX_LINE_BYTES:
         return None
     try:
-        return JournalRecord.from_json(json.loads(raw))
-    except (ValueError, RecursionError):  # JSONDecodeError and UnicodeDecodeError are ValueErrors
+        return JournalRecord.from_json(decode(raw, "journal", "journal line"))
+    except UntrustedError:
         return None
 
 
