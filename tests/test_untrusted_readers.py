@@ -8,6 +8,7 @@ Each expected value is written out here, never taken from the code under test.
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import pytest
@@ -91,3 +92,82 @@ async def test_the_history_view_skips_a_damaged_line(tmp_path: Path) -> None:
         assert app.query_one("#hist-table").row_count == 2
         banner = str(app.query_one("#hist-banner").render())
         assert "1 malformed line skipped" in banner
+
+
+# --------------------------------------------------------------------------- lock and evictor holder records
+
+# (field, raw JSON text): each makes a holder record unusable; the lock must still refuse cleanly.
+DAMAGED_HOLDER = [
+    ("pid", "1" + "0" * 30),
+    ("pid", "-1"),
+    ("pid", "0"),
+    ("pid", "[1]"),
+    ("pid", '"1"'),
+    ("pidns", "1e400"),
+    ("since_epoch", "1e400"),
+    ("since_epoch", "NaN"),
+    ("since_epoch", "1" + "0" * 400),
+    ("since_epoch", "-1"),
+    ("start_time", "-5"),
+    ("start_time", "1" + "0" * 40),
+    ("host", "{}"),
+]
+
+
+def _names_the_problem(err: str, field: str) -> bool:
+    """The field at fault, or (a number no JSON reader should accept) the document's own problem."""
+    return f"field '{field}'" in err or "non-finite number" in err
+
+
+def _holder_record(field: str, raw: str) -> bytes:
+    from fvconsole.core.locks import Holder
+
+    doc = Holder.current("fvconsole migrate --yes").to_json()
+    doc[field] = "@@"
+    return json.dumps(doc).replace('"@@"', raw).encode()
+
+
+@pytest.mark.parametrize(("field", "raw"), DAMAGED_HOLDER)
+def test_a_damaged_migration_lock_record_is_the_clean_refusal(tmp_path: Path, cli, field: str, raw: str) -> None:
+    from migration_runs import build_legacy
+
+    legacy = build_legacy(str(tmp_path))
+    parent, name = os.path.split(legacy.out)
+    lock = os.path.join(parent, f".{name}.fvconsole-lock")
+    Path(lock).write_bytes(_holder_record(field, raw))
+    for extra in ((), ("--yes",), ("--yes", "--break-lock")):
+        code, out, err = cli(legacy.migrate_argv(*extra))
+        assert code == 1, (extra, err)
+        assert err.startswith("error: ") and len(err.splitlines()) == 1, err
+        assert f"lock file {lock} is unreadable" in err and _names_the_problem(err, field), err
+    assert not os.path.exists(legacy.out) and os.path.exists(lock)
+
+
+@pytest.mark.parametrize(("field", "raw"), DAMAGED_HOLDER)
+def test_a_damaged_evictor_record_never_breaks_a_dry_run(tmp_path: Path, cli, field: str, raw: str) -> None:
+    from sized_cache import sized_entry
+
+    from fvconsole.core.cache.lock import EvictorLock, record_path
+
+    root = tmp_path / "wcache"
+    for i, key in enumerate("abc"):
+        sized_entry(root, key, 1, (3 - i) * 86400.0)
+    record = record_path(os.path.realpath(root))
+    Path(record).write_bytes(_holder_record(field, raw))
+    code, out, err = cli(["cache", "evict", str(root), "--older-than", "2d"])  # nobody evicts: the record is ignored
+    assert code == 0, err
+    assert "re-run with --yes" in out
+    # Someone evicts (the flock is held) and its record is damaged: the refusal names the record.
+    holder = EvictorLock(str(root), command="cron")
+    holder.acquire()
+    try:
+        Path(record).write_bytes(_holder_record(field, raw))
+        for extra in ((), ("--yes",)):
+            code, out, err = cli(["cache", "evict", str(root), "--older-than", "2d", *extra])
+            if not extra and code == 0:
+                continue  # a dry run reads only the record, which names nobody: no refusal to give
+            assert code == 1, err
+            assert err.startswith(f"error: {root}: another eviction is running") and len(err.splitlines()) == 1
+            assert f"its holder record {record} is damaged" in err and _names_the_problem(err, field), err
+    finally:
+        holder.release()

@@ -47,7 +47,7 @@ from typing import Any
 from fvconsole.core.host import current_identity
 from fvconsole.core.locks import wait_for
 from fvconsole.core.safe_read import file_kind
-from fvconsole.core.untrusted import Fields, UntrustedError, decode
+from fvconsole.core.untrusted import MAX_EPOCH, Fields, UntrustedError, decode
 
 ENV_JOURNAL = "FVCONSOLE_JOURNAL"
 FORMAT = "fvconsole-journal/v1"
@@ -56,8 +56,6 @@ LINE_MAX = getattr(select, "PIPE_BUF", 4096)
 #: Reading: at most the journal's last 64 MiB (about 100,000 lines); older lines are skipped and counted.
 MAX_READ_BYTES = 64 << 20
 MAX_LINE_BYTES = 64 << 10
-#: The last second a record's time can be shown as a date (9999-12-31T23:59:59Z).
-MAX_EPOCH = 253_402_300_799
 #: Lists a record may shorten to fit LINE_MAX (each keeps "<name>_total").
 LISTS = ("items", "errors", "nodes")
 _LOCK_WAIT = 2.0

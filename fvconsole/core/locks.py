@@ -78,6 +78,7 @@ from fvconsole.core.errors import FvError
 from fvconsole.core.host import HostIdentity, current_identity, pid_alive, process_start_time
 from fvconsole.core.printable import printable
 from fvconsole.core.reasons import Reason
+from fvconsole.core.untrusted import MAX_EPOCH, MAX_PID, Fields, UntrustedError, decode
 
 T = TypeVar("T")
 LOCK_FORMAT = "fvconsole-lock/v1"
@@ -179,20 +180,17 @@ class Holder:
         }
 
     @classmethod
-    def from_json(cls, data: Any) -> Holder:
-        if not isinstance(data, dict):
-            raise ValueError("not a JSON object")
-        types = {"host": str, "boot_id": str, "pidns": int, "pid": int, "user": str,
-                 "since_epoch": (int, float), "command": str, "token": str}
-        for key, kind in types.items():
-            value = data.get(key)
-            if not isinstance(value, kind) or isinstance(value, bool):
-                raise ValueError(f"field '{key}' missing or of the wrong type")
-        start = data.get("start_time")
-        if start is not None and (not isinstance(start, int) or isinstance(start, bool)):
-            raise ValueError("field 'start_time' is not an integer")
-        return cls(data["host"], data["boot_id"], data["pidns"], data["pid"], start, data["user"],
-                   float(data["since_epoch"]), data["command"], data["token"])
+    def from_json(cls, data: Any, shown: str = "lock", what: str = "holder record") -> Holder:
+        """The holder a record names; UntrustedError (a ValueError) naming the field when it is damaged.
+
+        Numbers are range-checked: a pid beyond pid_t made ``os.kill`` raise OverflowError, a
+        ``since_epoch`` of ``1e400`` made the refusal's date fail (an internal error, not the
+        "another ... holds the lock" refusal). A pid of 0 or below would signal a process group.
+        """
+        f = Fields(data, shown, what)
+        return cls(f.str("host"), f.str("boot_id"), f.int("pidns"), f.int("pid", min=1, max=MAX_PID),
+                   f.int("start_time", None), f.str("user"), f.number("since_epoch", max=MAX_EPOCH),
+                   f.str("command"), f.str("token"))
 
 
 def _user_name() -> str:
@@ -202,6 +200,12 @@ def _user_name() -> str:
         return pwd.getpwuid(os.geteuid()).pw_name
     except (ImportError, KeyError):
         return str(os.geteuid())
+
+
+def _after(exc: Exception, path: str) -> str:
+    """The problem without the leading "<path>: " (the refusal names the file itself)."""
+    text = str(exc)
+    return text[len(path) + 2:] if text.startswith(path + ": ") else text
 
 
 def read_holder(path: str) -> Holder:
@@ -221,9 +225,9 @@ def read_holder(path: str) -> Holder:
     if not data:
         raise ValueError("it is empty")
     try:
-        return Holder.from_json(json.loads(data))
-    except ValueError as exc:  # JSONDecodeError and UnicodeDecodeError are ValueErrors
-        raise ValueError(f"not an fvconsole lock ({exc})") from None
+        return Holder.from_json(decode(data, path, "lock record"), path, "lock record")
+    except UntrustedError as exc:
+        raise ValueError(f"not an fvconsole lock ({_after(exc, path)})") from None
 
 
 # --------------------------------------------------------------------------- refusals

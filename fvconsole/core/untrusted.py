@@ -33,6 +33,10 @@ MAX_JSON_DEPTH = 100
 #: Integers that fit in 64 bits: the range of every size, time, pid and count fvconsole reads.
 INT64_MIN = -(2**63)
 INT64_MAX = 2**63 - 1
+#: The last second a time can be shown as a date (9999-12-31T23:59:59Z): every epoch field's bound.
+MAX_EPOCH = 253_402_300_799
+#: The largest pid_t; a pid field beyond it made ``os.kill`` raise OverflowError.
+MAX_PID = 2**31 - 1
 #: Containers plus items ("{", "[" and "," in the text) allowed per byte of the document, and
 #: a floor for small documents. Each costs at most ~100 bytes of memory once parsed, so a
 #: document decodes in at most ~12x its size plus ~1 MiB. A real row group of a streaming

@@ -144,7 +144,12 @@ class EvictorLock:
         if holder is not None:
             return LockBusy(self.root, BUSY, None, holder, code, **waited)
         pid = flock_holder_pid(self.real_root)
-        who = f" (pid {pid} on host {host_label(current_identity().hostname)}; it left no holder record)" if pid else ""
+        damaged = record_problem(self.record)
+        record = f"its holder record {self.record} is damaged: {damaged}" if damaged else "it left no holder record"
+        if pid:
+            who = f" (pid {pid} on host {host_label(current_identity().hostname)}; {record})"
+        else:
+            who = f" ({record})" if damaged else ""
         return LockBusy(self.root, BUSY, None, None, code, who=who, **waited)
 
     def _write_record(self) -> str | None:
@@ -215,6 +220,19 @@ def live_record(path: str) -> Holder | None:
     except (OSError, ValueError):
         return None
     return None if holder.judge().state is Liveness.DEAD else holder
+
+
+def record_problem(path: str) -> str | None:
+    """Why record ``path`` names no holder, when it exists but is damaged (None: absent or usable)."""
+    try:
+        read_holder(path)
+    except (FileNotFoundError, NotADirectoryError):
+        return None
+    except OSError as exc:
+        return exc.strerror or str(exc)
+    except ValueError as exc:
+        return str(exc)
+    return None
 
 
 def flock_holder_pid(path: str) -> int | None:
