@@ -61,3 +61,46 @@ def test_demo_help_exits_cleanly(argv, capsys) -> None:
         main(argv)
     assert info.value.code == 0
     assert "--no-tui" in capsys.readouterr().out
+
+
+# ---------------------------------------------------------------- D28: the demo deletes only what it built
+
+
+def _user_dir(tmp_path, marker: str | None) -> tuple[str, dict[str, str]]:
+    """A user's directory with source files and (maybe) a file named like the demo's marker."""
+    root = tmp_path / "project"
+    (root / "src").mkdir(parents=True)
+    files = {"src/train.py": "print('train')\n", "README.md": "my project\n"}
+    for rel, text in files.items():
+        (root / rel).write_text(text)
+    if marker is not None:
+        (root / MARKER).write_text(marker)
+    return str(root), files
+
+
+@pytest.mark.parametrize("marker", ["{}", "not json", '{"state": "complete"}', "[]",
+                                    '{"token": "0123", "created": ["src"]}',
+                                    '{"token": "' + "a" * 32 + '", "created": ["src", "README.md"]}'])
+def test_demo_refuses_a_marker_that_is_not_the_demos(tmp_path, capsys, marker) -> None:
+    root, files = _user_dir(tmp_path, marker)
+    assert main(["demo", root, "--no-tui"]) == 1
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith(f"error: {root}: directory is not empty and is not a demo workspace")
+    for rel, text in files.items():
+        assert (tmp_path / "project" / rel).read_text() == text
+    assert sorted(os.listdir(root)) == sorted(["src", "README.md", MARKER])
+
+
+def test_demo_rebuild_refuses_what_it_did_not_build(tmp_path, capsys) -> None:
+    ws = build_demo_workspace(str(tmp_path / "demo"))
+    (tmp_path / "demo" / "notes").mkdir()
+    (tmp_path / "demo" / "notes" / "todo.txt").write_text("mine\n")
+    (tmp_path / "demo" / "zz.txt").write_text("mine too\n")
+    before = sorted(os.listdir(ws.root))
+    assert main(["demo", ws.root, "--no-tui"]) == 1
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == [f"error: {ws.root}/notes: not made by the demo (its marker does not list it); the demo "
+                   "deletes only what it built: move it away or choose another DIR"]
+    assert sorted(os.listdir(ws.root)) == before
+    assert (tmp_path / "demo" / "notes" / "todo.txt").read_text() == "mine\n"
+    assert os.path.isdir(os.path.join(ws.root, "output", "checkpoint-300"))  # nothing of the old build went

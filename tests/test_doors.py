@@ -6,6 +6,7 @@ Each door's tests live in their own delimited block below.
 from __future__ import annotations
 
 import ast
+from collections.abc import Iterator
 from pathlib import Path
 
 PACKAGE = Path(__file__).resolve().parent.parent / "fvconsole"
@@ -70,7 +71,7 @@ WALK_DOOR = "fvconsole/core/walk.py"
 #: Modules that may walk a tree themselves, and why.
 WALK_ALLOWED = {
     # Its listing sits in a helper its loop calls (not seen by the check), allowed whatever it becomes:
-    "fvconsole/core/cache/remove.py": "the removal door: its fd-based walk is the removal itself (mount-aware)",
+    "fvconsole/core/removal.py": "the removal door: its fd-based walk is the removal itself (mount-aware)",
     "fvconsole/demo/builders.py": "mirrors FastVideo's own _scan_manifest (os.walk), so the oracle matches it exactly",
     "fvconsole/demo/workspace.py": "the demo's own workspace, built by this process (the removal door owns its rebuild)",
 }
@@ -120,3 +121,73 @@ def test_the_walk_door_check_sees_a_walk() -> None:
     assert _walk_offences(ast.parse(sample))
 
 # ---- end door: bounded-walks -------------------------------------------------------------
+
+# ---- door: removal (issue 19 item 1) ----------------------------------------------------
+def _calls_in_functions(tree: ast.AST) -> Iterator[tuple[str, ast.AST]]:
+    """Every node with the qualified name of the function (or class) it is in ("" at module level)."""
+    def walk(node: ast.AST, where: str) -> Iterator[tuple[str, ast.AST]]:
+        for child in ast.iter_child_nodes(node):
+            if isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+                yield from walk(child, f"{where}.{child.name}" if where else child.name)
+            else:
+                yield where, child
+                yield from walk(child, where)
+    yield from walk(tree, "")
+
+
+REMOVAL_DOOR = "fvconsole/core/removal.py"
+#: Single-file unlinks of fvconsole's own files, outside the door: (module, function) -> why it is safe.
+REMOVAL_ALLOWED = {
+    ("fvconsole/core/atomic.py", "atomic_write_bytes"): "its own O_EXCL temp file, after a failed write",
+    ("fvconsole/core/cache/lock.py", "EvictorLock._write_record"): "its own temp holder record",
+    ("fvconsole/core/cache/lock.py", "EvictorLock._clean_dead_temps"): "temp holder records of dead evictors",
+    ("fvconsole/core/cache/lock.py", "EvictorLock.release"): "its own holder record",
+    ("fvconsole/core/locks.py", "FileLock.release"): "its own lock file",
+    ("fvconsole/core/locks.py", "FileLock._create"): "its own temp lock record (after link)",
+    ("fvconsole/core/locks.py", "FileLock._create_direct"): "its own lock file, after a failed write",
+    ("fvconsole/core/locks.py", "FileLock._break"): "a provably dead holder's lock file, moved aside first",
+    ("fvconsole/core/locks.py", "FileLock._clean_own_temps"): "temp lock records of this identity's dead runs",
+    ("fvconsole/demo/builders.py", "write_checkpoint"): "the .metadata of a checkpoint it just wrote (fixture)",
+}
+#: Names that delete whatever object they are called on (Path.unlink, os.rmdir, shutil.rmtree ...).
+_DELETERS = {"rmtree", "rmdir", "unlink", "removedirs", "unlinkat"}
+
+
+def _deletions(tree: ast.AST) -> Iterator[tuple[str, int, str]]:
+    """(function, line, what) of every way to delete something that a module uses."""
+    for where, node in _calls_in_functions(tree):
+        if isinstance(node, ast.Attribute) and (
+                node.attr in _DELETERS
+                or (node.attr == "remove" and isinstance(node.value, ast.Name) and node.value.id == "os")):
+            yield where, node.lineno, ast.unparse(node)
+        elif isinstance(node, ast.ImportFrom) and node.module in ("os", "shutil", "pathlib"):
+            for alias in node.names:
+                if alias.name in _DELETERS | {"remove"}:
+                    yield where, node.lineno, f"from {node.module} import {alias.name}"
+
+
+def test_removal_has_one_door() -> None:
+    """Only ``core/removal.py`` deletes trees; elsewhere only the listed single-file unlinks of fvconsole's own files."""
+    found, used = [], set()
+    for module, tree, _ in _modules():
+        if module == REMOVAL_DOOR:
+            continue
+        for where, line, what in _deletions(tree):
+            if "rmtree" in what or "rmdir" in what or (module, where) not in REMOVAL_ALLOWED:
+                found.append(f"{module}:{line} ({where or 'module level'}): {what}")
+            else:
+                used.add((module, where))
+    assert found == [], "deletes outside core/removal.py (use remove_tree / remove_flat_dir / remove_empty_dir):\n" \
+        + "\n".join(found)
+    assert set(REMOVAL_ALLOWED) - used == set(), "allowlist entries that no longer unlink anything: remove them"
+
+
+def test_removal_door_scan_sees_every_kind_of_deletion() -> None:
+    """The scan itself must be able to fail: each way of deleting is caught."""
+    sample = ast.parse(
+        "import os, shutil\nfrom shutil import rmtree\n"
+        "def f(p):\n    shutil.rmtree(p)\n    os.rmdir(p)\n    os.remove(p)\n    p.unlink()\n    os.removedirs(p)\n"
+        "def g(items):\n    items.remove(1)\n")
+    assert [what for _, _, what in _deletions(sample)] == [
+        "from shutil import rmtree", "shutil.rmtree", "os.rmdir", "os.remove", "p.unlink", "os.removedirs"]
+# ---- end door: removal ------------------------------------------------------------------

@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import contextlib
-import os
 import shlex
 import sys
 import time
@@ -16,7 +14,9 @@ examples:
   fvconsole demo ./fv-demo --no-tui # build and print the equivalent headless commands
 
 DIR must be empty, missing, or a previous demo workspace (it is rebuilt); anything else is
-refused and left untouched. A build that fails part-way removes what it made (or, if it
+refused and left untouched: a rebuild deletes only the paths its marker (.fvconsole-demo.json,
+with the build's token) lists, and refuses, naming it, anything else in DIR or a mount point
+inside it. A build that fails part-way removes what it made (or, if it
 cannot, leaves DIR marked so the same command rebuilds it) and names DIR in its error.
 Without a terminal (stdin or stdout not a TTY: CI, cron, a pipe) the console is not
 opened: the workspace is built and the equivalent commands are printed, as with --no-tui.
@@ -67,6 +67,7 @@ def run_demo(args: argparse.Namespace) -> int:
     from fvconsole.cli import has_terminal
     from fvconsole.cli.outcome import record_write
     from fvconsole.core.printable import printable
+    from fvconsole.core.removal import remove_empty_dir
     from fvconsole.demo.workspace import DemoBuildFailed, build_demo_workspace
 
     target = args.dir or tempfile.mkdtemp(prefix="fvconsole-demo-")
@@ -75,8 +76,7 @@ def run_demo(args: argparse.Namespace) -> int:
         ws = build_demo_workspace(target)
     except DemoBuildFailed:
         if not args.dir:  # the fresh temp dir is ours: leave nothing behind when it is empty
-            with contextlib.suppress(OSError):
-                os.rmdir(target)
+            remove_empty_dir(target)
         raise
     record_write(f"the demo workspace was built in {ws.root}")
     print(f"demo workspace: {printable(ws.root)}  (built in {time.monotonic() - started:.1f}s)")

@@ -9,11 +9,13 @@ at it, with the job's nodes given (there is no squeue).
 
 from __future__ import annotations
 
+import contextlib
 import os
-import shutil
 import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
+
+from fvconsole.core.removal import remove_tree
 
 FLEET_NODES = tuple(f"gpu{i:03d}" for i in range(1, 9))
 
@@ -40,7 +42,8 @@ def build_fleet(base: str, now: float, nodes: Sequence[str] = FLEET_NODES) -> Fl
     """Per-node cache roots ``base/<node>/wcache`` and ``base/bin/srun`` (``base`` is rebuilt)."""
     from fvconsole.demo.cache_builders import make_key, write_cache_entry
 
-    shutil.rmtree(base, ignore_errors=True)
+    with contextlib.suppress(OSError):  # a fixture dir the caller names (tests, screenshots)
+        remove_tree(base)
     wan, flux, old = make_key("wan2.1-t2v-14b"), make_key("flux-dev"), make_key("wan2.1-i2v-old")
     for i, node in enumerate(nodes):
         root = os.path.join(base, node, "wcache")

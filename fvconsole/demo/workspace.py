@@ -2,9 +2,10 @@
 
 Layout (all under one directory)::
 
-    .fvconsole-demo.json          marker, written first ("building") and last ("complete"): lets
-                                  `fvconsole demo DIR` rebuild this dir safely, also after a build
-                                  that died part-way
+    .fvconsole-demo.json          marker, written first ("building") and last ("complete"), with a
+                                  random token and the top-level names the build creates: lets
+                                  `fvconsole demo DIR` rebuild this dir (also after a build that
+                                  died part-way), deleting only those names
     data/openvid/*.parquet        real Parquet dataset (~50 row groups)
     manifests/openvid.json        its streaming manifest (outside the dataset)
     run.yaml                      run config: 8 ranks, sp 2 — matches checkpoint-300
@@ -17,16 +18,24 @@ Layout (all under one directory)::
 
 from __future__ import annotations
 
-import contextlib
 import os
-import shutil
+import re
+import secrets
 import time
 from dataclasses import dataclass
 
 from fvconsole.core.atomic import atomic_write_json
 from fvconsole.core.errors import FvError
+from fvconsole.core.mounts import mount_points
+from fvconsole.core.removal import remove_empty_dir, remove_tree
+from fvconsole.core.untrusted import load_file
 
 MARKER = ".fvconsole-demo.json"
+#: Everything a build makes at the top of DIR (besides the marker); the marker records it.
+CREATED = ("data", "manifests", "output", "run.yaml", "shard-cache")
+MAX_MARKER_BYTES = 1 << 20
+_TOKEN = re.compile(r"[0-9a-f]{32}")
+_MARKER_TMP = re.compile(r"\." + re.escape(MARKER) + r"\.[0-9a-f]{8}\.tmp")
 DEMO_ROWS = (48, 64, 56, 72, 60, 52, 68, 64)  # row counts cycled over the row groups
 DATASET_AGE = 30 * 86400  # the dataset predates every checkpoint
 DEMO_STEPS = {100: 3 * 86400, 200: 2 * 86400, 300: 26 * 3600, 400: 5 * 3600, 500: 20 * 60}
@@ -51,66 +60,112 @@ class DemoWorkspace:
         return dict(self.__dict__)
 
 
-def check_target(root: str) -> None:
-    """Refuse a non-empty directory that is not a previous demo workspace (nothing is touched)."""
+@dataclass(frozen=True)
+class DemoMarker:
+    """What a previous build recorded in its marker: its token and the top-level names it created."""
+
+    token: str
+    created: tuple[str, ...]
+
+
+def read_marker(root: str) -> DemoMarker:
+    """The marker of a previous build, or FvError: a marker that does not parse, lacks the token
+    or lists a name this demo never creates is not the demo's (so nothing is deleted on its word)."""
+    path = os.path.join(root, MARKER)
+    not_ours = f"{root}: directory is not empty and is not a demo workspace ({MARKER} "
+    try:
+        doc = load_file(path, "demo marker", MAX_MARKER_BYTES)
+    except FileNotFoundError:
+        raise FvError(not_ours + "missing); choose another DIR") from None
+    except OSError as exc:
+        raise FvError(not_ours + f"unreadable: {exc.strerror}); choose another DIR") from None
+    except FvError:
+        raise FvError(not_ours + "is not a demo marker: it does not parse); choose another DIR") from None
+    token = doc.get("token") if isinstance(doc, dict) else None
+    created = doc.get("created") if isinstance(doc, dict) else None
+    if not isinstance(token, str) or not _TOKEN.fullmatch(token):
+        raise FvError(not_ours + "is not a demo marker: no demo token); choose another DIR")
+    if not isinstance(created, list) or not all(isinstance(n, str) and n in CREATED for n in created):
+        raise FvError(not_ours + "is not a demo marker: field created is not a list of the demo's names); "
+                      "choose another DIR")
+    return DemoMarker(token, tuple(created))
+
+
+def _ours(name: str, marker: DemoMarker) -> bool:
+    """A top-level name a previous build made: one it recorded, its marker, a temp file of its marker."""
+    return name == MARKER or name in marker.created or _MARKER_TMP.fullmatch(name) is not None
+
+
+def check_target(root: str) -> DemoMarker | None:
+    """Refuse DIR unless it is absent, empty, or holds only what a previous demo build made.
+
+    Returns that build's marker (None for an absent or empty DIR). Refused, naming the first
+    path that is not the demo's: a non-empty dir without a demo marker, anything the marker
+    does not list, a mount point anywhere inside. Nothing is touched.
+    """
     if os.path.islink(root):
         raise FvError(f"{root}: is a symlink; give a real directory for the demo workspace")
     if os.path.exists(root) and not os.path.isdir(root):
         raise FvError(f"{root}: exists and is not a directory")
-    if os.path.isdir(root) and os.listdir(root) and not os.path.isfile(os.path.join(root, MARKER)):
-        raise FvError(f"{root}: directory is not empty and is not a demo workspace ({MARKER} missing); "
-                      "choose another DIR")
+    if not os.path.isdir(root) or not os.listdir(root):
+        return None
+    marker = read_marker(root)
+    for name in sorted(os.listdir(root)):
+        if not _ours(name, marker):
+            raise FvError(f"{os.path.join(root, name)}: not made by the demo (its marker does not list it); "
+                          "the demo deletes only what it built: move it away or choose another DIR")
+    _check_no_mounts(root)
+    return marker
 
 
 class DemoBuildFailed(FvError):
     """The build failed part-way; the message says what happened to the partial workspace."""
 
 
-def _check_one_filesystem(root: str) -> None:
-    """Refuse to clear a workspace with a mount point inside: removal must never leave ``root``."""
-    device = os.lstat(root).st_dev
-    for dirpath, dirnames, _ in os.walk(root):
-        for name in dirnames:
-            path = os.path.join(dirpath, name)
-            if not os.path.islink(path) and os.lstat(path).st_dev != device:
-                raise FvError(f"{path}: a mount point inside the demo workspace; unmount it or choose another DIR")
+def _check_no_mounts(root: str) -> None:
+    """Refuse a workspace with a mount point inside (bind mounts of the same filesystem included).
 
-
-def _clear_previous(root: str, *, keep_marker: bool) -> None:
-    """Empty a demo workspace (only entries inside it; symlinks are unlinked, not followed).
-
-    With ``keep_marker`` the marker goes too only after everything else, so a clear that
-    fails part-way still leaves a directory the same command can rebuild.
+    ``/proc/self/mountinfo`` names every mount point; without it the remover's own check (mount
+    ids of every directory it opens) still never lets a removal cross one.
     """
-    _check_one_filesystem(root)
+    points = mount_points()
+    inside = sorted(p for p in points or () if p.startswith(root.rstrip(os.sep) + os.sep))
+    if inside:
+        raise FvError(f"{inside[0]}: a mount point inside the demo workspace; unmount it or choose another DIR")
+
+
+def _clear_previous(root: str, marker: DemoMarker, *, keep_marker: bool) -> None:
+    """Remove what a demo build made in ``root`` (``core.removal``: no symlink followed, no mount crossed).
+
+    With ``keep_marker`` the marker stays, so a clear that fails part-way still leaves a
+    directory the same command can rebuild.
+    """
     for name in sorted(os.listdir(root)):
-        if name == MARKER:
+        if not _ours(name, marker) or (keep_marker and name == MARKER):
             continue
-        path = os.path.join(root, name)
-        if os.path.isdir(path) and not os.path.islink(path):
-            shutil.rmtree(path)
-        else:
-            os.unlink(path)
-    if not keep_marker:
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(os.path.join(root, MARKER))
+        try:
+            remove_tree(os.path.join(root, name))
+        except OSError as exc:
+            what = f"{exc.strerror}: {exc.filename}" if exc.filename else exc.strerror
+            raise FvError(f"{os.path.join(root, name)}: the previous demo workspace could not be removed "
+                          f"({what})") from None
 
 
 def _write_marker(root: str, payload: dict) -> None:
     atomic_write_json(os.path.join(root, MARKER), payload, sync_dir=False)
 
 
-def _remove_partial(root: str, created_root: bool) -> str:
+def _remove_partial(root: str, marker: DemoMarker, created_root: bool) -> str:
     """After a failed build: remove what it made; returns what the error message should say."""
     try:
-        _clear_previous(root, keep_marker=False)
-        if created_root:
-            os.rmdir(root)
-        return "the partial workspace was removed"
+        _clear_previous(root, marker, keep_marker=False)
     except (OSError, FvError):
         if os.path.isfile(os.path.join(root, MARKER)):
             return "the partial workspace is marked as a demo workspace: run the same command to rebuild it"
         return "the partial workspace could not be removed"
+    if created_root and not remove_empty_dir(root):
+        return "the partial workspace was removed, except for what is left in it"
+    return "the partial workspace was removed"
 
 
 def _age(path: str, when: float) -> None:
@@ -129,18 +184,20 @@ def build_demo_workspace(root: str, now: float | None = None) -> DemoWorkspace:
     DemoBuildFailed naming ``root``.
     """
     root = os.path.abspath(os.path.expanduser(root))
-    check_target(root)
+    previous = check_target(root)
     created_root = not os.path.isdir(root)
-    if not created_root:
-        _clear_previous(root, keep_marker=True)
+    if previous is not None:
+        _clear_previous(root, previous, keep_marker=True)
     now = time.time() if now is None else now
+    marker = DemoMarker(secrets.token_hex(16), CREATED)
+    recorded = {"fvconsole_demo": 1, "token": marker.token, "created": list(marker.created)}
     try:
         os.makedirs(root, exist_ok=True)
-        _write_marker(root, {"state": "building", "root": root, "started_at": now})
+        _write_marker(root, {"state": "building", "root": root, "started_at": now, **recorded})
         workspace = _build(root, now)
-        _write_marker(root, {"state": "complete", **workspace.to_json()})
+        _write_marker(root, {"state": "complete", **workspace.to_json(), **recorded})
     except BaseException as exc:
-        outcome = _remove_partial(root, created_root) if os.path.isdir(root) else "nothing was created"
+        outcome = _remove_partial(root, marker, created_root) if os.path.isdir(root) else "nothing was created"
         if isinstance(exc, KeyboardInterrupt):
             raise
         if isinstance(exc, OSError):

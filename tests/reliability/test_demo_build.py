@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import os
 import resource
+import shutil
 import signal
 import subprocess
 import sys
@@ -84,3 +85,33 @@ def test_killed_build_is_rebuilt_by_the_same_command(tmp_path) -> None:
     assert again.returncode == 0, again.describe()
     assert f"demo workspace: {target}" in again.stdout
     assert (target / "output" / "checkpoint-500").is_dir()
+
+
+@pytest.mark.fault("demo", "rebuild of a demo workspace with a bind mount (same filesystem) inside")
+def test_rebuild_never_empties_a_bind_mount_of_the_same_filesystem(tmp_path, capsys) -> None:
+    from fvconsole.cli import main
+    from fvconsole.demo.workspace import build_demo_workspace
+
+    if os.geteuid() != 0 or shutil.which("mount") is None:
+        pytest.skip("mount --bind needs root and mount(8)")
+    ws = build_demo_workspace(str(tmp_path / "ws"))
+    outside = tmp_path / "outside"
+    (outside / "sub").mkdir(parents=True)
+    (outside / "precious.txt").write_text("keep me\n")
+    (outside / "sub" / "more.bin").write_bytes(b"x" * 2048)
+    point = Path(ws.output_dir) / "mnt"
+    point.mkdir()
+    assert os.stat(outside).st_dev == os.stat(point).st_dev  # the case st_dev alone cannot see
+    proc = subprocess.run(["mount", "--bind", str(outside), str(point)], capture_output=True, text=True)
+    if proc.returncode != 0:
+        pytest.skip(f"mount is not permitted here: {proc.stderr.strip()}")
+    try:
+        code = main(["demo", ws.root, "--no-tui"])
+        err = capsys.readouterr().err.strip().splitlines()
+    finally:
+        subprocess.run(["umount", "-l", str(point)], capture_output=True, check=False)
+    assert code == 1
+    assert err == [f"error: {point}: a mount point inside the demo workspace; unmount it or choose another DIR"]
+    assert (outside / "precious.txt").read_text() == "keep me\n"
+    assert (outside / "sub" / "more.bin").stat().st_size == 2048
+    assert (Path(ws.output_dir) / "checkpoint-300").is_dir()  # refused before anything was removed

@@ -19,9 +19,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from fvconsole.core import interrupts
-from fvconsole.core.cache.mounts import mount_points, mounts_by_child
 from fvconsole.core.cache.plan import EvictionPlan, PlannedEviction, SkippedEntry, mount_reason, process_skip
-from fvconsole.core.cache.remove import PartialRemoval, remove_tree
 from fvconsole.core.cache.scan import (
     KEY_RE,
     LEFTOVER_PREFIX,
@@ -35,8 +33,10 @@ from fvconsole.core.cache.scan import (
     mounts_inside,
 )
 from fvconsole.core.humanize import format_duration
+from fvconsole.core.mounts import mount_points, mounts_by_child
 from fvconsole.core.process_use import scan_processes
 from fvconsole.core.progress import Progress, no_progress
+from fvconsole.core.removal import PartialRemoval, remove_tree
 
 __all__ = ["EvictedEntry", "EvictionResult", "PartialRemoval", "execute_eviction", "remove_tree"]
 

@@ -20,8 +20,8 @@ from typing import NamedTuple
 from fvconsole.core.cache.entry import STATUSES, classify_entry, compact_indices
 from fvconsole.core.cache.files import list_dir
 from fvconsole.core.cache.model import CacheEntry, CacheScan, Leftover, ManifestSummary
-from fvconsole.core.cache.mounts import mount_points, mounts_by_child
 from fvconsole.core.errors import FvError
+from fvconsole.core.mounts import mount_points, mounts_by_child
 from fvconsole.core.process_use import ProcessUse, scan_processes
 
 DEFAULT_GRACE_SECONDS = 600.0

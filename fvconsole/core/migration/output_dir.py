@@ -18,12 +18,12 @@ import stat
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from fvconsole.core.cache.mounts import place_of, same_place
 from fvconsole.core.errors import FvError
 from fvconsole.core.fsutil import is_within, real
 from fvconsole.core.host import HostIdentity, current_identity, pid_alive
 from fvconsole.core.locks import FileLock
 from fvconsole.core.migration.files import classify_entry
+from fvconsole.core.mounts import place_of, same_place
 from fvconsole.core.reasons import Reason, invalid, reason
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
@@ -134,7 +134,7 @@ def mount_point_of(path: str) -> str | None:
 
     Publishing renames the staging dir onto ``path`` (or swaps the two), which the kernel
     refuses for a mount point (EBUSY). ``st_dev`` alone misses a bind mount of the same
-    filesystem, so the mount ids are compared too (:mod:`fvconsole.core.cache.mounts`).
+    filesystem, so the mount ids are compared too (:mod:`fvconsole.core.mounts`).
     """
     flags = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
     try:

@@ -20,6 +20,7 @@ from fvconsole.core.migration import faults
 from fvconsole.core.migration.files import classify_entry, sha256_bytes
 from fvconsole.core.migration.output_dir import check_output_dir, staging_name
 from fvconsole.core.reasons import reason
+from fvconsole.core.removal import remove_flat_dir
 
 #: Re-verification reads at most this much of a published file (a sidecar is a few KiB).
 MAX_PUBLISHED_BYTES = 64 << 20
@@ -32,34 +33,11 @@ def fsync_dir(path: str, label: str) -> None:
 
 
 def remove_set_dir(path: str) -> bool:
-    """Delete a staging/old-set dir: only our file names, never following symlinks.
+    """Delete a staging/old-set dir: only our file names, never following symlinks or crossing a mount.
 
-    Uses a directory fd so a swapped-in symlink cannot redirect the unlinks. Returns False
-    (and leaves the dir) if anything unexpected is inside.
+    Returns False (and leaves the dir) if anything unexpected is inside (``core.removal``).
     """
-    try:
-        fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
-    except OSError:
-        return False
-    clean = True
-    try:
-        for name in os.listdir(fd):
-            st = os.lstat(name, dir_fd=fd)
-            if classify_entry(name) == "foreign" or stat.S_ISDIR(st.st_mode):
-                clean = False
-                continue
-            faults.point(f"unlink {path}/{name}")
-            os.unlink(name, dir_fd=fd)
-    finally:
-        os.close(fd)
-    if not clean:
-        return False
-    faults.point(f"rmdir {path}")
-    try:
-        os.rmdir(path)
-    except OSError:
-        return False
-    return True
+    return remove_flat_dir(path, lambda name: classify_entry(name) != "foreign", faults.point)
 
 
 def publish(staging: str, out: str, parent: str, outname: str, checkpoint: str, overwrite: bool) -> str | None:

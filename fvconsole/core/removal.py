@@ -1,4 +1,10 @@
-"""Remove a directory tree like ``rm -rf --one-file-system``, but safe against hostile trees.
+"""The one door for deleting anything: every tree, leftover, staging dir and old set goes here.
+
+``remove_tree`` removes a tree like ``rm -rf --one-file-system``, but safe against hostile
+trees; ``remove_flat_dir`` removes a directory of plain files whose every name the caller
+recognises (a staging dir, a replaced sidecar set); ``remove_empty_dir`` removes a directory
+only if it is empty. ``tests/test_doors.py`` proves no other module of ``fvconsole`` deletes
+a tree (no ``shutil.rmtree``, no ``os.rmdir``, unlinks only of its own named temp files).
 
 Why not ``shutil.rmtree``: it recurses (a 1500-deep chain raises RecursionError), and it
 descends into bind mounts. Here the walk is iterative (an explicit stack), works only through
@@ -14,9 +20,10 @@ from __future__ import annotations
 import errno
 import os
 import stat
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from fvconsole.core.cache.mounts import Place, place_of, same_place
+from fvconsole.core.mounts import Place, place_of, same_place
 
 _DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0)
 #: Directory descriptors held at once; deeper levels are closed and re-opened through "..".
@@ -71,6 +78,58 @@ def remove_tree(path: str) -> int:
     return walk.freed
 
 
+def remove_flat_dir(path: str, recognised: Callable[[str], bool],
+                    step: Callable[[str], None] = lambda label: None) -> bool:
+    """Delete a directory of plain files, all of them named as ``recognised`` says; True when it is gone.
+
+    Works through a directory fd (a swapped-in symlink cannot redirect the unlinks) and never
+    crosses a mount: the dir must be on its parent's mount. Anything unrecognised, any
+    subdirectory, a mount: it unlinks only what it recognises and keeps the dir (False).
+    ``step(label)`` runs before each unlink and the rmdir (the migration's fault hook).
+    """
+    try:
+        parent_fd = os.open(os.path.dirname(path) or ".", _DIR_FLAGS & ~os.O_NOFOLLOW)
+    except OSError:
+        return False
+    try:
+        try:
+            fd = os.open(os.path.basename(path), _DIR_FLAGS, dir_fd=parent_fd)
+        except OSError:
+            return False
+        clean = same_place(place_of(fd), place_of(parent_fd))
+        try:
+            for name in os.listdir(fd) if clean else ():
+                st = os.lstat(name, dir_fd=fd)
+                if not recognised(name) or stat.S_ISDIR(st.st_mode):
+                    clean = False
+                    continue
+                step(f"unlink {path}/{name}")
+                os.unlink(name, dir_fd=fd)
+        finally:
+            os.close(fd)
+        if not clean:
+            return False
+        step(f"rmdir {path}")
+        try:
+            os.rmdir(os.path.basename(path), dir_fd=parent_fd)
+        except OSError:
+            return False
+        return True
+    finally:
+        os.close(parent_fd)
+
+
+def remove_empty_dir(path: str) -> bool:
+    """``rmdir`` (never anything inside it); True when the directory is gone."""
+    try:
+        os.rmdir(path)
+    except FileNotFoundError:
+        return True
+    except OSError:
+        return False
+    return True
+
+
 def _explained(exc: OSError, name: str) -> OSError:
     """The failure with the name it concerns; EBUSY on unlink/rmdir means something is mounted there."""
     if exc.errno == errno.EBUSY:
@@ -109,7 +168,7 @@ class _Walk:
         self.place = place_of(fd)
         if not same_place(self.place, place_of(self.parent_fd)):
             os.close(fd)
-            self._fail(errno.EXDEV, "is a mount point: eviction never crosses a filesystem boundary", name)
+            self._fail(errno.EXDEV, "is a mount point: removal never crosses a mount", name)
             return
         self._push(name, fd)
         while self.stack:
@@ -127,7 +186,7 @@ class _Walk:
             return
         if not same_place(place_of(fd), self.place):  # type: ignore[arg-type]
             os.close(fd)
-            self._fail(errno.EXDEV, "a mount point inside the entry: never descended into", self._rel(name))
+            self._fail(errno.EXDEV, "a mount point inside: never descended into", self._rel(name))
             return
         if len(self.stack) >= MAX_DEPTH:
             os.close(fd)

@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from fvconsole.core.cache.mounts import mount_points, mounts_by_child
-from fvconsole.core.cache.remove import PartialRemoval, remove_tree
 from fvconsole.core.cache.scan import scan_cache
+from fvconsole.core.mounts import mount_points, mounts_by_child
+from fvconsole.core.removal import PartialRemoval, remove_tree
 from fvconsole.demo.cache_builders import write_cache_entry
 
 
@@ -57,7 +57,7 @@ def test_removal_needs_no_descriptor_per_level(tmp_path):
     code = textwrap.dedent(f"""
         import resource
         resource.setrlimit(resource.RLIMIT_NOFILE, (48, resource.getrlimit(resource.RLIMIT_NOFILE)[1]))
-        from fvconsole.core.cache.remove import remove_tree
+        from fvconsole.core.removal import remove_tree
         print(remove_tree({str(top)!r}))
     """)
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
