@@ -3,37 +3,60 @@
 File names, symlink targets, config keys and values, dataset ids, DCP keys and node output
 are data. Before any of them reaches a terminal (CLI text output, ``error:`` lines, the
 console) it goes through :func:`printable`, which shows control characters escaped instead
-of letting the terminal interpret them (an OSC sequence can retitle or clear the screen).
+of letting the terminal interpret them (an OSC sequence can retitle or clear the screen),
+and shows invisible characters escaped so a foreign name cannot read like a cache key.
 ``--json`` output does not need it: JSON escaping already covers control characters.
 """
 
 from __future__ import annotations
 
 import re
+import unicodedata
 from typing import Any
 
-# C0 controls, DEL, C1 controls; bidi overrides/isolates and marks (text that reads
-# differently from what it is); lone surrogates (undecodable bytes of a file name decoded
-# with surrogateescape, which would also break a UTF-8 stdout).
-_UNSAFE = re.compile("[\x00-\x1f\x7f-\x9f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069\ud800-\udfff]")
-_UNSAFE_KEEP_NEWLINES = re.compile("[\x00-\x09\x0b-\x1f\x7f-\x9f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069\ud800-\udfff]")
+# ASCII text (the common case) only needs the C0 controls and DEL; that regex is the fast path.
+_UNSAFE_ASCII = re.compile("[\x00-\x1f\x7f]")
+_UNSAFE_ASCII_KEEP_NEWLINES = re.compile("[\x00-\x09\x0b-\x1f\x7f]")
+_ANY_UNSAFE_CANDIDATE = re.compile("[\x00-\x1f\x7f-\U0010ffff]")
+_ANY_UNSAFE_CANDIDATE_KEEP_NEWLINES = re.compile("[\x00-\x09\x0b-\x1f\x7f-\U0010ffff]")
+#: Unicode categories never shown raw: controls (C0, DEL, C1), format characters (bidi
+#: overrides and marks, zero-width space/joiners, word joiner, BOM, soft hyphen, tag
+#: characters), line and paragraph separators, private use, surrogates (undecodable bytes of
+#: a file name decoded with surrogateescape, which would also break a UTF-8 stdout) and
+#: unassigned code points (what a future font shows for them is anyone's guess).
+UNSAFE_CATEGORIES = frozenset({"Cc", "Cf", "Zl", "Zp", "Co", "Cs", "Cn"})
 
 
-def _escape(match: re.Match[str]) -> str:
-    code = ord(match.group())
+def _escape_code(code: int) -> str:
     if 0xDC80 <= code <= 0xDCFF:  # a byte that was not valid UTF-8 (surrogateescape)
         return f"\\x{code - 0xDC00:02x}"
     if code <= 0xFF:
         return f"\\x{code:02x}"
-    return f"\\u{code:04x}"
+    if code <= 0xFFFF:
+        return f"\\u{code:04x}"
+    return f"\\U{code:08x}"
+
+
+def _escape(match: re.Match[str]) -> str:
+    return _escape_code(ord(match.group()))
+
+
+def _escape_unsafe(match: re.Match[str]) -> str:
+    char = match.group()
+    if char < "\x7f" or unicodedata.category(char) in UNSAFE_CATEGORIES:
+        return _escape_code(ord(char))
+    return char
 
 
 def printable(value: Any, *, keep_newlines: bool = False) -> str:
-    """``str(value)`` with every control character shown escaped (``\\x1b``, ``\\u202e``).
+    """``str(value)`` with every control and invisible character shown escaped (``\\x1b``, ``\\u200b``).
 
     With ``keep_newlines`` a ``\\n`` passes through (for multi-line blocks whose line
-    structure is ours); everything else that a terminal would act on is escaped.
+    structure is ours); everything else that a terminal would act on, or that would not show,
+    is escaped: ``\\xNN`` up to U+00FF, ``\\uNNNN`` up to U+FFFF, ``\\UNNNNNNNN`` above.
     """
     text = value if isinstance(value, str) else str(value)
-    pattern = _UNSAFE_KEEP_NEWLINES if keep_newlines else _UNSAFE
-    return pattern.sub(_escape, text)
+    if text.isascii():
+        return (_UNSAFE_ASCII_KEEP_NEWLINES if keep_newlines else _UNSAFE_ASCII).sub(_escape, text)
+    pattern = _ANY_UNSAFE_CANDIDATE_KEEP_NEWLINES if keep_newlines else _ANY_UNSAFE_CANDIDATE
+    return pattern.sub(_escape_unsafe, text)
