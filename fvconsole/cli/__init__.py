@@ -17,7 +17,14 @@ from collections.abc import Sequence
 from fvconsole import __version__
 from fvconsole.cli.outcome import begin_command, end_command, write_done
 from fvconsole.cli.parser import CliUsageError, json_requested, parse_command_line, parsed_prog, usage_hint
-from fvconsole.cli.streams import OutputError, discard_stdout, flush_stdout, guarded_streams
+from fvconsole.cli.streams import (
+    OutputError,
+    discard_stdout,
+    flush_stdout,
+    guarded_streams,
+    write_err,
+    write_out,
+)
 from fvconsole.core import interrupts
 from fvconsole.core.errors import EXIT_PARTIAL, EXIT_REFUSED, EXIT_USAGE, FvError
 from fvconsole.core.printable import printable
@@ -95,7 +102,7 @@ def has_terminal() -> bool:
 
 
 def _say(line: str) -> None:
-    print(line, file=sys.stderr)
+    write_err(line + "\n")
 
 
 def _emit_error_json(payload: dict | None) -> None:
@@ -106,7 +113,7 @@ def _emit_error_json(payload: dict | None) -> None:
     try:
         flush_stdout()
         if payload is not None:
-            print(json.dumps(payload, sort_keys=True, default=str))
+            write_out(json.dumps(payload, sort_keys=True, default=str) + "\n")
             flush_stdout()
     except OutputError:
         discard_stdout()

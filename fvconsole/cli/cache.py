@@ -19,6 +19,7 @@ from fvconsole.cli.common import Block, block, emit_json, format_table, progress
 from fvconsole.cli.formats import add_format_args, output_format, write_output_file
 from fvconsole.cli.journaling import add_journal_args, journal_json, journal_target, warn_if_unwritten
 from fvconsole.cli.outcome import command_line, record_write
+from fvconsole.cli.streams import write_out
 from fvconsole.core.cache import (
     ENV_MAX_GB,
     ENV_ROOT,
@@ -233,7 +234,7 @@ def _show_ls(args: argparse.Namespace, fmt: str, scan: CacheScan, *, watching: b
     if args.output:
         write_output_file(args.output, text)
     else:
-        sys.stdout.write(text)
+        write_out(text)
         sys.stdout.flush()
 
 
@@ -242,7 +243,7 @@ def _say_listing(rendered: Block, watching: bool) -> None:
         say(rendered)
         return
     if sys.stdout.isatty():  # a live view: clear the screen and home the cursor, then redraw
-        sys.stdout.write("\x1b[H\x1b[2J")
+        write_out("\x1b[H\x1b[2J")
         say(rendered, "", "(watching; Ctrl-C to stop)")
     else:  # a log: one timestamped block per scan
         say(f"=== {time.strftime('%Y-%m-%dT%H:%M:%SZ', time.gmtime())} ===", rendered, "")

@@ -15,6 +15,7 @@ import threading
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
+from fvconsole.cli.streams import write_err, write_out
 from fvconsole.core.errors import EXIT_PARTIAL, FvError, PartialFailure
 from fvconsole.core.printable import printable
 
@@ -35,12 +36,12 @@ def block(lines: Iterable[str]) -> Block:
 
 def say(*lines: str, err: bool = False) -> None:
     """Print lines of human text on stdout (stderr with ``err``); no argument prints an empty line."""
-    print(block(lines), file=sys.stderr if err else sys.stdout)
+    (write_err if err else write_out)(block(lines) + "\n")
 
 
 def emit_json(payload: Any) -> None:
     """Print exactly one JSON object on stdout."""
-    sys.stdout.write(json.dumps(payload, sort_keys=True, default=str) + "\n")
+    write_out(json.dumps(payload, sort_keys=True, default=str) + "\n")
     sys.stdout.flush()
 
 
@@ -91,13 +92,13 @@ def progress_printer(label: str, *, plain_lines: bool = False) -> Callable[[int,
         with lock:
             if tty:
                 end = "\n" if total and done >= total else ""
-                sys.stderr.write(f"\r\x1b[K{label} {done}/{total}  {message[:70]}{end}")
+                write_err(f"\r\x1b[K{label} {done}/{total}  {message[:70]}{end}")
             elif plain_lines:
                 decile = done * 10 // max(total, 1)
                 if decile == last["decile"]:
                     return
                 last["decile"] = decile
-                sys.stderr.write(f"progress: {done}/{total} {message}\n")
+                write_err(f"progress: {done}/{total} {message}\n")
             else:
                 return
             sys.stderr.flush()

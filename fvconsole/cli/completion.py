@@ -7,7 +7,8 @@ when a script is asked for: `--help` and the headless commands stay as light as 
 from __future__ import annotations
 
 import argparse
-import sys
+
+from fvconsole.cli.streams import write_out
 
 SHELLS = ("bash", "zsh", "fish")
 
@@ -53,5 +54,5 @@ class PrintCompletion(argparse.Action):
         super().__init__(option_strings, dest=dest, default=default, choices=SHELLS, metavar="SHELL", help=help)
 
     def __call__(self, parser, namespace, values, option_string=None) -> None:
-        sys.stdout.write(completion_script(parser, str(values)))
+        write_out(completion_script(parser, str(values)))
         parser.exit()

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import shlex
-import sys
 import time
 
 EPILOG = """\
@@ -66,6 +65,7 @@ def run_demo(args: argparse.Namespace) -> int:
 
     from fvconsole.cli import has_terminal
     from fvconsole.cli.outcome import record_write
+    from fvconsole.cli.streams import write_err, write_out
     from fvconsole.core.printable import printable
     from fvconsole.core.removal import remove_empty_dir
     from fvconsole.demo.workspace import DemoBuildFailed, build_demo_workspace
@@ -79,25 +79,25 @@ def run_demo(args: argparse.Namespace) -> int:
             remove_empty_dir(target)
         raise
     record_write(f"the demo workspace was built in {ws.root}")
-    print(f"demo workspace: {printable(ws.root)}  (built in {time.monotonic() - started:.1f}s)")
-    print(f"  run config   {printable(ws.config_path)}\n  checkpoints  {printable(ws.output_dir)}\n"
-          f"  shard cache  {printable(ws.cache_root)}")
+    write_out(f"demo workspace: {printable(ws.root)}  (built in {time.monotonic() - started:.1f}s)\n")
+    write_out(f"  run config   {printable(ws.config_path)}\n  checkpoints  {printable(ws.output_dir)}\n"
+              f"  shard cache  {printable(ws.cache_root)}\n")
     terminal = has_terminal()
     if args.no_tui or not terminal:
         if not args.no_tui:
-            print("note: no terminal (stdin or stdout is not a TTY), so the console was not opened; "
-                  "open it from a terminal with the last command below", file=sys.stderr)
-        print("\nequivalent commands:")
+            write_err("note: no terminal (stdin or stdout is not a TTY), so the console was not opened; "
+                      "open it from a terminal with the last command below\n")
+        write_out("\nequivalent commands:\n")
         for command in cli_commands(ws):
-            print(f"  {printable(command, keep_newlines=True)}")
+            write_out(f"  {printable(command, keep_newlines=True)}\n")
         return 0
     from fvconsole.tui.launch import run_console
 
     console_args = argparse.Namespace(config=ws.config_path, checkpoints=ws.output_dir, cache_root=ws.cache_root,
                                       read_only=bool(getattr(args, "read_only", False)))
     code = run_console(console_args)
-    print(f"demo workspace kept at {printable(ws.root)}; reopen it (without rebuilding) with:\n"
-          f"  {printable(reopen_command(ws))}")
+    write_out(f"demo workspace kept at {printable(ws.root)}; reopen it (without rebuilding) with:\n"
+              f"  {printable(reopen_command(ws))}\n")
     return code
 
 

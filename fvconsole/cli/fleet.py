@@ -8,13 +8,13 @@ aggregate. The work is in :mod:`fvconsole.core.fleet`.
 from __future__ import annotations
 
 import argparse
-import sys
 from typing import Any
 
 from fvconsole.cli.common import Block, block, command_failed, emit_json, format_table, progress_printer, say
 from fvconsole.cli.formats import add_format_args, output_format
 from fvconsole.cli.journaling import add_journal_args, journal_json, write_journal
 from fvconsole.cli.outcome import command_line, record_write
+from fvconsole.cli.streams import write_out
 from fvconsole.core.cache.freespace import parse_min_free_gb, parse_min_free_percent
 from fvconsole.core.cache.plan import NOTHING_SELECTED
 from fvconsole.core.errors import UsageError
@@ -199,7 +199,7 @@ def run_fleet_ls(args: argparse.Namespace) -> int:
                     progress=None if fmt != "text" else progress_printer("nodes"))
     doc = None
     if fmt == "csv":
-        sys.stdout.write(fleet_csv(view))
+        write_out(fleet_csv(view))
     elif args.json:
         doc = view.to_json() if args.full else view.to_summary_json()
     else:

@@ -1,5 +1,11 @@
 """Standard streams for one command: stdout failures become OutputError, stderr is best effort.
 
+This is the one module that writes to the standard streams: everything else in the CLI
+prints through :func:`write_out` / :func:`write_err` (or ``cli.common.say`` on top of them),
+so that a stdout whose encoding cannot show a character (``PYTHONIOENCODING=ascii``, a
+``C`` locale without UTF-8 mode) gets it backslash-escaped instead of a UnicodeEncodeError
+(`tests/test_doors.py` checks that nothing else calls ``print`` or ``sys.stdout.write``).
+
 Why: a command's result goes to stdout, and stdout can fail (`> /dev/full`, a reader that
 left, `>&-`). That failure must be told apart from a failing input file (OSError with a
 file name) so the dispatcher can say what was already done (exit 3 after a write). stderr
@@ -45,6 +51,20 @@ class _Closed:
         raise OSError(errno.EBADF, os.strerror(errno.EBADF))
 
 
+def _representable(text: str, stream: Any) -> str:
+    """``text`` with what ``stream``'s encoding cannot show as a backslash escape (``\\u2026``)."""
+    encoding = getattr(stream, "encoding", None) or "utf-8"
+    return text.encode(encoding, "backslashreplace").decode(encoding, "replace")
+
+
+def _write(stream: Any, text: str) -> int:
+    """Write ``text``; a character the stream cannot encode is written backslash-escaped."""
+    try:
+        return stream.write(text)
+    except UnicodeEncodeError:  # the text wrapper encodes before buffering: nothing was written yet
+        return stream.write(_representable(text, stream))
+
+
 class _Stdout:
     """Delegates to the real stdout; an OSError from writing or flushing becomes OutputError."""
 
@@ -53,7 +73,7 @@ class _Stdout:
 
     def write(self, text: str) -> int:
         try:
-            return self._stream.write(text)
+            return _write(self._stream, text)
         except OSError as exc:
             raise OutputError(exc) from None
 
@@ -76,7 +96,7 @@ class _Stderr(_Stdout):
 
     def write(self, text: str) -> int:
         with contextlib.suppress(OSError):
-            return self._stream.write(text)
+            return _write(self._stream, text)
         return len(text)
 
     def flush(self) -> None:
@@ -114,6 +134,16 @@ def guarded_streams() -> Iterator[None]:
         yield
     finally:
         sys.stdout, sys.stderr = saved
+
+
+def write_out(text: str) -> None:
+    """Write ``text`` (already made printable by the caller, newlines included) on stdout."""
+    _write(sys.stdout, text)
+
+
+def write_err(text: str) -> None:
+    """Write ``text`` (already made printable by the caller) on stderr."""
+    _write(sys.stderr, text)
 
 
 def flush_stdout() -> None:

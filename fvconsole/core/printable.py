@@ -60,3 +60,25 @@ def printable(value: Any, *, keep_newlines: bool = False) -> str:
         return (_UNSAFE_ASCII_KEEP_NEWLINES if keep_newlines else _UNSAFE_ASCII).sub(_escape, text)
     pattern = _ANY_UNSAFE_CANDIDATE_KEEP_NEWLINES if keep_newlines else _ANY_UNSAFE_CANDIDATE
     return pattern.sub(_escape_unsafe, text)
+
+
+#: One visible stand-in per C0 control and DEL (the Unicode control pictures ␀ … ␟ ␡).
+_PICTURES = {code: chr(0x2400 + code) for code in range(0x20)} | {0x7F: "\u2421"}
+
+
+def _picture(match: re.Match[str]) -> str:
+    char = match.group()
+    if char <= "\x7f":
+        return _PICTURES[ord(char)]
+    return "\ufffd" if unicodedata.category(char) in UNSAFE_CATEGORIES else char
+
+
+def pictured(text: str) -> str:
+    """``text`` with each character :func:`printable` would escape replaced by ONE visible character.
+
+    For a value that must keep its length (an input field's cursor arithmetic): C0 controls
+    and DEL become their control pictures (``␛``), every other unsafe character ``\\ufffd``.
+    """
+    if text.isascii():
+        return _UNSAFE_ASCII.sub(_picture, text)
+    return _ANY_UNSAFE_CANDIDATE.sub(_picture, text)

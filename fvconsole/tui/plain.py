@@ -22,7 +22,7 @@ from rich.cells import cell_len
 from rich.highlighter import Highlighter
 from rich.text import Text
 
-from fvconsole.core.printable import printable
+from fvconsole.core.printable import pictured, printable
 
 #: Characters that markup parsing would change: tags (``[``), emoji codes (``:name:``).
 _MARKUP = re.compile(r"[\[:]")
@@ -86,20 +86,15 @@ def table_cell(value: Any) -> Any:
     return value
 
 
-#: One visible stand-in per control character, so the value keeps its length (cursor math).
-_PICTURES = {code: chr(0x2400 + code) for code in range(0x20)} | {0x7F: "\u2421"}
-_UNPICTURED = re.compile("[\x80-\x9f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069\ud800-\udfff]")
-
-
 class ControlPictures(Highlighter):
-    """Shows an input's control characters as ␛ ␇ … (and C1, bidi, bad bytes as �).
+    """Shows an input's control characters as ␛ ␇ … (and C1, bidi, invisible characters, bad bytes as �).
 
     An input's value is an exact path the operator may run with, so it is never rewritten;
     only what is drawn changes, character for character.
     """
 
     def highlight(self, text: Text) -> None:
-        shown = _UNPICTURED.sub("\ufffd", text.plain.translate(_PICTURES))
+        shown = pictured(text.plain)
         if shown != text.plain:
             text.plain = shown
 
