@@ -6,6 +6,7 @@ Each door's tests live in their own delimited block below.
 from __future__ import annotations
 
 import ast
+import functools
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -191,3 +192,147 @@ def test_removal_door_scan_sees_every_kind_of_deletion() -> None:
     assert [what for _, _, what in _deletions(sample)] == [
         "from shutil import rmtree", "shutil.rmtree", "os.rmdir", "os.remove", "p.unlink", "os.removedirs"]
 # ---- end door: removal ------------------------------------------------------------------
+
+
+# ---- door: output-files (issue 19 item 3) and door: terminal-text (issue 19 item 8) ------
+# Helpers are prefixed _io_ to keep this block apart.
+
+@functools.cache
+def _io_modules() -> tuple[tuple[str, ast.Module], ...]:
+    return tuple((p.relative_to(PACKAGE.parent).as_posix(), ast.parse(p.read_text(encoding="utf-8")))
+            for p in sorted(PACKAGE.rglob("*.py")))
+
+
+def _io_dotted(node: ast.AST) -> str:
+    parts = []
+    while isinstance(node, ast.Attribute):
+        parts.append(node.attr)
+        node = node.value
+    if isinstance(node, ast.Name):
+        parts.append(node.id)
+        return ".".join(reversed(parts))
+    return ""
+
+
+def _io_calls(tree: ast.AST) -> list[tuple[ast.Call, str]]:
+    return [(node, _io_dotted(node.func)) for node in ast.walk(tree) if isinstance(node, ast.Call)]
+
+
+OUTPUT_DOORS = {
+    "fvconsole/core/output_file.py": "the door: what is at a user-named path decides how it is written",
+    "fvconsole/core/atomic.py": "atomic replace of fvconsole's own files (temp, fsync, rename); the door's tool",
+}
+#: Modules that rename or replace, other than the doors: module -> why that is no user-named output file.
+OUTPUT_RENAME_ALLOWED = {
+    "fvconsole/core/migration/publish.py": "publishes the staged sidecar set into --output-dir (rename or "
+                                           "exchange), a directory judged by core/migration/output_dir.py",
+    "fvconsole/core/cache/evict.py": "renames an entry to .evicting-* inside the cache root (eviction's first step)",
+    "fvconsole/core/cache/lock.py": "puts the evictor's holder record into place (the locks door)",
+    "fvconsole/core/locks.py": "moves a provably dead holder's lock file aside (the locks door)",
+    "fvconsole/core/migration/faults.py": "the test-only fault hook's announcement file",
+    "fvconsole/demo/cache_builders.py": "writes manifests into the demo's own cache, as FastVideo does",
+}
+#: Modules that open a file for writing, other than the doors: module (or folder) -> why.
+OUTPUT_OPEN_ALLOWED = {
+    "fvconsole/cli/streams.py": "points closed fds 0-2 at /dev/null",
+    "fvconsole/core/cache/lock.py": "the evictor's own holder record, O_EXCL (the locks door)",
+    "fvconsole/core/locks.py": "its own lock files, O_EXCL (the locks door)",
+    "fvconsole/core/migration/faults.py": "the test-only fault hook's trace and announcement files",
+    "fvconsole/demo/": "fixture builders writing inside the workspace they build",
+}
+_RENAMERS = {"os.replace", "os.rename", "os.renames", "shutil.move", "os.link"}
+_WRITE_FLAGS = {"O_WRONLY", "O_RDWR", "O_APPEND", "O_CREAT", "O_TRUNC"}
+
+
+def _io_allowed(rel: str, table: dict[str, str]) -> bool:
+    return rel in OUTPUT_DOORS or any(rel == k or (k.endswith("/") and rel.startswith(k)) for k in table)
+
+
+def _io_has_write_flag(node: ast.AST) -> bool:
+    return any(isinstance(n, ast.Attribute) and n.attr in _WRITE_FLAGS for n in ast.walk(node))
+
+
+def _io_writes(call: ast.Call, name: str, tree: ast.AST) -> bool:
+    """Whether ``call`` opens a file for writing (``os.open`` with a write flag, ``open(.., "w")``).
+
+    Flags held in a variable count when any assignment to that name in the module has one.
+    """
+    if name == "os.open":
+        flags = call.args[1:2]
+        names = {n.id for arg in flags for n in ast.walk(arg) if isinstance(n, ast.Name)}
+        assigned = [a.value for a in ast.walk(tree) if isinstance(a, (ast.Assign, ast.AnnAssign))
+                    and a.value is not None and any(isinstance(t, ast.Name) and t.id in names
+                                                    for t in (a.targets if isinstance(a, ast.Assign) else [a.target]))]
+        return any(_io_has_write_flag(node) for node in [*flags, *assigned])
+    if name in ("open", "io.open") or name.endswith(".open"):
+        modes = [*call.args[1:2], *(k.value for k in call.keywords if k.arg == "mode")]
+        return any(isinstance(m, ast.Constant) and isinstance(m.value, str) and set(m.value) & set("wax+")
+                   for m in modes)
+    return False
+
+
+def test_output_files_have_one_door() -> None:
+    """Renames/replaces and opens for writing happen only in the output-file door, core/atomic.py
+    and the allowlisted modules (each with its reason); the front ends never use core/atomic.py
+    directly (a user-named path goes through core/output_file.py)."""
+    renames, opens, atomic_users = [], [], []
+    for rel, tree in _io_modules():
+        for call, name in _io_calls(tree):
+            renaming = name in _RENAMERS or (isinstance(call.func, ast.Attribute) and call.func.attr == "rename")
+            if renaming and not _io_allowed(rel, OUTPUT_RENAME_ALLOWED):
+                renames.append(f"{rel}:{call.lineno} {name or call.func.attr}")
+            if _io_writes(call, name, tree) and not _io_allowed(rel, OUTPUT_OPEN_ALLOWED):
+                opens.append(f"{rel}:{call.lineno} {name}")
+        if rel.startswith(("fvconsole/cli/", "fvconsole/tui/")):
+            for node in ast.walk(tree):
+                if isinstance(node, ast.ImportFrom) and node.module == "fvconsole.core.atomic":
+                    atomic_users.append(f"{rel}:{node.lineno}")
+    assert renames == [], "rename/replace outside the output-file door"
+    assert opens == [], "a file opened for writing outside the output-file door"
+    assert atomic_users == [], "front ends write user-named paths through core/output_file.py"
+    for rel in (*OUTPUT_RENAME_ALLOWED, *OUTPUT_OPEN_ALLOWED):  # no stale entries
+        assert (PACKAGE.parent / rel).exists(), rel
+
+
+def test_output_files_door_is_what_the_callers_use() -> None:
+    """--output (cli/formats.py) and the journal's append (core/journal.py) call the door."""
+    used = {rel: {name for _, name in _io_calls(tree)} for rel, tree in _io_modules()}
+    assert "write_output" in used["fvconsole/cli/formats.py"]
+    assert "open_append" in used["fvconsole/core/journal.py"]
+    fleet = used["fvconsole/cli/fleet.py"] | used["fvconsole/cli/cache.py"]
+    assert "write_output_file" in fleet
+
+
+#: The modules that write to the standard streams: everything else prints through them.
+TERMINAL_STREAM_MODULES = {
+    "fvconsole/cli/streams.py": "the CLI's guarded stdout/stderr: write_out/write_err, backslash replacement",
+}
+_STREAM_WRITES = {"sys.stdout.write", "sys.stderr.write", "sys.__stdout__.write", "sys.__stderr__.write",
+                  "sys.stdout.writelines", "sys.stderr.writelines", "sys.stdout.buffer.write",
+                  "sys.stderr.buffer.write"}
+
+
+def test_terminal_text_has_one_door() -> None:
+    """No print() or raw sys.stdout/sys.stderr (or fd 1/2) write outside the CLI's stream module;
+    no second sanitiser (bidi/zero-width character tables live in core/printable.py only);
+    the console's plain-text helpers use core.printable."""
+    raw, tables = [], []
+    for rel, tree in _io_modules():
+        if rel not in TERMINAL_STREAM_MODULES:
+            for call, name in _io_calls(tree):
+                fd_write = name == "os.write" and call.args and isinstance(call.args[0], ast.Constant) \
+                    and call.args[0].value in (1, 2)
+                if name == "print" or name in _STREAM_WRITES or fd_write:
+                    raw.append(f"{rel}:{call.lineno} {name}")
+        if rel != "fvconsole/core/printable.py":
+            for node in ast.walk(tree):
+                if isinstance(node, ast.Constant) and isinstance(node.value, str) \
+                        and any(c in node.value for c in "\u200b\u200e\u202a\u202e\u2066\u2069\ufeff"):
+                    tables.append(f"{rel}:{node.lineno}")
+    assert raw == [], "write through cli.streams.write_out/write_err (or cli.common.say)"
+    assert tables == [], "escape through core.printable, the one sanitiser"
+    plain = dict(_io_modules())["fvconsole/tui/plain.py"]
+    imported = {a.name for n in ast.walk(plain) if isinstance(n, ast.ImportFrom) and n.module == "fvconsole.core.printable"
+                for a in n.names}
+    assert {"printable", "pictured"} <= imported
+# ---- end door: output-files, terminal-text ----------------------------------------------

@@ -11,7 +11,7 @@ import argparse
 from typing import Any
 
 from fvconsole.cli.common import Block, block, command_failed, emit_json, format_table, progress_printer, say
-from fvconsole.cli.formats import add_format_args, output_format
+from fvconsole.cli.formats import add_format_args, output_format, write_output_file
 from fvconsole.cli.journaling import add_journal_args, journal_json, write_journal
 from fvconsole.cli.outcome import command_line, record_write
 from fvconsole.cli.streams import write_out
@@ -93,7 +93,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     ls = actions.add_parser("ls", help="list every node's cache and aggregate",
                             description=FLEET_HELP, formatter_class=argparse.RawDescriptionHelpFormatter)
     _selection_args(ls, json_flag=False)
-    add_format_args(ls, ("text", "json", "csv"))
+    add_format_args(ls, ("text", "json", "csv"), output=True)
     ls.add_argument("--full", action="store_true",
                     help="every node's own listing (--json: each node's `cache ls` object; text: every node row); "
                          "default: a summary per key and per node")
@@ -198,13 +198,26 @@ def run_fleet_ls(args: argparse.Namespace) -> int:
     view = fleet_ls(selection, root, options, extra=_grace(args),
                     progress=None if fmt != "text" else progress_printer("nodes"))
     doc = None
-    if fmt == "csv":
+    if args.output:  # every format through the output-file door (a CSV for a spreadsheet, say)
+        write_output_file(args.output, _ls_text(view, fmt, root, full=args.full))
+    elif fmt == "csv":
         write_out(fleet_csv(view))
     elif args.json:
         doc = view.to_json() if args.full else view.to_summary_json()
     else:
         say(render_fleet_ls(view, root, full=args.full))
     return _finish(view.exit_code, view.outcomes, doc)
+
+
+def _ls_text(view: FleetCacheView, fmt: str, root: str, *, full: bool) -> str:
+    """The listing in ``fmt`` as the text ``--output`` writes (what stdout would get)."""
+    if fmt == "csv":
+        return fleet_csv(view)
+    if fmt == "json":
+        import json
+
+        return json.dumps(view.to_json() if full else view.to_summary_json(), sort_keys=True, default=str) + "\n"
+    return render_fleet_ls(view, root, full=full) + "\n"
 
 
 def _statuses_text(row: KeyRow) -> str:

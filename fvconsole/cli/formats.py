@@ -1,17 +1,18 @@
 """``--format`` (with ``--json`` as its alias) and ``--output FILE`` for the listing commands.
 
-``--output`` replaces the file atomically (temp in the same directory, fsync, rename), so a
-reader such as node-exporter's textfile collector, which reads ``*.prom`` files at any
-moment, sees the previous file or the new one, never half of one.
+``--output`` goes through the output-file door (:mod:`fvconsole.core.output_file`): a regular
+file (or an absent path) is replaced atomically (temp in the same directory, fsync, rename),
+so a reader such as node-exporter's textfile collector, which reads ``*.prom`` files at any
+moment, sees the previous file or the new one, never half of one; a FIFO or character device
+(``/dev/stdout``, ``/dev/null``) is written through in place; anything else is refused.
 """
 
 from __future__ import annotations
 
 import argparse
-import os
 
-from fvconsole.core.atomic import atomic_write_bytes
-from fvconsole.core.errors import FvError, UsageError
+from fvconsole.core.errors import UsageError
+from fvconsole.core.output_file import write_output
 
 
 def add_format_args(parser: argparse.ArgumentParser, choices: tuple[str, ...], *, output: bool = False) -> None:
@@ -20,7 +21,8 @@ def add_format_args(parser: argparse.ArgumentParser, choices: tuple[str, ...], *
     parser.add_argument("--json", action="store_true", help="print one JSON object (same as --format json)")
     if output:
         parser.add_argument("--output", metavar="FILE",
-                            help="write the output to FILE instead of stdout, replacing it atomically")
+                            help="write the output to FILE instead of stdout (a regular file is replaced atomically, "
+                                 "a FIFO or device written through)")
 
 
 def output_format(args: argparse.Namespace) -> str:
@@ -33,11 +35,5 @@ def output_format(args: argparse.Namespace) -> str:
 
 
 def write_output_file(path: str, text: str) -> None:
-    """Replace ``path`` with ``text`` atomically (FvError naming the file when it cannot be written)."""
-    target = os.path.abspath(path)
-    if os.path.isdir(target):
-        raise FvError(f"{target}: --output: is a directory")
-    try:
-        atomic_write_bytes(target, text.encode("utf-8"))
-    except OSError as exc:
-        raise FvError(f"{target}: --output: cannot write ({exc.strerror or exc})") from None
+    """``--output FILE``: ``text`` to the file through the output-file door (``core.output_file``)."""
+    write_output(path, text.encode("utf-8"), "--output")

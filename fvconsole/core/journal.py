@@ -20,7 +20,8 @@ kept, and then its longest strings cut, never split across writes), appended wit
 interleave), under an ``fcntl`` lock (on NFS, where ``O_APPEND`` alone is not atomic
 between clients, the lock makes the client revalidate the file's size first; it is
 waited for at most ~2 s, then the line is written anyway), then ``fsync``-ed. The journal
-must be a regular file, reached without following a symlink as its last component. A
+must be a regular file, reached without following a symlink as its last component (the
+checks of the output-file door, :func:`core.output_file.open_append`). A
 journal that cannot be written never undoes the action: :func:`append_record` returns the
 problem for the front end to report.
 
@@ -46,6 +47,7 @@ from typing import Any
 
 from fvconsole.core.host import current_identity
 from fvconsole.core.locks import wait_for
+from fvconsole.core.output_file import OutputRefused, open_append
 from fvconsole.core.safe_read import file_kind
 from fvconsole.core.untrusted import MAX_EPOCH, Fields, UntrustedError, decode
 
@@ -239,20 +241,12 @@ def append_record(record: JournalRecord, path: str) -> JournalWrite:
 def _append(path: str, line: bytes) -> None:
     parent = os.path.dirname(path)
     created_dirs = _make_parents(parent)
-    flags = os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
     try:
-        fd = os.open(path, flags, 0o666)
-    except OSError as exc:
-        if exc.errno == errno.ELOOP:
-            raise OSError(errno.ELOOP, "the journal is a symlink (not followed)") from None
-        if exc.errno == errno.ENXIO:  # a FIFO without a reader
-            raise OSError(exc.errno, "the journal is a FIFO, not a regular file") from None
-        raise
+        fd = open_append(path, "journal")  # the output-file door: a regular file only, never followed
+    except OutputRefused as exc:
+        raise OSError(errno.EINVAL, f"the journal {exc.why}") from None
     try:
-        st = os.fstat(fd)
-        if not stat.S_ISREG(st.st_mode):
-            raise OSError(errno.EINVAL, f"the journal is {file_kind(st.st_mode)}, not a regular file")
-        new = st.st_size == 0
+        new = os.fstat(fd).st_size == 0
         locked = _lock(fd)
         try:
             written = os.write(fd, line)
