@@ -56,7 +56,8 @@ status (complete / partial / incomplete / invalid), shards present and last use
 
 --format prometheus writes node-exporter textfile-collector metrics (bytes and entries
 per status, cap, filesystem free and size, oldest last-used age; per entry with
---per-entry); --output FILE replaces FILE atomically. --watch SECONDS scans again every
+--per-entry); --output FILE replaces a regular FILE atomically and writes a FIFO or
+device (/dev/stdout) in place. --watch SECONDS scans again every
 SECONDS: text redraws the screen on a terminal and appends a timestamped block otherwise,
 --json prints one JSON line per scan, --output rewrites the file; --count N stops after N
 scans. A scan that fails while watching is reported and watching goes on.
@@ -214,7 +215,7 @@ def run_ls(args: argparse.Namespace) -> int:
 
 
 def _show_ls(args: argparse.Namespace, fmt: str, scan: CacheScan, *, watching: bool = False) -> None:
-    """One listing in ``fmt``, to stdout or (--output) atomically to a file."""
+    """One listing in ``fmt``, to stdout or (--output) through the output-file door."""
     entries = sort_entries(scan, args.sort)
     if fmt == "prometheus":
         text = prometheus_text(scan, cap=_env_cap()[0], per_entry=args.per_entry)
