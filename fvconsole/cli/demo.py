@@ -68,8 +68,10 @@ def run_demo(args: argparse.Namespace) -> int:
     from fvconsole.cli.streams import write_err, write_out
     from fvconsole.core.printable import printable
     from fvconsole.core.removal import remove_empty_dir
+    from fvconsole.demo import require_demo_extra
     from fvconsole.demo.workspace import DemoBuildFailed, build_demo_workspace
 
+    require_demo_extra()  # without torch & co. (the lean install): one line naming the extra, nothing made
     target = args.dir or tempfile.mkdtemp(prefix="fvconsole-demo-")
     started = time.monotonic()
     try:

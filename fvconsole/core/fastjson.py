@@ -27,6 +27,8 @@ from itertools import chain
 from json.encoder import encode_basestring_ascii
 from typing import Any
 
+from fvconsole.core.optional import optional
+
 #: The row-group keys of a version-2 manifest, in sorted (canonical) order.
 ROW_GROUP_KEYS = ("file", "file_mtime_ns", "file_size", "row_group", "rows", "sample_start")
 _ALLOWED_VALUE_TYPES = frozenset((int, str))
@@ -54,9 +56,8 @@ def _shape_is_flat(row_groups: Any) -> bool:
 
 def _orjson_bytes(row_groups: list[dict[str, Any]]) -> bytes | None:
     """orjson's sorted compact output when it provably equals the stdlib's, else None."""
-    try:
-        import orjson
-    except ImportError:
+    orjson = optional("orjson")
+    if orjson is None:
         return None
     try:
         out = orjson.dumps(row_groups, option=orjson.OPT_SORT_KEYS)

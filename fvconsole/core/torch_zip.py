@@ -30,6 +30,7 @@ import zlib
 from typing import Any
 
 from fvconsole.core.inert_pickle import Limits, PickleRefused, TreeLimits, check_tree, load, plain_data_only
+from fvconsole.core.optional import require
 
 ARCHIVE = "archive"  # torch's prefix when saving to a file object (a path gives its stem)
 ALIGNMENT = 64
@@ -279,8 +280,12 @@ def _index(records: list[zipfile.ZipInfo]) -> dict[str, Any]:
     return index
 
 
+def require_torch() -> Any:
+    """torch, or MissingExtra naming the ``torch`` extra (the cross-check is optional)."""
+    return require("torch", extra="torch", purpose="checking sidecars with torch.load")
+
+
 def load_with_torch(data: bytes) -> Any:
     """``torch.load(weights_only=True)`` of the bytes: the optional cross-check (imports torch)."""
-    import torch
-
+    torch = require_torch()
     return torch.load(io.BytesIO(data), map_location="cpu", weights_only=True)

@@ -19,6 +19,7 @@ from typing import Any, Literal
 
 from fvconsole.core.atomic import atomic_write_bytes
 from fvconsole.core.streaming import contiguous_shards, dataset_state, samples_per_worker, shard_order, walk
+from fvconsole.demo import demo_module
 
 MANIFEST_VERSION = 2
 DEFAULT_COLUMNS = ("id", "prompt", "embedding")
@@ -65,9 +66,8 @@ def write_dataset(
     Column ``id`` is ``"sample-%06d"`` of the global sample index in manifest order, so a test
     can check which sample a cursor points at by reading the data.
     """
-    import pyarrow as pa
-    import pyarrow.parquet as pq
-
+    pa = demo_module("pyarrow")
+    pq = demo_module("pyarrow.parquet")
     root = os.path.realpath(os.fspath(root))
     os.makedirs(root, exist_ok=True)
     rng = random.Random(seed)
@@ -104,8 +104,7 @@ def manifest_fingerprint(row_groups: list[dict[str, Any]]) -> str:
 
 def scan_manifest(dataset_root: str | os.PathLike[str], columns: Sequence[str] | None = None) -> dict:
     """Exactly FastVideo's ``_scan_manifest``: sorted realpaths, per-row-group stats."""
-    import pyarrow.parquet as pq
-
+    pq = demo_module("pyarrow.parquet")
     root = os.path.realpath(os.path.expanduser(os.fspath(dataset_root)))
     parquet_files: list[str] = []
     for dirpath, _, names in os.walk(root):
@@ -384,8 +383,7 @@ def loader_state(config: Mapping[str, Any], rank: int, world_size: int, step: in
 
 
 def _state_dict(config: Mapping[str, Any], step: int, world_size: int, kind: str) -> dict:
-    import torch
-
+    torch = demo_module("torch")
     gen = torch.Generator().manual_seed(step)
     weight = torch.randn(4, 4, generator=gen)
     state: dict[str, Any] = {
@@ -405,23 +403,19 @@ def _state_dict(config: Mapping[str, Any], step: int, world_size: int, kind: str
 def _save_dcp(state: dict, dcp_dir: str) -> None:
     import warnings
 
-    import torch.distributed.checkpoint as dcp
-
+    dcp = demo_module("torch.distributed.checkpoint")
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         dcp.save(state, storage_writer=dcp.FileSystemWriter(dcp_dir, sync_files=False), no_dist=True)
 
 
 def _torch_save(payload: Any, path: str) -> None:
-    import torch
-
-    torch.save(payload, path)
+    demo_module("torch").save(payload, path)
 
 
 def rng_state(rank: int, step: int) -> dict:
     """A small RNG-state dict like the one FastVideo saves per rank."""
-    import torch
-
+    torch = demo_module("torch")
     gen = random.Random(rank * 1_000_003 + step)
     return {"python": gen.getstate(), "cpu": torch.Generator().manual_seed(rank + step).get_state(), "rank": rank}
 

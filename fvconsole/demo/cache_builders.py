@@ -14,6 +14,8 @@ import time
 from collections.abc import Iterable
 from typing import Any
 
+from fvconsole.demo import demo_module
+
 STATUSES = (
     "complete", "partial", "incomplete", "writing",
     "invalid-manifest", "invalid-shard", "key-mismatch", "wrong-version",
@@ -54,8 +56,7 @@ def _shapes(tensor_bytes: int, num_shards: int) -> dict[str, dict[str, Any]]:
 
 
 def _shard_tensors(table: dict[str, dict[str, Any]], seed: int, shard: int) -> dict[str, Any]:
-    import torch
-
+    torch = demo_module("torch")
     gen = torch.Generator().manual_seed(seed * 1000 + shard)
     out = {}
     for name, info in table.items():
@@ -66,8 +67,7 @@ def _shard_tensors(table: dict[str, dict[str, Any]], seed: int, shard: int) -> d
 
 
 def _write_shard(path: str, tensors: dict[str, Any]) -> None:
-    from safetensors.torch import save_file
-
+    save_file = demo_module("safetensors.torch").save_file
     tmp = path + ".tmp"
     save_file(tensors, tmp)
     os.replace(tmp, path)

@@ -75,6 +75,13 @@ def plan_summary(plan: MigrationPlan, ids_note: str | None = None) -> Text:
     return text
 
 
+def install_cell(result: NextSampleIds | None) -> str | None:
+    """The "next id" cell of every rank when reading the ids needs an extra that is missing."""
+    if result is None or result.missing_extra is None:
+        return None
+    return f"install fvconsole[{result.missing_extra}]"
+
+
 def next_ids_note(result: NextSampleIds) -> str | None:
     """Why some next ids are missing, if they are."""
     if result.too_many_row_groups is not None:

@@ -19,6 +19,7 @@ from textual.binding import Binding, BindingType
 from textual.containers import Container, Horizontal, Vertical, VerticalScroll
 from textual.widget import Widget
 from textual.widgets import Button, Checkbox, Input, Label
+from textual.widgets.data_table import ColumnKey
 
 from fvconsole.core.errors import FvError, PartialFailure
 from fvconsole.core.journal import (
@@ -407,7 +408,10 @@ class MigrationView(BaseView):
         if self._current_plan() is not message.plan:
             return  # a newer preview (or an edit) superseded this one
         ids = message.result.ids if message.result is not None else {}
-        rows = [row[:-1] + (mt.ID_NONE if ids.get(int(row[0])) is None else str(ids[int(row[0])]),)
+        install = mt.install_cell(message.result)
+        if install is not None:  # no pyarrow (the lean install): say which extra reads the ids
+            self._widen_id_column(len(install))
+        rows = [row[:-1] + (install or (mt.ID_NONE if ids.get(int(row[0])) is None else str(ids[int(row[0])])),)
                 for row in self._rank_rows]
         if rows != self._rank_rows:  # refilling 4096 rows costs tens of ms: at most once per preview
             self._rank_rows = rows
@@ -418,6 +422,14 @@ class MigrationView(BaseView):
             self.next_ids_note = f"next sample ids not read: {describe_error(message.error)}"
         if self.next_ids_note is not None:
             self.query_one("#mig-summary", PlainStatic).update(mt.plan_summary(message.plan, self.next_ids_note))
+
+    def _widen_id_column(self, width: int) -> None:
+        """Make the "next id" column wide enough for ``width`` cells (the install hint)."""
+        table = self.query_one("#mig-ranks", FastTable)
+        column = table.columns.get(ColumnKey("next_id"))
+        if column is not None and column.width < width:
+            column.width = width
+            table.refresh(layout=True)
 
     def apply_filter(self, text: str) -> None:
         table = self.query_one("#mig-ranks", FastTable)

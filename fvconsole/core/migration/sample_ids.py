@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from fvconsole.core.errors import FvError
+from fvconsole.core.optional import MissingExtra, require
 from fvconsole.core.safe_read import open_regular, short_repr
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
@@ -23,9 +24,12 @@ def add_next_sample_ids(plan: MigrationPlan, rows: list[dict], problems: list[st
 
     Reads only the row groups ranks read next, each distinct file once; read problems
     (including a Parquet file whose row groups disagree with the manifest, which would make
-    every id wrong) are appended to ``problems`` rather than raised.
+    every id wrong) are appended to ``problems`` rather than raised. Without pyarrow (the
+    ``parquet`` extra) nothing is read: :class:`MissingExtra` names the extra to install.
     """
     from fvconsole.core.manifest import load_manifest
+
+    _parquet()
 
     manifest = load_manifest(plan.manifest_path)
     if manifest.fingerprint != plan.manifest_fingerprint:
@@ -64,6 +68,11 @@ def add_next_sample_ids(plan: MigrationPlan, rows: list[dict], problems: list[st
         row["next_sample_id"] = _plain(columns[index][offset].as_py())
 
 
+def _parquet() -> Any:
+    """``pyarrow.parquet``, or MissingExtra naming the ``parquet`` extra."""
+    return require("pyarrow.parquet", extra="parquet", purpose="reading next sample ids")
+
+
 def _plain(value: Any) -> Any:
     """A JSON-ready id: scalars as they are, anything else (bytes, structs) as a short repr."""
     if value is None or isinstance(value, (str, int, float)):
@@ -85,8 +94,7 @@ def _read_id_columns(manifest: Any, file_k: int, indices: Sequence[int], listed:
     row group shorter or longer than the manifest says shifts every later sample, so the
     ids would be wrong. Raises FvError naming the file and row group.
     """
-    import pyarrow.parquet as pq
-
+    pq = _parquet()
     path = os.path.join(manifest.dataset_root, manifest.file_names[file_k])
     out: dict[int, Any] = {}
     with open_regular(path, "Parquet file") as handle:
@@ -152,19 +160,25 @@ class NextSampleIds:
     too_many_row_groups: int | None = None
     limit: int = MAX_NEXT_ID_ROW_GROUPS
     problems: tuple[str, ...] = ()
+    #: The extra to install when the ids cannot be read without it (pyarrow: ``parquet``).
+    missing_extra: str | None = None
 
 
 def next_sample_ids(plan: MigrationPlan, max_row_groups: int = MAX_NEXT_ID_ROW_GROUPS) -> NextSampleIds:
     """Read the ``id`` of each rank's next sample: only the distinct next row groups, each once.
 
     The same reads as ``sidecars verify --deep`` (:func:`add_next_sample_ids`). Beyond
-    ``max_row_groups`` distinct row groups nothing is read and ``too_many_row_groups`` says so.
+    ``max_row_groups`` distinct row groups nothing is read and ``too_many_row_groups`` says so;
+    without pyarrow nothing is read and ``missing_extra`` names the extra to install.
     """
     needed = {c.next_row_group for c in plan.ranks if c.next_row_group is not None and c.next_row_group >= 0}
     if len(needed) > max_row_groups:
         return NextSampleIds({}, 0, too_many_row_groups=len(needed), limit=max_row_groups)
     rows: list[dict] = [{"rank": c.rank} for c in plan.ranks]
     problems: list[str] = []
-    add_next_sample_ids(plan, rows, problems)
+    try:
+        add_next_sample_ids(plan, rows, problems)
+    except MissingExtra as exc:
+        return NextSampleIds({}, 0, limit=max_row_groups, problems=(exc.message,), missing_extra=exc.extra)
     return NextSampleIds({row["rank"]: row.get("next_sample_id") for row in rows}, len(needed),
                          limit=max_row_groups, problems=tuple(problems))

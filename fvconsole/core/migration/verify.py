@@ -28,6 +28,7 @@ from fvconsole.core.migration.output_dir import staging_pattern
 from fvconsole.core.migration.plan import MigrationPlan, MigrationRequest, plan_from_sources
 from fvconsole.core.migration.receipt import check_receipt
 from fvconsole.core.migration.sample_ids import add_next_sample_ids
+from fvconsole.core.optional import require
 from fvconsole.core.progress import Progress, no_progress
 from fvconsole.core.safe_read import file_kind
 
@@ -146,7 +147,13 @@ def verify_sidecars(
     """Check every sidecar and the receipt in ``sidecar_dir`` against a recomputed plan.
 
     Sidecars are read without torch; ``torch_check`` also loads each with real torch.
+    Raises MissingExtra before reading anything when ``deep`` lacks pyarrow or ``torch_check``
+    lacks torch.
     """
+    if deep:
+        require("pyarrow.parquet", extra="parquet", purpose="reading next sample ids")
+    if torch_check:
+        torch_zip.require_torch()
     progress = progress or no_progress
     plan, problems, warnings = recompute_plan(config_path, checkpoint, overrides, sidecar_dir)
     if plan is None:

@@ -264,6 +264,8 @@ def execute_migration(
     lock removed). ``torch_check``: each staged sidecar is also read back with real torch
     before publishing.
     """
+    if torch_check:  # refused before anything is written
+        torch_zip.require_torch()
     progress = progress or no_progress
     told = [*plan.warnings, *plan.output_dir_warnings]
 

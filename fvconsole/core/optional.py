@@ -1,0 +1,70 @@
+"""The one door for packages of an extra: import one, or say in one line which extra to install.
+
+Why: the base install (``pip install fvconsole``) has no torch, safetensors, numpy or pyarrow,
+so a login node gets the console and every headless command without gigabytes of wheels.
+The few paths that need one (the demo, ``verify --deep``, ``--torch-check``) import it here,
+inside the function that needs it; a missing package is an ``FvError`` naming the extra
+(``the demo needs torch: pip install 'fvconsole[demo]'``, exit 1), never a traceback.
+``tests/test_doors.py`` checks that no other module imports these packages itself.
+"""
+
+from __future__ import annotations
+
+import importlib
+from types import ModuleType
+
+from fvconsole.core.errors import FvError
+
+#: Each extra and the distributions it adds (the names its imports fail on), as in pyproject.toml.
+EXTRAS: dict[str, tuple[str, ...]] = {
+    "demo": ("torch", "safetensors", "numpy", "pyarrow"),
+    "parquet": ("pyarrow",),
+    "torch": ("torch",),
+    "fast": ("orjson",),
+}
+
+#: The top-level import names that only an extra provides: imported through this module only.
+EXTRA_PACKAGES = frozenset(name for names in EXTRAS.values() for name in names)
+
+
+class MissingExtra(FvError):
+    """A package of an extra is not installed: the message names the extra to install."""
+
+    def __init__(self, purpose: str, package: str, extra: str) -> None:
+        super().__init__(f"{purpose} needs {package}: pip install 'fvconsole[{extra}]'",
+                         details={"missing_package": package, "extra": extra})
+        self.purpose = purpose
+        self.package = package
+        self.extra = extra
+
+
+def require(module: str, *, extra: str, purpose: str) -> ModuleType:
+    """``import module`` (a dotted name is fine), or raise :class:`MissingExtra`.
+
+    ``purpose`` is what needs it, as the start of the sentence: "the demo", "--torch-check".
+    The missing package named is the one the import really failed on (``safetensors.torch``
+    fails on numpy when numpy is absent), when it is one of the extra's.
+    """
+    if extra not in EXTRAS:
+        raise ValueError(f"unknown extra {extra!r}")
+    try:
+        return importlib.import_module(module)
+    except ModuleNotFoundError as exc:
+        missing = (exc.name or module).split(".")[0]
+        if missing not in EXTRAS[extra] and missing != module.split(".")[0]:
+            raise  # a bug or a broken install, not an absent extra: keep the real error
+        raise MissingExtra(purpose, missing, extra) from None
+
+
+def require_all(modules: tuple[str, ...], *, extra: str, purpose: str) -> None:
+    """:func:`require` each of ``modules`` up front, so a command refuses before writing anything."""
+    for module in modules:
+        require(module, extra=extra, purpose=purpose)
+
+
+def optional(module: str) -> ModuleType | None:
+    """``import module`` when it is installed, else None (an accelerator such as orjson)."""
+    try:
+        return importlib.import_module(module)
+    except ImportError:
+        return None

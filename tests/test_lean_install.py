@@ -1,0 +1,266 @@
+"""The lean install (issue 23): without torch, safetensors, numpy and pyarrow the tool works.
+
+The base install holds none of the extras' packages, so every headless command and the
+console must run without them, and what does need one (the demo, ``verify --deep``,
+``--torch-check``) must refuse in one line naming the extra. Here the packages are made
+unimportable in a fresh interpreter (``sys.modules[name] = None``: ``import`` raises
+ModuleNotFoundError exactly as when the package is absent); CI also installs the built wheel
+without extras into a brand-new venv and runs the demo's commands there (`.ci/wheel_smoke.py`).
+
+The door: only ``fvconsole/core/optional.py`` imports an extra's package; every other module
+asks it (``require``/``optional``, or ``fvconsole.demo.demo_module``), inside a function
+outside ``fvconsole/demo/``.
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+import os
+import pathlib
+import subprocess
+import sys
+
+import pytest
+
+from fvconsole.core.optional import EXTRA_PACKAGES, EXTRAS
+
+REPO = pathlib.Path(__file__).resolve().parent.parent
+PACKAGE = REPO / "fvconsole"
+DOOR = PACKAGE / "core" / "optional.py"
+HEAVY = ("torch", "safetensors", "numpy", "pyarrow")
+DOOR_CALLS = ("require", "require_all", "optional", "demo_module")
+
+
+# ----------------------------------------------------------------------------- the door
+def door_violations(source: str, rel: str) -> list[str]:
+    """Where ``source`` (module ``rel``) goes around core/optional.py for an extra's package."""
+    tree = ast.parse(source)
+    type_checking: set[int] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
+            type_checking.update(id(n) for n in ast.walk(node))
+    in_function: set[int] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
+            in_function.update(id(n) for n in ast.walk(node) if n is not node)
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            names = [a.name for a in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            names = [node.module]
+        else:
+            names = []
+        for name in names:
+            if name.split(".")[0] in EXTRA_PACKAGES and id(node) not in type_checking:
+                found.append(f"{rel}:{node.lineno}: imports {name} itself (use fvconsole.core.optional)")
+        if not isinstance(node, ast.Call):
+            continue
+        func = ast.unparse(node.func)
+        literal = node.args[0].value if node.args and isinstance(node.args[0], ast.Constant) else None
+        top = literal.split(".")[0] if isinstance(literal, str) else None
+        if func.split(".")[-1] in ("import_module", "__import__", "find_spec") and top in EXTRA_PACKAGES:
+            found.append(f"{rel}:{node.lineno}: {func}({literal!r}) goes around fvconsole.core.optional")
+        if func.split(".")[-1] in DOOR_CALLS:
+            if id(node) not in in_function and not rel.startswith("fvconsole/demo/"):
+                found.append(f"{rel}:{node.lineno}: {func}() at module level (import it where it is needed)")
+            extra = next((k.value.value for k in node.keywords if k.arg == "extra"
+                          and isinstance(k.value, ast.Constant)), None)
+            if extra is not None and top is not None and top not in EXTRAS.get(extra, ()):
+                found.append(f"{rel}:{node.lineno}: {literal!r} is not a package of the {extra!r} extra")
+    return found
+
+
+def test_no_module_goes_around_the_optional_import_door() -> None:
+    violations = []
+    for path in sorted(PACKAGE.rglob("*.py")):
+        if path == DOOR:
+            continue
+        rel = str(path.relative_to(REPO))
+        violations += door_violations(path.read_text(encoding="utf-8"), rel)
+    assert violations == []
+
+
+def test_the_door_check_sees_each_way_around() -> None:
+    """Guard the guard: each way around the door in a module is found."""
+    assert door_violations("import torch\n", "fvconsole/core/x.py")
+    assert door_violations("def f():\n    import pyarrow.parquet as pq\n", "fvconsole/core/x.py")
+    assert door_violations("def f():\n    from safetensors.torch import save_file\n", "fvconsole/demo/x.py")
+    assert door_violations("import importlib\nnp = importlib.import_module('numpy')\n", "fvconsole/cli/x.py")
+    assert door_violations("torch = require('torch', extra='torch', purpose='x')\n", "fvconsole/core/x.py")
+    assert door_violations("def f():\n    require('pyarrow', extra='torch', purpose='x')\n", "fvconsole/core/x.py")
+    assert not door_violations("def f():\n    require('torch', extra='torch', purpose='x')\n", "fvconsole/core/x.py")
+    assert not door_violations("from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    import torch\n",
+                               "fvconsole/core/x.py")
+
+
+def test_the_door_is_the_only_importer_of_an_extras_package_in_the_core_too() -> None:
+    """The door's own module really is where the import happens (importlib, not a literal import)."""
+    text = DOOR.read_text(encoding="utf-8")
+    assert "importlib.import_module(module)" in text
+    assert set(HEAVY) <= EXTRA_PACKAGES and set(EXTRAS["demo"]) == set(HEAVY)
+
+
+# ----------------------------------------------------------------------------- without the extras
+_BLOCKED = """
+import contextlib, io, json, sys
+for name in json.loads(sys.argv[1]):
+    sys.modules[name] = None  # `import name` now raises ModuleNotFoundError, as when it is absent
+from fvconsole.cli import main
+results = []
+for args in json.loads(sys.argv[2]):
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        try:
+            code = main(args)
+        except SystemExit as exc:
+            code = exc.code
+    results.append({"code": code, "stdout": out.getvalue(), "stderr": err.getvalue()})
+loaded = [m for m in json.loads(sys.argv[1]) if sys.modules.get(m) is not None]
+print(json.dumps({"results": results, "loaded": loaded}))
+"""
+
+
+def run_without(blocked: tuple[str, ...], *commands: list[str], env: dict[str, str] | None = None) -> list[dict]:
+    """Run ``fvconsole`` commands in order in one fresh interpreter where ``blocked`` cannot be imported."""
+    proc = subprocess.run([sys.executable, "-c", _BLOCKED, json.dumps(list(blocked)), json.dumps(list(commands))],
+                          capture_output=True, text=True, timeout=600, cwd=REPO / "tests",
+                          env={**os.environ, **(env or {})})
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    out = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert out["loaded"] == [], f"{out['loaded']} got imported although blocked"
+    return out["results"]
+
+
+def one_error_line(result: dict) -> str:
+    lines = result["stderr"].strip().splitlines()
+    assert result["code"] == 1 and len(lines) == 1 and lines[0].startswith("error: "), result
+    assert "Traceback" not in result["stderr"] + result["stdout"]
+    return lines[0]
+
+
+@pytest.fixture(scope="module")
+def run(tmp_path_factory: pytest.TempPathFactory):
+    """A real legacy run (DCP checkpoint, Parquet) and a real safetensors cache, built with the extras."""
+    from fvconsole.demo.builders import build_run
+    from fvconsole.demo.cache_builders import write_cache_entry
+
+    root = tmp_path_factory.mktemp("lean")
+    built = build_run(root / "run", steps=(2,), kind="legacy", num_gpus=4)
+    cache = root / "cache"
+    write_cache_entry(cache, num_shards=2, seed=1)
+    victim = write_cache_entry(cache, num_shards=2, status="partial", seed=2)
+    return {"run": built, "cache": str(cache), "victim": os.path.basename(victim), "root": root}
+
+
+def _migrate(run: dict, out: str, *extra: str) -> list[str]:
+    r = run["run"]
+    return ["migrate", "--config", r.config_path, "--checkpoint", r.checkpoints[0], "--output-dir", out,
+            "--expected-step", "2", "--expected-world-size", "4", "--consumed-batches-per-rank", "2", *extra]
+
+
+def _verify(run: dict, out: str, *extra: str) -> list[str]:
+    r = run["run"]
+    return ["sidecars", "verify", "--config", r.config_path, "--checkpoint", r.checkpoints[0], "--sidecar-dir", out,
+            *extra]
+
+
+def test_every_headless_command_works_without_any_extra(run: dict, tmp_path) -> None:
+    r, cache = run["run"], run["cache"]
+    out = str(tmp_path / "sidecars")
+    journal = str(tmp_path / "journal.jsonl")
+    commands = [
+        ["--version"],
+        ["checkpoints", "ls", r.output_dir],
+        ["checkpoints", "show", r.checkpoints[0], "--config", r.config_path],
+        ["checkpoints", "show", r.checkpoints[0], "--json"],
+        _migrate(run, out),
+        _migrate(run, out, "--yes", "--json"),
+        _verify(run, out),
+        _verify(run, out, "--json"),
+        ["cache", "ls", cache],
+        ["cache", "ls", cache, "--json"],
+        ["cache", "evict", cache, "--key", run["victim"]],
+        ["cache", "evict", cache, "--key", run["victim"], "--yes"],
+        ["history"],
+        ["history", "--json"],
+        ["--print-completion", "bash"],
+        ["fleet", "cache", "ls", "--help"],
+    ]
+    results = run_without(HEAVY, *commands, env={"FVCONSOLE_JOURNAL": journal})
+    for args, result in zip(commands, results, strict=True):
+        assert result["code"] == 0, (args[:3], result["stderr"][-1000:])
+        assert result["stdout"].strip(), args[:3]
+    # They did their work: a verified set of four sidecars, an evicted entry, both journaled.
+    assert json.loads(results[7]["stdout"])["ok"] is True
+    assert len(os.listdir(out)) == 5
+    assert not os.path.exists(os.path.join(cache, run["victim"]))
+    actions = [rec["action"] for rec in json.loads(results[13]["stdout"])["records"]]
+    assert len(actions) == 2 and any("migrat" in a for a in actions) and any("evict" in a for a in actions)
+
+
+@pytest.mark.parametrize(("missing", "named"), [("torch", "torch"), ("safetensors", "safetensors"),
+                                                ("numpy", "numpy"), ("pyarrow", "pyarrow")])
+def test_the_demo_without_its_extra_refuses_in_one_line_and_builds_nothing(tmp_path, missing, named) -> None:
+    target = tmp_path / "ws"
+    result = run_without((missing,), ["demo", str(target), "--no-tui"])[0]
+    assert one_error_line(result) == f"error: the demo needs {named}: pip install 'fvconsole[demo]'"
+    assert not target.exists()
+
+
+def test_deep_verify_without_pyarrow_names_the_parquet_extra(run: dict, tmp_path) -> None:
+    out = str(tmp_path / "sidecars")
+    wrote, text, as_json, plain = run_without(("pyarrow",), _migrate(run, out, "--yes"), _verify(run, out, "--deep"),
+                                              _verify(run, out, "--deep", "--json"), _verify(run, out))
+    assert wrote["code"] == 0 and plain["code"] == 0
+    assert one_error_line(text) == "error: reading next sample ids needs pyarrow: pip install 'fvconsole[parquet]'"
+    assert as_json["code"] == 1
+    assert json.loads(as_json["stdout"])["error"] == \
+        "reading next sample ids needs pyarrow: pip install 'fvconsole[parquet]'"
+
+
+def test_torch_check_without_torch_names_the_torch_extra_and_writes_nothing(run: dict, tmp_path) -> None:
+    out = tmp_path / "sidecars"
+    written = str(tmp_path / "written")
+    check, verify, dry = run_without(("torch",), _migrate(run, str(out), "--yes", "--torch-check"),
+                                     _verify(run, written, "--torch-check"), _migrate(run, str(out), "--torch-check"))
+    hint = "checking sidecars with torch.load needs torch: pip install 'fvconsole[torch]'"
+    assert one_error_line(check) == f"error: {hint}"
+    assert not out.exists() and not any(p.name.startswith(".sidecars") for p in tmp_path.iterdir())
+    assert one_error_line(verify) == f"error: {hint}"
+    assert dry["code"] == 0  # a dry run loads nothing
+
+
+# ----------------------------------------------------------------------------- the console without pyarrow
+@pytest.mark.tui
+async def test_console_shows_the_parquet_extra_in_the_next_id_column(tmp_path, monkeypatch) -> None:
+    from fvconsole.demo.workspace import build_demo_workspace
+    from fvconsole.tui.app import FvConsoleApp
+    from fvconsole.tui.headless import settle, started
+    from fvconsole.tui.migration_view import MigrationView
+    from fvconsole.tui.state import ConsoleState
+
+    ws = build_demo_workspace(str(tmp_path / "ws"))
+    for name in ("pyarrow", "pyarrow.parquet"):
+        monkeypatch.setitem(sys.modules, name, None)
+    app = FvConsoleApp(ConsoleState(config_path=ws.config_path, checkpoints_path=ws.output_dir,
+                                    cache_root=ws.cache_root))
+    async with app.run_test(size=(140, 42)) as pilot:
+        await started(app, pilot)
+        table = app.query_one("#ckpt-table")
+        table.move_cursor(row=table.get_row_index(next(k.value for k in table.rows
+                                                       if k.value.endswith("checkpoint-300"))))
+        await pilot.press("m")
+        await settle(app, pilot)
+        await pilot.press("ctrl+r")
+        await settle(app, pilot)
+        view = app.query_one(MigrationView)
+        ranks = app.query_one("#mig-ranks")
+        assert ranks.row_count == 8, "the preview itself needs no pyarrow"
+        assert [str(ranks.get_row_at(i)[-1]) for i in range(8)] == ["install fvconsole[parquet]"] * 8
+        column = next(c for k, c in ranks.columns.items() if k.value == "next_id")
+        assert column.width >= len("install fvconsole[parquet]"), "the hint is shown whole"
+        assert "fvconsole[parquet]" in app.export_screenshot().replace("&#160;", " "), "drawn, not cropped"
+        assert view.next_ids_note == "reading next sample ids needs pyarrow: pip install 'fvconsole[parquet]'"
+        assert not app.query_one("#mig-execute").disabled, "the migration can still be written"
