@@ -14,7 +14,7 @@ import os
 import sys
 from collections.abc import Sequence
 
-from fvconsole import __version__
+from fvconsole import installed_version
 from fvconsole.cli.outcome import begin_command, end_command, write_done
 from fvconsole.cli.parser import CliUsageError, json_requested, parse_command_line, parsed_prog, usage_hint
 from fvconsole.cli.streams import (
@@ -48,6 +48,19 @@ interrupted by Ctrl-C/SIGTERM/SIGHUP before anything was changed (after a change
 """
 
 
+class InstalledVersion(argparse.Action):
+    """``--version``: the installed version, looked up only when asked (importlib.metadata)."""
+
+    def __init__(self, option_strings: Sequence[str], dest: str = argparse.SUPPRESS, **kwargs: object) -> None:
+        super().__init__(option_strings, dest, nargs=0, default=argparse.SUPPRESS,
+                         help="print the installed version and exit")
+
+    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace, values: object,
+                 option_string: str | None = None) -> None:
+        parser._print_message(f"fvconsole {installed_version()}\n", sys.stdout)
+        parser.exit()
+
+
 def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
     """The argument parser (cheap: no heavy imports); all of it unless ``argv`` names a command.
 
@@ -67,7 +80,7 @@ def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
         epilog=f"shell completion (generated from this parser):\n{INSTALL}",
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    parser.add_argument("--version", action="version", version=f"fvconsole {__version__}")
+    parser.add_argument("--version", action=InstalledVersion)
     parser.add_argument("--print-completion", action=PrintCompletion,
                         help="print the completion script for SHELL (bash, zsh, fish) and exit")
     parser.add_argument("--config", metavar="RUN.yaml", help="run config to load in the console")
