@@ -209,6 +209,14 @@ def test_the_demo_without_its_extra_refuses_in_one_line_and_builds_nothing(tmp_p
     assert not target.exists()
 
 
+def test_the_demo_names_every_missing_package_at_once(tmp_path) -> None:
+    """As in a lean install: none of the four, and the refusal names them all, in one line."""
+    result = run_without(HEAVY, ["demo", str(tmp_path / "ws"), "--no-tui"])[0]
+    assert one_error_line(result) == \
+        "error: the demo needs torch, safetensors, numpy, pyarrow: pip install 'fvconsole[demo]'"
+    assert not (tmp_path / "ws").exists()
+
+
 def test_deep_verify_without_pyarrow_names_the_parquet_extra(run: dict, tmp_path) -> None:
     out = str(tmp_path / "sidecars")
     wrote, text, as_json, plain = run_without(("pyarrow",), _migrate(run, out, "--yes"), _verify(run, out, "--deep"),

@@ -11,6 +11,7 @@ inside the function that needs it; a missing package is an ``FvError`` naming th
 from __future__ import annotations
 
 import importlib
+import importlib.util
 from types import ModuleType
 
 from fvconsole.core.errors import FvError
@@ -34,7 +35,7 @@ class MissingExtra(FvError):
         super().__init__(f"{purpose} needs {package}: pip install 'fvconsole[{extra}]'",
                          details={"missing_package": package, "extra": extra})
         self.purpose = purpose
-        self.package = package
+        self.package = package  # one name, or several joined with ", "
         self.extra = extra
 
 
@@ -57,7 +58,15 @@ def require(module: str, *, extra: str, purpose: str) -> ModuleType:
 
 
 def require_all(modules: tuple[str, ...], *, extra: str, purpose: str) -> None:
-    """:func:`require` each of ``modules`` up front, so a command refuses before writing anything."""
+    """:func:`require` each of ``modules`` up front, so a command refuses before writing anything.
+
+    Every absent top-level package is named at once ("the demo needs torch, pyarrow: ..."),
+    found without importing anything (torch imported without numpy prints a warning first).
+    """
+    tops = dict.fromkeys(module.split(".")[0] for module in modules)
+    missing = [top for top in tops if importlib.util.find_spec(top) is None]
+    if missing:
+        raise MissingExtra(purpose, ", ".join(missing), extra)
     for module in modules:
         require(module, extra=extra, purpose=purpose)
 

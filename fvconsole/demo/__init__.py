@@ -6,9 +6,8 @@ from types import ModuleType
 
 from fvconsole.core.optional import require, require_all
 
-#: What building the demo (real DCP checkpoints, Parquet, safetensors) imports; numpy first,
-#: since torch imported without it prints a warning before the refusal could.
-DEMO_MODULES = ("numpy", "pyarrow.parquet", "safetensors", "torch", "torch.distributed.checkpoint", "safetensors.torch")
+#: What building the demo (real DCP checkpoints, Parquet, safetensors) imports.
+DEMO_MODULES = ("torch", "torch.distributed.checkpoint", "safetensors.torch", "numpy", "pyarrow.parquet")
 
 
 def demo_module(name: str) -> ModuleType:
