@@ -171,3 +171,47 @@ def test_a_damaged_evictor_record_never_breaks_a_dry_run(tmp_path: Path, cli, fi
             assert f"its holder record {record} is damaged" in err and _names_the_problem(err, field), err
     finally:
         holder.release()
+
+
+# --------------------------------------------------------------------------- cache manifests and shard headers
+
+HOSTILE_MANIFESTS = [
+    ('{"format_version": NaN}', "invalid"),
+    ('{"format_version": 1, "num_shards": 1e400}', "invalid"),
+    ('{"format_version": 1, "num_shards": ' + "9" * 5000 + "}", "invalid"),
+    ("[" + "{}," * 200_000 + "{}]", "invalid"),
+    ("[" * 100_000, "invalid"),
+]
+
+
+@pytest.mark.parametrize(("text", "status"), HOSTILE_MANIFESTS)
+def test_a_hostile_cache_manifest_is_that_entrys_problem(tmp_path: Path, cli, text: str, status: str) -> None:
+    from sized_cache import sized_entry
+
+    root = tmp_path / "wcache"
+    good = sized_entry(root, "good", 1, 86400.0)
+    bad = sized_entry(root, "bad", 1, 86400.0)
+    (root / bad / "manifest.json").write_text(text)
+    code, out, err = cli(["cache", "ls", str(root), "--json"])
+    assert code == 0, err
+    entries = {e["key"]: e for e in json.loads(out)["entries"]}
+    assert entries[good]["status"] == "complete" and entries[bad]["status"] == status
+    assert "manifest.json" in entries[bad]["explanation"]
+
+
+def test_an_absurd_global_shape_counts_nothing_and_lists(tmp_path: Path, cli) -> None:
+    """A shape of [10**300] * 20 made a 6000-digit element count that str() and json.dumps refuse."""
+    from sized_cache import sized_entry
+
+    root = tmp_path / "wcache"
+    key = sized_entry(root, "e", 1, 86400.0)
+    path = root / key / "manifest.json"
+    doc = json.loads(path.read_text())
+    doc["params"]["w"]["global_shape"] = [10**300] * 20
+    doc["params"]["v"] = {"kind": "tensor", "dtype": "torch.float32", "global_shape": [2, 3]}
+    path.write_text(json.dumps(doc))
+    for argv in (["cache", "ls", str(root), "--json"], ["cache", "ls", str(root)]):
+        code, out, err = cli(argv)
+        assert code == 0, err
+    entry = json.loads(cli(["cache", "ls", str(root), "--json"]).stdout)["entries"][0]
+    assert entry["manifest"]["numel"] == 6 if "manifest" in entry else entry["summary"]["numel"] == 6

@@ -48,7 +48,16 @@ _CONTAINERS = frozenset((dict, list))
 
 
 class UntrustedError(FvError, ValueError):
-    """A document (or one field of it) that cannot be used: one line naming it and why."""
+    """A document (or one field of it) that cannot be used: one line naming it and why.
+
+    ``detail``: why, without the document's name (for a caller that names it its own way);
+    ``syntax``: True when the text is not JSON at all (as opposed to JSON that cannot be used).
+    """
+
+    def __init__(self, message: str, *, detail: str = "", syntax: bool = False) -> None:
+        super().__init__(message)
+        self.detail = detail or message
+        self.syntax = syntax
 
 
 def _fail_constant(name: str) -> NoReturn:
@@ -135,7 +144,8 @@ def decode(
     try:
         value = json.loads(data, parse_constant=_fail_constant, parse_float=_finite_float)
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise UntrustedError(f"{shown}: {what} is not valid JSON ({_one_line(exc)})") from None
+        raise UntrustedError(f"{shown}: {what} is not valid JSON ({_one_line(exc)})", detail=_one_line(exc),
+                             syntax=True) from None
     except RecursionError:
         raise UntrustedError(f"{shown}: {what} is not usable JSON (nested too deeply)") from None
     except MemoryError:

@@ -14,6 +14,7 @@ from typing import Any
 
 from fvconsole.core.cache.files import CacheFileError, read_manifest, read_safetensors_header
 from fvconsole.core.cache.model import CacheEntry, ManifestSummary
+from fvconsole.core.untrusted import INT64_MAX
 
 FORMAT_VERSION = 1
 SHARD_RE = re.compile(r"shard(\d+)-of-(\d+)\.safetensors")
@@ -215,9 +216,15 @@ def _summary(manifest: dict[str, Any] | None) -> ManifestSummary | None:
 
 
 def _numel(shape: Any) -> int:
-    if not isinstance(shape, list) or not all(_is_int(d) for d in shape):
+    """Elements of a ``global_shape``; 0 unless every dim and the product fit in 64 bits.
+
+    A shape of ``[10**300] * 20`` made a 6000-digit count that ``str`` and ``json.dumps`` refuse.
+    """
+    if not isinstance(shape, list) or not all(_is_int(d) and 0 <= d <= INT64_MAX for d in shape):
         return 0
     total = 1
     for d in shape:
         total *= d
+        if total > INT64_MAX:
+            return 0
     return total

@@ -6,10 +6,12 @@ falls back otherwise) and ``O_NOFOLLOW`` so a planted symlink is never read thro
 
 from __future__ import annotations
 
-import json
 import os
 import stat
 from typing import Any
+
+from fvconsole.core.safe_read import short_repr
+from fvconsole.core.untrusted import UntrustedError, decode
 
 #: A safetensors header longer than this is treated as corrupt, not read.
 MAX_HEADER_BYTES = 100 * 2**20
@@ -89,14 +91,17 @@ def read_manifest(path: str) -> dict[str, Any]:
 
 
 def _json_object(raw: bytes, what: str) -> dict[str, Any]:
-    """Parse a JSON object, turning every way it can be broken into one CacheFileError."""
+    """Decode a JSON object through the untrusted-document door; every way it is broken is one CacheFileError.
+
+    The door bounds memory against the size: a 40 MiB manifest of ``{}`` objects (~27x its
+    size once parsed) died with MemoryError and lost the whole listing; now that entry is broken.
+    """
     try:
-        data = json.loads(raw)
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise CacheFileError(f"{what} does not parse as JSON ({exc})") from None
-    except (ValueError, RecursionError) as exc:
-        # ValueError: an integer beyond Python's digit limit; RecursionError: absurd nesting.
-        raise CacheFileError(f"{what} is not usable JSON ({type(exc).__name__})") from None
+        data = decode(raw, what, what)
+    except UntrustedError as exc:
+        if exc.syntax:
+            raise CacheFileError(f"{what} does not parse as JSON ({exc.detail})") from None
+        raise CacheFileError(str(exc)[len(what) + 2:]) from None
     if not isinstance(data, dict):
         raise CacheFileError(f"{what} is not a JSON object")
     return data
@@ -140,7 +145,7 @@ def _check_tensor_table(header: dict[str, Any], data_bytes: int) -> None:
             or not all(isinstance(o, int) and not isinstance(o, bool) for o in offsets)
             or not 0 <= offsets[0] <= offsets[1]
         ):
-            raise CacheFileError(f"tensor {name!r} has bad data_offsets {offsets!r}")
+            raise CacheFileError(f"tensor {short_repr(name)} has bad data_offsets {short_repr(offsets)}")
         if offsets[1] > data_bytes:
             raise CacheFileError(
                 f"tensor {name!r} ends at byte {offsets[1]} of a {data_bytes}-byte data section (truncated)"
