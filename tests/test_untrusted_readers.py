@@ -215,3 +215,67 @@ def test_an_absurd_global_shape_counts_nothing_and_lists(tmp_path: Path, cli) ->
         assert code == 0, err
     entry = json.loads(cli(["cache", "ls", str(root), "--json"]).stdout)["entries"][0]
     assert entry["manifest"]["numel"] == 6 if "manifest" in entry else entry["summary"]["numel"] == 6
+
+
+# --------------------------------------------------------------------------- fleet frames and the reason inside them
+
+GOOD_REASON = {"code": "lock.evicting", "field": "lock",
+               "values": {"subject": "/r", "what": "another eviction is running", "who": ""}}
+
+DAMAGED_REASONS = [
+    ({"code": ["lock.evicting"], "field": "lock", "values": {}}, "field 'code' must be a string"),
+    ({"code": {"a": 1}, "field": "lock", "values": {}}, "field 'code' must be a string"),
+    ({**GOOD_REASON, "values": {**GOOD_REASON["values"], "code": "x"}}, None),
+    ({**GOOD_REASON, "values": {**GOOD_REASON["values"], "field": "x"}}, None),
+    ({**GOOD_REASON, "values": {"subject": 1}}, "field 'values' must map names to strings"),
+    ({**GOOD_REASON, "values": []}, "field 'values' must be an object"),
+    ({**GOOD_REASON, "field": None}, "field 'field' is null"),
+    ({"field": "lock", "values": {}}, "field 'code' is missing"),
+]
+
+
+@pytest.mark.parametrize(("doc", "problem"), DAMAGED_REASONS)
+def test_a_damaged_reason_is_typed_not_a_crash(doc: dict, problem: str | None) -> None:
+    from fvconsole.core.reasons import parse_reason, reason_from_json
+    from fvconsole.core.untrusted import UntrustedError
+
+    if problem is None:  # values named like Reason's own fields are just values
+        parsed = parse_reason(doc)
+        assert parsed is not None and parsed.code == "lock.evicting" and parsed.field == "lock"
+        assert parsed.cli.startswith("/r: another eviction is running")
+        return
+    with pytest.raises(UntrustedError, match=problem):
+        parse_reason(doc)
+    assert reason_from_json(doc) is None
+
+
+def _node_lines(node: str, doc: dict) -> list[str]:
+    from fvconsole.core.fleet.frames import result_lines, start_line
+
+    return [start_line(node), *result_lines(node, doc)]
+
+
+@pytest.mark.parametrize(("doc", "problem"), [d for d in DAMAGED_REASONS if d[1]])
+def test_a_damaged_node_reason_makes_that_node_invalid_only(doc: dict, problem: str) -> None:
+    from fvconsole.core.fleet.demux import StepDemux
+    from fvconsole.core.fleet.outcomes import classify
+
+    envelopes = {"n1": {"node": "n1", "exit": 1, "output": {"error": "busy"}, "reason": doc},
+                 "n2": {"node": "n2", "exit": 1, "output": {"error": "busy"}, "reason": GOOD_REASON}}
+    demux = StepDemux(("n1", "n2"), cap=1 << 20)
+    for task, node in enumerate(("n1", "n2")):
+        demux.feed_stdout("".join(f"{task}: {line}\n" for line in _node_lines(node, envelopes[node])).encode())
+    demux.finish()
+    outcomes = {node: classify(demux.streams[node], expects="ls", timeout=5, cap=1 << 20, srun_exit=1,
+                               timed_out=False) for node in ("n1", "n2")}
+    assert outcomes["n1"].kind == "invalid" and problem in outcomes["n1"].error
+    assert outcomes["n2"].kind == "failed" and outcomes["n2"].reason.code == "lock.evicting"
+
+
+@pytest.mark.parametrize("text", ['{"node": "n1", "exit": 1e400}', '{"node": "n1", "exit": NaN}',
+                                  '{"node": "n1", "exit": ' + "1" * 5000 + "}", "[" * 50_000 + "]" * 50_000])
+def test_a_hostile_frame_is_that_nodes_problem(text: str) -> None:
+    from fvconsole.core.fleet.frames import decode_result
+
+    value, problem = decode_result(text)
+    assert value is None and problem and "\n" not in problem

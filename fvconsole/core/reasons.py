@@ -19,6 +19,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from fvconsole.core.untrusted import Fields, UntrustedError
+
 #: Options that lift a refusal or a skip, named as request fields (not as flags).
 OVERWRITE, SKIP_SOURCE_CHECK, FORCE, BREAK_LOCK, WAIT = "overwrite", "skip_source_check", "force", "break_lock", "wait"
 REMEDIES = (OVERWRITE, SKIP_SOURCE_CHECK, FORCE, BREAK_LOCK, WAIT)
@@ -70,20 +72,33 @@ class Reason:
         return {"code": self.code, "field": self.field, "values": dict(self.values)}
 
 
-def reason_from_json(doc: Any) -> Reason | None:
-    """A reason another process sent (:meth:`Reason.to_json`), re-worded here; None if it is not one of ours.
+def parse_reason(doc: Any, shown: str = "result", what: str = "reason") -> Reason | None:
+    """A reason another process sent (:meth:`Reason.to_json`), re-worded here.
 
-    Untrusted: only a known code with string values is taken, and both texts and the remedy
-    come from this side's :data:`KINDS`, never from the sender.
+    Untrusted: UntrustedError naming the field when it is damaged (``code`` a list raised
+    TypeError; ``values`` holding a key named ``code`` or ``field`` crashed the run as
+    duplicate keyword arguments); None for a code this side does not know or a template
+    value it lacks (another version). Both texts and the remedy come from this side's
+    :data:`KINDS`, never from the sender.
     """
-    if not isinstance(doc, dict) or doc.get("code") not in KINDS or not isinstance(doc.get("field"), str):
+    f = Fields(doc, shown, what)
+    code, field, values = f.str("code", max_len=200), f.str("field", max_len=4096), f.str_map("values")
+    kind = KINDS.get(code)
+    if kind is None:
         return None
-    values = doc.get("values")
-    if not isinstance(values, dict) or not all(isinstance(k, str) and isinstance(v, str) for k, v in values.items()):
-        return None
+    named = tuple(values.items())
     try:
-        return reason(doc["code"], doc["field"], **values)
+        detail = kind.detail.format_map(Words(named))
     except (KeyError, IndexError, ValueError):  # a value the template needs is missing
+        return None
+    return Reason(code, field, named, detail, kind.remedy)
+
+
+def reason_from_json(doc: Any) -> Reason | None:
+    """:func:`parse_reason`, None also when the reason is damaged."""
+    try:
+        return parse_reason(doc)
+    except UntrustedError:
         return None
 
 

@@ -135,25 +135,26 @@ def decode(
     Integer *ranges* are the fields' business (:class:`Fields`).
     """
     if max_bytes is not None and len(data) > max_bytes:
-        raise UntrustedError(f"{shown}: {what} is larger than {max_bytes} bytes; refusing to read it")
+        raise UntrustedError(f"{shown}: {what} is larger than {max_bytes} bytes; refusing to read it",
+                             detail=f"larger than {max_bytes} bytes")
     count = too_many_items(data, per_byte=items_per_byte)
     if count is not None:
-        raise UntrustedError(
-            f"{shown}: {what} is not usable JSON (too many items for its size: {count} in {len(data)} bytes)"
-        )
+        why = f"too many items for its size: {count} in {len(data)} bytes"
+        raise UntrustedError(f"{shown}: {what} is not usable JSON ({why})", detail=why)
     try:
         value = json.loads(data, parse_constant=_fail_constant, parse_float=_finite_float)
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:
         raise UntrustedError(f"{shown}: {what} is not valid JSON ({_one_line(exc)})", detail=_one_line(exc),
                              syntax=True) from None
     except RecursionError:
-        raise UntrustedError(f"{shown}: {what} is not usable JSON (nested too deeply)") from None
+        raise UntrustedError(f"{shown}: {what} is not usable JSON (nested too deeply)", detail="nested too deeply") from None
     except MemoryError:
-        raise UntrustedError(f"{shown}: {what} is too large to load into memory") from None
+        raise UntrustedError(f"{shown}: {what} is too large to load into memory", detail="too large to load into memory") from None
     except ValueError as exc:  # a non-finite number, or an integer beyond int_max_str_digits
-        raise UntrustedError(f"{shown}: {what} is not usable JSON ({_one_line(exc)})") from None
+        raise UntrustedError(f"{shown}: {what} is not usable JSON ({_one_line(exc)})", detail=_one_line(exc)) from None
     if max_depth is not None and json_depth_exceeds(value, max_depth):
-        raise UntrustedError(f"{shown}: {what} is not usable JSON (nested more than {max_depth} levels deep)")
+        why = f"nested more than {max_depth} levels deep"
+        raise UntrustedError(f"{shown}: {what} is not usable JSON ({why})", detail=why)
     return value
 
 

@@ -13,6 +13,9 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from fvconsole.core.reasons import parse_reason
+from fvconsole.core.untrusted import UntrustedError
+
 #: Byte counts and sizes beyond this are not sizes (and would overflow float formatting).
 MAX_INT = 1 << 63
 
@@ -107,8 +110,13 @@ def check_envelope(payload: Mapping[str, Any]) -> str | None:
         return f"output: expected an object, got {_type_name(payload.get('output'))}"
     if payload.get("invalid_output") is not None and not isinstance(payload.get("invalid_output"), str):
         return "invalid_output: expected a string"
-    if payload.get("reason") is not None and not isinstance(payload.get("reason"), dict):
-        return "reason: expected an object"
+    if payload.get("reason") is not None:
+        if not isinstance(payload.get("reason"), dict):
+            return "reason: expected an object"
+        try:  # a damaged reason makes this node invalid; the other nodes' results stand
+            parse_reason(payload["reason"], "result", "reason")
+        except UntrustedError as exc:
+            return str(exc).removeprefix("result: ")
     timeout = payload.get("timeout")
     if timeout is not None and (isinstance(timeout, bool) or not isinstance(timeout, (int, float))):
         return f"timeout: expected a number, got {_type_name(timeout)}"

@@ -21,10 +21,11 @@ problem of that node (reported as ``invalid``), never an exception for the run.
 from __future__ import annotations
 
 import json
-import math
 import re
 from dataclasses import dataclass
 from typing import Any
+
+from fvconsole.core.untrusted import UntrustedError, decode
 
 MARKER = "FVNODE"
 START = "start"
@@ -96,29 +97,16 @@ def parse_frame(line: bytes) -> Frame | None:
     return Frame(node, seq, total, parts[3] if len(parts) == 4 else "")
 
 
-def _finite(text: str) -> float:
-    value = float(text)
-    if not math.isfinite(value):  # 1e999 parses to inf
-        raise ValueError("non-finite number")
-    return value
-
-
-def _no_constants(name: str) -> Any:
-    raise ValueError(f"non-finite number {name}")
-
-
 def decode_result(text: str) -> tuple[dict[str, Any] | None, str | None]:
-    """Strict JSON decoding of one envelope: (object, None) or (None, reason)."""
+    """Strict JSON decoding of one envelope (the untrusted-document door): (object, None) or (None, reason)."""
     try:
-        value = json.loads(text, parse_constant=_no_constants, parse_float=_finite)
-    except json.JSONDecodeError as exc:
-        return None, f"invalid JSON in result ({exc.msg} at char {exc.pos})"
-    except ValueError as exc:
-        if "non-finite" in str(exc):
+        value = decode(text, "result", "result")
+    except UntrustedError as exc:
+        if exc.syntax:
+            return None, f"invalid JSON in result ({exc.detail})"
+        if "non-finite number" in exc.detail:
             return None, "non-finite number (NaN or Infinity) in result"
-        return None, f"unusable JSON in result ({type(exc).__name__})"  # e.g. beyond the digit limit
-    except RecursionError:
-        return None, "unusable JSON in result (nested too deeply)"
+        return None, f"unusable JSON in result ({exc.detail})"  # e.g. beyond the digit limit
     if not isinstance(value, dict):
         return None, "result is not a JSON object"
     return value, None
