@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import contextlib
 import io
-import json
 import os
 import sys
 import threading
@@ -29,6 +28,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from fvconsole.core.fleet.frames import result_lines, start_line
+from fvconsole.core.untrusted import UntrustedError, decode, decode_object
 
 NODE_PLACEHOLDER = "{node}"
 _SNIPPET = 300
@@ -76,8 +76,8 @@ def envelope(node: str, code: int, stdout: str, reason: dict[str, Any] | None = 
         payload["reason"] = reason
     text = stdout.strip()
     try:
-        parsed = json.loads(text) if text else None
-    except (ValueError, RecursionError):
+        parsed = decode(text, "output", "command output") if text else None
+    except UntrustedError:
         parsed = None
     if isinstance(parsed, dict):
         payload["output"] = parsed
@@ -90,7 +90,7 @@ def request_for(node: str, table_text: str) -> list[str] | None:
     """This node's arguments from a ``--per-node`` table (None: the table does not name it)."""
     from fvconsole.core.fleet.hostlist import expand_hostlist
 
-    table = json.loads(table_text)
+    table = decode_object(table_text, "--per-node", "table")
     for hostlist, args in table.items():
         if node in expand_hostlist(hostlist, "--per-node"):
             return [str(a) for a in args]
