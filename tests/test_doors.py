@@ -336,3 +336,60 @@ def test_terminal_text_has_one_door() -> None:
                 for a in n.names}
     assert {"printable", "pictured"} <= imported
 # ---- end door: output-files, terminal-text ----------------------------------------------
+
+# ---- door: untrusted-documents (issue 19 item 4) -----------------------------------------
+
+#: The one module that decodes JSON documents (bounded, strict, typed fields).
+UNTRUSTED_DOOR = "fvconsole/core/untrusted.py"
+#: Modules that may decode JSON themselves, and why (there should be almost none).
+UNTRUSTED_ALLOWED = {
+    "fvconsole/demo/builders.py": "fixture builder: reads back the streaming manifest it just wrote, with FastVideo's "
+                                  "own json.load, so the fixture's loader state matches FastVideo exactly",
+}
+_JSON_MODULES = ("json", "orjson", "simplejson", "ujson")
+_DECODERS = ("load", "loads", "JSONDecoder", "raw_decode", "scanner", "decoder")
+
+
+def _json_decoding(tree: ast.Module) -> list[tuple[int, str]]:
+    """(line, what) for every way a module decodes JSON: ``json.loads``, ``from json import loads``, aliases."""
+    modules: dict[str, str] = {}  # local name -> the JSON module it is
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                if alias.name.split(".")[0] in _JSON_MODULES:
+                    modules[alias.asname or alias.name.split(".")[0]] = alias.name
+        elif isinstance(node, ast.ImportFrom) and (node.module or "").split(".")[0] in _JSON_MODULES:
+            for alias in node.names:
+                if alias.name in _DECODERS or alias.name == "*":
+                    found.append((node.lineno, f"from {node.module} import {alias.name}"))
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Attribute) and node.attr in _DECODERS:
+            base = _dotted(node.value)
+            if base.split(".")[0] in modules:
+                found.append((node.lineno, f"{base}.{node.attr}"))
+    return found
+
+
+def test_untrusted_documents_have_one_door() -> None:
+    """No module but the door decodes JSON (journal lines, holder records, receipts, manifests, frames...)."""
+    offenders = []
+    for rel, tree, _ in _modules():
+        if rel == UNTRUSTED_DOOR or rel in UNTRUSTED_ALLOWED:
+            continue
+        offenders += [f"{rel}:{line}: {what}" for line, what in _json_decoding(tree)]
+    assert offenders == []
+
+
+def test_the_untrusted_documents_check_can_fail() -> None:
+    """The check sees each spelling it forbids, and the door and every allowed module still decode."""
+    sample = ast.parse("import json\nimport orjson as oj\nfrom json import loads\n"
+                       "json.loads(b)\noj.loads(b)\njson.JSONDecoder().raw_decode(s)\n")
+    assert {what for _, what in _json_decoding(sample)} == {
+        "from json import loads", "json.loads", "oj.loads", "json.JSONDecoder"}
+    assert _json_decoding(ast.parse("import json\njson.dumps(x)\n")) == []
+    trees = {rel: tree for rel, tree, _ in _modules()}
+    for rel in (UNTRUSTED_DOOR, *UNTRUSTED_ALLOWED):
+        assert _json_decoding(trees[rel]), f"{rel} no longer decodes JSON: drop it from the allowlist"
+
+# ---- end door: untrusted-documents -------------------------------------------------------
