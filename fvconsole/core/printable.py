@@ -17,8 +17,6 @@ from typing import Any
 # ASCII text (the common case) only needs the C0 controls and DEL; that regex is the fast path.
 _UNSAFE_ASCII = re.compile("[\x00-\x1f\x7f]")
 _UNSAFE_ASCII_KEEP_NEWLINES = re.compile("[\x00-\x09\x0b-\x1f\x7f]")
-_ANY_UNSAFE_CANDIDATE = re.compile("[\x00-\x1f\x7f-\U0010ffff]")
-_ANY_UNSAFE_CANDIDATE_KEEP_NEWLINES = re.compile("[\x00-\x09\x0b-\x1f\x7f-\U0010ffff]")
 #: Unicode categories never shown raw: controls (C0, DEL, C1), format characters (bidi
 #: overrides and marks, zero-width space/joiners, word joiner, BOM, soft hyphen, tag
 #: characters), line and paragraph separators, private use, surrogates (undecodable bytes of
@@ -41,11 +39,11 @@ def _escape(match: re.Match[str]) -> str:
     return _escape_code(ord(match.group()))
 
 
-def _escape_unsafe(match: re.Match[str]) -> str:
-    char = match.group()
-    if char < "\x7f" or unicodedata.category(char) in UNSAFE_CATEGORIES:
-        return _escape_code(ord(char))
-    return char
+def _unsafe_chars(text: str, keep_newlines: bool) -> list[str]:
+    """The distinct characters of ``text`` that must not be shown raw (one category look-up each)."""
+    return [c for c in set(text)
+            if (c < "\x20" and not (keep_newlines and c == "\n"))
+            or (c >= "\x7f" and unicodedata.category(c) in UNSAFE_CATEGORIES)]
 
 
 def printable(value: Any, *, keep_newlines: bool = False) -> str:
@@ -58,8 +56,8 @@ def printable(value: Any, *, keep_newlines: bool = False) -> str:
     text = value if isinstance(value, str) else str(value)
     if text.isascii():
         return (_UNSAFE_ASCII_KEEP_NEWLINES if keep_newlines else _UNSAFE_ASCII).sub(_escape, text)
-    pattern = _ANY_UNSAFE_CANDIDATE_KEEP_NEWLINES if keep_newlines else _ANY_UNSAFE_CANDIDATE
-    return pattern.sub(_escape_unsafe, text)
+    unsafe = _unsafe_chars(text, keep_newlines)
+    return text.translate({ord(c): _escape_code(ord(c)) for c in unsafe}) if unsafe else text
 
 
 #: One visible stand-in per C0 control and DEL (the Unicode control pictures ␀ … ␟ ␡).
@@ -67,10 +65,7 @@ _PICTURES = {code: chr(0x2400 + code) for code in range(0x20)} | {0x7F: "\u2421"
 
 
 def _picture(match: re.Match[str]) -> str:
-    char = match.group()
-    if char <= "\x7f":
-        return _PICTURES[ord(char)]
-    return "\ufffd" if unicodedata.category(char) in UNSAFE_CATEGORIES else char
+    return _PICTURES[ord(match.group())]
 
 
 def pictured(text: str) -> str:
@@ -81,4 +76,5 @@ def pictured(text: str) -> str:
     """
     if text.isascii():
         return _UNSAFE_ASCII.sub(_picture, text)
-    return _ANY_UNSAFE_CANDIDATE.sub(_picture, text)
+    unsafe = _unsafe_chars(text, keep_newlines=False)
+    return text.translate({ord(c): _PICTURES.get(ord(c), "\ufffd") for c in unsafe}) if unsafe else text
