@@ -313,7 +313,7 @@ _STREAM_WRITES = {"sys.stdout.write", "sys.stderr.write", "sys.__stdout__.write"
 
 
 def test_terminal_text_has_one_door() -> None:
-    """No print() or raw sys.stdout/sys.stderr (or fd 1/2) write outside the CLI's stream module;
+    """No print(), raw sys.stdout/sys.stderr write or stream on fd 1/2 outside the CLI's stream module;
     no second sanitiser (bidi/zero-width character tables live in core/printable.py only);
     the console's plain-text helpers use core.printable."""
     raw, tables = [], []
@@ -322,7 +322,11 @@ def test_terminal_text_has_one_door() -> None:
             for call, name in _io_calls(tree):
                 fd_write = name == "os.write" and call.args and isinstance(call.args[0], ast.Constant) \
                     and call.args[0].value in (1, 2)
-                if name == "print" or name in _STREAM_WRITES or fd_write:
+                fd_dup = name in ("os.dup", "os.fdopen") and call.args and isinstance(call.args[0], ast.Constant) \
+                    and call.args[0].value in (1, 2)
+                nested = name == "os.fdopen" and call.args and isinstance(call.args[0], ast.Call) \
+                    and _io_dotted(call.args[0].func) == "os.dup"
+                if name == "print" or name in _STREAM_WRITES or fd_write or fd_dup or nested:
                     raw.append(f"{rel}:{call.lineno} {name}")
         if rel != "fvconsole/core/printable.py":
             for node in ast.walk(tree):

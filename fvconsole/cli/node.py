@@ -27,6 +27,7 @@ import threading
 from collections.abc import Sequence
 from typing import Any
 
+from fvconsole.cli.streams import stdout_copy
 from fvconsole.core.fleet.frames import result_lines, start_line
 from fvconsole.core.untrusted import UntrustedError, decode, decode_object
 
@@ -114,7 +115,7 @@ class _Out:
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
-        self._file = os.fdopen(os.dup(1), "w", encoding="ascii", errors="backslashreplace")  # fd 1 itself
+        self._file = stdout_copy()  # fd 1 itself
 
     def lines(self, lines: Sequence[str]) -> None:
         with self._lock:

@@ -136,6 +136,12 @@ def guarded_streams() -> Iterator[None]:
         sys.stdout, sys.stderr = saved
 
 
+def stdout_copy() -> Any:
+    """A text stream on a duplicate of fd 1, ASCII with backslash replacement (the node runner's
+    frames, kept apart from the command's stdout, which it captures)."""
+    return os.fdopen(os.dup(1), "w", encoding="ascii", errors="backslashreplace")
+
+
 def write_out(text: str) -> None:
     """Write ``text`` (already made printable by the caller, newlines included) on stdout."""
     _write(sys.stdout, text)
