@@ -8,7 +8,8 @@ built there: real DCP checkpoints, Parquet, safetensors). This venv must not hol
 safetensors, numpy or pyarrow, yet every printed command must work here exactly as there:
 `checkpoints ls/show`, the `migrate` dry run and `--yes`, `sidecars verify`, `cache ls`, the
 `cache evict` dry run, then `history`, and the console under a pseudo-terminal (first screen,
-`q`). `--version` must print the installed version; the demo and `verify --deep` must refuse
+`q`; a migration preview in it, headless, shows "install fvconsole[parquet]" as each next
+id). `--version` must print the installed version; the demo and `verify --deep` must refuse
 in one line naming the extra to install. Standard library only: it checks the venv, so it
 must not need anything of its own.
 """
@@ -58,6 +59,43 @@ def check_installed() -> list[str]:
     return problems
 
 
+#: The console, driven headless (Textual's run_test) in this venv: preview checkpoint-300's
+#: migration and report the "next id" cells, which need pyarrow (the `parquet` extra).
+_NEXT_IDS = """
+import asyncio, json, sys
+from fvconsole.tui.app import FvConsoleApp
+from fvconsole.tui.headless import settle, started
+from fvconsole.tui.state import ConsoleState
+
+async def main(config, output, cache):
+    app = FvConsoleApp(ConsoleState(config_path=config, checkpoints_path=output, cache_root=cache))
+    async with app.run_test(size=(140, 42)) as pilot:
+        await started(app, pilot)
+        table = app.query_one("#ckpt-table")
+        table.move_cursor(row=table.get_row_index(next(k.value for k in table.rows
+                                                       if k.value.endswith("checkpoint-300"))))
+        await pilot.press("m")
+        await settle(app, pilot)
+        await pilot.press("ctrl+r")
+        await settle(app, pilot)
+        ranks = app.query_one("#mig-ranks")
+        print(json.dumps([str(ranks.get_row_at(i)[-1]) for i in range(ranks.row_count)]))
+
+asyncio.run(main(*sys.argv[1:4]))
+"""
+
+
+def console_next_ids(console: str, env: dict[str, str]) -> list[str] | str:
+    """The "next id" cells of the console's migration preview, or what went wrong."""
+    argv = shlex.split(console, comments=True)
+    paths = [argv[argv.index(flag) + 1] for flag in ("--config", "--checkpoints", "--cache-root")]
+    proc = subprocess.run([sys.executable, "-c", _NEXT_IDS, *paths], capture_output=True, text=True, env=env,
+                          timeout=300, cwd=tempfile.gettempdir())
+    if proc.returncode != 0:
+        return proc.stderr[-2000:]
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
 def run(command: str, env: dict[str, str]) -> subprocess.CompletedProcess:
     return subprocess.run(["bash", "-c", command], capture_output=True, text=True, env=env, timeout=300)
 
@@ -89,6 +127,13 @@ def main() -> int:
     if kinds != [name for name, _ in STEPS]:
         return _fail(f"the demo printed these steps: {kinds}; expected {[n for n, _ in STEPS]}")
     verify = next(c for c, k in zip(commands, kinds, strict=True) if k == "sidecars verify")
+    console = commands[kinds.index("console")]
+    # Before `migrate --yes` writes the set (a preview of an existing set without overwrite refuses).
+    cells = console_next_ids(console, env)
+    ok = isinstance(cells, list) and len(cells) == 8 and set(cells) == {"install fvconsole[parquet]"}
+    print(f"wheel_smoke: console migration preview, next id column: {cells!r:.2000}: "
+          f"{'ok' if ok else 'FAILED'}")
+    failed += not ok
     for command, kind in zip(commands, kinds, strict=True):
         if kind == "console":
             continue  # last, after history
@@ -121,7 +166,6 @@ def main() -> int:
     if os.path.exists(target):
         failed += _fail(f"the refused demo made {target}")
 
-    console = commands[kinds.index("console")]
     cmd = [sys.executable, os.path.join(HERE, "pty_console.py"), "--expect", "checkpoint(s)", "--expect", "Quit",
            "--timeout", "120", "--", "bash", "-c", console]
     code = subprocess.run(cmd, env=env).returncode
