@@ -64,3 +64,33 @@ def test_zsh_and_fish_scripts_are_generated_from_the_parser(shell) -> None:
 def test_help_documents_completion() -> None:
     proc = subprocess.run([sys.executable, "-m", "fvconsole", "--help"], capture_output=True, text=True, timeout=60)
     assert "--print-completion SHELL" in proc.stdout and "fvconsole --print-completion fish" in proc.stdout
+
+
+@pytest.mark.parametrize("shell", ["bash", "zsh", "fish"])
+def test_every_script_ends_with_one_newline(shell: str) -> None:
+    script = completion(shell)
+    assert script.endswith("\n") and not script.endswith("\n\n")
+
+
+def test_the_readmes_completion_line_works_on_a_fresh_account(tmp_path) -> None:
+    """Run the README's bash line as written, with a HOME where no completions folder exists yet."""
+    import os
+    import re
+    from pathlib import Path
+
+    readme = (Path(__file__).resolve().parent.parent / "README.md").read_text(encoding="utf-8")
+    lines = re.findall(r"`([^`]*fvconsole --print-completion bash[^`]*)`", readme)
+    assert len(lines) == 1, lines
+    home = tmp_path / "home"
+    home.mkdir()
+    bindir = tmp_path / "bin"
+    bindir.mkdir()
+    shim = bindir / "fvconsole"  # `fvconsole` as installed: this interpreter, this checkout
+    shim.write_text(f"#!/bin/sh\nexec '{sys.executable}' -m fvconsole \"$@\"\n")
+    shim.chmod(0o755)
+    env = {**os.environ, "HOME": str(home), "PATH": f"{bindir}{os.pathsep}{os.environ['PATH']}"}
+    proc = subprocess.run(["bash", "--norc", "--noprofile", "-e", "-c", lines[0]], capture_output=True, text=True,
+                          env=env, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    written = home / ".local/share/bash-completion/completions/fvconsole"
+    assert written.read_text() == completion("bash")

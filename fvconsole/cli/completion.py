@@ -16,11 +16,13 @@ SHELLS = ("bash", "zsh", "fish")
 _DIR_METAVARS = frozenset({"DIR", "CKPT", "ROOT"})
 _FILE_METAVARS = frozenset({"RUN.yaml"})
 
-INSTALL = """\
+BASH_DIR = "~/.local/share/bash-completion/completions"
+INSTALL = f"""\
 install (then open a new shell):
-  bash: fvconsole --print-completion bash > ~/.local/share/bash-completion/completions/fvconsole
-  zsh:  fvconsole --print-completion zsh > ~/.zfunc/_fvconsole   (with fpath+=(~/.zfunc) before compinit)
-  fish: fvconsole --print-completion fish > ~/.config/fish/completions/fvconsole.fish"""
+  bash: mkdir -p {BASH_DIR} && fvconsole --print-completion bash > {BASH_DIR}/fvconsole
+  zsh:  mkdir -p ~/.zfunc && fvconsole --print-completion zsh > ~/.zfunc/_fvconsole
+        (with fpath+=(~/.zfunc) before compinit in ~/.zshrc)
+  fish: mkdir -p ~/.config/fish/completions && fvconsole --print-completion fish > ~/.config/fish/completions/fvconsole.fish"""
 
 
 def _mark_paths(parser: argparse.ArgumentParser, shtab: object) -> None:
@@ -44,7 +46,8 @@ def completion_script(parser: argparse.ArgumentParser, shell: str) -> str:
     except ImportError:
         raise FvError("shell completion needs the shtab package: python -m pip install shtab") from None
     _mark_paths(parser, shtab)
-    return shtab.complete(parser, shell=shell)
+    script = shtab.complete(parser, shell=shell)
+    return script if script.endswith("\n") else script + "\n"  # a file the shell and `cat` end cleanly
 
 
 class PrintCompletion(argparse.Action):
