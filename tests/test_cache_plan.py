@@ -155,8 +155,8 @@ def test_in_use_and_being_written_entries_are_skipped_unless_forced(tmp_path):
     assert [p.key for p in plan.evict] == [cold]
     skipped = {s.key: s.reason for s in plan.skipped}
     assert "being written" in skipped[busy]
-    assert "used 1m ago" in skipped[hot]
-    assert "modified 2m ago" in skipped[young_crash]
+    assert "used 1m 0s ago" in skipped[hot]
+    assert "modified 2m 0s ago" in skipped[young_crash]
 
     forced = plan_eviction(scan, max_gb=0, invalid=True, force=True)
     assert {p.key for p in forced.evict} == {busy, hot, young_crash, cold}

@@ -18,11 +18,14 @@ def test_human_bytes_binary_units() -> None:
 def test_ages_and_durations() -> None:
     assert human_age(None) == "-"
     assert human_age(-5) == "0s"
-    assert human_age(119) == "119s"
-    assert human_age(120) == "2m"
-    assert human_age(7200) == "2h"
-    assert human_age(3 * 86400) == "3d"
-    assert age_since(1000.0, now=1090.0) == "90s"
+    assert human_age(59.9) == "59s"
+    assert human_age(60) == "1m 0s"
+    assert human_age(119) == "1m 59s"
+    assert human_age(3 * 3600 + 12 * 60 + 59) == "3h 12m"  # two units: the seconds no longer matter
+    assert human_age(7200) == "2h 0m"
+    assert human_age(9 * 86400 + 26) == "9d 0h"  # was "9d26s" in plan reasons
+    assert human_age(3 * 86400 + 23 * 3600) == "3d 23h"
+    assert age_since(1000.0, now=1090.0) == "1m 30s"
     assert format_duration(0) == "0s"
     assert format_duration(600) == "10m"
     assert format_duration(129600) == "1d12h"

@@ -205,7 +205,7 @@ def test_cache_skips_become_codes_and_in_use_is_worded_with_the_time_now(tmp_pat
     assert reasons[old].code == "skip.kept" and reasons["0" * 16].code == "skip.missing"
     assert {s.key: s.reason for s in plan.skipped}[old] == "kept (--keep)"  # the CLI's words stay as they were
     later = skip_text(reasons[busy], scan.get(busy), now + 120, plan.grace_seconds)
-    assert "used 2m30s ago" in later and "tick “force”" in later and not FLAG.search(later)
+    assert "used 2m 30s ago" in later and "tick “force”" in later and not FLAG.search(later)
     assert "no longer looks in use" in skip_text(reasons[busy], scan.get(busy), now + 86400, plan.grace_seconds)
 
 

@@ -15,7 +15,16 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from fvconsole.cli.common import Block, block, emit_json, format_table, progress_printer, say, whole_number
+from fvconsole.cli.common import (
+    Block,
+    block,
+    emit_json,
+    format_table,
+    progress_printer,
+    say,
+    terminal_width,
+    whole_number,
+)
 from fvconsole.cli.formats import add_format_args, output_format, write_output_file
 from fvconsole.cli.journaling import add_journal_args, journal_json, journal_target, warn_if_unwritten
 from fvconsole.cli.outcome import command_line, record_write
@@ -128,6 +137,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     ls.add_argument("--watch", type=_seconds("--watch", positive=True), metavar="SECONDS",
                     help="scan again every SECONDS until Ctrl-C (or --count)")
     ls.add_argument("--count", type=whole_number(1), metavar="N", help="with --watch: stop after N scans")
+    _wide_flag(ls)
     ls.set_defaults(func=run_ls)
     ev = actions.add_parser("evict", help="plan or run an eviction (dry run unless --yes)",
                             description=EVICT_HELP, formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -148,8 +158,19 @@ def register(sub: argparse._SubParsersAction) -> None:
     ev.add_argument("--wait", type=_seconds("--wait"), default=0.0, metavar="SECONDS",
                     help="with --yes: wait up to SECONDS for another eviction of this root to finish "
                          "(default 0: exit 1 at once)")
+    _wide_flag(ev)
     add_journal_args(ev)
     ev.set_defaults(func=run_evict)
+
+
+def _wide_flag(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--wide", action="store_true",
+                        help="on a terminal, show every column at full width (piped output always is)")
+
+
+def _width(args: argparse.Namespace) -> int | None:
+    """The width text tables fit: the terminal's, unless --wide or stdout is not a terminal."""
+    return None if getattr(args, "wide", False) else terminal_width()
 
 
 def _common(parser: argparse.ArgumentParser, *, json_flag: bool = True) -> None:
@@ -227,7 +248,7 @@ def _show_ls(args: argparse.Namespace, fmt: str, scan: CacheScan, *, watching: b
 
         text = json.dumps(ls_payload(scan, entries), sort_keys=True, default=str) + "\n"
     else:
-        rendered = render_ls(scan, entries)
+        rendered = render_ls(scan, entries, width=None if args.output else _width(args))
         if not args.output:
             _say_listing(rendered, watching)
             return
@@ -317,7 +338,11 @@ def _short(text: str, width: int = _NOTE_WIDTH) -> str:
     return text if len(text) <= width else text[: width - 1] + "…"
 
 
-def render_ls(scan: CacheScan, entries: list) -> Block:
+#: What `cache ls` leaves out first when the terminal is narrow (the note wraps instead, down to a point).
+LS_DROPPABLE = ("WRITING", "SHARDS", "STATUS")
+
+
+def render_ls(scan: CacheScan, entries: list, *, width: int | None = None) -> Block:
     rows = [
         (e.key, e.status, human_bytes(e.bytes),
          f"{len(e.shards_present)}/{e.num_shards if e.num_shards is not None else '?'}",
@@ -328,7 +353,7 @@ def render_ls(scan: CacheScan, entries: list) -> Block:
     lines = [f"cache {scan.root} on {socket.gethostname()}"]
     if rows:
         lines.append(format_table(("KEY", "STATUS", "SIZE", "SHARDS", "LAST USED", "WRITING", "NOTE"),
-                                  rows, right=(2,)))
+                                  rows, right=(2,), width=width, droppable=LS_DROPPABLE, wrap="NOTE"))
     else:
         lines.append("(no cache entries)")
     lines.append(_ls_footer(scan, len(entries)))
@@ -442,7 +467,7 @@ def run_evict(args: argparse.Namespace) -> int:
             emit_json({**plan.to_json(), **_node_info(),
                        "running_eviction": running.to_json() if running else None})
         else:
-            say(render_plan(plan))
+            say(render_plan(plan, width=_width(args)))
             if running:
                 say(f"note: an eviction of this root is running now ({running.describe()}); "
                     "--yes would wait for it (--wait) or exit 1", err=True)
@@ -467,13 +492,13 @@ def run_evict(args: argparse.Namespace) -> int:
                "journal": journal_json(journal), "plan_free_target": plan.free_space.to_json() if plan.free_space else None}
     if result.errors:
         if not args.json:
-            say(render_result(result, plan))
+            say(render_result(result, plan, width=_width(args)))
         raise PartialFailure(f"{plan.root}: {_n(len(result.errors), 'entry', 'entries')} could not be evicted "
                              f"(first: {result.errors[0]})", report=payload)
     if args.json:
         emit_json(payload)
     else:
-        say(render_result(result, plan))
+        say(render_result(result, plan, width=_width(args)))
     _warn_unreachable(plan, result)
     return EXIT_OK
 
@@ -502,10 +527,11 @@ def _warn_unreachable(plan: EvictionPlan, result: EvictionResult | None = None) 
             f"{human_bytes(result.fs_free_after)} free after the eviction", err=True)
 
 
-def _skipped_table(skipped: tuple) -> list[str]:
+def _skipped_table(skipped: tuple, width: int | None = None) -> list[str]:
     if not skipped:
         return []
-    return ["skipped:", format_table(("KEY", "REASON"), [(s.key, _short(s.reason, 100)) for s in skipped])]
+    return ["skipped:", format_table(("KEY", "REASON"), [(s.key, _short(s.reason, 100)) for s in skipped],
+                                     width=width, wrap="REASON")]
 
 
 def _free_line(plan: EvictionPlan) -> list[str]:
@@ -518,28 +544,31 @@ def _free_line(plan: EvictionPlan) -> list[str]:
     return lines
 
 
-def render_plan(plan: EvictionPlan) -> Block:
+def render_plan(plan: EvictionPlan, *, width: int | None = None) -> Block:
     lines = [f"eviction plan for {plan.root} on {socket.gethostname()} (dry run)"]
     if plan.cap_bytes is not None:
         lines.append(f"total {human_bytes(plan.total_bytes)}; cap {human_bytes(plan.cap_bytes)}")
     lines += _free_line(plan)
     if plan.evict:
         lines.append(format_table(("KEY", "SIZE", "REASON"),
-                                  [(p.key, human_bytes(p.bytes), _short(p.reason, 100)) for p in plan.evict], right=(1,)))
+                                  [(p.key, human_bytes(p.bytes), _short(p.reason, 100)) for p in plan.evict], right=(1,),
+                                  width=width, wrap="REASON"))
     else:
         lines.append("nothing to evict")
-    lines += _skipped_table(plan.skipped)
-    lines.append(f"would free {human_bytes(plan.freed_bytes)} ({_n(len(plan.evict), 'entry', 'entries')}); "
-                 "re-run with --yes")
+    lines += _skipped_table(plan.skipped, width)
+    if plan.evict:  # with nothing planned, --yes would do nothing: no call to run it
+        lines.append(f"would free {human_bytes(plan.freed_bytes)} ({_n(len(plan.evict), 'entry', 'entries')}); "
+                     "re-run with --yes")
     return block(lines)
 
 
-def render_result(result: EvictionResult, plan: EvictionPlan | None = None) -> Block:
+def render_result(result: EvictionResult, plan: EvictionPlan | None = None, *, width: int | None = None) -> Block:
     lines = [f"evicted {_n(len(result.evicted), 'entry', 'entries')} from {result.root} on {socket.gethostname()}"]
     if result.evicted:
         lines.append(format_table(("KEY", "FREED", "REASON"),
-                                  [(e.key, human_bytes(e.bytes), _short(e.reason, 100)) for e in result.evicted], right=(1,)))
-    lines += _skipped_table(result.skipped)
+                                  [(e.key, human_bytes(e.bytes), _short(e.reason, 100)) for e in result.evicted], right=(1,),
+                                  width=width, wrap="REASON"))
+    lines += _skipped_table(result.skipped, width)
     lines += [f"error: {err}" for err in result.errors]
     lines.append(f"freed {human_bytes(result.freed_bytes)} (measured); filesystem free "
                  f"{human_bytes(result.fs_free_before)} -> {human_bytes(result.fs_free_after)}")

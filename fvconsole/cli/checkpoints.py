@@ -169,7 +169,7 @@ def _show(args: argparse.Namespace) -> int:
     info = inspect_checkpoint(args.checkpoint)
     metadata_error = None
     try:
-        metadata = read_metadata(args.checkpoint)
+        metadata = read_metadata(info.path)  # the path inspect_checkpoint names its problems by
     except FvError as exc:
         if args.config:
             raise  # nothing to compare the config with
@@ -202,12 +202,13 @@ def _show(args: argparse.Namespace) -> int:
         )
         return _metadata_exit(metadata_error)
     say(f"checkpoint: {info.path}",
-        f"step: {info.step} (metadata.json says {metadata.get('step')!r})",
+        step_line(info.step, metadata.get("step"), metadata_error is not None),
         f"complete: {'yes' if info.complete else 'NO (interrupted save)'}; kind: {info.kind}; "
         f"rank sidecars: {info.rank_sidecars}; rng states: {info.rng_states}; "
         f"size: {human_bytes(info.bytes) if info.size_complete else 'unknown'}")
     for p in getattr(info, "problems", ()):
-        say(f"warning: {p}")
+        if metadata_error is None or p != str(metadata_error):  # that one is the error line, said once
+            say(f"warning: {p}")
     say("", "embedded config (critical paths):")
     values = critical_values(embedded)
     say(format_table(["path", "value"], [[k, short(v, 80)] for k, v in values.items()]) if values else "  (none)")
@@ -222,6 +223,15 @@ def _show(args: argparse.Namespace) -> int:
     if mismatches is not None:
         say("", format_mismatches(mismatches))
     return _metadata_exit(metadata_error)
+
+
+def step_line(step: int | None, metadata_step: object, unreadable: bool) -> str:
+    """The step, and where metadata.json disagrees or cannot say (its error is the last line)."""
+    if unreadable:
+        return f"step: {step} (from the directory name; metadata.json is unreadable: see the error below)"
+    if metadata_step == step:
+        return f"step: {step}"
+    return f"step: {step} (from the directory name; metadata.json says {metadata_step})"
 
 
 def _metadata_exit(error: Exception | None) -> int:

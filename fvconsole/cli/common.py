@@ -57,24 +57,87 @@ def command_failed(code: int, message: str, payload: dict[str, Any] | None = Non
     return FvError(message, details=payload)
 
 
-def format_table(headers: Sequence[str], rows: Sequence[Sequence[Any]], right: Sequence[int] = ()) -> Block:
+def format_table(headers: Sequence[str], rows: Sequence[Sequence[Any]], right: Sequence[int] = (), *,
+                 width: int | None = None, droppable: Sequence[str] = (), wrap: str | None = None) -> Block:
     """A plain aligned text table (no colour: it must read well in logs and srun output).
 
     Every cell is sanitised (``printable``) before it is measured, so columns stay aligned
     and no cell can move the cursor, retitle the terminal or break the table into lines.
+
+    With ``width`` (a terminal's, see :func:`terminal_width`) a table wider than that fits
+    it: the ``wrap`` column (named by header) is wrapped onto continuation lines, after the
+    ``droppable`` columns (low value first) are left out while that column would be narrower
+    than :data:`MIN_WRAP`. Nothing is cut: a left-out column that held anything is named on
+    a last line, with ``--wide`` to show it.
     """
     cells = [[printable(h) for h in headers]] + [["" if c is None else printable(c) for c in row] for row in rows]
-    widths = [max(len(row[i]) for row in cells) for i in range(len(headers))]
+    names = list(cells[0])
+    right_names = {names[i] for i in right if i < len(names)}
+    hidden: list[str] = []
+    if width is not None:
+        cells, hidden = _fit(cells, width, droppable, wrap)
+    widths = [max(len(line) for row in cells for line in row[i].split("\n")) for i in range(len(cells[0]))]
     lines = []
     for row in cells:
-        parts = [
-            cell.rjust(widths[i]) if i in right else cell.ljust(widths[i]) for i, cell in enumerate(row)
-        ]
-        lines.append("  ".join(parts).rstrip())
+        parts = [cell.split("\n") for cell in row]
+        for depth in range(max(len(p) for p in parts)):
+            line = [p[depth] if depth < len(p) else "" for p in parts]
+            line = [c.rjust(widths[i]) if cells[0][i] in right_names else c.ljust(widths[i]) for i, c in enumerate(line)]
+            lines.append("  ".join(line).rstrip())
     lines.insert(1, "  ".join("-" * w for w in widths))
+    if hidden:
+        lines.append(f"(not shown at this width: {', '.join(hidden)}; --wide shows every column)")
     return Block("\n".join(lines))
 
 
+#: The narrowest a wrapped column is made before low-value columns are left out instead.
+MIN_WRAP = 24
+
+
+def _fit(cells: list[list[str]], width: int, droppable: Sequence[str], wrap: str | None) -> tuple[list[list[str]], list[str]]:
+    """``cells`` narrowed to ``width`` (see :func:`format_table`); also the left-out columns that held text."""
+    import textwrap
+
+    def total(rows: list[list[str]]) -> int:
+        return sum(max(len(r[i]) for r in rows) for i in range(len(rows[0]))) + 2 * (len(rows[0]) - 1)
+
+    hidden = []
+    names = cells[0]
+    flex = names.index(wrap) if wrap in names else None
+    for name in droppable:
+        if total(cells) <= width or name not in cells[0]:
+            continue
+        if flex is not None:
+            others = total(cells) - max(len(r[flex]) for r in cells)
+            if width - others >= MIN_WRAP:
+                break
+        i = cells[0].index(name)
+        if any(r[i] for r in cells[1:]):
+            hidden.append(name)
+        cells = [r[:i] + r[i + 1:] for r in cells]
+        flex = cells[0].index(wrap) if flex is not None else None
+    if flex is not None and total(cells) > width:
+        room = max(MIN_WRAP, len(cells[0][flex]), width - (total(cells) - max(len(r[flex]) for r in cells)))
+        cells = [cells[0]] + [
+            [("\n".join(textwrap.wrap(c, room, break_on_hyphens=False)) or c) if i == flex else c for i, c in enumerate(r)]
+            for r in cells[1:]
+        ]
+    return cells, hidden
+
+
+def terminal_width() -> int | None:
+    """The terminal's width when stdout is one (``$COLUMNS`` first, as shutil does); None when piped.
+
+    Piped output (logs, ``| grep``, srun) stays one table row per line, whatever its width.
+    """
+    import shutil
+
+    try:
+        if not sys.stdout.isatty():
+            return None
+    except (AttributeError, ValueError):
+        return None
+    return max(40, shutil.get_terminal_size().columns)
 
 
 def progress_printer(label: str, *, plain_lines: bool = False) -> Callable[[int, int, str], None]:

@@ -376,6 +376,8 @@ def render_fleet_evict(result: FleetEvictionPlan | FleetEvictionResult, root: st
     lines.append(f"{verb} {human_bytes(result.freed_bytes)} across {len(result.outcomes)} nodes")
     if not any(o.ok for o in result.outcomes):
         lines.append("no node could plan the eviction; nothing was executed")
-    elif not result.executed:
+    elif not result.executed and any((o.output or {}).get("evict") for o in result.outcomes if o.ok):
         lines.append("dry run: re-run with --yes to execute exactly these per-node plans")
+    elif not result.executed:
+        lines.append("dry run: nothing to evict on any node")
     return block(lines)

@@ -7,7 +7,7 @@ import time
 from datetime import datetime, timezone
 
 from fvconsole.cli.common import Block, block, emit_json, format_table, say, whole_number
-from fvconsole.core.cache.durations import parse_duration, quote_input
+from fvconsole.core.cache.durations import is_duration, parse_duration, quote_input
 from fvconsole.core.errors import EXIT_OK, FvError, UsageError
 from fvconsole.core.humanize import human_bytes
 from fvconsole.core.journal import ENV_JOURNAL, JournalRead, JournalRecord, journal_path, read_journal
@@ -45,16 +45,16 @@ def register(sub: argparse._SubParsersAction) -> None:
 def parse_since(text: str, now: float | None = None) -> float:
     """Epoch seconds: ``now`` minus a duration (``7d``), or a UTC date / ISO time (``2025-06-01``)."""
     value = text.strip()
-    if value and value[0].isdigit() and "-" in value:
-        try:
-            when = datetime.fromisoformat(value.replace("Z", "+00:00"))
-        except ValueError:
-            raise UsageError(f"--since: {quote_input(text)} is not a date (use 2025-06-01 or "
-                             "2025-06-01T12:00:00Z) nor a duration (12h, 7d)") from None
-        if when.tzinfo is None:
-            when = when.replace(tzinfo=timezone.utc)
-        return when.timestamp()
-    return (time.time() if now is None else now) - parse_duration(value, "--since")
+    if is_duration(value):
+        return (time.time() if now is None else now) - parse_duration(value, "--since")
+    try:
+        when = datetime.fromisoformat(value.replace("Z", "+00:00"))
+    except ValueError:
+        raise UsageError(f"--since: {quote_input(text)} is neither a duration ago (90s, 12h, 7d, 1d12h) "
+                         "nor a UTC date or time (2025-06-01, 2025-06-01T12:00:00Z)") from None
+    if when.tzinfo is None:
+        when = when.replace(tzinfo=timezone.utc)
+    return when.timestamp()
 
 
 def run_history(args: argparse.Namespace) -> int:

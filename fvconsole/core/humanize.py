@@ -30,14 +30,18 @@ def human_bytes(n: int | float | None) -> str:
 
 
 def human_age(seconds: float | None) -> str:
-    """Compact age such as ``42s``, ``5m``, ``3h``, ``2d``."""
+    """An age in its two largest units, so it reads at a glance: ``42s``, ``5m 3s``, ``3h 12m``, ``9d 0h``.
+
+    The one way both front ends and the core's reasons word how long ago something was
+    (``format_duration`` is for limits a user typed, exactly: ``1d12h``).
+    """
     if seconds is None:
         return "-"
-    seconds = max(0.0, float(seconds))
-    for limit, div, suffix in ((120, 1, "s"), (7200, 60, "m"), (172800, 3600, "h")):
-        if seconds < limit:
-            return f"{int(seconds // div)}{suffix}"
-    return f"{int(seconds // 86400)}d"
+    whole = int(max(0.0, float(seconds)))
+    for big, size, small, unit in (("d", 86400, "h", 3600), ("h", 3600, "m", 60), ("m", 60, "s", 1)):
+        if whole >= size:
+            return f"{whole // size}{big} {whole % size // unit}{small}"
+    return f"{whole}s"
 
 
 def age_since(epoch_seconds: float | None, now: float | None = None) -> str:

@@ -15,6 +15,12 @@ _WHOLE = re.compile(r"(?:\d+(?:\.\d+)?[smhdw])+")
 MAX_SECONDS = 100 * 365.25 * 86400.0
 
 
+def is_duration(text: str) -> bool:
+    """Whether ``text`` has the form of a duration (its size is parse_duration's to judge)."""
+    value = str(text).strip().lower()
+    return value == "0" or _WHOLE.fullmatch(value) is not None
+
+
 def parse_duration(text: str, flag: str = "duration") -> float:
     """Seconds in ``text``; a unit is required so ``7`` is never silently 7 seconds or 7 days.
 
@@ -23,7 +29,7 @@ def parse_duration(text: str, flag: str = "duration") -> float:
     value = str(text).strip().lower()
     if value == "0":
         return 0.0
-    if not _WHOLE.fullmatch(value):
+    if not is_duration(value):
         raise UsageError(
             f"{flag}: invalid duration {quote_input(text)} (use e.g. 90s, 30m, 12h, 7d, 1w or 1d12h)"
         )

@@ -32,7 +32,7 @@ from fvconsole.core.cache.scan import (
     manifest_mtime_ns,
     mounts_inside,
 )
-from fvconsole.core.humanize import format_duration
+from fvconsole.core.humanize import human_age
 from fvconsole.core.mounts import mount_points, mounts_by_child
 from fvconsole.core.process_use import scan_processes
 from fvconsole.core.progress import Progress, no_progress
@@ -308,4 +308,4 @@ def _recheck_not_writing(listing: list[tuple[str, os.stat_result]], grace: float
     now = time.time()
     for name, st in listing:
         if name.endswith(".tmp") and now - st.st_mtime < grace:
-            raise _Skip(f"changed since plan ({name} modified {format_duration(max(now - st.st_mtime, 0))} ago)")
+            raise _Skip(f"changed since plan ({name} modified {human_age(now - st.st_mtime)} ago)")

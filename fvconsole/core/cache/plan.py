@@ -11,7 +11,7 @@ from fvconsole.core.cache.freespace import FreeSpacePlan, FreeTarget, free_space
 from fvconsole.core.cache.roots import cap_bytes, root_refusal
 from fvconsole.core.cache.scan import CacheEntry, CacheScan, Leftover
 from fvconsole.core.errors import FvError, UsageError
-from fvconsole.core.humanize import format_duration, human_bytes
+from fvconsole.core.humanize import format_duration, human_age, human_bytes
 from fvconsole.core.process_use import Holder, holders_text
 from fvconsole.core.reasons import INVALID, Reason, reason
 
@@ -168,9 +168,9 @@ def protection_reason(entry: CacheEntry, now: float, grace: float) -> str | None
     if entry.writing:
         return f"being written (a .tmp file changed within the {window} grace period)"
     if entry.last_used is not None and now - entry.last_used < grace:
-        return f"used {format_duration(max(now - entry.last_used, 0))} ago (within the {window} grace period)"
+        return f"used {human_age(now - entry.last_used)} ago (within the {window} grace period)"
     if entry.newest_mtime is not None and now - entry.newest_mtime < grace:
-        age = format_duration(max(now - entry.newest_mtime, 0))
+        age = human_age(now - entry.newest_mtime)
         return f"modified {age} ago (within the {window} grace period; a write may be in progress)"
     return None
 
@@ -195,7 +195,7 @@ def _leftover_reason(item: Leftover, now: float, grace: float) -> str | None:
     """A leftover whose evictor may still be running on this host is left alone for a while."""
     if now - item.mtime >= grace or not _pid_alive(item.pid):
         return None
-    return f"eviction by pid {item.pid} may still be running (changed {format_duration(now - item.mtime)} ago)"
+    return f"eviction by pid {item.pid} may still be running (changed {human_age(now - item.mtime)} ago)"
 
 
 def _pid_alive(pid: int) -> bool:
@@ -229,7 +229,7 @@ def _select(scan: CacheScan, *, max_gb: float | None, keys: Sequence[str], inval
             if e.last_used is None:
                 add(e.key, "evict.never_used")
             elif now - e.last_used > older_than:
-                add(e.key, "evict.older_than", age=format_duration(now - e.last_used),
+                add(e.key, "evict.older_than", age=human_age(now - e.last_used),
                     limit=format_duration(older_than))
     if max_gb is not None:
         victims, passed = lru_walk(regular, cap_bytes(max_gb), skip_lru)
