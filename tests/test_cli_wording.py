@@ -147,3 +147,27 @@ def test_a_good_checkpoint_says_just_its_step(tmp_path, capsys) -> None:
     code, out, _ = _run(["checkpoints", "show", str(run.checkpoint(100))], capsys)
     assert code == 0 and out.splitlines()[1] == "step: 100"
 
+
+
+@pytest.mark.parametrize(
+    ("how", "source"),
+    [("option", "from --journal"), ("env", "from $FVCONSOLE_JOURNAL"),
+     ("default", "the default: one per user, shared by all of their runs")],
+)
+def test_history_says_which_journal_and_how_to_choose_another(how, source, tmp_path, monkeypatch, capsys) -> None:
+    journal = tmp_path / "state" / "fvconsole" / "journal.jsonl"
+    argv = ["history"]
+    monkeypatch.delenv("FVCONSOLE_JOURNAL", raising=False)
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))
+    if how == "option":
+        journal = tmp_path / "mine.jsonl"
+        argv += ["--journal", str(journal)]
+    elif how == "env":
+        journal = tmp_path / "team.jsonl"
+        monkeypatch.setenv("FVCONSOLE_JOURNAL", str(journal))
+    code, out, _ = _run(argv, capsys)
+    assert code == 0
+    assert out.splitlines()[:2] == [
+        f"journal {journal} ({source})",
+        "another journal: --journal PATH or $FVCONSOLE_JOURNAL (e.g. a team's shared one)",
+    ]

@@ -97,6 +97,8 @@ async def test_history_view_shows_the_journal_newest_first(work: dict[str, str],
         assert [(r.action, r.target) for r in view.records] == [(e["action"], e["target"]) for e in expected]
         banner = rendered(app, "#hist-banner")
         assert str(journal) in banner and "3 records" in banner and "1 malformed line skipped" in banner
+        # which journal this is, and how to read another (the default mixes every run of a user)
+        assert f"journal {journal}  (another journal: --journal PATH or $FVCONSOLE_JOURNAL" in banner
         # The newest (hostile) record is selected; its strings are shown as written, escaped, never markup.
         detail = app.query_one("#hist-detail").render()
         text = detail.plain

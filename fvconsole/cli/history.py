@@ -10,7 +10,15 @@ from fvconsole.cli.common import Block, block, emit_json, format_table, say, who
 from fvconsole.core.cache.durations import is_duration, parse_duration, quote_input
 from fvconsole.core.errors import EXIT_OK, FvError, UsageError
 from fvconsole.core.humanize import human_bytes
-from fvconsole.core.journal import ENV_JOURNAL, JournalRead, JournalRecord, journal_path, read_journal
+from fvconsole.core.journal import (
+    CHOOSE_ANOTHER,
+    ENV_JOURNAL,
+    JournalRead,
+    JournalRecord,
+    journal_path,
+    journal_source,
+    read_journal,
+)
 
 HELP = f"""\
 List the journal: one line per executed `cache evict --yes`, `fleet cache evict --yes` and
@@ -71,7 +79,7 @@ def run_history(args: argparse.Namespace) -> int:
         doc["count"] = len(records)
         emit_json(doc)
     else:
-        say(render_history(read, records))
+        say(render_history(read, records, source=journal_source(getattr(args, "journal", None))))
     return EXIT_OK
 
 
@@ -81,9 +89,13 @@ def _row(r: JournalRecord) -> tuple[str, ...]:
             human_bytes(r.bytes), items)
 
 
-def render_history(read: JournalRead, records: tuple[JournalRecord, ...]) -> Block:
-    """The table (every cell escaped by format_table: the journal may be shared and hostile)."""
-    lines = [f"journal {read.path}"]
+def render_history(read: JournalRead, records: tuple[JournalRecord, ...], *, source: str | None = None) -> Block:
+    """The table (every cell escaped by format_table: the journal may be shared and hostile).
+
+    The header names the journal, why it is that one and how to read another: the default
+    is one per user, shared by all of that user's runs.
+    """
+    lines = [f"journal {read.path}" + (f" ({source})" if source else ""), CHOOSE_ANOTHER]
     if not read.exists:
         lines.append("(no journal yet: nothing has been executed with it)")
     elif records:
