@@ -68,7 +68,8 @@ def _table_lines(text: str) -> list[str]:
     """The lines of the tables (between a KEY header and the line after the last row)."""
     lines = text.splitlines()
     start = next(i for i, line in enumerate(lines) if line.startswith("KEY "))
-    return [line for line in lines[start:] if not line.startswith(("total ", "would free", "foreign", "  ", "cache "))]
+    return [line for line in lines[start:]
+            if not line.startswith(("total ", "would free", "foreign", "  ", "cache ", "warning: "))]
 
 
 @pytest.mark.parametrize("command", [["cache", "ls"], ["cache", "evict", "--invalid", "--max-gb", "0.00001"]],

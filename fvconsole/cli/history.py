@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 import time
 from datetime import datetime, timezone
 
@@ -10,15 +11,7 @@ from fvconsole.cli.common import Block, block, emit_json, format_table, say, who
 from fvconsole.core.cache.durations import is_duration, parse_duration, quote_input
 from fvconsole.core.errors import EXIT_OK, FvError, UsageError
 from fvconsole.core.humanize import human_bytes
-from fvconsole.core.journal import (
-    CHOOSE_ANOTHER,
-    ENV_JOURNAL,
-    JournalRead,
-    JournalRecord,
-    journal_path,
-    journal_source,
-    read_journal,
-)
+from fvconsole.core.journal import ENV_JOURNAL, JournalRead, JournalRecord, journal_path, read_journal
 
 HELP = f"""\
 List the journal: one line per executed `cache evict --yes`, `fleet cache evict --yes` and
@@ -63,6 +56,22 @@ def parse_since(text: str, now: float | None = None) -> float:
     if when.tzinfo is None:
         when = when.replace(tzinfo=timezone.utc)
     return when.timestamp()
+
+
+#: How to read another journal than the one shown.
+CHOOSE_ANOTHER = f"another journal: --journal PATH or ${ENV_JOURNAL} (e.g. a team's shared one)"
+
+
+def journal_source(arg: str | None) -> str:
+    """Why journal_path chose the journal it did, for the header that names it.
+
+    The default is per user, not per run: it mixes every run of that user, which is worth saying.
+    """
+    if arg:
+        return "from --journal"
+    if os.environ.get(ENV_JOURNAL):
+        return f"from ${ENV_JOURNAL}"
+    return "the default: one per user, shared by all of their runs"
 
 
 def run_history(args: argparse.Namespace) -> int:

@@ -87,23 +87,6 @@ def journal_path(arg: str | None, env: Mapping[str, str] | None = None) -> str:
     return os.path.abspath(os.path.expanduser(arg)) if arg else default_journal_path(env)
 
 
-#: How to read another journal than the one shown (the CLI's history and the console's History view).
-CHOOSE_ANOTHER = f"another journal: --journal PATH or ${ENV_JOURNAL} (e.g. a team's shared one)"
-
-
-def journal_source(arg: str | None, env: Mapping[str, str] | None = None) -> str:
-    """Why :func:`journal_path` chose the journal it did, in words, for the header that names it.
-
-    The default is per user, not per run: it mixes every run of that user, which is worth saying.
-    """
-    env = os.environ if env is None else env
-    if arg:
-        return "from --journal"
-    if env.get(ENV_JOURNAL):
-        return f"from ${ENV_JOURNAL}"
-    return "the default: one per user, shared by all of their runs"
-
-
 def _utc(epoch: float) -> str:
     return datetime.fromtimestamp(epoch, timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
 

@@ -18,7 +18,7 @@ from textual.containers import Container, VerticalScroll
 from textual.widgets import DataTable, Input
 
 from fvconsole.core.humanize import human_bytes
-from fvconsole.core.journal import CHOOSE_ANOTHER, ENV_JOURNAL, JournalRead, JournalRecord, read_journal
+from fvconsole.core.journal import ENV_JOURNAL, JournalRead, JournalRecord, read_journal
 from fvconsole.tui.base import BaseView, ViewMessage, describe_error
 from fvconsole.tui.plain import PlainText, fit_path
 from fvconsole.tui.widgets import FastTable, PlainStatic
@@ -199,7 +199,7 @@ class HistoryView(BaseView):
         if not read.exists:
             self._banner(empty_state(read.path))
             return
-        text = PlainText().append("journal ", style="bold").append(read.path).append(f"  ({CHOOSE_ANOTHER})", style="grey62")
+        text = PlainText().append("journal ", style="bold").append(read.path).append(f"  (another journal: --journal PATH or ${ENV_JOURNAL} (e.g. a team's shared one))", style="grey62")
         count = len(self._records)
         text.append(f"\n{count} record{'' if count == 1 else 's'}, newest first")
         if self.filter_text:
