@@ -11,7 +11,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from fvconsole.core.cache import lru_victims, plan_eviction, scan_cache
+from fvconsole.core.cache import lru_walk, plan_eviction, scan_cache
 from fvconsole.core.cache.roots import dangerous_root_reason
 from fvconsole.core.errors import FvError, UsageError
 from fvconsole.demo.cache_builders import make_key, write_cache_entry
@@ -91,7 +91,7 @@ def test_upstream_order_has_missing_manifests_first_then_ties_by_size_then_path(
     root = tmp_path / "cache"
     keys = _tie_cache(root)
     scan = scan_cache(root, now=NOW)
-    order = [e.key for e in lru_victims(scan.entries, cap=0)]
+    order = [e.key for e in lru_walk(scan.entries, cap=0)[0]]
     # e and f have no manifest (mtime 0): smaller f first; then g (oldest manifest);
     # then the t1 group by size (c < a == b, a/b by path), then t2 (d vs i by size), h, j.
     ab = sorted([keys["a"], keys["b"]])
@@ -272,6 +272,6 @@ def test_lru_order_matches_upstream_for_random_ties(tmp_path, entries, cap, keep
             os.utime(entry / "manifest.json", (mtime, mtime))
     keep = make_key(f"h{keep_index}") if 0 <= keep_index < len(entries) else ""
     scan = scan_cache(root, check_headers=False)
-    ours = [e.key for e in lru_victims(scan.entries, cap / 2**30 * 2**30, skip=[keep] if keep else [])]
+    ours = [e.key for e in lru_walk(scan.entries, cap / 2**30 * 2**30, skip=[keep] if keep else [])[0]]
     assert ours == upstream_gc_victims(root, keep, cap / 2**30)
     shutil.rmtree(root)

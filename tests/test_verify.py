@@ -10,6 +10,7 @@ import pytest
 import torch
 from migration_runs import WORLD, build_legacy, one_json, plan_for
 
+from fvconsole.core import torch_zip
 from fvconsole.core.migration import files, verify, write
 
 
@@ -135,7 +136,7 @@ def test_torch_check_reads_every_sidecar_with_torch_too(migrated, cli) -> None:
     assert code == 0 and "OK: 8 sidecars" in out, err
     # The comparison itself: torch's reading of real bytes against a payload that differs.
     data = Path(legacy.out, "dataloader_state_rank3.pt").read_bytes()
-    payload = files.load_sidecar(os.path.join(legacy.out, "dataloader_state_rank3.pt"))
+    payload = torch_zip.loads(files.read_sidecar_bytes(os.path.join(legacy.out, "dataloader_state_rank3.pt")))
     assert verify._torch_check(data, payload) == []
     assert verify._torch_check(data, {**payload, "step": payload["step"] + 1}) == [
         "torch.load(weights_only=True) reads a different payload than the torch-free reader"]

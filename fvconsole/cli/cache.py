@@ -1,13 +1,12 @@
 """`fvconsole cache ls|evict`: inspect and trim the weight shard cache (docs/formats.md §6).
 
-Standard library only at import time (plus rich for sizes), so `cache ls --json` starts
+Standard library only at import time (sizes by `core/humanize.py`), so `cache ls --json` starts
 fast on every node of a job (`srun --ntasks-per-node=1 fvconsole cache ls --json`).
 """
 
 from __future__ import annotations
 
 import argparse
-import math
 import os
 import socket
 import sys
@@ -22,6 +21,7 @@ from fvconsole.cli.common import (
     format_table,
     progress_printer,
     say,
+    seconds,
     terminal_width,
     whole_number,
 )
@@ -134,7 +134,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                     help="lru: FastVideo's GC order, next victim first (default); size: largest first; key")
     ls.add_argument("--per-entry", action="store_true",
                     help="--format prometheus: also one series per entry (label key)")
-    ls.add_argument("--watch", type=_seconds("--watch", positive=True), metavar="SECONDS",
+    ls.add_argument("--watch", type=seconds("--watch", positive=True), metavar="SECONDS",
                     help="scan again every SECONDS until Ctrl-C (or --count)")
     ls.add_argument("--count", type=whole_number(1), metavar="N", help="with --watch: stop after N scans")
     _wide_flag(ls)
@@ -155,7 +155,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     ev.add_argument("--force", action="store_true",
                     help="also evict entries in use or being written; allow a mount point or empty-looking root")
     ev.add_argument("--yes", action="store_true", help="execute (default: dry run)")
-    ev.add_argument("--wait", type=_seconds("--wait"), default=0.0, metavar="SECONDS",
+    ev.add_argument("--wait", type=seconds("--wait"), default=0.0, metavar="SECONDS",
                     help="with --yes: wait up to SECONDS for another eviction of this root to finish "
                          "(default 0: exit 1 at once)")
     _wide_flag(ev)
@@ -179,26 +179,6 @@ def _common(parser: argparse.ArgumentParser, *, json_flag: bool = True) -> None:
                         help="a .tmp or use newer than this means in use (default 10m)")
     if json_flag:
         parser.add_argument("--json", action="store_true", help="print one JSON object")
-
-
-#: --wait and --watch: more than a day is a typo, not a plan.
-MAX_SECONDS = 86400.0
-
-
-def _seconds(flag: str, *, positive: bool = False):
-    def parse(text: str) -> float:
-        try:
-            value = float(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"expected a number of seconds, got {text!r}") from None
-        low_ok = value > 0 if positive else value >= 0
-        if not math.isfinite(value) or not low_ok or value > MAX_SECONDS:
-            bound = "> 0" if positive else ">= 0"
-            raise argparse.ArgumentTypeError(f"must be {bound} and at most {MAX_SECONDS:g} seconds, got {text!r}")
-        return value + 0.0
-
-    parse.__name__ = flag  # argparse names the type in its error message
-    return parse
 
 
 def _root(args: argparse.Namespace) -> str:
@@ -452,11 +432,6 @@ def parse_selection(args: argparse.Namespace) -> Selection:
                      invalid=args.invalid, force=args.force, free_target=free_target)
 
 
-def build_plan(args: argparse.Namespace) -> EvictionPlan:
-    """Validate the command line, scan, plan (no writes)."""
-    return parse_selection(args).plan()
-
-
 def run_evict(args: argparse.Namespace) -> int:
     """`cache evict`: 0 ok (dry run too), 1 refused, 2 usage, 3 failed part-way."""
     selection = parse_selection(args)
@@ -573,8 +548,7 @@ def render_result(result: EvictionResult, plan: EvictionPlan | None = None, *, w
     lines.append(f"freed {human_bytes(result.freed_bytes)} (measured); filesystem free "
                  f"{human_bytes(result.fs_free_before)} -> {human_bytes(result.fs_free_after)}")
     if plan is not None and plan.free_space is not None:
-        reached = {True: "reached", False: "NOT reached", None: "unknown"}[result.target_reached]
         lines.append(f"free-space target {human_bytes(plan.free_space.target_bytes)} "
-                     f"({plan.free_space.target.describe()}): {reached}")
+                     f"({plan.free_space.target.describe()}): {result.target_outcome}")
     return block(lines)
 

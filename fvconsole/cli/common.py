@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import sys
 import threading
 from collections.abc import Callable, Iterable, Sequence
@@ -183,3 +184,24 @@ def whole_number(minimum: int) -> Callable[[str], int]:
 
     return parse
 
+
+#: --wait and --watch: more than a day is a typo, not a plan.
+MAX_SECONDS = 86400.0
+
+
+def seconds(flag: str, *, positive: bool = False) -> Callable[[str], float]:
+    """An argparse ``type`` for ``--wait``/``--watch`` (``cache`` and ``fleet cache`` word it alike)."""
+
+    def parse(text: str) -> float:
+        try:
+            value = float(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected a number of seconds, got {text!r}") from None
+        low_ok = value > 0 if positive else value >= 0
+        if not math.isfinite(value) or not low_ok or value > MAX_SECONDS:
+            bound = "> 0" if positive else ">= 0"
+            raise argparse.ArgumentTypeError(f"must be {bound} and at most {MAX_SECONDS:g} seconds, got {text!r}")
+        return value + 0.0
+
+    parse.__name__ = flag  # argparse names the type in its error message
+    return parse

@@ -10,7 +10,16 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from fvconsole.cli.common import Block, block, command_failed, emit_json, format_table, progress_printer, say
+from fvconsole.cli.common import (
+    Block,
+    block,
+    command_failed,
+    emit_json,
+    format_table,
+    progress_printer,
+    say,
+    seconds,
+)
 from fvconsole.cli.formats import add_format_args, output_format, write_output_file
 from fvconsole.cli.journaling import add_journal_args, journal_json, write_journal
 from fvconsole.cli.outcome import command_line, record_write
@@ -311,10 +320,8 @@ def _execute_flags(args: argparse.Namespace) -> list[str]:
     """Flags only the execution step gets (checked here, so a bad value is a usage error on the login node)."""
     if args.wait is None:
         return []
-    from fvconsole.cli.cache import _seconds
-
     try:
-        value = _seconds("--wait")(args.wait)
+        value = seconds("--wait")(args.wait)
     except argparse.ArgumentTypeError as exc:
         raise UsageError(f"--wait: {exc}") from None
     return ["--wait", f"{value:g}"]

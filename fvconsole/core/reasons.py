@@ -60,9 +60,6 @@ class Reason:
         kind = KINDS.get(self.code)
         return kind.cli.format_map(Words(self.values)) if kind else self.detail
 
-    def value_map(self) -> dict[str, str]:
-        return dict(self.values)
-
     def words(self, missing: str | None = "") -> Words:
         """A ``str.format_map`` source: the values, the derived names, ``missing`` for any other name."""
         return Words(self.values, missing)
@@ -305,12 +302,3 @@ def reason(code: str, field: str, **values: Any) -> Reason:
 def invalid(field: str, text: str) -> Reason:
     """A reason with no code of its own: ``text`` (which names no flag) is both texts."""
     return reason(INVALID, field, text=text)
-
-
-def reasons_by_code(reasons: Mapping[str, Reason] | list[Reason]) -> dict[str, list[Reason]]:
-    """Group reasons by code (a summary line per kind)."""
-    items = reasons.values() if isinstance(reasons, Mapping) else reasons
-    grouped: dict[str, list[Reason]] = {}
-    for item in items:
-        grouped.setdefault(item.code, []).append(item)
-    return grouped

@@ -528,12 +528,11 @@ class CacheView(BaseView):
         text = PlainText().append(("✓ " if result.ok else "✗ ") + summary + "\n",
                                   style="bold green" if result.ok else "bold red")
         if plan.free_space is not None:
-            reached = {True: "reached", False: "NOT reached", None: "unknown"}[result.target_reached]
             before, after = (human_bytes(v) if v is not None else "?" for v in (result.fs_free_before,
                                                                                  result.fs_free_after))
             text.append(f"  filesystem free {before} → {after}; "
                         f"target {human_bytes(plan.free_space.target_bytes)} "
-                        f"({free_target_text(plan.free_space.target)}): {reached}\n",
+                        f"({free_target_text(plan.free_space.target)}): {result.target_outcome}\n",
                         style="green" if result.target_reached else "bold yellow")
         for entry in result.evicted[:12]:
             text.append(f"  ✓ {entry.key} {human_bytes(entry.bytes):>10}  deleted\n", style="green")

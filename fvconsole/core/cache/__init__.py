@@ -20,7 +20,6 @@ from fvconsole.core.cache.plan import (
     PlannedEviction,
     SkippedEntry,
     gc_sort_key,
-    lru_victims,
     lru_walk,
     plan_eviction,
 )
@@ -51,7 +50,7 @@ __all__ = [
     "Leftover",
     "ManifestSummary", "PlannedEviction", "SkippedEntry",
     "cap_bytes", "compact_indices", "default_max_gb", "execute_eviction", "format_duration", "free_space_walk",
-    "gc_sort_key", "lru_victims", "lru_walk", "parse_duration", "parse_max_gb", "parse_min_free_gb",
+    "gc_sort_key", "lru_walk", "parse_duration", "parse_max_gb", "parse_min_free_gb",
     "parse_min_free_percent", "plan_eviction", "remove_tree",
     "resolve_root", "scan_cache",
 ]

@@ -88,6 +88,11 @@ class EvictionResult:
         return self.fs_free_after >= self.free_target_bytes
 
     @property
+    def target_outcome(self) -> str:
+        """``reached`` / ``NOT reached`` / ``unknown``: one wording for the CLI and the console."""
+        return {True: "reached", False: "NOT reached", None: "unknown"}[self.target_reached]
+
+    @property
     def ok(self) -> bool:
         return not self.errors
 

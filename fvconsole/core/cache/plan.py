@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -11,6 +10,7 @@ from fvconsole.core.cache.freespace import FreeSpacePlan, FreeTarget, free_space
 from fvconsole.core.cache.roots import cap_bytes, root_refusal
 from fvconsole.core.cache.scan import CacheEntry, CacheScan, Leftover
 from fvconsole.core.errors import FvError, UsageError
+from fvconsole.core.host import pid_alive
 from fvconsole.core.humanize import format_duration, human_age, human_bytes
 from fvconsole.core.process_use import Holder, holders_text
 from fvconsole.core.reasons import INVALID, Reason, reason
@@ -136,11 +136,6 @@ def gc_sort_key(entry: CacheEntry) -> tuple[float, int, str]:
     return (entry.last_used if entry.last_used is not None else 0.0, entry.bytes, entry.path)
 
 
-def lru_victims(entries: Sequence[CacheEntry], cap: float, skip: Iterable[str] = ()) -> list[CacheEntry]:
-    """The entries FastVideo's GC would delete, in its order, to bring the total to <= ``cap``."""
-    return lru_walk(entries, cap, skip)[0]
-
-
 def lru_walk(entries: Sequence[CacheEntry], cap: float,
              skip: Iterable[str] = ()) -> tuple[list[CacheEntry], list[CacheEntry]]:
     """(victims, passed over): FastVideo's GC loop, recording what it had to skip.
@@ -193,19 +188,9 @@ def mount_reason(mounts: Sequence[str]) -> str:
 
 def _leftover_reason(item: Leftover, now: float, grace: float) -> str | None:
     """A leftover whose evictor may still be running on this host is left alone for a while."""
-    if now - item.mtime >= grace or not _pid_alive(item.pid):
+    if now - item.mtime >= grace or not pid_alive(item.pid):
         return None
     return f"eviction by pid {item.pid} may still be running (changed {human_age(now - item.mtime)} ago)"
-
-
-def _pid_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except (PermissionError, OverflowError, ValueError):
-        return pid > 0
-    return pid > 0
 
 
 def _select(scan: CacheScan, *, max_gb: float | None, keys: Sequence[str], invalid: bool,

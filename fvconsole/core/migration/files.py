@@ -9,9 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import re
-from typing import Any
 
-from fvconsole.core import torch_zip
 from fvconsole.core.safe_read import read_regular_file
 
 #: The sidecar dict's ``version`` FastVideo checks.
@@ -47,8 +45,3 @@ def sha256_bytes(data: bytes) -> str:
 def read_sidecar_bytes(path: str) -> bytes:
     """A sidecar's bytes: regular files only (a FIFO cannot hang us), at most MAX_SIDECAR_BYTES."""
     return read_regular_file(path, "sidecar", MAX_SIDECAR_BYTES)
-
-
-def load_sidecar(path: str) -> Any:
-    """A sidecar's payload read without torch; the inert reader runs nothing from the file."""
-    return torch_zip.loads(read_sidecar_bytes(path))
