@@ -279,3 +279,38 @@ def test_a_hostile_frame_is_that_nodes_problem(text: str) -> None:
 
     value, problem = decode_result(text)
     assert value is None and problem and "\n" not in problem
+
+
+# --------------------------------------------------------------------------- receipts (the console's published-set column)
+
+def _receipt(tmp_path: Path, **over: object) -> Path:
+    from fvconsole.core.migration.receipt import RECEIPT_SCHEMA
+
+    doc = {"schema": RECEIPT_SCHEMA, "source_checkpoint": "/ckpt/checkpoint-2", "step": 2, "world_size": 1,
+           "consumed_batches_per_rank": 2, "created_at_utc": "2026-01-01T00:00:00Z",
+           "sidecars": [{"rank": 0, "path": "dataloader_state_rank0.pt"}]}
+    doc.update(over)
+    out = tmp_path / "out"
+    out.mkdir(exist_ok=True)
+    (out / "migration_receipt.json").write_text(json.dumps(doc))
+    return out
+
+
+@pytest.mark.parametrize("over", [{"sidecars": [{"path": []}]}, {"sidecars": [{"path": {"a": 1}}, "x"]}])
+def test_a_receipt_with_odd_sidecar_paths_still_reads(tmp_path: Path, over: dict) -> None:
+    from fvconsole.core.migration.published import read_published_set
+
+    found = read_published_set(str(_receipt(tmp_path, **over)))
+    assert found is not None and found.sidecars_listed == 0 and found.world_size == 1
+
+
+@pytest.mark.parametrize(("over", "field"), [({"world_size": -1}, "world_size"), ({"step": [2]}, "step"),
+                                             ({"world_size": 10**30}, "world_size"), ({"sidecars": {}}, "sidecars")])
+def test_a_receipt_with_a_bad_field_is_one_error_naming_it(tmp_path: Path, over: dict, field: str) -> None:
+    from fvconsole.core.errors import FvError
+    from fvconsole.core.migration.published import read_published_set
+
+    out = _receipt(tmp_path, **over)
+    with pytest.raises(FvError) as info:
+        read_published_set(str(out))
+    assert str(info.value).startswith(str(out / "migration_receipt.json")) and f"'{field}'" in str(info.value)

@@ -18,7 +18,7 @@ from fvconsole.core.errors import FvError
 from fvconsole.core.migration.defaults import MigrationDefaults, suggest_output_dir
 from fvconsole.core.migration.files import RECEIPT_NAME, SIDECAR_RE
 from fvconsole.core.migration.receipt import MAX_RECEIPT_BYTES, RECEIPT_SCHEMA
-from fvconsole.core.untrusted import load_file
+from fvconsole.core.untrusted import Fields, load_file
 
 
 @dataclass(frozen=True)
@@ -54,14 +54,13 @@ def read_published_set(output_dir: str) -> PublishedSet | None:
         raise FvError(f"{path}: cannot read ({exc.strerror or exc})") from None
     if not isinstance(receipt, dict) or receipt.get("schema") != RECEIPT_SCHEMA:
         raise FvError(f"{path}: field 'schema': not a {RECEIPT_SCHEMA} receipt")
-    fields = {}
-    for name, kind in (("source_checkpoint", str), ("step", int), ("world_size", int),
-                       ("consumed_batches_per_rank", int), ("created_at_utc", str), ("sidecars", list)):
-        value = receipt.get(name)
-        if not isinstance(value, kind) or isinstance(value, bool):
-            raise FvError(f"{path}: field '{name}': missing or not a {kind.__name__}")
-        fields[name] = value
-    names = {item.get("path") for item in fields["sidecars"] if isinstance(item, dict)}
+    # Typed and range-checked by the untrusted-document door (a sidecar "path" that is a list
+    # made the set below raise TypeError; a world size of 10**400 reached the console).
+    f = Fields(receipt, path, "migration receipt")
+    fields = {"source_checkpoint": f.str("source_checkpoint"), "step": f.int("step"),
+              "world_size": f.int("world_size"), "consumed_batches_per_rank": f.int("consumed_batches_per_rank"),
+              "created_at_utc": f.str("created_at_utc"), "sidecars": f.list("sidecars")}
+    names = [item.get("path") for item in fields["sidecars"] if isinstance(item, dict)]
     listed = {name for name in names if isinstance(name, str) and SIDECAR_RE.match(name)}
     try:
         with os.scandir(output_dir) as entries:
