@@ -43,6 +43,46 @@ def cli(capsys: pytest.CaptureFixture[str]) -> Callable[[Sequence[str]], CliResu
 
 
 @pytest.fixture
+def pin_after_check(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Iterator[Callable[[Path, str], None]]:
+    """``pin(entry_dir, name)``: make that file of the entry immutable (``chattr +i``) right after
+    eviction's removability check passed for it, before the hiding rename: the one way a removal
+    can still fail part-way (the file changed after the check). Skips where chattr cannot work."""
+    import glob
+    import shutil
+    import subprocess
+
+    from fvconsole.core.cache import evict
+
+    def chattr(flag: str, path: str) -> bool:
+        return subprocess.run(["chattr", flag, path], capture_output=True).returncode == 0
+
+    pins: dict[str, tuple[Path, str]] = {}
+    real = evict.removal_skip
+
+    def check_then_pin(key: str, path: str):
+        found = real(key, path)
+        if key in pins and found is None:
+            assert chattr("+i", os.path.join(path, pins[key][1]))
+        return found
+
+    def pin(entry: Path, name: str) -> None:
+        probe = entry.parent / ".chattr-probe"
+        probe.write_bytes(b"")
+        ok = shutil.which("chattr") is not None and chattr("+i", str(probe)) and chattr("-i", str(probe))
+        probe.unlink()
+        if not ok:
+            pytest.skip("chattr +i is not available here (needs root and a supporting filesystem)")
+        pins[entry.name] = (entry.parent, name)
+        monkeypatch.setattr(evict, "removal_skip", check_then_pin)
+
+    yield pin
+    for key, (root, name) in pins.items():
+        for path in [str(root / key / name), *glob.glob(str(root / f".evicting-{key}-*" / name))]:
+            if os.path.exists(path):
+                chattr("-i", path)
+
+
+@pytest.fixture
 def fake_srun(tmp_path: Path) -> str:
     return write_fake_srun(tmp_path / "bin")
 

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import subprocess
 import sys
 import time
@@ -191,24 +190,16 @@ def test_evict_refuses_dangerous_roots_exit_1(tmp_path, capsys, monkeypatch):
     assert code == 1 and "does not exist" in err
 
 
-def test_evict_failure_part_way_exits_3_with_report(tmp_path, capsys):
+def test_evict_failure_part_way_exits_3_with_report(tmp_path, capsys, pin_after_check):
     root = tmp_path / "cache"
     now = time.time()
     stuck = os.path.basename(write_cache_entry(root, last_used=now - 3 * DAY, seed=1))
     fine = os.path.basename(write_cache_entry(root, last_used=now - 2 * DAY, seed=2))
-    pinned = root / stuck / "manifest.json"
-    if not shutil.which("chattr") or subprocess.run(["chattr", "+i", str(pinned)]).returncode:
-        pytest.skip("chattr +i is not available here")
-    hidden = root / f".evicting-{stuck}-{os.getpid()}" / "manifest.json"
-    try:
-        code, payload, err = _json(capsys, "cache", "evict", str(root), "--max-gb", "0", "--yes", "--json")
-        assert code == 3 and payload["executed"] is True
-        assert [e["key"] for e in payload["evict"]] == [fine] and len(payload["errors"]) == 1
-        assert "could not be evicted" in payload["error"] and "error:" in err
-    finally:
-        for candidate in (pinned, hidden):
-            if candidate.exists():
-                subprocess.run(["chattr", "-i", str(candidate)])
+    pin_after_check(root / stuck, "manifest.json")  # immutable after the removability check
+    code, payload, err = _json(capsys, "cache", "evict", str(root), "--max-gb", "0", "--yes", "--json")
+    assert code == 3 and payload["executed"] is True
+    assert [e["key"] for e in payload["evict"]] == [fine] and len(payload["errors"]) == 1
+    assert "could not be evicted" in payload["error"] and "error:" in err
 
 
 def test_cache_ls_json_does_not_import_heavy_libraries(cache):

@@ -8,8 +8,6 @@ import subprocess
 import sys
 import time
 
-import pytest
-
 from fvconsole.core.cache import execute_eviction, plan_eviction, remove_tree, scan_cache
 from fvconsole.demo.cache_builders import make_key, write_cache_entry
 
@@ -179,23 +177,17 @@ def _chattr(flag, path):
     return shutil.which("chattr") and subprocess.run(["chattr", flag, str(path)], capture_output=True).returncode == 0
 
 
-def test_per_entry_failure_is_reported_and_the_rest_still_evicted(tmp_path):
+def test_per_entry_failure_is_reported_and_the_rest_still_evicted(tmp_path, pin_after_check):
+    # A file made immutable after the removability check (which would have skipped it).
     root = tmp_path / "cache"
     stuck, ok1, ok2 = _old_entries(root, 3)
-    pinned = root / stuck / "manifest.json"
-    if not _chattr("+i", pinned):
-        pytest.skip("chattr +i is not available here (needs root and a supporting filesystem)")
-    try:
-        result = execute_eviction(plan_eviction(scan_cache(root), keys=[stuck, ok1, ok2]))
-        assert sorted(e.key for e in result.evicted) == sorted([ok1, ok2])
-        assert len(result.errors) == 1 and stuck in result.errors[0] and not result.ok
-        hidden = root / f".evicting-{stuck}-{os.getpid()}"
-        assert (hidden / "manifest.json").is_file()  # hidden from launches; ls shows it as a leftover
-        assert [x.key for x in scan_cache(root).leftovers] == [stuck]
-    finally:
-        for candidate in (pinned, root / f".evicting-{stuck}-{os.getpid()}" / "manifest.json"):
-            if candidate.exists():
-                _chattr("-i", candidate)
+    pin_after_check(root / stuck, "manifest.json")
+    result = execute_eviction(plan_eviction(scan_cache(root), keys=[stuck, ok1, ok2]))
+    assert sorted(e.key for e in result.evicted) == sorted([ok1, ok2])
+    assert len(result.errors) == 1 and stuck in result.errors[0] and not result.ok
+    hidden = root / f".evicting-{stuck}-{os.getpid()}"
+    assert (hidden / "manifest.json").is_file()  # hidden from launches; ls shows it as a leftover
+    assert [x.key for x in scan_cache(root).leftovers] == [stuck]
 
 
 def test_remove_tree_handles_a_vanished_path_and_a_plain_file(tmp_path):
@@ -219,27 +211,21 @@ def test_item_outside_the_root_is_never_touched(tmp_path):
     assert "never touched" in result.skipped[-1].reason
 
 
-def test_one_unremovable_file_does_not_stop_the_rest_of_the_entry(tmp_path):
+def test_one_unremovable_file_does_not_stop_the_rest_of_the_entry(tmp_path, pin_after_check):
     # Regression: the first failing unlink aborted the entry, leaving every later shard on
-    # tmpfs and reporting 0 bytes freed for the bytes that had been unlinked.
+    # tmpfs and reporting 0 bytes freed for the bytes that had been unlinked. (The file turns
+    # immutable after the removability check, which would have skipped the entry.)
     root = tmp_path / "cache"
     (stuck,) = _old_entries(root, 1)
-    pinned = root / stuck / "manifest.json"
     shard_bytes = sum(p.stat().st_size for p in (root / stuck).iterdir() if p.name != "manifest.json")
-    if not _chattr("+i", pinned):
-        pytest.skip("chattr +i is not available here (needs root and a supporting filesystem)")
+    pin_after_check(root / stuck, "manifest.json")
     hidden = root / f".evicting-{stuck}-{os.getpid()}"
-    try:
-        result = execute_eviction(plan_eviction(scan_cache(root), keys=[stuck]))
-        assert not result.ok and result.evicted == ()
-        assert sorted(p.name for p in hidden.iterdir()) == ["manifest.json"]  # every shard went
-        assert result.partial_bytes == shard_bytes and result.freed_bytes == shard_bytes
-        assert "1 file(s) left in" in result.errors[0] and hidden.name in result.errors[0]
-        assert result.to_json()["freed_bytes"] == shard_bytes
-    finally:
-        for candidate in (pinned, hidden / "manifest.json"):
-            if candidate.exists():
-                _chattr("-i", candidate)
+    result = execute_eviction(plan_eviction(scan_cache(root), keys=[stuck]))
+    assert not result.ok and result.evicted == ()
+    assert sorted(p.name for p in hidden.iterdir()) == ["manifest.json"]  # every shard went
+    assert result.partial_bytes == shard_bytes and result.freed_bytes == shard_bytes
+    assert "1 file(s) left in" in result.errors[0] and hidden.name in result.errors[0]
+    assert result.to_json()["freed_bytes"] == shard_bytes
 
 
 def test_entry_taken_by_another_evictor_during_the_recheck_is_already_evicted(tmp_path, monkeypatch):

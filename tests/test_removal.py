@@ -109,3 +109,41 @@ def test_scan_notes_subdirectories_and_reports_no_mounts_for_plain_entries(tmp_p
     assert scanned.mounts == () and scanned.to_json()["mounts"] == []
     assert any("subdirectory junk/" in p for p in scanned.problems)
     assert scanned.bytes == sum(p.stat().st_size for p in entry.iterdir() if p.is_file())
+
+
+# ---------------------------------------------------------------- removability before the first rename (D29)
+
+
+def _immutable(path: Path) -> None:
+    import shutil
+
+    if shutil.which("chattr") is None:
+        pytest.skip("no chattr(1)")
+    proc = subprocess.run(["chattr", "+i", str(path)], capture_output=True, text=True)
+    if proc.returncode != 0:
+        pytest.skip(f"cannot set the immutable flag here: {proc.stderr.strip()}")
+
+
+def test_a_size_cap_passes_over_an_unremovable_entry_to_the_next_oldest(tmp_path: Path) -> None:
+    import time
+
+    from fvconsole.core.cache.plan import plan_eviction
+
+    root = tmp_path / "cache"
+    now = time.time()
+    oldest, middle, newest = (Path(write_cache_entry(str(root), seed=s, num_shards=2, tensor_bytes=1024,
+                                                     last_used=now - days * 86400))
+                              for s, days in ((1, 9), (2, 5), (3, 2)))
+    frozen = next(p for p in sorted(oldest.iterdir()) if p.is_file())
+    _immutable(frozen)
+    try:
+        scan = scan_cache(str(root))
+        one_entry = max(e.bytes for e in scan.entries)
+        plan = plan_eviction(scan, max_gb=(scan.total_bytes - one_entry) / 2**30)
+        assert [p.key for p in plan.evict] == [middle.name]  # not the oldest: it cannot go
+        skip = {s.key: s for s in plan.skipped}[oldest.name]
+        assert skip.code == "skip.not_removable"
+        assert skip.reason.endswith(f": {frozen} (immutable (chattr +i))")
+        assert newest.exists() and oldest.exists()  # planning touches nothing
+    finally:
+        subprocess.run(["chattr", "-i", str(frozen)], capture_output=True, check=False)

@@ -234,6 +234,7 @@ KINDS: Mapping[str, Kind] = _kinds(
     Kind("skip.symlink_not_sized", "symlinked entry: never evicted to make room under a size or free-space target",
          "symlinked entry: never evicted by --max-gb or a free-space target (select it with --key or --invalid)"),
     Kind("skip.changed", "{text}"),
+    Kind("skip.not_removable", "not removable by {user}: {path} ({why})"),
     Kind("evict.nothing_selected", "nothing selected: give a cap, a free-space target, keys, invalid entries or an age",
          "nothing selected: give --max-gb, --min-free-gb, --min-free-percent, --key, --invalid or --older-than"),
     # cache: why a planned entry is evicted (one per selector that chose it)

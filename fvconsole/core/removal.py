@@ -20,6 +20,7 @@ from __future__ import annotations
 import errno
 import os
 import stat
+import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -306,3 +307,233 @@ class _Walk:
         parts = [frame.name for frame in self.stack[1:]] + [name]
         rel = "/".join(parts)
         return rel if len(rel) <= 200 else "…/" + rel[-197:]
+
+
+# ================================================================ removability (before the first rename)
+
+
+@dataclass(frozen=True)
+class Obstacle:
+    """The first thing in a tree this process could not remove: where, why, and as whom."""
+
+    path: str
+    why: str
+    user: str
+
+
+def removal_obstacle(path: str) -> Obstacle | None:
+    """What would stop this process removing all of ``path`` (None: nothing), changing nothing.
+
+    Why before, not during: eviction hides an entry by renaming it, and a rename needs only
+    the root's permissions; an entry whose insides this process cannot remove would become a
+    cache miss that frees nothing. Checked the way the kernel will judge the removal, on the
+    same fd-based walk as ``remove_tree`` (no symlink followed, no mount crossed): write and
+    search permission on every directory (and read, to list it), no immutable or append-only
+    flag on anything (``FS_IOC_GETFLAGS`` on directories, statx attributes on other files),
+    and in a sticky directory only what this user owns, unless it owns the directory (or has
+    CAP_FOWNER). Permissions come from ``faccessat``, so capabilities and ACLs count.
+    """
+    try:
+        st = os.lstat(path)
+    except FileNotFoundError:
+        return None
+    parent = os.path.dirname(path) or "."
+    check = _Check(path, _credentials())
+    try:
+        parent_fd = os.open(parent, _DIR_FLAGS & ~os.O_NOFOLLOW)
+    except OSError as exc:
+        return Obstacle(parent, exc.strerror or "cannot open", check.creds.user)
+    try:
+        check.parent_fd = parent_fd
+        if check.top_removable(os.path.basename(path), st, parent) and stat.S_ISDIR(st.st_mode):
+            check.run(os.path.basename(path))
+    finally:
+        check.close_all()
+        os.close(parent_fd)
+    return check.obstacle
+
+
+@dataclass(frozen=True)
+class _Creds:
+    uid: int
+    user: str
+    fowner: bool  # CAP_FOWNER: the sticky-bit rule does not apply
+
+
+#: Capability numbers (linux/capability.h).
+_CAP_FOWNER = 3
+_FS_IOC_GETFLAGS = 0x80086601
+_FS_IMMUTABLE_FL, _FS_APPEND_FL = 0x10, 0x20  # the same bits as STATX_ATTR_IMMUTABLE / _APPEND
+_AT_SYMLINK_NOFOLLOW, _AT_EMPTY_PATH, _AT_STATX_DONT_SYNC = 0x100, 0x1000, 0x4000
+_STATX_BASIC_STATS = 0x7FF
+
+
+def _credentials() -> _Creds:
+    import pwd
+
+    uid = os.geteuid()
+    try:
+        user = pwd.getpwuid(uid).pw_name
+    except KeyError:
+        user = f"uid {uid}"
+    return _Creds(uid, user, _has_capability(_CAP_FOWNER, default=uid == 0))
+
+
+def _has_capability(cap: int, default: bool) -> bool:
+    """Whether ``cap`` is in this process's effective set (``default`` when /proc cannot tell)."""
+    try:
+        with open("/proc/self/status", "rb") as fh:
+            status = fh.read(1 << 16)
+    except OSError:
+        return default
+    for line in status.splitlines():
+        if line.startswith(b"CapEff:"):
+            try:
+                return bool(int(line.split()[1], 16) >> cap & 1)
+            except (IndexError, ValueError):
+                return default
+    return default
+
+
+_statx_fn: object = None
+
+
+def _statx_attributes(dir_fd: int, name: str) -> int | None:
+    """The immutable/append attributes statx reports for ``name`` (``""``: ``dir_fd`` itself), or None."""
+    global _statx_fn
+    import ctypes
+    import struct
+
+    if _statx_fn is None:
+        _statx_fn = getattr(ctypes.CDLL(None, use_errno=True), "statx", False)
+    if not _statx_fn:
+        return None
+    buf = ctypes.create_string_buffer(256)
+    flags = _AT_SYMLINK_NOFOLLOW | _AT_STATX_DONT_SYNC | (_AT_EMPTY_PATH if not name else 0)
+    if _statx_fn(dir_fd, os.fsencode(name), flags, _STATX_BASIC_STATS, buf) != 0:  # type: ignore[operator]
+        return None
+    attributes, = struct.unpack_from("=Q", buf, 8)
+    supported, = struct.unpack_from("=Q", buf, 56)
+    return attributes & supported
+
+
+def _dir_flags(fd: int) -> int | None:
+    """The inode flags of an open directory (``FS_IOC_GETFLAGS``; statx where the ioctl is unsupported)."""
+    import fcntl
+
+    buf = bytearray(8)
+    try:
+        fcntl.ioctl(fd, _FS_IOC_GETFLAGS, buf, True)
+    except OSError:
+        return _statx_attributes(fd, "")
+    return int.from_bytes(buf[:4], sys.byteorder)
+
+
+def _flag_problem(flags: int | None) -> str | None:
+    if flags and flags & _FS_IMMUTABLE_FL:
+        return "immutable (chattr +i)"
+    if flags and flags & _FS_APPEND_FL:
+        return "append-only (chattr +a)"
+    return None
+
+
+def _missing_access(fd: int, modes: tuple[tuple[int, str], ...]) -> list[str]:
+    return [word for mode, word in modes if not os.access(".", mode, dir_fd=fd)]
+
+
+class _Check(_Walk):
+    """The removal walk without removing: stops at the first thing the kernel would refuse."""
+
+    def __init__(self, top_path: str, creds: _Creds) -> None:
+        super().__init__(-1)
+        self.top_path = top_path
+        self.creds = creds
+        self.obstacle: Obstacle | None = None
+
+    def top_removable(self, name: str, st: os.stat_result, parent: str) -> bool:
+        """The parent's side: write+search on it, no append-only/immutable flag, the sticky rule."""
+        missing = _missing_access(self.parent_fd, ((os.W_OK, "write"), (os.X_OK, "search")))
+        if missing:
+            return self._stop(parent, f"no {' or '.join(missing)} permission on the directory")
+        problem = _flag_problem(_dir_flags(self.parent_fd))
+        if problem:
+            return self._stop(parent, f"the directory is {problem}")
+        pst = os.fstat(self.parent_fd)
+        if not self._sticky_allows(pst.st_mode, pst.st_uid, st.st_uid):
+            return self._stop(self.top_path, "owned by another user in a sticky directory")
+        if not stat.S_ISDIR(st.st_mode):
+            problem = _flag_problem(_statx_attributes(self.parent_fd, name))
+            if problem:
+                return self._stop(self.top_path, problem)
+        return True
+
+    def _sticky_allows(self, dir_mode: int, dir_uid: int, child_uid: int) -> bool:
+        me = self.creds.uid
+        return not dir_mode & stat.S_ISVTX or self.creds.fowner or child_uid == me or dir_uid == me
+
+    def _stop(self, path: str, why: str) -> bool:
+        if self.obstacle is None:
+            self.obstacle = Obstacle(path, why, self.creds.user)
+        self.close_all()
+        return False
+
+    def _here(self, name: str | None = None) -> str:
+        parts = [frame.name for frame in self.stack[1:]] + ([name] if name else [])
+        return os.path.join(self.top_path, *parts)
+
+    # ------------------------------------------------------------ the walk's steps, without removing
+
+    def _push(self, name: str, fd: int) -> None:
+        try:
+            st = os.fstat(fd)
+            where = self._here(name) if self.stack else self.top_path
+            problem = _flag_problem(_dir_flags(fd))
+            missing = _missing_access(fd, ((os.R_OK, "read"), (os.W_OK, "write"), (os.X_OK, "search")))
+            with os.scandir(fd) as it:
+                children = [(item.name, item.is_dir(follow_symlinks=False)) for item in it]
+        except OSError as exc:
+            os.close(fd)
+            self._fail(exc.errno, exc.strerror, self._rel(name) if self.stack else name)
+            return
+        if problem or missing:
+            os.close(fd)
+            self._stop(where, problem or f"no {' or '.join(missing)} permission")
+            return
+        frame = _Dir(name, fd, (st.st_dev, st.st_ino), len(self.failures))
+        self.stack.append(frame)
+        sticky = bool(st.st_mode & stat.S_ISVTX)
+        for child, is_dir in children:
+            if sticky or not is_dir:
+                try:
+                    cst = os.stat(child, dir_fd=fd, follow_symlinks=False)
+                except FileNotFoundError:
+                    continue
+                except OSError as exc:
+                    self._stop(self._here(child), exc.strerror or "cannot stat")
+                    return
+                if not self._sticky_allows(st.st_mode, st.st_uid, cst.st_uid):
+                    self._stop(self._here(child), "owned by another user in a sticky directory")
+                    return
+                if not is_dir and stat.S_ISREG(cst.st_mode):
+                    problem = _flag_problem(_statx_attributes(fd, child))
+                    if problem:
+                        self._stop(self._here(child), problem)
+                        return
+            if is_dir:
+                frame.subdirs.append(child)
+        self._bound_open_dirs()
+
+    def _finish(self, top: _Dir) -> None:
+        self.stack.pop()
+        parent_fd = self._parent_fd(top)
+        os.close(top.fd)  # type: ignore[arg-type]
+        top.fd = None
+        if parent_fd is None:
+            self.close_all()
+
+    def _unlink(self, dir_fd: int, name: str) -> None:
+        return None  # a symlink or file that replaced a directory: removable like any (its dir was checked)
+
+    def _fail(self, code: int | None, message: str | None, rel: str) -> None:
+        where = os.path.join(self.top_path, rel) if self.stack else self.top_path
+        self._stop(where, message or os.strerror(code or errno.EIO))

@@ -23,7 +23,15 @@ from pathlib import Path
 
 import pytest
 
-from .harness import assert_clean_error, cli_env, run_cli, strace_available, tiny_tmpfs, tree_digest
+from .harness import (
+    assert_clean_error,
+    cli_env,
+    run_cli,
+    run_inproc,
+    strace_available,
+    tiny_tmpfs,
+    tree_digest,
+)
 from .workspace import build_migration_workspace, cheap_entries
 
 ENTRIES = 6
@@ -204,15 +212,14 @@ def immutable_tmpfs(tmp_path: Path) -> Iterator[Path]:
 
 
 @pytest.mark.fault("permissions", "an undeletable file (chattr +i) inside one entry: exit 3, and the journal says so")
-def test_partial_eviction_is_journaled(immutable_tmpfs: Path, tmp_path: Path, trials) -> None:
+def test_partial_eviction_is_journaled(immutable_tmpfs: Path, tmp_path: Path, trials, capsys,
+                                      pin_after_check) -> None:
     root = immutable_tmpfs / "wcache"
     keys = cheap_entries(root, 3)
-    pinned = root / keys[1] / "shard0-of-1.safetensors"
-    proc = subprocess.run(["chattr", "+i", str(pinned)], capture_output=True, text=True)
-    if proc.returncode:
-        pytest.skip(f"chattr +i is not supported here: {proc.stderr.strip()}")
+    # Immutable after the removability check passed (it would have skipped the entry): in this process.
+    pin_after_check(root / keys[1], "shard0-of-1.safetensors")
     journal = tmp_path / "journal.jsonl"
-    result = run_cli(["cache", "evict", str(root), "--max-gb", "0", "--yes", "--journal", str(journal)])
+    result = run_inproc(["cache", "evict", str(root), "--max-gb", "0", "--yes", "--journal", str(journal)], capsys)
     line = assert_clean_error(result, codes=(3,), names=[keys[1]])
     assert "could not be evicted" in line
     [entry] = _journal(journal)

@@ -19,7 +19,14 @@ from dataclasses import dataclass
 from typing import Any
 
 from fvconsole.core import interrupts
-from fvconsole.core.cache.plan import EvictionPlan, PlannedEviction, SkippedEntry, mount_reason, process_skip
+from fvconsole.core.cache.plan import (
+    EvictionPlan,
+    PlannedEviction,
+    SkippedEntry,
+    mount_reason,
+    process_skip,
+    removal_skip,
+)
 from fvconsole.core.cache.scan import (
     KEY_RE,
     LEFTOVER_PREFIX,
@@ -227,6 +234,9 @@ def _evict_item(plan: EvictionPlan, item: PlannedEviction) -> int:
             _recheck_content(plan, item, st, listing)
             if not plan.force:
                 _recheck_processes(plan, item, listing)
+    blocked = removal_skip(item.key, item.path)  # last, right before the rename: nothing is touched
+    if blocked is not None:
+        raise _Skip(blocked.reason, blocked)
     hidden = _hidden_path(plan, item)
     if item.path != hidden:
         try:

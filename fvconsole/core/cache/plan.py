@@ -14,6 +14,7 @@ from fvconsole.core.host import pid_alive
 from fvconsole.core.humanize import format_duration, human_age, human_bytes
 from fvconsole.core.process_use import Holder, holders_text
 from fvconsole.core.reasons import INVALID, Reason, reason
+from fvconsole.core.removal import removal_obstacle
 
 #: The command line's usage error when no selector is given (its front ends raise it before planning).
 NOTHING_SELECTED = reason("evict.nothing_selected", "selection").cli
@@ -170,6 +171,15 @@ def protection_reason(entry: CacheEntry, now: float, grace: float) -> str | None
     return None
 
 
+def removal_skip(key: str, path: str) -> SkippedEntry | None:
+    """``not removable by alice: <path> (why)``: what this process could not remove of an entry, checked
+    before anything of it is touched (``core.removal.removal_obstacle``); None when all of it can go."""
+    found = removal_obstacle(path)
+    if found is None:
+        return None
+    return SkippedEntry.of(key, "skip.not_removable", user=found.user, path=found.path, why=found.why)
+
+
 def process_skip(key: str, holders: Sequence[Holder]) -> SkippedEntry:
     """``in use: mapped by pid 4242 (python)``: an entry live processes on this node hold (unless --force)."""
     how, pid, command, more = holders_text(tuple(holders))
@@ -257,13 +267,29 @@ def plan_eviction(scan: CacheScan, *, max_gb: float | None = None, keys: Sequenc
     }
     protected.update(held)
     mounted = {e.key: mount_reason(e.mounts) for e in scan.entries if e.mounts}
-    skip = keep_set | set(protected) | set(mounted)
-    selected = _select(scan, max_gb=max_gb, keys=keys, invalid=invalid, older_than=older_than,
-                       skip_lru=skip, now=now)
     evict, skipped = _leftover_items(scan, now, grace, force)
-    free_space = None
-    if free_target is not None:
-        free_space = _free_space(scan, free_target, selected, skip, evict)
+    # What this process cannot remove is skipped before anything is renamed (and the size
+    # policies pass over it): only entries a selector would evict are checked, so re-select
+    # until no newly chosen entry turns out unremovable.
+    unremovable: dict[str, SkippedEntry] = {}
+    checked: set[str] = set()
+    while True:
+        skip = keep_set | set(protected) | set(mounted) | set(unremovable)
+        selected = _select(scan, max_gb=max_gb, keys=keys, invalid=invalid, older_than=older_than,
+                           skip_lru=skip, now=now)
+        free_space = None
+        if free_target is not None:
+            free_space = _free_space(scan, free_target, selected, skip, evict)
+        fresh = [e for e in scan.entries if e.key in selected and e.key not in skip and e.key not in checked]
+        found = False
+        for e in fresh:
+            checked.add(e.key)
+            blocked = removal_skip(e.key, e.path)
+            if blocked is not None:
+                unremovable[e.key] = blocked
+                found = True
+        if not found:
+            break
     skipped += [SkippedEntry.of(k, "skip.missing") for k in dict.fromkeys(keys) if scan.get(k) is None]
     chosen = [e for e in scan.entries if e.key in selected]
     for e in sorted(chosen, key=gc_sort_key):
@@ -273,6 +299,8 @@ def plan_eviction(scan: CacheScan, *, max_gb: float | None = None, keys: Sequenc
             skipped.append(SkippedEntry.of(e.key, "skip.mounted", prefix="", why=mounted[e.key]))
         elif e.key in protected:
             skipped.append(protected[e.key])
+        elif e.key in unremovable:
+            skipped.append(unremovable[e.key])
         else:
             evict.append(_planned(e, selected[e.key]))
     if max_gb is not None or free_target is not None:
@@ -328,6 +356,8 @@ def _leftover_items(scan: CacheScan, now: float, grace: float,
                                            why=mount_reason(item.mounts)))
         elif busy:
             skipped.append(SkippedEntry.of(item.key, "skip.leftover_busy", name=item.name, why=busy))
+        elif (blocked := removal_skip(item.key, item.path)) is not None:
+            skipped.append(blocked)
         else:
             why = reason("evict.leftover", "key", name=item.name)
             evict.append(PlannedEviction(key=item.key, path=item.path, bytes=item.bytes, reason=why.cli,
