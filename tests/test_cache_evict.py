@@ -236,7 +236,7 @@ def test_entry_taken_by_another_evictor_during_the_recheck_is_already_evicted(tm
     root = tmp_path / "cache"
     (key,) = _old_entries(root, 1)
     plan = plan_eviction(scan_cache(root), keys=[key])
-    real_list = evict.list_entry_files
+    real_list = evict.list_dir
     hidden = root / f".evicting-{key}-4194301"
 
     def listing_while_another_evictor_acts(path):
@@ -244,7 +244,7 @@ def test_entry_taken_by_another_evictor_during_the_recheck_is_already_evicted(tm
         os.unlink(hidden / "manifest.json")
         return real_list(str(hidden))
 
-    monkeypatch.setattr(evict, "list_entry_files", listing_while_another_evictor_acts)
+    monkeypatch.setattr(evict, "list_dir", listing_while_another_evictor_acts)
     result = execute_eviction(plan)
     assert result.evicted == () and result.ok
     assert [(s.key, s.reason) for s in result.skipped] == [(key, "already evicted (by another evictor)")]

@@ -10,7 +10,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 
-from fvconsole.core.checkpoints import dcp_state_keys, read_metadata
+from fvconsole.core.checkpoints import dcp_key_summary, read_metadata
 from fvconsole.core.errors import FvError
 from fvconsole.core.runconfig import Mismatch, RunConfig, compare_configs
 
@@ -37,12 +37,8 @@ def checkpoint_detail(path: str, run_config: RunConfig | None) -> CheckpointDeta
     except (FvError, OSError) as exc:
         problems.append(str(exc))
     groups: dict[str, int] = {}
-    keys: list[str] = []
     try:
-        keys = list(dcp_state_keys(path))
-        for key in keys:
-            top = key.split(".", 1)[0]
-            groups[top] = groups.get(top, 0) + 1
+        groups = dcp_key_summary(path)
     except (FvError, OSError) as exc:
         problems.append(str(exc))
     except Exception as exc:  # noqa: BLE001 - a corrupt pickle raises many types
@@ -59,8 +55,8 @@ def checkpoint_detail(path: str, run_config: RunConfig | None) -> CheckpointDeta
         path=path,
         metadata_step=step if isinstance(step, int) and not isinstance(step, bool) else None,
         metadata_keys=tuple(sorted(metadata)),
-        dcp_key_groups=tuple(sorted(groups.items())),
-        dcp_key_count=len(keys),
+        dcp_key_groups=tuple(groups.items()),
+        dcp_key_count=sum(groups.values()),
         mismatches=mismatches,
         problems=tuple(problems),
     )

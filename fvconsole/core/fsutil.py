@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import os
 
-from fvconsole.core.safe_read import sha256_regular_file
-
 
 def real(path: str | os.PathLike[str]) -> str:
     """FastVideo's ``_real``: expanduser then realpath (how it compares dataset roots)."""
@@ -15,12 +13,3 @@ def real(path: str | os.PathLike[str]) -> str:
 def is_within(child: str, parent: str) -> bool:
     """True when ``child`` is ``parent`` or lies below it (both already resolved)."""
     return child == parent or child.startswith(parent.rstrip(os.sep) + os.sep)
-
-
-def sha256_file(path: str | os.PathLike[str]) -> str:
-    """Streamed sha256 of a file, as recorded in receipts.
-
-    Regular files only (FvError otherwise): a FIFO swapped in for a sidecar, the receipt or
-    ``metadata.json`` is refused instead of blocking the hash forever.
-    """
-    return sha256_regular_file(path)

@@ -279,8 +279,3 @@ def compare_configs(checkpoint_cfg: Mapping[str, Any], run_cfg: Mapping[str, Any
         if old is MISSING or new is MISSING or not _same(old, new):
             rows.append(Mismatch(path, old, new, False))
     return tuple(rows)
-
-
-def critical_mismatches(rows: Sequence[Mismatch]) -> list[Mismatch]:
-    """Only the rows that block a migration."""
-    return [m for m in rows if m.critical]

@@ -204,7 +204,7 @@ class CacheView(BaseView):
         line = self.query_one("#cache-root-line", PlainStatic)
         if not root:
             line.update(PlainText("No shard cache root: press o to pick one (or pass --cache-root / "
-                                  f"set ${state.CACHE_ENV}).", style="bold yellow"))
+                                  f"set ${state.ENV_ROOT}).", style="bold yellow"))
             self._show_scan(None)
             return
         if self._scan is None or self._scan.root != root:

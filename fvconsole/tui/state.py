@@ -11,9 +11,8 @@ import time
 from dataclasses import dataclass, replace
 from typing import Any
 
-CACHE_ENV = "FASTVIDEO_WEIGHT_SHARD_CACHE"
-CACHE_MAX_GB_ENV = "FASTVIDEO_WEIGHT_SHARD_CACHE_MAX_GB"
-DEFAULT_MAX_GB = 300.0
+from fvconsole.core.cache.roots import DEFAULT_MAX_GB, ENV_ROOT, default_max_gb
+from fvconsole.core.errors import FvError
 
 #: Clock used for ages; screenshots freeze it so reruns render identical SVGs.
 _frozen_now: float | None = None
@@ -79,9 +78,6 @@ def cache_cap_gb() -> float:
     A malformed environment value falls back to the default here; eviction to cap re-reads it
     through ``core.cache.default_max_gb`` and refuses with the error.
     """
-    from fvconsole.core.cache import default_max_gb
-    from fvconsole.core.errors import FvError
-
     try:
         return default_max_gb()
     except FvError:
@@ -104,7 +100,7 @@ class ConsoleState:
     @classmethod
     def from_args(cls, args: Any) -> ConsoleState:
         """Paths from the command line; the cache root defaults to the environment."""
-        cache_root = getattr(args, "cache_root", None) or os.environ.get(CACHE_ENV) or None
+        cache_root = getattr(args, "cache_root", None) or os.environ.get(ENV_ROOT) or None
         return cls(
             config_path=_clean(getattr(args, "config", None)),
             checkpoints_path=_clean(getattr(args, "checkpoints", None)),
@@ -132,7 +128,7 @@ class ConsoleState:
         if not self.checkpoints_path:
             out.append("checkpoints (--checkpoints)")
         if not self.cache_root:
-            out.append(f"cache root (--cache-root or ${CACHE_ENV})")
+            out.append(f"cache root (--cache-root or ${ENV_ROOT})")
         return out
 
 

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from fvconsole.core import interrupts
+from fvconsole.core.cache.files import list_dir
 from fvconsole.core.cache.plan import (
     EvictionPlan,
     PlannedEviction,
@@ -35,7 +36,6 @@ from fvconsole.core.cache.scan import (
     entry_holders,
     entry_size,
     fs_free_bytes,
-    list_entry_files,
     manifest_mtime_ns,
     mounts_inside,
 )
@@ -255,7 +255,7 @@ def _lstat(item: PlannedEviction) -> os.stat_result:
 
 def _listing(item: PlannedEviction) -> list[tuple[str, os.stat_result]]:
     try:
-        return list_entry_files(item.path)
+        return list_dir(item.path)
     except FileNotFoundError:
         raise _Skip(_ALREADY) from None
 

@@ -136,12 +136,6 @@ def root_refusal(root: str, real_root: str, has_entries: bool, force: bool) -> R
     return None
 
 
-def dangerous_root_reason(real_root: str, has_entries: bool, force: bool) -> str | None:
-    """:func:`root_refusal` of a resolved root in the command line's words, or None."""
-    why = root_refusal(real_root, real_root, has_entries, force)
-    return None if why is None else why.cli
-
-
 def check_root_early(root: str, force: bool) -> None:
     """FvError for a root refused whatever it holds (system dirs, home; a mount point unless ``force``).
 

@@ -32,7 +32,7 @@ LEFTOVER_RE = re.compile(r"\.evicting-([0-9a-f]{16})-(\d+)")
 __all__ = [
     "DEFAULT_GRACE_SECONDS", "KEY_RE", "LEFTOVER_PREFIX", "LEFTOVER_RE", "STATUSES",
     "CacheEntry", "CacheScan", "Child", "Leftover", "ManifestSummary",
-    "classify_child", "compact_indices", "disk_size", "entry_holders", "entry_size", "fs_free_bytes", "list_entry_files",
+    "classify_child", "compact_indices", "disk_size", "entry_holders", "entry_size", "fs_free_bytes",
     "manifest_mtime_ns", "mounts_inside", "scan_cache", "scan_entry",
 ]
 
@@ -186,10 +186,6 @@ def mounts_inside(child: Child, listing: list[tuple[str, os.stat_result]], known
         found.add(".")
     found.update(name for name, st in listing if stat.S_ISDIR(st.st_mode) and st.st_dev != child.st.st_dev)
     return tuple(sorted(found))
-
-
-#: (name, lstat) of every child of an entry directory: one scandir, one lstat each.
-list_entry_files = list_dir
 
 
 def entry_size(listing: list[tuple[str, os.stat_result]]) -> int:

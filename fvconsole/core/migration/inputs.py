@@ -13,9 +13,9 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from fvconsole.core.errors import FvError
-from fvconsole.core.fsutil import sha256_file
 from fvconsole.core.reasons import reason
 from fvconsole.core.runconfig import MISSING, Mismatch, RunConfig, compare_configs, get_path, load_run_config
+from fvconsole.core.safe_read import sha256_regular_file
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
     from fvconsole.core.migration.plan import Collector, MigrationRequest
@@ -139,7 +139,7 @@ def inspect_source(ckpt: str, col: Collector) -> CheckpointFacts:
     try:
         meta = read_metadata(ckpt)
         facts.metadata_step = meta["step"]
-        facts.metadata_sha256 = sha256_file(meta_path)
+        facts.metadata_sha256 = sha256_regular_file(meta_path)
         if isinstance(meta.get("config"), dict):
             facts.embedded = meta["config"]
         else:

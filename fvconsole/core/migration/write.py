@@ -19,7 +19,6 @@ from typing import TYPE_CHECKING, Any
 from fvconsole.core import durable, interrupts, torch_zip
 from fvconsole.core.atomic import atomic_write_bytes
 from fvconsole.core.errors import FvError, PartialFailure
-from fvconsole.core.fsutil import sha256_file
 from fvconsole.core.host import current_identity
 from fvconsole.core.migration import faults
 from fvconsole.core.migration.files import RECEIPT_NAME, read_sidecar_bytes, sha256_bytes, sidecar_name
@@ -35,6 +34,7 @@ from fvconsole.core.migration.output_dir import (
 from fvconsole.core.migration.publish import after_publish, fsync_dir, publish, remove_set_dir
 from fvconsole.core.migration.receipt import WrittenSidecar, build_receipt, receipt_bytes
 from fvconsole.core.progress import Progress, no_progress
+from fvconsole.core.safe_read import sha256_regular_file
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
     from fvconsole.core.migration.plan import MigrationPlan
@@ -57,14 +57,14 @@ def _recheck_sources(plan: MigrationPlan) -> None:
     """The checkpoint metadata, config and manifest must still be what the plan was made from."""
     meta = os.path.join(plan.checkpoint, "metadata.json")
     try:
-        meta_sha = sha256_file(meta)
+        meta_sha = sha256_regular_file(meta)
     except OSError as exc:
         raise FvError(f"{meta}: cannot read checkpoint metadata ({exc.strerror})") from None
     if meta_sha != plan.checkpoint_metadata_sha256:
         raise FvError(f"{meta}: changed since the plan was made (sha256 {meta_sha[:12]} != {plan.checkpoint_metadata_sha256[:12]})")
     if plan.config_path and plan.config_sha256:
         try:
-            cfg_sha = sha256_file(plan.config_path)
+            cfg_sha = sha256_regular_file(plan.config_path)
         except OSError as exc:
             raise FvError(f"{plan.config_path}: cannot read run config ({exc.strerror})") from None
         if cfg_sha != plan.config_sha256:
