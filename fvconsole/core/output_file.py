@@ -70,7 +70,7 @@ def _kind_words(mode: int) -> str:
     return "a regular file" if stat.S_ISREG(mode) else file_kind(mode)
 
 
-def check_output_path(path: str | os.PathLike[str], what: str = "--output", *,
+def check_output_path(path: str | os.PathLike[str], what: str = "output file", *,
                       streams: bool = True) -> OutputTarget:
     """What is at ``path`` and how it may be written; :class:`OutputRefused` when it may not be.
 
@@ -101,7 +101,7 @@ def check_output_path(path: str | os.PathLike[str], what: str = "--output", *,
     raise OutputRefused(target, what, f"is {file_kind(st.st_mode)}, not a regular file")
 
 
-def write_output(path: str | os.PathLike[str], data: bytes, what: str = "--output") -> OutputTarget:
+def write_output(path: str | os.PathLike[str], data: bytes, what: str = "output file") -> OutputTarget:
     """Write ``data`` to the user-named ``path`` as the module docstring says; FvError naming it otherwise."""
     checked = check_output_path(path, what)
     if checked.kind == STREAM:
