@@ -18,7 +18,9 @@ from fvconsole.cli.common import (
     Block,
     block,
     emit_json,
+    emit_json_stream,
     format_table,
+    json_chunks,
     progress_printer,
     say,
     seconds,
@@ -221,12 +223,12 @@ def _show_ls(args: argparse.Namespace, fmt: str, scan: CacheScan, *, watching: b
     if fmt == "prometheus":
         text = prometheus_text(scan, cap=_env_cap()[0], per_entry=args.per_entry)
     elif fmt == "json":
+        head = ls_payload(scan, entries, with_entries=False)
+        rows = (e.to_json() for e in entries)
         if not args.output:
-            emit_json(ls_payload(scan, entries))
+            emit_json_stream(head, "entries", rows)
             return
-        import json
-
-        text = json.dumps(ls_payload(scan, entries), sort_keys=True, default=str) + "\n"
+        text = "".join(json_chunks(head, "entries", rows))
     else:
         rendered = render_ls(scan, entries, width=None if args.output else _width(args))
         if not args.output:
@@ -304,9 +306,11 @@ def sort_entries(scan: CacheScan, order: str) -> list:
     return sorted(scan.entries, key=gc_sort_key)
 
 
-def ls_payload(scan: CacheScan, entries: list) -> dict[str, Any]:
-    payload = scan.to_json()
-    payload["entries"] = [e.to_json() for e in entries]
+def ls_payload(scan: CacheScan, entries: list, *, with_entries: bool = True) -> dict[str, Any]:
+    """``cache ls --json``'s object (without ``entries`` when the caller streams them)."""
+    payload = scan.to_json(with_entries=False)
+    if with_entries:
+        payload["entries"] = [e.to_json() for e in entries]
     cap, cap_error = _env_cap()
     payload.update(_node_info(), cap_bytes=cap, entry_count=len(entries))
     if cap_error:

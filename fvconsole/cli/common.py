@@ -46,6 +46,41 @@ def emit_json(payload: Any) -> None:
     sys.stdout.flush()
 
 
+def json_chunks(head: dict[str, Any], key: str, items: Iterable[Any], batch: int = 512) -> Iterable[str]:
+    """``json.dumps({**head, key: [*items]}, sort_keys=True, default=str) + "\n"``, byte for byte, in pieces.
+
+    The list is encoded item by item as it is produced, so a listing of 200,000 entries never
+    exists as one giant dict or string (``cache ls --json``).
+    """
+    keys = sorted({*head, key})
+    yield "{"
+    for i, name in enumerate(keys):
+        yield (", " if i else "") + json.dumps(name) + ": "
+        if name != key:
+            yield json.dumps(head[name], sort_keys=True, default=str)
+            continue
+        yield "["
+        pending: list[str] = []
+        first = True
+        for item in items:
+            pending.append(json.dumps(item, sort_keys=True, default=str))
+            if len(pending) >= batch:
+                yield ("" if first else ", ") + ", ".join(pending)
+                first, pending = False, []
+        if pending:
+            yield ("" if first else ", ") + ", ".join(pending)
+        yield "]"
+    yield "}\n"
+
+
+def emit_json_stream(head: dict[str, Any], key: str, items: Iterable[Any]) -> None:
+    """Print one JSON object on stdout whose ``key`` list is written as ``items`` come (:func:`json_chunks`)."""
+    write = sys.stdout.write
+    for chunk in json_chunks(head, key, items):
+        write(chunk)
+    sys.stdout.flush()
+
+
 def command_failed(code: int, message: str, payload: dict[str, Any] | None = None) -> FvError:
     """The error a command raises when it ran but failed (exit ``code``: 1, or 3 part-way).
 

@@ -52,15 +52,26 @@ class ProcessUse:
     #: Why the pass did not see every process (None: it did).
     partial: str | None = None
 
-    def holders(self, files: Iterable[tuple[str, os.stat_result]]) -> tuple[Holder, ...]:
-        """Holders of any of ``files`` ((real path, lstat) pairs; only regular files count), sorted."""
+    def holders(self, directory: str, listing: Iterable[tuple[str, os.stat_result]]) -> tuple[Holder, ...]:
+        """Holders of any regular file of ``listing`` ((name, lstat) pairs of the real path ``directory``), sorted."""
         found: set[Holder] = set()
-        for path, st in files:
+        by_inode, by_path = self.by_inode, self.by_path
+        for name, st in listing:
             if not stat.S_ISREG(st.st_mode):
                 continue
-            found |= self.by_inode.get((st.st_dev, st.st_ino), frozenset())
-            found |= self.by_path.get(path, frozenset())
+            held = by_inode.get((st.st_dev, st.st_ino))
+            if held:
+                found |= held
+            if by_path:
+                found |= by_path.get(f"{directory}/{name}", frozenset())
         return tuple(sorted(found))
+
+    def under(self, directory: str) -> ProcessUse:
+        """The same answer, its path table cut to what lies below ``directory`` (a scan asks only about those)."""
+        prefix = directory.rstrip("/") + "/"
+        paths = {path: held for path, held in self.by_path.items() if path.startswith(prefix)}
+        return ProcessUse(by_inode=self.by_inode, by_path=paths, processes=self.processes,
+                          unreadable=self.unreadable, partial=self.partial)
 
 
 def holders_text(holders: tuple[Holder, ...]) -> tuple[str, str, str, str]:

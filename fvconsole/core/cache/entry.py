@@ -8,7 +8,6 @@ from __future__ import annotations
 import os
 import re
 import stat
-from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -24,6 +23,22 @@ PER_NODE_NOTE = (
     "on a multi-node run with a per-node cache (FASTVIDEO_WEIGHT_SHARD_CACHE_PER_NODE=1) only "
     "global rank 0's node writes manifest.json, so this node never gets a cache hit"
 )
+
+
+#: Equal values many entries repeat (shard names, "all 4 shards present", dtype tables), kept once:
+#: a listing of 200,000 entries then holds each only once (bounded: past the cap, values are kept as they are).
+_SHARED: dict[Any, Any] = {}
+_SHARED_MAX = 8192
+
+
+def _shared(value: Any) -> Any:
+    """``value``, or the equal one already kept (hashable values only)."""
+    kept = _SHARED.get(value)
+    if kept is not None:
+        return kept
+    if len(_SHARED) < _SHARED_MAX:
+        _SHARED[value] = value
+    return value
 
 
 @dataclass
@@ -96,7 +111,7 @@ def _load_manifest(path: str, key: str, files: _Files) -> tuple[dict[str, Any] |
     if files.manifest is None:
         return None, None
     try:
-        data = read_manifest(os.path.join(path, "manifest.json"))
+        data = read_manifest(f"{path}/manifest.json")
     except CacheFileError as exc:
         return None, str(exc)
     except OSError as exc:
@@ -136,13 +151,13 @@ def _present_shards(shards: list[tuple[int, int, str]], num_shards: int | None,
         else:
             notes.append(f"stray shard file {name} (not one of {num_shards} shards)")
     order = sorted(present)
-    return tuple(order), tuple(present[i] for i in order)
+    return _shared(tuple(order)), _shared(tuple(_shared(present[i]) for i in order))
 
 
 def _first_bad_header(path: str, shard_files: tuple[str, ...]) -> str | None:
     for name in shard_files:
         try:
-            read_safetensors_header(os.path.join(path, name))
+            read_safetensors_header(f"{path}/{name}")
         except CacheFileError as exc:
             return f"{name}: {exc}"
         except FileNotFoundError:
@@ -183,7 +198,7 @@ def _status(files: _Files, manifest: dict[str, Any] | None, error: str | None, n
     if manifest is None:
         return "incomplete", _incomplete_explanation(len(files.shards), writing_age)
     if len(present) == num_shards:
-        return "complete", f"all {num_shards} shards present"
+        return "complete", _shared(f"all {num_shards} shards present")
     return "partial", (
         f"{len(present)} of {num_shards} shards present ({compact_indices(present)}): normal for a "
         "node-local cache on a multi-node run, where each node holds only its own shards"
@@ -202,17 +217,18 @@ def _incomplete_explanation(shard_count: int, writing_age: float | None) -> str:
 def _summary(manifest: dict[str, Any] | None) -> ManifestSummary | None:
     if manifest is None:
         return None
-    dtypes: Counter[str] = Counter()
-    kinds: Counter[str] = Counter()
+    dtypes: dict[str, int] = {}
+    kinds: dict[str, int] = {}
     numel = 0
     for info in manifest["params"].values():
         if not isinstance(info, dict):
             continue
-        dtypes[str(info.get("dtype"))] += 1
-        kinds[str(info.get("kind"))] += 1
+        dtype, kind = str(info.get("dtype")), str(info.get("kind"))
+        dtypes[dtype] = dtypes.get(dtype, 0) + 1
+        kinds[kind] = kinds.get(kind, 0) + 1
         numel += _numel(info.get("global_shape"))
     return ManifestSummary(params=len(manifest["params"]), numel=numel,
-                           dtypes=tuple(sorted(dtypes.items())), kinds=tuple(sorted(kinds.items())))
+                           dtypes=_shared(tuple(sorted(dtypes.items()))), kinds=_shared(tuple(sorted(kinds.items()))))
 
 
 def _numel(shape: Any) -> int:

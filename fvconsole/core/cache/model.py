@@ -10,7 +10,7 @@ from typing import Any
 from fvconsole.core.process_use import Holder
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class ManifestSummary:
     """A small digest of the manifest's params table for detail panes (not the table itself)."""
 
@@ -23,7 +23,7 @@ class ManifestSummary:
         return {"params": self.params, "numel": self.numel, "dtypes": dict(self.dtypes), "kinds": dict(self.kinds)}
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class CacheEntry:
     """One ``<root>/<key>`` directory as found on disk."""
 
@@ -76,7 +76,7 @@ class CacheEntry:
         }
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Leftover:
     """A ``.evicting-<key>-<pid>`` directory left behind by an eviction that did not finish."""
 
@@ -124,12 +124,12 @@ class CacheScan:
         """The entry named ``key`` (O(1): plans look up thousands of keys)."""
         return self._by_key.get(key)
 
-    def to_json(self) -> dict[str, Any]:
-        return {
+    def to_json(self, *, with_entries: bool = True) -> dict[str, Any]:
+        """The scan as data; ``with_entries=False`` leaves ``entries`` out (a caller streaming them)."""
+        doc = {
             "root": self.root,
             "real_root": self.real_root,
             "total_bytes": self.total_bytes,
-            "entries": [e.to_json() for e in self.entries],
             "foreign": list(self.foreign),
             "leftovers": [x.to_json() for x in self.leftovers],
             "errors": list(self.errors),
@@ -140,3 +140,6 @@ class CacheScan:
             "hostname": self.hostname,
             "warnings": list(self.warnings),
         }
+        if with_entries:
+            doc["entries"] = [e.to_json() for e in self.entries]
+        return doc

@@ -68,14 +68,14 @@ def scan_cache(root: str | os.PathLike[str], grace_seconds: float = DEFAULT_GRAC
     except OSError as exc:
         raise FvError(f"{root_path}: cannot list cache root ({exc.strerror})") from None
     mounts = mounts_by_child(mount_points() or (), real_root)
-    use = scan_processes() if processes is None else processes
+    use = (scan_processes() if processes is None else processes).under(real_root)
     for name, st in listing:
-        child = Child(name, os.path.join(root_path, name), st)
+        child = Child(name, _join(root_path, name), st)
         kind = classify_child(name, st)
         if kind == "entry":
             entry = scan_entry(child, now, grace_seconds, check_headers, errors,
                                mounts=mounts.get(name, ()), root_dev=root_dev, processes=use,
-                               real_path=os.path.join(real_root, name))
+                               real_path=_join(real_root, name))
             if entry is not None:
                 entries.append(entry)
         elif kind == "leftover":
@@ -98,6 +98,11 @@ def scan_cache(root: str | os.PathLike[str], grace_seconds: float = DEFAULT_GRAC
         grace_seconds=float(grace_seconds),
         warnings=(use.partial,) if use.partial else (),
     )
+
+
+def _join(directory: str, name: str) -> str:
+    """``os.path.join`` for a name without a slash (the scan's hot path: 200,000 entries)."""
+    return f"{directory}/{name}" if directory != "/" else f"/{name}"
 
 
 def _require_directory(root_path: str) -> os.stat_result:
@@ -171,7 +176,7 @@ def entry_holders(processes: ProcessUse, real_path: str, listing: list[tuple[str
     """Live processes holding one of the entry's files open or mapped (see core/process_use.py)."""
     if not processes.by_inode and not processes.by_path:
         return ()
-    return processes.holders((os.path.join(real_path, name), st) for name, st in listing)
+    return processes.holders(real_path, listing)
 
 
 def mounts_inside(child: Child, listing: list[tuple[str, os.stat_result]], known: tuple[str, ...],
