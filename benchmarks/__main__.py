@@ -18,7 +18,8 @@ from dataclasses import dataclass
 
 from benchmarks.harness import Row, format_machine, format_table, machine_info
 
-CASES = ("fingerprint", "plan", "dryrun", "dcpkeys", "execute", "sidecars", "cache", "startup", "tui", "fleet")
+CASES = ("fingerprint", "plan", "dryrun", "dcpkeys", "execute", "sidecars", "cache", "scale", "startup", "tui",
+         "fleet")
 
 
 @dataclass(frozen=True)
@@ -42,10 +43,13 @@ class Sizes:
     fleet_nodes: int = 1000
     fleet_per_node_sample: int = 100  # per-node fan-out costs >= 0.3 s per node: measured on a subset
     sidecar_ranks: int = 1024  # `migrate --yes` / `sidecars verify` end to end
+    scale_cache_entries: int = 200_000  # `cache ls --json` at scale (issue 19 item 9)
+    scale_checkpoints: int = 20_000  # `checkpoints ls` at scale
 
 
 FULL = Sizes(1024, 100_000, 128, 4096, 1_000_000, 8, 1024, 0.005, 2000, 32, 4096, 2000, 15, 3)
-QUICK = Sizes(64, 5_000, 16, 256, 20_000, 4, 64, 0.0, 100, 8, 256, 200, 4, 1, 200, 10, sidecar_ranks=64)
+QUICK = Sizes(64, 5_000, 16, 256, 20_000, 4, 64, 0.0, 100, 8, 256, 200, 4, 1, 200, 10, sidecar_ranks=64,
+              scale_cache_entries=300, scale_checkpoints=20)
 
 
 def _runners(sizes: Sizes, tmp: str) -> dict[str, Callable[[], list[Row]]]:
@@ -73,6 +77,8 @@ def _runners(sizes: Sizes, tmp: str) -> dict[str, Callable[[], list[Row]]]:
         "sidecars": lambda: cases_sidecars.sidecar_cases(f"{tmp}/sidecars", sizes.sidecar_ranks, sizes.repeat),
         "cache": lambda: cases_io.cache_scan_case(f"{tmp}/cache", sizes.cache_entries, sizes.cache_shards,
                                                   sizes.repeat),
+        "scale": lambda: cases_io.scale_cases(f"{tmp}/scale", sizes.scale_cache_entries, sizes.scale_checkpoints,
+                                              min(2, sizes.repeat)),
         "startup": lambda: cases_io.startup_case(f"{tmp}/startup", max(3, sizes.repeat)),
         "tui": lambda: cases_tui.tui_cases(f"{tmp}/tui", sizes.tui_ranks, sizes.tui_entries, sizes.key_presses),
         "fleet": lambda: cases_fleet.fanout_case(f"{tmp}/fleet", sizes.fleet_nodes, sizes.fleet_per_node_sample),

@@ -181,3 +181,63 @@ def startup_case(root: str, repeat: int) -> list[Row]:
                         not heavy, f"imports {', '.join(heavy)}" if heavy else "no torch/textual/pyarrow imported",
                         t.cpu, floor.cpu))
     return rows
+
+
+#: Runs argv[2:] with stdout to argv[1] and prints its wall time, CPU time, peak RSS and exit code. A small
+#: process in between, because a child's peak RSS counts the memory of the process it was forked from.
+_MEASURE = """
+import json, os, resource, subprocess, sys, time
+with open(sys.argv[1], "wb") as out:
+    start = time.perf_counter()
+    code = subprocess.run(sys.argv[2:], stdout=out, stderr=subprocess.DEVNULL, check=False).returncode
+    wall = time.perf_counter() - start
+usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+print(json.dumps([wall, usage.ru_utime + usage.ru_stime, usage.ru_maxrss * 1024, code]))
+"""
+
+
+def _run_measured(cmd: list[str], out_file: str) -> tuple[Timing, int, int]:
+    """(wall and CPU time, peak RSS in bytes, exit code) of one child writing its stdout to ``out_file``."""
+    proc = subprocess.run([sys.executable, "-c", _MEASURE, out_file, *cmd], capture_output=True, text=True,
+                          check=True)
+    wall, cpu, rss, code = json.loads(proc.stdout)
+    return Timing(wall, cpu), rss, code
+
+
+def _best_measured(cmd: list[str], out_file: str, repeat: int) -> tuple[Timing, int]:
+    runs = []
+    for _ in range(max(1, repeat)):
+        timing, rss, code = _run_measured(cmd, out_file)
+        if code != 0:
+            raise AssertionError(f"{' '.join(cmd)} exited {code}")
+        runs.append((timing, rss))
+    return Timing(min(t.wall for t, _ in runs), min(t.cpu for t, _ in runs)), min(r for _, r in runs)
+
+
+def scale_cases(root: str, cache_entries: int, checkpoints: int, repeat: int) -> list[Row]:
+    """The listings at scale (issue 19 item 9): `cache ls --json` of many entries (time and peak
+    memory, output checked entry for entry) and `checkpoints ls` of many real checkpoints."""
+    cache = os.path.join(root, "cache")
+    t_build, _ = timed(lambda: inputs.cache_root(cache, cache_entries, 1))
+    out = os.path.join(root, "ls.json")
+    ls, rss = _best_measured([sys.executable, "-m", "fvconsole", "cache", "ls", cache, "--json"], out, repeat)
+    with open(out, encoding="utf-8") as handle:
+        doc = json.load(handle)
+    if doc["entry_count"] != cache_entries or {e["status"] for e in doc["entries"]} != {"complete"}:
+        raise AssertionError("cache ls --json did not list every entry as complete")
+    mib = rss / 2**20
+    rows = [Row(f"`fvconsole cache ls --json` {cache_entries:,} entries (CLI)", ls.wall, None, "", "<10 s, <200 MB",
+                ls.wall < 10 and mib < 200, f"peak RSS {mib:.0f} MB; {os.path.getsize(out) / 2**20:.0f} MB of JSON; "
+                f"root built in {t_build:.0f} s", ls.cpu)]
+    t_build, ckpts = timed(lambda: inputs.checkpoints_dir(os.path.join(root, "ckpts"), checkpoints))
+    listing = os.path.join(root, "checkpoints.json")
+    ck, rss = _best_measured([sys.executable, "-m", "fvconsole", "checkpoints", "ls", ckpts, "--json"], listing,
+                             repeat)
+    with open(listing, encoding="utf-8") as handle:
+        found = json.load(handle)["checkpoints"]
+    if len(found) != checkpoints or {c["kind"] for c in found} != {"legacy"}:
+        raise AssertionError("checkpoints ls did not list every checkpoint as legacy")
+    rows.append(Row(f"`fvconsole checkpoints ls --json` {checkpoints:,} checkpoints (CLI)", ck.wall, None, "",
+                    "<5 s", ck.wall < 5, f"peak RSS {rss / 2**20:.0f} MB; real DCP checkpoints (2 ranks); "
+                    f"built in {t_build:.0f} s", ck.cpu))
+    return rows

@@ -125,3 +125,28 @@ def cache_root(root: str, entries: int, shards: int, last_used: float = 1_700_00
         when = last_used + e
         os.utime(path, (when, when))
     return root
+
+
+# --------------------------------------------------------------------------- many checkpoints
+
+
+def checkpoints_dir(root: str, count: int, world_size: int = 2) -> str:
+    """An output dir of ``count`` real checkpoints: one written by the fixture builder (DCP,
+    RNG files, metadata.json with the config), copied ``count - 1`` times with its step set."""
+    import shutil
+
+    from fvconsole.demo.builders import run_config, write_checkpoint
+
+    out = os.path.join(root, "output")
+    config = run_config(data_path=os.path.join(root, "d"), manifest_path=os.path.join(root, "m.json"),
+                        output_dir=out, num_gpus=world_size)
+    first = write_checkpoint(out, 1, config, kind="legacy")
+    with open(os.path.join(first, "metadata.json"), encoding="utf-8") as fh:
+        meta = json.load(fh)
+    for step in range(2, count + 1):
+        ckpt = os.path.join(out, f"checkpoint-{step}")
+        shutil.copytree(first, ckpt)
+        meta["step"] = step
+        with open(os.path.join(ckpt, "metadata.json"), "w", encoding="utf-8") as fh:
+            json.dump(meta, fh)
+    return out

@@ -111,3 +111,10 @@ def test_quick_run_end_to_end(tmp_path) -> None:
     assert {r["case"].split()[0] for r in rows} >= {"plan", "dry", "execute", "cache", "startup:", "TUI", "`migrate",
                                                     "`sidecars"}
     assert all(r["fv_seconds"] for r in rows)
+
+
+def test_scale_cases_list_every_entry_and_checkpoint(tmp_path) -> None:
+    cache, checkpoints = cases_io.scale_cases(str(tmp_path), cache_entries=5, checkpoints=3, repeat=1)
+    assert "5 entries" in cache.case and "peak RSS" in cache.note and cache.fv_cpu
+    assert "3 checkpoints" in checkpoints.case and checkpoints.fv_seconds
+    assert sorted(os.listdir(tmp_path / "ckpts" / "output")) == ["checkpoint-1", "checkpoint-2", "checkpoint-3"]

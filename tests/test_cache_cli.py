@@ -242,3 +242,25 @@ def test_human_summaries_count_one_entry_in_the_singular(tmp_path, capsys, monke
     assert code == 0 and "(1 entry); re-run with --yes" in out
     code, out, _ = _run(capsys, "cache", "evict", str(root), "--key", key, "--yes")
     assert code == 0 and out.startswith("evicted 1 entry from ")
+
+
+def test_ls_json_streamed_is_byte_for_byte_one_json_dumps(cache, capsys, monkeypatch):
+    """`cache ls --json` writes its entries as they come; consumers get exactly json.dumps's bytes."""
+    from fvconsole.cli import cache as cache_cli
+    from fvconsole.cli.common import json_chunks
+    from fvconsole.core.cache import scan_cache
+
+    root, _ = cache
+    scan = scan_cache(root)
+    entries = cache_cli.sort_entries(scan, "lru")
+    whole = json.dumps(cache_cli.ls_payload(scan, entries), sort_keys=True, default=str) + "\n"
+    head = cache_cli.ls_payload(scan, entries, with_entries=False)
+    for batch in (1, 2, 512):
+        assert "".join(json_chunks(head, "entries", (e.to_json() for e in entries), batch=batch)) == whole
+    assert "".join(json_chunks({"a": 1, "z": [2]}, "m", iter(()))) == json.dumps({"a": 1, "m": [], "z": [2]}) + "\n"
+    monkeypatch.setattr(cache_cli, "scan_cache", lambda *a, **k: scan)
+    code, out, _ = _run(capsys, "cache", "ls", str(root), "--json")
+    assert code == 0 and out == whole
+    out_file = root.parent / "ls.json"
+    code, _, _ = _run(capsys, "cache", "ls", str(root), "--json", "--output", str(out_file))
+    assert code == 0 and out_file.read_text() == whole

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import stat
+from collections.abc import Iterator
 from typing import Any
 
 from fvconsole.core.safe_read import short_repr
@@ -37,6 +38,28 @@ def open_readonly(path: str, *, directory: bool = False) -> int:
         except PermissionError:
             pass  # EPERM: not the owner; retry politely without O_NOATIME
     return os.open(path, flags)
+
+
+def iter_dir(path: str) -> Iterator[tuple[str, os.stat_result]]:
+    """:func:`list_dir` as it reads (a root of 200,000 entries is never held as one list).
+
+    The directory is opened before the first item is asked for (``OSError`` then, from the
+    call); children removed between readdir and lstat are left out.
+    """
+    fd = open_readonly(path, directory=True)
+    return _iter_fd(fd)
+
+
+def _iter_fd(fd: int) -> Iterator[tuple[str, os.stat_result]]:
+    try:
+        with os.scandir(fd) as it:
+            for item in it:
+                try:
+                    yield item.name, item.stat(follow_symlinks=False)
+                except FileNotFoundError:
+                    continue
+    finally:
+        os.close(fd)
 
 
 def list_dir(path: str) -> list[tuple[str, os.stat_result]]:

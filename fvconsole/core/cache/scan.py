@@ -18,7 +18,7 @@ import time
 from typing import NamedTuple
 
 from fvconsole.core.cache.entry import STATUSES, classify_entry, compact_indices
-from fvconsole.core.cache.files import list_dir
+from fvconsole.core.cache.files import iter_dir, list_dir
 from fvconsole.core.cache.model import CacheEntry, CacheScan, Leftover, ManifestSummary
 from fvconsole.core.errors import FvError
 from fvconsole.core.mounts import mount_points, mounts_by_child
@@ -64,26 +64,29 @@ def scan_cache(root: str | os.PathLike[str], grace_seconds: float = DEFAULT_GRAC
     errors: list[str] = []
     try:
         # The root may itself be a symlink the user chose; open its real path.
-        listing = list_dir(real_root)
+        listing = iter_dir(real_root)
     except OSError as exc:
         raise FvError(f"{root_path}: cannot list cache root ({exc.strerror})") from None
     mounts = mounts_by_child(mount_points() or (), real_root)
     use = (scan_processes() if processes is None else processes).under(real_root)
-    for name, st in listing:
-        child = Child(name, _join(root_path, name), st)
-        kind = classify_child(name, st)
-        if kind == "entry":
-            entry = scan_entry(child, now, grace_seconds, check_headers, errors,
-                               mounts=mounts.get(name, ()), root_dev=root_dev, processes=use,
-                               real_path=_join(real_root, name))
-            if entry is not None:
-                entries.append(entry)
-        elif kind == "leftover":
-            leftover = _scan_leftover(child, errors, mounts.get(name, ()), root_dev)
-            if leftover is not None:
-                leftovers.append(leftover)
-        else:
-            foreign.append(name)
+    try:
+        for name, st in listing:  # read as scanned: 200,000 entries are never one list
+            child = Child(name, _join(root_path, name), st)
+            kind = classify_child(name, st)
+            if kind == "entry":
+                entry = scan_entry(child, now, grace_seconds, check_headers, errors,
+                                   mounts=mounts.get(name, ()), root_dev=root_dev, processes=use,
+                                   real_path=_join(real_root, name))
+                if entry is not None:
+                    entries.append(entry)
+            elif kind == "leftover":
+                leftover = _scan_leftover(child, errors, mounts.get(name, ()), root_dev)
+                if leftover is not None:
+                    leftovers.append(leftover)
+            else:
+                foreign.append(name)
+    except OSError as exc:  # the root's getdents failing part-way: what was read stands
+        errors.append(f"{root_path}: listing the root stopped part-way ({exc.strerror}); entries after that are missing")
     fs_total, fs_free = _fs_space(root_path)
     return CacheScan(
         root=root_path,
