@@ -75,9 +75,8 @@ def json_chunks(head: dict[str, Any], key: str, items: Iterable[Any], batch: int
 
 def emit_json_stream(head: dict[str, Any], key: str, items: Iterable[Any]) -> None:
     """Print one JSON object on stdout whose ``key`` list is written as ``items`` come (:func:`json_chunks`)."""
-    write = sys.stdout.write
     for chunk in json_chunks(head, key, items):
-        write(chunk)
+        write_out(chunk)
     sys.stdout.flush()
 
 
