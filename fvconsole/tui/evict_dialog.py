@@ -114,19 +114,20 @@ class EvictScreen(Dialog["EvictOptions | None"]):
 
     def compose(self) -> ComposeResult:
         with Vertical(id="dialog", classes="evict"):
-            yield Label(PlainText(self._selection.what.capitalize()), id="dialog-title")
-            with Horizontal(id="evict-controls"):
-                yield Label("cap (GiB)", id="evict-cap-label")
-                yield Input(f"{self._cap_gb:g}", id="evict-cap", type="number", compact=True,
-                            disabled=not self._selection.to_cap)
-                yield Checkbox("force: also evict entries that look in use", id="evict-force", compact=True)
-            with Horizontal(id="evict-free"):
-                yield Label("min free", classes="evict-free-label")
-                yield Input(id="evict-free-pct", type="number", compact=True, placeholder="-")
-                yield Label("% of the filesystem, or", classes="evict-free-label")
-                yield Input(id="evict-free-gb", type="number", compact=True, placeholder="-")
-                yield Label("GiB", classes="evict-free-label")
-            yield UsageBar(id="evict-usage")
+            with Vertical(id="dialog-head"):
+                yield Label(PlainText(self._selection.what.capitalize()), id="dialog-title")
+                with Horizontal(id="evict-controls"):
+                    if self._selection.to_cap:  # the cap selects only in "to cap": elsewhere it is noise
+                        yield Label("cap (GiB)", id="evict-cap-label")
+                        yield Input(f"{self._cap_gb:g}", id="evict-cap", type="number", compact=True)
+                    yield Checkbox("force: also evict entries that look in use", id="evict-force", compact=True)
+                with Horizontal(id="evict-free"):
+                    yield Label("min free", classes="evict-free-label")
+                    yield Input(id="evict-free-pct", type="number", compact=True, placeholder="-")
+                    yield Label("% of the filesystem, or", classes="evict-free-label")
+                    yield Input(id="evict-free-gb", type="number", compact=True, placeholder="-")
+                    yield Label("GiB", classes="evict-free-label")
+                yield UsageBar(id="evict-usage")
             with VerticalScroll(id="dialog-body"):
                 yield PlainStatic(id="evict-preview")
             with Horizontal(id="dialog-buttons"):
