@@ -127,3 +127,128 @@ def test_every_dialog_keeps_its_buttons_on_screen_at_80x24(work: dict[str, str])
         await check_buttons(app, pilot, "paths")
 
     run(work, (80, 24), body)
+
+
+# --------------------------------------------------------------------------- table cells
+
+
+def drawn_form_of(drawn: str, value: str) -> bool:
+    """Whether ``drawn`` is ``value`` or a marked shortening of it: its start and ``…``, or a
+    path whose middle is elided (``/tmp/…/output/checkpoint-300``: its start and its end)."""
+    if drawn == value:
+        return True
+    if "…" not in drawn:
+        return False
+    head, _, tail = drawn.rpartition("…")
+    head = head.rstrip("/…")
+    if not tail:
+        return value.startswith(head) and len(head) < len(value)
+    return value.startswith(head) and value.endswith(tail) and len(head) + len(tail) < len(value)
+
+
+def test_drawn_form_of_accepts_only_marked_shortenings() -> None:
+    assert drawn_form_of("sample-000284", "sample-000284")
+    assert drawn_form_of("sample-0002…", "sample-000284")
+    assert not drawn_form_of("sample-00028", "sample-000284")
+    assert drawn_form_of("/tmp/…/migrated/checkpoint-300", "/tmp/a/b/migrated/checkpoint-300")
+    assert drawn_form_of("…/migrated/checkpoint-300", "/tmp/a/b/migrated/checkpoint-300")
+    assert drawn_form_of("…ckpoint-300", "/tmp/a/b/migrated/checkpoint-300")
+    assert not drawn_form_of("…/case-006/migrated/s", "/tmp/case-006/migrated/sidecars")
+    assert not drawn_form_of("…ecars-of-checkpoint-30", "/tmp/a/sidecars-of-checkpoint-300")
+
+
+def screen_lines(app: FvConsoleApp) -> list[str]:
+    """The screen as lines of text, a character per cell (from the SVG export: the strips the
+    terminal gets; each text run is placed at its column, x / 12.2 px, on its line)."""
+    import html
+    import re
+
+    from rich.cells import cell_len
+
+    width, height = app.size
+    grid = [[" "] * width for _ in range(height)]
+    svg = app.export_screenshot()
+    for m in re.finditer(r'<text [^>]*x="([\d.]+)" y="[\d.]+"[^>]*clip-path="url\(#[\w-]+-line-(\d+)\)">([^<]*)</text>',
+                         svg):
+        col, row = round(float(m.group(1)) / 12.2), int(m.group(2))
+        for char in html.unescape(m.group(3)).replace("\xa0", " "):
+            if 0 <= row < height and col < width:
+                grid[row][col] = char
+                for extra in range(1, cell_len(char)):
+                    if col + extra < width:
+                        grid[row][col + extra] = ""
+            col += cell_len(char)
+    return ["".join(row) for row in grid]
+
+
+def check_cells(app: FvConsoleApp, table_id: str) -> int:
+    """Every cell of ``table_id`` on screen is its value or a marked shortening; returns how many were checked."""
+    from rich.cells import cell_len
+
+    table = app.query_one(table_id, DataTable)
+    lines = screen_lines(app)
+    region = table.content_region
+    pad = table.cell_padding
+    checked = 0
+    for row in range(min(table.row_count, region.height - 1)):
+        y = region.y + 1 + row  # under the header
+        line = lines[y]
+        x = region.x
+        values = table.get_row_at(row)
+        for column, value in zip(table.ordered_columns, values, strict=True):
+            width = column.get_render_width(table)
+            plain = value.plain if hasattr(value, "plain") else str(value)
+            cells = line_slice(line, x + pad, min(x + width - pad, region.right))
+            x += width
+            if x - width >= region.right:
+                break
+            drawn = cells.strip()
+            if not plain.strip():
+                continue
+            assert drawn_form_of(drawn, plain.strip()), (table_id, column.key.value, drawn, plain, app.size)
+            assert cell_len(drawn) <= width
+            checked += 1
+    return checked
+
+
+def line_slice(line: str, start: int, end: int) -> str:
+    """The cells ``start``..``end`` of a screen line (wide characters count two)."""
+    from rich.cells import cell_len
+
+    out, x = "", 0
+    for char in line:
+        if start <= x < end:
+            out += char
+        x += cell_len(char)
+    return out
+
+
+@pytest.mark.parametrize("size", [(80, 24), (120, 40)])
+def test_every_table_cell_is_its_value_or_marked_as_shortened(work: dict[str, str], size, tmp_path,
+                                                               monkeypatch) -> None:
+    from fvconsole.core.journal import JournalRecord, append_record
+
+    journal = str(tmp_path / "journal.jsonl")
+    monkeypatch.setenv("FVCONSOLE_JOURNAL", journal)
+    long_target = os.path.join(work["output"], "dataloader-state", "case-006", "migrated", "sidecars-of-checkpoint-300")
+    for i, (action, target) in enumerate((("migrate", long_target), ("cache evict", work["cache"]))):
+        append_record(JournalRecord(action=action, target=target, result="partial", exit_code=3, bytes=123456789,
+                                    items=("a", "b"), errors=("x",), time=1_795_000_000.0 + i,
+                                    user="a-very-long-user-name", host="login-node-0042.cluster.example.org",
+                                    pid=4242), journal)
+
+    async def body(app: FvConsoleApp, pilot) -> None:
+        await open_dialog(app, pilot, "1")
+        assert check_cells(app, "#ckpt-table") >= 5
+        table = app.query_one("#ckpt-table", DataTable)
+        keys = [table.coordinate_to_cell_key((i, 0)).row_key.value for i in range(table.row_count)]
+        table.move_cursor(row=keys.index(os.path.join(work["output"], "checkpoint-300")))
+        await open_dialog(app, pilot, "m", "ctrl+r")
+        await settle(app, pilot)
+        assert check_cells(app, "#mig-ranks") >= 8
+        await open_dialog(app, pilot, "3")
+        assert check_cells(app, "#cache-table") >= 5
+        await open_dialog(app, pilot, "5")
+        assert check_cells(app, "#hist-table") >= 2 * 4
+
+    run(work, size, body)

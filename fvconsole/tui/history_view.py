@@ -20,14 +20,15 @@ from textual.widgets import DataTable, Input
 from fvconsole.core.humanize import human_bytes
 from fvconsole.core.journal import ENV_JOURNAL, JournalRead, JournalRecord, read_journal
 from fvconsole.tui.base import BaseView, ViewMessage, describe_error
-from fvconsole.tui.plain import PlainText, fit_path
+from fvconsole.tui.plain import PlainText
 from fvconsole.tui.widgets import FastTable, PlainStatic
 
 #: (label, key, width): what fits at 80 columns first (when, what, outcome, how much); the
-#: target takes whatever width is left (see ``_fit_target``), and the detail pane has it whole.
-COLUMNS = (("time (UTC)", "time", 19), ("action", "action", 17), ("result", "result", 11), ("bytes", "size", 10),
-           ("items", "items", 6), ("who", "who", 20), ("target", "target", 40))
-MIN_TARGET = 30
+#: target takes whatever width is left (a path keeps its end), "who" and "items" make room for
+#: it on a narrow terminal (``FastTable`` fits them), and the detail pane has everything whole.
+COLUMNS = (("time (UTC)", "time", 19), ("action", "action", 11), ("result", "result", 11), ("bytes", "size", 10),
+           ("items", "items", 6), ("who", "who", 20), ("target", "target", 30))
+FIT = {"flex": "target", "shrink": {"target": 16, "result": 8, "who": 12}, "optional": ("items", "who")}
 RESULT_STYLE = {"ok": "green", "partial": "bold yellow", "failed": "bold red"}
 #: Items and errors listed in the detail pane (a record holds at most 1000 of each).
 DETAIL_LIMIT = 200
@@ -125,14 +126,13 @@ class HistoryView(BaseView):
         self._keys: dict[str, JournalRecord] = {}  # row key (position from the oldest: stable on re-read)
         self._shown: list[JournalRecord] = []
         self._selected: str | None = None
-        self._target_width = 40
 
     def compose(self) -> ComposeResult:
         yield PlainStatic(id="hist-banner", classes="banner")
         yield Input(placeholder="filter by user, host, action, target, result, command or item (Esc closes)",
                     classes="view-filter")
         with Container(id="hist-main", classes="split"):
-            yield FastTable(id="hist-table", cursor_type="row", zebra_stripes=True,
+            yield FastTable(id="hist-table", cursor_type="row", zebra_stripes=True, **FIT,
                             sortable=[key for _label, key, _w in COLUMNS])
             with VerticalScroll(id="hist-detail-scroll", classes="detail"):
                 yield PlainStatic("Select a record.", id="hist-detail")
@@ -144,20 +144,6 @@ class HistoryView(BaseView):
 
     def focus_table(self) -> None:
         self.query_one("#hist-table", DataTable).focus()
-
-    def on_resize(self) -> None:
-        self._fit_target()
-
-    def _fit_target(self) -> None:
-        """The target column takes the table's spare width (a path keeps its end: ``fit_path``)."""
-        table = self.query_one("#hist-table", FastTable)
-        others = sum(width + 2 for _label, key, width in COLUMNS if key != "target")
-        width = max(MIN_TARGET, table.size.width - others - 3)
-        if width != self._target_width:
-            self._target_width = width
-            table.columns["target"].width = width
-            table.refresh()
-            self.apply_filter(self.filter_text)
 
     # ------------------------------------------------------------ reading
 
@@ -234,7 +220,7 @@ class HistoryView(BaseView):
         index = {id(r): key for key, r in self._keys.items()}
         for record in self._shown:
             table.add_row(time_cell(record), record.action, result_cell(record), human_bytes(record.bytes),
-                          items_cell(record), fit_path(who(record), 20), fit_path(record.target, self._target_width),
+                          items_cell(record), who(record), record.target,
                           key=index[id(record)])
         self._show_counts()
         if previous is not None and previous in table.rows:

@@ -63,7 +63,7 @@ def plan_summary(plan: MigrationPlan, ids_note: str | None = None) -> Text:
         ("samples per worker", plan.samples_per_worker),
         ("epoch progress", f"{plan.epoch_progress * 100:.1f}%"),
         ("row groups / rows", f"{plan.num_row_groups} / {plan.total_rows}"),
-        ("manifest fingerprint", f"{plan.manifest_fingerprint[:16]}…"),
+        ("manifest fingerprint", f"{plan.manifest_fingerprint[:12]}…"),
     )
     for label, value in rows:
         text.append(f"  {label:<22}", style="grey62")

@@ -187,7 +187,8 @@ class MigrationView(BaseView):
             with Container(id="mig-results"):
                 with Vertical(id="mig-table-pane"):
                     yield Input(placeholder="filter ranks (Esc closes)", classes="view-filter")
-                    yield FastTable(id="mig-ranks", cursor_type="row", zebra_stripes=True,
+                    yield FastTable(id="mig-ranks", cursor_type="row", zebra_stripes=True, flex="next_id",
+                                    shrink={"next_id": 8},
                                     sortable=[key for _l, key, _w in mt.RANK_COLUMNS])
                 with Vertical(id="mig-info"):
                     yield PlainStatic(id="mig-summary")

@@ -34,7 +34,7 @@ from textual.widgets import DataTable, Input, ProgressBar, Static
 
 from fvconsole.core.humanize import human_bytes
 from fvconsole.core.printable import printable
-from fvconsole.tui.plain import ControlPictures, PlainText, fit_path, plain_content, table_cell
+from fvconsole.tui.plain import ControlPictures, PlainText, fit_cell, fit_path, plain_content, table_cell
 
 _T = TypeVar("_T")
 
@@ -318,6 +318,41 @@ class ProgressRow(Horizontal):
         self.display = False
 
 
+class FittedCell:
+    """A table cell drawn in the width its column gives it, by :func:`plain.fit_cell`'s rule.
+
+    DataTable crops a one-line cell at the column's edge without a mark; every FastTable cell
+    (headers too) is drawn through this, so a cut is always visible as ``…``. Styles are kept
+    on what fits; a path elided in the middle keeps the cell's base style.
+    """
+
+    __slots__ = ("cell",)
+
+    def __init__(self, cell: Any) -> None:
+        self.cell = cell
+
+    def __rich_console__(self, console: Any, options: Any) -> Any:
+        cell = self.cell
+        width = options.max_width
+        if not isinstance(cell, Text) or "\n" in cell.plain or cell.cell_len <= width:
+            yield cell
+            return
+        plain = cell.plain
+        fitted = fit_cell(plain, width)
+        if fitted.endswith("…") and plain.startswith(fitted[:-1]):
+            text = cell[: len(fitted) - 1]
+            text.append("…")
+        else:
+            text = Text(fitted, style=cell.style, end="")
+        text.no_wrap, text.end = True, ""
+        yield text
+
+    def __rich_measure__(self, console: Any, options: Any) -> Any:
+        from rich.measure import Measurement
+
+        return Measurement.get(console, options, self.cell)
+
+
 #: Sort markers drawn after the sorted column's label.
 ASCENDING, DESCENDING = " ▲", " ▼"
 
@@ -368,31 +403,103 @@ class FastTable(DataTable):
             return self.table
 
     def __init__(self, *args: Any, sortable: Iterable[str] = (), descending_first: Iterable[str] = ("size",),
+                 flex: str | None = None, shrink: dict[str, int] | None = None, optional: Iterable[str] = (),
                  **kwargs: Any) -> None:
+        """``flex``: the column that takes the width the others leave (a path, an id).
+        ``shrink``: columns that may narrow to the given width when the table does not fit
+        (their cells then end with ``…``, see :class:`FittedCell`). ``optional``: columns
+        left out, in this order, when even that does not fit (the detail pane has them)."""
         super().__init__(*args, **kwargs)
         self.sortable = tuple(sortable)
         self._descending_first = frozenset(descending_first)
         self.sort_column: str | None = None
         self.sort_reverse = False
         self._labels: dict[str, Text] = {}
+        self._flex = flex
+        self._shrink = dict(shrink or {})
+        self._optional = tuple(optional)
+        self._specs: list[tuple[Any, str, int | None]] = []  # every column the view added, shown or not
+        self._hidden: frozenset[str] = frozenset()
+        self._fitting = False
 
     def add_column(self, label: Any, *, width: int | None = None, key: str | None = None,
                    default: Any = None) -> Any:
+        if not self._fitting:
+            self._specs.append((label, key or str(label), width))
         column = super().add_column(label, width=width, key=key, default=default)
         self._labels[column.value] = Text(label) if isinstance(label, str) else label
+        if not self._fitting:
+            self.call_after_refresh(self.fit_columns)
         return column
 
     def clear(self, columns: bool = False) -> FastTable:
         if columns:
             self._labels.clear()
+            if not self._fitting:
+                self._specs.clear()
         super().clear(columns=columns)
         return self
 
     def add_row(self, *cells: Any, **kwargs: Any) -> Any:
+        if self._hidden and len(cells) == len(self._specs):
+            cells = tuple(c for c, (_l, key, _w) in zip(cells, self._specs, strict=True) if key not in self._hidden)
         return super().add_row(*(table_cell(cell) for cell in cells), **kwargs)
 
     def update_cell(self, row_key: Any, column_key: Any, value: Any, **kwargs: Any) -> None:
+        if str(getattr(column_key, "value", column_key)) in self._hidden:
+            return
         super().update_cell(row_key, column_key, table_cell(value), **kwargs)
+
+    # ------------------------------------------------------------ width
+
+    def on_resize(self) -> None:
+        self.fit_columns()
+
+    def fit_columns(self) -> None:
+        """Fit the columns to the table's width: optional ones out first, then shrinkable ones
+        narrower, then the flex column gets what is left. A table never scrolls sideways to
+        hide a cell's end without a mark."""
+        room = self.scrollable_content_region.width
+        if not self._specs or room <= 0:
+            return
+        pad = 2 * self.cell_padding
+        widths = {key: (width or cell_len(str(label))) for label, key, width in self._specs}
+        hidden: set[str] = set()
+
+        def total() -> int:
+            return sum(w + pad for k, w in widths.items() if k not in hidden)
+
+        for key in self._optional:
+            if total() <= room:
+                break
+            hidden.add(key)
+        for key, least in self._shrink.items():
+            if total() > room and key in widths:
+                widths[key] = max(least, widths[key] - (total() - room))
+        if self._flex in widths and total() < room:
+            widths[self._flex] += room - total()
+        if frozenset(hidden) != self._hidden:
+            self._hidden = frozenset(hidden)
+            self._fitting = True
+            try:
+                self.clear(columns=True)
+                for label, key, _width in self._specs:
+                    if key not in hidden:
+                        self.add_column(label, key=key, width=widths[key])
+            finally:
+                self._fitting = False
+            self._mark_sorted()
+            self.post_message(self.Sorted(self))  # the owner refills its rows
+            return
+        changed = False
+        for key, column in self.columns.items():
+            if key.value in widths and column.width != widths[key.value]:
+                column.width = widths[key.value]
+                changed = True
+        if changed:
+            self._require_update_dimensions = True
+            self._clear_caches()
+            self.refresh()
 
     # ------------------------------------------------------------ sorting
 
@@ -447,6 +554,13 @@ class FastTable(DataTable):
     def action_sort_name(self) -> None:
         if self.sortable:
             self.sort_by(self.sortable[0])
+
+    # ------------------------------------------------------------ fit
+
+    def _compute_row_renderables(self, row_index: int) -> Any:
+        """Every cell (header included) drawn by the one fit rule (:class:`FittedCell`)."""
+        row = super()._compute_row_renderables(row_index)
+        return type(row)(row.label, [FittedCell(cell) for cell in row.cells])
 
     # ------------------------------------------------------------ speed
 
