@@ -252,3 +252,50 @@ def test_every_table_cell_is_its_value_or_marked_as_shortened(work: dict[str, st
         assert check_cells(app, "#hist-table") >= 2 * 4
 
     run(work, size, body)
+
+
+# --------------------------------------------------------------------------- keys that spoke too little
+
+
+def messages(app: FvConsoleApp) -> list[str]:
+    return [f"{n.title} {n.message}" for n in app._notifications]
+
+
+def test_read_only_palette_actions_say_why_like_their_key(work: dict[str, str]) -> None:
+    app = FvConsoleApp(ConsoleState(config_path=work["config"], checkpoints_path=work["output"],
+                                    cache_root=work["cache"], read_only=True))
+
+    async def main() -> None:
+        async with app.run_test(size=(120, 40)) as pilot:
+            await started(app, pilot)
+            await pilot.press("ctrl+p")
+            await settle(app, pilot)
+            await pilot.press(*"Evict marked")
+            await settle(app, pilot)
+            await pilot.press("enter")
+            await settle(app, pilot)
+            assert any("read-only" in m and "evict marked" in m for m in messages(app)), messages(app)
+
+    asyncio.run(asyncio.wait_for(main(), 120))
+
+
+def test_ctrl_c_says_how_to_quit_without_markup_and_q_waits_for_a_running_write(work: dict[str, str]) -> None:
+    async def body(app: FvConsoleApp, pilot) -> None:
+        from fvconsole.tui.cache_view import CacheView
+
+        await pilot.press("ctrl+c")
+        await pilot.pause()
+        said = " ".join(messages(app))
+        assert "quit" in said and "[b]" not in said and "[/b]" not in said, said
+        view = app.query_one(CacheView)
+        view._busy = True  # an eviction runs (its worker holds this until it has finished)
+        await pilot.press("q")
+        await pilot.pause()
+        assert not app.exiting, "q quit in the middle of a write"
+        assert any("quits when it has finished" in m for m in messages(app)), messages(app)
+        view._busy = False
+        await pilot.pause()
+        await pilot.pause()
+        assert app.exiting, "the q pressed during the write was lost"
+
+    run(work, (80, 24), body)

@@ -296,6 +296,30 @@ class FvConsoleApp(App[int]):
 
         self.push_screen(screen, done)
 
+    #: ``q`` was pressed while a write ran: quit as soon as none runs.
+    _quit_pending = False
+
+    async def action_quit(self) -> None:
+        """Quit; while an eviction or a migration writes, once it has finished (a write is
+        never cut in half, and the key is not lost either)."""
+        if any(view._busy for view in self.query(BaseView)):
+            if not self._quit_pending:
+                self._quit_pending = True
+                self.notify("a write is running: the console quits when it has finished", timeout=30)
+            return
+        self.exit()
+
+    def quit_after_write(self) -> None:
+        """A view's write ended: quit now if ``q`` was pressed meanwhile and nothing else writes."""
+        if self._quit_pending and not self.exiting and not any(view._busy for view in self.query(BaseView)):
+            self.notify("the write has finished: quitting")
+            self.exit()
+
+    def action_help_quit(self) -> None:
+        """ctrl+c (Textual's hint that it does not quit), in plain words: Textual's own text is
+        markup, which the console's plain notifications would show raw (``[b]ctrl+q[/b]``)."""
+        self.notify("Press q (or ctrl+q) to quit the console.", title="Do you want to quit?")
+
     def action_help(self) -> None:
         self.push_screen(HelpScreen(keymap.sections(self.key_layout()), self.state.read_only))
 
@@ -306,6 +330,12 @@ class FvConsoleApp(App[int]):
 
         async def run() -> None:
             self.action_show(name)
+            if view.read_only and action in view.write_actions:
+                # run_action would drop it silently (check_action hides write actions): say why, as the key does
+                description = next((b.description for b in view.BINDINGS if getattr(b, "action", None) == action),
+                                   action)
+                view.refuse_read_only(description.lower())
+                return
             await view.run_action(action)
 
         return run

@@ -58,6 +58,21 @@ class BaseView(Vertical):
     ]
 
     filter_text: str = ""
+    _writing = False
+
+    @property
+    def _busy(self) -> bool:
+        """A write (eviction, migration) of this view is running. When it ends, a ``q``
+        pressed meanwhile takes effect (``FvConsoleApp.action_quit``)."""
+        return self._writing
+
+    @_busy.setter
+    def _busy(self, value: bool) -> None:
+        was, self._writing = self._writing, bool(value)
+        if was and not value:
+            quit_after = getattr(self.app, "quit_after_write", None)
+            if quit_after is not None:
+                self.app.call_later(quit_after)
 
     @classmethod
     def for_state(cls, state: Any, **kwargs: Any) -> BaseView:
