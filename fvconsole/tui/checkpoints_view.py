@@ -310,8 +310,11 @@ class CheckpointsView(BaseView):
         text.append(info.kind, style="bold yellow" if info.kind == "legacy" else "bold")
         text.append("   complete ")
         text.append("yes" if info.complete else "NO", style="" if info.complete else "bold red")
+        # The same count as the table's "sidecars" column, saying where they are.
+        where = ("in the checkpoint" if info.rank_sidecars
+                 else "in its migrated set" if row.published is not None else "none yet")
         text.append(f"   size {human_bytes(info.bytes) if info.size_complete else 'unknown'}\nrng states {info.rng_states}   "
-                    f"rank sidecars {info.rank_sidecars}\n")
+                    f"sidecars {row.sidecars} ({where})\n")
         if info.metadata_step is not None and info.metadata_step != info.step:
             text.append(f"metadata.json step {info.metadata_step} differs from the directory name\n", style="bold red")
         for problem in info.problems:

@@ -155,7 +155,8 @@ class FleetView(BaseView):
         yield Input(placeholder="filter keys by key, node or status (Esc closes)", classes="view-filter")
         yield ProgressRow(id="fleet-progress-row")
         with Vertical(id="fleet-tables"):
-            yield FastTable(id="fleet-node-table", cursor_type="row", zebra_stripes=True,
+            yield FastTable(id="fleet-node-table", cursor_type="row", zebra_stripes=True, flex="statuses",
+                            shrink={"statuses": 16, "node": 10}, optional=("over_cap", "entries"),
                             sortable=[key for _l, key, _w in NODE_COLUMNS if key != "statuses"])
             yield FastTable(id="fleet-matrix", cursor_type="row", zebra_stripes=True, sortable=("key", "size"))
         with VerticalScroll(id="fleet-detail-scroll"):

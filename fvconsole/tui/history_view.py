@@ -175,6 +175,18 @@ class HistoryView(BaseView):
         self._records = list(reversed(records))
         self.apply_filter(self.filter_text)
 
+    def _order_text(self) -> str:
+        """The order the table shows, as its header arrow does (``newest first`` until a sort)."""
+        table = self.query_one("#hist-table", FastTable)
+        column = table.sort_column
+        if column is None:
+            return "newest first"
+        if column == "time":
+            return "oldest first" if not table.sort_reverse else "newest first"
+        label = next(label for label, key, _width in COLUMNS if key == column)
+        way = "descending" if table.sort_reverse else "ascending"
+        return f"by {label}, {way}"
+
     def _banner(self, text: Text) -> None:
         self.query_one("#hist-banner", PlainStatic).update(text)
 
@@ -187,7 +199,7 @@ class HistoryView(BaseView):
             return
         text = PlainText().append("journal ", style="bold").append(read.path).append(f"  (another journal: --journal PATH or ${ENV_JOURNAL} (e.g. a team's shared one))", style="grey62")
         count = len(self._records)
-        text.append(f"\n{count} record{'' if count == 1 else 's'}, newest first")
+        text.append(f"\n{count} record{'' if count == 1 else 's'}, {self._order_text()}")
         if self.filter_text:
             shown = len(self._shown)
             text.append(f" · {shown} shown (filter '{self.filter_text}')", style="bold" if shown else "bold yellow")

@@ -142,22 +142,24 @@ def confirm_body(plan: MigrationPlan) -> list[str]:
 
 
 def receipt_text(output_dir: str, receipt: Mapping[str, Any], world_size: int, checkpoint: str,
-                 title: str = "✓ migration written") -> tuple[Text, str, Text]:
-    """The receipt panel: (what was written, the export line to resume with, the note under it).
+                 title: str = "✓ migration written") -> tuple[Text, str, Text, str, Text]:
+    """The receipt panel: (its title, the receipt's path, what was written, the export line to
+    resume with, the note under it).
 
-    The export line is returned apart: the view shows it on one unwrapped line (``OneLine``).
+    The receipt's path and the export line are returned apart: the view shows each on one
+    unwrapped line (a path wrapped mid-name, ``…/migratio`` ``n_receipt.json``, reads wrong).
     """
     sidecars = receipt.get("sidecars") or []
-    text = PlainText().append(f"{title}\n", style="bold green")
-    text.append("receipt ", style="grey62").append(os.path.join(output_dir, "migration_receipt.json") + "\n")
+    head = PlainText(title, style="bold green")
+    text = PlainText()
     text.append(f"{len(sidecars)} sidecars, step {receipt.get('step')}, world size {receipt.get('world_size')}, "
                 f"created {receipt.get('created_at_utc')}\n")
     text.append("Next step: resume from the unchanged legacy checkpoint with (y copies it)", style="bold")
     note = PlainText(f"world size must stay {world_size}; checkpoint {checkpoint}", style="grey62")
-    return text, export_line(output_dir), note
+    return head, os.path.join(output_dir, "migration_receipt.json"), text, export_line(output_dir), note
 
 
-def published_receipt_text(found: PublishedSet) -> tuple[Text, str, Text]:
+def published_receipt_text(found: PublishedSet) -> tuple[Text, str, Text, str, Text]:
     """The receipt panel for a set found on disk (after a restart)."""
     receipt = {"sidecars": [None] * found.sidecars_present, "step": found.step, "world_size": found.world_size,
                "created_at_utc": found.created_at_utc}

@@ -40,7 +40,7 @@ from fvconsole.tui.base import BaseView, ViewMessage, describe_error
 from fvconsole.tui.checkpoints_view import export_line
 from fvconsole.tui.modals import ConfirmScreen, ErrorScreen
 from fvconsole.tui.plain import PlainText
-from fvconsole.tui.widgets import FastTable, OneLine, PathInput, PlainStatic, ProgressRow
+from fvconsole.tui.widgets import FastTable, OneLine, PathInput, PathsLine, PlainStatic, ProgressRow
 
 INT_FIELDS = (
     ("expected_step", "mig-step", "expected step"),
@@ -179,6 +179,8 @@ class MigrationView(BaseView):
             yield PlainStatic(PlainText("Select a legacy checkpoint in view 1 and press m, or fill the form; "
                                         "then Preview (ctrl+r).", style="italic"), id="mig-banner", classes="banner")
             with Vertical(id="mig-receipt"):
+                yield PlainStatic(id="mig-receipt-title")
+                yield PathsLine(id="mig-receipt-path")
                 yield PlainStatic(id="mig-receipt-text")
                 yield OneLine(id="mig-export")
                 yield PlainStatic(id="mig-receipt-note")
@@ -512,9 +514,12 @@ class MigrationView(BaseView):
     def on_key(self) -> None:
         self.query_one("#mig-scroll", PinnedScroll).pinned = None  # the user takes over
 
-    def _show_receipt(self, parts: tuple[Text, str, Text]) -> None:
-        """The receipt panel; its export line on one unwrapped line, so a mouse copy has no breaks."""
-        head, export, note = parts
+    def _show_receipt(self, parts: tuple[Text, str, Text, str, Text]) -> None:
+        """The receipt panel; its export line on one unwrapped line, so a mouse copy has no breaks,
+        and the receipt's path on one line that elides its middle when it does not fit."""
+        title, receipt, head, export, note = parts
+        self.query_one("#mig-receipt-title", PlainStatic).update(title)
+        self.query_one("#mig-receipt-path", PathsLine).show([("receipt", receipt, "")])
         self.query_one("#mig-receipt-text", PlainStatic).update(head)
         self.query_one("#mig-export", OneLine).update(Text(export, style="bold cyan"))
         self.query_one("#mig-receipt-note", PlainStatic).update(note)
