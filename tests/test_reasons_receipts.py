@@ -70,12 +70,12 @@ def test_an_existing_set_names_the_overwrite_option_not_its_flag(run: builders.R
     assert dict(reason.values)["count"] == "2" and "--overwrite" not in reason.detail
     assert refusal.message.endswith("; use --overwrite to replace them")  # the CLI's words stay as they were
     assert "tick “overwrite existing sidecars”" in refusal_text(reason)
-    # The execute-time rule (run by the dry run and the console's preview) words the same case.
+    # Execution re-checks the same rule (issue 20 item 3: it had its own code and words, "has_set").
     with pytest.raises(FvError) as refused:
-        output_dir.check_output_dir(out, run.checkpoint(3), overwrite=False)
-    assert str(refused.value).endswith("; pass --overwrite to replace the set")
+        output_dir.check_destination(out, run.checkpoint(3), None, overwrite=False)
+    assert str(refused.value).endswith("; use --overwrite to replace them")
     reason = refused.value.reason
-    assert (reason.code, reason.remedy, reason.value("count")) == ("output_dir.has_set", OVERWRITE, "2")
+    assert (reason.code, reason.remedy, reason.value("count")) == ("output_dir.has_sidecars", OVERWRITE, "2")
     assert not FLAG.search(refusal_text(reason))
 
 

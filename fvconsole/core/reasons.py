@@ -167,16 +167,20 @@ KINDS: Mapping[str, Kind] = _kinds(
          "{accum} is {actual}"),
     Kind("manifest.source", "{problem}", "{problem} (--skip-source-check to proceed anyway)", SKIP_SOURCE_CHECK),
     # migration: the output dir (preview and execution)
-    Kind("output_dir.has_sidecars", "{path} already contains {count} dataloader_state_rank<r>.pt sidecars (e.g. {example})",
-         "{path} already contains {count} dataloader_state_rank<r>.pt sidecars (e.g. {example}); "
+    Kind("output_dir.has_sidecars",
+         "{path} already contains {count} dataloader_state_rank<r>.pt sidecars{receipt} (e.g. {example})",
+         "{path} already contains {count} dataloader_state_rank<r>.pt sidecars{receipt} (e.g. {example}); "
          "use --overwrite to replace them", OVERWRITE),
-    Kind("output_dir.has_set", "{path}: output dir already holds {count} sidecar(s){receipt}",
-         "{path}: output dir already holds {count} sidecar(s){receipt}; pass --overwrite to replace the set", OVERWRITE),
     Kind("output_dir.in_checkpoint",
          "{path}: output dir resolves to {real}, inside the legacy checkpoint {checkpoint} "
          "(it must be outside it; the checkpoint is never modified)",
          "{path}: output dir resolves to {real}, inside the legacy checkpoint {checkpoint} "
          "(--output-dir must be outside it; the checkpoint is never modified)"),
+    Kind("output_dir.in_dataset",
+         "{path}: output dir resolves to {real}, inside the dataset root {root} (training.data.data_path), "
+         "which must stay read-only",
+         "{path}: output dir resolves to {real}, inside the dataset root {root} (training.data.data_path), "
+         "which must stay read-only (--output-dir)"),
     Kind("output_dir.holds_checkpoint", "{path}: output dir contains the checkpoint {checkpoint}",
          "{path}: output dir contains the checkpoint {checkpoint} (--output-dir)"),
     Kind("output_dir.symlink", "{path}: output dir is a symlink; pass the real directory",

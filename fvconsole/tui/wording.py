@@ -62,7 +62,6 @@ _TEXTS = {
     "consumed_batches_per_rank.config": "the form says {given}, but step {step} × "
                                         "training.loop.gradient_accumulation_steps {accum} is {actual}",
     "output_dir.has_sidecars": "{path} already holds {count} sidecars (e.g. {example})",
-    "output_dir.has_set": "{path} already holds {count} sidecar(s){receipt}",
     "skip.kept": "kept",
     "skip.missing": "no longer in the cache",
     "skip.symlink_not_sized": "a symlinked entry: never evicted to make room under the cap (mark it and press e)",

@@ -16,18 +16,15 @@ import re
 import secrets
 import stat
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from fvconsole.core.errors import FvError
 from fvconsole.core.fsutil import is_within, real
 from fvconsole.core.host import HostIdentity, current_identity, pid_alive
 from fvconsole.core.locks import FileLock
-from fvconsole.core.migration.files import classify_entry
+from fvconsole.core.migration.files import RECEIPT_NAME, classify_entry
 from fvconsole.core.mounts import place_of, same_place
 from fvconsole.core.reasons import Reason, invalid, reason
-
-if TYPE_CHECKING:  # pragma: no cover - typing only
-    from fvconsole.core.migration.plan import Collector, MigrationRequest
 
 STAGING_TAG = ".fvconsole-staging-"
 LOCK_TAG = ".fvconsole-lock"
@@ -81,52 +78,40 @@ class OutputState:
         return bool(self.sidecars) or self.receipt
 
 
-def inspect_output_dir(path: str) -> OutputState:
-    """Classify the output dir's entries without following symlinks (FvError if unusable)."""
+def _output_state(path: str, found: list[Reason]) -> OutputState:
+    """What is at ``path`` (entries classified without following symlinks); adds to ``found`` why it is unusable."""
     try:
         st = os.lstat(path)
     except FileNotFoundError:
         return OutputState(path, False)
+    except OSError as exc:
+        found.append(invalid("output_dir", f"{path}: cannot stat the output dir ({exc.strerror or exc})"))
+        return OutputState(path, False)
     if stat.S_ISLNK(st.st_mode):
-        raise FvError.of(reason("output_dir.symlink", "output_dir", path=path))
+        found.append(reason("output_dir.symlink", "output_dir", path=path))
+        return OutputState(path, True)
     if not stat.S_ISDIR(st.st_mode):
-        raise FvError.of(reason("output_dir.not_dir", "output_dir", path=path))
+        found.append(reason("output_dir.not_dir", "output_dir", path=path))
+        return OutputState(path, True)
     sidecars, temps, foreign = [], [], []
     receipt = False
-    with os.scandir(path) as entries:
-        for entry in entries:
-            kind = classify_entry(entry.name)
-            regular = entry.is_file(follow_symlinks=False)
-            if kind == "foreign" or not regular:
-                foreign.append(entry.name)
-            elif kind == "sidecar":
-                sidecars.append(entry.name)
-            elif kind == "receipt":
-                receipt = True
-            else:
-                temps.append(entry.name)
-    return OutputState(path, True, tuple(sorted(sidecars)), receipt, tuple(sorted(temps)), tuple(sorted(foreign)))
-
-
-def check_output_dir(out: str, checkpoint: str, overwrite: bool) -> OutputState:
-    """Refuse (FvError) unless ``out`` may receive a new set; nothing is written."""
-    out_real = os.path.realpath(out)
-    ck_real = os.path.realpath(checkpoint)
-    if is_within(out_real, ck_real):
-        raise FvError.of(reason("output_dir.in_checkpoint", "output_dir", path=out, real=out_real, checkpoint=ck_real))
-    if is_within(ck_real, out_real):
-        raise FvError.of(reason("output_dir.holds_checkpoint", "output_dir", path=out, checkpoint=ck_real))
-    state = inspect_output_dir(out)
-    mounted = mount_point_of(out) if state.exists else None
-    if mounted:
-        raise FvError.of(reason("output_dir.mount_point", "output_dir", path=out, why=mounted))
-    if state.foreign:
-        shown = ", ".join(state.foreign[:3]) + (" ..." if len(state.foreign) > 3 else "")
-        raise FvError.of(reason("output_dir.foreign", "output_dir", path=out, count=len(state.foreign), shown=shown))
-    if state.has_set and not overwrite:
-        raise FvError.of(reason("output_dir.has_set", "output_dir", path=out, count=len(state.sidecars),
-                                receipt=" and a receipt" if state.receipt else ""))
-    return state
+    try:
+        with os.scandir(path) as entries:
+            for entry in entries:
+                kind = classify_entry(entry.name)
+                regular = entry.is_file(follow_symlinks=False)
+                if kind == "foreign" or not regular:
+                    foreign.append(entry.name)
+                elif kind == "sidecar":
+                    sidecars.append(entry.name)
+                elif kind == "receipt":
+                    receipt = True
+                else:
+                    temps.append(entry.name)
+    except OSError as exc:
+        found.append(invalid("output_dir", f"{path}: cannot list ({exc.strerror or exc})"))
+    return OutputState(path, True, tuple(sorted(sidecars)), receipt, tuple(sorted(temps)),
+                       tuple(sorted(foreign)))
 
 
 def mount_point_of(path: str) -> str | None:
@@ -167,84 +152,80 @@ def resolve(output_dir: str) -> str:
     return os.path.abspath(os.path.expanduser(output_dir))
 
 
-def check_request(req: MigrationRequest, ckpt: str, data_path: str | None, col: Collector) -> str:
-    """The rules the preview collects with every other refusal; returns :func:`resolve`'s path.
+def output_dir_rules(out: str, checkpoint: str, dataset_root: str | None, overwrite: bool) -> Judged:
+    """Every reason a new set may not be published at ``out`` now (none: it may), and what is there; writes nothing.
 
-    The output dir must be outside the checkpoint (symlinks resolved) and the dataset root,
-    a directory if it exists, and free of sidecars unless overwrite.
+    The one place of the output dir rules: the preview collects every reason with its other
+    refusals, execution re-checks all of them right before its first write, under the lock,
+    and right before publishing (:func:`check_destination`). ``out`` is :func:`resolve`'s
+    path; the checkpoint and the dataset root (None: not known) are compared with it after
+    resolving symlinks, so a symlink swapped in since the preview still counts.
     """
-    given = resolve(req.output_dir)
-    out = real(req.output_dir)
-    if is_within(out, ckpt):
-        via = f" (resolves to {out})" if out != given else ""
-        col.refuse("output_dir", f"{given}{via} is the checkpoint or inside it ({ckpt}); it must be outside")
-    elif os.path.lexists(given) and not os.path.isdir(given):
-        col.refuse("output_dir", f"{given} exists and is not a directory")
-    elif os.path.isdir(out):
-        try:
-            with os.scandir(out) as it:
-                existing = sorted(e.name for e in it if e.name.startswith("dataloader_state_rank") and e.name.endswith(".pt"))
-        except OSError as exc:
-            col.refuse("output_dir", f"{given}: cannot list ({exc.strerror or exc})")
-            existing = []
-        if existing and not req.overwrite:
-            col.add(reason("output_dir.has_sidecars", "output_dir", path=given, count=len(existing),
-                           example=existing[0]))
-    if data_path is not None and is_within(real(req.output_dir), real(data_path)):
-        col.refuse(
-            "output_dir",
-            f"{given} is inside the dataset root {real(data_path)} "
-            "(training.data.data_path), which must stay read-only",
-        )
-    return given
-
-
-def check_destination(out: str, checkpoint: str, overwrite: bool) -> OutputState:
-    """Refuse (FvError) unless a new set may be published at ``out``; nothing is written.
-
-    A usable name (the staging dir beside it adds ~85 bytes), :func:`check_output_dir`, and
-    a parent in which the staging dir can be created. Execution calls it before its first
-    write; the preview through :func:`review`, so a dry run refuses exactly what ``--yes``
-    would.
-    """
+    found: list[Reason] = []
     outname = os.path.basename(out)
     if not outname or outname in (".", ".."):
-        raise FvError.of(reason("output_dir.bad_name", "output_dir", path=out))
+        return Judged(OutputState(out, False), (reason("output_dir.bad_name", "output_dir", path=out),))
     if len(os.fsencode(staging_name(outname))) > NAME_MAX:
-        raise FvError.of(reason("output_dir.name_too_long", "output_dir", path=out,
-                                limit=NAME_MAX - len(os.fsencode(staging_name('')))))
-    state = check_output_dir(out, checkpoint, overwrite)
+        found.append(reason("output_dir.name_too_long", "output_dir", path=out,
+                            limit=NAME_MAX - len(os.fsencode(staging_name("")))))
+    out_real, ck_real = real(out), real(checkpoint)
+    inside, holds = is_within(out_real, ck_real), is_within(ck_real, out_real)
+    if inside:
+        found.append(reason("output_dir.in_checkpoint", "output_dir", path=out, real=out_real, checkpoint=ck_real))
+    elif holds:
+        found.append(reason("output_dir.holds_checkpoint", "output_dir", path=out, checkpoint=ck_real))
+    if dataset_root is not None and is_within(out_real, real(dataset_root)):
+        found.append(reason("output_dir.in_dataset", "output_dir", path=out, real=out_real, root=real(dataset_root)))
+    state = OutputState(out, os.path.lexists(out))
+    if not inside and not holds:  # the checkpoint's own entries say nothing about a set
+        state = _output_state(out, found)
+        mounted = mount_point_of(out) if state.exists else None
+        if mounted:
+            found.append(reason("output_dir.mount_point", "output_dir", path=out, why=mounted))
+        if state.foreign:
+            shown = ", ".join(state.foreign[:3]) + (" ..." if len(state.foreign) > 3 else "")
+            found.append(reason("output_dir.foreign", "output_dir", path=out, count=len(state.foreign), shown=shown))
+        if state.has_set and not overwrite:
+            found.append(reason("output_dir.has_sidecars", "output_dir", path=out, count=len(state.sidecars),
+                                receipt=" and a receipt" if state.receipt else "",
+                                example=(state.sidecars or (RECEIPT_NAME,))[0]))
     problem = _unwritable_parent(out)
     if problem:
-        raise FvError.of(invalid("output_dir", problem))
-    return state
+        found.append(invalid("output_dir", problem))
+    return Judged(state, tuple(found))
+
+
+@dataclass(frozen=True)
+class Judged:
+    """The output dir rules' verdict: what is at the output path and every reason it may not receive a set."""
+
+    state: OutputState
+    reasons: tuple[Reason, ...]
+
+
+def check_destination(out: str, checkpoint: str, dataset_root: str | None, overwrite: bool) -> OutputState:
+    """:func:`output_dir_rules`, refusing (FvError, the first reason) unless a new set may be published at ``out``."""
+    judged = output_dir_rules(out, checkpoint, dataset_root, overwrite)
+    if judged.reasons:
+        raise FvError.of(judged.reasons[0])
+    return judged.state
 
 
 @dataclass(frozen=True)
 class Review:
-    """What execution would refuse (as data) or report about the output dir right now."""
+    """Beside the output dir, right now: the lock's refusal (as data), and what executing would find."""
 
     refusal: Reason | None
     notes: tuple[Reason, ...] = ()
 
-    @property
-    def warnings(self) -> tuple[str, ...]:
-        """The notes in the command line's words."""
-        return tuple(n.cli for n in self.notes)
 
-
-def review(out: str, checkpoint: str, overwrite: bool, *, break_lock: bool = False) -> Review:
-    """:func:`check_destination` and the lock, judged without writing; staging dirs beside it.
+def review(out: str, *, break_lock: bool = False) -> Review:
+    """The lock, judged without writing, and the staging dirs beside ``out``.
 
     The preview calls this once every other rule has passed. The lock is only read, never
     taken; ``break_lock`` judges it as ``--break-lock`` would.
     """
     lock = migration_lock(out).probe(break_stale=break_lock)
-    try:
-        check_destination(out, checkpoint, overwrite)
-        refusal = lock.reason
-    except FvError as exc:
-        refusal = exc.reason or invalid("output_dir", str(exc))
     parent, outname = os.path.dirname(out), os.path.basename(out)
     notes = []
     for found in staging_dirs(parent, outname):
@@ -253,7 +234,7 @@ def review(out: str, checkpoint: str, overwrite: bool, *, break_lock: bool = Fal
                      reason("staging.crashed_here", "output_dir", path=found.path, pid=found.pid))
     if lock.note_reason is not None:
         notes.append(lock.note_reason)
-    return Review(refusal, tuple(notes))
+    return Review(lock.reason, tuple(notes))
 
 
 def _unwritable_parent(out: str) -> str | None:

@@ -285,10 +285,11 @@ def _plan(req: MigrationRequest, progress: Progress | None, *, output_rules: boo
     cfg, mismatches = inputs.check_config(req, facts, col)
     params = inputs.read_params(cfg.data, cfg.path or req.config_path, col) if cfg is not None else inputs.Params()
     _check_confirmations(req, step, params, col)
+    out = output_dir.resolve(req.output_dir)
     if output_rules:
-        out = output_dir.check_request(req, ckpt, params.data_path, col)
-    else:
-        out = output_dir.resolve(req.output_dir)
+        data_root = None if params.data_path is None else real(params.data_path)
+        for why in output_dir.output_dir_rules(out, ckpt, data_root, req.overwrite).reasons:
+            col.add(why)
     progress(2, total, "loading manifest")
     manifest = _load_manifest(req, params, col, progress)
     progress(4, total, "computing cursors")
@@ -298,7 +299,7 @@ def _plan(req: MigrationRequest, progress: Progress | None, *, output_rules: boo
         if params.world == 1:
             col.warn("world size 1: FastVideo can resume this legacy checkpoint without sidecars")
         plan_warnings = tuple(col.warnings)
-        review = output_dir.review(out, ckpt, req.overwrite, break_lock=break_lock) if output_rules else None
+        review = output_dir.review(out, break_lock=break_lock) if output_rules else None
         if review is not None:
             col.notes.extend(review.notes)
             if review.refusal:

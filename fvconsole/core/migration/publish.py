@@ -13,14 +13,18 @@ import contextlib
 import os
 import stat
 from collections.abc import Mapping
+from typing import TYPE_CHECKING
 
 from fvconsole.core import atomic
 from fvconsole.core.errors import PartialFailure
 from fvconsole.core.migration import faults
 from fvconsole.core.migration.files import classify_entry, sha256_bytes
-from fvconsole.core.migration.output_dir import check_output_dir, staging_name
+from fvconsole.core.migration.output_dir import check_destination, staging_name
 from fvconsole.core.reasons import reason
 from fvconsole.core.removal import remove_flat_dir
+
+if TYPE_CHECKING:  # pragma: no cover - typing only
+    from fvconsole.core.migration.plan import MigrationPlan
 
 #: Re-verification reads at most this much of a published file (a sidecar is a few KiB).
 MAX_PUBLISHED_BYTES = 64 << 20
@@ -40,13 +44,14 @@ def remove_set_dir(path: str) -> bool:
     return remove_flat_dir(path, lambda name: classify_entry(name) != "foreign", faults.point)
 
 
-def publish(staging: str, out: str, parent: str, outname: str, checkpoint: str, overwrite: bool) -> str | None:
+def publish(staging: str, out: str, parent: str, outname: str, plan: MigrationPlan) -> str | None:
     """Move the complete staging dir to ``out`` (renames only); returns where the old set went.
 
     On failure the output dir is as before; if even restoring it fails, PartialFailure says
     exactly where both sets are.
     """
-    state = check_output_dir(out, checkpoint, overwrite)  # re-check right before the swap
+    # Every output dir rule, re-checked right before the swap.
+    state = check_destination(out, plan.checkpoint, plan.dataset_root, plan.request.overwrite)
     if not state.exists:
         faults.point(f"rename {staging} -> {out}")
         os.rename(staging, out)

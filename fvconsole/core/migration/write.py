@@ -24,7 +24,6 @@ from fvconsole.core.migration import faults
 from fvconsole.core.migration.files import RECEIPT_NAME, read_sidecar_bytes, sha256_bytes, sidecar_name
 from fvconsole.core.migration.output_dir import (
     check_destination,
-    check_output_dir,
     migration_lock,
     resolve,
     staging_dirs,
@@ -206,7 +205,7 @@ def _write_all(
 def _precheck(plan: MigrationPlan) -> tuple[str, str, str]:
     """Everything that can refuse, before the first write. Returns (out, parent, outname)."""
     out = resolve(plan.output_dir)
-    check_destination(out, plan.checkpoint, plan.request.overwrite)
+    check_destination(out, plan.checkpoint, plan.dataset_root, plan.request.overwrite)
     _recheck_sources(plan)
     if not plan.ranks or len(plan.ranks) != plan.world_size:
         raise FvError(f"plan: field 'ranks' has {len(plan.ranks)} entries for world size {plan.world_size}")
@@ -322,7 +321,7 @@ def _execute_locked(
     published, synced and verified (:func:`fvconsole.core.interrupts.deferred`), then stops
     the run with the published set reported.
     """
-    check_output_dir(out, plan.checkpoint, plan.request.overwrite)  # as it is now that we hold the lock
+    check_destination(out, plan.checkpoint, plan.dataset_root, plan.request.overwrite)  # now that we hold the lock
     staging = os.path.join(parent, staging_name(outname))
     written: list[WrittenSidecar] = []
     stage = "removing stale staging dirs"
@@ -366,7 +365,7 @@ def _execute_locked(
     # published set is verified and reported as such before the run stops.
     with interrupts.deferred(reraise=False) as held:
         try:
-            old = publish(staging, out, parent, outname, plan.checkpoint, plan.request.overwrite)
+            old = publish(staging, out, parent, outname, plan)
         except PartialFailure:
             raise
         except BaseException as exc:
