@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import shutil
 import subprocess
 import sys
 import time
@@ -171,10 +170,6 @@ def test_leftover_of_a_live_recent_evictor_is_left_alone(tmp_path):
     assert "may still be running" in plan.skipped[0].reason
     forced = plan_eviction(scan_cache(root), keys=[key], force=True)
     assert {p.key for p in forced.evict} == {key, make_key("live")}
-
-
-def _chattr(flag, path):
-    return shutil.which("chattr") and subprocess.run(["chattr", flag, str(path)], capture_output=True).returncode == 0
 
 
 def test_per_entry_failure_is_reported_and_the_rest_still_evicted(tmp_path, pin_after_check):

@@ -147,3 +147,21 @@ def test_a_size_cap_passes_over_an_unremovable_entry_to_the_next_oldest(tmp_path
         assert newest.exists() and oldest.exists()  # planning touches nothing
     finally:
         subprocess.run(["chattr", "-i", str(frozen)], capture_output=True, check=False)
+
+
+def test_mount_ids_come_from_statx_and_agree_with_proc(tmp_path: Path) -> None:
+    """statx(STATX_MNT_ID) is the first source (no /proc needed); it names the mount /proc names."""
+    import re
+
+    from fvconsole.core.mounts import STATX_MNT_ID, mount_id, statx_raw
+
+    for path in (tmp_path, Path("/proc"), Path("/")):
+        fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
+        try:
+            if statx_raw(fd, "", STATX_MNT_ID) is None:
+                pytest.skip("no statx here")
+            with open(f"/proc/self/fdinfo/{fd}", encoding="ascii") as fh:
+                expected = int(re.search(r"^mnt_id:\s*(\d+)", fh.read(), re.M).group(1))
+            assert mount_id(fd) == expected, path
+        finally:
+            os.close(fd)

@@ -20,11 +20,12 @@ from __future__ import annotations
 import errno
 import os
 import stat
+import struct
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from fvconsole.core.mounts import Place, place_of, same_place
+from fvconsole.core.mounts import STATX_BASIC_STATS, Place, place_of, same_place, statx_raw
 
 _DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0)
 #: Directory descriptors held at once; deeper levels are closed and re-opened through "..".
@@ -364,8 +365,6 @@ class _Creds:
 _CAP_FOWNER = 3
 _FS_IOC_GETFLAGS = 0x80086601
 _FS_IMMUTABLE_FL, _FS_APPEND_FL = 0x10, 0x20  # the same bits as STATX_ATTR_IMMUTABLE / _APPEND
-_AT_SYMLINK_NOFOLLOW, _AT_EMPTY_PATH, _AT_STATX_DONT_SYNC = 0x100, 0x1000, 0x4000
-_STATX_BASIC_STATS = 0x7FF
 
 
 def _credentials() -> _Creds:
@@ -395,25 +394,13 @@ def _has_capability(cap: int, default: bool) -> bool:
     return default
 
 
-_statx_fn: object = None
-
-
 def _statx_attributes(dir_fd: int, name: str) -> int | None:
     """The immutable/append attributes statx reports for ``name`` (``""``: ``dir_fd`` itself), or None."""
-    global _statx_fn
-    import ctypes
-    import struct
-
-    if _statx_fn is None:
-        _statx_fn = getattr(ctypes.CDLL(None, use_errno=True), "statx", False)
-    if not _statx_fn:
+    raw = statx_raw(dir_fd, name, STATX_BASIC_STATS)
+    if raw is None:
         return None
-    buf = ctypes.create_string_buffer(256)
-    flags = _AT_SYMLINK_NOFOLLOW | _AT_STATX_DONT_SYNC | (_AT_EMPTY_PATH if not name else 0)
-    if _statx_fn(dir_fd, os.fsencode(name), flags, _STATX_BASIC_STATS, buf) != 0:  # type: ignore[operator]
-        return None
-    attributes, = struct.unpack_from("=Q", buf, 8)
-    supported, = struct.unpack_from("=Q", buf, 56)
+    attributes, = struct.unpack_from("=Q", raw, 8)
+    supported, = struct.unpack_from("=Q", raw, 56)
     return attributes & supported
 
 

@@ -295,28 +295,23 @@ def test_deep_tree_is_evicted_without_recursion(tmp_path: Path, capsys, trials, 
 
 
 @pytest.mark.fault("hostile input", "one entry cannot be removed: the others are still evicted (exit 3, per-entry error)")
-def test_one_bad_entry_is_that_entrys_failure(tmp_path: Path, capsys, trials, rm_deep) -> None:
-    if shutil.which("chattr") is None or os.geteuid() != 0:
-        pytest.skip("needs chattr(1) and root to make a file unremovable")
+def test_one_bad_entry_is_that_entrys_failure(tmp_path: Path, capsys, trials, rm_deep, pin_after_check) -> None:
     root = tmp_path / "cache"
     deep, stuck, plain = (_entry(root, seed=s) for s in (1, 2, 3))
     _deep_chain(deep)
     os.utime(deep, (time.time() - DAY, time.time() - DAY))
-    pinned = stuck / "shard0-of-2.safetensors"
-    if subprocess.run(["chattr", "+i", str(pinned)], capture_output=True).returncode != 0:
-        pytest.skip("chattr +i is not supported on this filesystem")
-    try:
-        result = run_inproc(["cache", "evict", str(root), "--max-gb", "0", "--yes", "--json"], capsys)
-        assert_clean_error(result, codes=(3,), names=[stuck.name])
-        payload = json.loads(result.stdout)
-        assert sorted(e["key"] for e in payload["evict"]) == sorted([deep.name, plain.name])
-        assert len(payload["errors"]) == 1 and stuck.name in payload["errors"][0]
-        # Its leftover (our own pid: --force) fails alone again; nothing else is in the way.
-        again = run_inproc(["cache", "evict", str(root), "--max-gb", "0", "--force", "--yes", "--json"], capsys)
-        assert_clean_error(again, codes=(3,), names=[stuck.name])
-    finally:
-        for path in root.glob("*/shard0-of-2.safetensors"):
-            subprocess.run(["chattr", "-i", str(path)], capture_output=True)
+    # Immutable right after the removability check passed (before it, the entry would be skipped).
+    pin_after_check(stuck, "shard0-of-2.safetensors")
+    result = run_inproc(["cache", "evict", str(root), "--max-gb", "0", "--yes", "--json"], capsys)
+    assert_clean_error(result, codes=(3,), names=[stuck.name])
+    payload = json.loads(result.stdout)
+    assert sorted(e["key"] for e in payload["evict"]) == sorted([deep.name, plain.name])
+    assert len(payload["errors"]) == 1 and stuck.name in payload["errors"][0]
+    # Its leftover (our own pid: --force) is now skipped before anything of it is touched (D29).
+    again = run_inproc(["cache", "evict", str(root), "--max-gb", "0", "--force", "--yes", "--json"], capsys)
+    assert again.returncode == 0, again.describe()
+    [skip] = json.loads(again.stdout)["skipped"]
+    assert skip["key"] == stuck.name and skip["reason"].endswith("/shard0-of-2.safetensors (immutable (chattr +i))")
     trials.add("exit 3, others evicted")
 
 
