@@ -12,6 +12,7 @@ import contextlib
 import ctypes
 import hashlib
 import os
+import re
 import shutil
 import stat
 import subprocess
@@ -231,6 +232,10 @@ def assert_clean_error(
     lines = [line for line in result.stderr.splitlines() if line.strip()]
     if progress_ok:
         lines = [line for line in lines if not line.startswith("progress:")]
+    if result.returncode == 2 and len(lines) == 2:
+        # A usage error's second line is the README's promise: where to read the usage.
+        assert re.fullmatch(r"try: fvconsole( [a-z-]+)* --help", lines[1]), result.describe()
+        lines = lines[:1]
     assert len(lines) == 1, f"expected exactly one stderr line\n{result.describe()}"
     line = lines[0]
     assert line.startswith("error: "), result.describe()
