@@ -68,11 +68,6 @@ def measure(fn: Callable[[], Any], repeat: int = 1) -> Timing:
     return Timing(min(walls), min(cpus))
 
 
-def best_of(fn: Callable[[], Any], repeat: int) -> float:
-    """Fastest wall time of ``repeat`` calls."""
-    return measure(fn, repeat).wall
-
-
 def run_command(cmd: Sequence[str], stdout: Any = None, cwd: str | None = None) -> tuple[Timing, int]:
     """Run a subprocess; its wall time, its own CPU time (user + sys) and its exit code."""
     import resource

@@ -14,9 +14,9 @@ from fvconsole.core.checkpoints import (
     inspect_checkpoint,
     latest_resumable,
     read_metadata,
-    tree_bytes,
 )
 from fvconsole.core.errors import FvError
+from fvconsole.core.walk import tree_size
 from fvconsole.demo.builders import run_config, write_checkpoint
 
 
@@ -49,7 +49,7 @@ def test_discovery_kinds_completeness_and_order(tmp_path, config) -> None:
     assert any("dcp/.metadata is missing" in p for p in by[500].problems)
     for info in infos:
         assert info.has_config and info.metadata_step == info.step and info.world_size == 4
-        assert info.bytes == tree_bytes(info.path) > 0
+        assert info.bytes == tree_size(info.path).bytes > 0
         data = info.to_json()
         json.dumps(data)
         for key in ("path", "step", "complete", "kind", "rank_sidecars", "rng_states", "has_config", "bytes"):

@@ -23,7 +23,10 @@ import sys
 
 import pytest
 
-from fvconsole.core.optional import EXTRA_PACKAGES, EXTRAS
+from fvconsole.core.optional import EXTRAS
+
+#: The top-level import names that only an extra provides: imported through core/optional.py only.
+EXTRA_PACKAGES = frozenset(name for names in EXTRAS.values() for name in names)
 
 REPO = pathlib.Path(__file__).resolve().parent.parent
 PACKAGE = REPO / "fvconsole"

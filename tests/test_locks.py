@@ -15,7 +15,7 @@ import pytest
 
 from fvconsole.core.errors import FvError
 from fvconsole.core.host import current_identity, pid_alive, process_start_time
-from fvconsole.core.locks import FileLock, Holder, LockBusy, probe_lock, wait_for
+from fvconsole.core.locks import FileLock, Holder, LockBusy, wait_for
 
 
 def _lock(path: Path) -> FileLock:
@@ -66,7 +66,7 @@ def test_killed_holder_is_dead_only_for_its_own_identity(tmp_path: Path) -> None
             "FileLock(sys.argv[1], subject='s').acquire(); print('held', flush=True); sys.stdin.read()")
     with subprocess.Popen([sys.executable, "-c", code, str(path)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True) as proc:
         assert proc.stdout.readline() == "held\n"
-        assert probe_lock(str(path), subject="s", what="w", break_stale=True).refusal  # alive: kept
+        assert FileLock(str(path), subject="s", what="w").probe(break_stale=True).refusal  # alive: kept
         proc.kill()
     holder = Holder.from_json(json.loads(path.read_text()))
     assert holder.pid == proc.pid and not pid_alive(proc.pid)
@@ -77,7 +77,7 @@ def test_killed_holder_is_dead_only_for_its_own_identity(tmp_path: Path) -> None
     other_host = type(me)("login2", "another-boot", me.pidns)
     assert holder.judge(other_ns).state.value == "unknown" and "PID namespace" in holder.judge(other_ns).reason
     assert holder.judge(other_host).state.value == "unknown"
-    probe = probe_lock(str(path), subject="s", what="w", break_stale=True)
+    probe = FileLock(str(path), subject="s", what="w").probe(break_stale=True)
     assert probe.refusal is None and f"stale lock of pid {proc.pid} " in probe.note
     notes = FileLock(str(path), subject="s").acquire(break_stale=True)
     assert len(notes) == 1 and "removed the stale lock" in notes[0]

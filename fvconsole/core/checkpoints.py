@@ -85,11 +85,6 @@ def checkpoint_step(path: str | os.PathLike[str]) -> int | None:
     return int(match.group(1)) if match else None
 
 
-def tree_bytes(path: str) -> int:
-    """Sum of file sizes below ``path`` (bounded; symlinks are counted, never followed: see core/walk.py)."""
-    return tree_size(path).bytes
-
-
 MAX_METADATA_BYTES = 256 * 2**20
 #: FastVideo's step counter is an int64 everywhere it is stored.
 MAX_STEP = 2**63 - 1

@@ -66,8 +66,6 @@ _LOCK_WAIT = 2.0
 CACHE_EVICT = "cache evict"
 FLEET_EVICT = "fleet cache evict"
 MIGRATE = "migrate"
-#: Results, from the exit code: "ok" (0), "partial" (3: failed part-way), "failed" (anything else).
-RESULTS = ("ok", "partial", "failed")
 
 
 def default_journal_path(env: Mapping[str, str] | None = None) -> str:

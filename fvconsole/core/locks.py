@@ -28,7 +28,7 @@ API
     removes the file only if it still holds our token, never raises and returns a problem
     text (or None); the context manager releases in every path. ``step(label)`` is called
     before every file-system operation (the migration passes its test-only fault hook).
-``probe_lock(path, ...)`` → :class:`LockProbe`
+``FileLock.probe(break_stale=False)`` → :class:`LockProbe`
     Read-only: the refusal or note that ``acquire`` would give now (dry runs never lock).
 ``LockBusy(subject, what, path, holder, hint)``
     The refusal (FvError, exit 1): ``"<subject>: <what> (pid P on host H since T; lock file
@@ -517,8 +517,3 @@ def _write_all(fd: int, data: bytes) -> None:
     view = memoryview(data)
     while view:
         view = view[os.write(fd, view):]
-
-
-def probe_lock(path: str, *, subject: str, what: str, break_stale: bool = False) -> LockProbe:
-    """Read-only: what :meth:`FileLock.acquire` on ``path`` would do now (for dry runs)."""
-    return FileLock(path, subject=subject, what=what).probe(break_stale=break_stale)

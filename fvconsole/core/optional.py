@@ -24,9 +24,6 @@ EXTRAS: dict[str, tuple[str, ...]] = {
     "fast": ("orjson",),
 }
 
-#: The top-level import names that only an extra provides: imported through this module only.
-EXTRA_PACKAGES = frozenset(name for names in EXTRAS.values() for name in names)
-
 
 class MissingExtra(FvError):
     """A package of an extra is not installed: the message names the extra to install."""

@@ -286,8 +286,3 @@ class Fields:
         if not all(type(v) is str and len(v) <= max_len for v in value.values()):
             self.fail(key, "must map names to strings")
         return dict(value)
-
-
-def is_str_map(value: Any) -> bool:
-    """True for a JSON object of string values (a reason's ``values``)."""
-    return type(value) is dict and all(type(v) is str for v in value.values())

@@ -18,7 +18,6 @@ from textual import work
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import Container, Vertical, VerticalScroll
-from textual.timer import Timer
 from textual.widgets import DataTable, Input
 
 from fvconsole.core.cache import (
@@ -170,7 +169,6 @@ class CacheView(BaseView):
         self._busy = False
         self._scanning = False
         self.auto_rescan = True
-        self._timer: Timer | None = None
 
     def compose(self) -> ComposeResult:
         with Vertical(id="cache-head"):
@@ -191,7 +189,7 @@ class CacheView(BaseView):
         table = self.query_one("#cache-table", FastTable)
         for label, key, width in COLUMNS:
             table.add_column(label, key=key, width=width)
-        self._timer = self.set_interval(AUTO_REFRESH, self._tick)
+        self.set_interval(AUTO_REFRESH, self._tick)
         self._show_status()
 
     def focus_table(self) -> None:

@@ -92,7 +92,6 @@ class EvictionPlan:
     cap_bytes: int | None
     grace_seconds: float
     force: bool
-    created_at: float
     hostname: str
     #: The root's filesystem when the plan was made (statvfs: f_bavail x f_frsize, f_blocks x f_frsize).
     fs_free: int | None = None
@@ -308,7 +307,7 @@ def plan_eviction(scan: CacheScan, *, max_gb: float | None = None, keys: Sequenc
     return EvictionPlan(
         root=scan.root, real_root=scan.real_root, evict=tuple(evict), skipped=tuple(skipped),
         total_bytes=scan.total_bytes, cap_bytes=int(cap_bytes(max_gb)) if max_gb is not None else None,
-        grace_seconds=grace, force=force, created_at=now, hostname=scan.hostname,
+        grace_seconds=grace, force=force, hostname=scan.hostname,
         fs_free=scan.fs_free, fs_total=scan.fs_total, free_space=free_space,
     )
 

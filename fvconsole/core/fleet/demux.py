@@ -87,7 +87,6 @@ class StepDemux:
         self.cap = cap
         self.streams = {node: NodeStream(node) for node in self.nodes}
         self.srun_stderr: deque[str] = deque(maxlen=_TAIL_LINES)
-        self.noise_bytes = 0
         self.over_cap = False  # a one-node step went over its budget
         self._settled: set[str] = set()  # nodes with a final state: result, problem or over budget
         self._lost: set[int] = set()  # tasks over budget before naming their node
@@ -163,7 +162,6 @@ class StepDemux:
     def _count(self, task: int | None, size: int) -> bool:
         """Charge ``size`` bytes to a task; False once it is over its budget (drop the line)."""
         if task is None:
-            self.noise_bytes += size
             return False
         total = self._task_bytes.get(task, 0) + size
         self._task_bytes[task] = total

@@ -21,7 +21,6 @@ from fvconsole.core.fleet.documents import check_document, check_envelope
 from fvconsole.core.reasons import Reason, reason_from_json
 
 KINDS = ("ok", "failed", "timeout", "invalid", "unreachable")
-_TAIL = 400
 
 
 @dataclass(frozen=True)
@@ -34,7 +33,6 @@ class NodeOutcome:
     output: dict[str, Any] | None  # its JSON document
     error: str | None  # one-line reason when kind != "ok"
     srun_exit: int | None = None
-    stderr_tail: str = ""
     #: The command's refusal as data (when the node sent it): what the console words.
     reason: Reason | None = field(default=None, compare=False)
 
@@ -64,28 +62,28 @@ def _mib(n: int) -> str:
 
 
 def from_envelope(node: str, payload: Mapping[str, Any], *, expects: str | None, timeout: float,
-                  why: str = "", srun_exit: int | None = None, tail: str = "") -> NodeOutcome:
+                  why: str = "", srun_exit: int | None = None) -> NodeOutcome:
     """Classify a node's complete result envelope."""
     problem = check_envelope(payload)
     if problem:
-        return NodeOutcome(node, "invalid", None, None, f"malformed result: {problem}", srun_exit, tail)
+        return NodeOutcome(node, "invalid", None, None, f"malformed result: {problem}", srun_exit)
     if payload.get("timeout") is not None:  # the node's own time limit (single-step fan-out)
-        return NodeOutcome(node, "timeout", None, None, f"timed out after {timeout:g}s", srun_exit, tail)
+        return NodeOutcome(node, "timeout", None, None, f"timed out after {timeout:g}s", srun_exit)
     code = payload.get("exit")
     output = payload.get("output")
     if not isinstance(output, dict):
         snippet = str(payload.get("invalid_output") or "")[:120]
         if not snippet and code not in (0, None):  # e.g. a usage error: the reason is on stderr
-            return NodeOutcome(node, "failed", code, None, f"exit {code}: {why or 'no output'}", srun_exit, tail)
+            return NodeOutcome(node, "failed", code, None, f"exit {code}: {why or 'no output'}", srun_exit)
         reason = f"command printed invalid JSON (exit {code}): {snippet!r}"
-        return NodeOutcome(node, "invalid", code, None, reason, srun_exit, tail)
+        return NodeOutcome(node, "invalid", code, None, reason, srun_exit)
     shape = check_document(expects, output, ok=code == 0)
     if shape:
-        return NodeOutcome(node, "invalid", code, None, f"unexpected JSON from the command: {shape}", srun_exit, tail)
+        return NodeOutcome(node, "invalid", code, None, f"unexpected JSON from the command: {shape}", srun_exit)
     if code != 0:
-        return NodeOutcome(node, "failed", code, output, str(output.get("error") or f"exit {code}"), srun_exit, tail,
+        return NodeOutcome(node, "failed", code, output, str(output.get("error") or f"exit {code}"), srun_exit,
                            reason_from_json(payload.get("reason")))
-    return NodeOutcome(node, "ok", 0, output, None, srun_exit, tail)
+    return NodeOutcome(node, "ok", 0, output, None, srun_exit)
 
 
 def classify(stream: NodeStream, *, expects: str | None, timeout: float, cap: int, srun_exit: int | None,
@@ -95,19 +93,18 @@ def classify(stream: NodeStream, *, expects: str | None, timeout: float, cap: in
     ``srun_line``: srun's own last stderr line (a reason when the node sent none).
     """
     node = stream.node
-    tail = " | ".join(stream.stderr)[-_TAIL:]
     why = (stream.stderr[-1] if stream.stderr else "") or srun_line
     if stream.over_cap:
         return NodeOutcome(node, "invalid", None, None, f"output exceeds {_mib(cap)} (stopped reading)",
-                           srun_exit, tail)
+                           srun_exit)
     if stream.result.problem:
-        return NodeOutcome(node, "invalid", None, None, stream.result.problem, srun_exit, tail)
+        return NodeOutcome(node, "invalid", None, None, stream.result.problem, srun_exit)
     if stream.result.payload is not None:
         return from_envelope(node, stream.result.payload, expects=expects, timeout=timeout, why=why,
-                             srun_exit=srun_exit, tail=tail)
+                             srun_exit=srun_exit)
     if timed_out:
-        return NodeOutcome(node, "timeout", None, None, f"timed out after {timeout:g}s", srun_exit, tail)
+        return NodeOutcome(node, "timeout", None, None, f"timed out after {timeout:g}s", srun_exit)
     if start_error:
-        return NodeOutcome(node, "unreachable", None, None, start_error, srun_exit, tail)
+        return NodeOutcome(node, "unreachable", None, None, start_error, srun_exit)
     why = why or (f"srun exit {srun_exit}" if srun_exit else "no output")
-    return NodeOutcome(node, "unreachable", None, None, f"no result from node: {why}", srun_exit, tail)
+    return NodeOutcome(node, "unreachable", None, None, f"no result from node: {why}", srun_exit)
