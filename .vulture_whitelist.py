@@ -14,9 +14,10 @@ import reprlib
 from types import SimpleNamespace
 from typing import Any
 
+from rich.text import Text
 from textual.app import App
 from textual.widget import Widget
-from textual.widgets import Input, TabbedContent
+from textual.widgets import DataTable, Input, TabbedContent
 
 from fvconsole.cli import InstalledVersion
 from fvconsole.cli.completion import PrintCompletion
@@ -61,6 +62,8 @@ TabbedContent.active  # Textual reactive: which view tab is shown
 Input.cursor_blink  # Textual reactive: the headless tour stops the blink for identical SVGs
 FvConsoleApp.HORIZONTAL_BREAKPOINTS  # Textual reads these class variables for -narrow/-wide classes
 FvConsoleApp.VERTICAL_BREAKPOINTS  # as above, -short/-tall
+Text().no_wrap  # Rich reads it when rendering: FastTable's fitted cells never wrap
+DataTable()._require_update_dimensions  # DataTable re-measures on its next render when set (FastTable's column widths)
 
 # Data read outside the package: by the JSON a user gets, by the tests, by the docs.
 _fields(DemoWorkspace).created_at  # `fvconsole demo --json` prints it (to_json is the instance __dict__)
