@@ -1,7 +1,7 @@
 """The root lock and the locked eviction as a front end (the console, from a thread) calls them.
 
 Cross-process behaviour (a frozen evictor, /proc/locks) is in tests/reliability/test_evict_ops.py;
-here two lock objects in one process are enough: flock locks belong to open file
+here two lock objects in one process are enough: OFD locks belong to open file
 descriptions, so they exclude each other as two processes would.
 """
 
@@ -41,7 +41,10 @@ def test_record_lives_beside_the_root_and_only_while_held(root: Path) -> None:
         assert state.held and state.problem is None and state.record_problem is None
         record = json.loads(Path(lock.record).read_text())
         assert record["pid"] == os.getpid() and record["command"] == "fvconsole cache evict --yes"
-        assert all(len(p.name) == 16 for p in root.iterdir()), "the lock put something inside the root"
+        # The lock itself: one regular file in the root (never a directory, which FastVideo's GC would count).
+        assert sorted(p.name for p in root.iterdir() if len(p.name) != 16) == [".fvconsole-evictor.lock"]
+        assert (root / ".fvconsole-evictor.lock").is_file()
+        assert scan_cache(root).foreign == (), "cache ls lists the lock file"
         assert probe_evictor(str(root)).pid == os.getpid()
         with pytest.raises(LockBusy) as busy:
             EvictorLock(str(root)).acquire()
@@ -50,6 +53,7 @@ def test_record_lives_beside_the_root_and_only_while_held(root: Path) -> None:
     finally:
         assert lock.release() is None
     assert not Path(lock.record).exists() and probe_evictor(str(root)) is None
+    assert all(len(p.name) == 16 for p in root.iterdir()), "the lock file outlived the lock"
 
 
 def test_a_symlink_to_the_root_is_the_same_lock(root: Path, tmp_path: Path) -> None:
@@ -69,7 +73,7 @@ def test_locked_eviction_refuses_waits_then_runs_the_confirmed_plan(root: Path, 
     other.acquire()
     with pytest.raises(LockBusy):
         evict_under_lock(str(root), lambda: plan, command="fvconsole console: evict", journal_path=str(journal))
-    assert not journal.exists() and len(list(root.iterdir())) == 3  # refused: nothing done, nothing journaled
+    assert not journal.exists() and len([p for p in root.iterdir() if len(p.name) == 16]) == 3  # refused: nothing done, nothing journaled
     threading.Timer(0.3, other.release).start()
     done = evict_under_lock(str(root), lambda: plan, command="fvconsole console: evict", wait=30,
                             journal_path=str(journal))

@@ -77,10 +77,32 @@ def test_killed_holder_is_dead_only_for_its_own_identity(tmp_path: Path) -> None
     other_host = type(me)("login2", "another-boot", me.pidns)
     assert holder.judge(other_ns).state.value == "unknown" and "PID namespace" in holder.judge(other_ns).reason
     assert holder.judge(other_host).state.value == "unknown"
+    # Provably dead: a plain acquire takes it over, with a note naming the dead holder (issue 19.5).
+    probe = FileLock(str(path), subject="s", what="w").probe()
+    assert probe.refusal is None and f"stale lock of pid {proc.pid} " in probe.note and "taken over" in probe.note
+    notes = FileLock(str(path), subject="s").acquire()
+    assert len(notes) == 1 and f"took over the stale lock of pid {proc.pid} " in notes[0], notes
+    assert "no longer running on this host" in notes[0]
+    assert json.loads(path.read_text())["pid"] == os.getpid()
+
+
+@pytest.mark.parametrize("other", ["another PID namespace", "another host"])
+def test_lock_that_cannot_be_judged_is_broken_only_on_the_operators_word(tmp_path: Path, other: str) -> None:
+    path = tmp_path / "lock"
+    record = Holder.current("fvconsole migrate --yes").to_json()
+    if other == "another host":
+        record.update(host="fv-login2", boot_id="another-boot")
+    else:
+        record["pidns"] += 1
+    path.write_text(json.dumps(record))
+    with pytest.raises(LockBusy) as info:
+        _lock(path).acquire()
+    assert info.value.reason.code == "lock.unknown" and "not taken over" in str(info.value)
+    assert "--break-lock" in str(info.value) and json.loads(path.read_text()) == record  # never silently
     probe = FileLock(str(path), subject="s", what="w").probe(break_stale=True)
-    assert probe.refusal is None and f"stale lock of pid {proc.pid} " in probe.note
-    notes = FileLock(str(path), subject="s").acquire(break_stale=True)
-    assert len(notes) == 1 and "removed the stale lock" in notes[0]
+    assert probe.refusal is None and "will be broken (--break-lock)" in probe.note
+    notes = _lock(path).acquire(break_stale=True)
+    assert len(notes) == 1 and f"broke the lock of pid {record['pid']} " in notes[0], notes
     assert json.loads(path.read_text())["pid"] == os.getpid()
 
 

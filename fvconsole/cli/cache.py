@@ -460,7 +460,7 @@ def run_evict(args: argparse.Namespace) -> int:
     except KeyboardInterrupt as exc:  # Ctrl-C, SIGTERM, SIGHUP: what was evicted so far, as data too
         raise _interrupted(exc) from None
     plan, result, state = done.plan, done.result, done.lock
-    for problem in (state.problem, done.release_problem):
+    for problem in (state.problem, state.took_over, done.release_problem):
         if problem:
             say(f"warning: {problem}", err=True)
     warn_if_unwritten(done.journal)

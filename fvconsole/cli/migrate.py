@@ -27,8 +27,9 @@ cursors are printed and nothing is written. --expected-step, --expected-world-si
 the set is staged beside the output dir and published with one atomic rename (or an
 atomic swap with --overwrite), so the output dir never holds a partial set, then read back
 and compared with what was written. Migrations to one output dir take turns through the
-lock file .<name>.fvconsole-lock beside it, from any host sharing the filesystem; a lock
-left by a killed migration is removed with --break-lock on the host that ran it.
+lock file .<name>.fvconsole-lock beside it, from any host sharing the filesystem; the lock
+of a killed migration is taken over (with a warning) by the next run on the host that ran
+it; --break-lock breaks one that cannot be judged from here (another host or container).
 """
 
 EPILOG = """\
@@ -73,8 +74,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     parser.add_argument(
         "--break-lock", action="store_true",
-        help="remove the output dir's lock if its holder is provably dead on this host (a killed "
-             "migration); a lock of another host or container is never broken",
+        help="break the output dir's lock of a migration of another host or container that you know "
+             "is gone (a killed run of this host's is taken over without it); a holder seen running "
+             "is never broken",
     )
     parser.add_argument("--yes", action="store_true", help="write the sidecars (default: dry run)")
     parser.add_argument(
@@ -131,15 +133,19 @@ def _run(args: argparse.Namespace) -> int:
     if not args.json:
         say(_report(plan, preview), *[f"warning: {w}" for w in extra])
 
-    def warn(message: str) -> None:  # execution's own findings (staging dirs, a broken lock), once each
+    def warn(message: str) -> None:  # execution's own findings (staging dirs left alone), once each
         warnings.append(message)
         if not args.json:
             say(f"warning: {message}")
 
+    def lock_note(message: str) -> None:  # a killed run's lock taken over: on stderr, also under --json
+        warnings.append(message)
+        say(f"warning: {message}", err=True)
+
     try:
         progress = None if args.json and not sys.stderr.isatty() else progress_printer("writing sidecars", plain_lines=True)
         result = execute_migration(plan, progress=progress, workers=args.workers, break_lock=args.break_lock,
-                                   on_warning=warn, torch_check=args.torch_check)
+                                   on_warning=warn, on_lock_note=lock_note, torch_check=args.torch_check)
     except FvError as exc:
         from fvconsole.core.errors import PartialFailure
 

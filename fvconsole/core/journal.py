@@ -387,7 +387,8 @@ def result_for(exit_code: int) -> str:
     return "ok" if exit_code == 0 else "partial" if exit_code == 3 else "failed"
 
 
-def eviction_record(plan: Any, result: Any, *, command: str, exit_code: int) -> JournalRecord:
+def eviction_record(plan: Any, result: Any, *, command: str, exit_code: int,
+                    lock_taken_over: str | None = None) -> JournalRecord:
     """The line for one executed ``cache evict`` (a ``core.cache`` EvictionPlan and its EvictionResult)."""
     items, total = shorten([os.path.basename(e.path) if e.leftover else e.key for e in result.evicted])
     errors, errors_total = shorten(list(result.errors))
@@ -403,6 +404,8 @@ def eviction_record(plan: Any, result: Any, *, command: str, exit_code: int) -> 
         "free_target_bytes": free.target_bytes if free else None,
         "free_target_reached": result.target_reached,
     }
+    if lock_taken_over:  # the record of an evictor that died, replaced: worth finding in the history
+        details["lock_taken_over"] = lock_taken_over
     return JournalRecord.now(
         action=CACHE_EVICT, target=plan.root, result=result_for(exit_code),
         exit_code=exit_code, bytes=result.freed_bytes, items=items, items_total=total, errors=errors,
@@ -471,12 +474,17 @@ def migration_written_record(plan: Any, result: Any, *, command: str) -> Journal
     for name in files:
         with contextlib.suppress(OSError):  # verified just before; a file gone now only lowers the count
             written += os.lstat(os.path.join(out, name)).st_size
+    details = _migration_details(plan)
+    notes = getattr(result, "lock_notes", ())
+    if notes:  # a killed run's lock this one took over: worth finding in the history
+        details["lock_taken_over"] = "; ".join(notes)
     return migration_record(out, command=command, exit_code=0, files=files, written_bytes=written,
-                            details=_migration_details(plan))
+                            details=details)
 
 
 #: The scalars of a PartialFailure's report a failed migration's line keeps.
-FAILURE_FIELDS = ("stage", "output_dir_changed", "sidecars_written", "sidecars_total", "previous_set", "new_set")
+FAILURE_FIELDS = ("stage", "output_dir_changed", "sidecars_written", "sidecars_total", "previous_set", "new_set",
+                  "lock_taken_over")
 
 
 def migration_failed_record(plan: Any, error: Any, *, command: str) -> JournalRecord:

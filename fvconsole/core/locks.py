@@ -6,8 +6,11 @@ once, and the one that is refused must be told *who* holds the lock. A PID alone
 that (see :mod:`fvconsole.core.host`), so every lock records a :class:`Holder`: host
 identity (hostname, boot id, PID namespace), PID and the process start time (a reused PID
 is not the holder), user, time and command line. Only a process of the holder's own
-identity can prove that the holder is gone; a lock of another host or container is never
-broken automatically.
+identity can prove that the holder is gone: it then takes the lock over by itself, with a
+note (as Mercurial does with its repository lock on the same host), so a run killed by the
+OOM killer or ``scancel --signal=KILL`` needs no manual step. A lock of another host or
+container is never taken over silently: only on the operator's word (``break_stale``,
+``--break-lock``), and never a holder this process sees alive.
 
 API
 ---
@@ -22,9 +25,10 @@ API
     writing the holder JSON to a unique temp file, fsyncing it and ``link()``-ing it to
     ``path`` (atomic and exclusive, also on NFS; on filesystems without hard links an
     ``O_CREAT|O_EXCL`` create, write and fsync). ``acquire(wait=0.0, break_stale=False)``
-    returns notes (e.g. the stale lock it broke) or raises :class:`LockBusy`; with
-    ``break_stale`` a lock whose holder is provably dead is removed first (renamed aside,
-    re-read and compared so that two breakers cannot remove a fresh lock). ``release()``
+    returns notes (the stale lock it took over or broke) or raises :class:`LockBusy`. A lock
+    whose holder is provably dead is always taken over; with ``break_stale`` also one whose
+    holder cannot be judged from here (another host, container or boot). Either way it is
+    renamed aside, re-read and compared, so that two breakers cannot remove a fresh lock. ``release()``
     removes the file only if it still holds our token, never raises and returns a problem
     text (or None); the context manager releases in every path. ``step(label)`` is called
     before every file-system operation (the migration passes its test-only fault hook).
@@ -65,6 +69,7 @@ import re
 import secrets
 import shlex
 import stat
+import struct
 import sys
 import time
 from collections.abc import Callable
@@ -318,9 +323,9 @@ class FileLock:
             damaged = self._damaged(exc)
             return LockProbe(refusal=damaged.message, reason=damaged.reason)
         judgement = holder.judge()
-        if break_stale and judgement.state is Liveness.DEAD:
-            note = reasons.reason("lock.will_break", "lock", file=self.path, holder=holder.describe(),
-                                  why=judgement.reason)
+        code = _takeover_code(judgement, break_stale)
+        if code is not None:
+            note = reasons.reason(code, "lock", file=self.path, holder=holder.describe(), why=judgement.reason)
             return LockProbe(note=note.cli, holder=holder, note_reason=note)
         busy = self._busy(holder, judgement, break_stale)
         return LockProbe(refusal=busy.message, holder=holder, reason=busy.reason)
@@ -328,10 +333,8 @@ class FileLock:
     def _busy(self, holder: Holder, judgement: Judgement, break_stale: bool) -> LockBusy:
         if judgement.state is Liveness.ALIVE:
             code = "lock.alive_not_broken" if break_stale else "lock.alive"
-        elif judgement.state is Liveness.DEAD:
-            code = "lock.stale"
-        else:
-            code = "lock.foreign" if break_stale else "lock.unknown"
+        else:  # DEAD is always taken over, UNKNOWN with break_stale: only UNKNOWN is refused here
+            code = "lock.unknown"
         return LockBusy(self.subject, self.what, self.path, holder, code, why=judgement.reason, file=self.path)
 
     def _damaged(self, exc: BaseException) -> LockBusy:
@@ -363,10 +366,11 @@ class FileLock:
                         refusal.append(self._damaged(exc))
                         return None
                     judgement = current.judge()
-                    if break_stale and judgement.state is Liveness.DEAD:
+                    code = _takeover_code(judgement, break_stale, done=True)
+                    if code is not None:
                         if self._break(current):
-                            notes.append(f"{self.path}: removed the stale lock of {current.describe()} "
-                                         f"({judgement.reason})")
+                            notes.append(reasons.reason(code, "lock", file=self.path, holder=current.describe(),
+                                                        why=judgement.reason).cli)
                         continue
                     refusal.append(self._busy(current, judgement, break_stale))
                     return None
@@ -513,7 +517,223 @@ class FileLock:
             os.close(fd)
 
 
+def _takeover_code(judgement: Judgement, break_stale: bool, *, done: bool = False) -> str | None:
+    """The note's code when a lock so judged is taken over (``done``: it was), else None (refused).
+
+    Provably dead: always. Unknown (another host, container or boot): only on the operator's
+    word (``break_stale``). Alive: never.
+    """
+    if judgement.state is Liveness.DEAD:
+        return "lock.took_over" if done else "lock.will_take_over"
+    if judgement.state is Liveness.UNKNOWN and break_stale:
+        return "lock.broke" if done else "lock.will_break"
+    return None
+
+
 def _write_all(fd: int, data: bytes) -> None:
     view = memoryview(data)
     while view:
         view = view[os.write(fd, view):]
+
+
+# --------------------------------------------------------------------------- write locks on a file
+#
+# The lock of a directory that only its owner may change (a cache root): an OFD write lock
+# (``F_OFD_SETLK``, F_WRLCK) on a lock file inside it. Taking it needs the file open for
+# writing, so a user who can only read the directory cannot take it, and the kernel drops it
+# when its holder dies however it dies (no stale lock to break). The file exists only while
+# held: its holder unlinks it before unlocking, and a taker re-checks after locking that the
+# name still is the inode it locked (else it locked an unlinked file and tries again).
+
+#: ``struct flock`` (Linux: short l_type, short l_whence, off_t l_start, off_t l_len, pid_t l_pid).
+_FLOCK = "hhxxxxqqixxxx"
+#: ``/proc/<pid>/fd`` entries read when looking for a lock's holder (only for a refusal message).
+MAX_FDS_SCANNED = 200_000
+
+
+class LockFileRefused(FvError):
+    """The lock file cannot be opened for writing, or is not a regular file: exit 1, naming it."""
+
+
+def _ofd(fd: int, cmd: int, kind: int) -> tuple[int, int]:
+    import fcntl
+
+    raw = fcntl.fcntl(fd, cmd, struct.pack(_FLOCK, kind, os.SEEK_SET, 0, 0, 0))
+    got_kind, _, _, _, pid = struct.unpack(_FLOCK, raw)
+    return got_kind, pid
+
+
+def _ofd_setlk(fd: int) -> bool:
+    """True when the OFD write lock on ``fd`` is taken; False when someone else holds it."""
+    import fcntl
+
+    try:
+        _ofd(fd, fcntl.F_OFD_SETLK, fcntl.F_WRLCK)
+    except OSError as exc:
+        if exc.errno in (errno.EAGAIN, errno.EACCES):
+            return False
+        raise
+    return True
+
+
+class OwnerLock:
+    """An exclusive OFD write lock on lock file ``name`` in the directory open as ``dir_fd``.
+
+    The directory is held by its fd, so a rename of it meanwhile changes nothing; ``path`` is
+    the lock file's name for messages (see the comment above).
+
+    ``try_acquire()``: True when taken, False when another open file description holds it;
+    raises :class:`LockFileRefused` for a lock file this user cannot write (planted by
+    another user, a symlink, not a regular file) and OSError (``errno``) when this
+    filesystem cannot lock. ``release()`` unlinks the file and unlocks; never raises.
+    ``fd`` is the open lock file while held (the holder may keep a record in it).
+    """
+
+    def __init__(self, dir_fd: int, name: str, *, path: str, subject: str) -> None:
+        self.dir_fd = dir_fd
+        self.name = name
+        self.path = path
+        self.subject = subject
+        self.fd: int | None = None
+
+    def try_acquire(self) -> bool:
+        if self.fd is not None:
+            raise RuntimeError(f"{self.path}: lock already held by this object")
+        for _ in range(16):  # the holder unlinked the file just as we opened it: try the new one
+            fd = self._open()
+            try:
+                taken = _ofd_setlk(fd)
+                if taken and not self._still_named(fd):
+                    os.close(fd)
+                    continue
+            except BaseException:
+                os.close(fd)
+                raise
+            if not taken:
+                os.close(fd)
+                return False
+            self.fd = fd
+            return True
+        return False
+
+    def _open(self) -> int:
+        flags = os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
+        try:
+            fd = os.open(self.name, flags, 0o644, dir_fd=self.dir_fd)
+        except OSError as exc:
+            if exc.errno in (errno.EACCES, errno.EPERM, errno.ELOOP, errno.ENXIO, errno.EISDIR, errno.EROFS):
+                raise LockFileRefused(self._refusal(exc)) from None
+            raise
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            os.close(fd)
+            raise LockFileRefused(f"{self.subject}: the lock file {self.path} is not a regular file; "
+                                  f"remove it once no fvconsole run uses it")
+        return fd
+
+    def _refusal(self, exc: OSError) -> str:
+        try:
+            st = os.stat(self.name, dir_fd=self.dir_fd, follow_symlinks=False)
+        except OSError:
+            st = None
+        if exc.errno == errno.EROFS:
+            return f"{self.subject}: cannot create the lock file {self.path}: read-only filesystem"
+        if st is not None and stat.S_ISLNK(st.st_mode):
+            return f"{self.subject}: the lock file {self.path} is a symlink; remove it once no fvconsole run uses it"
+        if st is not None and not stat.S_ISREG(st.st_mode):
+            return f"{self.subject}: the lock file {self.path} is not a regular file; remove it once no fvconsole run uses it"
+        if st is not None:
+            return (f"{self.subject}: the lock file {self.path} belongs to {_owner(st.st_uid)} and is not writable "
+                    f"by {_user_name()}: only who can write it may take the lock; its owner (or root) can remove it")
+        return (f"{self.subject}: cannot create the lock file {self.path} ({exc.strerror}): only a user who can write "
+                f"there may take the lock")
+
+    def release(self) -> None:
+        fd, self.fd = self.fd, None
+        if fd is None:
+            return
+        with contextlib.suppress(OSError):
+            if self._still_named(fd):
+                os.unlink(self.name, dir_fd=self.dir_fd)  # still locked: a taker of this inode sees it unnamed
+        os.close(fd)  # the last fd of the open file description: the OFD lock goes
+
+    def _still_named(self, fd: int) -> bool:
+        try:
+            named = os.stat(self.name, dir_fd=self.dir_fd, follow_symlinks=False)
+        except FileNotFoundError:
+            return False
+        st = os.fstat(fd)
+        return (named.st_dev, named.st_ino) == (st.st_dev, st.st_ino)
+
+
+def _owner(uid: int) -> str:
+    try:
+        import pwd
+
+        return f"{pwd.getpwuid(uid).pw_name} (uid {uid})"
+    except (ImportError, KeyError):
+        return f"uid {uid}"
+
+
+def is_write_locked(path: str) -> bool | None:
+    """Read-only: does someone hold a write lock on lock file ``path``? None when it cannot be told."""
+    import fcntl
+
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    except FileNotFoundError:
+        return False
+    except OSError:
+        return None
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return None
+        kind, _ = _ofd(fd, fcntl.F_OFD_GETLK, fcntl.F_WRLCK)
+        return kind != fcntl.F_UNLCK
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
+
+
+def lock_holder_pids(path: str) -> tuple[list[int], bool]:
+    """PIDs, as *this* PID namespace numbers them, that hold a lock on lock file ``path``.
+
+    An OFD lock has no owning process (``/proc/locks`` shows pid -1), so the holders are the
+    processes with an fd on the file whose ``/proc/<pid>/fdinfo`` lists a write lock; a
+    process of a namespace this one cannot see is not found. Returns (pids, complete):
+    ``complete`` is False when some process's fds could not be read (another user's, as
+    non-root) or the scan stopped at :data:`MAX_FDS_SCANNED`.
+    """
+    try:
+        st = os.stat(path, follow_symlinks=False)
+        pids = [name for name in os.listdir("/proc") if name.isdigit()]
+    except OSError:
+        return [], False
+    wanted = f"{os.major(st.st_dev):02x}:{os.minor(st.st_dev):02x}:{st.st_ino} "
+    name = os.path.basename(path)
+    found: list[int] = []
+    complete, seen = True, 0
+    for pid in pids:
+        try:
+            fds = os.listdir(f"/proc/{pid}/fd")
+        except FileNotFoundError:
+            continue
+        except OSError:
+            complete = False
+            continue
+        for fd in fds:
+            seen += 1
+            if seen > MAX_FDS_SCANNED:
+                return found, False
+            try:
+                if not os.readlink(f"/proc/{pid}/fd/{fd}").endswith(name):
+                    continue
+                with open(f"/proc/{pid}/fdinfo/{fd}", "rb") as handle:
+                    info = handle.read(1 << 16).decode("ascii", "replace")
+            except OSError:
+                continue
+            if any(line.startswith("lock:") and " WRITE " in line and wanted in line for line in info.splitlines()):
+                found.append(int(pid))
+                break
+    return sorted(set(found)), complete

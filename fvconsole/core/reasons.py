@@ -203,15 +203,10 @@ KINDS: Mapping[str, Kind] = _kinds(
     Kind("lock.alive", "{subject}: {what}{who}"),
     Kind("lock.alive_not_broken", "{subject}: {what}{who}; it is still running, so it is not broken",
          "{subject}: {what}{who}; it is still running, so --break-lock leaves it"),
-    Kind("lock.stale", "{subject}: {what}{who}; {why}",
-         "{subject}: {what}{who}; {why}: re-run with --break-lock to remove the stale lock", BREAK_LOCK),
-    Kind("lock.foreign", "{subject}: {what}{who}; {why}, so it is never broken from here: once that run is gone "
+    Kind("lock.unknown", "{subject}: {what}{who}; {why}, so it is not taken over from here: if that run is gone, "
          "remove the lock by hand (rm {file})",
-         "{subject}: {what}{who}; {why}, so it is never broken from here: use --break-lock there, "
-         "or once that run is gone remove the lock by hand (rm {file})"),
-    Kind("lock.unknown", "{subject}: {what}{who}; {why}: if that run is gone, remove the lock by hand (rm {file})",
-         "{subject}: {what}{who}; {why}: if that run is gone, use --break-lock there or remove the lock by hand "
-         "(rm {file})"),
+         "{subject}: {what}{who}; {why}, so it is not taken over from here: if that run is gone, re-run with "
+         "--break-lock (or run again there, which takes it over)", BREAK_LOCK),
     Kind("lock.damaged", "{subject}: {what} (lock file {file} is unreadable: {why}; once no run is using it, "
          "remove it by hand: rm {file})"),
     Kind("lock.changing", "{subject}: {what}{who}; the lock file keeps changing"),
@@ -266,8 +261,12 @@ KINDS: Mapping[str, Kind] = _kinds(
     Kind("staging.crashed_here", "{path}: staging dir of a crashed migration on this host (pid {pid}); "
          "executing the migration removes it",
          "{path}: staging dir of a crashed migration on this host (pid {pid}); --yes removes it"),
-    Kind("lock.will_break", "{file}: stale lock of {holder} will be removed: {why}",
-         "{file}: stale lock of {holder} will be removed (--break-lock): {why}"),
+    Kind("lock.will_take_over", "{file}: stale lock of {holder} will be taken over: {why}"),
+    Kind("lock.will_break", "{file}: lock of {holder} will be broken: {why}",
+         "{file}: lock of {holder} will be broken (--break-lock): {why}"),
+    Kind("lock.took_over", "{file}: took over the stale lock of {holder}: {why}"),
+    Kind("lock.broke", "{file}: broke the lock of {holder}: {why}",
+         "{file}: broke the lock of {holder} (--break-lock): {why}"),
     # migration: publishing failed part-way (exit 3)
     Kind("publish.not_restored", "{path}: publishing failed ({why}) and the previous set could not be moved back: "
          "previous set at {previous}, new set at {new}"),

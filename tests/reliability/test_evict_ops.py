@@ -174,8 +174,8 @@ def test_waiting_evictor_runs_only_after_the_first(frozen_evictor: dict, trials)
     trials.add("waited, then found nothing left")
 
 
-@pytest.mark.fault("races", "the root's flock is held by a process that left no holder record, or a dead holder's record remains")
-def test_holder_without_a_record_is_found_in_proc_locks(tmp_path: Path, trials) -> None:
+@pytest.mark.fault("races", "the root's lock is held by a process that left no holder record, or a dead holder's record remains")
+def test_holder_without_a_record_is_found_in_proc(tmp_path: Path, trials) -> None:
     root = tmp_path / "cache"
     cheap_entries(root, 2)
     record = tmp_path / ".cache.fvconsole-evictor"
@@ -183,9 +183,11 @@ def test_holder_without_a_record_is_found_in_proc_locks(tmp_path: Path, trials) 
                                   "boot_id": Path("/proc/sys/kernel/random/boot_id").read_text().strip(),
                                   "pidns": os.stat("/proc/self/ns/pid").st_ino, "start_time": 1, "user": "ghost",
                                   "since_epoch": 1.0, "command": "killed long ago", "token": "t"}))
-    holder = subprocess.Popen([sys.executable, "-c", "import fcntl, os, sys, time\n"
-                               "fd = os.open(sys.argv[1], os.O_RDONLY)\nfcntl.flock(fd, fcntl.LOCK_EX)\n"
-                               "print('locked', flush=True)\ntime.sleep(120)", str(root)],
+    # An OFD write lock on the root's lock file, no record (as an evictor killed before writing one).
+    holder = subprocess.Popen([sys.executable, "-c", "import fcntl, os, struct, sys, time\n"
+                               "fd = os.open(sys.argv[1], os.O_RDWR | os.O_CREAT, 0o644)\n"
+                               "fcntl.fcntl(fd, fcntl.F_OFD_SETLK, struct.pack('hhxxxxqqixxxx', fcntl.F_WRLCK, 0, 0, 0, 0))\n"
+                               "print('locked', flush=True)\ntime.sleep(120)", str(root / ".fvconsole-evictor.lock")],
                               stdout=subprocess.PIPE, text=True)
     try:
         assert holder.stdout.readline().strip() == "locked"
@@ -193,13 +195,18 @@ def test_holder_without_a_record_is_found_in_proc_locks(tmp_path: Path, trials) 
         line = assert_clean_error(result, names=[str(root)])
         assert f"(pid {holder.pid} on host " in line and "it left no holder record" in line
         assert "4194301" not in line, "a dead holder's stale record was believed"
-        trials.add("named from /proc/locks")
+        trials.add("named from /proc/<pid>/fdinfo")
     finally:
         holder.kill()
         holder.wait()
-    done = run_cli(["cache", "evict", str(root), "--max-gb", "0", "--yes"])
+    journal = tmp_path / "journal.jsonl"
+    done = run_cli(["cache", "evict", str(root), "--max-gb", "0", "--yes", "--journal", str(journal)])
     assert done.returncode == 0 and list(root.iterdir()) == [] and not record.exists()
-    trials.add("the next evictor replaced and removed the stale record")
+    assert f"warning: {record}: took over from pid 4194301 on host " in done.stderr, done.stderr
+    assert "no longer running on this host" in done.stderr, done.stderr
+    [note] = _journal(journal)
+    assert "took over from pid 4194301 " in note["details"]["lock_taken_over"], note
+    trials.add("the next evictor took over and removed the stale record, with a warning and a journal note")
 
 
 @pytest.fixture

@@ -184,18 +184,19 @@ def test_killed_run_is_left_alone_by_another_host(
     staged = tree_digest(out.parent / staging)
     assert lock.exists()
 
-    # The other host cannot tell whether that PID still runs: even --break-lock keeps the lock.
-    other = run_elsewhere(ws.migrate_args(out, "--break-lock"))
+    # The other host cannot tell whether that PID still runs: a plain run never takes the lock over.
+    held = lock.read_bytes()
+    other = run_elsewhere(ws.migrate_args(out))
     line = assert_clean_error(other, names=[str(lock)])
     assert f"(pid {killed.pid} on host {socket.gethostname()} since " in line, line
-    assert "never broken from here" in line and f"rm {lock}" in line, line
-    assert lock.exists() and digest_diff(staged, tree_digest(out.parent / staging)) == []
+    assert "not taken over from here" in line and "--break-lock" in line, line
+    assert lock.read_bytes() == held and digest_diff(staged, tree_digest(out.parent / staging)) == []
     trials.add("lock of another host kept")
 
-    # The operator makes sure that run is gone and removes the lock by hand, as the line says.
-    lock.unlink()
-    other = run_elsewhere(ws.migrate_args(out))
+    # The operator makes sure that run is gone and says so with --break-lock, as the line says.
+    other = run_elsewhere(ws.migrate_args(out, "--break-lock"))
     assert other.returncode == 0, other.describe()
+    assert f"warning: {lock}: broke the lock of pid {killed.pid} on host " in other.stderr, other.stderr
     assert f"warning: {out.parent / staging}: staging dir of another host or container" in other.stdout
     assert digest_diff(staged, tree_digest(out.parent / staging)) == [], "another host removed a staging dir"
     assert_complete_set(ws, out, capsys)
@@ -211,8 +212,8 @@ def test_killed_run_is_left_alone_by_another_host(
 # --------------------------------------------------------------------------- --break-lock
 
 
-@pytest.mark.fault("shared output dir", "--break-lock: live holder, killed holder, reused PID")
-def test_break_lock_only_removes_a_provably_dead_holder_of_this_host(
+@pytest.mark.fault("shared output dir", "live holder kept (even with --break-lock); killed holder, reused PID taken over")
+def test_dead_holder_of_this_host_is_taken_over_and_a_live_one_never_broken(
     ws: MigrationWorkspace, tmp_path: Path, capsys: pytest.CaptureFixture[str], trials
 ) -> None:
     out = tmp_path / "state"
@@ -232,18 +233,17 @@ def test_break_lock_only_removes_a_provably_dead_holder_of_this_host(
     assert first.resume().returncode == 0
     trials.add("live holder kept", 4)
 
-    # A SIGKILLed holder: a plain run names it and says how to recover; the dry run takes no lock.
+    # A SIGKILLed holder: the dry run names it and says it will be taken over, taking no lock.
     shutil.rmtree(out)
     killed = run_forked(ws.migrate_args(out), env={"FVCONSOLE_FAULT_KILL_AT": KILL_WHILE_STAGING})
     assert killed.killed_by == 9, killed.describe()
     before = tree_digest(out.parent)
-    line = assert_clean_error(run_inproc(ws.migrate_args(out), capsys), names=[str(lock)])
-    assert f"(pid {killed.pid} on host " in line and "no longer running" in line and "--break-lock" in line, line
-    dry = run_inproc(ws.migrate_args(out, "--break-lock", yes=False), capsys)
+    dry = run_inproc(ws.migrate_args(out, yes=False), capsys)
     assert dry.returncode == 0, dry.describe()
     assert f"warning: {lock}: stale lock of pid {killed.pid} on host" in dry.stdout, dry.stdout
-    assert digest_diff(before, tree_digest(out.parent)) == [], "a refusal or a dry run changed something"
-    trials.add("killed holder named; dry run wrote nothing", 2)
+    assert "will be taken over: " in dry.stdout and "no longer running" in dry.stdout, dry.stdout
+    assert digest_diff(before, tree_digest(out.parent)) == [], "a dry run changed something"
+    trials.add("killed holder named; dry run wrote nothing")
 
     # The same lock, but its PID now belongs to another process: kept only if the start time matches.
     record = json.loads(lock.read_text())
@@ -255,19 +255,19 @@ def test_break_lock_only_removes_a_provably_dead_holder_of_this_host(
             assert f"(pid {sleeper.pid} on host " in line and "still running" in line, line
             trials.add("holder with a matching start time kept")
             lock.write_text(json.dumps(dict(record, pid=sleeper.pid)))
-            broke = run_inproc(ws.migrate_args(out, "--break-lock"), capsys)
-            assert broke.returncode == 0, broke.describe()
-            assert f"removed the stale lock of pid {sleeper.pid} on host" in broke.stdout, broke.stdout
-            assert "is now another process" in broke.stdout, broke.stdout
-            trials.add("reused PID recognised, stale lock broken")
+            took = run_inproc(ws.migrate_args(out), capsys)  # no --break-lock: provably not the holder
+            assert took.returncode == 0, took.describe()
+            assert f"warning: {lock}: took over the stale lock of pid {sleeper.pid} on host" in took.stderr, took.stderr
+            assert "is now another process" in took.stderr, took.stderr
+            trials.add("reused PID recognised, stale lock taken over")
         finally:
             sleeper.kill()
     assert_complete_set(ws, out, capsys)
     assert staging_dirs(out) == [] and lock_leftovers(out) == []
 
 
-@pytest.mark.fault("shared output dir", "--break-lock on the host of a container whose migration was killed")
-def test_lock_of_a_container_is_not_broken_from_its_host(
+@pytest.mark.fault("shared output dir", "the host of a container whose migration was killed: kept, --break-lock breaks it")
+def test_lock_of_a_container_is_broken_from_its_host_only_with_break_lock(
     ws: MigrationWorkspace, tmp_path: Path, capsys: pytest.CaptureFixture[str], namespaces: None, trials
 ) -> None:
     out = tmp_path / "state"
@@ -278,14 +278,14 @@ def test_lock_of_a_container_is_not_broken_from_its_host(
     staged = tree_digest(out.parent / staging)
     record = json.loads(lock.read_text())
     # Its PID (2 in its own namespace) is some other process here: it must not be judged by it.
-    line = assert_clean_error(run_inproc(ws.migrate_args(out, "--break-lock"), capsys), names=[str(lock)])
+    line = assert_clean_error(run_inproc(ws.migrate_args(out), capsys), names=[str(lock)])
     assert f"(pid {record['pid']} on host {socket.gethostname()} since " in line, line
-    assert "another PID namespace (container) on this host" in line and "never broken from here" in line, line
+    assert "another PID namespace (container) on this host" in line and "not taken over from here" in line, line
     assert lock.exists() and digest_diff(staged, tree_digest(out.parent / staging)) == []
     trials.add("container's lock kept")
-    lock.unlink()  # by hand, once the container is known to be gone
-    done = run_inproc(ws.migrate_args(out), capsys)
+    done = run_inproc(ws.migrate_args(out, "--break-lock"), capsys)  # the container is known to be gone
     assert done.returncode == 0, done.describe()
+    assert f"warning: {lock}: broke the lock of pid {record['pid']} on host " in done.stderr, done.stderr
     assert f"warning: {out.parent / staging}: staging dir of another host or container" in done.stdout
     assert digest_diff(staged, tree_digest(out.parent / staging)) == []
     assert_complete_set(ws, out, capsys)

@@ -1,24 +1,30 @@
-"""One evictor per cache root: ``flock`` on the root directory, plus a holder record beside it.
+"""One evictor per cache root: a write lock on a lock file inside the root, plus a holder record beside it.
 
 Why: a cron job, a Slurm epilog and an operator may all evict the same node-local root, and
 two executions at once would plan against the same free space and race entry by entry.
-Executions therefore serialise on an exclusive ``flock`` of the root directory's own file
-descriptor: it puts no file inside the root (FastVideo's GC counts every child of the root),
-the kernel drops it when the holder dies however it dies (no stale lock to break), and it
-follows the directory's inode, so two spellings of one root (a symlink) are one lock.
+Executions therefore serialise on an exclusive OFD write lock
+(:class:`fvconsole.core.locks.OwnerLock`) of ``<root>/.fvconsole-evictor.lock``: taking it
+needs the file open for writing, so only a user who can write the cache root can take it (a
+user who can merely read the root cannot block its evictor, as anyone could with a
+``flock`` of the root directory); the kernel drops it when the holder dies however it dies;
+it is taken on the root's real path, so two spellings of one root (a symlink) are one lock.
+The lock file is a regular *file* (FastVideo's GC counts only child directories, and
+``cache ls`` does not list it) and exists only while held. A lock file another user planted
+there that this one cannot write is a clear refusal naming its owner.
 
-flock is node-local on tmpfs and local disks, which is right for node-local caches. On NFS
-the Linux client turns flock into a POSIX lock, which needs a file opened for writing, so on
-a directory it fails: the eviction then goes ahead *without* exclusion and says so (a
-warning, ``lock.held: false`` in JSON) rather than refusing every eviction of that root.
+On NFS the lock may be unsupported: the eviction then goes ahead *without* exclusion and
+says so (a warning, ``lock.held: false`` in JSON) rather than refusing every eviction of
+that root.
 
 The lock cannot say who holds it, so the holder also writes a record (a
 :class:`~fvconsole.core.locks.Holder`: host identity, pid, start time, user, time, command)
 to ``.<root name>.fvconsole-evictor`` in the root's *parent* directory, atomically (temp +
 rename), and removes it before unlocking. The record is advisory, only for the refusal
-message: a record whose holder is provably dead is ignored, and without a usable record
-the holder's pid is read from ``/proc/locks``. When the parent is not writable there is
-no record, and the lock still excludes.
+message; a record left by a holder that died is taken over with a note (it is the lock that
+excludes). Without a usable record the holder's pid is found from ``/proc/*/fdinfo``; a
+holder in another PID namespace is named with the pid this namespace sees, or said to be in
+another PID namespace. When the parent is not writable there is no record, and the lock
+still excludes.
 
 Dry runs never take the lock (``probe_evictor`` only reads).
 """
@@ -27,7 +33,6 @@ from __future__ import annotations
 
 import contextlib
 import errno
-import fcntl
 import json
 import os
 import re
@@ -38,14 +43,29 @@ from dataclasses import dataclass
 from fvconsole.core.errors import FvError
 from fvconsole.core.host import current_identity, host_label, pid_alive
 from fvconsole.core.interrupts import deferred
-from fvconsole.core.locks import Holder, Liveness, LockBusy, read_holder, wait_for
+from fvconsole.core.locks import (
+    Holder,
+    Liveness,
+    LockBusy,
+    LockFileRefused,
+    OwnerLock,
+    is_write_locked,
+    lock_holder_pids,
+    read_holder,
+    wait_for,
+)
 
 RECORD_SUFFIX = ".fvconsole-evictor"
+#: The lock file inside the root (a regular file: FastVideo's GC counts only directories).
+LOCK_NAME = ".fvconsole-evictor.lock"
 BUSY = "another eviction is running"
-#: /proc/locks is one line per lock on the whole machine; a few MiB is far beyond any real node.
-_PROC_LOCKS_MAX = 4 << 20
-#: flock errors meaning "this filesystem cannot lock a directory fd" (NFS: EBADF/ENOLCK).
+#: Lock errors meaning "this filesystem cannot lock this file" (NFS without a lock manager: ENOLCK).
 _UNSUPPORTED = {errno.EBADF, errno.ENOLCK, errno.EOPNOTSUPP, errno.ENOTSUP, errno.EINVAL, errno.ENOSYS}
+
+
+def lock_file_path(real_root: str) -> str:
+    """The lock file of ``real_root``'s evictor: inside the root, writable only by who can write the root."""
+    return os.path.join(real_root, LOCK_NAME)
 
 
 def record_path(real_root: str) -> str:
@@ -62,10 +82,11 @@ class LockState:
     waited: float
     problem: str | None = None  # why it runs without exclusion (held False): worth a warning
     record_problem: str | None = None  # the holder record could not be written (the lock still holds)
+    took_over: str | None = None  # the record of a holder that died, replaced: a warning and a journal note
 
     def to_json(self) -> dict[str, object]:
         return {"held": self.held, "waited_seconds": round(self.waited, 3), "problem": self.problem,
-                "record_problem": self.record_problem}
+                "record_problem": self.record_problem, "took_over": self.took_over}
 
 
 class EvictorLock:
@@ -82,6 +103,7 @@ class EvictorLock:
         self.record = record_path(self.real_root)
         self._command = command
         self._fd: int | None = None
+        self._lock: OwnerLock | None = None
         self._holder: Holder | None = None
         self.state: LockState | None = None
 
@@ -91,45 +113,51 @@ class EvictorLock:
         if self._fd is not None:
             raise RuntimeError(f"{self.root}: eviction lock already held by this object")
         try:
-            fd = os.open(self.real_root, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+            dir_fd = os.open(self.real_root, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
         except FileNotFoundError:
             raise FvError(f"{self.root}: cache root does not exist") from None
         except NotADirectoryError:
             raise FvError(f"{self.root}: cache root is not a directory") from None
         except OSError as exc:
             raise FvError(f"{self.root}: cannot open cache root ({exc.strerror})") from None
+        lock = OwnerLock(dir_fd, LOCK_NAME, path=lock_file_path(self.real_root), subject=self.root)
         started = time.monotonic()
         unsupported: list[OSError] = []
 
         def attempt() -> bool | None:
             try:
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            except BlockingIOError:
-                return None
+                return True if lock.try_acquire() else None
+            except LockFileRefused:
+                raise
             except OSError as exc:
                 if exc.errno not in _UNSUPPORTED:
                     raise
                 unsupported.append(exc)
                 return False
-            return True
 
         try:
             taken = wait_for(attempt, wait)  # a signal while waiting ends the wait (see below)
             with deferred():  # the record is written whole and known as ours before a signal acts
                 if taken is not None:
-                    self._fd = fd
+                    self._lock, self._fd = lock, dir_fd
                 if taken:
-                    self.state = LockState(True, time.monotonic() - started, None, self._write_record())
+                    took_over = self._stale_record_note()
+                    self.state = LockState(True, time.monotonic() - started, None, self._write_record(), took_over)
+        except LockFileRefused:
+            os.close(dir_fd)
+            raise
         except OSError as exc:
-            os.close(fd)
+            lock.release()
+            os.close(dir_fd)
             raise FvError(f"{self.root}: cannot lock cache root ({exc.strerror})") from None
-        except BaseException:  # interrupted while waiting: the fd (and any flock on it) goes
+        except BaseException:  # interrupted while waiting or writing the record: the lock goes
             if self._fd is None:
-                os.close(fd)
+                lock.release()
+                os.close(dir_fd)
             raise
         waited = time.monotonic() - started
         if taken is None:
-            os.close(fd)
+            os.close(dir_fd)
             raise self.busy(wait)
         if taken is False:
             why = unsupported[0].strerror or str(unsupported[0])
@@ -137,17 +165,29 @@ class EvictorLock:
                                                   "another eviction of it is not excluded")
         return self.state
 
+    def _stale_record_note(self) -> str | None:
+        """A record left beside the root although we hold the lock: its holder died (or lost it) without removing it."""
+        try:
+            left = read_holder(self.record)
+        except (OSError, ValueError):
+            return None
+        return f"{self.record}: took over from {left.describe()}: {left.judge().reason}"
+
     def busy(self, wait: float) -> LockBusy:
         """The refusal: who holds the lock, as far as can be told."""
         code, waited = ("lock.evicting_waited", {"wait": f"{wait:g}"}) if wait > 0 else ("lock.evicting", {})
         holder = live_record(self.record)
+        pids, _ = lock_holder_pids(lock_file_path(self.real_root))
         if holder is not None:
+            me = current_identity()
+            if holder.identity != me and me.same_machine(holder.identity):
+                return LockBusy(self.root, BUSY, None, holder, code, who=f" ({_other_namespace(holder, pids)})",
+                                **waited)
             return LockBusy(self.root, BUSY, None, holder, code, **waited)
-        pid = flock_holder_pid(self.real_root)
         damaged = record_problem(self.record)
         record = f"its holder record {self.record} is damaged: {damaged}" if damaged else "it left no holder record"
-        if pid:
-            who = f" (pid {pid} on host {host_label(current_identity().hostname)}; {record})"
+        if pids:
+            who = f" (pid {pids[0]} on host {host_label(current_identity().hostname)}; {record})"
         else:
             who = f" ({record})" if damaged else ""
         return LockBusy(self.root, BUSY, None, None, code, who=who, **waited)
@@ -202,7 +242,10 @@ class EvictorLock:
                 pass
             except (OSError, ValueError) as exc:
                 problem = f"{self.record}: cannot remove the holder record ({exc}); it is ignored once this process is gone"
-        os.close(fd)  # closing the last fd of the open file description releases the flock
+        lock, self._lock = self._lock, None
+        if lock is not None:
+            lock.release()  # unlinks the lock file, then the last close drops the OFD lock
+        os.close(fd)
         return problem
 
     def __enter__(self) -> EvictorLock:
@@ -235,30 +278,12 @@ def record_problem(path: str) -> str | None:
     return None
 
 
-def flock_holder_pid(path: str) -> int | None:
-    """PID holding an exclusive flock on ``path``'s inode, from ``/proc/locks`` (None if unseen)."""
-    try:
-        st = os.stat(path)
-        fd = os.open("/proc/locks", os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
-    except OSError:
-        return None
-    try:
-        data = os.read(fd, _PROC_LOCKS_MAX)
-    except OSError:
-        return None
-    finally:
-        os.close(fd)
-    wanted = f"{os.major(st.st_dev):02x}:{os.minor(st.st_dev):02x}:{st.st_ino}"
-    for line in data.decode("ascii", "replace").splitlines():
-        # "1: FLOCK  ADVISORY  WRITE 1234 00:1a:5678 0 EOF" ("->" marks a waiter)
-        fields = line.split()
-        if "->" in fields[:2] or len(fields) < 6:
-            continue
-        if fields[1] == "FLOCK" and fields[3] == "WRITE" and fields[5] == wanted:
-            with contextlib.suppress(ValueError):
-                pid = int(fields[4])
-                return pid if pid > 0 else None
-    return None
+def _other_namespace(holder: Holder, pids: list[int]) -> str:
+    """The holder of another PID namespace on this machine, by the pid this namespace sees if it can."""
+    since = f"on host {host_label(holder.host)} since {holder.since_text}"
+    if len(pids) == 1:
+        return f"pid {pids[0]} here, pid {holder.pid} in its own PID namespace, {since}"
+    return f"pid {holder.pid} in another PID namespace, {since}"
 
 
 def probe_evictor(root: str) -> Holder | None:
@@ -269,6 +294,7 @@ def probe_evictor(root: str) -> Holder | None:
     """
     real = os.path.realpath(os.path.abspath(root))
     holder = live_record(record_path(real))
-    if holder is not None and flock_holder_pid(real) is None and holder.identity == current_identity():
-        return None  # its record survived, but this host shows no such lock: not running
+    if holder is not None and is_write_locked(lock_file_path(real)) is False and holder.identity.same_machine(
+            current_identity()):
+        return None  # its record survived, but this machine shows no such lock: not running
     return holder

@@ -71,14 +71,16 @@ def evict_under_lock(root: str, make_plan: Callable[[], EvictionPlan], *, comman
         result = execute_eviction(plan, progress=progress)
         journal = None
         if journal_path is not None and changed_anything(result):
-            record = eviction_record(plan, result, command=command, exit_code=exit_code_of(result))
+            record = eviction_record(plan, result, command=command, exit_code=exit_code_of(result),
+                                     lock_taken_over=state.took_over)
             journal = append_record(record, journal_path)
     except KeyboardInterrupt as exc:  # Ctrl-C, SIGTERM, SIGHUP: journal what was done, then unlock
         stop = as_interrupted(exc)
         if journal_path is not None and plan is not None and isinstance(stop.result, EvictionResult) \
                 and changed_anything(stop.result):
             code = EXIT_PARTIAL if stop.done else stop.exit_code
-            stop.journal = append_record(eviction_record(plan, stop.result, command=command, exit_code=code),
+            stop.journal = append_record(eviction_record(plan, stop.result, command=command, exit_code=code,
+                                                         lock_taken_over=lock.state.took_over if lock.state else None),
                                          journal_path)
         raise stop from None
     finally:

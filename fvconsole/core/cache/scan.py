@@ -19,6 +19,7 @@ from typing import NamedTuple
 
 from fvconsole.core.cache.entry import STATUSES, classify_entry, compact_indices
 from fvconsole.core.cache.files import iter_dir, list_dir
+from fvconsole.core.cache.lock import LOCK_NAME
 from fvconsole.core.cache.model import CacheEntry, CacheScan, Leftover, ManifestSummary
 from fvconsole.core.errors import FvError
 from fvconsole.core.mounts import mount_points, mounts_by_child
@@ -83,7 +84,7 @@ def scan_cache(root: str | os.PathLike[str], grace_seconds: float = DEFAULT_GRAC
                 leftover = _scan_leftover(child, errors, mounts.get(name, ()), root_dev)
                 if leftover is not None:
                     leftovers.append(leftover)
-            else:
+            elif kind == "foreign":
                 foreign.append(name)
     except OSError as exc:  # the root's getdents failing part-way: what was read stands
         errors.append(f"{root_path}: listing the root stopped part-way ({exc.strerror}); entries after that are missing")
@@ -121,12 +122,14 @@ def _require_directory(root_path: str) -> os.stat_result:
 
 
 def classify_child(name: str, st: os.stat_result) -> str:
-    """'entry' (16 lowercase hex: a directory or a symlink), 'leftover' or 'foreign'."""
+    """'entry' (16 lowercase hex: a directory or a symlink), 'leftover', 'lock' (the evictor's lock file) or 'foreign'."""
     is_dir, is_link = stat.S_ISDIR(st.st_mode), stat.S_ISLNK(st.st_mode)
     if KEY_RE.fullmatch(name) and (is_dir or is_link):
         return "entry"
     if LEFTOVER_RE.fullmatch(name) and is_dir:
         return "leftover"
+    if name == LOCK_NAME and stat.S_ISREG(st.st_mode):
+        return "lock"
     return "foreign"
 
 

@@ -221,6 +221,8 @@ class MigrationResult:
     output_dir: str
     #: The plan's warnings, then what execution found (staging dirs left alone, a stale lock removed).
     warnings: tuple[str, ...] = ()
+    #: The lock of a dead (or, with break_lock, an unjudgeable) holder this run took over: journalled.
+    lock_notes: tuple[str, ...] = ()
 
     @property
     def receipt_path(self) -> str:
@@ -250,13 +252,17 @@ def execute_migration(
     *,
     break_lock: bool = False,
     on_warning: Callable[[str], None] | None = None,
+    on_lock_note: Callable[[str], None] | None = None,
     torch_check: bool = False,
 ) -> MigrationResult:
     """Write exactly ``plan``'s sidecars and receipt to ``plan.output_dir``.
 
     Refusals (FvError) happen before anything is written, including "another migration holds
-    the output dir's lock" (``break_lock``: first remove a lock whose holder is provably dead
-    on this host). A failure after the first write removes the staging dir, leaves any
+    the output dir's lock". A lock whose holder is provably dead (this host identity; the PID
+    gone, a zombie or reused) is taken over (``break_lock``: also one of another host or
+    container, on the operator's word); each such note goes to ``on_lock_note`` (else to
+    ``on_warning``) and into ``MigrationResult.lock_notes`` (and a PartialFailure's
+    ``lock_taken_over``), so the journal line records it. A failure after the first write removes the staging dir, leaves any
     previous set untouched and raises PartialFailure; so does a published set that does not
     read back as written. ``on_warning`` receives each warning execution finds that the plan
     did not already carry, when it is found (staging dirs of other hosts left alone, a stale
@@ -288,8 +294,17 @@ def execute_migration(
         with interrupts.deferred():  # the lock file exists exactly when `lock` knows it holds it
             notes = lock.acquire(break_stale=break_lock)
         for note in notes:
-            warn(note)
-        receipt = _execute_locked(plan, out, parent, outname, progress, workers, warn, torch_check)
+            if on_lock_note is not None:
+                told.append(note)
+                on_lock_note(note)
+            else:
+                warn(note)
+        try:
+            receipt = _execute_locked(plan, out, parent, outname, progress, workers, warn, torch_check)
+        except PartialFailure as exc:
+            if notes and isinstance(exc.details, dict):
+                exc.details["lock_taken_over"] = "; ".join(notes)
+            raise
     finally:
         with interrupts.deferred(reraise=False) as released:
             problem = lock.release()
@@ -298,7 +313,7 @@ def execute_migration(
     if released.signum is not None:  # arrived while the lock of a published set was released
         raise interrupts.Interrupted(released.signum, done=_completed(len(plan.ranks), out),
                                      report=_published_report(out, len(plan.ranks)))
-    return MigrationResult(plan, receipt, out, tuple(told))
+    return MigrationResult(plan, receipt, out, tuple(told), tuple(notes))
 
 
 def _completed(sidecars: int, out: str) -> str:
