@@ -148,6 +148,7 @@ REMOVAL_ALLOWED = {
     ("fvconsole/core/locks.py", "FileLock._create_direct"): "its own lock file, after a failed write",
     ("fvconsole/core/locks.py", "FileLock._break"): "a provably dead holder's lock file, moved aside first",
     ("fvconsole/core/locks.py", "FileLock._clean_own_temps"): "temp lock records of this identity's dead runs",
+    ("fvconsole/core/locks.py", "OwnerLock.release"): "its own lock file, unlinked while still locked",
     ("fvconsole/demo/builders.py", "write_checkpoint"): "the .metadata of a checkpoint it just wrote (fixture)",
 }
 #: Names that delete whatever object they are called on (Path.unlink, os.rmdir, shutil.rmtree ...).
@@ -236,7 +237,8 @@ OUTPUT_RENAME_ALLOWED = {
 OUTPUT_OPEN_ALLOWED = {
     "fvconsole/cli/streams.py": "points closed fds 0-2 at /dev/null",
     "fvconsole/core/cache/lock.py": "the evictor's own holder record, O_EXCL (the locks door)",
-    "fvconsole/core/locks.py": "its own lock files, O_EXCL (the locks door)",
+    "fvconsole/core/locks.py": "its own lock files: O_EXCL records, the evictor's lock file opened to write-lock it "
+                               "(the locks door)",
     "fvconsole/core/migration/faults.py": "the test-only fault hook's trace and announcement files",
     "fvconsole/demo/": "fixture builders writing inside the workspace they build",
 }
@@ -397,3 +399,54 @@ def test_the_untrusted_documents_check_can_fail() -> None:
         assert _json_decoding(trees[rel]), f"{rel} no longer decodes JSON: drop it from the allowlist"
 
 # ---- end door: untrusted-documents -------------------------------------------------------
+
+# ---- door: locks (issue 19 item 5) --------------------------------------------------------
+
+#: The one module that takes a lock: migration lock files, the evictor's OFD lock, the journal's append lock.
+LOCKS_DOOR = "fvconsole/core/locks.py"
+#: Ways of taking a lock (attribute names: fcntl calls, lock commands, exclusive creation).
+_LOCK_TAKERS = {"flock", "lockf", "F_OFD_SETLK", "F_OFD_SETLKW", "F_SETLK", "F_SETLKW", "O_EXCL"}
+#: (module, name) -> why that use is no lock (an O_EXCL create of a unique temp file is not a lock).
+LOCKS_ALLOWED = {
+    ("fvconsole/core/atomic.py", "O_EXCL"): "creates its own uniquely named temp file before the rename",
+    ("fvconsole/core/cache/lock.py", "O_EXCL"): "creates the holder record's uniquely named temp file (the lock "
+                                                "itself is core/locks.py's OwnerLock)",
+}
+
+
+def _lock_takers(tree: ast.AST) -> Iterator[tuple[int, str]]:
+    """(line, name) of every lock-taking attribute or name a module uses (``fcntl.flock``, ``os.O_EXCL`` ...)."""
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Attribute) and node.attr in _LOCK_TAKERS:
+            yield node.lineno, node.attr
+        elif isinstance(node, ast.ImportFrom) and node.module in ("fcntl", "os"):
+            for alias in node.names:
+                if alias.name in _LOCK_TAKERS:
+                    yield node.lineno, alias.name
+
+
+def test_locks_have_one_door() -> None:
+    """No module but ``core/locks.py`` takes a lock (flock, lockf, fcntl lock commands, O_EXCL lock files)."""
+    found, used = [], set()
+    for module, tree, _ in _modules():
+        if module == LOCKS_DOOR:
+            continue
+        for line, name in _lock_takers(tree):
+            if (module, name) in LOCKS_ALLOWED:
+                used.add((module, name))
+            else:
+                found.append(f"{module}:{line}: {name}")
+    assert found == [], "locks taken outside core/locks.py:\n" + "\n".join(found)
+    assert set(LOCKS_ALLOWED) - used == set(), "allowlist entries that no longer match anything: remove them"
+
+
+def test_locks_door_check_sees_every_way_of_locking() -> None:
+    """The check must be able to fail: each way of taking a lock is caught, in the door itself too."""
+    sample = ast.parse("import fcntl, os\nfrom fcntl import flock\n"
+                       "def f(fd, p):\n    fcntl.flock(fd, 2)\n    fcntl.lockf(fd, 2)\n"
+                       "    fcntl.fcntl(fd, fcntl.F_OFD_SETLK, b'')\n    os.open(p, os.O_CREAT | os.O_EXCL)\n")
+    assert sorted(name for _, name in _lock_takers(sample)) == ["F_OFD_SETLK", "O_EXCL", "flock", "flock", "lockf"]
+    door = ast.parse((PACKAGE.parent / LOCKS_DOOR).read_text())
+    assert {"F_OFD_SETLK", "lockf", "O_EXCL"} <= {name for _, name in _lock_takers(door)}
+
+# ---- end door: locks ----------------------------------------------------------------------

@@ -34,7 +34,6 @@ from __future__ import annotations
 
 import contextlib
 import errno
-import fcntl
 import json
 import os
 import select
@@ -46,7 +45,7 @@ from datetime import datetime, timezone
 from typing import Any
 
 from fvconsole.core.host import current_identity
-from fvconsole.core.locks import wait_for
+from fvconsole.core.locks import lock_open_file, unlock_open_file
 from fvconsole.core.output_file import OutputRefused, open_append
 from fvconsole.core.safe_read import file_kind
 from fvconsole.core.untrusted import MAX_EPOCH, Fields, UntrustedError, decode
@@ -253,8 +252,7 @@ def _append(path: str, line: bytes) -> None:
             os.fsync(fd)
         finally:
             if locked:
-                with contextlib.suppress(OSError):
-                    fcntl.lockf(fd, fcntl.LOCK_UN)
+                unlock_open_file(fd)
     finally:
         os.close(fd)
     if new or created_dirs:
@@ -271,18 +269,8 @@ def _make_parents(parent: str) -> bool:
 
 
 def _lock(fd: int) -> bool:
-    """An exclusive fcntl lock on the journal, waited for briefly (never a hang on a broken lockd)."""
-
-    def attempt() -> bool | None:
-        try:
-            fcntl.lockf(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except (BlockingIOError, PermissionError):
-            return None
-        except OSError:
-            return False  # no locking here (ENOLCK ...): the O_APPEND write alone
-        return True
-
-    return bool(wait_for(attempt, _LOCK_WAIT))
+    """An exclusive lock on the journal, waited for briefly (never a hang on a broken lockd)."""
+    return lock_open_file(fd, _LOCK_WAIT)
 
 
 def _fsync_dir(path: str) -> None:

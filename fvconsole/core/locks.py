@@ -697,43 +697,72 @@ def is_write_locked(path: str) -> bool | None:
 
 
 def lock_holder_pids(path: str) -> tuple[list[int], bool]:
-    """PIDs, as *this* PID namespace numbers them, that hold a lock on lock file ``path``.
+    """PIDs, as *this* PID namespace numbers them, that hold a write lock on lock file ``path``.
 
     An OFD lock has no owning process (``/proc/locks`` shows pid -1), so the holders are the
-    processes with an fd on the file whose ``/proc/<pid>/fdinfo`` lists a write lock; a
-    process of a namespace this one cannot see is not found. Returns (pids, complete):
-    ``complete`` is False when some process's fds could not be read (another user's, as
-    non-root) or the scan stopped at :data:`MAX_FDS_SCANNED`.
+    processes that have the file open (:mod:`fvconsole.core.process_use`, the door to
+    ``/proc/<pid>/fd``) and whose ``/proc/<pid>/fdinfo`` lists a write lock on it; a process
+    of a namespace this one cannot see is not found. Returns (pids, complete): ``complete``
+    is False when the process check was partial. Only for a refusal message.
     """
+    from fvconsole.core.process_use import scan_processes
+
     try:
         st = os.stat(path, follow_symlinks=False)
-        pids = [name for name in os.listdir("/proc") if name.isdigit()]
     except OSError:
         return [], False
+    use = scan_processes()
+    candidates = sorted({h.pid for h in use.by_inode.get((st.st_dev, st.st_ino), ()) if h.how == "open"})
     wanted = f"{os.major(st.st_dev):02x}:{os.minor(st.st_dev):02x}:{st.st_ino} "
-    name = os.path.basename(path)
-    found: list[int] = []
-    complete, seen = True, 0
-    for pid in pids:
+    found = [pid for pid in candidates[:64] if _holds_write_lock(pid, wanted)]
+    return found, use.partial is None
+
+
+def _holds_write_lock(pid: int, wanted: str) -> bool:
+    """Whether one of ``pid``'s open files holds a write lock on the inode ``wanted`` names (``/proc/locks`` form)."""
+    base = f"/proc/{pid}/fdinfo"
+    try:
+        names = os.listdir(base)
+    except OSError:
+        return False
+    for name in names[:MAX_FDS_SCANNED]:
         try:
-            fds = os.listdir(f"/proc/{pid}/fd")
-        except FileNotFoundError:
-            continue
+            with open(f"{base}/{name}", "rb") as handle:
+                info = handle.read(1 << 16).decode("ascii", "replace")
         except OSError:
-            complete = False
             continue
-        for fd in fds:
-            seen += 1
-            if seen > MAX_FDS_SCANNED:
-                return found, False
-            try:
-                if not os.readlink(f"/proc/{pid}/fd/{fd}").endswith(name):
-                    continue
-                with open(f"/proc/{pid}/fdinfo/{fd}", "rb") as handle:
-                    info = handle.read(1 << 16).decode("ascii", "replace")
-            except OSError:
-                continue
-            if any(line.startswith("lock:") and " WRITE " in line and wanted in line for line in info.splitlines()):
-                found.append(int(pid))
-                break
-    return sorted(set(found)), complete
+        if any(line.startswith("lock:") and " WRITE " in line and wanted in line for line in info.splitlines()):
+            return True
+    return False
+
+
+# --------------------------------------------------------------------------- brief locks on an open file
+
+
+def lock_open_file(fd: int, wait: float) -> bool:
+    """An exclusive POSIX lock (``lockf``) on open file ``fd``, waited for up to ``wait`` s.
+
+    For appends by several processes to one file (the journal): False when it could not be
+    had in time, or this filesystem cannot lock (ENOLCK ...): the caller then goes ahead
+    without it (an ``O_APPEND`` write alone), never hangs on a broken lock manager.
+    """
+    import fcntl
+
+    def attempt() -> bool | None:
+        try:
+            fcntl.lockf(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except (BlockingIOError, PermissionError):
+            return None
+        except OSError:
+            return False
+        return True
+
+    return bool(wait_for(attempt, wait))
+
+
+def unlock_open_file(fd: int) -> None:
+    """Drop :func:`lock_open_file`'s lock (never raises)."""
+    import fcntl
+
+    with contextlib.suppress(OSError):
+        fcntl.lockf(fd, fcntl.LOCK_UN)
