@@ -55,10 +55,10 @@ def _journal_lines() -> int:
     return len(path.read_text().splitlines()) if path.exists() else 0
 
 
-@pytest.mark.fault("output dir", "output dir is a mount point (tmpfs, bind mount of the same filesystem)")
+@pytest.mark.fault("shared output dir", "output dir is a mount point (tmpfs, bind mount of the same filesystem)")
 @pytest.mark.parametrize("case", ["tmpfs", "bind mount"])
 def test_mount_point_output_dir_refused_by_dry_run_and_yes(
-    ws: MigrationWorkspace, tmp_path: Path, capsys: pytest.CaptureFixture[str], mounter, case: str
+    ws: MigrationWorkspace, tmp_path: Path, capsys: pytest.CaptureFixture[str], mounter, case: str, trials
 ) -> None:
     out = tmp_path / "state"
     out.mkdir()
@@ -77,4 +77,5 @@ def test_mount_point_output_dir_refused_by_dry_run_and_yes(
         assert "--yes" not in result.stdout, result.describe()
         assert digest_diff(before, tree_digest(tmp_path)) == [], f"yes={yes} wrote something"
         assert _journal_lines() == journal, f"yes={yes} journalled a refusal"
+        trials.add(f"{'--yes' if yes else 'dry run'} refused, nothing written")
     assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".state")] == [], "a lock or staging dir was left"
