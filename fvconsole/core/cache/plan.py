@@ -117,7 +117,7 @@ class EvictionPlan:
             "evict": [p.to_json() for p in self.evict],
             "skipped": [s.to_json() for s in self.skipped],
             "freed_bytes": self.freed_bytes,
-            "errors": [],
+            "errors": [],  # a dry run has the execution's shape (docs/cli.md); scripts read it in both
             "total_bytes": self.total_bytes,
             "total_bytes_after": self.total_bytes - sum(p.bytes for p in self.evict if not p.leftover),
             "cap_bytes": self.cap_bytes,

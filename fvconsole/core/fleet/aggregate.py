@@ -172,6 +172,7 @@ class FleetCacheView:
             "summary": {n.node: n.to_json() for n in self.nodes},
             "findings": [f.to_json() for f in self.findings],
             "selection": self.selection.to_json(),
+            "dispatch": {"fanout": self.fanout, "job_steps": self.job_steps},
         }
 
 

@@ -185,6 +185,7 @@ class MigrationPlan:
             "config_sha256": self.config_sha256,
             "manifest_path": self.manifest_path,
             "manifest_fingerprint": self.manifest_fingerprint,
+            "manifest_sha256": self.manifest_sha256,
             "dataset_root": self.dataset_root,
             "output_dir": self.output_dir,
             "warnings": list(self.warnings),
