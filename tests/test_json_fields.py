@@ -63,6 +63,9 @@ NOT_EMITTED: dict[str, dict[str, str]] = {
     "core/migration/plan.py:MigrationPreview": {
         "notes": "`warnings` as data for the console; the JSON carries their text as `warnings`",
     },
+    "core/migration/write.py:MigrationResult": {
+        "lock_notes": "each note is said when found (on_lock_note / on_warning); the journal line records them",
+    },
     "core/reasons.py:Reason": {
         "detail": "the wire form is code + values: the receiver words them (parse_reason)",
         "remedy": "the wire form is code + values: the receiver words them (parse_reason)",
