@@ -18,13 +18,18 @@ and recomputes everything per call, as upstream does (O(row groups) per rank).
 - :func:`resume_sidecar`: what FastVideo's resume checks in a loaded sidecar dict, and the
   cursor it resumes at.
 - :func:`manifest_fingerprint`: upstream ``_manifest_fingerprint``.
+- :func:`validation_receipt` / :func:`write_validation_receipt`: the receipt of upstream
+  ``scripts/train/validate_streaming_dataloader_sidecars.py`` and its ``_write_json_atomic``.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+import os
 import random
+from datetime import datetime, timezone
+from pathlib import Path
 from typing import Any
 
 STATE_VERSION = 2
@@ -242,3 +247,60 @@ def live_loader_state(config: dict[str, Any], manifest: dict[str, Any], *, rank:
         batch_size=batch_size, read_batch_size=int(data["streaming_read_batch_size"]), seed=int(data["seed"]),
         shuffle_row_groups=bool(data["streaming_shuffle_row_groups"]), yielded_samples=batches * batch_size,
     )
+
+
+VALIDATION_SCHEMA = "fastvideo-streaming-dataloader-sidecar-validation/v1"
+
+
+def sha256_file(path: Path) -> str:
+    digest = hashlib.sha256()
+    with path.open("rb") as handle:
+        for chunk in iter(lambda: handle.read(1024 * 1024), b""):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def validation_receipt(config: str, checkpoint: str, sidecar_dir: str, step: int, world_size: int) -> dict[str, Any]:
+    """What ``scripts/train/validate_streaming_dataloader_sidecars.py``'s rank 0 writes when every rank resumed
+    where expected: resolved paths, each file's sha256 read in 1 MiB chunks, each sidecar's ``state``
+    read with ``torch.load``, the results gathered in rank order."""
+    import torch
+
+    config_path = Path(config).expanduser().resolve()
+    checkpoint_dir = Path(checkpoint).expanduser().resolve()
+    sidecars = Path(sidecar_dir).expanduser().resolve()
+    gathered = []
+    for rank in range(world_size):
+        sidecar_path = sidecars / f"dataloader_state_rank{rank}.pt"
+        payload = torch.load(sidecar_path, map_location="cpu", weights_only=False)
+        gathered.append({
+            "rank": rank,
+            "sidecar": sidecar_path.name,
+            "sidecar_sha256": sha256_file(sidecar_path),
+            "next_id": f"resumed-{rank}",  # what the real loader yielded first; not compared
+            "row_group_position": payload["state"]["row_group_position"],
+            "row_offset": payload["state"]["row_offset"],
+        })
+    return {
+        "schema": VALIDATION_SCHEMA,
+        "created_at_utc": datetime.now(timezone.utc).isoformat(),
+        "checkpoint": str(checkpoint_dir),
+        "checkpoint_metadata_sha256": sha256_file(checkpoint_dir / "metadata.json"),
+        "config": str(config_path),
+        "config_sha256": sha256_file(config_path),
+        "sidecar_dir": str(sidecars),
+        "step": step,
+        "world_size": world_size,
+        "results": gathered,
+    }
+
+
+def write_validation_receipt(path: str, receipt: dict[str, Any]) -> None:
+    """The validator's ``_write_json_atomic`` (temp file beside it, fsync, replace)."""
+    target = Path(path)
+    temporary = target.with_name(f".{target.name}.tmp")
+    with temporary.open("w", encoding="utf-8") as handle:
+        json.dump(receipt, handle, indent=2, sort_keys=True)
+        handle.flush()
+        os.fsync(handle.fileno())
+    os.replace(temporary, target)

@@ -36,6 +36,13 @@ def test_demo_no_tui_builds_a_realistic_workspace(tmp_path, capsys) -> None:
             output_dir=str(tmp_path / "side"), expected_step=step, expected_world_size=8,
             consumed_batches_per_rank=step * 2))
 
+    # checkpoint-100's set carries FastVideo's validation receipt, and it holds.
+    validated = str(root / "output" / "dataloader-state" / "validated-100")
+    assert f"--sidecar-dir {validated}" in printed
+    assert main(["sidecars", "verify", "--config", str(root / "run.yaml"), "--checkpoint",
+                 str(root / "output" / "checkpoint-100"), "--sidecar-dir", validated]) == 0
+    assert "validated in FastVideo's loader on 8 ranks at " in capsys.readouterr().out
+
     clean = preview(300)
     assert clean.refusals == () and clean.plan is not None and clean.plan.world_size == 8
     assert any(m.critical and m.path == "training.data.seed" for m in preview(200).mismatches)

@@ -512,6 +512,32 @@ async def test_preview_refuses_foreign_output_dir_like_the_cli_dry_run(work: dic
     assert sorted(os.listdir(out)) == ["notes.txt"]
 
 
+async def test_verify_shows_fastvideos_validation_when_it_holds(work: dict[str, str]) -> None:
+    validated = os.path.join(work["output"], "dataloader-state", "validated-100")
+    app = make_app(work)
+    async with app.run_test(size=SIZE) as pilot:
+        await started(app, pilot)
+        await select_checkpoint(app, pilot, 100)
+        await pilot.press("m")
+        await settle(app, pilot)
+        app.query_one("#mig-output").value = validated
+        await pilot.press("ctrl+y")
+        await settle(app, pilot)
+        banner = " ".join(str(app.query_one("#mig-banner").render()).split())
+        assert "verify: 8 sidecar(s) match" in banner
+        assert "validated in FastVideo's loader on 8 ranks at 20" in banner
+        receipt = os.path.join(validated, "fastvideo-validation.json")
+        with open(receipt) as fh:
+            doc = json.load(fh)
+        doc["results"][2]["sidecar_sha256"] = "f" * 64
+        with open(receipt, "w") as fh:
+            json.dump(doc, fh)
+        await pilot.press("ctrl+y")
+        await settle(app, pilot)
+        banner = " ".join(str(app.query_one("#mig-banner").render()).split())
+        assert "verify failed" in banner and "rank 2: dataloader_state_rank2.pt sha256" in banner
+
+
 async def test_next_sample_ids_fill_the_rank_table(work: dict[str, str]) -> None:
     app = make_app(work)
     async with app.run_test(size=SIZE) as pilot:

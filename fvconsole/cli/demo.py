@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 import shlex
 import time
 
@@ -53,6 +54,8 @@ def cli_commands(ws: object) -> list[str]:
         f"fvconsole migrate --config {q(cfg)} --checkpoint {q(ckpt)} --output-dir {q(out)} \\\n"
         "    --expected-step 300 --expected-world-size 8 --consumed-batches-per-rank 600 --yes",
         f"fvconsole sidecars verify --config {q(cfg)} --checkpoint {q(ckpt)} --sidecar-dir {q(out)}",
+        f"fvconsole sidecars verify --config {q(cfg)} --checkpoint {q(os.path.join(ws.output_dir, 'checkpoint-100'))} "
+        f"--sidecar-dir {q(ws.validated_sidecar_dir)}   # FastVideo's validation receipt",
         f"fvconsole cache ls {q(root)}",
         f"fvconsole cache evict {q(root)} --invalid          # dry run; add --yes to delete",
         f"{reopen_command(ws)}   # the console again",

@@ -38,8 +38,9 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="check a sidecar dir against the plan recomputed from config + checkpoint",
         description="Recompute the migration plan from the run config and the checkpoint, then "
         "compare every sidecar field by field, check the receipt (schema, step, world size, sha256 "
-        "of every file) and report missing, extra and foreign files. --deep also reads, from the "
-        "Parquet dataset, the id of the next sample each rank will read.",
+        "of every file) and report missing, extra and foreign files. FastVideo's own validation "
+        "receipt (--upstream-receipt, or found in the sidecar dir) must still hold for the files. "
+        "--deep also reads, from the Parquet dataset, the id of the next sample each rank will read.",
         epilog=VERIFY_EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
@@ -52,6 +53,11 @@ def register(sub: argparse._SubParsersAction) -> None:
         "--torch-check", action="store_true",
         help="also load every sidecar with torch.load(weights_only=True) and compare (imports torch)",
     )
+    verify.add_argument(
+        "--upstream-receipt", metavar="PATH",
+        help="FastVideo's validation receipt (validate_streaming_dataloader_sidecars.py --output) to check; "
+        "default: the newest one in the sidecar dir",
+    )
     verify.add_argument("--json", action="store_true", help="print exactly one JSON object")
     verify.set_defaults(func=_verify)
 
@@ -61,7 +67,7 @@ def _verify(args: argparse.Namespace) -> int:
 
     result = verify_sidecars(
         args.config, args.checkpoint, args.sidecar_dir, overrides=tuple(args.overrides), deep=args.deep,
-        torch_check=args.torch_check,
+        torch_check=args.torch_check, upstream_receipt=args.upstream_receipt,
     )
     if not args.json:
         say(_report(result, args.deep))
@@ -89,6 +95,9 @@ def _report(result, deep: bool) -> Block:
             rows.append(["...", f"{omitted} more"] + [""] * (len(headers) - 2))
         rows += [_row(r, deep) for r in tail]
         lines.append(format_table(headers, rows, right=(0, 2, 3, 4, 5)))
+    upstream = result.upstream_validation
+    if upstream is not None:
+        lines.append(f"{upstream.summary()}: {upstream.path}")
     if result.ok:
         lines.append(f"OK: {len(result.ranks)} sidecars and the receipt match the plan")
     else:

@@ -522,3 +522,50 @@ def build_run(
     config_path = write_run_config(os.path.join(base, "run.yaml"), config)
     ckpts = tuple(write_checkpoint(output_dir, s, config, kind=kind) for s in steps)
     return RunFixture(base, dataset, manifest_path, config_path, output_dir, config, ckpts)
+
+
+def write_validated_set(config_path: str, checkpoint: str, sidecar_dir: str, *, step: int, world_size: int,
+                        consumed_batches_per_rank: int, created_at: str) -> str:
+    """Migrate ``checkpoint`` into ``sidecar_dir`` and add the receipt FastVideo's validator writes there.
+
+    The receipt has the fields and layout of upstream
+    ``scripts/train/validate_streaming_dataloader_sidecars.py`` (docs/formats.md §3), as if every
+    rank had resumed in FastVideo's loader where its cursor says. Returns the receipt's path.
+    """
+    from fvconsole.core.atomic import atomic_write_json
+    from fvconsole.core.migration.plan import MigrationRequest, plan_migration
+    from fvconsole.core.migration.upstream_receipt import UPSTREAM_SCHEMA
+    from fvconsole.core.migration.write import execute_migration
+
+    preview = plan_migration(MigrationRequest(
+        config_path=config_path, checkpoint=checkpoint, output_dir=sidecar_dir, expected_step=step,
+        expected_world_size=world_size, consumed_batches_per_rank=consumed_batches_per_rank))
+    if preview.plan is None:
+        raise RuntimeError(f"demo: cannot migrate {checkpoint}: {[r.message for r in preview.refusals]}")
+    execute_migration(preview.plan)
+
+    def sha256(path: str) -> str:
+        with open(path, "rb") as handle:
+            return hashlib.sha256(handle.read()).hexdigest()
+
+    results = []
+    for cursor in preview.plan.ranks:
+        name = f"dataloader_state_rank{cursor.rank}.pt"
+        results.append({"rank": cursor.rank, "sidecar": name, "sidecar_sha256": sha256(os.path.join(sidecar_dir, name)),
+                        "next_id": f"sample-{cursor.next_sample_index:06d}",
+                        "row_group_position": cursor.row_group_position, "row_offset": cursor.row_offset})
+    receipt = {
+        "schema": UPSTREAM_SCHEMA,
+        "created_at_utc": created_at,
+        "checkpoint": os.path.realpath(checkpoint),
+        "checkpoint_metadata_sha256": sha256(os.path.join(checkpoint, "metadata.json")),
+        "config": os.path.realpath(config_path),
+        "config_sha256": sha256(config_path),
+        "sidecar_dir": os.path.realpath(sidecar_dir),
+        "step": step,
+        "world_size": world_size,
+        "results": results,
+    }
+    path = os.path.join(sidecar_dir, "fastvideo-validation.json")
+    atomic_write_json(path, receipt)
+    return path

@@ -12,6 +12,8 @@ Layout (all under one directory)::
     output/checkpoint-100,200,300 legacy checkpoints (real DCP); 200 was saved with seed 7
     output/checkpoint-400         rank-local (new-style) checkpoint
     output/checkpoint-500         interrupted save (RNG files for half the ranks)
+    output/dataloader-state/validated-100
+                                  checkpoint-100 migrated, with FastVideo's validation receipt
     shard-cache/<key>/            complete, partial, incomplete, writing and invalid entries
     shard-cache/README.txt        a foreign file the scan must ignore
 """
@@ -23,6 +25,7 @@ import re
 import secrets
 import time
 from dataclasses import dataclass
+from datetime import datetime, timezone
 
 from fvconsole.core.atomic import atomic_write_json
 from fvconsole.core.errors import FvError
@@ -54,6 +57,7 @@ class DemoWorkspace:
     legacy_checkpoint: str  # the one that migrates cleanly with run.yaml
     mismatch_checkpoint: str  # legacy, saved with a different seed
     sidecar_dir: str  # suggested migration output
+    validated_sidecar_dir: str  # checkpoint-100's set, with FastVideo's validation receipt
     created_at: float
 
     def to_json(self) -> dict:
@@ -228,6 +232,10 @@ def _build(root: str, now: float) -> DemoWorkspace:
     builders.write_checkpoint(output, 300, config)
     builders.write_checkpoint(output, 400, config, kind="rank-local")
     builders.write_checkpoint(output, 500, config, kind="rank-local", complete=False)
+    validated = os.path.join(output, "dataloader-state", "validated-100")
+    builders.write_validated_set(config_path, os.path.join(output, "checkpoint-100"), validated, step=100,
+                                 world_size=8, consumed_batches_per_rank=200,
+                                 created_at=datetime.fromtimestamp(now - 2 * 86400, timezone.utc).isoformat())
     for step, age in DEMO_STEPS.items():
         _age(os.path.join(output, f"checkpoint-{step}"), now - age)
     cache_root = os.path.join(root, "shard-cache")
@@ -238,6 +246,7 @@ def _build(root: str, now: float) -> DemoWorkspace:
         root=root, dataset_root=dataset, manifest_path=manifest, config_path=config_path, output_dir=output,
         cache_root=cache_root, legacy_checkpoint=os.path.join(output, "checkpoint-300"),
         mismatch_checkpoint=os.path.join(output, "checkpoint-200"),
-        sidecar_dir=os.path.join(output, "dataloader-state", "checkpoint-300"), created_at=now,
+        sidecar_dir=os.path.join(output, "dataloader-state", "checkpoint-300"), validated_sidecar_dir=validated,
+        created_at=now,
     )
     return workspace

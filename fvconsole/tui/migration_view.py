@@ -556,8 +556,11 @@ class MigrationView(BaseView):
         result = message.result
         if result.ok:
             self._export = export_line(result.sidecar_dir or self.query_one("#mig-output", Input).value.strip())
-            self._set_banner(PlainText(f"✓ verify: {len(result.ranks)} sidecar(s) match the plan "
-                                       f"(y copies the export line)"), "ok")
+            text = PlainText(f"✓ verify: {len(result.ranks)} sidecar(s) match the plan (y copies the export line)")
+            upstream = result.upstream_validation
+            if upstream is not None:
+                text.append(f"\n✓ {upstream.summary()}")
+            self._set_banner(text, "ok")
             self.notify("sidecars verified")
             return
         text = PlainText(f"✗ verify failed: {len(result.problems)} problem(s)\n")

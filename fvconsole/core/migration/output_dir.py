@@ -23,6 +23,7 @@ from fvconsole.core.fsutil import is_within, real
 from fvconsole.core.host import HostIdentity, current_identity, pid_alive
 from fvconsole.core.locks import FileLock
 from fvconsole.core.migration.files import RECEIPT_NAME, classify_entry
+from fvconsole.core.migration.upstream_receipt import find_upstream_receipts
 from fvconsole.core.mounts import place_of, same_place
 from fvconsole.core.reasons import Reason, invalid, reason
 
@@ -72,6 +73,8 @@ class OutputState:
     receipt: bool = False
     temps: tuple[str, ...] = ()
     foreign: tuple[str, ...] = ()
+    #: FastVideo's validation receipts for the set (part of it: replaced with it, never foreign).
+    upstream_receipts: tuple[str, ...] = ()
 
     @property
     def has_set(self) -> bool:
@@ -95,11 +98,14 @@ def _output_state(path: str, found: list[Reason]) -> OutputState:
         return OutputState(path, True)
     sidecars, temps, foreign = [], [], []
     receipt = False
+    upstream = find_upstream_receipts(path)
     try:
         with os.scandir(path) as entries:
             for entry in entries:
                 kind = classify_entry(entry.name)
                 regular = entry.is_file(follow_symlinks=False)
+                if entry.name in upstream:
+                    continue
                 if kind == "foreign" or not regular:
                     foreign.append(entry.name)
                 elif kind == "sidecar":
@@ -111,7 +117,7 @@ def _output_state(path: str, found: list[Reason]) -> OutputState:
     except OSError as exc:
         found.append(invalid("output_dir", f"{path}: cannot list ({exc.strerror or exc})"))
     return OutputState(path, True, tuple(sorted(sidecars)), receipt, tuple(sorted(temps)),
-                       tuple(sorted(foreign)))
+                       tuple(sorted(foreign)), upstream)
 
 
 def mount_point_of(path: str) -> str | None:

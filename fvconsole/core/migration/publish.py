@@ -20,6 +20,7 @@ from fvconsole.core.errors import PartialFailure
 from fvconsole.core.migration import faults
 from fvconsole.core.migration.files import classify_entry, sha256_bytes
 from fvconsole.core.migration.output_dir import check_destination, staging_name
+from fvconsole.core.migration.upstream_receipt import find_upstream_receipts
 from fvconsole.core.reasons import reason
 from fvconsole.core.removal import remove_flat_dir
 
@@ -39,9 +40,11 @@ def fsync_dir(path: str, label: str) -> None:
 def remove_set_dir(path: str) -> bool:
     """Delete a staging/old-set dir: only our file names, never following symlinks or crossing a mount.
 
+    FastVideo's validation receipts of the old set go with it (they vouch for its files only).
     Returns False (and leaves the dir) if anything unexpected is inside (``core.removal``).
     """
-    return remove_flat_dir(path, lambda name: classify_entry(name) != "foreign", faults.point)
+    upstream = set(find_upstream_receipts(path))
+    return remove_flat_dir(path, lambda name: classify_entry(name) != "foreign" or name in upstream, faults.point)
 
 
 def publish(staging: str, out: str, parent: str, outname: str, plan: MigrationPlan) -> str | None:

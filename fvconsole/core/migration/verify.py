@@ -10,7 +10,7 @@ from __future__ import annotations
 import contextlib
 import os
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -28,6 +28,11 @@ from fvconsole.core.migration.output_dir import staging_pattern
 from fvconsole.core.migration.plan import MigrationPlan, MigrationRequest, plan_from_sources
 from fvconsole.core.migration.receipt import check_receipt
 from fvconsole.core.migration.sample_ids import add_next_sample_ids
+from fvconsole.core.migration.upstream_receipt import (
+    UpstreamValidation,
+    check_upstream_receipt,
+    find_upstream_receipts,
+)
 from fvconsole.core.optional import require
 from fvconsole.core.progress import Progress, no_progress
 from fvconsole.core.safe_read import file_kind
@@ -44,6 +49,8 @@ class VerifyResult:
     sidecar_dir: str = ""
     step: int | None = None
     world_size: int | None = None
+    #: FastVideo's own validation receipt for this set (None: there is none).
+    upstream_validation: UpstreamValidation | None = None
 
     def to_json(self) -> dict:
         return {
@@ -54,6 +61,7 @@ class VerifyResult:
             "sidecar_dir": self.sidecar_dir,
             "step": self.step,
             "world_size": self.world_size,
+            "upstream_validation": self.upstream_validation.to_json() if self.upstream_validation else None,
         }
 
 
@@ -143,10 +151,13 @@ def verify_sidecars(
     deep: bool = False,
     progress: Progress | None = None,
     torch_check: bool = False,
+    upstream_receipt: str | None = None,
 ) -> VerifyResult:
     """Check every sidecar and the receipt in ``sidecar_dir`` against a recomputed plan.
 
     Sidecars are read without torch; ``torch_check`` also loads each with real torch.
+    FastVideo's validation receipt (``upstream_receipt``, else the newest one found in the
+    dir) is checked against the same files: one that no longer holds fails verification.
     Raises MissingExtra before reading anything when ``deep`` lacks pyarrow or ``torch_check``
     lacks torch.
     """
@@ -161,23 +172,66 @@ def verify_sidecars(
     if not os.path.isdir(sidecar_dir):
         problems.append(f"{sidecar_dir}: sidecar dir does not exist")
         return VerifyResult(False, tuple(problems), (), tuple(warnings), sidecar_dir, plan.step, plan.world_size)
-    listing = _list_dir(sidecar_dir, plan.world_size, problems, warnings)
+    upstream_names = find_upstream_receipts(sidecar_dir)
+    listing = _list_dir(sidecar_dir, plan.world_size, problems, warnings, set(upstream_names))
     receipt_rows = check_receipt(sidecar_dir, plan, problems)
     rows = []
+    digests: dict[int, str | None] = {}
     for cursor in plan.ranks:
-        rows.append(_verify_rank(sidecar_dir, plan, cursor, listing, receipt_rows, torch_check))
+        rows.append(_verify_rank(sidecar_dir, plan, cursor, listing, receipt_rows, torch_check, digests))
         progress(len(rows), plan.world_size, f"checked rank {cursor.rank}")
     if deep:
         add_next_sample_ids(plan, rows, problems)
     for row in rows:
         problems.extend(f"rank {row['rank']}: {p}" for p in row["problems"])
+    upstream = _check_upstream(plan, sidecar_dir, upstream_receipt, upstream_names, digests, warnings)
+    if upstream is not None:
+        shown = os.path.basename(upstream.path)
+        problems.extend(f"FastVideo's validation receipt {shown}: {p}" for p in upstream.problems)
+        warnings.extend(upstream.warnings)
     return VerifyResult(
-        not problems, tuple(problems), tuple(rows), tuple(warnings), sidecar_dir, plan.step, plan.world_size
+        not problems, tuple(problems), tuple(rows), tuple(warnings), sidecar_dir, plan.step, plan.world_size,
+        upstream,
     )
 
 
-def _list_dir(directory: str, world: int, problems: list[str], warnings: list[str]) -> set[str]:
-    """Names of regular sidecar files present; extra/foreign/temp files become problems."""
+def _check_upstream(
+    plan: MigrationPlan, sidecar_dir: str, given: str | None, found: Sequence[str],
+    digests: dict[int, str | None], warnings: list[str],
+) -> UpstreamValidation | None:
+    """FastVideo's validation receipt checked against the current files (None: none given or found)."""
+    if given is None and not found:
+        return None
+    if given is None:
+        path = os.path.join(sidecar_dir, found[-1])
+        if len(found) > 1:
+            checked = [check_upstream_receipt(os.path.join(sidecar_dir, n), **_upstream_facts(plan, sidecar_dir, digests))
+                       for n in found]
+            newest = max(checked, key=lambda u: u.created_at_utc or "")
+            others = ", ".join(os.path.basename(u.path) for u in checked if u is not newest)
+            warnings.append(f"{sidecar_dir}: {len(found)} FastVideo validation receipts; checked the newest, "
+                            f"{os.path.basename(newest.path)} (also there: {others})")
+            return newest
+    else:
+        path = given
+    return check_upstream_receipt(path, **_upstream_facts(plan, sidecar_dir, digests))
+
+
+def _upstream_facts(plan: MigrationPlan, sidecar_dir: str, digests: dict[int, str | None]) -> dict[str, Any]:
+    return {
+        "step": plan.step, "world_size": plan.world_size, "config_sha256": plan.config_sha256,
+        "checkpoint_metadata_sha256": plan.checkpoint_metadata_sha256, "sidecar_sha256": digests,
+        "sidecar_dir": sidecar_dir, "checkpoint": plan.checkpoint, "config": plan.config_path or "",
+    }
+
+
+def _list_dir(
+    directory: str, world: int, problems: list[str], warnings: list[str], upstream: Collection[str] = (),
+) -> set[str]:
+    """Names of regular sidecar files present; extra/foreign/temp files become problems.
+
+    ``upstream``: FastVideo's validation receipts, part of the set (checked on their own).
+    """
     present = set()
     with os.scandir(directory) as entries:
         for entry in sorted(entries, key=lambda e: e.name):
@@ -196,7 +250,7 @@ def _list_dir(directory: str, world: int, problems: list[str], warnings: list[st
                     present.add(entry.name)
             elif kind == "temp":
                 problems.append(f"{entry.name}: leftover temp file from an interrupted write")
-            elif kind == "foreign":
+            elif kind == "foreign" and entry.name not in upstream:
                 problems.append(f"{entry.name}: foreign file in the sidecar dir")
     parent = os.path.dirname(os.path.abspath(directory))
     pattern = staging_pattern(os.path.basename(os.path.abspath(directory)))
@@ -209,7 +263,7 @@ def _list_dir(directory: str, world: int, problems: list[str], warnings: list[st
 
 def _verify_rank(
     directory: str, plan: MigrationPlan, cursor: Any, present: set[str], receipt_rows: dict[int, dict],
-    torch_check: bool = False,
+    torch_check: bool = False, digests: dict[int, str | None] | None = None,
 ) -> dict:
     """One rank's row: file present, loads safely, payload equal, sha256 as in the receipt.
 
@@ -241,6 +295,8 @@ def _verify_rank(
         problems.append(f"{name}: unreadable ({reason})")
         return row
     digest = sha256_bytes(data)
+    if digests is not None:
+        digests[cursor.rank] = digest
     if entry is not None:
         if entry.get("sha256") != digest:
             problems.append(f"{name}: sha256 {digest[:12]} does not match the receipt ({str(entry.get('sha256'))[:12]})")
