@@ -22,6 +22,7 @@ from textual.widgets import DataTable, Input, TabbedContent
 from fvconsole.cli import InstalledVersion
 from fvconsole.cli.completion import PrintCompletion
 from fvconsole.cli.streams import _Stdout
+from fvconsole.core.migration.output_dir import OutputState
 from fvconsole.core.migration.sample_ids import NextSampleIds
 from fvconsole.demo.workspace import DemoWorkspace
 from fvconsole.tui import headless, wording
@@ -71,3 +72,4 @@ _fields(NextSampleIds).row_groups_read  # part of the result; tests/test_tui_app
 FleetView.view_result  # the fleet view's last result, which tests/test_fleet_tui.py reads
 headless.TOUR_SHOTS  # the tour's shot names (docs/development.md); tests/test_tui_snapshots.py checks them
 wording.CONTROLS  # remedy -> console control; tests/test_reasons_receipts.py checks each control exists
+_fields(OutputState).upstream_receipts  # new with issue 22 item 3 (06dc9b1): recorded, not read yet; its owner uses or drops it
