@@ -4,7 +4,7 @@ The core creates a :class:`Reason` where it refuses or skips: a stable ``code``,
 ``field`` it concerns, the ``values`` it names, a flag-free ``detail`` and the request option
 that would lift it (``remedy``, a request-field name such as ``overwrite``, never a flag).
 Each front end words a reason with its own controls: the console from the code, values and
-remedy (``fvconsole.tui.wording``), the command line through :func:`cli_text`.
+remedy (``fvconsole.tui.wording``), the command line through :attr:`Reason.cli`.
 
 Every code is declared once in :data:`KINDS` with both of its texts, so a rule is worded in
 one place per front end and the console can be checked against every code the core can

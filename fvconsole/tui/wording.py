@@ -21,7 +21,6 @@ from fvconsole.core.reasons import (
     SKIP_SOURCE_CHECK,
     WAIT,
     Reason,
-    invalid,
     min_free_words,
 )
 
@@ -97,8 +96,8 @@ def refusal_text(reason: Reason) -> str:
 
 
 def skipped_reason(skipped: SkippedEntry) -> Reason:
-    """A skip as data (a skip made from text alone keeps its text)."""
-    return skipped.why or invalid("key", skipped.reason)
+    """A skip as data."""
+    return skipped.why
 
 
 def skip_text(reason: Reason, entry: CacheEntry | None = None, now: float | None = None,
@@ -117,9 +116,7 @@ def skip_text(reason: Reason, entry: CacheEntry | None = None, now: float | None
 
 def evict_reason_text(planned: PlannedEviction) -> str:
     """Why an entry is planned for eviction, from its selectors' reasons (``evict.key`` → marked,
-    a free-space target → the dialog's min free field); an item without reasons keeps its text."""
-    if not planned.why:
-        return planned.reason
+    a free-space target → the dialog's min free field)."""
     text = "; ".join(reason_text(r) for r in planned.why)
     return f"{text} ({SYMLINK_NOTE})" if planned.is_symlink else text
 

@@ -24,6 +24,7 @@ from fvconsole.core.cache.plan import (
     EvictionPlan,
     PlannedEviction,
     SkippedEntry,
+    eviction_text,
     mount_reason,
     process_skip,
     removal_skip,
@@ -43,6 +44,7 @@ from fvconsole.core.humanize import human_age
 from fvconsole.core.mounts import mount_points, mounts_by_child
 from fvconsole.core.process_use import scan_processes
 from fvconsole.core.progress import Progress, no_progress
+from fvconsole.core.reasons import Reason
 from fvconsole.core.removal import PartialRemoval, remove_tree
 
 __all__ = ["EvictedEntry", "EvictionResult", "PartialRemoval", "execute_eviction", "remove_tree"]
@@ -58,8 +60,14 @@ class EvictedEntry:
     path: str
     bytes: int
     planned_bytes: int
-    reason: str
+    #: The plan's reasons (``PlannedEviction.why``); ``reason`` is their command-line wording.
+    why: tuple[Reason, ...]
     leftover: bool = False
+    is_symlink: bool = False
+
+    @property
+    def reason(self) -> str:
+        return eviction_text(self.why, self.is_symlink)
 
     def to_json(self) -> dict[str, Any]:
         return {"key": self.key, "path": self.path, "bytes": self.bytes, "planned_bytes": self.planned_bytes,
@@ -171,7 +179,7 @@ def execute_eviction(plan: EvictionPlan, progress: Progress | None = None) -> Ev
             errors.append(message)
             continue
         evicted.append(EvictedEntry(key=item.key, path=item.path, bytes=freed, planned_bytes=item.bytes,
-                                    reason=item.reason, leftover=item.leftover))
+                                    why=item.why, leftover=item.leftover, is_symlink=item.is_symlink))
     progress(total, total, "done")
     return result()
 
@@ -190,7 +198,7 @@ def _interrupted(exc: KeyboardInterrupt, plan: EvictionPlan, item: PlannedEvicti
     gone = not left and not os.path.lexists(item.path) and not os.path.lexists(hidden)
     if gone:  # the signal came as its last directory went: it was evicted (we hold the root's lock)
         evicted.append(EvictedEntry(key=item.key, path=item.path, bytes=item.bytes, planned_bytes=item.bytes,
-                                    reason=item.reason, leftover=item.leftover))
+                                    why=item.why, leftover=item.leftover, is_symlink=item.is_symlink))
         error = f"interrupted by {stop.name} after {item.path} was removed"
     elif left:
         error = (f"{item.path}: interrupted by {stop.name} while removing it; the rest is left in {hidden} "

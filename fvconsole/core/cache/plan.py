@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from fvconsole.core.cache.freespace import FreeSpacePlan, FreeTarget, free_space_walk
@@ -13,7 +13,7 @@ from fvconsole.core.errors import FvError, UsageError
 from fvconsole.core.host import pid_alive
 from fvconsole.core.humanize import format_duration, human_age, human_bytes
 from fvconsole.core.process_use import Holder, holders_text
-from fvconsole.core.reasons import INVALID, Reason, reason
+from fvconsole.core.reasons import Reason, reason
 from fvconsole.core.removal import removal_obstacle
 
 #: The command line's usage error when no selector is given (its front ends raise it before planning).
@@ -27,26 +27,24 @@ SYMLINK_NOTE = "a symlink: only the link is removed, its target is never touched
 class PlannedEviction:
     """One directory (or top-level symlink) to remove; re-checked against these fields first.
 
-    ``reason`` is the command line's wording (``--json`` too); ``why`` the same as data, one
-    reason per selector that chose it (``evict.*`` codes), for front ends that word it themselves.
+    ``why``: one reason per selector that chose it (``evict.*`` codes); each front end words
+    them (``reason`` is the command line's wording, also in ``--json``).
     """
 
     key: str
     path: str
     bytes: int
-    reason: str
+    why: tuple[Reason, ...]
     manifest_mtime_ns: int | None
     is_symlink: bool = False
     leftover: bool = False
     #: What removing it gives back to the filesystem (CacheEntry.disk_bytes); None: unknown.
     disk_bytes: int | None = None
-    why: tuple[Reason, ...] = field(default=(), compare=False, repr=False)
 
-    @staticmethod
-    def cli_text(why: Sequence[Reason], is_symlink: bool = False) -> str:
-        """The command line's ``reason``: each selector's text, then the symlink note."""
-        text = "; ".join(r.cli for r in why)
-        return f"{text} ({SYMLINK_NOTE})" if is_symlink else text
+    @property
+    def reason(self) -> str:
+        """The command line's wording: each selector's text, then the symlink note."""
+        return eviction_text(self.why, self.is_symlink)
 
     def to_json(self) -> dict[str, Any]:
         return {"key": self.key, "path": self.path, "bytes": int(self.bytes), "reason": self.reason,
@@ -54,27 +52,35 @@ class PlannedEviction:
                 "leftover": self.leftover, "disk_bytes": self.disk_bytes}
 
 
+def eviction_text(why: Sequence[Reason], is_symlink: bool = False) -> str:
+    """Why an entry is (or was) evicted, in the command line's words: each selector's, then the symlink note."""
+    text = "; ".join(r.cli for r in why)
+    return f"{text} ({SYMLINK_NOTE})" if is_symlink else text
+
+
 @dataclass(frozen=True)
 class SkippedEntry:
-    """A selected entry that will not be removed: ``reason`` in the command line's words, ``why`` as data."""
+    """A selected entry that will not be removed, and why (``reason``: the command line's wording)."""
 
     key: str
-    reason: str
-    why: Reason | None = field(default=None, compare=False, repr=False)
+    why: Reason
 
     @classmethod
     def of(cls, key: str, code: str, **values: Any) -> SkippedEntry:
         """The skip ``code`` (a ``skip.*`` code of :mod:`fvconsole.core.reasons`) of entry ``key``."""
-        why = reason(code, "key", key=key, **values)
-        return cls(key, why.cli, why)
+        return cls(key, reason(code, "key", key=key, **values))
+
+    @property
+    def reason(self) -> str:
+        return self.why.cli
 
     @property
     def code(self) -> str:
-        return self.why.code if self.why is not None else INVALID
+        return self.why.code
 
     @property
     def remedy(self) -> str | None:
-        return self.why.remedy if self.why is not None else None
+        return self.why.remedy
 
     def to_json(self) -> dict[str, Any]:
         return {"key": self.key, "reason": self.reason}
@@ -340,9 +346,8 @@ def _free_space(scan: CacheScan, target: FreeTarget, selected: dict[str, list[Re
 
 
 def _planned(e: CacheEntry, why: Sequence[Reason]) -> PlannedEviction:
-    return PlannedEviction(key=e.key, path=e.path, bytes=e.bytes, reason=PlannedEviction.cli_text(why, e.is_symlink),
-                           manifest_mtime_ns=e.manifest_mtime_ns, is_symlink=e.is_symlink, disk_bytes=e.disk_bytes,
-                           why=tuple(why))
+    return PlannedEviction(key=e.key, path=e.path, bytes=e.bytes, why=tuple(why),
+                           manifest_mtime_ns=e.manifest_mtime_ns, is_symlink=e.is_symlink, disk_bytes=e.disk_bytes)
 
 
 def _leftover_items(scan: CacheScan, now: float, grace: float,
@@ -359,9 +364,8 @@ def _leftover_items(scan: CacheScan, now: float, grace: float,
             skipped.append(blocked)
         else:
             why = reason("evict.leftover", "key", name=item.name)
-            evict.append(PlannedEviction(key=item.key, path=item.path, bytes=item.bytes, reason=why.cli,
-                                         manifest_mtime_ns=None, leftover=True, disk_bytes=item.disk_bytes,
-                                         why=(why,)))
+            evict.append(PlannedEviction(key=item.key, path=item.path, bytes=item.bytes, why=(why,),
+                                         manifest_mtime_ns=None, leftover=True, disk_bytes=item.disk_bytes))
     return evict, skipped
 
 
