@@ -18,12 +18,6 @@ PACKAGE = pathlib.Path(__file__).resolve().parent.parent / "fvconsole"
 
 #: "module path:Class" -> field -> why its ``to_json`` does not emit it.
 NOT_EMITTED: dict[str, dict[str, str]] = {
-    "core/cache/plan.py:PlannedEviction": {
-        "why": "`reason` as data for the console; the JSON carries its text as `reason`",
-    },
-    "core/cache/plan.py:SkippedEntry": {
-        "why": "`reason` as data for the console; the JSON carries its text as `reason`",
-    },
     "core/cache/plan.py:EvictionPlan": {
         "real_root": "the resolved path execution re-checks against; `root` is the path as given",
     },
@@ -52,16 +46,10 @@ NOT_EMITTED: dict[str, dict[str, str]] = {
         "raw": "the decoded document itself (up to 2 GiB)",
         "content_sha256": "the bytes' hash the migration plan re-checks; the plan's JSON emits it",
     },
-    "core/migration/plan.py:Refusal": {
-        "reason": "`message` as data for the console; the JSON carries its text as `message`",
-    },
     "core/migration/plan.py:MigrationPlan": {
         "request": "MigrationPreview.to_json emits the request once, beside the plan",
         "mismatches": "MigrationPreview.to_json emits the mismatch report once, beside the plan",
-        "output_dir_warnings": "the preview's `warnings` carry them (they describe the dir, not the plan)",
-    },
-    "core/migration/plan.py:MigrationPreview": {
-        "notes": "`warnings` as data for the console; the JSON carries their text as `warnings`",
+        "output_dir_notes": "the preview's `warnings` carry them (they describe the dir, not the plan)",
     },
     "core/migration/write.py:MigrationResult": {
         "lock_notes": "each note is said when found (on_lock_note / on_warning); the journal line records them",

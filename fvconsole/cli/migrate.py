@@ -113,11 +113,11 @@ def _run(args: argparse.Namespace) -> int:
     preview = plan_migration(_request(args), break_lock=args.break_lock)
     mismatches = mismatches_json(preview.mismatches)
     warnings = list(preview.warnings)
-    refusals = [{"field": r.field, "message": r.message} for r in preview.refusals]
+    refusals = list(preview.refusals)
     if refusals or preview.plan is None:
         _refuse(args, preview, refusals, mismatches, warnings)
     plan = preview.plan
-    extra = plan.output_dir_warnings
+    extra = [n.cli for n in plan.output_dir_notes]
     if not args.yes:
         if args.json:
             emit_json({"executed": False, "plan": plan.to_json(), "mismatches": mismatches,
@@ -133,14 +133,14 @@ def _run(args: argparse.Namespace) -> int:
     if not args.json:
         say(_report(plan, preview), *[f"warning: {w}" for w in extra])
 
-    def warn(message: str) -> None:  # execution's own findings (staging dirs left alone), once each
-        warnings.append(message)
+    def warn(why: Any) -> None:  # execution's own findings (staging dirs left alone), once each
+        warnings.append(why.cli)
         if not args.json:
-            say(f"warning: {message}")
+            say(f"warning: {why.cli}")
 
-    def lock_note(message: str) -> None:  # a killed run's lock taken over: on stderr, also under --json
-        warnings.append(message)
-        say(f"warning: {message}", err=True)
+    def lock_note(why: Any) -> None:  # a killed run's lock taken over: on stderr, also under --json
+        warnings.append(why.cli)
+        say(f"warning: {why.cli}", err=True)
 
     try:
         progress = None if args.json and not sys.stderr.isatty() else progress_printer("writing sidecars", plain_lines=True)
@@ -200,20 +200,23 @@ def _interrupted(args: argparse.Namespace, plan: Any, base: dict, exc: KeyboardI
 
 def _refuse(args: argparse.Namespace, preview: Any, refusals: list, mismatches: list, warnings: list) -> None:
     from fvconsole.core.errors import FvError
+    from fvconsole.core.migration.plan import Refusal
+    from fvconsole.core.reasons import invalid
 
     if not refusals:
-        refusals = [{"field": "plan", "message": "no plan could be computed"}]
+        refusals = [Refusal(invalid("plan", "no plan could be computed"))]
     if not args.json:
         lines = [format_mismatches(preview.mismatches)] if preview.mismatches else []
         lines += [f"warning: {w}" for w in warnings]
         lines.append(f"refused ({len(refusals)} reason(s)); nothing written:")
-        lines += [f"  - {r['message']}" for r in refusals]
+        lines += [f"  - {r.message}" for r in refusals]
         say(*lines)
-    first = refusals[0]["message"]
+    first = refusals[0].message
     more = f" (+{len(refusals) - 1} more refusal(s))" if len(refusals) > 1 else ""
     raise FvError(
         first + more,
-        details={"executed": False, "mismatches": mismatches, "refusals": refusals, "warnings": warnings},
+        details={"executed": False, "mismatches": mismatches, "refusals": [r.to_json() for r in refusals],
+                 "warnings": warnings},
     )
 
 
@@ -224,7 +227,7 @@ def _report(plan: Any, preview: Any) -> Block:
         lines += [format_mismatches(preview.mismatches), ""]
     else:
         lines += ["config: the run config equals the checkpoint's embedded config (all keys)", ""]
-    lines += [f"warning: {w}" for w in plan.warnings]
+    lines += [f"warning: {n.cli}" for n in plan.notes]
     groups = plan.world_size // plan.sp_world_size if plan.sp_world_size else plan.world_size
     lines += [
         f"checkpoint: {plan.checkpoint} (step {plan.step})",

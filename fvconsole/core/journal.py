@@ -465,7 +465,7 @@ def migration_written_record(plan: Any, result: Any, *, command: str) -> Journal
     details = _migration_details(plan)
     notes = getattr(result, "lock_notes", ())
     if notes:  # a killed run's lock this one took over: worth finding in the history
-        details["lock_taken_over"] = "; ".join(notes)
+        details["lock_taken_over"] = "; ".join(n.cli for n in notes)
     return migration_record(out, command=command, exit_code=0, files=files, written_bytes=written,
                             details=details)
 

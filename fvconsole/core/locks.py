@@ -310,6 +310,8 @@ class FileLock:
         self._step = step or (lambda label: None)
         self._holder = holder
         self.held: Holder | None = None
+        #: What the last :meth:`acquire` did beside taking the lock (a stale lock taken over or broken).
+        self.notes: tuple[Reason, ...] = ()
 
     # ---------------------------------------------------------------- judging
 
@@ -344,11 +346,12 @@ class FileLock:
     # ---------------------------------------------------------------- acquire / release
 
     def acquire(self, *, wait: float = 0.0, break_stale: bool = False) -> list[str]:
-        """Take the lock or raise :class:`LockBusy`; returns notes (a stale lock broken)."""
+        """Take the lock or raise :class:`LockBusy`; returns notes (a stale lock taken over or broken) in the
+        command line's words, and keeps them as reasons in ``notes``."""
         if self.held is not None:
             raise RuntimeError(f"{self.path}: lock already held by this object")
         holder = self._holder or Holder.current()
-        notes: list[str] = []
+        notes: list[Reason] = []
         refusal: list[FvError] = []
         try:
             self._clean_own_temps()
@@ -370,7 +373,7 @@ class FileLock:
                     if code is not None:
                         if self._break(current):
                             notes.append(reasons.reason(code, "lock", file=self.path, holder=current.describe(),
-                                                        why=judgement.reason).cli)
+                                                        why=judgement.reason))
                         continue
                     refusal.append(self._busy(current, judgement, break_stale))
                     return None
@@ -382,7 +385,8 @@ class FileLock:
         if not taken:
             raise refusal[0] if refusal else LockBusy(self.subject, self.what, self.path, None, "lock.changing")
         self.held = holder
-        return notes
+        self.notes = tuple(notes)
+        return [n.cli for n in notes]
 
     def release(self) -> str | None:
         """Remove the lock file if it is still ours; returns a problem for the operator, never raises."""

@@ -68,8 +68,8 @@ def plan_summary(plan: MigrationPlan, ids_note: str | None = None) -> Text:
     for label, value in rows:
         text.append(f"  {label:<22}", style="grey62")
         text.append(f"{value}\n", style="bold" if label == "epoch progress" else "")
-    for warning in plan.warnings:
-        text.append(f"⚠ {warning}\n", style="yellow")
+    for note in plan.notes:
+        text.append(f"⚠ {note_text(note)}\n", style="yellow")
     if ids_note:
         text.append(f"ⓘ {ids_note}\n", style="grey62")
     return text
@@ -111,7 +111,7 @@ def refusal_banner(preview: MigrationPreview) -> Text:
     return text
 
 
-def plan_banner(plan: MigrationPlan, notes: Sequence[Reason | str], read_only: bool) -> Text:
+def plan_banner(plan: MigrationPlan, notes: Sequence[Reason], read_only: bool) -> Text:
     """``✓ plan ready`` and the preview's warnings (``MigrationPreview.notes``), in the console's words."""
     text = PlainText(f"✓ plan ready: {plan.world_size} sidecars for step {plan.step} → ")
     text.append(plan.output_dir, style="bold")

@@ -131,6 +131,6 @@ def free_target_text(target: FreeTarget) -> str:
     return min_free_words(target.values(), flags=False)
 
 
-def note_text(note: Reason | str) -> str:
-    """A warning of the core (a reason, or a plain flag-free text) in the console's words."""
-    return note if isinstance(note, str) else reason_text(note)
+def note_text(note: Reason) -> str:
+    """A warning of the core in the console's words."""
+    return reason_text(note)

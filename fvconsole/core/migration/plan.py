@@ -53,23 +53,26 @@ class MigrationRequest:
 
 @dataclass(frozen=True)
 class Refusal:
-    """One reason not to migrate; ``message`` (the command line's) starts with the field and names both values.
+    """One reason not to migrate (``why``: code, values, flag-free detail, remedy) that each front end words.
 
-    ``reason`` is the same refusal as data (code, values, flag-free detail, remedy) for front
-    ends that word it with their own controls; ``to_json`` stays the message.
+    ``message``, the command line's wording, starts with the field and names both values;
+    ``to_json`` is the field and that message.
     """
 
-    field: str
-    message: str
-    reason: Reason | None = field(default=None, compare=False, repr=False)
+    why: Reason
 
     @property
-    def why(self) -> Reason:
-        """The reason; a Refusal made from a message alone has the generic code."""
-        if self.reason is not None:
-            return self.reason
-        prefix = f"{self.field}: "
-        return invalid(self.field, self.message[len(prefix):] if self.message.startswith(prefix) else self.message)
+    def field(self) -> str:
+        return self.why.field
+
+    @property
+    def message(self) -> str:
+        return f"{self.why.field}: {self.why.cli}"
+
+    @property
+    def reason(self) -> Reason:
+        """``why`` under the name :class:`~fvconsole.core.errors.FvError` gives it."""
+        return self.why
 
     @property
     def code(self) -> str:
@@ -111,10 +114,11 @@ class MigrationPlan:
     total_rows: int
     ranks: tuple[RankCursor, ...] = field(repr=False)
     mismatches: tuple[Mismatch, ...] = field(default=(), repr=False)
-    warnings: tuple[str, ...] = ()
-    #: What the output dir rules found beside the output dir when planning (staging dirs, a
-    #: stale lock): shown with the preview's warnings; not in to_json(), which is the plan.
-    output_dir_warnings: tuple[str, ...] = field(default=(), repr=False)
+    #: The plan's warnings (in to_json() in the command line's words).
+    notes: tuple[Reason, ...] = ()
+    #: What was found beside the output dir when planning (staging dirs, a stale lock): shown
+    #: with the preview's warnings; not in to_json(), which is the plan.
+    output_dir_notes: tuple[Reason, ...] = field(default=(), repr=False)
     #: sha256 of the manifest's bytes the plan was made from (its fingerprint was checked then).
     manifest_sha256: str = ""
 
@@ -188,26 +192,30 @@ class MigrationPlan:
             "manifest_sha256": self.manifest_sha256,
             "dataset_root": self.dataset_root,
             "output_dir": self.output_dir,
-            "warnings": list(self.warnings),
+            "warnings": [n.cli for n in self.notes],
             "ranks": [c.to_json() for c in self.ranks],
         }
 
 
 @dataclass(frozen=True)
 class MigrationPreview:
-    """The dry run: refusals (if any), warnings, the mismatch report, and the plan iff no refusals."""
+    """The dry run: refusals (if any), warnings (``notes``), the mismatch report, and the plan iff no refusals."""
 
     request: MigrationRequest
     mismatches: tuple[Mismatch, ...]
     refusals: tuple[Refusal, ...]
-    warnings: tuple[str, ...]
+    #: Every warning: the plan's, then what was found beside the output dir.
+    notes: tuple[Reason, ...]
     plan: MigrationPlan | None
-    #: The warnings as data (``warnings`` is their command-line wording), for front ends that word them.
-    notes: tuple[Reason, ...] = field(default=(), compare=False, repr=False)
 
     @property
     def ok(self) -> bool:
         return self.plan is not None
+
+    @property
+    def warnings(self) -> tuple[str, ...]:
+        """The warnings in the command line's words."""
+        return tuple(n.cli for n in self.notes)
 
     def to_json(self) -> dict:
         return {
@@ -220,30 +228,22 @@ class MigrationPreview:
 
 
 class Collector:
-    """Accumulates refusals and warnings (as reasons); every refusal's message is prefixed with its field."""
+    """Accumulates refusals and warnings, each a :class:`Reason`."""
 
     def __init__(self) -> None:
         self.refusals: list[Refusal] = []
         self.notes: list[Reason] = []
-
-    @property
-    def warnings(self) -> list[str]:
-        """The warnings in the command line's words."""
-        return [n.cli for n in self.notes]
 
     def refuse(self, field_name: str, message: str) -> None:
         """A refusal with no code of its own: ``message`` names no flag and no remedy."""
         self.add(invalid(field_name, message))
 
     def add(self, why: Reason) -> None:
-        self.refusals.append(Refusal(why.field, f"{why.field}: {why.cli}", why))
+        self.refusals.append(Refusal(why))
 
     def warn(self, message: str) -> None:
         """A warning with no code of its own: ``message`` names no flag."""
         self.notes.append(invalid("warning", message))
-
-    def note(self, why: Reason) -> None:
-        self.notes.append(why)
 
 
 def plan_migration(req: MigrationRequest, progress: Progress | None = None, *,
@@ -299,7 +299,7 @@ def _plan(req: MigrationRequest, progress: Progress | None, *, output_rules: boo
     if layout is not None and not col.refusals:
         if params.world == 1:
             col.warn("world size 1: FastVideo can resume this legacy checkpoint without sidecars")
-        plan_warnings = tuple(col.warnings)
+        plan_notes = tuple(col.notes)
         review = output_dir.review(out, break_lock=break_lock) if output_rules else None
         if review is not None:
             col.notes.extend(review.notes)
@@ -333,11 +333,11 @@ def _plan(req: MigrationRequest, progress: Progress | None, *, output_rules: boo
                 total_rows=manifest.total_rows,
                 ranks=compute_cursors(manifest.rows, manifest.sample_starts, shards, topo, yielded),
                 mismatches=mismatches,
-                warnings=plan_warnings,
-                output_dir_warnings=tuple(n.cli for n in review.notes) if review is not None else (),
+                notes=plan_notes,
+                output_dir_notes=review.notes if review is not None else (),
             )
     progress(5, total, "done")
-    return MigrationPreview(req, mismatches, tuple(col.refusals), tuple(col.warnings), plan, tuple(col.notes))
+    return MigrationPreview(req, mismatches, tuple(col.refusals), tuple(col.notes), plan)
 
 
 def _check_confirmations(req: MigrationRequest, step: int | None, params: inputs.Params, col: Collector) -> None:

@@ -33,6 +33,7 @@ from fvconsole.core.migration.output_dir import (
 from fvconsole.core.migration.publish import after_publish, fsync_dir, publish, remove_set_dir
 from fvconsole.core.migration.receipt import WrittenSidecar, build_receipt, receipt_bytes
 from fvconsole.core.progress import Progress, no_progress
+from fvconsole.core.reasons import Reason, invalid
 from fvconsole.core.safe_read import sha256_regular_file
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
@@ -106,21 +107,23 @@ def _manifest_fingerprint_now(path: str) -> str:
     return stored if recomputed == stored else recomputed
 
 
-def cleanup_stale_staging(parent: str, outname: str) -> tuple[list[str], list[str]]:
+def cleanup_stale_staging(parent: str, outname: str) -> tuple[list[str], list[Reason]]:
     """Remove staging dirs of crashed runs of *this* host identity; returns (removed, warnings).
 
     Every other staging dir is reported in the warnings and never touched.
     """
-    removed, warnings = [], []
+    removed: list[str] = []
+    warnings: list[Reason] = []
     me = current_identity()
     for found in staging_dirs(parent, outname):
         why = staging_kept(found, me)
         if why:
-            warnings.append(why)
+            warnings.append(invalid("output_dir", why))
         elif remove_set_dir(found.path):
             removed.append(os.path.basename(found.path))
         else:
-            warnings.append(f"{found.path}: staging dir of a crashed migration holds unexpected entries; left untouched")
+            warnings.append(invalid("output_dir", f"{found.path}: staging dir of a crashed migration holds "
+                                                  "unexpected entries; left untouched"))
     return removed, warnings
 
 
@@ -220,9 +223,14 @@ class MigrationResult:
     receipt: Mapping[str, Any]
     output_dir: str
     #: The plan's warnings, then what execution found (staging dirs left alone, a stale lock removed).
-    warnings: tuple[str, ...] = ()
+    notes: tuple[Reason, ...] = ()
     #: The lock of a dead (or, with break_lock, an unjudgeable) holder this run took over: journalled.
-    lock_notes: tuple[str, ...] = ()
+    lock_notes: tuple[Reason, ...] = ()
+
+    @property
+    def warnings(self) -> tuple[str, ...]:
+        """The warnings in the command line's words."""
+        return tuple(n.cli for n in self.notes)
 
     @property
     def receipt_path(self) -> str:
@@ -251,8 +259,8 @@ def execute_migration(
     workers: int | None = None,
     *,
     break_lock: bool = False,
-    on_warning: Callable[[str], None] | None = None,
-    on_lock_note: Callable[[str], None] | None = None,
+    on_warning: Callable[[Reason], None] | None = None,
+    on_lock_note: Callable[[Reason], None] | None = None,
     torch_check: bool = False,
 ) -> MigrationResult:
     """Write exactly ``plan``'s sidecars and receipt to ``plan.output_dir``.
@@ -272,13 +280,13 @@ def execute_migration(
     if torch_check:  # refused before anything is written
         torch_zip.require_torch()
     progress = progress or no_progress
-    told = [*plan.warnings, *plan.output_dir_warnings]
+    told = [*plan.notes, *plan.output_dir_notes]
 
-    def warn(message: str) -> None:
-        if message not in told:
-            told.append(message)
+    def warn(why: Reason) -> None:
+        if why not in told:
+            told.append(why)
             if on_warning is not None:
-                on_warning(message)
+                on_warning(why)
 
     faults.reset()
     out, parent, outname = _precheck(plan)
@@ -292,7 +300,8 @@ def execute_migration(
     lock = migration_lock(out, step=lambda label: faults.point(f"lock: {label}"))
     try:
         with interrupts.deferred():  # the lock file exists exactly when `lock` knows it holds it
-            notes = lock.acquire(break_stale=break_lock)
+            lock.acquire(break_stale=break_lock)
+        notes = lock.notes
         for note in notes:
             if on_lock_note is not None:
                 told.append(note)
@@ -303,13 +312,13 @@ def execute_migration(
             receipt = _execute_locked(plan, out, parent, outname, progress, workers, warn, torch_check)
         except PartialFailure as exc:
             if notes and isinstance(exc.details, dict):
-                exc.details["lock_taken_over"] = "; ".join(notes)
+                exc.details["lock_taken_over"] = "; ".join(n.cli for n in notes)
             raise
     finally:
         with interrupts.deferred(reraise=False) as released:
             problem = lock.release()
         if problem:
-            warn(problem)
+            warn(invalid("lock", problem))
     if released.signum is not None:  # arrived while the lock of a published set was released
         raise interrupts.Interrupted(released.signum, done=_completed(len(plan.ranks), out),
                                      report=_published_report(out, len(plan.ranks)))
@@ -327,7 +336,7 @@ def _published_report(out: str, sidecars: int) -> dict[str, Any]:
 
 def _execute_locked(
     plan: MigrationPlan, out: str, parent: str, outname: str, progress: Progress,
-    workers: int | None, warn: Callable[[str], None], torch_check: bool,
+    workers: int | None, warn: Callable[[Reason], None], torch_check: bool,
 ) -> dict:
     """Stage, publish and re-verify, holding the output dir's lock.
 
@@ -352,8 +361,8 @@ def _execute_locked(
         return _unchanged_failure(out, stage, exc, staging, removed, len(written), len(plan.ranks))
 
     try:
-        for message in cleanup_stale_staging(parent, outname)[1]:
-            warn(message)
+        for why in cleanup_stale_staging(parent, outname)[1]:
+            warn(why)
         stage = "creating the staging dir"
         faults.point(f"mkdir {staging}")
         os.mkdir(staging, 0o755)
