@@ -68,6 +68,7 @@ HELP_COMMANDS = [
     ["cache", "--help"],
     ["cache", "ls", "--help"],
     ["cache", "evict", "--help"],
+    ["cache", "verify", "--help"],
 ]
 
 
@@ -166,6 +167,8 @@ def _commands(ws: dict) -> list[tuple[list[str], set[str]]]:
         ([*verify, "--deep", "--json"], {"pyarrow"}),
         (["cache", "ls", cache], none),
         (["cache", "ls", cache, "--json"], none),
+        (["cache", "verify", cache, "--json"], none),
+        (["cache", "verify", cache, "--deep"], none),
         (["cache", "evict", cache, "--key", ws["victim"]], none),
         (["cache", "evict", cache, "--key", ws["victim"], "--yes", "--json"], none),
         (["fleet", "--help"], none),

@@ -32,6 +32,7 @@ from fvconsole.cli.journaling import add_journal_args, journal_json, journal_tar
 from fvconsole.cli.outcome import command_line, record_write
 from fvconsole.cli.streams import write_out
 from fvconsole.core.cache import (
+    DEFAULT_GRACE_SECONDS,
     ENV_MAX_GB,
     ENV_ROOT,
     KEY_RE,
@@ -54,6 +55,7 @@ from fvconsole.core.cache.lock import probe_evictor
 from fvconsole.core.cache.locked import evict_under_lock
 from fvconsole.core.cache.metrics import prometheus_text
 from fvconsole.core.cache.plan import NOTHING_SELECTED
+from fvconsole.core.cache.verify import CacheVerification, verify_cache
 from fvconsole.core.errors import EXIT_OK, EXIT_REFUSED, FvError, PartialFailure, UsageError
 from fvconsole.core.humanize import age_since, head_tail, human_bytes
 
@@ -123,6 +125,26 @@ exit codes: 0 ok (dry run included), 1 refused (also: another eviction holds the
 """
 
 
+VERIFY_HELP = f"""\
+Check every entry (or --key KEY ...) of a cache root (default ${ENV_ROOT}): each shard's
+safetensors header against the manifest's params (names, with FastVideo's zero-init
+patterns gate_compress / proj_l allowed to be absent; dtype, torch.bfloat16 = BF16; shape,
+local_shape for a DTensor, global_shape for a plain tensor) and the file's size against the
+header's data offsets (truncation, trailing bytes: what safetensors' own reader refuses).
+Reads manifest.json and the shard headers only; --deep also reads every byte of every shard
+(I/O errors), with a progress line on stderr. Never changes an mtime or atime. Shards absent
+from this node are normal (a node-local cache holds its own shards only).
+
+examples:
+  fvconsole cache verify /dev/shm/fastvideo-wcache
+  fvconsole cache verify --key 0123456789abcdef --deep
+  srun --ntasks-per-node=1 fvconsole cache verify --json   # one JSON object per node
+
+exit codes: 0 every entry verified, 1 a problem found (or a --key that is not an entry,
+or the root missing), 2 usage error.
+"""
+
+
 def register(sub: argparse._SubParsersAction) -> None:
     """Add `cache ls` and `cache evict`."""
     parser = sub.add_parser("cache", help="weight shard cache: list entries, plan and run evictions",
@@ -163,6 +185,13 @@ def register(sub: argparse._SubParsersAction) -> None:
     _wide_flag(ev)
     add_journal_args(ev)
     ev.set_defaults(func=run_evict)
+    ver = actions.add_parser("verify", help="check shard headers against their manifests (read-only)",
+                             description=VERIFY_HELP, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ver.add_argument("root", nargs="?", metavar="ROOT", help=f"cache root (default: ${ENV_ROOT})")
+    ver.add_argument("--key", action="append", default=[], metavar="KEY", help="verify this entry (repeatable)")
+    ver.add_argument("--deep", action="store_true", help="also read every byte of every shard (I/O errors)")
+    ver.add_argument("--json", action="store_true", help="print one JSON object")
+    ver.set_defaults(func=run_verify)
 
 
 def _wide_flag(parser: argparse.ArgumentParser) -> None:
@@ -556,3 +585,42 @@ def render_result(result: EvictionResult, plan: EvictionPlan | None = None, *, w
                      f"({plan.free_space.target.describe()}): {result.target_outcome}")
     return block(lines)
 
+
+
+# ---------------------------------------------------------------- verify
+
+
+def run_verify(args: argparse.Namespace) -> int:
+    """`cache verify`: exit 0 when every entry verified, 1 otherwise."""
+    keys = _keys(args.key, "--key")
+    root = _root(args)
+    scan = scan_cache(root, DEFAULT_GRACE_SECONDS, check_headers=False)
+    progress = progress_printer("verify", plain_lines=True) if args.deep else None
+    result = verify_cache(scan, keys, deep=args.deep, progress=progress)
+    if args.json:
+        emit_json({**result.to_json(), **_node_info()})
+    else:
+        write_out(render_verify(result) + "\n")
+    return EXIT_OK if result.ok else EXIT_REFUSED
+
+
+def render_verify(result: CacheVerification) -> Block:
+    """One line per entry (ok, or its problem count), then each problem indented under it."""
+    lines: list[str] = []
+    for entry in result.entries:
+        shards = _n(len(entry.shards_checked), "shard", "shards")
+        read = f", {human_bytes(entry.bytes_read)} read" if entry.deep else ""
+        if entry.ok:
+            lines.append(f"{entry.key}  ok ({shards} checked{read})")
+            continue
+        lines.append(f"{entry.key}  {_n(len(entry.problems), 'problem', 'problems')} ({shards} checked{read})")
+        lines.extend("  " + p.text() for p in entry.problems)  # whole: the problem is the point
+    lines.extend(f"{key}  not an entry of {result.root}" for key in result.missing)
+    bad = sum(not e.ok for e in result.entries) + len(result.missing)
+    if not result.entries and not result.missing:
+        lines.append(f"no cache entries in {result.root}")
+    elif bad:
+        lines.append(f"{bad} of {len(result.entries) + len(result.missing)} entries failed verification")
+    else:
+        lines.append(f"all {_n(len(result.entries), 'entry', 'entries')} verified")
+    return block(lines)

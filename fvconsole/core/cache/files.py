@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import os
 import stat
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from fvconsole.core.safe_read import short_repr
@@ -135,6 +135,17 @@ def read_safetensors_header(path: str) -> dict[str, Any]:
 
     Reads 8 bytes plus the header: never tensor data, so it is cheap on a 10 GB shard.
     """
+    header, data_bytes = read_header_table(path)
+    _check_tensor_table(header, data_bytes=data_bytes)
+    return header
+
+
+def read_header_table(path: str) -> tuple[dict[str, Any], int]:
+    """(the header as a JSON object, the size of the data section after it), unchecked.
+
+    For a caller that reports every tensor's trouble itself (``cache verify``); the header
+    length is still bounded and must fit in the file.
+    """
     fd = open_readonly(path)
     try:
         size = _regular_size(fd, "shard")
@@ -149,9 +160,28 @@ def read_safetensors_header(path: str) -> dict[str, Any]:
         raw = _pread_exact(fd, length, 8)
     finally:
         os.close(fd)
-    header = _json_object(raw, "header")
-    _check_tensor_table(header, data_bytes=size - 8 - length)
-    return header
+    return _json_object(raw, "header"), size - 8 - length
+
+
+def read_through(path: str, progress: Callable[[int], None] | None = None, chunk: int = 1 << 22) -> int:
+    """Read every byte of a regular file in ``chunk``-sized pieces (nothing kept); the bytes read.
+
+    ``cache verify --deep``: an I/O error on a bad block surfaces here as OSError, not in a
+    training job's ``safe_open``. ``progress(n)`` is called after each piece.
+    """
+    fd = open_readonly(path)
+    try:
+        _regular_size(fd, "shard")
+        offset = 0
+        while True:
+            piece = os.pread(fd, chunk, offset)
+            if not piece:
+                return offset
+            offset += len(piece)
+            if progress is not None:
+                progress(len(piece))
+    finally:
+        os.close(fd)
 
 
 def _check_tensor_table(header: dict[str, Any], data_bytes: int) -> None:

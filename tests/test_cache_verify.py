@@ -1,0 +1,186 @@
+"""`cache verify`: real shards written with safetensors, expected values from safetensors' own reader.
+
+Every expectation about what a shard holds (its tensor names, dtypes, shapes, whether the
+file is readable at all) comes from ``safetensors.safe_open``, never from fvconsole's parser.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+
+from fvconsole.core.cache import scan_cache
+from fvconsole.core.cache.verify import verify_cache, verify_entry
+from fvconsole.demo.cache_builders import write_cache_entry
+
+torch = pytest.importorskip("torch")
+safetensors = pytest.importorskip("safetensors")
+from safetensors import safe_open  # noqa: E402
+from safetensors.torch import save_file  # noqa: E402
+
+SHARD1 = "shard1-of-4.safetensors"
+
+
+def _manifest(entry: str) -> dict:
+    return json.loads(Path(entry, "manifest.json").read_text())
+
+
+def _tensors(path: str) -> dict:
+    with safe_open(path, framework="pt") as f:
+        return {name: f.get_tensor(name) for name in f.keys()}  # noqa: SIM118 - a safe_open handle is no dict
+
+
+def _reader_view(path: str) -> dict[str, tuple[str, list[int]]]:
+    """What safetensors itself says the shard holds: name -> (dtype code, shape)."""
+    with safe_open(path, framework="pt") as f:
+        return {name: (f.get_slice(name).get_dtype(), list(f.get_slice(name).get_shape())) for name in f.keys()}  # noqa: SIM118
+
+
+def _safe_open_refuses(path: str) -> bool:
+    try:
+        with safe_open(path, framework="pt") as f:
+            list(f.keys())
+    except Exception:  # noqa: BLE001 - safetensors raises its own SafetensorError
+        return True
+    return False
+
+
+def _problems(entry: str) -> list[dict]:
+    return [p.to_json() for p in verify_entry(entry, os.path.basename(entry)).problems]
+
+
+@pytest.fixture
+def entry(tmp_path: Path) -> str:
+    return write_cache_entry(tmp_path / "cache", num_shards=4, seed=3)
+
+
+def test_a_good_entry_verifies_and_agrees_with_safetensors(entry: str) -> None:
+    manifest = _manifest(entry)
+    for i in range(4):  # the independent view: every shard holds every param, at its local shape
+        view = _reader_view(os.path.join(entry, f"shard{i}-of-4.safetensors"))
+        assert set(view) == set(manifest["params"])
+    result = verify_entry(entry, os.path.basename(entry))
+    assert result.ok, result.problems
+    assert result.shards_checked == tuple(f"shard{i}-of-4.safetensors" for i in range(4))
+
+
+def test_a_dtype_disagreement_names_shard_and_param(entry: str) -> None:
+    path = os.path.join(entry, SHARD1)
+    tensors = _tensors(path)
+    tensors["final_norm.weight"] = tensors["final_norm.weight"].to(torch.bfloat16)
+    save_file(tensors, path)
+    got_dtype, _ = _reader_view(path)["final_norm.weight"]
+    assert _manifest(entry)["params"]["final_norm.weight"]["dtype"] == "torch.float32"
+    problems = _problems(entry)
+    assert [(p["shard"], p["param"]) for p in problems] == [(SHARD1, "final_norm.weight")]
+    assert "torch.float32 (F32)" in problems[0]["problem"] and repr(got_dtype) in problems[0]["problem"]
+
+
+def test_a_shape_disagreement_uses_local_shape_for_a_dtensor(entry: str) -> None:
+    name = "blocks.0.attn.to_qkv.weight"
+    path = os.path.join(entry, SHARD1)
+    tensors = _tensors(path)
+    tensors[name] = tensors[name][:-1].contiguous()  # one row short: an uneven or wrong shard
+    save_file(tensors, path)
+    _, got_shape = _reader_view(path)[name]
+    info = _manifest(entry)["params"][name]
+    assert info["kind"] == "dtensor" and got_shape != info["local_shape"]
+    problems = _problems(entry)
+    assert [(p["shard"], p["param"]) for p in problems] == [(SHARD1, name)]
+    assert str(got_shape) in problems[0]["problem"] and str(info["local_shape"]) in problems[0]["problem"]
+
+
+def test_a_plain_tensor_is_checked_against_global_shape(entry: str) -> None:
+    manifest = _manifest(entry)
+    info = manifest["params"]["final_norm.weight"]
+    assert info["kind"] == "tensor"
+    info["global_shape"] = [info["global_shape"][0] + 1]
+    Path(entry, "manifest.json").write_text(json.dumps(manifest))
+    problems = _problems(entry)
+    assert {(p["shard"], p["param"]) for p in problems} == {
+        (f"shard{i}-of-4.safetensors", "final_norm.weight") for i in range(4)}
+
+
+def test_names_missing_and_extra_with_the_zero_init_patterns_allowed(entry: str) -> None:
+    manifest = _manifest(entry)
+    manifest["params"]["blocks.0.attn.gate_compress.weight"] = {  # FastVideo zero-inits it when absent
+        "kind": "tensor", "dtype": "torch.float32", "global_shape": [4]}
+    manifest["params"]["blocks.1.mlp.weight"] = {"kind": "tensor", "dtype": "torch.float32", "global_shape": [4]}
+    Path(entry, "manifest.json").write_text(json.dumps(manifest))
+    path = os.path.join(entry, SHARD1)
+    tensors = _tensors(path)
+    tensors["stray.bias"] = torch.zeros(2)
+    save_file(tensors, path)
+    held = set(_reader_view(path))
+    missing = set(manifest["params"]) - held
+    assert missing == {"blocks.0.attn.gate_compress.weight", "blocks.1.mlp.weight"}
+    assert held - set(manifest["params"]) == {"stray.bias"}
+    got = {(p["shard"], p["param"]) for p in _problems(entry)}
+    expected = {(f"shard{i}-of-4.safetensors", "blocks.1.mlp.weight") for i in range(4)} | {(SHARD1, "stray.bias")}
+    assert got == expected
+
+
+@pytest.mark.parametrize("change", ["truncate", "append"])
+def test_a_file_safetensors_refuses_fails_verification(entry: str, change: str) -> None:
+    path = os.path.join(entry, SHARD1)
+    data = Path(path).read_bytes()
+    Path(path).write_bytes(data[:-3] if change == "truncate" else data + b"\0" * 3)
+    assert _safe_open_refuses(path)
+    problems = _problems(entry)
+    assert problems and {p["shard"] for p in problems} == {SHARD1}
+    if change == "truncate":  # the tensor whose bytes run past the end is named
+        assert any(p["param"] is not None and "truncated" in p["problem"] for p in problems)
+
+
+def test_verify_changes_no_mtime_or_atime(entry: str) -> None:
+    """atime set older than mtime: a plain read would move it under relatime; verify must not."""
+    paths = [entry, *(os.path.join(entry, n) for n in os.listdir(entry))]
+    for i, p in enumerate(paths):
+        os.utime(p, ns=(1_000_000_000 + i, 2_000_000_000 + i), follow_symlinks=False)
+    before = {p: (os.lstat(p).st_atime_ns, os.lstat(p).st_mtime_ns) for p in paths}
+    scan = scan_cache(os.path.dirname(entry), check_headers=False)
+    for p in paths:  # the scan itself leaves them alone too
+        os.utime(p, ns=before[p], follow_symlinks=False)
+    assert verify_cache(scan, deep=True).ok
+    assert {p: (os.lstat(p).st_atime_ns, os.lstat(p).st_mtime_ns) for p in paths} == before
+
+
+def test_deep_reads_every_byte(entry: str) -> None:
+    scan = scan_cache(os.path.dirname(entry))
+    seen: list[tuple[int, int]] = []
+    result = verify_cache(scan, deep=True, progress=lambda done, total, key: seen.append((done, total)))
+    sizes = sum(os.path.getsize(os.path.join(entry, f"shard{i}-of-4.safetensors")) for i in range(4))
+    assert result.entries[0].bytes_read == sizes
+    assert seen[-1] == (sizes, sizes)
+
+
+def test_cli_json_exit_codes_and_keys(entry: str, cli) -> None:
+    root = os.path.dirname(entry)
+    key = os.path.basename(entry)
+    code, out, _ = cli(["cache", "verify", root, "--json"])
+    doc = json.loads(out)
+    assert code == 0 and doc["ok"] is True and [e["key"] for e in doc["entries"]] == [key]
+    path = os.path.join(entry, SHARD1)
+    tensors = _tensors(path)
+    tensors["final_norm.weight"] = tensors["final_norm.weight"].to(torch.float16)
+    save_file(tensors, path)
+    code, out, _ = cli(["cache", "verify", root, "--json"])
+    doc = json.loads(out)
+    assert code == 1 and doc["ok"] is False
+    (only,) = doc["entries"]
+    assert only["ok"] is False and only["problems"][0]["shard"] == SHARD1
+    assert only["problems"][0]["param"] == "final_norm.weight"
+    code, out, _ = cli(["cache", "verify", root])
+    assert code == 1 and f"{SHARD1}: 'final_norm.weight': dtype" in out
+    code, out, _ = cli(["cache", "verify", root, "--key", "0" * 16, "--json"])
+    assert code == 1 and json.loads(out)["missing"] == ["0" * 16]
+    code, _, err = cli(["cache", "verify", root, "--key", "nope"])
+    assert code == 2 and err.startswith("error: --key")
+
+
+def test_cli_deep_prints_progress_on_stderr(entry: str, cli) -> None:
+    code, out, err = cli(["cache", "verify", os.path.dirname(entry), "--deep"])
+    assert code == 0 and "read" in out and "progress:" in err
