@@ -13,6 +13,7 @@ import time
 from migration_runs import build_legacy, plan_for
 
 from fvconsole.core.cache import EvictedEntry, PlannedEviction, SkippedEntry, plan_eviction, scan_cache
+from fvconsole.core.locks import LockProbe
 from fvconsole.core.migration import write
 from fvconsole.core.migration.plan import MigrationPlan, MigrationPreview, Refusal
 from fvconsole.core.reasons import Reason
@@ -27,6 +28,8 @@ def test_records_store_no_text_copy_of_their_reasons() -> None:
                    write.MigrationResult):
         names = {f.name for f in dataclasses.fields(record)}
         assert not names & TEXT_COPIES, (record.__name__, names & TEXT_COPIES)
+    # A lock probe kept its refusal and its note twice: as text and as a reason.
+    assert {f.name for f in dataclasses.fields(LockProbe)} == {"reason", "note_reason", "holder"}
 
 
 def test_the_command_lines_text_is_the_reasons_wording(tmp_path) -> None:

@@ -263,13 +263,21 @@ class LockBusy(FvError):
 class LockProbe:
     """What acquiring would do now, found without writing: refuse, or go ahead (maybe with a note)."""
 
-    refusal: str | None = None
-    note: str | None = None
-    holder: Holder | None = None
-    #: The refusal as data (``refusal`` is its command-line wording).
+    #: Why acquiring would be refused (None: it would not).
     reason: Reason | None = None
-    #: The note as data (``note`` is its command-line wording).
+    #: What acquiring would do beside taking the lock (take over or break a stale one).
     note_reason: Reason | None = None
+    holder: Holder | None = None
+
+    @property
+    def refusal(self) -> str | None:
+        """The refusal in the command line's words."""
+        return None if self.reason is None else self.reason.cli
+
+    @property
+    def note(self) -> str | None:
+        """The note in the command line's words."""
+        return None if self.note_reason is None else self.note_reason.cli
 
 
 def wait_for(
@@ -323,14 +331,14 @@ class FileLock:
             return LockProbe()
         except (OSError, ValueError) as exc:
             damaged = self._damaged(exc)
-            return LockProbe(refusal=damaged.message, reason=damaged.reason)
+            return LockProbe(reason=damaged.reason)
         judgement = holder.judge()
         code = _takeover_code(judgement, break_stale)
         if code is not None:
             note = reasons.reason(code, "lock", file=self.path, holder=holder.describe(), why=judgement.reason)
-            return LockProbe(note=note.cli, holder=holder, note_reason=note)
+            return LockProbe(note_reason=note, holder=holder)
         busy = self._busy(holder, judgement, break_stale)
-        return LockProbe(refusal=busy.message, holder=holder, reason=busy.reason)
+        return LockProbe(reason=busy.reason, holder=holder)
 
     def _busy(self, holder: Holder, judgement: Judgement, break_stale: bool) -> LockBusy:
         if judgement.state is Liveness.ALIVE:
