@@ -120,6 +120,33 @@ async def test_migration_through_modal_equals_cli(work: dict[str, str], tmp_path
     assert sorted(os.listdir(ckpt)) == sorted(os.listdir(os.path.join(os.path.dirname(ckpt), "checkpoint-100")))
 
 
+async def test_what_execution_finds_is_shown_as_the_command_line_prints_it(work: dict[str, str]) -> None:
+    """A staging dir of another host appears between the preview and Execute: the done banner says so
+    (``migrate --yes`` prints it as a warning; the console had dropped execution's own findings)."""
+    app = make_app(work)
+    async with app.run_test(size=SIZE) as pilot:
+        await started(app, pilot)
+        await select_checkpoint(app, pilot, 300)
+        await pilot.press("m")
+        await settle(app, pilot)
+        out = app.query_one(MigrationView).query_one("#mig-output").value
+        await pilot.press("ctrl+r")
+        await settle(app, pilot)
+        assert app.query_one("#mig-ranks").row_count == 8
+        os.makedirs(os.path.dirname(out), exist_ok=True)
+        other = os.path.join(os.path.dirname(out),
+                             f".{os.path.basename(out)}.fvconsole-staging-login2-0123456789ab-4242-feed")
+        os.mkdir(other)
+        await pilot.press("ctrl+e")
+        await settle(app, pilot)
+        await pilot.press("left", "enter")
+        await settle(app, pilot)
+        banner = " ".join(str(app.query_one("#mig-banner").render()).split())
+        assert "✓ done: 8 sidecars" in banner, banner
+        assert "staging dir of another host or container (login2, pid 4242)" in banner, banner
+        assert os.path.isdir(other)
+
+
 async def test_cancel_writes_nothing_and_mismatch_is_reported(work: dict[str, str]) -> None:
     app = make_app(work)
     async with app.run_test(size=SIZE) as pilot:

@@ -11,6 +11,7 @@ from rich.text import Text
 from fvconsole.core.migration.plan import MigrationPlan, MigrationPreview
 from fvconsole.core.migration.published import PublishedSet
 from fvconsole.core.migration.sample_ids import NextSampleIds
+from fvconsole.core.migration.write import MigrationResult
 from fvconsole.core.reasons import Reason
 from fvconsole.core.streaming import RankCursor
 from fvconsole.tui.checkpoints_view import export_line, render_mismatches
@@ -119,6 +120,16 @@ def plan_banner(plan: MigrationPlan, notes: Sequence[Reason], read_only: bool) -
         text.append(f"\n⚠ {note_text(note)}", style="yellow")
     if not read_only:
         text.append("\nReview, then Execute (ctrl+e).", style="italic")
+    return text
+
+
+def executed_banner(result: MigrationResult) -> Text:
+    """``✓ done`` and the warnings execution found (staging dirs left alone, a stale lock taken over),
+    in the console's words: what ``migrate --yes`` prints as it finds them."""
+    sidecars = len(result.receipt.get("sidecars", []))
+    text = PlainText(f"✓ done: {sidecars} sidecars + receipt written; the next step is below (y copies it)")
+    for note in result.found_by_execution:
+        text.append(f"\n⚠ {note_text(note)}", style="yellow")
     return text
 
 

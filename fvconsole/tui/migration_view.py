@@ -497,8 +497,7 @@ class MigrationView(BaseView):
         plan, receipt, out = result.plan, result.receipt, result.output_dir
         self._export = export_line(out)
         self._show_receipt(mt.receipt_text(out, receipt, plan.world_size, plan.checkpoint))
-        self._set_banner(PlainText(f"✓ done: {len(receipt.get('sidecars', []))} sidecars + receipt written; "
-                                   "the next step is below (y copies it)"), "ok")
+        self._set_banner(mt.executed_banner(result), "ok")
         self._verdict_on_top()
         self.query_one("#mig-execute", Button).disabled = True
         self._preview = None

@@ -233,6 +233,11 @@ class MigrationResult:
         return tuple(n.cli for n in self.notes)
 
     @property
+    def found_by_execution(self) -> tuple[Reason, ...]:
+        """The warnings execution found that the plan did not carry (what ``on_warning`` was given)."""
+        return self.notes[len(self.plan.notes) + len(self.plan.output_dir_notes):]
+
+    @property
     def receipt_path(self) -> str:
         return os.path.join(self.output_dir, RECEIPT_NAME)
 
