@@ -261,6 +261,12 @@ KINDS: Mapping[str, Kind] = _kinds(
     Kind("staging.crashed_here", "{path}: staging dir of a crashed migration on this host (pid {pid}); "
          "executing the migration removes it",
          "{path}: staging dir of a crashed migration on this host (pid {pid}); --yes removes it"),
+    Kind("staging.no_identity", "{path}: staging dir without a host identity (older fvconsole, pid {pid}); "
+         "left untouched: remove it by hand once no migration is running"),
+    Kind("staging.other_host", "{path}: staging dir of another host or container ({host}, pid {pid}); "
+         "left untouched: a migration there is running or crashed, remove it by hand once it is gone"),
+    Kind("staging.running", "{path}: staging dir of a running migration on this host (pid {pid}); left untouched"),
+    Kind("staging.unexpected", "{path}: staging dir of a crashed migration holds unexpected entries; left untouched"),
     Kind("lock.will_take_over", "{file}: stale lock of {holder} will be taken over: {why}"),
     Kind("lock.will_break", "{file}: lock of {holder} will be broken: {why}",
          "{file}: lock of {holder} will be broken (--break-lock): {why}"),

@@ -235,9 +235,8 @@ def review(out: str, *, break_lock: bool = False) -> Review:
     parent, outname = os.path.dirname(out), os.path.basename(out)
     notes = []
     for found in staging_dirs(parent, outname):
-        kept = staging_kept(found)
-        notes.append(invalid("output_dir", kept) if kept else
-                     reason("staging.crashed_here", "output_dir", path=found.path, pid=found.pid))
+        notes.append(staging_kept(found) or reason("staging.crashed_here", "output_dir", path=found.path,
+                                                   pid=found.pid))
     if lock.note_reason is not None:
         notes.append(lock.note_reason)
     return Review(lock.reason, tuple(notes))
@@ -293,7 +292,7 @@ def staging_dirs(parent: str, outname: str) -> list[StagingDir]:
     return found
 
 
-def staging_kept(found: StagingDir, me: HostIdentity | None = None) -> str | None:
+def staging_kept(found: StagingDir, me: HostIdentity | None = None) -> Reason | None:
     """Why ``found`` must be left alone, or None if it is a crashed run of this very identity.
 
     Only this identity can tell whether the PID in the name still runs: a staging dir of
@@ -301,11 +300,9 @@ def staging_kept(found: StagingDir, me: HostIdentity | None = None) -> str | Non
     """
     me = me or current_identity()
     if found.key is None:
-        return (f"{found.path}: staging dir without a host identity (older fvconsole, pid {found.pid}); "
-                "left untouched: remove it by hand once no migration is running")
+        return reason("staging.no_identity", "output_dir", path=found.path, pid=found.pid)
     if found.key != me.key:
-        return (f"{found.path}: staging dir of another host or container ({found.host}, pid {found.pid}); "
-                "left untouched: a migration there is running or crashed, remove it by hand once it is gone")
+        return reason("staging.other_host", "output_dir", path=found.path, host=found.host, pid=found.pid)
     if pid_alive(found.pid):
-        return f"{found.path}: staging dir of a running migration on this host (pid {found.pid}); left untouched"
+        return reason("staging.running", "output_dir", path=found.path, pid=found.pid)
     return None

@@ -33,7 +33,7 @@ from fvconsole.core.migration.output_dir import (
 from fvconsole.core.migration.publish import after_publish, fsync_dir, publish, remove_set_dir
 from fvconsole.core.migration.receipt import WrittenSidecar, build_receipt, receipt_bytes
 from fvconsole.core.progress import Progress, no_progress
-from fvconsole.core.reasons import Reason, invalid
+from fvconsole.core.reasons import Reason, invalid, reason
 from fvconsole.core.safe_read import sha256_regular_file
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
@@ -118,12 +118,11 @@ def cleanup_stale_staging(parent: str, outname: str) -> tuple[list[str], list[Re
     for found in staging_dirs(parent, outname):
         why = staging_kept(found, me)
         if why:
-            warnings.append(invalid("output_dir", why))
+            warnings.append(why)
         elif remove_set_dir(found.path):
             removed.append(os.path.basename(found.path))
         else:
-            warnings.append(invalid("output_dir", f"{found.path}: staging dir of a crashed migration holds "
-                                                  "unexpected entries; left untouched"))
+            warnings.append(reason("staging.unexpected", "output_dir", path=found.path))
     return removed, warnings
 
 
