@@ -239,3 +239,25 @@ def test_history_text_json_and_filters(tmp_path: Path, capsys) -> None:
     err = capsys.readouterr().err
     assert err.startswith(f"error: {tmp_path}: cannot read the journal") and len(err.splitlines()) == 1
     assert main(["history", "--journal", str(path), "--since", "yesterday"]) == 2
+
+
+def _imported_modules(path: Path) -> set[str]:
+    """Every module ``path`` imports, at the top or inside a function (``from x import y`` counts x and x.y)."""
+    import ast
+
+    found: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            found.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module:
+            found.add(node.module)
+            found.update(f"{node.module}.{alias.name}" for alias in node.names)
+    return found
+
+
+def test_the_journal_imports_nothing_of_the_domains() -> None:
+    """core/journal.py is the generic journal: each action's record is built next to its domain."""
+    journal = Path(__file__).resolve().parents[1] / "fvconsole" / "core" / "journal.py"
+    domains = ("fvconsole.core.migration", "fvconsole.core.cache", "fvconsole.core.fleet")
+    leaks = sorted(m for m in _imported_modules(journal) if m.startswith(domains))
+    assert leaks == [], f"core/journal.py imports {leaks}"

@@ -51,6 +51,7 @@ from fvconsole.core.cache import (
     resolve_root,
     scan_cache,
 )
+from fvconsole.core.cache.evict import StoppedEviction
 from fvconsole.core.cache.lock import probe_evictor
 from fvconsole.core.cache.locked import evict_under_lock
 from fvconsole.core.cache.metrics import prometheus_text
@@ -58,6 +59,7 @@ from fvconsole.core.cache.plan import NOTHING_SELECTED
 from fvconsole.core.cache.verify import CacheVerification, verify_cache
 from fvconsole.core.errors import EXIT_OK, EXIT_REFUSED, FvError, PartialFailure, UsageError
 from fvconsole.core.humanize import age_since, head_tail, human_bytes
+from fvconsole.core.interrupts import Interrupted
 
 _FROM_ENV = "from-env"
 _NOTE_WIDTH = 72
@@ -486,8 +488,9 @@ def run_evict(args: argparse.Namespace) -> int:
         done = evict_under_lock(selection.root, selection.plan, command=command_line(), wait=args.wait,
                                 force=selection.force, journal_path=journal_target(args),
                                 progress=None if args.json else progress_printer("evicting"))
-    except KeyboardInterrupt as exc:  # Ctrl-C, SIGTERM, SIGHUP: what was evicted so far, as data too
-        raise _interrupted(exc) from None
+    except Interrupted as stop:  # Ctrl-C, SIGTERM, SIGHUP: what was evicted so far, as data too
+        _describe_stop(stop)
+        raise
     plan, result, state = done.plan, done.result, done.lock
     for problem in (state.problem, state.took_over, done.release_problem):
         if problem:
@@ -511,16 +514,12 @@ def run_evict(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-def _interrupted(exc: KeyboardInterrupt) -> Any:
-    """The interruption with the eviction's result so far as its JSON (and a journal warning)."""
-    from fvconsole.core.interrupts import as_interrupted
-
-    stop = as_interrupted(exc)
-    if isinstance(stop.result, EvictionResult):
+def _describe_stop(stop: Interrupted) -> None:
+    """The eviction's result so far as the interruption's JSON (and a journal warning)."""
+    if isinstance(stop.partial, StoppedEviction):
         warn_if_unwritten(stop.journal)
-        stop.details = {**stop.result.to_json(), **_node_info(), "interrupted": stop.report,
+        stop.details = {**stop.partial.result.to_json(), **_node_info(), "interrupted": stop.partial.where(),
                         "journal": journal_json(stop.journal)}
-    return stop
 
 
 def _warn_unreachable(plan: EvictionPlan, result: EvictionResult | None = None) -> None:

@@ -47,9 +47,9 @@ from fvconsole.core.fleet.ops import (
     preview_fleet_eviction,
 )
 from fvconsole.core.fleet.outcomes import NodeOutcome
+from fvconsole.core.fleet.record import fleet_eviction_record
 from fvconsole.core.fleet.selection import NodeSelection, check_selection_args, find_srun, select_nodes
 from fvconsole.core.humanize import head_tail, human_bytes
-from fvconsole.core.journal import fleet_eviction_record
 
 #: Node rows printed without --full: every failed node up to this many, and ok nodes head + tail.
 FAILED_ROWS = 20

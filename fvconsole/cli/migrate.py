@@ -12,9 +12,11 @@ from typing import Any
 
 from fvconsole.cli.checkpoints import add_set_option, format_mismatches, mismatches_json
 from fvconsole.cli.common import Block, block, emit_json, format_table, progress_printer, say, whole_number
-from fvconsole.cli.journaling import add_journal_args, journal_json, write_journal
+from fvconsole.cli.journaling import add_journal_args, journal_json, journal_target, warn_if_unwritten
 from fvconsole.cli.outcome import command_line, record_write
+from fvconsole.core.errors import FvError
 from fvconsole.core.humanize import head_tail
+from fvconsole.core.interrupts import Interrupted
 
 DESCRIPTION = """\
 Recompute every rank's streaming-dataloader cursor for a legacy checkpoint and write
@@ -107,7 +109,6 @@ def _request(args: argparse.Namespace) -> Any:
 
 
 def _run(args: argparse.Namespace) -> int:
-    from fvconsole.core.errors import FvError
     from fvconsole.core.migration.plan import plan_migration
 
     preview = plan_migration(_request(args), break_lock=args.break_lock)
@@ -127,7 +128,7 @@ def _run(args: argparse.Namespace) -> int:
                 f"dry run: nothing written; re-run with --yes to write {plan.world_size} sidecars "
                 f"to {os.path.abspath(plan.output_dir)}")
         return 0
-    from fvconsole.core.migration.write import execute_migration
+    from fvconsole.core.migration.run import run_migration
 
     base = {"executed": False, "plan": plan.to_json(), "mismatches": mismatches, "receipt": None, "warnings": warnings}
     if not args.json:
@@ -144,62 +145,54 @@ def _run(args: argparse.Namespace) -> int:
 
     try:
         progress = None if args.json and not sys.stderr.isatty() else progress_printer("writing sidecars", plain_lines=True)
-        result = execute_migration(plan, progress=progress, workers=args.workers, break_lock=args.break_lock,
-                                   on_warning=warn, on_lock_note=lock_note, torch_check=args.torch_check)
+        run = run_migration(plan, command=command_line(), journal_path=journal_target(args), progress=progress,
+                            workers=args.workers, break_lock=args.break_lock, on_warning=warn,
+                            on_lock_note=lock_note, torch_check=args.torch_check)
     except FvError as exc:
-        from fvconsole.core.errors import PartialFailure
-
-        merged = dict(base)
-        if isinstance(exc, PartialFailure):
-            merged["failure"] = dict(exc.details)
-            merged["journal"] = journal_json(_journal_failure(args, plan, exc))
-        else:  # a re-check right before writing refused: nothing was written
-            merged["refusals"] = [{"field": "execute", "message": exc.message}]
-        exc.details = merged
+        _describe_failure(exc, base)
         raise
-    except KeyboardInterrupt as exc:  # Ctrl-C, SIGTERM, SIGHUP (fvconsole.core.interrupts)
-        raise _interrupted(args, plan, base, exc) from None
+    except Interrupted as stop:  # Ctrl-C, SIGTERM, SIGHUP (fvconsole.core.interrupts)
+        _describe_stop(stop, base)
+        raise
+    result = run.result
     record_write(f"the migration completed: {result.sidecars} sidecars and the receipt in {result.output_dir}")
-    journal = _journal_success(args, plan, result)
+    warn_if_unwritten(run.journal)
     if args.json:
-        emit_json(dict(result.to_json(), journal=journal_json(journal)))
+        emit_json(dict(result.to_json(), journal=journal_json(run.journal)))
         return 0
     say("", f"wrote {result.sidecars} sidecars to {result.output_dir}", f"receipt: {result.receipt_path}",
         "next step: resume training with", f"  export FASTVIDEO_DATALOADER_STATE_DIR={result.output_dir}")
     return 0
 
 
-def _journal_success(args: argparse.Namespace, plan: Any, result: Any) -> Any:
-    """One journal line for the published set (built by the core, as the console's)."""
-    from fvconsole.core.journal import migration_written_record
+def _describe_failure(exc: FvError, base: dict[str, Any]) -> None:
+    """The command's JSON for an execution that failed: where it stopped (exit 3), or the re-check's refusal."""
+    from fvconsole.core.migration.failure import MigrationFailed
 
-    return write_journal(args, lambda: migration_written_record(plan, result, command=command_line()))
+    merged = dict(base)
+    if isinstance(exc, MigrationFailed):
+        warn_if_unwritten(exc.journal)
+        merged["failure"] = exc.failure.to_json()
+        merged["journal"] = journal_json(exc.journal)
+    else:  # a re-check right before writing refused: nothing was written
+        merged["refusals"] = [{"field": "execute", "message": exc.message}]
+    exc.details = merged
 
 
-def _journal_failure(args: argparse.Namespace, plan: Any, exc: Any) -> Any:
-    """One journal line for a migration that failed part-way (exit 3): where it stopped and why."""
-    from fvconsole.core.journal import migration_failed_record
+def _describe_stop(stop: Interrupted, base: dict[str, Any]) -> None:
+    """The command's JSON for an interruption: once execution had begun writing, where and its journal line."""
+    from fvconsole.core.migration.failure import MigrationFailure
 
-    return write_journal(args, lambda: migration_failed_record(plan, exc, command=command_line()))
-
-
-def _interrupted(args: argparse.Namespace, plan: Any, base: dict, exc: KeyboardInterrupt) -> Any:
-    """The interruption with the command's JSON and, once execution had begun writing, a journal line."""
-    from fvconsole.core.interrupts import as_interrupted
-    from fvconsole.core.journal import migration_interrupted_record
-
-    stop = as_interrupted(exc)
-    merged = dict(base, executed=bool(stop.report.get("output_dir_changed")))
-    if stop.report:  # staging had begun (or the set was published): who stopped it, and where
-        merged["failure"] = {**stop.report, "interrupted_by": stop.name}
-        journal = write_journal(args, lambda: migration_interrupted_record(plan, stop, command=command_line()))
-        merged["journal"] = journal_json(journal)
+    failure = stop.partial if isinstance(stop.partial, MigrationFailure) else None
+    merged = dict(base, executed=bool(failure and failure.output_dir_changed))
+    if failure is not None:  # staging had begun (or the set was published): who stopped it, and where
+        warn_if_unwritten(stop.journal)
+        merged["failure"] = {**failure.to_json(), "interrupted_by": stop.name}
+        merged["journal"] = journal_json(stop.journal)
     stop.details = merged
-    return stop
 
 
 def _refuse(args: argparse.Namespace, preview: Any, refusals: list, mismatches: list, warnings: list) -> None:
-    from fvconsole.core.errors import FvError
     from fvconsole.core.migration.plan import Refusal
     from fvconsole.core.reasons import invalid
 

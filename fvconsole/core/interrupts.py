@@ -39,24 +39,24 @@ SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 class Interrupted(KeyboardInterrupt):
     """The process was asked to stop by ``signum``; unwinds like Ctrl-C.
 
+    The one value an interruption is, from the step it stopped to the front end's line:
     ``done``: what had already been changed on disk when it stopped (None: nothing), for
     the one-line message and exit 3; ``note``: what the cleanup did when nothing was
-    changed. ``report``: where it stopped, as data for ``--json`` and the journal;
-    ``result``: the action's own result object for what was done so far. Core code that
-    stops part-way fills them in (:func:`as_interrupted`); front ends add ``details`` (the
-    command's JSON object) and ``journal`` (the line they appended).
+    changed; ``partial``: the action's own typed account of what was done so far (an
+    eviction's ``StoppedEviction``, a migration's ``MigrationFailure``), set once where it
+    stopped (:func:`as_interrupted`). ``journal``: the line the journaling step appended;
+    ``details``: the command's JSON object, when a front end has one.
     """
 
     def __init__(self, signum: int = signal.SIGINT, *, done: str | None = None, note: str | None = None,
-                 report: dict[str, Any] | None = None, result: Any = None) -> None:
+                 partial: Any = None) -> None:
         super().__init__(signal_name(signum))
         self.signum = int(signum)
         self.done = done
         self.note = note
-        self.report = dict(report or {})
-        self.result = result
-        self.details: dict[str, Any] = {}
+        self.partial = partial
         self.journal: Any = None
+        self.details: dict[str, Any] = {}
 
     @property
     def name(self) -> str:
@@ -76,21 +76,20 @@ def signal_name(signum: int) -> str:
 
 
 def as_interrupted(exc: BaseException, *, done: str | None = None, note: str | None = None,
-                   report: dict[str, Any] | None = None, result: Any = None) -> Interrupted:
+                   partial: Any = None) -> Interrupted:
     """``exc`` (a KeyboardInterrupt) as an :class:`Interrupted`, with what was done added.
 
     A plain KeyboardInterrupt (Python's own Ctrl-C handler, where ours is not installed)
-    becomes an Interrupted by SIGINT.
+    becomes an Interrupted by SIGINT. Called where an action stops (the only place that
+    knows what it did) and by the dispatcher; everything between passes it on unchanged.
     """
     stop = exc if isinstance(exc, Interrupted) else Interrupted(signal.SIGINT)
     if done is not None:
         stop.done = done
     if note is not None:
         stop.note = note
-    if report:
-        stop.report.update(report)
-    if result is not None:
-        stop.result = result
+    if partial is not None:
+        stop.partial = partial
     return stop
 
 

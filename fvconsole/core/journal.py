@@ -7,6 +7,10 @@ action (the core actions themselves stay free of this side effect: the journal i
 account of what a *command* did, and only the front end knows its command line and exit
 code).
 
+The journal knows no action: each domain builds its own record next to its result types
+(``core/cache/record.py``, ``core/fleet/record.py``, ``core/migration/record.py``) from the
+generic :class:`JournalRecord`; a test keeps this module free of them.
+
 Where: ``--journal PATH``, else ``$FVCONSOLE_JOURNAL``, else
 ``$XDG_STATE_HOME/fvconsole/journal.jsonl`` (default ``~/.local/state/fvconsole/``). A team
 points the variable at a shared file (create it once with a group that may append, e.g.
@@ -364,142 +368,6 @@ def shorten(items: Sequence[str], limit: int = 1000) -> tuple[tuple[str, ...], i
     return tuple(items[:limit]), len(items)
 
 
-# --------------------------------------------------------------------------- records of actions
-#
-# One builder per action, so the CLI and the console journal the same fields. Each takes the
-# action's own result objects (typed below for readers; imported lazily by callers).
-
-
 def result_for(exit_code: int) -> str:
     """"ok" (exit 0), "partial" (exit 3: failed part-way), else "failed"."""
     return "ok" if exit_code == 0 else "partial" if exit_code == 3 else "failed"
-
-
-def eviction_record(plan: Any, result: Any, *, command: str, exit_code: int,
-                    lock_taken_over: str | None = None) -> JournalRecord:
-    """The line for one executed ``cache evict`` (a ``core.cache`` EvictionPlan and its EvictionResult)."""
-    items, total = shorten([os.path.basename(e.path) if e.leftover else e.key for e in result.evicted])
-    errors, errors_total = shorten(list(result.errors))
-    free = plan.free_space
-    details = {
-        "real_target": plan.real_root,
-        "node": os.environ.get("SLURMD_NODENAME"),
-        "fs_free_bytes_before": result.fs_free_before,
-        "fs_free_bytes_after": result.fs_free_after,
-        "planned_bytes": result.planned_bytes,
-        "partial_bytes": result.partial_bytes,
-        "skipped": len(result.skipped),
-        "free_target_bytes": free.target_bytes if free else None,
-        "free_target_reached": result.target_reached,
-    }
-    if lock_taken_over:  # the record of an evictor that died, replaced: worth finding in the history
-        details["lock_taken_over"] = lock_taken_over
-    return JournalRecord.now(
-        action=CACHE_EVICT, target=plan.root, result=result_for(exit_code),
-        exit_code=exit_code, bytes=result.freed_bytes, items=items, items_total=total, errors=errors,
-        errors_total=errors_total, command=command, details=details,
-    )
-
-
-def fleet_eviction_record(result: Any, *, command: str) -> JournalRecord:
-    """The login node's line for one executed ``fleet cache evict`` (a FleetEvictionResult), with per-node outcomes."""
-    evicted, failed, nodes = [], [], []
-    for o in result.outcomes:
-        doc = o.output if o.ok and isinstance(o.output, dict) else {}
-        keys = [str(i.get("key")) for i in doc.get("evict") or [] if isinstance(i, dict)] if doc.get("executed") else []
-        evicted += [f"{o.node}:{k}" for k in keys]
-        if not o.ok:
-            failed.append(f"{o.node}: {o.error}")
-        nodes.append({"node": o.node, "outcome": o.kind, "exit": o.exit_code, "evicted": len(keys),
-                      "freed_bytes": doc.get("freed_bytes") if doc.get("executed") else 0})
-    items, total = shorten(evicted)
-    errors, errors_total = shorten(failed)
-    by_outcome: dict[str, list[str]] = {}
-    for o in result.outcomes:
-        by_outcome.setdefault(o.kind, []).append(o.node)
-    from fvconsole.core.fleet.hostlist import compress_hostlist
-
-    details = {
-        "outcomes": {kind: {"count": len(ns), "nodes": compress_hostlist(ns)} for kind, ns in sorted(by_outcome.items())},
-        "job": result.selection.job_id,
-        "nodes": list(shorten(nodes)[0]),
-        "nodes_total": len(nodes),
-    }
-    code = result.exit_code
-    return JournalRecord.now(
-        action=FLEET_EVICT, target=result.plan.root, result=result_for(code), exit_code=code,
-        bytes=result.freed_bytes, items=items, items_total=total, errors=errors, errors_total=errors_total,
-        command=command, details=details,
-    )
-
-
-def migration_record(output_dir: str, *, command: str, exit_code: int, files: Sequence[str] = (),
-                     written_bytes: int = 0, error: str | None = None,
-                     details: Mapping[str, Any] | None = None) -> JournalRecord:
-    """The line for one executed ``migrate --yes``: the files published (or the failure, exit 3)."""
-    items, total = shorten(list(files))
-    return JournalRecord.now(
-        action=MIGRATE, target=os.path.abspath(output_dir), result=result_for(exit_code),
-        exit_code=exit_code, bytes=written_bytes, items=items, items_total=total,
-        errors=(error,) if error else (), command=command,
-        details={"real_target": os.path.realpath(output_dir), **(details or {})},
-    )
-
-
-def _migration_details(plan: Any) -> dict[str, Any]:
-    return {"checkpoint": os.path.abspath(plan.checkpoint), "step": plan.step, "world_size": plan.world_size}
-
-
-def migration_written_record(plan: Any, result: Any, *, command: str) -> JournalRecord:
-    """The line for a published set (a MigrationPlan and its MigrationResult): its files and their bytes.
-
-    Both front ends (``migrate --yes`` and the console) journal through this, so a migration
-    reads the same in ``fvconsole history`` whoever ran it. Bytes are stat'ed after publishing.
-    """
-    out = result.output_dir
-    files = [str(s.get("path")) for s in result.receipt.get("sidecars", [])] + [os.path.basename(result.receipt_path)]
-    written = 0
-    for name in files:
-        with contextlib.suppress(OSError):  # verified just before; a file gone now only lowers the count
-            written += os.lstat(os.path.join(out, name)).st_size
-    details = _migration_details(plan)
-    notes = getattr(result, "lock_notes", ())
-    if notes:  # a killed run's lock this one took over: worth finding in the history
-        details["lock_taken_over"] = "; ".join(n.cli for n in notes)
-    return migration_record(out, command=command, exit_code=0, files=files, written_bytes=written,
-                            details=details)
-
-
-#: The scalars of a PartialFailure's report a failed migration's line keeps.
-FAILURE_FIELDS = ("stage", "output_dir_changed", "sidecars_written", "sidecars_total", "previous_set", "new_set",
-                  "lock_taken_over")
-
-
-def migration_failed_record(plan: Any, error: Any, *, command: str) -> JournalRecord:
-    """The line for a migration that failed part-way (a PartialFailure, exit 3): where it stopped and why."""
-    report = error.details if isinstance(getattr(error, "details", None), dict) else {}
-    scalars = {k: v for k, v in report.items() if k in FAILURE_FIELDS}
-    message = getattr(error, "message", None) or str(error)
-    return migration_record(plan.output_dir, command=command, exit_code=3, error=message,
-                            details={**_migration_details(plan), **scalars})
-
-
-def migration_interrupted_record(plan: Any, stop: Any, *, command: str) -> JournalRecord:
-    """The line for a migration stopped by a signal once it had begun writing (an ``Interrupted``).
-
-    Stopped while staging: the output dir was not changed (exit 128 + signal). Stopped once
-    publishing had begun: the set was published and verified first (exit 3), its files listed.
-    """
-    report = stop.report if isinstance(getattr(stop, "report", None), dict) else {}
-    scalars = {k: v for k, v in report.items() if k in FAILURE_FIELDS}
-    changed = bool(report.get("output_dir_changed"))
-    files: list[str] = []
-    if changed:
-        from fvconsole.core.migration.files import RECEIPT_NAME, sidecar_name
-
-        files = [sidecar_name(c.rank) for c in plan.ranks] + [RECEIPT_NAME]
-    what = stop.done if changed else stop.note
-    message = f"interrupted by {stop.name}" + (f"; {what}" if what else "")
-    return migration_record(plan.output_dir, command=command, exit_code=3 if changed else stop.exit_code,
-                            files=files, error=message,
-                            details={**_migration_details(plan), **scalars, "interrupted_by": stop.name})

@@ -22,18 +22,15 @@ from textual.widgets import Button, Checkbox, Input, Label
 from textual.widgets.data_table import ColumnKey
 
 from fvconsole.core.errors import FvError, PartialFailure
-from fvconsole.core.journal import (
-    JournalWrite,
-    append_record,
-    migration_failed_record,
-    migration_written_record,
-)
+from fvconsole.core.journal import JournalWrite
 from fvconsole.core.migration.defaults import MigrationDefaults, migration_defaults
+from fvconsole.core.migration.failure import MigrationFailed
 from fvconsole.core.migration.plan import MigrationPlan, MigrationPreview, MigrationRequest, plan_migration
 from fvconsole.core.migration.published import PublishedSet, defaults_from_published
+from fvconsole.core.migration.run import run_migration
 from fvconsole.core.migration.sample_ids import NextSampleIds, next_sample_ids
 from fvconsole.core.migration.verify import VerifyResult, verify_sidecars
-from fvconsole.core.migration.write import MigrationResult, execute_migration
+from fvconsole.core.migration.write import MigrationResult
 from fvconsole.core.progress import Progress
 from fvconsole.tui import migration_text as mt
 from fvconsole.tui.base import BaseView, ViewMessage, describe_error
@@ -476,20 +473,17 @@ class MigrationView(BaseView):
 
     @work(thread=True, exclusive=True, group="mig-exec", exit_on_error=False)
     def run_execute(self, plan: MigrationPlan, progress: Progress, journal: str) -> None:
-        """Write the plan, then append its journal line as ``migrate --yes`` does (same record builders).
+        """Write the plan and journal it: ``run_migration``, as ``migrate --yes`` runs it.
 
         A journal that cannot be written never undoes the write: the view reports it.
         """
-        command = console_command(plan)
         with self.failures(self.ActionFailed):
             try:
-                result = execute_migration(plan, progress=progress)
-            except PartialFailure as exc:
-                written = append_record(migration_failed_record(plan, exc, command=command), journal)
-                self.deliver(self.ActionFailed(exc, written))
+                run = run_migration(plan, command=console_command(plan), journal_path=journal, progress=progress)
+            except MigrationFailed as exc:
+                self.deliver(self.ActionFailed(exc, exc.journal))
                 return
-            written = append_record(migration_written_record(plan, result, command=command), journal)
-            self.deliver(self.Executed(result, written))
+            self.deliver(self.Executed(run.result, run.journal))
 
     def on_migration_view_executed(self, message: Executed) -> None:
         self._finish()

@@ -15,6 +15,7 @@ from __future__ import annotations
 import os
 import stat
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -137,6 +138,22 @@ class _Skip(Exception):
         self.skipped = skipped
 
 
+@dataclass(frozen=True)
+class StoppedEviction:
+    """What an interrupted eviction did: its result so far, the entry it stopped at and what is left of it.
+
+    ``stopped_at`` None: it stopped after the last entry (while unlocking).
+    """
+
+    result: EvictionResult
+    stopped_at: str | None = None
+    leftover: str | None = None
+
+    def where(self) -> dict[str, Any]:
+        """Where it stopped, as data (``{}`` when it had finished)."""
+        return {} if self.stopped_at is None else {"stopped_at": self.stopped_at, "leftover": self.leftover}
+
+
 class _Refused(Exception):
     """This item is not removed, and that is an error (it changed in a way eviction must not cross)."""
 
@@ -185,7 +202,7 @@ def execute_eviction(plan: EvictionPlan, progress: Progress | None = None) -> Ev
 
 
 def _interrupted(exc: KeyboardInterrupt, plan: EvictionPlan, item: PlannedEviction, evicted: list[EvictedEntry],
-                 result: Any) -> interrupts.Interrupted:
+                 result: Callable[[tuple[str, ...]], EvictionResult]) -> interrupts.Interrupted:
     """Stopped by a signal while evicting ``item``: the result so far, and what is left behind.
 
     The item is either untouched under its key (stopped before the hiding rename) or a
@@ -212,8 +229,7 @@ def _interrupted(exc: KeyboardInterrupt, plan: EvictionPlan, item: PlannedEvicti
     changed = bool(evicted) or left
     return interrupts.as_interrupted(stop, done=what if changed else None,
                                      note=None if changed else "nothing was evicted",
-                                     report={"stopped_at": item.path, "leftover": hidden if left else None},
-                                     result=partial)
+                                     partial=StoppedEviction(partial, item.path, hidden if left else None))
 
 
 def _check_inside_root(plan: EvictionPlan, item: PlannedEviction) -> None:

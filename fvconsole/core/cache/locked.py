@@ -17,13 +17,14 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from fvconsole.core.cache.evict import EvictionResult, execute_eviction
+from fvconsole.core.cache.evict import EvictionResult, StoppedEviction, execute_eviction
 from fvconsole.core.cache.lock import EvictorLock, LockState
 from fvconsole.core.cache.plan import EvictionPlan
+from fvconsole.core.cache.record import eviction_record
 from fvconsole.core.cache.roots import check_root_early
 from fvconsole.core.errors import EXIT_OK, EXIT_PARTIAL
-from fvconsole.core.interrupts import Interrupted, as_interrupted, deferred
-from fvconsole.core.journal import JournalWrite, append_record, eviction_record
+from fvconsole.core.interrupts import Interrupted, deferred
+from fvconsole.core.journal import JournalWrite, append_record
 from fvconsole.core.progress import Progress
 
 
@@ -74,15 +75,15 @@ def evict_under_lock(root: str, make_plan: Callable[[], EvictionPlan], *, comman
             record = eviction_record(plan, result, command=command, exit_code=exit_code_of(result),
                                      lock_taken_over=state.took_over)
             journal = append_record(record, journal_path)
-    except KeyboardInterrupt as exc:  # Ctrl-C, SIGTERM, SIGHUP: journal what was done, then unlock
-        stop = as_interrupted(exc)
-        if journal_path is not None and plan is not None and isinstance(stop.result, EvictionResult) \
-                and changed_anything(stop.result):
+    except Interrupted as stop:  # Ctrl-C, SIGTERM, SIGHUP: journal what was done, then unlock
+        stopped = stop.partial
+        if journal_path is not None and plan is not None and isinstance(stopped, StoppedEviction) \
+                and changed_anything(stopped.result):
             code = EXIT_PARTIAL if stop.done else stop.exit_code
-            stop.journal = append_record(eviction_record(plan, stop.result, command=command, exit_code=code,
+            stop.journal = append_record(eviction_record(plan, stopped.result, command=command, exit_code=code,
                                                          lock_taken_over=lock.state.took_over if lock.state else None),
                                          journal_path)
-        raise stop from None
+        raise
     finally:
         with deferred(reraise=False) as released:  # the holder record goes with the lock, never after it
             release_problem = lock.release()
@@ -90,5 +91,5 @@ def evict_under_lock(root: str, make_plan: Callable[[], EvictionPlan], *, comman
     if released.signum is not None:  # arrived while unlocking a finished eviction: it stands
         what = f"the eviction ran: {len(result.evicted)} entries evicted from {plan.root}"
         raise Interrupted(released.signum, done=what if changed_anything(result) else None,
-                          note=None if changed_anything(result) else "nothing was evicted", result=result)
+                          note=None if changed_anything(result) else "nothing was evicted", partial=StoppedEviction(result))
     return done

@@ -16,8 +16,8 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
 from fvconsole.core import atomic
-from fvconsole.core.errors import PartialFailure
 from fvconsole.core.migration import faults
+from fvconsole.core.migration.failure import MigrationFailed, MigrationFailure
 from fvconsole.core.migration.files import classify_entry, sha256_bytes
 from fvconsole.core.migration.output_dir import check_destination, staging_name
 from fvconsole.core.migration.upstream_receipt import find_upstream_receipts
@@ -72,10 +72,9 @@ def publish(staging: str, out: str, parent: str, outname: str, plan: MigrationPl
         try:
             os.rename(aside, out)
         except OSError:
-            raise PartialFailure.of(
+            raise MigrationFailed.of(
                 reason("publish.not_restored", "output_dir", path=out, why=exc.strerror, previous=aside, new=staging),
-                report={"stage": "publishing", "output_dir": out, "previous_set": aside, "new_set": staging,
-                        "output_dir_changed": True},
+                failure=MigrationFailure("publishing", out, True, previous_set=aside, new_set=staging),
             ) from None
         raise
     return aside
@@ -93,19 +92,18 @@ def after_publish(
     try:
         fsync_dir(parent, f"fsync {parent}")
     except OSError as exc:
-        raise PartialFailure.of(
+        raise MigrationFailed.of(
             reason("publish.not_synced", "output_dir", path=out, parent=parent, why=exc.strerror),
-            report={"stage": "syncing the parent dir", "output_dir": out, "output_dir_changed": True,
-                    "previous_set": old},
+            failure=MigrationFailure("syncing the parent dir", out, True, previous_set=old),
         ) from None
     problems = verify_published(out, published, expected)
     if problems:
         more = f" (+{len(problems) - 1} more)" if len(problems) > 1 else ""
         kept = f"; the previous set is kept at {old} (until the next migrate on this host)" if old else ""
-        raise PartialFailure.of(
+        raise MigrationFailed.of(
             reason("publish.not_as_written", "output_dir", path=out, problem=problems[0], more=more, kept=kept),
-            report={"stage": "verifying the published set", "output_dir": out, "output_dir_changed": True,
-                    "problems": problems, "previous_set": old},
+            failure=MigrationFailure("verifying the published set", out, True, previous_set=old,
+                                     problems=tuple(problems)),
         )
     if old is not None and remove_set_dir(old):  # a leftover is cleaned by the next execute
         with contextlib.suppress(OSError):

@@ -21,6 +21,7 @@ from fvconsole.core.atomic import atomic_write_bytes
 from fvconsole.core.errors import FvError, PartialFailure
 from fvconsole.core.host import current_identity
 from fvconsole.core.migration import faults
+from fvconsole.core.migration.failure import MigrationFailed, MigrationFailure
 from fvconsole.core.migration.files import RECEIPT_NAME, read_sidecar_bytes, sha256_bytes, sidecar_name
 from fvconsole.core.migration.output_dir import (
     check_destination,
@@ -314,9 +315,9 @@ def execute_migration(
                 warn(note)
         try:
             receipt = _execute_locked(plan, out, parent, outname, progress, workers, warn, torch_check)
-        except PartialFailure as exc:
-            if notes and isinstance(exc.details, dict):
-                exc.details["lock_taken_over"] = "; ".join(n.cli for n in notes)
+        except MigrationFailed as exc:
+            if notes:
+                exc.took_over("; ".join(n.cli for n in notes))
             raise
     finally:
         with interrupts.deferred(reraise=False) as released:
@@ -325,17 +326,12 @@ def execute_migration(
             warn(invalid("lock", problem))
     if released.signum is not None:  # arrived while the lock of a published set was released
         raise interrupts.Interrupted(released.signum, done=_completed(len(plan.ranks), out),
-                                     report=_published_report(out, len(plan.ranks)))
+                                     partial=MigrationFailure.published(out, len(plan.ranks)))
     return MigrationResult(plan, receipt, out, tuple(told), tuple(notes))
 
 
 def _completed(sidecars: int, out: str) -> str:
     return f"the migration completed: {sidecars} sidecars and the receipt in {out}"
-
-
-def _published_report(out: str, sidecars: int) -> dict[str, Any]:
-    return {"stage": "published", "output_dir": out, "output_dir_changed": True,
-            "sidecars_written": sidecars, "sidecars_total": sidecars}
 
 
 def _execute_locked(
@@ -358,9 +354,9 @@ def _execute_locked(
         with interrupts.deferred():  # a second signal must not leave the staging dir half removed
             removed = remove_set_dir(staging) if os.path.lexists(staging) else True
         if isinstance(exc, KeyboardInterrupt):
-            report = _unchanged_report(out, stage, staging, removed, len(written), len(plan.ranks))
+            failure = MigrationFailure.unchanged(out, stage, staging, removed, len(written), len(plan.ranks))
             left = "staging dir removed" if removed else f"staging dir left at {staging}"
-            return interrupts.as_interrupted(exc, report=report,
+            return interrupts.as_interrupted(exc, partial=failure,
                                              note=f"stopped while {stage}; {left}; {out} was not changed")
         return _unchanged_failure(out, stage, exc, staging, removed, len(written), len(plan.ranks))
 
@@ -404,7 +400,7 @@ def _execute_locked(
     progress(len(plan.ranks), len(plan.ranks), f"published {out}")
     if held.signum is not None:
         raise interrupts.Interrupted(held.signum, done=_completed(len(written), out),
-                                     report=_published_report(out, len(written)))
+                                     partial=MigrationFailure.published(out, len(written)))
     return receipt
 
 
@@ -432,28 +428,13 @@ def _make_durable(staging: str, staging_fd: int, durability: durable.Durability,
 
 def _unchanged_failure(
     out: str, stage: str, exc: BaseException, staging: str | None, removed: bool, written: int, total: int
-) -> PartialFailure:
+) -> MigrationFailed:
     """The exit-3 error for a failure before the output dir was touched."""
     reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc) or type(exc).__name__
     left = "" if staging is None else f"; staging dir {'removed' if removed else 'left at ' + staging}"
-    return PartialFailure(
+    return MigrationFailed(
         f"{out}: migration failed while {stage}: {reason}{left}; the output dir was not changed",
-        report=_unchanged_report(out, stage, staging, removed, written, total),
+        failure=MigrationFailure.unchanged(out, stage, staging, removed, written, total),
     )
-
-
-def _unchanged_report(
-    out: str, stage: str, staging: str | None, removed: bool, written: int, total: int
-) -> dict[str, Any]:
-    """Where an execution stopped before the output dir was touched, as data (JSON, journal)."""
-    return {
-        "stage": stage,
-        "output_dir": out,
-        "sidecars_written": written,
-        "sidecars_total": total,
-        "staging_dir": staging,
-        "staging_removed": removed,
-        "output_dir_changed": False,
-    }
 
 
