@@ -15,7 +15,7 @@ import sys
 from collections.abc import Sequence
 
 from fvconsole import installed_version
-from fvconsole.cli.outcome import begin_command, end_command, write_done
+from fvconsole.cli.outcome import CommandOutcome, begin_command, write_done
 from fvconsole.cli.parser import CliUsageError, json_requested, parse_command_line, parsed_prog, usage_hint
 from fvconsole.cli.streams import (
     OutputError,
@@ -132,19 +132,14 @@ def _emit_error_json(payload: dict | None) -> None:
         discard_stdout()
 
 
-#: The reason (as data) of the last error reported, for the fleet's node runner to send along.
-last_reason: list = []
-
-
-def _report_error(args: argparse.Namespace | None, exc: FvError, *, json_out: bool = False) -> int:
-    last_reason[:] = [exc.reason] if exc.reason is not None else []
+def _report_error(args: argparse.Namespace | None, exc: FvError, *, json_out: bool = False) -> CommandOutcome:
     message = " ".join(str(exc).split()) or type(exc).__name__
     json_out = json_out or (args is not None and getattr(args, "json", False))
     _emit_error_json({"error": message, **exc.details} if json_out else None)
     _say(f"error: {printable(message)}")
     if exc.exit_code == EXIT_USAGE:  # found by a command after parsing: the same hint as argparse's
         _say(usage_hint(parsed_prog(args)))
-    return exc.exit_code
+    return CommandOutcome(exc.exit_code, exc.reason)
 
 
 def _report_usage(exc: CliUsageError, argv: Sequence[str]) -> int:
@@ -163,7 +158,7 @@ def _report_output_failure(args: argparse.Namespace | None, exc: OutputError, co
     exit code quietly; any other output failure is exit 1.
     """
     discard_stdout()
-    done = write_done()
+    done = write_done(args)
     reason = f"error: could not write the output ({exc})"
     if done:
         _say(f"{reason}; {printable(done)}")
@@ -184,7 +179,7 @@ def _report_interrupt(args: argparse.Namespace | None, exc: KeyboardInterrupt, *
     with what the cleanup did (a write command) or "nothing was changed" (--yes).
     """
     stop = interrupts.as_interrupted(exc)
-    done = write_done() or stop.done
+    done = write_done(args) or stop.done
     if done:
         message, code = f"interrupted by {stop.name}; {done}", EXIT_PARTIAL
     else:
@@ -213,21 +208,20 @@ def _run(args: argparse.Namespace) -> int:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run fvconsole; returns the process exit code (usage errors raise SystemExit(2), like --help's 0)."""
-    argv = list(sys.argv[1:] if argv is None else argv)
-    tokens = begin_command(argv)
-    try:
-        with guarded_streams():
-            return _main(argv)
-    finally:
-        end_command(tokens)
+    return run(sys.argv[1:] if argv is None else argv).exit_code
 
 
-def _main(argv: list[str]) -> int:
-    with contextlib.ExitStack() as handlers:
-        return _dispatch(argv, handlers)
+def run(argv: Sequence[str]) -> CommandOutcome:
+    """Run ``fvconsole <argv>`` in-process: how it ended (exit code, and the refusal as data).
+
+    Usage errors raise SystemExit(2), like --help's 0. Each run keeps what it did with its own
+    parsed arguments (:mod:`fvconsole.cli.outcome`), so runs in one process never share state.
+    """
+    with guarded_streams(), contextlib.ExitStack() as handlers:
+        return _dispatch(list(argv), handlers)
 
 
-def _dispatch(argv: list[str], handlers: contextlib.ExitStack) -> int:
+def _dispatch(argv: list[str], handlers: contextlib.ExitStack) -> CommandOutcome:
     args = None
     code = None
     try:
@@ -238,28 +232,29 @@ def _dispatch(argv: list[str], handlers: contextlib.ExitStack) -> int:
             raise
         except CliUsageError as exc:
             raise SystemExit(_report_usage(exc, argv)) from None
+        begin_command(args, argv)
         if args.command is not None:
             # A subcommand: SIGTERM/SIGHUP unwind like Ctrl-C (cleanup, one line, exit code),
             # until its outcome is reported. The console (no command) keeps Textual's handling.
             handlers.enter_context(interrupts.handlers())
         code = _run(args)
         flush_stdout()
-        return code
+        return CommandOutcome(code)
     except OutputError as exc:
         code = _report_output_failure(args, exc, code)
         if args is None:  # while printing --help: keep argparse's way of ending
             raise SystemExit(code) from None
-        return code
+        return CommandOutcome(code)
     except FvError as exc:
         return _report_error(args, exc, json_out=args is None and json_requested(argv))
     except OSError as exc:
         where = f": {exc.filename}" if exc.filename else ""
         return _report_error(args, FvError(f"{exc.strerror or exc}{where}"))
     except KeyboardInterrupt as exc:
-        return _report_interrupt(args, exc, json_out=args is None and json_requested(argv))
+        return CommandOutcome(_report_interrupt(args, exc, json_out=args is None and json_requested(argv)))
     except Exception as exc:  # noqa: BLE001 - last line of defence: no tracebacks for users
         if os.environ.get("FVCONSOLE_DEBUG"):
             raise
         err = FvError(f"internal error: {type(exc).__name__}: {exc} (set FVCONSOLE_DEBUG=1 for a traceback)")
         _report_error(args, err)
-        return EXIT_REFUSED
+        return CommandOutcome(EXIT_REFUSED)

@@ -485,7 +485,7 @@ def run_evict(args: argparse.Namespace) -> int:
         return EXIT_OK
     # The root's lock is taken before the scan: the plan is made under it (LockBusy: exit 1).
     try:
-        done = evict_under_lock(selection.root, selection.plan, command=command_line(), wait=args.wait,
+        done = evict_under_lock(selection.root, selection.plan, command=command_line(args), wait=args.wait,
                                 force=selection.force, journal_path=journal_target(args),
                                 progress=None if args.json else progress_printer("evicting"))
     except Interrupted as stop:  # Ctrl-C, SIGTERM, SIGHUP: what was evicted so far, as data too
@@ -498,7 +498,7 @@ def run_evict(args: argparse.Namespace) -> int:
     warn_if_unwritten(done.journal)
     journal = done.journal
     if result.evicted:
-        record_write(f"the eviction ran: {_n(len(result.evicted), 'entry', 'entries')} evicted from {plan.root}")
+        record_write(args, f"the eviction ran: {_n(len(result.evicted), 'entry', 'entries')} evicted from {plan.root}")
     payload = {**result.to_json(), **_node_info(), "cap_bytes": plan.cap_bytes, "lock": state.to_json(),
                "journal": journal_json(journal), "plan_free_target": plan.free_space.to_json() if plan.free_space else None}
     if result.errors:

@@ -83,7 +83,7 @@ def run_demo(args: argparse.Namespace) -> int:
         if not args.dir:  # the fresh temp dir is ours: leave nothing behind when it is empty
             remove_empty_dir(target)
         raise
-    record_write(f"the demo workspace was built in {ws.root}")
+    record_write(args, f"the demo workspace was built in {ws.root}")
     write_out(f"demo workspace: {printable(ws.root)}  (built in {time.monotonic() - started:.1f}s)\n")
     write_out(f"  run config   {printable(ws.config_path)}\n  checkpoints  {printable(ws.output_dir)}\n"
               f"  shard cache  {printable(ws.cache_root)}\n")

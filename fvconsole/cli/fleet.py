@@ -347,10 +347,10 @@ def run_fleet_evict(args: argparse.Namespace) -> int:
     if args.yes:
         result = execute_fleet_eviction(plan, options, progress)
         if result.executed:
-            record_write(f"the eviction ran on {compress_hostlist(result.selection.nodes)}")
+            record_write(args, f"the eviction ran on {compress_hostlist(result.selection.nodes)}")
             if result.plan.requests:  # some node was asked to delete something
                 done = result
-                journal = write_journal(args, lambda: fleet_eviction_record(done, command=command_line()))
+                journal = write_journal(args, lambda: fleet_eviction_record(done, command=command_line(args)))
     doc = None
     if args.json:
         doc = result.to_json()

@@ -145,7 +145,7 @@ def _run(args: argparse.Namespace) -> int:
 
     try:
         progress = None if args.json and not sys.stderr.isatty() else progress_printer("writing sidecars", plain_lines=True)
-        run = run_migration(plan, command=command_line(), journal_path=journal_target(args), progress=progress,
+        run = run_migration(plan, command=command_line(args), journal_path=journal_target(args), progress=progress,
                             workers=args.workers, break_lock=args.break_lock, on_warning=warn,
                             on_lock_note=lock_note, torch_check=args.torch_check)
     except FvError as exc:
@@ -155,7 +155,7 @@ def _run(args: argparse.Namespace) -> int:
         _describe_stop(stop, base)
         raise
     result = run.result
-    record_write(f"the migration completed: {result.sidecars} sidecars and the receipt in {result.output_dir}")
+    record_write(args, f"the migration completed: {result.sidecars} sidecars and the receipt in {result.output_dir}")
     warn_if_unwritten(run.journal)
     if args.json:
         emit_json(dict(result.to_json(), journal=journal_json(run.journal)))

@@ -27,6 +27,7 @@ import threading
 from collections.abc import Sequence
 from typing import Any
 
+from fvconsole.cli.outcome import CommandOutcome
 from fvconsole.cli.streams import stdout_copy
 from fvconsole.core.fleet.frames import result_lines, start_line
 from fvconsole.core.untrusted import UntrustedError, decode, decode_object
@@ -45,26 +46,22 @@ def substitute_node(argv: Sequence[str], node: str) -> list[str]:
     return [arg.replace(NODE_PLACEHOLDER, node) for arg in argv]
 
 
-def run_captured(argv: Sequence[str]) -> tuple[int, str]:
-    """Run ``fvconsole <argv>`` in-process; return (exit code, captured stdout)."""
-    from fvconsole.cli import last_reason
-    from fvconsole.cli import main as cli_main
+def run_captured(argv: Sequence[str]) -> tuple[CommandOutcome, str]:
+    """Run ``fvconsole <argv>`` in-process; return (how it ended, captured stdout)."""
+    from fvconsole.cli import run
 
-    last_reason.clear()
     buffer = io.StringIO()
     with contextlib.redirect_stdout(buffer):
         try:
-            code = cli_main(list(argv))
+            outcome = run(list(argv))
         except SystemExit as exc:  # argparse usage errors
-            code = exc.code if isinstance(exc.code, int) else 2
-    return int(code), buffer.getvalue()
+            outcome = CommandOutcome(exc.code if isinstance(exc.code, int) else 2)
+    return outcome, buffer.getvalue()
 
 
-def reported_reason(code: int) -> dict[str, Any] | None:
-    """The refusal (as data) of the command :func:`run_captured` just ran, if it failed with one."""
-    from fvconsole.cli import last_reason
-
-    return last_reason[0].to_json() if code and last_reason else None
+def reported_reason(outcome: CommandOutcome) -> dict[str, Any] | None:
+    """The refusal (as data) of a command that failed with one."""
+    return outcome.reason.to_json() if outcome.exit_code and outcome.reason is not None else None
 
 
 def envelope(node: str, code: int, stdout: str, reason: dict[str, Any] | None = None) -> dict[str, Any]:
@@ -132,8 +129,9 @@ def _run(node: str, args: list[str], table: str | None) -> dict[str, Any]:
         if picked is None:
             return {"node": node, "exit": 2, "output": {"error": f"--per-node: no request for node {node}"}}
         args = picked
-    code, stdout = run_captured(substitute_node(args, node))
-    return envelope(node, code, stdout, reported_reason(code))
+    ended, stdout = run_captured(substitute_node(args, node))
+    outcome = ended if isinstance(ended, CommandOutcome) else CommandOutcome(int(ended))  # a bare code: no reason
+    return envelope(node, outcome.exit_code, stdout, reported_reason(outcome))
 
 
 class _Reporter:

@@ -1,44 +1,56 @@
-"""What a command has already changed on disk, for the dispatcher's exit code after a failure.
+"""What one command has done and how it ended, kept with that command, never in module state.
 
-A write command calls :func:`record_write` the moment its write is complete (sidecars
-published, entries evicted). Anything that fails after that point, such as printing the
-result to a full disk or a closed pipe, is then exit 3 with this description on stderr,
-never exit 1 ("refused, nothing written").
+A write command calls :func:`record_write` on its parsed arguments the moment its write is
+complete (sidecars published, entries evicted). Anything that fails after that point, such
+as printing the result to a full disk or a closed pipe, is then exit 3 with this description
+on stderr, never exit 1 ("refused, nothing written"). The dispatcher returns a
+:class:`CommandOutcome` (``fvconsole.cli.run``): the exit code and the refusal as data, which
+the fleet's node runner sends along. ``main()`` may run several times in one process (the node
+runner, tests): each run has its own namespace, so nothing carries over.
 """
 
 from __future__ import annotations
 
+import argparse
 import shlex
 from collections.abc import Sequence
-from contextvars import ContextVar, Token
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-_DONE: ContextVar[str | None] = ContextVar("fvconsole_write_done", default=None)
-_ARGV: ContextVar[tuple[str, ...]] = ContextVar("fvconsole_argv", default=())
+if TYPE_CHECKING:  # pragma: no cover - typing only
+    from fvconsole.core.reasons import Reason
+
 #: A journal line must stay short (core.journal.LINE_MAX): a longer command line is cut here.
 COMMAND_MAX = 1000
+#: Namespace attributes: the command line as given, and what the command has written.
+_ARGV = "_fvconsole_argv"
+_DONE = "_fvconsole_write_done"
 
 
-def record_write(what: str) -> None:
-    """Mark the current command's write as done; ``what`` completes "error: ...; <what>"."""
-    _DONE.set(what)
+@dataclass(frozen=True)
+class CommandOutcome:
+    """How one command ended: its exit code and, for a refusal that has one, the reason as data."""
+
+    exit_code: int
+    reason: Reason | None = None
 
 
-def write_done() -> str | None:
-    """The description given to :func:`record_write` by the current command, if any."""
-    return _DONE.get()
+def begin_command(args: argparse.Namespace, argv: Sequence[str]) -> None:
+    """Remember the command line of the command ``args`` was parsed from (for the journal)."""
+    setattr(args, _ARGV, tuple(argv))
 
 
-def begin_command(argv: Sequence[str] = ()) -> tuple[Token, Token]:
-    """Start a command with nothing written (main() may run several times in one process)."""
-    return _DONE.set(None), _ARGV.set(tuple(argv))
+def record_write(args: argparse.Namespace, what: str) -> None:
+    """Mark the command's write as done; ``what`` completes "error: ...; <what>"."""
+    setattr(args, _DONE, what)
 
 
-def end_command(tokens: tuple[Token, Token]) -> None:
-    _DONE.reset(tokens[0])
-    _ARGV.reset(tokens[1])
+def write_done(args: argparse.Namespace | None) -> str | None:
+    """The description given to :func:`record_write` by this command, if any."""
+    return getattr(args, _DONE, None)
 
 
-def command_line() -> str:
-    """``fvconsole <the current command's arguments>``, shell-quoted and bounded (for the journal)."""
-    text = shlex.join(["fvconsole", *_ARGV.get()])
+def command_line(args: argparse.Namespace) -> str:
+    """``fvconsole <the command's arguments>``, shell-quoted and bounded (for the journal)."""
+    text = shlex.join(["fvconsole", *getattr(args, _ARGV, ())])
     return text if len(text) <= COMMAND_MAX else text[: COMMAND_MAX - 3] + "..."

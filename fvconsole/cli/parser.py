@@ -10,12 +10,7 @@ from __future__ import annotations
 
 import argparse
 import difflib
-from collections.abc import Sequence
-from contextvars import ContextVar
-
-# The parsers entered while parsing one command line, outermost first; the last one is the
-# (sub)command whose options an unrecognized argument was meant for.
-_ENTERED: ContextVar[list[argparse.ArgumentParser] | None] = ContextVar("fvconsole_parsers", default=None)
+from collections.abc import Iterator, Sequence
 
 
 class CliUsageError(Exception):
@@ -46,12 +41,18 @@ def parsed_prog(args: argparse.Namespace | None) -> str:
 
 
 class CliParser(argparse.ArgumentParser):
-    """An ArgumentParser whose errors are raised (one line, with a suggestion), never printed."""
+    """An ArgumentParser whose errors are raised (one line, with a suggestion), never printed.
+
+    ``entered``: set by :func:`parse_command_line` on every parser of the tree for one parse,
+    the parsers entered so far, outermost first; the last one is the (sub)command whose
+    options an unrecognized argument was meant for.
+    """
+
+    entered: list[argparse.ArgumentParser] | None = None
 
     def parse_known_args(self, args=None, namespace=None):  # type: ignore[override]
-        entered = _ENTERED.get()
-        if entered is not None:
-            entered.append(self)
+        if self.entered is not None:
+            self.entered.append(self)
         return super().parse_known_args(args, namespace)
 
     def error(self, message: str):  # type: ignore[override]
@@ -131,27 +132,40 @@ def _suggestion(unknown: Sequence[str], parsers: Sequence[argparse.ArgumentParse
     return "", ""
 
 
+def _tree(parser: argparse.ArgumentParser) -> Iterator[argparse.ArgumentParser]:
+    """``parser`` and every subparser below it."""
+    yield parser
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for sub in dict.fromkeys(action.choices.values()):  # aliases name one parser twice
+                yield from _tree(sub)
+
+
 def parse_command_line(parser: argparse.ArgumentParser, argv: Sequence[str]) -> argparse.Namespace:
     """Parse ``argv``; raises CliUsageError (with a suggestion where one is close) on any usage error."""
-    token = _ENTERED.set([])
+    entered: list[argparse.ArgumentParser] = []
+    parsers = [p for p in _tree(parser) if isinstance(p, CliParser)]
+    for p in parsers:
+        p.entered = entered
     try:
         try:
             args, extras = parser.parse_known_args(list(argv))
         except CliUsageError as exc:
-            entered = _ENTERED.get() or [parser]
+            entered = entered or [parser]
             if exc.message.startswith("the following arguments are required"):
                 unknown, hint = _suggestion(_unknown_options(argv, entered), entered, argv)
                 if hint:
                     raise CliUsageError(f"{exc.message}; unrecognized: {unknown}{hint}", exc.parser) from None
             raise
+        entered = entered or [parser]
         if extras:
-            entered = _ENTERED.get() or [parser]
             _, hint = _suggestion(_unknown_options(extras, entered), entered, argv)
             raise CliUsageError(f"unrecognized arguments: {' '.join(extras)}{hint}", entered[-1])
-        setattr(args, PROG_ATTR, (_ENTERED.get() or [parser])[-1].prog)
+        setattr(args, PROG_ATTR, entered[-1].prog)
         return args
     finally:
-        _ENTERED.reset(token)
+        for p in parsers:
+            p.entered = None
 
 
 def json_requested(argv: Sequence[str]) -> bool:
