@@ -184,3 +184,21 @@ def test_cli_json_exit_codes_and_keys(entry: str, cli) -> None:
 def test_cli_deep_prints_progress_on_stderr(entry: str, cli) -> None:
     code, out, err = cli(["cache", "verify", os.path.dirname(entry), "--deep"])
     assert code == 0 and "read" in out and "progress:" in err
+
+
+def test_the_demo_cache_has_a_shard_whose_header_disagrees(tmp_path: Path) -> None:
+    from fvconsole.demo.cache_builders import DISAGREEING_PARAM, build_demo_cache
+
+    root = tmp_path / "cache"
+    build_demo_cache(root)
+    scan = scan_cache(root)
+    result = verify_cache(scan)
+    by_key = {e.key: e for e in result.entries}
+    complete = [e for e in scan.entries if e.status == "complete"]
+    failing = [e for e in complete if not by_key[e.key].ok]
+    assert len(failing) == 1  # `cache ls` calls it complete: only verify sees it
+    (problem,) = by_key[failing[0].key].problems
+    shard = os.path.join(failing[0].path, problem.shard)
+    assert problem.param == DISAGREEING_PARAM
+    manifest = _manifest(failing[0].path)["params"][DISAGREEING_PARAM]
+    assert _reader_view(shard)[DISAGREEING_PARAM][0] == "BF16" and manifest["dtype"] == "torch.float32"

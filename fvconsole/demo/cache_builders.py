@@ -18,8 +18,10 @@ from fvconsole.demo import demo_module
 
 STATUSES = (
     "complete", "partial", "incomplete", "writing",
-    "invalid-manifest", "invalid-shard", "key-mismatch", "wrong-version",
+    "invalid-manifest", "invalid-shard", "key-mismatch", "wrong-version", "disagreeing-shard",
 )
+#: The tensor a ``disagreeing-shard`` entry stores in the wrong dtype (bf16, its manifest says fp32).
+DISAGREEING_PARAM = "final_norm.weight"
 _COLS = 64
 
 
@@ -64,6 +66,16 @@ def _shard_tensors(table: dict[str, dict[str, Any]], seed: int, shard: int) -> d
         dtype = torch.bfloat16 if info["dtype"] == "torch.bfloat16" else torch.float32
         out[name] = torch.randn(*shape, generator=gen).to(dtype)
     return out
+
+
+def _disagree(tensors: dict[str, Any]) -> dict[str, Any]:
+    """The shard as a buggy or mixed-up writer left it: one tensor in bf16 where the manifest says fp32.
+
+    Its header is valid safetensors and ``cache ls`` calls the entry complete; only
+    ``cache verify`` (and FastVideo's load on that rank) sees the disagreement.
+    """
+    torch = demo_module("torch")
+    return {**tensors, DISAGREEING_PARAM: tensors[DISAGREEING_PARAM].to(torch.bfloat16)}
 
 
 def _write_shard(path: str, tensors: dict[str, Any]) -> None:
@@ -121,8 +133,11 @@ def write_cache_entry(
     os.makedirs(entry, exist_ok=True)
     table = _shapes(tensor_bytes, num_shards)
     shards = sorted(set(_default_present(status, num_shards) if present is None else present))
+    odd = shards[min(1, len(shards) - 1)] if status == "disagreeing-shard" and shards else None
     for i in shards:
-        _write_shard(os.path.join(entry, f"shard{i}-of-{num_shards}.safetensors"), _shard_tensors(table, seed, i))
+        tensors = _shard_tensors(table, seed, i)
+        _write_shard(os.path.join(entry, f"shard{i}-of-{num_shards}.safetensors"),
+                     _disagree(tensors) if i == odd else tensors)
     if status == "invalid-shard" and shards:
         _corrupt_header(os.path.join(entry, f"shard{shards[0]}-of-{num_shards}.safetensors"))
     if status not in ("incomplete", "writing"):
@@ -149,7 +164,7 @@ def build_demo_cache(root: str | os.PathLike[str], now: float | None = None) -> 
         ("complete", 8, 2 * 3600, 1), ("complete", 8, 3 * 86400, 2), ("complete", 4, 9 * 86400, 3),
         ("partial", 8, 6 * 3600, 4), ("incomplete", 8, 2 * 86400, 5), ("writing", 8, 30, 6),
         ("invalid-manifest", 4, 5 * 86400, 7), ("invalid-shard", 4, 12 * 86400, 8),
-        ("key-mismatch", 2, 20 * 86400, 9),
+        ("key-mismatch", 2, 20 * 86400, 9), ("disagreeing-shard", 4, 4 * 86400, 10),
     ]
     return [
         write_cache_entry(root, status=status, num_shards=n, last_used=now - age, seed=seed,
