@@ -30,7 +30,10 @@ import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:  # pragma: no cover - typing only
+    from fvconsole.core.journal import JournalWrite
 
 #: What the front ends turn into an orderly interruption.
 SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
@@ -55,7 +58,7 @@ class Interrupted(KeyboardInterrupt):
         self.done = done
         self.note = note
         self.partial = partial
-        self.journal: Any = None
+        self.journal: JournalWrite | None = None
         self.details: dict[str, Any] = {}
 
     @property

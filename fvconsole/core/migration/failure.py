@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 from fvconsole.core.errors import PartialFailure
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
+    from fvconsole.core.journal import JournalWrite
     from fvconsole.core.reasons import Reason
 
 #: The scalars of a failure a failed migration's journal line keeps.
@@ -83,8 +84,8 @@ class MigrationFailed(PartialFailure):
     def __init__(self, message: str, *, failure: MigrationFailure, reason: Reason | None = None) -> None:
         super().__init__(message, report=failure.to_json(), reason=reason)
         self.failure = failure
-        #: The journal line appended for it (``core.journal.JournalWrite``), by ``run_migration``.
-        self.journal: Any = None
+        #: The journal line appended for it by ``run_migration`` (None: no journal asked for).
+        self.journal: JournalWrite | None = None
 
     def took_over(self, notes: str) -> None:
         """Say that this run had taken over a dead holder's lock (``notes``) before it failed."""
