@@ -24,6 +24,7 @@ exit codes: 0 listed (even when empty), 1 the directory cannot be read.
 SHOW_EPILOG = """\
 examples:
   fvconsole checkpoints show /runs/gb200/outputs/checkpoint-4000
+  fvconsole checkpoints show /runs/gb200/outputs/checkpoint-4000 --tensors
   fvconsole checkpoints show /runs/gb200/outputs/checkpoint-4000 --config run.yaml \\
       --set training.distributed.num_gpus=64 --json
 
@@ -189,6 +190,7 @@ def _show(args: argparse.Namespace) -> int:
         cfg = load_run_config(args.config, args.overrides)
         mismatches = compare_configs(embedded if isinstance(embedded, dict) else {}, cfg.data)
     summary = dcp_summary(keys)
+    tensors, tensors_error = _read_tensors(args.checkpoint) if args.tensors else (None, None)
     if args.json:
         emit_json(
             {
@@ -197,6 +199,7 @@ def _show(args: argparse.Namespace) -> int:
                 "critical_config": critical_values(embedded),
                 "dcp": dict(summary, error=dcp_error),
                 "mismatches": mismatches_json(mismatches) if mismatches is not None else None,
+                **(tensors_json(tensors, tensors_error) if args.tensors else {}),
                 **({"error": str(metadata_error)} if metadata_error else {}),
             }
         )
@@ -220,9 +223,45 @@ def _show(args: argparse.Namespace) -> int:
         if summary["dataloader_keys"]:
             say(f"legacy dataloader state in DCP: {len(summary['dataloader_keys'])} key(s) "
                 "(unsafe to resume with world size > 1 without rank-local sidecars)")
+    if args.tensors:
+        say("", *tensor_lines(tensors, tensors_error))
     if mismatches is not None:
         say("", format_mismatches(mismatches))
     return _metadata_exit(metadata_error)
+
+
+def _read_tensors(checkpoint: str) -> tuple[Any, str | None]:
+    """The DCP tensors, or why not (an unreadable DCP is reported like the key summary's)."""
+    from fvconsole.core.dcp_tensors import dcp_tensors
+    from fvconsole.core.errors import FvError
+
+    try:
+        return dcp_tensors(checkpoint), None
+    except FvError as exc:
+        return None, " ".join(str(exc).split())
+
+
+def tensors_json(tensors: Any, error: str | None) -> dict:
+    """``--tensors --json``: every tensor and the bytes per first key component."""
+    if tensors is None:
+        return {"tensors": None, "totals": None, "tensors_error": error}
+    return {"tensors": [t.to_json() for t in tensors.tensors], "totals": tensors.totals_json(),
+            "tensors_error": None}
+
+
+def tensor_lines(tensors: Any, error: str | None) -> list[str | Block]:
+    """``--tensors``: one row per tensor (key, dtype, shape, bytes), then totals per top-level key."""
+    if tensors is None:
+        return ["DCP tensors:", f"  unreadable: {error}"]
+    rows = [[t.key, t.dtype, "x".join(map(str, t.shape)) or "scalar",
+             human_bytes(t.bytes) if t.bytes is not None else "?"] for t in tensors.tensors]
+    lines: list[str | Block] = [f"DCP tensors: {len(rows)}, {human_bytes(tensors.total_bytes)}",
+                                format_table(["key", "dtype", "shape", "bytes"], rows, right=(3,))]
+    lines += ["", "totals per top-level key:",
+              format_table(["top-level key", "bytes"], [[k, human_bytes(v)] for k, v in tensors.totals], right=(1,))]
+    if tensors.unknown_size:
+        lines.append(f"{tensors.unknown_size} tensor(s) of a dtype of unknown element size are not in the totals")
+    return lines
 
 
 def step_line(step: int | None, metadata_step: object, unreadable: bool) -> str:
@@ -276,5 +315,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     show.add_argument("checkpoint", metavar="CKPT", help="a checkpoint-<step> dir")
     show.add_argument("--config", metavar="RUN.yaml", help="compare with this run config")
     add_set_option(show)
+    show.add_argument("--tensors", action="store_true",
+                      help="list every tensor of dcp/.metadata (key, dtype, shape, bytes) and bytes per top-level key")
     show.add_argument("--json", action="store_true", help="print one JSON object")
     show.set_defaults(func=_show)
