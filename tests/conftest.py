@@ -100,5 +100,6 @@ def _private_journal(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]
     state = tmp_path_factory.mktemp("state")
     with pytest.MonkeyPatch.context() as patch:
         patch.setenv("XDG_STATE_HOME", str(state))
+        patch.setenv("XDG_CACHE_HOME", str(state / "cache"))  # checkpoints ls remembers DCP verdicts there
         patch.setenv("FVCONSOLE_JOURNAL", str(state / "fvconsole" / "journal.jsonl"))
         yield

@@ -10,9 +10,11 @@ from __future__ import annotations
 
 import os
 import re
+import stat
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from fvconsole.core.dcp_verdicts import VerdictCache, default_path, identity
 from fvconsole.core.errors import FvError
 from fvconsole.core.inert_pickle import AS_DICT, AS_GLOBAL, InertObject, Limits, PickleRefused
 from fvconsole.core.inert_pickle import load as load_pickle
@@ -154,8 +156,9 @@ def _read_dcp_keys(meta: str) -> tuple[str, ...]:
     return tuple(sorted(table))
 
 
-# DCP metadata is immutable once written; cache key includes identity and mtime.
-_DCP_CACHE: dict[tuple[str, int, int, int], tuple[str, ...]] = {}
+# DCP metadata is immutable once written; cache key includes identity, mtime and ctime (a
+# rewrite in place that restores size and mtime still changes ctime).
+_DCP_CACHE: dict[tuple[str, int, int, int, int], tuple[str, ...]] = {}
 _DCP_CACHE_MAX = 4096
 
 
@@ -170,7 +173,7 @@ def dcp_state_keys(checkpoint_dir: str | os.PathLike[str]) -> list[str]:
         st = os.stat(meta)
     except OSError as exc:
         raise FvError(f"{meta}: cannot read DCP metadata ({exc.strerror or exc})") from None
-    key = (os.path.realpath(meta), st.st_ino, st.st_mtime_ns, st.st_size)
+    key = (os.path.realpath(meta), st.st_ino, st.st_mtime_ns, st.st_ctime_ns, st.st_size)
     cached = _DCP_CACHE.get(key)
     if cached is not None:
         return list(cached)
@@ -196,6 +199,35 @@ def dcp_key_summary(checkpoint_dir: str | os.PathLike[str]) -> dict[str, int]:
         top = key.split(".", 1)[0]
         summary[top] = summary.get(top, 0) + 1
     return dict(sorted(summary.items()))
+
+
+def dataloader_key_count(checkpoint_dir: str, verdicts: VerdictCache | None = None) -> int:
+    """State keys under ``dataloader`` in ``dcp/.metadata`` (what tells legacy from none).
+
+    With ``verdicts``, a file whose identity was decoded cleanly before is not decoded again;
+    a new verdict is kept only if the file's identity did not change while it was decoded.
+    FvError as :func:`dcp_state_keys`.
+    """
+    meta = os.path.join(checkpoint_dir, "dcp", ".metadata")
+    key = None
+    if verdicts is not None:
+        key = _identity(meta)
+        if key is not None:
+            hit = verdicts.get(key)
+            if hit is not None:
+                return hit
+    count = sum(1 for k in dcp_state_keys(checkpoint_dir) if k == DATALOADER_KEY or k.startswith(DATALOADER_KEY + "."))
+    if verdicts is not None and key is not None and _identity(meta) == key:
+        verdicts.put(key, count)
+    return count
+
+
+def _identity(meta: str) -> str | None:
+    try:
+        st = os.lstat(meta)
+    except OSError:
+        return None
+    return identity(meta, st) if stat.S_ISREG(st.st_mode) else None
 
 
 def _scan_rank_files(path: str) -> tuple[set[int], set[int], bool, bool]:
@@ -227,8 +259,12 @@ def _world_size(config: Any) -> int | None:
     return value
 
 
-def inspect_checkpoint(path: str | os.PathLike[str], *, read_dcp: bool = True) -> CheckpointInfo:
-    """Inspect one ``checkpoint-<step>`` dir. ``read_dcp=False`` skips torch (kind may be unknown)."""
+def inspect_checkpoint(path: str | os.PathLike[str], *, read_dcp: bool = True,
+                       verdicts: VerdictCache | None = None) -> CheckpointInfo:
+    """Inspect one ``checkpoint-<step>`` dir. ``read_dcp=False`` skips the DCP metadata (kind may be unknown).
+
+    ``verdicts``: remembered DCP decodes (``core.dcp_verdicts``), for listings.
+    """
     path = os.path.abspath(os.path.expanduser(os.fspath(path)))
     step = checkpoint_step(path)
     if step is None:
@@ -277,8 +313,7 @@ def inspect_checkpoint(path: str | os.PathLike[str], *, read_dcp: bool = True) -
         kind = "unknown"
     else:
         try:
-            keys = dcp_state_keys(path)
-            loader_keys = sum(1 for k in keys if k == DATALOADER_KEY or k.startswith(DATALOADER_KEY + "."))
+            loader_keys = dataloader_key_count(path, verdicts)
             kind = "legacy" if loader_keys else "none"
         except FvError as exc:
             problems.append(str(exc))
@@ -330,13 +365,18 @@ def discover_checkpoints(path: str | os.PathLike[str], *, read_dcp: bool = True)
         raise FvError(f"{path}: checkpoint path does not exist")
     if not os.path.isdir(path):
         raise FvError(f"{path}: not a directory (expected an output dir or a checkpoint-<step> dir)")
+    verdicts = VerdictCache(default_path()) if read_dcp else None
     if checkpoint_step(path) is not None:
-        return [inspect_checkpoint(path, read_dcp=read_dcp)]
-    try:
-        dirs = checkpoint_dirs(path)
-    except OSError as exc:
-        raise FvError(f"{path}: cannot list directory ({exc.strerror or exc})") from None
-    return [inspect_checkpoint(d, read_dcp=read_dcp) for d in dirs]
+        infos = [inspect_checkpoint(path, read_dcp=read_dcp, verdicts=verdicts)]
+    else:
+        try:
+            dirs = checkpoint_dirs(path)
+        except OSError as exc:
+            raise FvError(f"{path}: cannot list directory ({exc.strerror or exc})") from None
+        infos = [inspect_checkpoint(d, read_dcp=read_dcp, verdicts=verdicts) for d in dirs]
+    if verdicts is not None:
+        verdicts.save()
+    return infos
 
 
 def latest_resumable(infos: list[CheckpointInfo]) -> CheckpointInfo | None:
