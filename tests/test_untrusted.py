@@ -153,3 +153,43 @@ def test_fields_return_good_values_and_defaults() -> None:
 def test_fields_need_an_object() -> None:
     with pytest.raises(UntrustedError, match="must be a JSON object \\(got list\\)"):
         Fields([], "f", "doc")
+
+
+def _depth(value: object) -> int:
+    if isinstance(value, dict):
+        return 1 + max(map(_depth, value.values()), default=0)
+    if isinstance(value, list):
+        return 1 + max(map(_depth, value), default=0)
+    return 0
+
+
+_NESTED = st.recursive(st.one_of(st.integers(), st.text("{}[],\"\\a", max_size=6)),
+                       lambda kids: st.lists(kids, max_size=3) | st.dictionaries(st.text("{[a", max_size=3), kids,
+                                                                                   max_size=3), max_leaves=30)
+
+
+@settings(max_examples=300, deadline=None)
+@given(_NESTED, st.integers(min_value=0, max_value=8))
+def test_the_depth_cap_holds_exactly_whatever_the_braces_in_strings(value: object, cap: int) -> None:
+    """The pre-scan skips the depth walk only when the text cannot nest past the cap (issue 19 item 9)."""
+    text = json.dumps(value)
+    if _depth(value) > cap:
+        with pytest.raises(UntrustedError, match=f"nested more than {cap} levels"):
+            decode(text, "d.json", "doc", max_depth=cap)
+    else:
+        assert decode(text, "d.json", "doc", max_depth=cap) == value
+
+
+@pytest.mark.parametrize("data", [
+    b'\xef\xbb\xbf{"a": 1}', '\ufeff{"a": 1}', '{"a": 1}'.encode("utf-16"), '{"a": 1}'.encode("utf-32-le"),
+    b'{"a": "\\ud800"}', b'{"a": "\xed\xa0\x80"}', bytearray(b"[1, 2.5]"), b"[1.0e5, -0.0]", b'"x"',
+])
+def test_the_shared_decoder_decodes_as_json_loads(data: bytes | str) -> None:
+    """One decoder for every document reads every encoding, BOM and surrogate as ``json.loads`` does."""
+    try:
+        expected: object = json.loads(data)
+    except ValueError:
+        with pytest.raises(UntrustedError):
+            decode(data, "d.json", "doc")
+    else:
+        assert decode(data, "d.json", "doc") == expected

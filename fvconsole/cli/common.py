@@ -46,12 +46,17 @@ def emit_json(payload: Any) -> None:
     sys.stdout.flush()
 
 
+#: ``json.dumps(obj, sort_keys=True, default=str)`` is ``JSONEncoder(sort_keys=True, default=str).encode(obj)``.
+_SORTED_ENCODER = json.JSONEncoder(sort_keys=True, default=str)
+
+
 def json_chunks(head: dict[str, Any], key: str, items: Iterable[Any], batch: int = 512) -> Iterable[str]:
     """``json.dumps({**head, key: [*items]}, sort_keys=True, default=str) + "\n"``, byte for byte, in pieces.
 
     The list is encoded item by item as it is produced, so a listing of 200,000 entries never
     exists as one giant dict or string (``cache ls --json``).
     """
+    encode = _SORTED_ENCODER.encode  # what json.dumps(sort_keys=True, default=str) builds anew for every call
     keys = sorted({*head, key})
     yield "{"
     for i, name in enumerate(keys):
@@ -63,7 +68,7 @@ def json_chunks(head: dict[str, Any], key: str, items: Iterable[Any], batch: int
         pending: list[str] = []
         first = True
         for item in items:
-            pending.append(json.dumps(item, sort_keys=True, default=str))
+            pending.append(encode(item))
             if len(pending) >= batch:
                 yield ("" if first else ", ") + ", ".join(pending)
                 first, pending = False, []
