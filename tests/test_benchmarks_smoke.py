@@ -114,7 +114,10 @@ def test_quick_run_end_to_end(tmp_path) -> None:
 
 
 def test_scale_cases_list_every_entry_and_checkpoint(tmp_path) -> None:
-    cache, checkpoints = cases_io.scale_cases(str(tmp_path), cache_entries=5, checkpoints=3, repeat=1)
+    cache, first, again = cases_io.scale_cases(str(tmp_path), cache_entries=5, checkpoints=3, repeat=1)
     assert "5 entries" in cache.case and "peak RSS" in cache.note and cache.fv_cpu
-    assert "3 checkpoints" in checkpoints.case and checkpoints.fv_seconds
+    for checkpoints, label in ((first, "first listing"), (again, "listed again")):
+        assert "3 checkpoints" in checkpoints.case and label in checkpoints.case and checkpoints.fv_seconds
+    # The DCP verdict cache of the run is the case's own (never ~/.cache), and it was kept.
+    assert os.path.isfile(tmp_path / "xdg-cache" / "fvconsole" / "dcp-verdicts.json")
     assert sorted(os.listdir(tmp_path / "ckpts" / "output")) == ["checkpoint-1", "checkpoint-2", "checkpoint-3"]
