@@ -304,3 +304,21 @@ def write_validation_receipt(path: str, receipt: dict[str, Any]) -> None:
         handle.flush()
         os.fsync(handle.fileno())
     os.replace(temporary, target)
+
+
+def gc_cache_root_candidates(root: Path) -> list[tuple[float, int, str]]:
+    """What upstream ``shard_cache._gc_cache_root`` collects, in the order it deletes (no deletion).
+
+    Every child that ``Path.is_dir()`` (a symlink to a directory included), its size the sum of
+    ``st_size`` of the ``is_file()`` children directly inside (symlinks followed), its mtime that
+    of ``manifest.json`` if ``is_file()``, else 0.0; sorted as tuples, as upstream sorts them.
+    """
+    entries = []
+    for child in root.iterdir():
+        if not child.is_dir():
+            continue
+        manifest = child / "manifest.json"
+        size = sum(f.stat().st_size for f in child.glob("*") if f.is_file())
+        mtime = manifest.stat().st_mtime if manifest.is_file() else 0.0
+        entries.append((mtime, size, child.name))
+    return sorted(entries)

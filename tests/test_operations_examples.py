@@ -46,3 +46,31 @@ def test_cron_example_runs_as_documented(tmp_path: Path) -> None:
     assert line["items"] == [key_of("W"), key_of("X")] and line["command"].startswith("fvconsole cache evict --older-than 7d")
     metrics = {f.name: f.samples for f in text_string_to_metric_families((home / "textfile" / "fvcache.prom").read_text())}
     assert {s.labels["status"]: s.value for s in metrics["fvconsole_cache_entries"]}["complete"] == 2
+
+
+def test_slurm_prolog_example_makes_room_for_the_next_write(tmp_path: Path) -> None:
+    from docs_examples import with_settings
+
+    with mounted_tmpfs(tmp_path / "shm", 20) as shm:
+        root = shm / "wcache"
+        # Oldest first: A (4 MiB), B (5 MiB), C (6 MiB); plus an empty entry (a skipped write).
+        for name, mib, age in (("A", 4, 3 * DAY), ("B", 5, 2 * DAY), ("C", 6, DAY)):
+            sized_entry(root, name, mib, age)
+        (root / key_of("skipped")).mkdir()
+        os.utime(root / key_of("skipped"), (0, 0))
+        log = tmp_path / "prolog.log"
+        # The next write is 3 MiB; with FastVideo's 5 GiB margin scaled to 5 MiB, 8 MiB must be free.
+        script = with_settings(doc_example("slurm-prolog"), FVCONSOLE=str(Path(sys.executable).parent / "fvconsole"),
+                               FASTVIDEO_WEIGHT_SHARD_CACHE=str(root), NEXT_WRITE_GB=str(3 / 1024),
+                               MARGIN_GB=str(5 / 1024), LOG=str(log))
+        free_before = fs_free(shm)
+        assert free_before < 8 * MIB  # 20 MiB - 15 MiB - a few pages
+        prolog = tmp_path / "prolog.sh"
+        prolog.write_text(script)
+        env = {"HOME": str(tmp_path), "PATH": "/usr/bin:/bin", "FVCONSOLE_JOURNAL": str(tmp_path / "j.jsonl")}
+        run = subprocess.run(["/bin/sh", str(prolog)], env=env, capture_output=True, text=True, timeout=120)
+        assert run.returncode == 0 and run.stdout == "" and run.stderr == "", run
+        # The empty entry (--invalid) and A, the oldest, go: ~5 + 4 MiB free then; B and C stay.
+        assert sorted(p.name for p in root.iterdir()) == sorted([key_of("B"), key_of("C")])
+        assert fs_free(shm) >= 8 * MIB
+    assert "reached" in log.read_text()

@@ -416,7 +416,7 @@ def test_a_filter_with_no_match_clears_detail_and_counts(work: dict[str, str]) -
         await settle(app, pilot)
         assert app.query_one("#cache-table").row_count == 0
         assert "No entry matches" in str(app.query_one("#cache-detail").render())
-        assert "0 of 9 shown" in str(app.query_one("#cache-status").render())
+        assert "0 of 11 shown" in str(app.query_one("#cache-status").render())
 
     run(work, (120, 40), body)
 

@@ -66,7 +66,7 @@ _NOTE_WIDTH = 72
 
 LS_HELP = f"""\
 List the entries of a weight shard cache root (default ${ENV_ROOT}) with their size,
-status (complete / partial / incomplete / invalid), shards present and last use
+status (complete / partial / incomplete / empty / invalid), shards present and last use
 (manifest mtime). Read-only: never reads shard data, never changes an mtime or atime.
 
 --format prometheus writes node-exporter textfile-collector metrics (bytes and entries
@@ -99,7 +99,7 @@ Plan (and with --yes, execute) the removal of cache entries. Selectors combine a
                     writer may use); space the other selectors free counts first. A target
                     that cannot be reached is said so (a warning), not an error.
   --key KEY         these entries (repeatable)
-  --invalid         invalid and incomplete entries not modified within the grace period
+  --invalid         invalid, incomplete and empty entries not modified within the grace period
   --older-than D    entries last used more than D ago (12h, 7d, 1d12h, ...)
 --keep KEY is never evicted. Entries being written or used within --grace (default 10m)
 are skipped unless --force. Leftover .evicting-* directories are always cleaned.
@@ -175,7 +175,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     ev.add_argument("--min-free-percent", metavar="P",
                     help="evict LRU until the root's filesystem would have P%% of its size free")
     ev.add_argument("--key", action="append", default=[], metavar="KEY", help="evict this entry (repeatable)")
-    ev.add_argument("--invalid", action="store_true", help="evict invalid and incomplete entries")
+    ev.add_argument("--invalid", action="store_true", help="evict invalid, incomplete and empty entries")
     ev.add_argument("--older-than", metavar="D", help="evict entries last used more than D ago")
     ev.add_argument("--keep", action="append", default=[], metavar="KEY", help="never evict this entry")
     ev.add_argument("--force", action="store_true",
@@ -392,8 +392,13 @@ def _ls_extras(scan: CacheScan) -> list[str]:
     if scan.foreign:
         head, omitted, tail = head_tail(scan.foreign)
         more = [f"  ... {omitted} more"] if omitted else []
-        lines.append("foreign (not cache entries; never touched):")
-        lines += [f"  {n}" for n in head] + more + [f"  {n}" for n in tail]
+        counted = set(scan.foreign_gc_counted)
+
+        def shown(name: str) -> str:
+            return f"  {name}  (FastVideo's GC counts this and may delete it)" if name in counted else f"  {name}"
+
+        lines.append("foreign (not cache entries; never touched by fvconsole):")
+        lines += [shown(n) for n in head] + more + [shown(n) for n in tail]
     mounted = [(e.key, e.mounts) for e in scan.entries if e.mounts]
     mounted += [(x.name, x.mounts) for x in scan.leftovers if x.mounts]
     if mounted:

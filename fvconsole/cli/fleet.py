@@ -116,7 +116,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     ev.add_argument("--min-free-percent", metavar="P",
                     help="per node: evict LRU until its root's filesystem has P%% of its size free")
     ev.add_argument("--key", action="append", default=[], metavar="KEY", help="evict this entry on every node (repeatable)")
-    ev.add_argument("--invalid", action="store_true", help="evict invalid and incomplete entries")
+    ev.add_argument("--invalid", action="store_true", help="evict invalid, incomplete and empty entries")
     ev.add_argument("--older-than", metavar="D", help="evict entries last used more than D ago (12h, 7d)")
     ev.add_argument("--keep", action="append", default=[], metavar="KEY", help="never evict this entry")
     ev.add_argument("--force", action="store_true", help="also evict entries in use or being written")

@@ -17,7 +17,7 @@ from typing import Any
 from fvconsole.demo import demo_module
 
 STATUSES = (
-    "complete", "partial", "incomplete", "writing",
+    "complete", "partial", "incomplete", "empty", "writing",
     "invalid-manifest", "invalid-shard", "key-mismatch", "wrong-version", "disagreeing-shard",
 )
 #: The tensor a ``disagreeing-shard`` entry stores in the wrong dtype (bf16, its manifest says fp32).
@@ -132,7 +132,7 @@ def write_cache_entry(
     entry = os.path.join(root, key)
     os.makedirs(entry, exist_ok=True)
     table = _shapes(tensor_bytes, num_shards)
-    shards = sorted(set(_default_present(status, num_shards) if present is None else present))
+    shards = [] if status == "empty" else sorted(set(_default_present(status, num_shards) if present is None else present))
     odd = shards[min(1, len(shards) - 1)] if status == "disagreeing-shard" and shards else None
     for i in shards:
         tensors = _shard_tensors(table, seed, i)
@@ -140,7 +140,7 @@ def write_cache_entry(
                      _disagree(tensors) if i == odd else tensors)
     if status == "invalid-shard" and shards:
         _corrupt_header(os.path.join(entry, f"shard{shards[0]}-of-{num_shards}.safetensors"))
-    if status not in ("incomplete", "writing"):
+    if status not in ("incomplete", "writing", "empty"):
         tmp = os.path.join(entry, "manifest.json.tmp")
         with open(tmp, "wb") as handle:
             handle.write(_manifest(key, num_shards, table, status))
@@ -165,6 +165,7 @@ def build_demo_cache(root: str | os.PathLike[str], now: float | None = None) -> 
         ("partial", 8, 6 * 3600, 4), ("incomplete", 8, 2 * 86400, 5), ("writing", 8, 30, 6),
         ("invalid-manifest", 4, 5 * 86400, 7), ("invalid-shard", 4, 12 * 86400, 8),
         ("key-mismatch", 2, 20 * 86400, 9), ("disagreeing-shard", 4, 4 * 86400, 10),
+        ("empty", 8, 4 * 3600, 11),
     ]
     return [
         write_cache_entry(root, status=status, num_shards=n, last_used=now - age, seed=seed,

@@ -14,8 +14,9 @@ Layout (all under one directory)::
     output/checkpoint-500         interrupted save (RNG files for half the ranks)
     output/dataloader-state/validated-100
                                   checkpoint-100 migrated, with FastVideo's validation receipt
-    shard-cache/<key>/            complete, partial, incomplete, writing and invalid entries
+    shard-cache/<key>/            complete, partial, incomplete, empty, writing and invalid entries
     shard-cache/README.txt        a foreign file the scan must ignore
+    shard-cache/old-run-weights/  a foreign directory (FastVideo's GC counts it and may delete it)
 """
 
 from __future__ import annotations
@@ -242,6 +243,9 @@ def _build(root: str, now: float) -> DemoWorkspace:
     cache_builders.build_demo_cache(cache_root, now=now)
     with open(os.path.join(cache_root, "README.txt"), "w", encoding="utf-8") as handle:
         handle.write("not a cache entry: the scan lists it as foreign and never deletes it\n")
+    os.mkdir(os.path.join(cache_root, "old-run-weights"))
+    with open(os.path.join(cache_root, "old-run-weights", "notes.txt"), "w", encoding="utf-8") as handle:
+        handle.write("someone's copy: fvconsole never touches it, FastVideo's GC counts it and may delete it\n")
     workspace = DemoWorkspace(
         root=root, dataset_root=dataset, manifest_path=manifest, config_path=config_path, output_dir=output,
         cache_root=cache_root, legacy_checkpoint=os.path.join(output, "checkpoint-300"),

@@ -41,7 +41,7 @@ from fvconsole.tui.plain import PlainText
 from fvconsole.tui.widgets import FastTable, PlainStatic, ProgressRow, UsageBar
 from fvconsole.tui.wording import free_target_text, skip_text, skipped_reason
 
-STATUS_STYLE = {"complete": "green", "partial": "cyan", "incomplete": "yellow", "invalid": "bold red"}
+STATUS_STYLE = {"complete": "green", "partial": "cyan", "incomplete": "yellow", "empty": "yellow", "invalid": "bold red"}
 MARK = "●"
 #: Seconds between automatic rescans (and age updates).
 AUTO_REFRESH = 5.0
@@ -275,6 +275,9 @@ class CacheView(BaseView):
             text.append(" · * being written", style="grey62")
         if scan.foreign:
             text.append(f" · {len(scan.foreign)} foreign item(s) ignored", style="grey62")
+        if scan.foreign_gc_counted:
+            text.append(f" · {len(scan.foreign_gc_counted)} foreign dir(s): FastVideo's GC counts these and may "
+                        "delete them", style="yellow")
         held = sum(1 for e in self._entries if e.in_use_by)
         if held:
             text.append(f" · {held} in use by live processes", style="bold yellow")

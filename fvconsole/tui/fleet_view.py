@@ -31,7 +31,7 @@ from fvconsole.tui.plain import PlainText
 from fvconsole.tui.widgets import FastTable, PathInput, PlainStatic, ProgressRow, ThreadProgress
 from fvconsole.tui.wording import REMEDIES, reason_text
 
-STATUS_STYLE = {"complete": "green", "partial": "cyan", "incomplete": "yellow", "invalid": "bold red"}
+STATUS_STYLE = {"complete": "green", "partial": "cyan", "incomplete": "yellow", "empty": "yellow", "invalid": "bold red"}
 #: Node columns shown in the matrix; more nodes are summarised in the last column.
 MAX_NODE_COLUMNS = 12
 WRITE_ACTIONS = (

@@ -17,7 +17,13 @@ from fvconsole.core.untrusted import INT64_MAX
 
 FORMAT_VERSION = 1
 SHARD_RE = re.compile(r"shard(\d+)-of-(\d+)\.safetensors")
-STATUSES = ("complete", "partial", "incomplete", "invalid")
+STATUSES = ("complete", "partial", "incomplete", "empty", "invalid")
+
+EMPTY_EXPLANATION = (
+    "empty entry directory: FastVideo creates it before checking free space, so a write it skipped "
+    "(less free than the write plus its 5 GiB margin) leaves it empty; FastVideo's GC counts it "
+    "first (no manifest.json) but frees nothing by it"
+)
 
 PER_NODE_NOTE = (
     "on a multi-node run with a per-node cache (FASTVIDEO_WEIGHT_SHARD_CACHE_PER_NODE=1) only "
@@ -92,6 +98,8 @@ def classify_entry(key: str, path: str, listing: list[tuple[str, os.stat_result]
         error = _first_bad_header(path, shard_files)
     writing_age = _writing_age(files.tmp, now, grace)
     status, explanation = _status(files, manifest, error, num_shards, present, writing_age)
+    if not listing:
+        status, explanation = "empty", EMPTY_EXPLANATION
     return CacheEntry(
         key=key, path=path, bytes=files.size,
         last_used=files.manifest.st_mtime if files.manifest else None,

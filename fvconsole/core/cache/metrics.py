@@ -64,7 +64,7 @@ def prometheus_text(scan: CacheScan, *, cap: int | None = None, per_entry: bool 
     by_status: dict[str, list[Any]] = {s: [] for s in STATUSES}
     for e in scan.entries:
         by_status.setdefault(e.status, []).append(e)
-    out.family("entries", "Cache entries by status (complete, partial, incomplete, invalid).",
+    out.family("entries", "Cache entries by status (complete, partial, incomplete, empty, invalid).",
                [({**root, "status": s}, len(es)) for s, es in by_status.items()])
     out.family("bytes", "Bytes of the regular files in cache entries, by entry status.",
                [({**root, "status": s}, sum(e.bytes for e in es)) for s, es in by_status.items()])

@@ -111,6 +111,9 @@ class CacheScan:
     hostname: str = field(default_factory=socket.gethostname)
     #: Scan-level warnings (a partial process check); per-entry trouble is in ``errors``.
     warnings: tuple[str, ...] = ()
+    #: Foreign children FastVideo's own GC counts as entries (directories, also through a
+    #: symlink) and may delete: fvconsole never touches them, FastVideo's ``_gc_cache_root`` may.
+    foreign_gc_counted: tuple[str, ...] = ()
 
     @property
     def total_bytes(self) -> int:
@@ -139,6 +142,7 @@ class CacheScan:
             "grace_seconds": self.grace_seconds,
             "hostname": self.hostname,
             "warnings": list(self.warnings),
+            "foreign_gc_counted": list(self.foreign_gc_counted),
         }
         if with_entries:
             doc["entries"] = [e.to_json() for e in self.entries]

@@ -22,6 +22,9 @@ NOTHING_SELECTED = reason("evict.nothing_selected", "selection").cli
 #: What a planned symlinked entry's reason says after its selectors (no flag: both front ends use it).
 SYMLINK_NOTE = "a symlink: only the link is removed, its target is never touched"
 
+#: What ``--invalid`` selects: entries FastVideo can never load from (an empty one is a skipped write).
+RECLAIMABLE_STATUSES = ("invalid", "incomplete", "empty")
+
 
 @dataclass(frozen=True)
 class PlannedEviction:
@@ -222,7 +225,7 @@ def _select(scan: CacheScan, *, max_gb: float | None, keys: Sequence[str], inval
             add(key, "evict.key")
     if invalid:
         for e in scan.entries:
-            if e.status in ("invalid", "incomplete"):
+            if e.status in RECLAIMABLE_STATUSES:
                 add(e.key, "evict.invalid", status=e.status, explanation=e.explanation)
     if older_than is not None:
         for e in regular:

@@ -33,7 +33,7 @@ LEFTOVER_RE = re.compile(r"\.evicting-([0-9a-f]{16})-(\d+)")
 __all__ = [
     "DEFAULT_GRACE_SECONDS", "KEY_RE", "LEFTOVER_PREFIX", "LEFTOVER_RE", "STATUSES",
     "CacheEntry", "CacheScan", "Child", "Leftover", "ManifestSummary",
-    "classify_child", "compact_indices", "disk_size", "entry_holders", "entry_size", "fs_free_bytes",
+    "classify_child", "compact_indices", "counted_by_fastvideo_gc", "disk_size", "entry_holders", "entry_size", "fs_free_bytes",
     "manifest_mtime_ns", "mounts_inside", "scan_cache", "scan_entry",
 ]
 
@@ -61,6 +61,7 @@ def scan_cache(root: str | os.PathLike[str], grace_seconds: float = DEFAULT_GRAC
     now = time.time() if now is None else now
     entries: list[CacheEntry] = []
     foreign: list[str] = []
+    gc_counted: list[str] = []
     leftovers: list[Leftover] = []
     errors: list[str] = []
     try:
@@ -86,6 +87,8 @@ def scan_cache(root: str | os.PathLike[str], grace_seconds: float = DEFAULT_GRAC
                     leftovers.append(leftover)
             elif kind == "foreign":
                 foreign.append(name)
+                if counted_by_fastvideo_gc(child):
+                    gc_counted.append(name)
     except OSError as exc:  # the root's getdents failing part-way: what was read stands
         errors.append(f"{root_path}: listing the root stopped part-way ({exc.strerror}); entries after that are missing")
     fs_total, fs_free = _fs_space(root_path)
@@ -101,6 +104,7 @@ def scan_cache(root: str | os.PathLike[str], grace_seconds: float = DEFAULT_GRAC
         scanned_at=now,
         grace_seconds=float(grace_seconds),
         warnings=(use.partial,) if use.partial else (),
+        foreign_gc_counted=tuple(sorted(gc_counted)),
     )
 
 
@@ -131,6 +135,19 @@ def classify_child(name: str, st: os.stat_result) -> str:
     if name == LOCK_NAME and stat.S_ISREG(st.st_mode):
         return "lock"
     return "foreign"
+
+
+def counted_by_fastvideo_gc(child: Child) -> bool:
+    """Whether FastVideo's ``_gc_cache_root`` takes this child for an entry: ``Path.is_dir()``,
+    which follows a symlink (docs/formats.md §6). A symlink's target is only stat'ed, never opened."""
+    if stat.S_ISDIR(child.st.st_mode):
+        return True
+    if not stat.S_ISLNK(child.st.st_mode):
+        return False
+    try:
+        return stat.S_ISDIR(os.stat(child.path).st_mode)
+    except (OSError, ValueError):
+        return False
 
 
 def _fs_space(path: str) -> tuple[int | None, int | None]:

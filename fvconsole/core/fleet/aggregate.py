@@ -20,7 +20,7 @@ from fvconsole.core.reasons import Reason
 #: Statuses meaning "this node's copy has its manifest.json".
 WITH_MANIFEST = ("complete", "partial")
 #: Statuses an eviction with --invalid would take (what "reclaimable" means per node).
-RECLAIMABLE = ("invalid", "incomplete")
+RECLAIMABLE = ("invalid", "incomplete", "empty")
 
 PER_NODE_MANIFEST = (
     "FastVideo writes manifest.json from global rank 0 only, so with a node-local cache "
