@@ -7,7 +7,7 @@ import subprocess
 import sys
 import time
 
-from fvconsole.core.cache import execute_eviction, plan_eviction, remove_tree, scan_cache
+from fvconsole.core.cache import EvictionSelectors, execute_eviction, plan_eviction, remove_tree, scan_cache
 from fvconsole.demo.cache_builders import make_key, write_cache_entry
 
 DAY = 86400.0
@@ -29,7 +29,7 @@ def test_execute_removes_exactly_the_plan_and_measures_freed_bytes(tmp_path):
     sizes = {k: _tree_bytes(root / k) for k in keys}
     (root / "operator-notes.txt").write_text("foreign: never touched")
     scan = scan_cache(root)
-    plan = plan_eviction(scan, keys=keys[:2])
+    plan = plan_eviction(scan, EvictionSelectors(keys=tuple(keys[:2])))
     seen = []
     result = execute_eviction(plan, progress=lambda done, total, msg: seen.append((done, total)))
     assert result.ok and result.errors == ()
@@ -51,7 +51,7 @@ def test_symlinked_entry_target_outside_root_survives(tmp_path):
     before = sorted(os.listdir(target))
     link = make_key("link")
     os.symlink(target, root / link)
-    plan = plan_eviction(scan_cache(root), keys=[link])
+    plan = plan_eviction(scan_cache(root), EvictionSelectors(keys=(link,)))
     result = execute_eviction(plan)
     assert [e.key for e in result.evicted] == [link] and result.evicted[0].bytes == 0
     assert not os.path.lexists(root / link)
@@ -71,7 +71,7 @@ def test_symlinks_inside_an_entry_are_unlinked_not_followed(tmp_path):
     os.symlink(outside / "deep", nested / "link")
     (nested / "x.bin").write_bytes(b"x" * 10)
     planned = scan_cache(root).get(key).bytes
-    plan = plan_eviction(scan_cache(root), keys=[key], force=True)  # just modified: force past the grace
+    plan = plan_eviction(scan_cache(root), EvictionSelectors(keys=(key,)), force=True)  # just modified: force past the grace
     result = execute_eviction(plan)
     assert result.ok and not os.path.lexists(root / key)
     assert (outside / "deep" / "precious.bin").read_bytes() == b"p" * 1000
@@ -81,7 +81,7 @@ def test_symlinks_inside_an_entry_are_unlinked_not_followed(tmp_path):
 def test_stale_plan_is_skipped_entry_by_entry(tmp_path):
     root = tmp_path / "cache"
     touched, grown, fine = _old_entries(root, 3)
-    plan = plan_eviction(scan_cache(root), max_gb=0)
+    plan = plan_eviction(scan_cache(root), EvictionSelectors(max_gb=0))
     os.utime(root / touched / "manifest.json")  # a launch hit it after planning
     (root / grown / "extra.bin").write_bytes(b"e")
     result = execute_eviction(plan)
@@ -95,7 +95,7 @@ def test_stale_plan_is_skipped_entry_by_entry(tmp_path):
 def test_rename_hides_entry_and_a_second_evictor_sees_already_evicted(tmp_path):
     root = tmp_path / "cache"
     keys = _old_entries(root, 5)
-    plan = plan_eviction(scan_cache(root), max_gb=0)
+    plan = plan_eviction(scan_cache(root), EvictionSelectors(max_gb=0))
     inner = []
 
     def run_the_other_evictor_first(done, total, message):
@@ -111,8 +111,8 @@ def test_rename_hides_entry_and_a_second_evictor_sees_already_evicted(tmp_path):
 
 _RACER = """
 import json, sys
-from fvconsole.core.cache import scan_cache, plan_eviction, execute_eviction
-plan = plan_eviction(scan_cache(sys.argv[1]), max_gb=0)
+from fvconsole.core.cache import EvictionSelectors, scan_cache, plan_eviction, execute_eviction
+plan = plan_eviction(scan_cache(sys.argv[1]), EvictionSelectors(max_gb=0))
 sys.stdin.readline()  # start together
 result = execute_eviction(plan)
 print(json.dumps(result.to_json()))
@@ -153,7 +153,7 @@ def test_leftovers_are_listed_and_cleaned_by_the_next_eviction(tmp_path):
     os.symlink(tmp_path, leftover / "escape")  # never followed while cleaning
     scan = scan_cache(root)
     assert [x.name for x in scan.leftovers] == [leftover.name] and scan.leftovers[0].bytes == 100
-    result = execute_eviction(plan_eviction(scan, keys=[gone]))
+    result = execute_eviction(plan_eviction(scan, EvictionSelectors(keys=(gone,))))
     assert sorted(e.key for e in result.evicted) == sorted([make_key("crashed"), gone])
     assert sorted(os.listdir(root)) == [keep]
     assert result.freed_bytes == 100 + scan.get(gone).bytes
@@ -165,10 +165,10 @@ def test_leftover_of_a_live_recent_evictor_is_left_alone(tmp_path):
     (key,) = _old_entries(root, 1)
     busy = root / f".evicting-{make_key('live')}-{os.getpid()}"
     busy.mkdir()
-    plan = plan_eviction(scan_cache(root), keys=[key])
+    plan = plan_eviction(scan_cache(root), EvictionSelectors(keys=(key,)))
     assert [p.key for p in plan.evict] == [key]
     assert "may still be running" in plan.skipped[0].reason
-    forced = plan_eviction(scan_cache(root), keys=[key], force=True)
+    forced = plan_eviction(scan_cache(root), EvictionSelectors(keys=(key,)), force=True)
     assert {p.key for p in forced.evict} == {key, make_key("live")}
 
 
@@ -177,7 +177,7 @@ def test_per_entry_failure_is_reported_and_the_rest_still_evicted(tmp_path, pin_
     root = tmp_path / "cache"
     stuck, ok1, ok2 = _old_entries(root, 3)
     pin_after_check(root / stuck, "manifest.json")
-    result = execute_eviction(plan_eviction(scan_cache(root), keys=[stuck, ok1, ok2]))
+    result = execute_eviction(plan_eviction(scan_cache(root), EvictionSelectors(keys=(stuck, ok1, ok2))))
     assert sorted(e.key for e in result.evicted) == sorted([ok1, ok2])
     assert len(result.errors) == 1 and stuck in result.errors[0] and not result.ok
     hidden = root / f".evicting-{stuck}-{os.getpid()}"
@@ -199,7 +199,7 @@ def test_item_outside_the_root_is_never_touched(tmp_path):
     (key,) = _old_entries(root, 1)
     victim = tmp_path / "victim"
     victim.mkdir()
-    plan = plan_eviction(scan_cache(root), keys=[key])
+    plan = plan_eviction(scan_cache(root), EvictionSelectors(keys=(key,)))
     forged = dataclasses.replace(plan, evict=(dataclasses.replace(plan.evict[0], path=str(victim)),))
     result = execute_eviction(forged)
     assert result.evicted == () and victim.is_dir() and (root / key).is_dir()
@@ -215,7 +215,7 @@ def test_one_unremovable_file_does_not_stop_the_rest_of_the_entry(tmp_path, pin_
     shard_bytes = sum(p.stat().st_size for p in (root / stuck).iterdir() if p.name != "manifest.json")
     pin_after_check(root / stuck, "manifest.json")
     hidden = root / f".evicting-{stuck}-{os.getpid()}"
-    result = execute_eviction(plan_eviction(scan_cache(root), keys=[stuck]))
+    result = execute_eviction(plan_eviction(scan_cache(root), EvictionSelectors(keys=(stuck,))))
     assert not result.ok and result.evicted == ()
     assert sorted(p.name for p in hidden.iterdir()) == ["manifest.json"]  # every shard went
     assert result.partial_bytes == shard_bytes and result.freed_bytes == shard_bytes
@@ -230,7 +230,7 @@ def test_entry_taken_by_another_evictor_during_the_recheck_is_already_evicted(tm
 
     root = tmp_path / "cache"
     (key,) = _old_entries(root, 1)
-    plan = plan_eviction(scan_cache(root), keys=[key])
+    plan = plan_eviction(scan_cache(root), EvictionSelectors(keys=(key,)))
     real_list = evict.list_dir
     hidden = root / f".evicting-{key}-4194301"
 

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 from sized_cache import sized_entry
 
-from fvconsole.core.cache import plan_eviction, scan_cache
+from fvconsole.core.cache import EvictionSelectors, plan_eviction, scan_cache
 from fvconsole.core.cache.lock import EvictorLock, probe_evictor, record_path
 from fvconsole.core.cache.locked import evict_under_lock
 from fvconsole.core.errors import FvError
@@ -66,7 +66,7 @@ def test_a_symlink_to_the_root_is_the_same_lock(root: Path, tmp_path: Path) -> N
 def test_locked_eviction_refuses_waits_then_runs_the_confirmed_plan(root: Path, tmp_path: Path) -> None:
     """The console's way: preview (no lock), the operator confirms, execute exactly that plan under the lock."""
     journal = tmp_path / "journal.jsonl"
-    plan = plan_eviction(scan_cache(root), older_than=2 * DAY - 60)
+    plan = plan_eviction(scan_cache(root), EvictionSelectors(older_than=2 * DAY - 60))
     keys = [p.key for p in plan.evict]
     assert len(keys) == 2
     other = EvictorLock(str(root))
@@ -83,7 +83,7 @@ def test_locked_eviction_refuses_waits_then_runs_the_confirmed_plan(root: Path, 
     assert line["command"] == "fvconsole console: evict" and line["items"] == keys
     assert done.journal.written and done.release_problem is None
     assert not Path(record_path(str(root))).exists()
-    nothing = evict_under_lock(str(root), lambda: plan_eviction(scan_cache(root), older_than=2 * DAY - 60),
+    nothing = evict_under_lock(str(root), lambda: plan_eviction(scan_cache(root), EvictionSelectors(older_than=2 * DAY - 60)),
                                command="x", journal_path=str(journal))
     assert nothing.result.evicted == () and nothing.journal is None  # nothing changed: no line
 

@@ -11,7 +11,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from fvconsole.core.cache import lru_walk, plan_eviction, scan_cache
+from fvconsole.core.cache import EvictionSelectors, lru_walk, plan_eviction, scan_cache
 from fvconsole.core.cache.roots import root_refusal
 from fvconsole.core.errors import FvError, UsageError
 from fvconsole.demo.cache_builders import make_key, write_cache_entry
@@ -87,7 +87,7 @@ def test_max_gb_reproduces_upstream_gc_victims_in_order(tmp_path, max_gb, keep):
     keys = _tie_cache(root)
     keep_key = keys[keep] if keep else ""
     expected = upstream_gc_victims(root, keep_key, max_gb)
-    plan = plan_eviction(scan_cache(root, now=NOW), max_gb=max_gb, keep=[keep_key] if keep else [])
+    plan = plan_eviction(scan_cache(root, now=NOW), EvictionSelectors(max_gb=max_gb, keep=(keep_key,) if keep else ()))
     assert [p.key for p in plan.evict] == expected
     if max_gb == 0.0:
         assert len(expected) == len(keys) - (1 if keep else 0)
@@ -111,7 +111,7 @@ def test_fractional_cap_stops_as_soon_as_total_fits(tmp_path):
     _tie_cache(root)
     scan = scan_cache(root, now=NOW)
     cap_gb = 0.0035  # about 3.6 MiB
-    plan = plan_eviction(scan, max_gb=cap_gb)
+    plan = plan_eviction(scan, EvictionSelectors(max_gb=cap_gb))
     remaining = scan.total_bytes - plan.freed_bytes
     assert remaining <= cap_gb * 2**30
     assert remaining + plan.evict[-1].bytes > cap_gb * 2**30  # one fewer would not have fitted
@@ -130,17 +130,17 @@ def test_selectors_combine_as_a_union_and_keep_wins(tmp_path):
          dict(old=old, mid=mid, new=new, bad=bad, crashed=crashed, part=part).items()}
     scan = scan_cache(root, now=NOW)
 
-    only_invalid = plan_eviction(scan, invalid=True)
+    only_invalid = plan_eviction(scan, EvictionSelectors(invalid=True))
     assert {p.key for p in only_invalid.evict} == {k["bad"], k["crashed"]}  # partial is normal, not invalid
 
-    older = plan_eviction(scan, older_than=DAY)
+    older = plan_eviction(scan, EvictionSelectors(older_than=DAY))
     assert {p.key for p in older.evict} == {k["old"], k["mid"], k["crashed"]}  # no manifest = oldest
 
-    by_key = plan_eviction(scan, keys=[k["new"], make_key("absent")])
+    by_key = plan_eviction(scan, EvictionSelectors(keys=(k["new"], make_key("absent"))))
     assert [p.key for p in by_key.evict] == [k["new"]]
     assert [(s.key, s.reason) for s in by_key.skipped] == [(make_key("absent"), "no such entry in the cache")]
 
-    union = plan_eviction(scan, invalid=True, older_than=7 * DAY, keys=[k["new"]], keep=[k["bad"]])
+    union = plan_eviction(scan, EvictionSelectors(invalid=True, older_than=7 * DAY, keys=(k["new"],), keep=(k["bad"],)))
     assert {p.key for p in union.evict} == {k["old"], k["new"], k["crashed"]}
     assert ("kept (--keep)" in {s.reason for s in union.skipped if s.key == k["bad"]})
     reasons = {p.key: p.reason for p in union.evict}
@@ -157,18 +157,18 @@ def test_in_use_and_being_written_entries_are_skipped_unless_forced(tmp_path):
     cold = os.path.basename(write_cache_entry(root, last_used=NOW - 5 * DAY, seed=4))
     scan = scan_cache(root, now=NOW)
 
-    plan = plan_eviction(scan, max_gb=0, invalid=True)
+    plan = plan_eviction(scan, EvictionSelectors(max_gb=0, invalid=True))
     assert [p.key for p in plan.evict] == [cold]
     skipped = {s.key: s.reason for s in plan.skipped}
     assert "being written" in skipped[busy]
     assert "used 1m 0s ago" in skipped[hot]
     assert "modified 2m 0s ago" in skipped[young_crash]
 
-    forced = plan_eviction(scan, max_gb=0, invalid=True, force=True)
+    forced = plan_eviction(scan, EvictionSelectors(max_gb=0, invalid=True), force=True)
     assert {p.key for p in forced.evict} == {busy, hot, young_crash, cold}
     assert forced.skipped == ()
 
-    wide = plan_eviction(scan, max_gb=0, invalid=True, grace_seconds=10)
+    wide = plan_eviction(scan, EvictionSelectors(max_gb=0, invalid=True), grace_seconds=10)
     assert {p.key for p in wide.evict} == {busy, hot, young_crash, cold} - {busy}  # .tmp is 0s old
 
 
@@ -179,7 +179,7 @@ def test_protected_entries_do_not_count_as_freed_in_the_lru_walk(tmp_path):
     b = os.path.basename(write_cache_entry(root, last_used=NOW - 2 * DAY, seed=3))
     scan = scan_cache(root, now=NOW)
     cap_gb = (scan.total_bytes - 1) / 2**30  # must free at least one byte
-    plan = plan_eviction(scan, max_gb=cap_gb)
+    plan = plan_eviction(scan, EvictionSelectors(max_gb=cap_gb))
     # upstream would delete the busy (no manifest) entry; we pass over it and take the next
     assert [p.key for p in plan.evict] == [a]
     assert {s.key for s in plan.skipped} == {oldest_but_busy}
@@ -193,10 +193,10 @@ def test_symlinked_entry_only_by_explicit_selection(tmp_path):
     link = make_key("link")
     os.symlink(target, root / link)
     scan = scan_cache(root, now=NOW)
-    size_plan = plan_eviction(scan, max_gb=0)
+    size_plan = plan_eviction(scan, EvictionSelectors(max_gb=0))
     assert link not in {p.key for p in size_plan.evict}
     assert "never evicted by --max-gb" in {s.key: s.reason for s in size_plan.skipped}[link]
-    key_plan = plan_eviction(scan, keys=[link])
+    key_plan = plan_eviction(scan, EvictionSelectors(keys=(link,)))
     assert [p.key for p in key_plan.evict] == [link] and key_plan.evict[0].is_symlink
     assert "only the link is removed" in key_plan.evict[0].reason
 
@@ -205,7 +205,7 @@ def test_nothing_selected_is_a_usage_error(tmp_path):
     root = tmp_path / "cache"
     write_cache_entry(root)
     with pytest.raises(UsageError, match="nothing selected"):
-        plan_eviction(scan_cache(root))
+        plan_eviction(scan_cache(root), EvictionSelectors())
 
 
 def test_dangerous_roots_are_refused(tmp_path, monkeypatch):
@@ -215,23 +215,23 @@ def test_dangerous_roots_are_refused(tmp_path, monkeypatch):
     write_cache_entry(home)
     monkeypatch.setenv("HOME", str(home))
     with pytest.raises(FvError, match="home directory"):
-        plan_eviction(scan_cache(home), max_gb=0, force=True)
+        plan_eviction(scan_cache(home), EvictionSelectors(max_gb=0), force=True)
     link_to_home = tmp_path / "via-link"
     os.symlink(home, link_to_home)  # symlinks are resolved before comparing
     with pytest.raises(FvError, match="home directory"):
-        plan_eviction(scan_cache(link_to_home), max_gb=0, force=True)
+        plan_eviction(scan_cache(link_to_home), EvictionSelectors(max_gb=0), force=True)
 
     empty = tmp_path / "not-a-cache"
     empty.mkdir()
     (empty / "precious.txt").write_text("keep me")
     with pytest.raises(FvError, match="no cache-looking entries"):
-        plan_eviction(scan_cache(empty), max_gb=0)
-    assert plan_eviction(scan_cache(empty), max_gb=0, force=True).evict == ()
+        plan_eviction(scan_cache(empty), EvictionSelectors(max_gb=0))
+    assert plan_eviction(scan_cache(empty), EvictionSelectors(max_gb=0), force=True).evict == ()
     assert (empty / "precious.txt").read_text() == "keep me"
 
     fresh = tmp_path / "fresh-node-cache"  # exists, holds nothing at all: nothing to evict, no refusal
     fresh.mkdir()
-    assert plan_eviction(scan_cache(fresh), max_gb=0).evict == ()
+    assert plan_eviction(scan_cache(fresh), EvictionSelectors(max_gb=0)).evict == ()
 
 
 @pytest.mark.skipif(not os.path.ismount("/dev/shm"), reason="/dev/shm is not a mount point here")
@@ -244,7 +244,7 @@ def test_plan_json_shape(tmp_path):
     root = tmp_path / "cache"
     busy = os.path.basename(write_cache_entry(root, status="writing", seed=1))
     cold = os.path.basename(write_cache_entry(root, last_used=NOW - 5 * DAY, seed=2))
-    payload = plan_eviction(scan_cache(root, now=NOW), max_gb=0).to_json()
+    payload = plan_eviction(scan_cache(root, now=NOW), EvictionSelectors(max_gb=0)).to_json()
     assert payload["executed"] is False and payload["root"] == str(root)
     assert [(e["key"], e["bytes"]) for e in payload["evict"]] == [(cold, os.path.getsize(root / cold / "manifest.json")
                                                                    + sum(os.path.getsize(root / cold / n)

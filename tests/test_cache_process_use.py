@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 from reliability.harness import run_inproc
 
-from fvconsole.core.cache import execute_eviction, plan_eviction, scan_cache
+from fvconsole.core.cache import EvictionSelectors, execute_eviction, plan_eviction, scan_cache
 from fvconsole.core.process_use import scan_processes
 from fvconsole.demo.cache_builders import write_cache_entry
 
@@ -72,19 +72,19 @@ def test_an_entry_a_live_process_holds_is_in_use_and_skipped_unless_forced(tmp_p
         assert entry is not None and free is not None
         assert [h.to_json() for h in entry.in_use_by] == [{"pid": pid, "command": "fv-loader", "how": how}]
         assert free.in_use_by == ()  # three days old: the mtime signal alone would have evicted both
-        plan = plan_eviction(scan, keys=[key, other])
+        plan = plan_eviction(scan, EvictionSelectors(keys=(key, other)))
         assert [p.key for p in plan.evict] == [other]
         [skip] = plan.skipped
         assert skip.key == key and skip.code == "skip.in_use_process"
         assert skip.reason == f"in use: {how} by pid {pid} (fv-loader); --force to evict anyway"
-        forced = plan_eviction(scan, keys=[key], force=True)
+        forced = plan_eviction(scan, EvictionSelectors(keys=(key,)), force=True)
         assert [p.key for p in forced.evict] == [key]
 
 
 def test_a_process_that_maps_the_entry_after_the_plan_stops_its_eviction(tmp_path: Path) -> None:
     root = tmp_path / "wcache"
     key = _old_entry(root)
-    plan = plan_eviction(scan_cache(root), keys=[key])
+    plan = plan_eviction(scan_cache(root), EvictionSelectors(keys=(key,)))
     assert [p.key for p in plan.evict] == [key]  # nobody held it when planned
     with holding(_shard(root, key), "mapped") as pid:  # a cold load starts before the deletion
         result = execute_eviction(plan)
@@ -98,7 +98,7 @@ def test_forced_eviction_removes_a_held_entry(tmp_path: Path) -> None:
     root = tmp_path / "wcache"
     key = _old_entry(root)
     with holding(_shard(root, key), "mapped"):
-        result = execute_eviction(plan_eviction(scan_cache(root), keys=[key], force=True))
+        result = execute_eviction(plan_eviction(scan_cache(root), EvictionSelectors(keys=(key,)), force=True))
         assert [e.key for e in result.evicted] == [key] and os.listdir(root) == []
 
 

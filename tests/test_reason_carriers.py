@@ -12,7 +12,14 @@ import time
 
 from migration_runs import build_legacy, plan_for
 
-from fvconsole.core.cache import EvictedEntry, PlannedEviction, SkippedEntry, plan_eviction, scan_cache
+from fvconsole.core.cache import (
+    EvictedEntry,
+    EvictionSelectors,
+    PlannedEviction,
+    SkippedEntry,
+    plan_eviction,
+    scan_cache,
+)
 from fvconsole.core.locks import LockProbe
 from fvconsole.core.migration import write
 from fvconsole.core.migration.plan import MigrationPlan, MigrationPreview, Refusal
@@ -36,7 +43,7 @@ def test_the_command_lines_text_is_the_reasons_wording(tmp_path) -> None:
     root = tmp_path / "cache"
     now = time.time()
     old = os.path.basename(write_cache_entry(root, last_used=now - 10 * 86400, seed=1))
-    plan = plan_eviction(scan_cache(root, now=now), keys=[old, make_key("absent")])
+    plan = plan_eviction(scan_cache(root, now=now), EvictionSelectors(keys=(old, make_key("absent"))))
     [planned], [skipped] = plan.evict, plan.skipped
     assert planned.to_json()["reason"] == "selected by --key" and [r.code for r in planned.why] == ["evict.key"]
     assert skipped.to_json() == {"key": make_key("absent"), "reason": "no such entry in the cache"}

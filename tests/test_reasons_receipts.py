@@ -11,7 +11,7 @@ import string
 import pytest
 
 from fvconsole.cli import main as cli_main
-from fvconsole.core.cache import plan_eviction, scan_cache
+from fvconsole.core.cache import EvictionSelectors, plan_eviction, scan_cache
 from fvconsole.core.errors import FvError
 from fvconsole.core.migration import output_dir
 from fvconsole.core.migration.plan import MigrationRequest, plan_migration
@@ -109,9 +109,10 @@ def test_every_code_the_core_produces_is_worded_without_flags_and_each_remedy_na
 
 #: Where the core may write a flag: the command line's texts of KINDS (and of a free-space target),
 #: command lines it builds (srun, the node runner), flag names a front end replaces with its own,
-#: and usage errors only the command line can cause. Anything else reaches the console as is.
+#: and usage errors only the command line can cause, and the selector flags' one spelling
+#: (``cache/flags.py``). Anything else reaches the console as is.
 FLAG_PLACES = {
-    ("reasons.py", None), ("reasons.py", "min_free_words"),
+    ("reasons.py", None), ("reasons.py", "min_free_words"), ("flags.py", None),
     ("dispatch.py", "_srun_argv"), ("dispatch.py", "_single_steps"), ("dispatch.py", "check_options"),
     ("eviction.py", "execution_requests"), ("eviction.py", "preview_fleet_eviction"), ("ops.py", "ls_steps"),
     ("freespace.py", "parse_min_free_gb"), ("freespace.py", "parse_min_free_percent"), ("roots.py", "parse_max_gb"),
@@ -160,7 +161,7 @@ def test_planned_evictions_warnings_and_partial_failures_are_worded_without_flag
     keys = [os.path.basename(write_cache_entry(tmp_path, seed=s, num_shards=1, tensor_bytes=1024,
                                                last_used=now - 86400 * (5 - s))) for s in range(3)]
     scan = scan_cache(str(tmp_path), now=now)
-    plan = plan_eviction(scan, keys=(keys[2],), max_gb=1e-9, now=now)
+    plan = plan_eviction(scan, EvictionSelectors(keys=(keys[2],), max_gb=1e-9), now=now)
     by_key = {p.key: p for p in plan.evict}
     assert by_key[keys[2]].reason.startswith("selected by --key")  # the CLI's words stay as they were
     assert [r.code for r in by_key[keys[2]].why] == ["evict.key", "evict.over_cap"]
@@ -199,7 +200,7 @@ def test_cache_skips_become_codes_and_in_use_is_worded_with_the_time_now(tmp_pat
     old = os.path.basename(write_cache_entry(tmp_path, seed=2, num_shards=2, tensor_bytes=256,
                                              last_used=now - 86400))
     scan = scan_cache(str(tmp_path), now=now)
-    plan = plan_eviction(scan, keys=(busy, old, "0" * 16), keep=(old,), now=now)
+    plan = plan_eviction(scan, EvictionSelectors(keys=(busy, old, "0" * 16), keep=(old,)), now=now)
     reasons = {s.key: s.why for s in plan.skipped}
     assert reasons[busy].code == "skip.in_use" and reasons[busy].remedy == FORCE
     assert reasons[old].code == "skip.kept" and reasons["0" * 16].code == "skip.missing"

@@ -127,7 +127,7 @@ def _immutable(path: Path) -> None:
 def test_a_size_cap_passes_over_an_unremovable_entry_to_the_next_oldest(tmp_path: Path) -> None:
     import time
 
-    from fvconsole.core.cache.plan import plan_eviction
+    from fvconsole.core.cache import EvictionSelectors, plan_eviction
 
     root = tmp_path / "cache"
     now = time.time()
@@ -139,7 +139,7 @@ def test_a_size_cap_passes_over_an_unremovable_entry_to_the_next_oldest(tmp_path
     try:
         scan = scan_cache(str(root))
         one_entry = max(e.bytes for e in scan.entries)
-        plan = plan_eviction(scan, max_gb=(scan.total_bytes - one_entry) / 2**30)
+        plan = plan_eviction(scan, EvictionSelectors(max_gb=(scan.total_bytes - one_entry) / 2**30))
         assert [p.key for p in plan.evict] == [middle.name]  # not the oldest: it cannot go
         skip = {s.key: s for s in plan.skipped}[oldest.name]
         assert skip.code == "skip.not_removable"

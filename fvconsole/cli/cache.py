@@ -30,23 +30,20 @@ from fvconsole.cli.common import (
 from fvconsole.cli.formats import add_format_args, output_format, write_output_file
 from fvconsole.cli.journaling import add_journal_args, journal_json, journal_target, warn_if_unwritten
 from fvconsole.cli.outcome import command_line, record_write
+from fvconsole.cli.selectors import add_key_option, add_selector_args, parse_keys, selectors_from_args
 from fvconsole.cli.streams import write_out
 from fvconsole.core.cache import (
     DEFAULT_GRACE_SECONDS,
     ENV_MAX_GB,
     ENV_ROOT,
-    KEY_RE,
     CacheScan,
     EvictionPlan,
     EvictionResult,
-    FreeTarget,
+    EvictionSelectors,
     cap_bytes,
     default_max_gb,
     gc_sort_key,
     parse_duration,
-    parse_max_gb,
-    parse_min_free_gb,
-    parse_min_free_percent,
     plan_eviction,
     resolve_root,
     scan_cache,
@@ -55,13 +52,11 @@ from fvconsole.core.cache.evict import StoppedEviction
 from fvconsole.core.cache.lock import probe_evictor
 from fvconsole.core.cache.locked import evict_under_lock
 from fvconsole.core.cache.metrics import prometheus_text
-from fvconsole.core.cache.plan import NOTHING_SELECTED
 from fvconsole.core.cache.verify import CacheVerification, verify_cache
 from fvconsole.core.errors import EXIT_OK, EXIT_REFUSED, FvError, PartialFailure, UsageError
 from fvconsole.core.humanize import age_since, head_tail, human_bytes
 from fvconsole.core.interrupts import Interrupted
 
-_FROM_ENV = "from-env"
 _NOTE_WIDTH = 72
 
 LS_HELP = f"""\
@@ -168,16 +163,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     ev = actions.add_parser("evict", help="plan or run an eviction (dry run unless --yes)",
                             description=EVICT_HELP, formatter_class=argparse.RawDescriptionHelpFormatter)
     _common(ev)
-    ev.add_argument("--max-gb", nargs="?", const=_FROM_ENV, metavar="N",
-                    help=f"evict LRU until total <= N GiB (fractional ok; no value: ${ENV_MAX_GB} or 300)")
-    ev.add_argument("--min-free-gb", metavar="N",
-                    help="evict LRU until the root's filesystem would have N GiB free")
-    ev.add_argument("--min-free-percent", metavar="P",
-                    help="evict LRU until the root's filesystem would have P%% of its size free")
-    ev.add_argument("--key", action="append", default=[], metavar="KEY", help="evict this entry (repeatable)")
-    ev.add_argument("--invalid", action="store_true", help="evict invalid, incomplete and empty entries")
-    ev.add_argument("--older-than", metavar="D", help="evict entries last used more than D ago")
-    ev.add_argument("--keep", action="append", default=[], metavar="KEY", help="never evict this entry")
+    add_selector_args(ev)
     ev.add_argument("--force", action="store_true",
                     help="also evict entries in use or being written; allow a mount point or empty-looking root")
     ev.add_argument("--yes", action="store_true", help="execute (default: dry run)")
@@ -190,7 +176,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     ver = actions.add_parser("verify", help="check shard headers against their manifests (read-only)",
                              description=VERIFY_HELP, formatter_class=argparse.RawDescriptionHelpFormatter)
     ver.add_argument("root", nargs="?", metavar="ROOT", help=f"cache root (default: ${ENV_ROOT})")
-    ver.add_argument("--key", action="append", default=[], metavar="KEY", help="verify this entry (repeatable)")
+    add_key_option(ver, "verify this entry (repeatable)")
     ver.add_argument("--deep", action="store_true", help="also read every byte of every shard (I/O errors)")
     ver.add_argument("--json", action="store_true", help="print one JSON object")
     ver.set_defaults(func=run_verify)
@@ -422,54 +408,26 @@ def holders_line(holders: tuple, limit: int = 3) -> str:
 # ---------------------------------------------------------------- evict
 
 
-def _keys(values: list[str], flag: str) -> tuple[str, ...]:
-    for value in values:
-        if not KEY_RE.fullmatch(value):
-            raise UsageError(f"{flag}: {value!r} is not a cache key (16 lowercase hex characters)")
-    return tuple(dict.fromkeys(values))
-
-
-def _max_gb(value: str | None) -> float | None:
-    if value is None:
-        return None
-    return default_max_gb() if value == _FROM_ENV else parse_max_gb(value)
-
-
 @dataclass(frozen=True)
 class Selection:
     """The validated selectors and protections of a `cache evict` command line (no disk access yet)."""
 
     root: str
     grace: float
-    older_than: float | None
-    max_gb: float | None
-    keys: tuple[str, ...]
-    keep: tuple[str, ...]
-    invalid: bool
+    selectors: EvictionSelectors
     force: bool
-    free_target: FreeTarget | None
 
     def plan(self) -> EvictionPlan:
         """Scan the root and plan (read-only)."""
         scan = scan_cache(self.root, self.grace)
-        return plan_eviction(scan, max_gb=self.max_gb, keys=self.keys, invalid=self.invalid,
-                             older_than=self.older_than, keep=self.keep, grace_seconds=self.grace,
-                             force=self.force, free_target=self.free_target)
+        return plan_eviction(scan, self.selectors, grace_seconds=self.grace, force=self.force)
 
 
 def parse_selection(args: argparse.Namespace) -> Selection:
     """Validate the command line (usage errors come before any disk access or lock)."""
     grace = parse_duration(args.grace, "--grace")
-    older = parse_duration(args.older_than, "--older-than") if args.older_than is not None else None
-    max_gb = _max_gb(args.max_gb)
-    keys, keep = _keys(args.key, "--key"), _keys(args.keep, "--keep")
-    free_gb = parse_min_free_gb(args.min_free_gb) if args.min_free_gb is not None else None
-    free_pct = parse_min_free_percent(args.min_free_percent) if args.min_free_percent is not None else None
-    free_target = FreeTarget(free_gb, free_pct) if free_gb is not None or free_pct is not None else None
-    if max_gb is None and not keys and not args.invalid and older is None and free_target is None:
-        raise UsageError(NOTHING_SELECTED)
-    return Selection(root=_root(args), grace=grace, older_than=older, max_gb=max_gb, keys=keys, keep=keep,
-                     invalid=args.invalid, force=args.force, free_target=free_target)
+    picked = selectors_from_args(args)
+    return Selection(root=_root(args), grace=grace, selectors=picked, force=args.force)
 
 
 def run_evict(args: argparse.Namespace) -> int:
@@ -596,7 +554,7 @@ def render_result(result: EvictionResult, plan: EvictionPlan | None = None, *, w
 
 def run_verify(args: argparse.Namespace) -> int:
     """`cache verify`: exit 0 when every entry verified, 1 otherwise."""
-    keys = _keys(args.key, "--key")
+    keys = parse_keys(args.key)
     root = _root(args)
     scan = scan_cache(root, DEFAULT_GRACE_SECONDS, check_headers=False)
     progress = progress_printer("verify", plain_lines=True) if args.deep else None

@@ -23,9 +23,8 @@ from fvconsole.cli.common import (
 from fvconsole.cli.formats import add_format_args, output_format, write_output_file
 from fvconsole.cli.journaling import add_journal_args, journal_json, write_journal
 from fvconsole.cli.outcome import command_line, record_write
+from fvconsole.cli.selectors import add_selector_args, selectors_from_args
 from fvconsole.cli.streams import write_out
-from fvconsole.core.cache.freespace import parse_min_free_gb, parse_min_free_percent
-from fvconsole.core.cache.plan import NOTHING_SELECTED
 from fvconsole.core.errors import UsageError
 from fvconsole.core.fleet.aggregate import FleetCacheView, KeyRow
 from fvconsole.core.fleet.dispatch import (
@@ -110,15 +109,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     ev = actions.add_parser("evict", help="plan (and with --yes run) an eviction on every node",
                             description=FLEET_HELP, formatter_class=argparse.RawDescriptionHelpFormatter)
     _selection_args(ev)
-    ev.add_argument("--max-gb", nargs="?", const="", metavar="N",
-                    help="per node: evict LRU until its total <= N GiB (no value: the node's $FASTVIDEO_WEIGHT_SHARD_CACHE_MAX_GB)")
-    ev.add_argument("--min-free-gb", metavar="N", help="per node: evict LRU until its root's filesystem has N GiB free")
-    ev.add_argument("--min-free-percent", metavar="P",
-                    help="per node: evict LRU until its root's filesystem has P%% of its size free")
-    ev.add_argument("--key", action="append", default=[], metavar="KEY", help="evict this entry on every node (repeatable)")
-    ev.add_argument("--invalid", action="store_true", help="evict invalid, incomplete and empty entries")
-    ev.add_argument("--older-than", metavar="D", help="evict entries last used more than D ago (12h, 7d)")
-    ev.add_argument("--keep", action="append", default=[], metavar="KEY", help="never evict this entry")
+    add_selector_args(ev, fleet=True)
     ev.add_argument("--force", action="store_true", help="also evict entries in use or being written")
     ev.add_argument("--yes", action="store_true", help="execute exactly the previewed plan (default: dry run)")
     ev.add_argument("--wait", metavar="SECONDS",
@@ -291,31 +282,6 @@ def render_fleet_ls(view: FleetCacheView, root: str, *, full: bool = False) -> B
 # ---------------------------------------------------------------- evict
 
 
-def selectors(args: argparse.Namespace) -> list[str]:
-    """The node-side `cache evict` selectors for these flags (a usage error when there are none)."""
-    out: list[str] = []
-    if args.max_gb is not None:
-        out += ["--max-gb", args.max_gb] if args.max_gb else ["--max-gb"]
-    if args.min_free_gb is not None:
-        parse_min_free_gb(args.min_free_gb)  # a usage error here, not on every node
-        out += ["--min-free-gb", args.min_free_gb]
-    if args.min_free_percent is not None:
-        parse_min_free_percent(args.min_free_percent)
-        out += ["--min-free-percent", args.min_free_percent]
-    for key in args.key:
-        out += ["--key", key]
-    if args.invalid:
-        out.append("--invalid")
-    if args.older_than:
-        out += ["--older-than", args.older_than]
-    for key in args.keep:
-        out += ["--keep", key]
-    if not (args.max_gb is not None or args.key or args.invalid or args.older_than
-            or args.min_free_gb is not None or args.min_free_percent is not None):
-        raise UsageError(NOTHING_SELECTED)
-    return out
-
-
 def _execute_flags(args: argparse.Namespace) -> list[str]:
     """Flags only the execution step gets (checked here, so a bad value is a usage error on the login node)."""
     if args.wait is None:
@@ -334,7 +300,7 @@ def protections(args: argparse.Namespace) -> list[str]:
 
 def run_fleet_evict(args: argparse.Namespace) -> int:
     """`fleet cache evict`: preview on every node; with --yes execute exactly that plan."""
-    picks = selectors(args)
+    picks = selectors_from_args(args, fleet=True).argv()
     root = _root(args)
     options = _options(args)
     check_selection_args(args.nodes, args.job)

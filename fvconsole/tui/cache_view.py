@@ -25,7 +25,9 @@ from fvconsole.core.cache import (
     CacheScan,
     EvictionPlan,
     EvictionResult,
+    cap_bytes,
     default_max_gb,
+    gc_sort_key,
     scan_cache,
 )
 from fvconsole.core.cache.detail import CacheEntryDetail, cache_entry_detail
@@ -69,7 +71,7 @@ def console_command(plan: EvictionPlan, what: str) -> str:
 
 def lru_order(entries: Iterable[CacheEntry]) -> list[CacheEntry]:
     """FastVideo's GC order: last used (manifest mtime, 0 if none), then size, then path."""
-    return sorted(entries, key=lambda e: (e.last_used or 0.0, e.bytes, e.path))
+    return sorted(entries, key=gc_sort_key)
 
 
 def shards_cell(entry: CacheEntry) -> str:
@@ -259,7 +261,7 @@ class CacheView(BaseView):
             usage.clear()
         else:
             fs_free, fs_total = state.free_space(scan)
-            cap = int(state.cache_cap_gb() * (1 << 30))
+            cap = int(cap_bytes(state.cache_cap_gb()))
             usage.show_usage(sum(e.bytes for e in self._entries), cap, fs_free, fs_total)
             self._show_root(scan)
         self.apply_filter(self.filter_text)

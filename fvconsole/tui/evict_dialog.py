@@ -19,7 +19,7 @@ from textual.binding import Binding
 from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.widgets import Button, Checkbox, Input, Label
 
-from fvconsole.core.cache import CacheScan, EvictionPlan, cap_bytes, plan_eviction
+from fvconsole.core.cache import CacheScan, EvictionPlan, EvictionSelectors, cap_bytes, plan_eviction
 from fvconsole.core.cache.freespace import FreeTarget, parse_min_free_gb, parse_min_free_percent
 from fvconsole.core.cache.roots import parse_max_gb
 from fvconsole.core.errors import FvError
@@ -37,7 +37,8 @@ PREVIEW_TICK = 2.0
 
 @dataclass(frozen=True)
 class EvictSelection:
-    """What an eviction selects (as ``plan_eviction``'s selectors)."""
+    """Which dialog opened: what it selects before the fields are read (``to_cap``: the cap field
+    selects; ``to_free``: the free-space target must be set)."""
 
     what: str  # "evict marked", "evict to cap", "evict invalid", "evict to free space"
     keys: tuple[str, ...] = ()
@@ -48,19 +49,16 @@ class EvictSelection:
 
 @dataclass(frozen=True)
 class EvictOptions:
-    """What the dialog hands back: the cap (for ``to_cap``), the free-space target and whether to force."""
+    """What the dialog hands back: the selectors (the value ``cache evict`` builds) and whether to force."""
 
     selection: EvictSelection
-    max_gb: float | None
+    selectors: EvictionSelectors
     force: bool
-    free_target: FreeTarget | None = None
 
 
 def plan_for(scan: CacheScan, options: EvictOptions, now: float | None = None) -> EvictionPlan:
     """``plan_eviction`` for the dialog's choices (pure: the scan is in memory)."""
-    sel = options.selection
-    return plan_eviction(scan, keys=sel.keys, invalid=sel.invalid, max_gb=options.max_gb if sel.to_cap else None,
-                         force=options.force, now=now, free_target=options.free_target)
+    return plan_eviction(scan, options.selectors, force=options.force, now=now)
 
 
 def free_space_line(plan: EvictionPlan) -> PlainText:
@@ -72,11 +70,6 @@ def free_space_line(plan: EvictionPlan) -> PlainText:
     style = "bold green" if free.reached else "bold red"
     mark = "✓" if free.reached else "✗"
     return PlainText(f"{mark} {free_space_text(free)}\n", style=style)
-
-
-def size_after(plan: EvictionPlan) -> int:
-    """The cache's size once ``plan`` ran (leftovers were never counted in it)."""
-    return plan.total_bytes - sum(p.bytes for p in plan.evict if not p.leftover)
 
 
 def preview_text(scan: CacheScan, plan: EvictionPlan, now: float, limit: int = 8) -> PlainText:
@@ -150,8 +143,9 @@ class EvictScreen(Dialog["EvictOptions | None"]):
 
     def options(self) -> EvictOptions:
         """The dialog's choices; FvError when the cap is not a usable number."""
+        sel = self._selection
         cap = None
-        if self._selection.to_cap:
+        if sel.to_cap:
             cap = parse_max_gb(self.query_one("#evict-cap", Input).value.strip(), flag="cap")
         pct = self.query_one("#evict-free-pct", Input).value.strip()
         gib = self.query_one("#evict-free-gb", Input).value.strip()
@@ -159,9 +153,10 @@ class EvictScreen(Dialog["EvictOptions | None"]):
         if pct or gib:
             target = FreeTarget(parse_min_free_gb(gib, "min free (GiB)") if gib else None,
                                 parse_min_free_percent(pct, "min free (%)") if pct else None)
-        elif self._selection.to_free:
+        elif sel.to_free:
             raise FvError("set a free-space target: min free, in % of the filesystem or in GiB")
-        return EvictOptions(self._selection, cap, self.query_one("#evict-force", Checkbox).value, target)
+        picked = EvictionSelectors(max_gb=cap, keys=sel.keys, invalid=sel.invalid, free_target=target)
+        return EvictOptions(sel, picked, self.query_one("#evict-force", Checkbox).value)
 
     def _update(self) -> None:
         preview = self.query_one("#evict-preview", PlainStatic)
@@ -175,9 +170,10 @@ class EvictScreen(Dialog["EvictOptions | None"]):
             usage.clear()
             self.query_one("#evict-continue", Button).disabled = True
             return
-        cap = cap_bytes(options.max_gb if options.max_gb is not None else self._cap_gb)
+        picked = options.selectors.max_gb
+        cap = cap_bytes(picked if picked is not None else self._cap_gb)
         fs_free, fs_total = state.free_space(self._scan)
-        usage.show_usage(plan.total_bytes, int(cap), fs_free, fs_total, after=size_after(plan),
+        usage.show_usage(plan.total_bytes, int(cap), fs_free, fs_total, after=plan.total_bytes_after,
                          fs_free_after=plan.fs_free_after)
         preview.update(preview_text(self._scan, plan, now))
         self.query_one("#evict-continue", Button).disabled = not plan.evict

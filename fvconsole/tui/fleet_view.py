@@ -20,6 +20,7 @@ from textual.binding import Binding, BindingType
 from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.widgets import Button, DataTable, Input, Label
 
+from fvconsole.core.cache.selectors import EvictionSelectors
 from fvconsole.core.fleet.hostlist import compress_hostlist
 from fvconsole.core.humanize import head_tail, human_bytes
 from fvconsole.core.printable import printable
@@ -378,18 +379,19 @@ class FleetView(BaseView):
         self.refuse_read_only(what)
 
     def action_evict_invalid(self) -> None:
-        self._preview("evict invalid + incomplete entries", ["--invalid"])
+        self._preview("evict invalid + incomplete entries", EvictionSelectors(invalid=True))
 
     def action_evict_cap(self) -> None:
-        self._preview("evict each node to its cap", ["--max-gb"])
+        self._preview("evict each node to its cap", EvictionSelectors(max_gb_from_env=True))
 
     def action_evict_key(self) -> None:
         if self._selected_key is None:
             self.notify("select a key in the matrix first", severity="warning")
             return
-        self._preview(printable(f"evict {self._selected_key} on every node"), ["--key", self._selected_key])
+        self._preview(printable(f"evict {self._selected_key} on every node"),
+                      EvictionSelectors(keys=(self._selected_key,)))
 
-    def _preview(self, what: str, selectors: list[str]) -> None:
+    def _preview(self, what: str, selectors: EvictionSelectors) -> None:
         if self.refuse_read_only(what):
             return
         if self._view is None:
@@ -399,7 +401,7 @@ class FleetView(BaseView):
             self.notify("busy: wait for the running eviction", severity="warning")
             return
         _job, _nodes, root = self._form()
-        self.run_preview(what, root, self._view.selection, selectors, self._start_progress("planning"))
+        self.run_preview(what, root, self._view.selection, list(selectors.argv()), self._start_progress("planning"))
 
     @work(thread=True, exclusive=True, group="fleet-plan", exit_on_error=False)
     def run_preview(self, what: str, root: str, selection: Any, selectors: list[str], progress: ThreadProgress) -> None:

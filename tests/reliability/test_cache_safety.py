@@ -150,12 +150,12 @@ def test_eviction_never_crosses_a_mount(tmp_path: Path, mounter, capsys, trials,
 @pytest.mark.fault("security", "mount appears inside (or over) an entry after the plan (the re-check refuses it)")
 @pytest.mark.parametrize("where", ["inside", "over the entry"])
 def test_mount_after_the_plan_is_that_entries_failure(tmp_path: Path, mounter, trials, where: str) -> None:
-    from fvconsole.core.cache import execute_eviction, plan_eviction, scan_cache
+    from fvconsole.core.cache import EvictionSelectors, execute_eviction, plan_eviction, scan_cache
 
     root = tmp_path / "cache"
     keys = [_entry(root, seed=s).name for s in (1, 2, 3)]
     outside = _outside(tmp_path)
-    plan = plan_eviction(scan_cache(root), keys=keys)
+    plan = plan_eviction(scan_cache(root), EvictionSelectors(keys=tuple(keys)))
     assert len(plan.evict) == 3
     victim = root / keys[1]
     if where == "inside":

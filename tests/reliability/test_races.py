@@ -44,8 +44,8 @@ def start_evictor(root: Path, *extra: str) -> subprocess.Popen:
 #: A lock-free evictor: plans and executes through the core API (what the CLI does minus the root lock).
 CORE_EVICTOR = """
 import json, sys
-from fvconsole.core.cache import execute_eviction, plan_eviction, scan_cache
-result = execute_eviction(plan_eviction(scan_cache(sys.argv[1]), max_gb=0.0))
+from fvconsole.core.cache import EvictionSelectors, execute_eviction, plan_eviction, scan_cache
+result = execute_eviction(plan_eviction(scan_cache(sys.argv[1]), EvictionSelectors(max_gb=0.0)))
 print(json.dumps(result.to_json()))
 """
 
@@ -111,12 +111,12 @@ def test_four_lock_free_evictors_at_once(tmp_path: Path, trials) -> None:
 
 @pytest.mark.fault("races", "writer acts between plan and execution: touch, re-create, start writing, new entry")
 def test_writer_between_plan_and_execute(tmp_path: Path, trials) -> None:
-    from fvconsole.core.cache import execute_eviction, plan_eviction, scan_cache
+    from fvconsole.core.cache import EvictionSelectors, execute_eviction, plan_eviction, scan_cache
 
     root = tmp_path / "cache"
     keys = cheap_entries(root, 8)
     scan = scan_cache(str(root))
-    plan = plan_eviction(scan, max_gb=0.0)
+    plan = plan_eviction(scan, EvictionSelectors(max_gb=0.0))
     assert {p.key for p in plan.evict} == set(keys)
     touched, recreated, writing = keys[0], keys[1], keys[2]
     os.utime(root / touched / "manifest.json")  # a launch just used it (cache hit)

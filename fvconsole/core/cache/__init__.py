@@ -15,14 +15,8 @@ from fvconsole.core.cache.freespace import (
     parse_min_free_gb,
     parse_min_free_percent,
 )
-from fvconsole.core.cache.plan import (
-    EvictionPlan,
-    PlannedEviction,
-    SkippedEntry,
-    gc_sort_key,
-    lru_walk,
-    plan_eviction,
-)
+from fvconsole.core.cache.gc_order import gc_sort_key, lru_walk
+from fvconsole.core.cache.plan import EvictionPlan, PlannedEviction, SkippedEntry, plan_eviction
 from fvconsole.core.cache.roots import (
     DEFAULT_MAX_GB,
     ENV_MAX_GB,
@@ -42,11 +36,12 @@ from fvconsole.core.cache.scan import (
     compact_indices,
     scan_cache,
 )
+from fvconsole.core.cache.selectors import EvictionSelectors
 from fvconsole.core.humanize import format_duration
 
 __all__ = [
     "DEFAULT_GRACE_SECONDS", "DEFAULT_MAX_GB", "ENV_MAX_GB", "ENV_ROOT", "KEY_RE",
-    "CacheEntry", "CacheScan", "EvictedEntry", "EvictionPlan", "EvictionResult", "FreeSpacePlan", "FreeTarget",
+    "CacheEntry", "CacheScan", "EvictedEntry", "EvictionPlan", "EvictionResult", "EvictionSelectors", "FreeSpacePlan", "FreeTarget",
     "Leftover",
     "ManifestSummary", "PlannedEviction", "SkippedEntry",
     "cap_bytes", "compact_indices", "default_max_gb", "execute_eviction", "format_duration", "free_space_walk",

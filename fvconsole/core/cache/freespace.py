@@ -7,7 +7,7 @@ is measured on the filesystem that holds the root, with ``statvfs``: free means
 ``f_bavail x f_frsize``, the space an unprivileged writer (FastVideo) can still use; the
 size is ``f_blocks x f_frsize``. On tmpfs the two free counts are the same.
 
-Victims are taken in FastVideo's GC order (``plan.gc_sort_key``), like ``--max-gb``, and
+Victims are taken in FastVideo's GC order (``gc_order.gc_sort_key``), like ``--max-gb``, and
 each is credited with what unlinking it gives back (``CacheEntry.disk_bytes``: allocated
 blocks of files with no other hard link), not its apparent size. Space freed by the other
 selectors of the same plan and by leftover cleanup counts toward the target first, so the
@@ -21,6 +21,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from fvconsole.core.cache import flags
 from fvconsole.core.cache.durations import quote_input
 from fvconsole.core.cache.model import CacheEntry
 from fvconsole.core.cache.roots import GIB, parse_max_gb
@@ -29,7 +30,7 @@ from fvconsole.core.humanize import human_bytes
 from fvconsole.core.reasons import MIN_FREE_GB, MIN_FREE_PERCENT, Reason, min_free_words, reason
 
 
-def parse_min_free_gb(text: str, flag: str = "--min-free-gb") -> float:
+def parse_min_free_gb(text: str, flag: str = flags.MIN_FREE_GB) -> float:
     """``--min-free-gb N``: GiB, fractional allowed, with the bounds of ``--max-gb``.
 
     ``flag``: how the front end names the control in the error (the console: its field).
@@ -37,7 +38,7 @@ def parse_min_free_gb(text: str, flag: str = "--min-free-gb") -> float:
     return parse_max_gb(text, flag)
 
 
-def parse_min_free_percent(text: str, flag: str = "--min-free-percent") -> float:
+def parse_min_free_percent(text: str, flag: str = flags.MIN_FREE_PERCENT) -> float:
     """``--min-free-percent P``: a number from 0 to 100 (percent of the filesystem's size)."""
     try:
         value = float(text)

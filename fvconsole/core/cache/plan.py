@@ -2,22 +2,21 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from fvconsole.core.cache.freespace import FreeSpacePlan, FreeTarget, free_space_walk
-from fvconsole.core.cache.roots import cap_bytes, root_refusal
+from fvconsole.core.cache.gc_order import gc_sort_key, lru_walk
+from fvconsole.core.cache.roots import cap_bytes, default_max_gb, root_refusal
 from fvconsole.core.cache.scan import CacheEntry, CacheScan, Leftover
-from fvconsole.core.errors import FvError, UsageError
+from fvconsole.core.cache.selectors import EvictionSelectors
+from fvconsole.core.errors import FvError
 from fvconsole.core.host import pid_alive
 from fvconsole.core.humanize import format_duration, human_age, human_bytes
 from fvconsole.core.process_use import Holder, holders_text
 from fvconsole.core.reasons import Reason, reason
 from fvconsole.core.removal import removal_obstacle
-
-#: The command line's usage error when no selector is given (its front ends raise it before planning).
-NOTHING_SELECTED = reason("evict.nothing_selected", "selection").cli
 
 #: What a planned symlinked entry's reason says after its selectors (no flag: both front ends use it).
 SYMLINK_NOTE = "a symlink: only the link is removed, its target is never touched"
@@ -113,6 +112,11 @@ class EvictionPlan:
         return sum(p.bytes for p in self.evict)
 
     @property
+    def total_bytes_after(self) -> int:
+        """The cache's size once every planned entry is gone (leftovers were never counted in it)."""
+        return self.total_bytes - sum(p.bytes for p in self.evict if not p.leftover)
+
+    @property
     def fs_free_after(self) -> int | None:
         """Estimated free space once every planned item is gone (what unlinking gives back)."""
         if self.fs_free is None:
@@ -128,7 +132,7 @@ class EvictionPlan:
             "freed_bytes": self.freed_bytes,
             "errors": [],  # a dry run has the execution's shape (docs/cli.md); scripts read it in both
             "total_bytes": self.total_bytes,
-            "total_bytes_after": self.total_bytes - sum(p.bytes for p in self.evict if not p.leftover),
+            "total_bytes_after": self.total_bytes_after,
             "cap_bytes": self.cap_bytes,
             "grace_seconds": self.grace_seconds,
             "force": self.force,
@@ -138,32 +142,6 @@ class EvictionPlan:
             "fs_free_bytes_after_estimate": self.fs_free_after,
             "free_target": self.free_space.to_json() if self.free_space else None,
         }
-
-
-def gc_sort_key(entry: CacheEntry) -> tuple[float, int, str]:
-    """FastVideo ``_gc_cache_root`` order: manifest mtime (0.0 without a manifest), size, path."""
-    return (entry.last_used if entry.last_used is not None else 0.0, entry.bytes, entry.path)
-
-
-def lru_walk(entries: Sequence[CacheEntry], cap: float,
-             skip: Iterable[str] = ()) -> tuple[list[CacheEntry], list[CacheEntry]]:
-    """(victims, passed over): FastVideo's GC loop, recording what it had to skip.
-
-    Mirrors the upstream loop: walk the gc order, stop once total <= cap, pass over the
-    skipped keys (upstream: the key it just wrote) without counting them as freed.
-    """
-    skip = set(skip)
-    total = sum(e.bytes for e in entries)
-    victims, passed = [], []
-    for entry in sorted(entries, key=gc_sort_key):
-        if total <= cap:
-            break
-        if entry.key in skip:
-            passed.append(entry)
-            continue
-        victims.append(entry)
-        total -= entry.bytes
-    return victims, passed
 
 
 def protection_reason(entry: CacheEntry, now: float, grace: float) -> str | None:
@@ -211,29 +189,29 @@ def _leftover_reason(item: Leftover, now: float, grace: float) -> str | None:
     return f"eviction by pid {item.pid} may still be running (changed {human_age(now - item.mtime)} ago)"
 
 
-def _select(scan: CacheScan, *, max_gb: float | None, keys: Sequence[str], invalid: bool,
-            older_than: float | None, skip_lru: set[str], now: float) -> dict[str, list[Reason]]:
-    """key -> reasons, the union of all selectors."""
+def _select(scan: CacheScan, sel: EvictionSelectors, max_gb: float | None, skip_lru: set[str],
+            now: float) -> dict[str, list[Reason]]:
+    """key -> reasons, the union of all selectors (``max_gb``: ``sel``'s cap, resolved where this runs)."""
     reasons: dict[str, list[Reason]] = {}
 
     def add(key: str, code: str, **values: Any) -> None:
         reasons.setdefault(key, []).append(reason(code, "key", **values))
 
     regular = [e for e in scan.entries if not e.is_symlink]
-    for key in keys:
+    for key in sel.keys:
         if scan.get(key) is not None:
             add(key, "evict.key")
-    if invalid:
+    if sel.invalid:
         for e in scan.entries:
             if e.status in RECLAIMABLE_STATUSES:
                 add(e.key, "evict.invalid", status=e.status, explanation=e.explanation)
-    if older_than is not None:
+    if sel.older_than is not None:
         for e in regular:
             if e.last_used is None:
                 add(e.key, "evict.never_used")
-            elif now - e.last_used > older_than:
+            elif now - e.last_used > sel.older_than:
                 add(e.key, "evict.older_than", age=human_age(now - e.last_used),
-                    limit=format_duration(older_than))
+                    limit=format_duration(sel.older_than))
     if max_gb is not None:
         victims, passed = lru_walk(regular, cap_bytes(max_gb), skip_lru)
         for rank, e in enumerate(victims, 1):
@@ -243,21 +221,22 @@ def _select(scan: CacheScan, *, max_gb: float | None, keys: Sequence[str], inval
     return reasons
 
 
-def plan_eviction(scan: CacheScan, *, max_gb: float | None = None, keys: Sequence[str] = (),
-                  invalid: bool = False, older_than: float | None = None, keep: Sequence[str] = (),
-                  grace_seconds: float | None = None, force: bool = False,
-                  now: float | None = None, free_target: FreeTarget | None = None) -> EvictionPlan:
+def plan_eviction(scan: CacheScan, selectors: EvictionSelectors, *, grace_seconds: float | None = None,
+                  force: bool = False, now: float | None = None) -> EvictionPlan:
     """Union of the selectors minus --keep and (unless ``force``) entries in use.
 
-    ``free_target`` adds entries in GC order until the root's filesystem would have that much
-    free, counting what the other selectors and the leftover cleanup free first (see
+    A free-space target adds entries in GC order until the root's filesystem would have that
+    much free, counting what the other selectors and the leftover cleanup free first (see
     :mod:`.freespace`); a target that cannot be met is said so in ``plan.free_space``, not an error.
     Raises FvError for a dangerous root (or, with a target, unknown free space) and
     UsageError when nothing is selected. Leftovers of interrupted evictions are always
     planned for cleanup (first).
     """
-    if max_gb is None and not keys and not invalid and older_than is None and free_target is None:
-        raise UsageError.of(reason("evict.nothing_selected", "selection"))
+    selectors.require()
+    max_gb = selectors.max_gb
+    if max_gb is None and selectors.max_gb_from_env:
+        max_gb = default_max_gb()
+    free_target = selectors.free_target
     # An empty root has nothing to lose and nothing to evict (a fresh node's cache on a
     # fleet run): only a root holding other things but no cache entries is suspicious.
     looks_like_cache = bool(scan.entries or scan.leftovers) or not scan.foreign
@@ -266,7 +245,7 @@ def plan_eviction(scan: CacheScan, *, max_gb: float | None = None, keys: Sequenc
         raise FvError.of(refused)
     now = scan.scanned_at if now is None else now
     grace = scan.grace_seconds if grace_seconds is None else float(grace_seconds)
-    keep_set = set(keep)
+    keep_set = set(selectors.keep)
     # Two signals of use: live processes holding its files (first), then recent mtimes.
     held = {} if force else {e.key: process_skip(e.key, e.in_use_by) for e in scan.entries if e.in_use_by}
     protected = {} if force else {
@@ -283,8 +262,7 @@ def plan_eviction(scan: CacheScan, *, max_gb: float | None = None, keys: Sequenc
     checked: set[str] = set()
     while True:
         skip = keep_set | set(protected) | set(mounted) | set(unremovable)
-        selected = _select(scan, max_gb=max_gb, keys=keys, invalid=invalid, older_than=older_than,
-                           skip_lru=skip, now=now)
+        selected = _select(scan, selectors, max_gb, skip, now)
         free_space = None
         if free_target is not None:
             free_space = _free_space(scan, free_target, selected, skip, evict)
@@ -298,7 +276,7 @@ def plan_eviction(scan: CacheScan, *, max_gb: float | None = None, keys: Sequenc
                 found = True
         if not found:
             break
-    skipped += [SkippedEntry.of(k, "skip.missing") for k in dict.fromkeys(keys) if scan.get(k) is None]
+    skipped += [SkippedEntry.of(k, "skip.missing") for k in dict.fromkeys(selectors.keys) if scan.get(k) is None]
     chosen = [e for e in scan.entries if e.key in selected]
     for e in sorted(chosen, key=gc_sort_key):
         if e.key in keep_set:
@@ -311,7 +289,7 @@ def plan_eviction(scan: CacheScan, *, max_gb: float | None = None, keys: Sequenc
             skipped.append(unremovable[e.key])
         else:
             evict.append(_planned(e, selected[e.key]))
-    if max_gb is not None or free_target is not None:
+    if selectors.sized:
         skipped += _lru_notes(scan, selected)
     return EvictionPlan(
         root=scan.root, real_root=scan.real_root, evict=tuple(evict), skipped=tuple(skipped),

@@ -8,6 +8,7 @@ import os
 import pwd
 from collections.abc import Iterable, Mapping
 
+from fvconsole.core.cache import flags
 from fvconsole.core.cache.durations import quote_input
 from fvconsole.core.errors import FvError, UsageError
 from fvconsole.core.reasons import Reason, invalid, reason
@@ -66,7 +67,7 @@ def default_max_gb(env: Mapping[str, str] | None = None) -> float:
     return value
 
 
-def parse_max_gb(text: str, flag: str = "--max-gb") -> float:
+def parse_max_gb(text: str, flag: str = flags.MAX_GB) -> float:
     """A cap in GiB (fractional allowed); UsageError naming the flag otherwise."""
     value, problem = _gb_problem(text)
     if value is None:

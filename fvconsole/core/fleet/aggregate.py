@@ -11,6 +11,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from fvconsole.core.cache.gc_order import GcItem, lru_walk
 from fvconsole.core.errors import EXIT_OK, EXIT_PARTIAL, EXIT_REFUSED
 from fvconsole.core.fleet.dispatch import FleetRun, NodeSelection
 from fvconsole.core.fleet.hostlist import compress_hostlist
@@ -190,22 +191,19 @@ def exit_code_for(outcomes: Iterable[NodeOutcome], executing: bool = False) -> i
 def over_cap_bytes(entries: list[Mapping[str, Any]], cap: int | None) -> int | None:
     """Bytes FastVideo's GC order would delete to bring the total to <= ``cap``.
 
-    Order: last use (manifest mtime, 0 without one), then size, then path; symlinked
-    entries are never part of the size policy (as in ``cache evict --max-gb``).
+    The walk of ``cache evict --max-gb`` (:func:`lru_walk`) over the node's JSON entries;
+    symlinked entries are never part of the size policy.
     """
     if cap is None:
         return None
-    sized = [e for e in entries if not e.get("is_symlink")]
-    total = sum(_int(e.get("bytes")) or 0 for e in sized)
-    freed = 0
-    order = sorted(sized, key=lambda e: (e.get("last_used") or 0.0, _int(e.get("bytes")) or 0, str(e.get("path"))))
-    for entry in order:
-        if total <= cap:
-            break
-        size = _int(entry.get("bytes")) or 0
-        total -= size
-        freed += size
-    return freed
+    sized = [GcItem(str(e.get("key")), str(e.get("path")), _int(e.get("bytes")) or 0, _float(e.get("last_used")))
+             for e in entries if not e.get("is_symlink")]
+    victims, _passed = lru_walk(sized, cap)
+    return sum(v.bytes for v in victims)
+
+
+def _float(value: Any) -> float | None:
+    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
 
 
 def summarize_node(outcome: NodeOutcome) -> NodeCacheSummary:

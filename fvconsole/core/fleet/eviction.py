@@ -18,6 +18,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from fvconsole.core.cache.selectors import EvictionSelectors
 from fvconsole.core.errors import UsageError
 from fvconsole.core.fleet.aggregate import exit_code_for, freed_bytes_of, planned_keys
 from fvconsole.core.fleet.dispatch import DispatchOptions, NodeSelection, build_steps, run_steps
@@ -113,8 +114,8 @@ def execution_requests(root: str, outcomes: Sequence[NodeOutcome], protections: 
     for o in outcomes:
         keys = planned_keys(o.output) if o.ok and o.output is not None else ()
         if keys:
-            key_args = [arg for key in keys for arg in ("--key", key)]
-            requests.append((o.node, ("cache", "evict", root, *key_args, *protections, *execute_flags,
+            picked = EvictionSelectors(keys=keys).argv()
+            requests.append((o.node, ("cache", "evict", root, *picked, *protections, *execute_flags,
                                       "--yes", "--json", "--no-journal")))
     return tuple(requests)
 

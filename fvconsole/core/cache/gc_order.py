@@ -1,0 +1,66 @@
+"""FastVideo's GC order, written once: what ``cache ls``, ``--max-gb``, the fleet view and the console sort by.
+
+FastVideo's ``_gc_cache_root`` deletes entries by manifest mtime (0.0 without a manifest),
+ties by size then path, until the root's total is at most the cap; it passes over the key it
+just wrote. :func:`gc_sort_key` is that order and :func:`lru_walk` that loop, over anything
+with an entry's ``key``, ``path``, ``bytes`` and ``last_used`` (a scanned :class:`CacheEntry`,
+or :class:`GcItem` rebuilt from a node's ``cache ls --json``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import Protocol, TypeVar
+
+
+class Sized(Protocol):
+    """What the GC order reads of an entry."""
+
+    @property
+    def key(self) -> str: ...
+    @property
+    def path(self) -> str: ...
+    @property
+    def bytes(self) -> int: ...
+    @property
+    def last_used(self) -> float | None: ...
+
+
+T = TypeVar("T", bound=Sized)
+
+
+@dataclass(frozen=True)
+class GcItem:
+    """An entry as a node's JSON describes it (the fleet view walks these)."""
+
+    key: str
+    path: str
+    bytes: int
+    last_used: float | None
+
+
+def gc_sort_key(entry: Sized) -> tuple[float, int, str]:
+    """FastVideo ``_gc_cache_root`` order: manifest mtime (0.0 without a manifest), size, path."""
+    return (entry.last_used if entry.last_used is not None else 0.0, entry.bytes, entry.path)
+
+
+def lru_walk(entries: Sequence[T], cap: float, skip: Iterable[str] = ()) -> tuple[list[T], list[T]]:
+    """(victims, passed over): FastVideo's GC loop, recording what it had to skip.
+
+    Mirrors the upstream loop: walk the gc order, stop once total <= cap, pass over the
+    skipped keys (upstream: the key it just wrote) without counting them as freed.
+    """
+    skip = set(skip)
+    total = sum(e.bytes for e in entries)
+    victims: list[T] = []
+    passed: list[T] = []
+    for entry in sorted(entries, key=gc_sort_key):
+        if total <= cap:
+            break
+        if entry.key in skip:
+            passed.append(entry)
+            continue
+        victims.append(entry)
+        total -= entry.bytes
+    return victims, passed
