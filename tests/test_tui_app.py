@@ -227,6 +227,41 @@ async def test_evict_two_marked_entries(work: dict[str, str]) -> None:
     assert "README.txt" in after
 
 
+async def test_v_verifies_the_entry_under_the_cursor_and_shows_the_problem(work: dict[str, str]) -> None:
+    safe_open = pytest.importorskip("safetensors").safe_open
+    from fvconsole.demo.cache_builders import DISAGREEING_PARAM
+
+    def header_dtypes(entry: str) -> dict[str, str]:  # safetensors' own reader, shard by shard
+        out = {}
+        for name in sorted(os.listdir(entry)):
+            if name.endswith(".safetensors"):
+                with safe_open(os.path.join(entry, name), framework="pt") as f:
+                    out[name] = f.get_slice(DISAGREEING_PARAM).get_dtype()
+        return out
+
+    app = make_app(work)
+    async with app.run_test(size=(200, 60)) as pilot:
+        await started(app, pilot)
+        await pilot.press("3")
+        await settle(app, pilot)
+        view = app.query_one(CacheView)
+        complete = [e for e in view._entries if e.status == "complete"]
+        seen = {e.key: header_dtypes(e.path) for e in complete}
+        (bad,) = [k for k, dtypes in seen.items() if "BF16" in dtypes.values()]
+        (bad_shard,) = [name for name, dtype in seen[bad].items() if dtype == "BF16"]
+        good = next(k for k in seen if k != bad)
+        table = app.query_one("#cache-table")
+        table.focus()
+        for key, expect in ((bad, f"✗ {bad_shard}: '{DISAGREEING_PARAM}': dtype"), (good, "✓ ")):
+            table.move_cursor(row=table.get_row_index(key))
+            await settle(app, pilot)
+            await pilot.press("v")
+            await settle(app, pilot)
+            detail = str(app.query_one("#cache-detail").render())
+            assert "verify" in detail and expect in detail, detail
+        assert any("1 of 1 failed verification" in m for m in notifications(app))
+
+
 async def evict_marked(app: FvConsoleApp, pilot, keys: list[str]) -> None:
     """Mark ``keys`` in view 3, then e, Continue, and confirm (Cancel has the focus: left, Enter)."""
     await pilot.press("3")

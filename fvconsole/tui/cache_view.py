@@ -32,6 +32,7 @@ from fvconsole.core.cache import (
 )
 from fvconsole.core.cache.detail import CacheEntryDetail, cache_entry_detail
 from fvconsole.core.cache.locked import LockedEviction, evict_under_lock
+from fvconsole.core.cache.verify import EntryVerification, verify_entry
 from fvconsole.core.errors import FvError
 from fvconsole.core.humanize import head_tail, human_age, human_bytes
 from fvconsole.core.progress import Progress
@@ -119,6 +120,9 @@ class CacheView(BaseView):
         Binding("f", "evict_free", "Evict to free space", show=False,
                 tooltip="evict least recently used entries until the filesystem has a free space you set "
                         "(% or GiB, as cache evict --min-free-percent/--min-free-gb); says if it cannot be reached"),
+        Binding("v", "verify", "Verify", show=False,
+                tooltip="verify the entry under the cursor (or the marked ones): every shard's header against "
+                        "its manifest, as cache verify; the problems show in the detail pane"),
         Binding("a", "toggle_auto_refresh", "Auto-refresh", show=False,
                 tooltip=f"rescan by itself every {AUTO_REFRESH:g}s (on at start) or stop doing so"),
         *[Binding(key, f"refuse('{label}')", label, show=False)
@@ -141,6 +145,12 @@ class CacheView(BaseView):
             super().__init__()
             self.entry = entry
             self.detail = detail
+
+    class Verified(ViewMessage):
+        def __init__(self, results: tuple[EntryVerification, ...], stamps: dict[str, int | None]) -> None:
+            super().__init__()
+            self.results = results
+            self.stamps = stamps
 
     class Planned(ViewMessage):
         def __init__(self, options: EvictOptions, scan: CacheScan, plan: EvictionPlan) -> None:
@@ -167,6 +177,8 @@ class CacheView(BaseView):
         self._entries: list[CacheEntry] = []
         self._shown: list[CacheEntry] = []
         self._marked: set[str] = set()
+        #: key -> (the manifest mtime it was verified at, the verdict): shown while that manifest stays.
+        self._verified: dict[str, tuple[int | None, EntryVerification]] = {}
         self._selected: str | None = None
         self._busy = False
         self._scanning = False
@@ -377,6 +389,50 @@ class CacheView(BaseView):
             text.append(f"⚠ {problem}\n", style="yellow")
         return text
 
+    # ------------------------------------------------------------ verify
+
+    def action_verify(self) -> None:
+        """Verify the marked entries, or the one under the cursor, in a worker (read-only: allowed always)."""
+        keys = sorted(self._marked) or ([self._selected] if self.entry(self._selected) is not None else [])
+        entries = [e for e in (self.entry(k) for k in keys) if e is not None]
+        if not entries:
+            self.notify("select or mark an entry first", severity="warning")
+            return
+        self.notify(f"verifying {len(entries)} entr{'y' if len(entries) == 1 else 'ies'} …", timeout=3)
+        self.verify(tuple(entries))
+
+    @work(thread=True, exclusive=True, group="cache-verify", exit_on_error=False)
+    def verify(self, entries: tuple[CacheEntry, ...]) -> None:
+        with self.failures():
+            results = tuple(verify_entry(e.path, e.key, is_symlink=e.is_symlink) for e in entries)
+            self.deliver(self.Verified(results, {e.key: e.manifest_mtime_ns for e in entries}))
+
+    def on_cache_view_verified(self, message: Verified) -> None:
+        for result in message.results:
+            self._verified[result.key] = (message.stamps.get(result.key), result)
+        bad = [r for r in message.results if not r.ok]
+        if bad:
+            self.notify(f"{len(bad)} of {len(message.results)} failed verification: "
+                        + ", ".join(r.key for r in bad[:3]) + (" …" if len(bad) > 3 else ""), severity="error")
+        else:
+            self.notify(f"verified {len(message.results)}: every shard agrees with its manifest", timeout=4)
+        self._refresh_detail()
+
+    def _verification_text(self, entry: CacheEntry, text: PlainText) -> None:
+        """The last verification of this entry, while its manifest is the one verified."""
+        stamp, result = self._verified.get(entry.key, (None, None))
+        if result is None or stamp != entry.manifest_mtime_ns:
+            return
+        text.append("\nverify\n", style="bold underline")
+        if result.ok:
+            text.append(f"  ✓ {len(result.shards_checked)} shard(s) agree with the manifest\n", style="green")
+            return
+        for problem in result.problems[:20]:
+            text.append(f"  ✗ {problem.text()}\n", style="bold red")
+        if len(result.problems) > 20:
+            text.append(f"  … {len(result.problems) - 20} more (fvconsole cache verify --key {entry.key})\n",
+                        style="grey62")
+
     def on_cache_view_detail_read(self, message: DetailRead) -> None:
         entry, detail = message.entry, message.detail
         if entry.key != self._selected:
@@ -400,6 +456,7 @@ class CacheView(BaseView):
             text.append(f"  {human_bytes(size):>10}  {name}\n")
         for name in detail.other[:8]:
             text.append(f"  {name}  (not a regular file: not followed, not counted)\n", style="yellow")
+        self._verification_text(entry, text)
         self.query_one("#cache-detail", PlainStatic).update(text)
 
     # ------------------------------------------------------------ marking
