@@ -202,3 +202,26 @@ def test_the_demo_cache_has_a_shard_whose_header_disagrees(tmp_path: Path) -> No
     assert problem.param == DISAGREEING_PARAM
     manifest = _manifest(failing[0].path)["params"][DISAGREEING_PARAM]
     assert _reader_view(shard)[DISAGREEING_PARAM][0] == "BF16" and manifest["dtype"] == "torch.float32"
+
+
+def test_evict_invalid_verify_also_selects_what_fails_verification(tmp_path: Path, cli) -> None:
+    from fvconsole.demo.cache_builders import DISAGREEING_PARAM
+
+    root = tmp_path / "cache"
+    old = 1_000_000_000.0
+    good = os.path.basename(write_cache_entry(root, num_shards=2, seed=1, last_used=old))
+    odd = write_cache_entry(root, num_shards=2, seed=2, status="disagreeing-shard", last_used=old)
+    broken = os.path.basename(write_cache_entry(root, num_shards=2, seed=3, status="invalid-shard", last_used=old))
+    assert _reader_view(os.path.join(odd, "shard1-of-2.safetensors"))[DISAGREEING_PARAM][0] == "BF16"
+    odd = os.path.basename(odd)
+    code, out, _ = cli(["cache", "evict", str(root), "--invalid", "--json"])
+    assert code == 0 and {e["key"] for e in json.loads(out)["evict"]} == {broken}
+    code, out, _ = cli(["cache", "evict", str(root), "--invalid", "--verify", "--json"])
+    planned = {e["key"]: e["reason"] for e in json.loads(out)["evict"]}
+    assert code == 0 and set(planned) == {broken, odd}
+    assert "fails verification" in planned[odd] and DISAGREEING_PARAM in planned[odd]
+    code, out, _ = cli(["cache", "evict", str(root), "--invalid", "--verify", "--yes", "--no-journal", "--json"])
+    assert code == 0, out
+    assert sorted(os.listdir(root)) == [good]
+    code, _, err = cli(["cache", "evict", str(root), "--verify"])
+    assert code == 2 and err.startswith("error: ")

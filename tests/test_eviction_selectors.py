@@ -20,7 +20,7 @@ from fvconsole.demo.cache_builders import make_key, write_cache_entry
 
 PACKAGE = pathlib.Path(fvconsole.__file__).parent
 #: Written out here, not imported: the test must not take the list from the code it checks.
-SELECTOR_FLAGS = ("--max-gb", "--min-free-gb", "--min-free-percent", "--key", "--invalid", "--older-than", "--keep")
+SELECTOR_FLAGS = ("--max-gb", "--min-free-gb", "--min-free-percent", "--key", "--invalid", "--verify", "--older-than", "--keep")
 
 
 def _modules() -> list[tuple[pathlib.Path, ast.AST]]:

@@ -95,6 +95,8 @@ Plan (and with --yes, execute) the removal of cache entries. Selectors combine a
                     that cannot be reached is said so (a warning), not an error.
   --key KEY         these entries (repeatable)
   --invalid         invalid, incomplete and empty entries not modified within the grace period
+  --invalid --verify
+                    also entries whose shards fail `fvconsole cache verify` (headers only)
   --older-than D    entries last used more than D ago (12h, 7d, 1d12h, ...)
 --keep KEY is never evicted. Entries being written or used within --grace (default 10m)
 are skipped unless --force. Leftover .evicting-* directories are always cleaned.

@@ -41,6 +41,9 @@ _OPTIONS: tuple[tuple[str, dict, str, str], ...] = (
      "evict this entry (repeatable)", "evict this entry on every node (repeatable)"),
     (f.INVALID, {"action": "store_true"},
      "evict invalid, incomplete and empty entries", "evict invalid, incomplete and empty entries"),
+    (f.VERIFY, {"action": "store_true"},
+     "with --invalid: also entries whose shards fail `cache verify` (headers against the manifest)",
+     "with --invalid: also entries whose shards fail `cache verify` on their node"),
     (f.OLDER_THAN, {"metavar": "D"},
      "evict entries last used more than D ago", "evict entries last used more than D ago (12h, 7d)"),
     (f.KEEP, {"action": "append", "default": [], "metavar": "KEY"},
@@ -71,7 +74,7 @@ def selectors_from_args(args: argparse.Namespace, *, fleet: bool = False) -> Evi
     free_pct = parse_min_free_percent(args.min_free_percent) if args.min_free_percent is not None else None
     free_target = FreeTarget(free_gb, free_pct) if free_gb is not None or free_pct is not None else None
     return EvictionSelectors(max_gb=max_gb, max_gb_from_env=from_env, keys=keys, invalid=args.invalid,
-                             older_than=older_than, free_target=free_target, keep=keep).require()
+                             verify=args.verify, older_than=older_than, free_target=free_target, keep=keep).require()
 
 
 def add_key_option(parser: argparse.ArgumentParser, help_text: str) -> None:

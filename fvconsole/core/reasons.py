@@ -239,6 +239,7 @@ KINDS: Mapping[str, Kind] = _kinds(
     # cache: why a planned entry is evicted (one per selector that chose it)
     Kind("evict.key", "selected by key", "selected by --key"),
     Kind("evict.invalid", "{status}: {explanation}"),
+    Kind("evict.failed_verify", "fails verification: {problem}"),
     Kind("evict.never_used", "never used (no manifest): counts as oldest"),
     Kind("evict.older_than", "last used {age} ago (older than {limit})"),
     Kind("evict.over_cap", "LRU #{rank}: total over the {cap} GiB cap"),

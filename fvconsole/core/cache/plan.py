@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -11,6 +11,7 @@ from fvconsole.core.cache.gc_order import gc_sort_key, lru_walk
 from fvconsole.core.cache.roots import cap_bytes, default_max_gb, root_refusal
 from fvconsole.core.cache.scan import CacheEntry, CacheScan, Leftover
 from fvconsole.core.cache.selectors import EvictionSelectors
+from fvconsole.core.cache.verify import failed_verification
 from fvconsole.core.errors import FvError
 from fvconsole.core.host import pid_alive
 from fvconsole.core.humanize import format_duration, human_age, human_bytes
@@ -190,8 +191,9 @@ def _leftover_reason(item: Leftover, now: float, grace: float) -> str | None:
 
 
 def _select(scan: CacheScan, sel: EvictionSelectors, max_gb: float | None, skip_lru: set[str],
-            now: float) -> dict[str, list[Reason]]:
-    """key -> reasons, the union of all selectors (``max_gb``: ``sel``'s cap, resolved where this runs)."""
+            now: float, failed: Mapping[str, str]) -> dict[str, list[Reason]]:
+    """key -> reasons, the union of all selectors (``max_gb``: ``sel``'s cap, resolved where this runs;
+    ``failed``: what ``--verify`` found, key -> first problem)."""
     reasons: dict[str, list[Reason]] = {}
 
     def add(key: str, code: str, **values: Any) -> None:
@@ -205,6 +207,8 @@ def _select(scan: CacheScan, sel: EvictionSelectors, max_gb: float | None, skip_
         for e in scan.entries:
             if e.status in RECLAIMABLE_STATUSES:
                 add(e.key, "evict.invalid", status=e.status, explanation=e.explanation)
+    for key, problem in failed.items():
+        add(key, "evict.failed_verify", problem=problem)
     if sel.older_than is not None:
         for e in regular:
             if e.last_used is None:
@@ -255,6 +259,8 @@ def plan_eviction(scan: CacheScan, selectors: EvictionSelectors, *, grace_second
     protected.update(held)
     mounted = {e.key: mount_reason(e.mounts) for e in scan.entries if e.mounts}
     evict, skipped = _leftover_items(scan, now, grace, force)
+    # --verify reads every usable-looking entry's shard headers once, on this scan.
+    failed = failed_verification(scan) if selectors.verify else {}
     # What this process cannot remove is skipped before anything is renamed (and the size
     # policies pass over it): only entries a selector would evict are checked, so re-select
     # until no newly chosen entry turns out unremovable.
@@ -262,7 +268,7 @@ def plan_eviction(scan: CacheScan, selectors: EvictionSelectors, *, grace_second
     checked: set[str] = set()
     while True:
         skip = keep_set | set(protected) | set(mounted) | set(unremovable)
-        selected = _select(scan, selectors, max_gb, skip, now)
+        selected = _select(scan, selectors, max_gb, skip, now, failed)
         free_space = None
         if free_target is not None:
             free_space = _free_space(scan, free_target, selected, skip, evict)

@@ -29,6 +29,9 @@ class EvictionSelectors:
     max_gb_from_env: bool = False
     keys: tuple[str, ...] = ()
     invalid: bool = False
+    #: ``--invalid --verify``: also the usable-looking entries whose shards fail ``cache verify``
+    #: (the planner verifies them on the scan it plans from).
+    verify: bool = False
     #: ``--older-than D`` in seconds.
     older_than: float | None = None
     free_target: FreeTarget | None = None
@@ -49,6 +52,8 @@ class EvictionSelectors:
         """Itself, or the usage error every front end gives when nothing is selected."""
         if self.empty:
             raise UsageError.of(reason("evict.nothing_selected", "selection"))
+        if self.verify and not self.invalid:
+            raise UsageError(f"{flags.VERIFY}: only with {flags.INVALID} (it adds the entries that fail verification)")
         return self
 
     def argv(self) -> tuple[str, ...]:
@@ -67,6 +72,8 @@ class EvictionSelectors:
             out += [flags.KEY, key]
         if self.invalid:
             out.append(flags.INVALID)
+        if self.verify:
+            out.append(flags.VERIFY)
         if self.older_than is not None:
             out += [flags.OLDER_THAN, _number(self.older_than) + "s"]
         for key in self.keep:
@@ -75,7 +82,7 @@ class EvictionSelectors:
 
     def to_json(self) -> dict[str, Any]:
         return {"max_gb": self.max_gb, "max_gb_from_env": self.max_gb_from_env, "keys": list(self.keys),
-                "invalid": self.invalid, "older_than_seconds": self.older_than,
+                "invalid": self.invalid, "verify": self.verify, "older_than_seconds": self.older_than,
                 "free_target": self.free_target.to_json() if self.free_target else None, "keep": list(self.keep)}
 
 

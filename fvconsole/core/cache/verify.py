@@ -351,5 +351,21 @@ def verify_cache(scan: CacheScan, keys: Iterable[str] = (), *, deep: bool = Fals
     return CacheVerification(scan.root, results, missing, deep=deep)
 
 
+def failed_verification(scan: CacheScan) -> dict[str, str]:
+    """key -> its first problem, for every entry that looks usable (complete, partial) but fails verification.
+
+    ``cache evict --invalid --verify``: invalid and incomplete entries are ``--invalid``'s
+    already; a symlinked entry is never verified (not followed).
+    """
+    out = {}
+    for entry in scan.entries:
+        if entry.status in ("complete", "partial") and not entry.is_symlink:
+            result = verify_entry(entry.path, entry.key)
+            if not result.ok:
+                more = len(result.problems) - 1
+                out[entry.key] = result.problems[0].text() + (f" (and {more} more)" if more else "")
+    return out
+
+
 __all__ = ["ELEMENT_BYTES", "TORCH_TO_SAFETENSORS", "ZERO_INIT_PATTERNS", "CacheVerification",
-           "EntryVerification", "VerifyProblem", "verify_cache", "verify_entry"]
+           "EntryVerification", "VerifyProblem", "failed_verification", "verify_cache", "verify_entry"]
