@@ -122,3 +122,22 @@ def test_reading_tensors_does_not_import_torch(tmp_path) -> None:
     code = ("import sys; from fvconsole.core.dcp_tensors import dcp_tensors; t = dcp_tensors(sys.argv[1]); "
             "assert t.tensors; assert 'torch' not in sys.modules, 'torch imported'")
     subprocess.run([sys.executable, "-c", code, ckpt], check=True, env=dict(os.environ))
+
+
+async def test_console_checkpoint_detail_shows_the_totals(tmp_path) -> None:
+    from fvconsole.core.humanize import human_bytes
+    from fvconsole.tui.app import FvConsoleApp
+    from fvconsole.tui.headless import settle, started
+    from fvconsole.tui.state import ConsoleState
+
+    ckpt = _mixed_dtype_checkpoint(tmp_path)
+    _, totals = _torch_view(ckpt)
+    app = FvConsoleApp(ConsoleState(checkpoints_path=str(tmp_path / "out")))
+    async with app.run_test(size=(140, 42)) as pilot:
+        await started(app, pilot)
+        await settle(app, pilot)
+        detail = str(app.query_one("#ckpt-detail").render())
+    assert f"DCP tensor bytes: {human_bytes(sum(totals.values()))}" in detail, detail
+    lines = [line.split() for line in detail.splitlines()]
+    for top, size in totals.items():
+        assert [top, *human_bytes(size).split()] in lines, (top, detail)

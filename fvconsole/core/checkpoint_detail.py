@@ -11,6 +11,7 @@ import os
 from dataclasses import dataclass
 
 from fvconsole.core.checkpoints import dcp_key_summary, read_metadata
+from fvconsole.core.dcp_tensors import dcp_tensors
 from fvconsole.core.errors import FvError
 from fvconsole.core.runconfig import Mismatch, RunConfig, compare_configs
 
@@ -24,6 +25,9 @@ class CheckpointDetail:
     metadata_keys: tuple[str, ...]
     dcp_key_groups: tuple[tuple[str, int], ...]  # (top-level key, number of entries)
     dcp_key_count: int
+    #: Tensor bytes per first key component (model, optimizer, ema, ...): what a save costs.
+    dcp_totals: tuple[tuple[str, int], ...]
+    dcp_total_bytes: int | None  # None: the tensors could not be read
     mismatches: tuple[Mismatch, ...] | None  # None: no run config to compare with
     problems: tuple[str, ...]
 
@@ -43,6 +47,14 @@ def checkpoint_detail(path: str, run_config: RunConfig | None) -> CheckpointDeta
         problems.append(str(exc))
     except Exception as exc:  # noqa: BLE001 - a corrupt pickle raises many types
         problems.append(f"{os.path.join(path, 'dcp', '.metadata')}: unreadable ({type(exc).__name__}: {exc})")
+    totals: tuple[tuple[str, int], ...] = ()
+    total_bytes: int | None = None
+    if groups:  # else the key summary's problem already says why the metadata is unreadable
+        try:
+            tensors = dcp_tensors(path)
+            totals, total_bytes = tensors.totals, tensors.total_bytes
+        except FvError as exc:
+            problems.append(str(exc))
     mismatches = None
     embedded = metadata.get("config")
     if run_config is not None and isinstance(embedded, dict):
@@ -57,6 +69,8 @@ def checkpoint_detail(path: str, run_config: RunConfig | None) -> CheckpointDeta
         metadata_keys=tuple(sorted(metadata)),
         dcp_key_groups=tuple(groups.items()),
         dcp_key_count=sum(groups.values()),
+        dcp_totals=totals,
+        dcp_total_bytes=total_bytes,
         mismatches=mismatches,
         problems=tuple(problems),
     )

@@ -351,6 +351,10 @@ class CheckpointsView(BaseView):
         for top, count in detail.dcp_key_groups:
             style = "yellow" if top == "dataloader" else ""
             text.append(f"  {top}.*  {count}\n", style=style)
+        if detail.dcp_total_bytes is not None:
+            text.append(f"DCP tensor bytes: {human_bytes(detail.dcp_total_bytes)}\n", style="bold")
+            for top, size in detail.dcp_totals:
+                text.append(f"  {top}  {human_bytes(size)}\n")
         for problem in detail.problems:
             text.append(f"⚠ {problem}\n", style="bold red")
         text.append("\nConfig mismatch report\n", style="bold underline")
