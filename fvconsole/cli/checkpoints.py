@@ -7,6 +7,7 @@ Also home of the small formatting helpers the `migrate` and `sidecars` commands 
 from __future__ import annotations
 
 import argparse
+import os
 from collections.abc import Sequence
 from typing import Any
 
@@ -106,27 +107,33 @@ def ls_warnings(infos: Sequence[Any]) -> list[str]:
 
 def _ls(args: argparse.Namespace) -> int:
     from fvconsole.core.checkpoints import discover_checkpoints
+    from fvconsole.core.disk_budget import disk_budget
 
     infos = sorted(discover_checkpoints(args.dir), key=lambda i: i.step, reverse=True)
     warnings = ls_warnings(infos)
     latest = _latest_resume(infos)
+    budget = disk_budget(args.dir, infos)
+    kinds = legacy_run_kinds(infos)
     if args.json:
         emit_json(
             {
-                "checkpoints": [i.to_json() for i in infos],
+                "checkpoints": [dict(i.to_json(), run_kind=kinds[i.path].to_json() if i.path in kinds else None)
+                                for i in infos],
                 "latest": latest.path if latest is not None else None,
+                "disk": budget.to_json(),
                 "warnings": warnings,
             }
         )
         return 0
     if not infos:
-        say(f"no checkpoint-<step> directories under {args.dir}")
+        say(f"no checkpoint-<step> directories under {args.dir}", budget_line(budget))
         return 0
     rows = [
         [
             i.step,
             "yes" if i.complete else "NO",
             i.kind,
+            loader_cell(kinds.get(i.path)),
             i.rank_sidecars,
             i.rng_states,
             "yes" if i.has_config else "no",
@@ -135,10 +142,38 @@ def _ls(args: argparse.Namespace) -> int:
         ]
         for i in infos
     ]
-    say(format_table(["step", "complete", "kind", "sidecars", "rng", "config", "size", "path"], rows, right=(0, 3, 4, 6)))
+    say(format_table(["step", "complete", "kind", "loader", "sidecars", "rng", "config", "size", "path"], rows,
+                     right=(0, 4, 5, 7)))
+    say(budget_line(budget))
+    for i in infos:
+        if i.path in kinds and not kinds[i.path].migratable:
+            say(f"note: {i.path}: not migratable: {kinds[i.path].why}")
     for w in warnings:
         say(f"warning: {w}")
     return 0
+
+
+def legacy_run_kinds(infos: Sequence[Any]) -> dict[str, Any]:
+    """The run kind (streaming or map-style loader) of every legacy checkpoint, by path."""
+    from fvconsole.core.run_kind import checkpoint_run_kind
+
+    return {i.path: checkpoint_run_kind(i.path) for i in infos if i.kind == "legacy"}
+
+
+def loader_cell(kind: Any) -> str:
+    """``streaming``, ``map-style`` or ``unknown`` for a legacy checkpoint; ``-`` otherwise."""
+    return "-" if kind is None else kind.loader
+
+
+def budget_line(budget: Any) -> str:
+    """Free space of the output dir's filesystem and how many more saves of the latest size fit."""
+    if budget.free_bytes is None:
+        return f"disk: free space unknown (statvfs failed on {budget.path})"
+    line = f"disk: {human_bytes(budget.free_bytes)} free of {human_bytes(budget.total_bytes)}"
+    if budget.saves_fit is None:
+        return line + "; no complete save of known size to budget with"
+    return (line + f"; {budget.saves_fit} more save(s) of {human_bytes(budget.latest_bytes)} "
+            f"(the size of {os.path.basename(budget.latest)}) fit")
 
 
 # --------------------------------------------------------------------------- show
@@ -166,6 +201,7 @@ def critical_values(config: Any) -> dict:
 def _show(args: argparse.Namespace) -> int:
     from fvconsole.core.checkpoints import dcp_state_keys, inspect_checkpoint, read_metadata
     from fvconsole.core.errors import FvError
+    from fvconsole.core.run_kind import run_kind
 
     info = inspect_checkpoint(args.checkpoint)
     metadata_error = None
@@ -195,6 +231,7 @@ def _show(args: argparse.Namespace) -> int:
         emit_json(
             {
                 "checkpoint": info.to_json(),
+                "run_kind": run_kind(embedded).to_json() if info.kind == "legacy" else None,
                 "metadata_step": metadata.get("step"),
                 "critical_config": critical_values(embedded),
                 "dcp": dict(summary, error=dcp_error),
@@ -209,6 +246,8 @@ def _show(args: argparse.Namespace) -> int:
         f"complete: {'yes' if info.complete else 'NO (interrupted save)'}; kind: {info.kind}; "
         f"rank sidecars: {info.rank_sidecars}; rng states: {info.rng_states}; "
         f"size: {human_bytes(info.bytes) if info.size_complete else 'unknown'}")
+    if info.kind == "legacy":
+        say(run_kind_line(run_kind(embedded)))
     for p in getattr(info, "problems", ()):
         if metadata_error is None or p != str(metadata_error):  # that one is the error line, said once
             say(f"warning: {p}")
@@ -228,6 +267,13 @@ def _show(args: argparse.Namespace) -> int:
     if mismatches is not None:
         say("", format_mismatches(mismatches))
     return _metadata_exit(metadata_error)
+
+
+def run_kind_line(kind: Any) -> str:
+    """Which dataloader state the legacy checkpoint holds, and whether it can be migrated."""
+    if kind.migratable:
+        return "legacy dataloader state: streaming loader (migratable to rank-local sidecars)"
+    return f"legacy dataloader state: {kind.loader} loader, not migratable: {kind.why}"
 
 
 def _read_tensors(checkpoint: str) -> tuple[Any, str | None]:

@@ -49,6 +49,8 @@ def cli_commands(ws: object) -> list[str]:
     return [
         f"fvconsole checkpoints ls {q(ws.output_dir)}",  # type: ignore[attr-defined]
         f"fvconsole checkpoints show {q(ws.mismatch_checkpoint)} --config {q(cfg)}",  # type: ignore[attr-defined]
+        f"fvconsole checkpoints show {q(ckpt)} --tensors",
+        f"fvconsole checkpoints ls {q(ws.map_style_output_dir)}   # a map-style run: not migratable",  # type: ignore[attr-defined]
         f"fvconsole migrate --config {q(cfg)} --checkpoint {q(ckpt)} --output-dir {q(out)} \\\n"
         "    --expected-step 300 --expected-world-size 8 --consumed-batches-per-rank 600   # dry run",
         f"fvconsole migrate --config {q(cfg)} --checkpoint {q(ckpt)} --output-dir {q(out)} \\\n"

@@ -36,7 +36,7 @@ from fvconsole.core.untrusted import load_file
 
 MARKER = ".fvconsole-demo.json"
 #: Everything a build makes at the top of DIR (besides the marker); the marker records it.
-CREATED = ("data", "manifests", "output", "run.yaml", "shard-cache")
+CREATED = ("data", "manifests", "output", "map-style-output", "run.yaml", "shard-cache")
 MAX_MARKER_BYTES = 1 << 20
 _TOKEN = re.compile(r"[0-9a-f]{32}")
 _MARKER_TMP = re.compile(r"\." + re.escape(MARKER) + r"\.[0-9a-f]{8}\.tmp")
@@ -59,6 +59,7 @@ class DemoWorkspace:
     mismatch_checkpoint: str  # legacy, saved with a different seed
     sidecar_dir: str  # suggested migration output
     validated_sidecar_dir: str  # checkpoint-100's set, with FastVideo's validation receipt
+    map_style_output_dir: str  # a run with FastVideo's map-style loader: legacy, not migratable
     created_at: float
 
     def to_json(self) -> dict:
@@ -239,6 +240,11 @@ def _build(root: str, now: float) -> DemoWorkspace:
                                  created_at=datetime.fromtimestamp(now - 2 * 86400, timezone.utc).isoformat())
     for step, age in DEMO_STEPS.items():
         _age(os.path.join(output, f"checkpoint-{step}"), now - age)
+    map_output = os.path.join(root, "map-style-output")
+    map_config = builders.run_config(data_path=dataset, manifest_path=manifest, output_dir=map_output, num_gpus=8,
+                                     sp_size=2, train_batch_size=1, grad_accum=2, seed=42, dataloader_type="map")
+    builders.write_checkpoint(map_output, 150, map_config)
+    _age(os.path.join(map_output, "checkpoint-150"), now - 2 * 86400)
     cache_root = os.path.join(root, "shard-cache")
     cache_builders.build_demo_cache(cache_root, now=now)
     with open(os.path.join(cache_root, "README.txt"), "w", encoding="utf-8") as handle:
@@ -251,6 +257,6 @@ def _build(root: str, now: float) -> DemoWorkspace:
         cache_root=cache_root, legacy_checkpoint=os.path.join(output, "checkpoint-300"),
         mismatch_checkpoint=os.path.join(output, "checkpoint-200"),
         sidecar_dir=os.path.join(output, "dataloader-state", "checkpoint-300"), validated_sidecar_dir=validated,
-        created_at=now,
+        map_style_output_dir=map_output, created_at=now,
     )
     return workspace
