@@ -6,8 +6,10 @@ from __future__ import annotations
 import os
 import time
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from typing import Any
+
+from textual.worker import WorkerCancelled
 
 from fvconsole.demo.fleet_builders import Fleet
 from fvconsole.tui import state
@@ -17,10 +19,13 @@ async def settle(app: Any, pilot: Any, rounds: int = 200) -> None:
     """Wait until no worker runs and the screen has processed what the workers posted.
 
     Workers post messages back, so one idle check is not enough: a message handled after the
-    check may start another worker. Two consecutive idle checks are.
+    check may start another worker. Two consecutive idle checks are. A worker cancelled while
+    waited for (an exclusive worker replaced by a newer one: a key pressed during a load) is
+    not an error: its successor is waited for in the next round.
     """
     for _ in range(rounds):
-        await app.workers.wait_for_complete()
+        with suppress(WorkerCancelled):
+            await app.workers.wait_for_complete()
         await pilot.pause()
         if not any(w.is_running for w in app.workers):
             await pilot.pause()
