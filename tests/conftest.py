@@ -6,8 +6,22 @@
   ``code, out, err``); a subprocess is ``reliability.harness.run_cli``.
 - ``fake_srun``: the stand-in ``srun`` of tests/slurm_cluster.py in a fresh bin dir;
   ``srun_on_path`` also puts it first on PATH.
+- Workspaces, built once per session and shared by every module (building one is a real torch
+  DCP save, Parquet and safetensors: seconds each). Tests leave them as they found them: outputs
+  go to ``tmp_path``, a temporary change is undone in ``finally``, writes go to a copy.
+  ``migration_workspace(world=16)`` → a legacy run (``reliability.workspace``), ``ws`` the
+  default one; ``demo_workspace(relpath="ws")`` → a demo workspace at that relative path,
+  ``demo_ws`` the default one. A module needing another world size or path overrides ``ws`` /
+  ``demo_ws`` with a one-line fixture calling the factory.
 
-Plain helpers live in modules named after what they hold: ``migration_runs`` (real legacy
+Parallel runs (``-n 2 --dist loadgroup``, pyproject.toml's addopts): every test of one file runs in
+one worker, so a module-scoped fixture is built once; the tests marked ``serial`` (and every
+``slurm`` test: one shared emulated cluster) all run in one worker, one after another. ``-n 0``
+runs in this process (``--snapshot-update`` needs it; so may a single file).
+
+Plain helpers live in modules named after what they hold: ``console_apps`` (``make_app``, the
+console on given paths; ``work_copy``, a test's own copy of a demo's output dir and cache),
+``migration_runs`` (real legacy
 runs, requests, plans, migrate/verify command lines), ``fastvideo_reference`` (the
 independent FastVideo oracle), ``reliability.harness`` (tree digests, CLI runs, the error
 contract), ``slurm_cluster``.
@@ -20,10 +34,24 @@ import inspect
 import os
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
 from reliability.harness import CliResult, run_inproc
+from reliability.workspace import WORLD, MigrationWorkspace, build_migration_workspace
 from slurm_cluster import write_fake_srun
+
+if TYPE_CHECKING:
+    from fvconsole.demo.workspace import DemoWorkspace
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Give every test its xdist group before xdist reads them (``--dist loadgroup``): "serial" for
+    the ``serial`` and ``slurm`` tests, else its file. Without ``-n`` the marks do nothing."""
+    for item in items:
+        serial = item.get_closest_marker("serial") or item.get_closest_marker("slurm")
+        item.add_marker(pytest.mark.xdist_group("serial" if serial else item.nodeid.split("::", 1)[0]))
 
 
 @pytest.hookimpl(tryfirst=True)
@@ -103,3 +131,45 @@ def _private_journal(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]
         patch.setenv("XDG_CACHE_HOME", str(state / "cache"))  # checkpoints ls remembers DCP verdicts there
         patch.setenv("FVCONSOLE_JOURNAL", str(state / "fvconsole" / "journal.jsonl"))
         yield
+
+
+@pytest.fixture(scope="session")
+def migration_workspace(tmp_path_factory: pytest.TempPathFactory) -> Callable[..., MigrationWorkspace]:
+    """``migration_workspace(world=16)``: the session's legacy run of that world size (built on
+    first use). Shared: never write into it, undo a temporary change in ``finally``."""
+    built: dict[int, MigrationWorkspace] = {}
+
+    def get(world: int = WORLD) -> MigrationWorkspace:
+        if world not in built:
+            built[world] = build_migration_workspace(tmp_path_factory.mktemp(f"legacy-world{world}"), world=world)
+        return built[world]
+
+    return get
+
+
+@pytest.fixture(scope="session")
+def ws(migration_workspace: Callable[..., MigrationWorkspace]) -> MigrationWorkspace:
+    """The session's legacy run (16 ranks, SP 2, checkpoint-2)."""
+    return migration_workspace()
+
+
+@pytest.fixture(scope="session")
+def demo_workspace(tmp_path_factory: pytest.TempPathFactory) -> Callable[..., DemoWorkspace]:
+    """``demo_workspace(relpath="ws")``: the session's demo workspace at ``<tmp>/<relpath>`` (a path
+    the console shows; built on first use). Shared: tests that write use ``work_copy``."""
+    from fvconsole.demo.workspace import build_demo_workspace
+
+    built: dict[str, DemoWorkspace] = {}
+
+    def get(relpath: str = "ws") -> DemoWorkspace:
+        if relpath not in built:
+            built[relpath] = build_demo_workspace(str(tmp_path_factory.mktemp("demo") / relpath))
+        return built[relpath]
+
+    return get
+
+
+@pytest.fixture(scope="session")
+def demo_ws(demo_workspace: Callable[..., DemoWorkspace]) -> DemoWorkspace:
+    """The session's demo workspace at ``<tmp>/ws``."""
+    return demo_workspace()

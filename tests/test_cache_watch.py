@@ -78,6 +78,7 @@ def test_a_failed_scan_is_reported_and_watching_goes_on(tmp_path: Path) -> None:
     assert gone.returncode == 1 and len(gone.stderr.splitlines()) == 2
 
 
+@pytest.mark.serial  # a real terminal, redrawn within a deadline
 def test_terminal_watch_redraws_and_ctrl_c_exits_0(tmp_path: Path) -> None:
     root = tmp_path / "wcache"
     sized_entry(root, "a", 1, DAY)

@@ -10,6 +10,8 @@ import sys
 
 import pytest
 
+#: A real terminal, drawn within a timeout: never beside another such test (tests/conftest.py).
+pytestmark = pytest.mark.serial
 DRIVER = pathlib.Path(__file__).resolve().parent.parent / ".ci" / "pty_console.py"
 
 

@@ -13,16 +13,15 @@ import threading
 from pathlib import Path
 
 import pytest
+from console_apps import make_app
 from slurm_cluster import write_fake_srun
 from textual.widgets import Button, DataTable, Input, Static
 
 from fvconsole.core.fleet.ops import SrunDispatcher
 from fvconsole.demo.cache_builders import make_key, write_cache_entry
-from fvconsole.tui.app import FvConsoleApp
 from fvconsole.tui.fleet_view import FleetView
 from fvconsole.tui.headless import settle
 from fvconsole.tui.modals import ConfirmScreen
-from fvconsole.tui.state import ConsoleState
 
 pytestmark = pytest.mark.tui
 SIZE = (160, 48)
@@ -56,10 +55,6 @@ async def open_fleet(app, pilot, root: str, nodes: str = "a[1-3]") -> FleetView:
     view.query_one("#fleet-nodes", Input).value = nodes
     view.query_one("#fleet-root", Input).value = root
     return view
-
-
-def make_app(read_only: bool = False) -> FvConsoleApp:
-    return FvConsoleApp(ConsoleState(read_only=read_only))
 
 
 async def test_scan_shows_matrix_and_pathology(fleet: dict) -> None:

@@ -173,7 +173,7 @@ EXTRAS = {
     "parquet": {"pyarrow"},
     "torch": {"torch"},
     "fast": {"orjson"},
-    "test": HEAVY | {"pytest", "pytest-timeout", "pytest-textual-snapshot", "hypothesis", "ruff", "import-linter",
+    "test": HEAVY | {"pytest", "pytest-timeout", "pytest-xdist", "pytest-textual-snapshot", "hypothesis", "ruff", "import-linter",
                      "prometheus-client", "packaging"},
 }
 

@@ -8,11 +8,12 @@ import os
 import shutil
 
 import pytest
+from console_apps import make_app, work_copy
 from migration_runs import migrate_argv
 from rich.console import Console
 
 from fvconsole.cli import main as cli_main
-from fvconsole.demo.workspace import DemoWorkspace, build_demo_workspace
+from fvconsole.demo.workspace import DemoWorkspace
 from fvconsole.tui.app import FvConsoleApp
 from fvconsole.tui.cache_view import CacheView
 from fvconsole.tui.evict_dialog import EvictScreen
@@ -25,36 +26,16 @@ pytestmark = pytest.mark.tui
 SIZE = (140, 42)
 
 
-@pytest.fixture(scope="session")
-def demo_ws(tmp_path_factory: pytest.TempPathFactory) -> DemoWorkspace:
-    """One real workspace per session; tests that write use a copy of its output dir / cache."""
-    return build_demo_workspace(str(tmp_path_factory.mktemp("demo") / "ws"))
-
-
 @pytest.fixture
 def work(demo_ws: DemoWorkspace, tmp_path) -> dict[str, str]:
-    """Copies (mtimes preserved) of the output dir and the cache root for one test.
-
-    The copied checkpoints and run.yaml still point at the session dataset and manifest,
-    which no test modifies.
-    """
-    output = str(tmp_path / "output")
-    cache = str(tmp_path / "shard-cache")
-    shutil.copytree(demo_ws.output_dir, output, symlinks=True)
-    shutil.copytree(demo_ws.cache_root, cache, symlinks=True)
-    return {"config": demo_ws.config_path, "output": output, "cache": cache}
+    """Copies of the output dir and the cache root for one test (the session's demo_ws stays as built)."""
+    return work_copy(demo_ws, tmp_path)
 
 
 def written_sets(paths: dict[str, str]) -> list[str]:
     """What is under the output's dataloader-state/ beyond the demo's upstream-validated set."""
     root = os.path.join(paths["output"], "dataloader-state")
     return sorted(set(os.listdir(root)) - {"validated-100"}) if os.path.isdir(root) else []
-
-
-def make_app(paths: dict[str, str], read_only: bool = False) -> FvConsoleApp:
-    state = ConsoleState(config_path=paths.get("config"), checkpoints_path=paths.get("output"),
-                         cache_root=paths.get("cache"), read_only=read_only)
-    return FvConsoleApp(state)
 
 
 def row_key_ending(table, suffix: str) -> str:
@@ -77,7 +58,7 @@ def notifications(app: FvConsoleApp) -> list[str]:
 async def test_migration_through_modal_equals_cli(work: dict[str, str], tmp_path) -> None:
     import torch
 
-    app = make_app(work)
+    app = make_app(**work)
     async with app.run_test(size=SIZE) as pilot:
         await started(app, pilot)
         await select_checkpoint(app, pilot, 300)
@@ -129,7 +110,7 @@ async def test_migration_through_modal_equals_cli(work: dict[str, str], tmp_path
 async def test_what_execution_finds_is_shown_as_the_command_line_prints_it(work: dict[str, str]) -> None:
     """A staging dir of another host appears between the preview and Execute: the done banner says so
     (``migrate --yes`` prints it as a warning; the console had dropped execution's own findings)."""
-    app = make_app(work)
+    app = make_app(**work)
     async with app.run_test(size=SIZE) as pilot:
         await started(app, pilot)
         await select_checkpoint(app, pilot, 300)
@@ -154,7 +135,7 @@ async def test_what_execution_finds_is_shown_as_the_command_line_prints_it(work:
 
 
 async def test_cancel_writes_nothing_and_mismatch_is_reported(work: dict[str, str]) -> None:
-    app = make_app(work)
+    app = make_app(**work)
     async with app.run_test(size=SIZE) as pilot:
         await started(app, pilot)
         await select_checkpoint(app, pilot, 200)
@@ -197,7 +178,7 @@ async def test_cancel_writes_nothing_and_mismatch_is_reported(work: dict[str, st
 
 async def test_evict_two_marked_entries(work: dict[str, str]) -> None:
     before = set(os.listdir(work["cache"]))
-    app = make_app(work)
+    app = make_app(**work)
     async with app.run_test(size=SIZE) as pilot:
         await started(app, pilot)
         await pilot.press("3")
@@ -287,7 +268,7 @@ async def test_eviction_takes_the_roots_lock_and_journals_like_the_cli(work: dic
     journal = tmp_path / "journal.jsonl"
     monkeypatch.setenv("FVCONSOLE_JOURNAL", str(journal))
     before = set(os.listdir(work["cache"]))
-    app = make_app(work)
+    app = make_app(**work)
     async with app.run_test(size=SIZE) as pilot:
         await started(app, pilot)
         view = app.query_one(CacheView)
@@ -308,7 +289,7 @@ async def test_eviction_takes_the_roots_lock_and_journals_like_the_cli(work: dic
 
 
 async def test_filter_rebuilds_table(work: dict[str, str]) -> None:
-    app = make_app(work)
+    app = make_app(**work)
     async with app.run_test(size=SIZE) as pilot:
         await started(app, pilot)
         await pilot.press("3")
@@ -328,7 +309,7 @@ async def test_filter_rebuilds_table(work: dict[str, str]) -> None:
 
 async def test_read_only_refuses_migration_and_eviction(work: dict[str, str]) -> None:
     before = set(os.listdir(work["cache"]))
-    app = make_app(work, read_only=True)
+    app = make_app(**work, read_only=True)
     async with app.run_test(size=SIZE) as pilot:
         await started(app, pilot)
         await select_checkpoint(app, pilot, 300)
@@ -370,7 +351,7 @@ async def test_broken_manifest_and_metadata_show_errors(tmp_path) -> None:
         fh.write("{ not json")
     with open(os.path.join(run.checkpoint(4), "metadata.json"), "w") as fh:
         fh.write("[]")
-    app = make_app({"config": run.config_path, "output": run.output_dir, "cache": str(tmp_path / "nope")})
+    app = make_app(run.config_path, run.output_dir, tmp_path / "nope")
     async with app.run_test(size=SIZE) as pilot:
         await started(app, pilot)
         assert any("nope" in m for m in notifications(app))  # missing cache root reported
@@ -392,7 +373,7 @@ async def test_broken_manifest_and_metadata_show_errors(tmp_path) -> None:
 
 
 async def test_cache_root_vanishing_keeps_app_up(work: dict[str, str]) -> None:
-    app = make_app(work)
+    app = make_app(**work)
     async with app.run_test(size=SIZE) as pilot:
         await started(app, pilot)
         await pilot.press("3")
@@ -459,7 +440,7 @@ def declared_bindings() -> list[tuple[type, object]]:
 async def test_help_and_palette_list_every_binding(work: dict[str, str]) -> None:
     bindings = declared_bindings()
     assert len(bindings) > 25
-    app = make_app(work)
+    app = make_app(**work)
     async with app.run_test(size=(200, 60)) as pilot:
         await started(app, pilot)
         await pilot.press("4")
@@ -490,7 +471,7 @@ async def test_palette_has_fleet_actions_and_picked_root_reaches_fleet(work: dic
 
     from fvconsole.tui.fleet_view import FleetView
 
-    app = make_app(work)
+    app = make_app(**work)
     async with app.run_test(size=SIZE) as pilot:
         await started(app, pilot)
         titles = {c.title: c for c in app.get_system_commands(app.screen)}
@@ -524,7 +505,7 @@ async def test_palette_has_fleet_actions_and_picked_root_reaches_fleet(work: dic
 
 
 async def test_escape_leaves_a_form_field_so_view_keys_work(work: dict[str, str]) -> None:
-    app = make_app(work)
+    app = make_app(**work)
     async with app.run_test(size=SIZE) as pilot:
         await started(app, pilot)
         await pilot.press("2")
@@ -563,7 +544,7 @@ async def test_preview_refuses_foreign_output_dir_like_the_cli_dry_run(work: dic
     assert code == 1
     cli_refusals = json.loads(capsys.readouterr().out)["refusals"]
     assert [r["field"] for r in cli_refusals] == ["output_dir"]
-    app = make_app(work)
+    app = make_app(**work)
     async with app.run_test(size=SIZE) as pilot:
         await preview_300(app, pilot, str(out))
         banner = app.query_one("#mig-banner")
@@ -582,7 +563,7 @@ async def test_preview_refuses_foreign_output_dir_like_the_cli_dry_run(work: dic
 
 async def test_verify_shows_fastvideos_validation_when_it_holds(work: dict[str, str]) -> None:
     validated = os.path.join(work["output"], "dataloader-state", "validated-100")
-    app = make_app(work)
+    app = make_app(**work)
     async with app.run_test(size=SIZE) as pilot:
         await started(app, pilot)
         await select_checkpoint(app, pilot, 100)
@@ -607,7 +588,7 @@ async def test_verify_shows_fastvideos_validation_when_it_holds(work: dict[str, 
 
 
 async def test_next_sample_ids_fill_the_rank_table(work: dict[str, str]) -> None:
-    app = make_app(work)
+    app = make_app(**work)
     async with app.run_test(size=SIZE) as pilot:
         await preview_300(app, pilot)
         view = app.query_one(MigrationView)

@@ -10,13 +10,13 @@ from __future__ import annotations
 
 import asyncio
 import os
-import shutil
 from collections.abc import Awaitable, Callable
 
 import pytest
+from console_apps import make_app, work_copy
 from textual.widgets import Button, DataTable
 
-from fvconsole.demo.workspace import DemoWorkspace, build_demo_workspace
+from fvconsole.demo.workspace import DemoWorkspace
 from fvconsole.tui.app import FvConsoleApp
 from fvconsole.tui.headless import settle, started
 from fvconsole.tui.state import ConsoleState
@@ -28,23 +28,18 @@ LONG = os.path.join("projects", "video-generation", "wan2.1-t2v", "run-2026-11-3
 
 
 @pytest.fixture(scope="module")
-def demo_ws(tmp_path_factory: pytest.TempPathFactory) -> DemoWorkspace:
-    return build_demo_workspace(str(tmp_path_factory.mktemp("fit") / LONG))
+def demo_ws(demo_workspace) -> DemoWorkspace:
+    return demo_workspace(LONG)
 
 
 @pytest.fixture
 def work(demo_ws: DemoWorkspace, tmp_path) -> dict[str, str]:
-    """Copies (mtimes kept) of the demo's output dir and cache under a long path: tests write into them."""
-    base = tmp_path / LONG
-    paths = {"config": demo_ws.config_path, "output": str(base / "output"), "cache": str(base / "shard-cache")}
-    shutil.copytree(demo_ws.output_dir, paths["output"], symlinks=True)
-    shutil.copytree(demo_ws.cache_root, paths["cache"], symlinks=True)
-    return paths
+    """Copies of the demo's output dir and cache under a long path: tests write into them."""
+    return work_copy(demo_ws, tmp_path / LONG)
 
 
 def run(work: dict[str, str], size: tuple[int, int], body: Callable[[FvConsoleApp, object], Awaitable[None]]) -> None:
-    app = FvConsoleApp(ConsoleState(config_path=work["config"], checkpoints_path=work["output"],
-                                    cache_root=work["cache"]))
+    app = make_app(**work)
 
     async def main() -> None:
         async with app.run_test(size=size) as pilot:

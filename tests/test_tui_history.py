@@ -10,22 +10,21 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 from pathlib import Path
 
 import pytest
+from console_apps import make_app, work_copy
 from migration_runs import migrate_argv
 from sized_cache import MIB, fs_free, key_of, mounted_tmpfs, sized_entry
 
 from fvconsole.cli import main as cli_main
 from fvconsole.core.journal import MIGRATE, JournalRecord, append_record
-from fvconsole.demo.workspace import DemoWorkspace, build_demo_workspace
+from fvconsole.demo.workspace import DemoWorkspace
 from fvconsole.tui.app import FvConsoleApp
 from fvconsole.tui.evict_dialog import EvictScreen
 from fvconsole.tui.headless import settle, started
 from fvconsole.tui.history_view import HistoryView
 from fvconsole.tui.modals import ConfirmScreen
-from fvconsole.tui.state import ConsoleState
 
 pytestmark = pytest.mark.tui
 LONG = "lustre/fsw/portfolios/video/users/alice/runs/wan-t2v-14b"
@@ -35,21 +34,13 @@ DAY = 86400.0
 
 
 @pytest.fixture(scope="module")
-def demo_ws(tmp_path_factory: pytest.TempPathFactory) -> DemoWorkspace:
-    return build_demo_workspace(str(tmp_path_factory.mktemp("hist") / LONG))
+def demo_ws(demo_workspace) -> DemoWorkspace:
+    return demo_workspace(LONG)
 
 
 @pytest.fixture
 def work(demo_ws: DemoWorkspace, tmp_path: Path) -> dict[str, str]:
-    output, cache = str(tmp_path / LONG / "output"), str(tmp_path / LONG / "shard-cache")
-    shutil.copytree(demo_ws.output_dir, output, symlinks=True)
-    shutil.copytree(demo_ws.cache_root, cache, symlinks=True)
-    return {"config": demo_ws.config_path, "output": output, "cache": cache}
-
-
-def make_app(work: dict[str, str], journal: str | None = None) -> FvConsoleApp:
-    return FvConsoleApp(ConsoleState(config_path=work.get("config"), checkpoints_path=work.get("output"),
-                                     cache_root=work.get("cache"), journal_path=journal))
+    return work_copy(demo_ws, tmp_path / LONG)
 
 
 def lines(journal: Path) -> list[dict]:
@@ -87,7 +78,7 @@ async def test_history_view_shows_the_journal_newest_first(work: dict[str, str],
     capsys.readouterr()
     written = [line for line in journal.read_text().splitlines() if line.startswith("{")]
     expected = [json.loads(line) for line in written][::-1]  # newest first
-    app = make_app(work, str(journal))
+    app = make_app(**work, journal=str(journal))
     async with app.run_test(size=(80, 24)) as pilot:
         await started(app, pilot)
         await pilot.press("5")
@@ -132,7 +123,7 @@ async def test_history_view_shows_the_journal_newest_first(work: dict[str, str],
 
 async def test_a_missing_journal_says_where_it_looks_and_how_to_change_it(work: dict[str, str], tmp_path) -> None:
     journal = tmp_path / "nowhere" / "journal.jsonl"
-    app = make_app(work, str(journal))
+    app = make_app(**work, journal=str(journal))
     async with app.run_test(size=(80, 24)) as pilot:
         await started(app, pilot)
         await pilot.press("5")
@@ -147,7 +138,7 @@ async def test_a_missing_journal_says_where_it_looks_and_how_to_change_it(work: 
 async def test_a_journal_that_is_not_a_file_is_an_error_not_a_crash(work: dict[str, str], tmp_path) -> None:
     fifo = tmp_path / "journal.fifo"
     os.mkfifo(fifo)
-    app = make_app(work, str(fifo))
+    app = make_app(**work, journal=str(fifo))
     async with app.run_test(size=(80, 24)) as pilot:
         await started(app, pilot)
         await pilot.press("5")
@@ -188,7 +179,7 @@ async def migrate_in_console(app: FvConsoleApp, pilot) -> None:
 async def test_a_console_migration_is_journaled_like_migrate_yes(work: dict[str, str], tmp_path: Path) -> None:
     journal = tmp_path / "journal.jsonl"
     out = os.path.join(work["output"], "dataloader-state", "checkpoint-300")
-    app = make_app(work, str(journal))
+    app = make_app(**work, journal=str(journal))
     async with app.run_test(size=(80, 24)) as pilot:
         await started(app, pilot)
         await migrate_in_console(app, pilot)
@@ -217,7 +208,7 @@ async def test_a_journal_that_cannot_be_written_is_reported_and_the_migration_st
     journal = tmp_path / "a-directory"
     journal.mkdir()
     out = os.path.join(work["output"], "dataloader-state", "checkpoint-300")
-    app = make_app(work, str(journal))
+    app = make_app(**work, journal=str(journal))
     async with app.run_test(size=(120, 40)) as pilot:
         await started(app, pilot)
         await migrate_in_console(app, pilot)
@@ -258,7 +249,7 @@ async def open_free_dialog(app: FvConsoleApp, pilot, percent: str) -> EvictScree
 
 async def test_free_space_target_in_the_eviction_dialog(shm: Path, tmp_path: Path) -> None:
     journal = tmp_path / "journal.jsonl"
-    app = make_app({"cache": str(shm)}, str(journal))
+    app = make_app(cache=shm, journal=str(journal))
     async with app.run_test(size=(80, 24)) as pilot:
         screen = await open_free_dialog(app, pilot, "60")  # 60% of 20 MiB = 12 MiB, as the CLI test's target
         preview = screen.query_one("#evict-preview").render().plain
@@ -289,7 +280,7 @@ async def test_free_space_target_in_the_eviction_dialog(shm: Path, tmp_path: Pat
 
 
 async def test_an_unreachable_target_is_said_so_before_anything_is_deleted(shm: Path, tmp_path: Path) -> None:
-    app = make_app({"cache": str(shm)}, str(tmp_path / "journal.jsonl"))
+    app = make_app(cache=shm, journal=str(tmp_path / "journal.jsonl"))
     async with app.run_test(size=(200, 60)) as pilot:
         screen = await open_free_dialog(app, pilot, "95")  # 19 MiB: F is in use, so at most 7+12+5 pages MiB
         preview = " ".join(screen.query_one("#evict-preview").render().plain.split())
@@ -301,7 +292,7 @@ async def test_an_unreachable_target_is_said_so_before_anything_is_deleted(shm: 
 
 
 async def test_a_bad_free_space_value_is_worded_with_the_field(shm: Path, tmp_path: Path) -> None:
-    app = make_app({"cache": str(shm)}, str(tmp_path / "journal.jsonl"))
+    app = make_app(cache=shm, journal=str(tmp_path / "journal.jsonl"))
     async with app.run_test(size=(80, 24)) as pilot:
         screen = await open_free_dialog(app, pilot, "150")
         preview = screen.query_one("#evict-preview").render().plain

@@ -12,19 +12,18 @@ from __future__ import annotations
 import asyncio
 import os
 import random
-import shutil
 import unicodedata
 
 import pytest
+from console_apps import make_app, work_copy
 from textual import events
 from textual.keys import REPLACED_KEYS, _character_to_key, _get_unicode_name_from_key
 
 from fvconsole.core.errors import FvError
-from fvconsole.demo.workspace import DemoWorkspace, build_demo_workspace
+from fvconsole.demo.workspace import DemoWorkspace
 from fvconsole.tui.app import FvConsoleApp
 from fvconsole.tui.fleet_view import FleetView
 from fvconsole.tui.headless import settle, started
-from fvconsole.tui.state import ConsoleState
 
 pytestmark = pytest.mark.tui
 
@@ -63,17 +62,9 @@ class NoSlurm:
         raise FvError("srun: not available in this test")
 
 
-@pytest.fixture(scope="module")
-def demo_ws(tmp_path_factory: pytest.TempPathFactory) -> DemoWorkspace:
-    return build_demo_workspace(str(tmp_path_factory.mktemp("keys") / "ws"))
-
-
-def make_app(demo_ws: DemoWorkspace, tmp_path) -> FvConsoleApp:
+def app_on_copy(demo_ws: DemoWorkspace, tmp_path) -> FvConsoleApp:
     """The console on copies of the demo's output dir and cache (keys may migrate and evict)."""
-    output, cache = str(tmp_path / "output"), str(tmp_path / "cache")
-    shutil.copytree(demo_ws.output_dir, output, symlinks=True)
-    shutil.copytree(demo_ws.cache_root, cache, symlinks=True)
-    return FvConsoleApp(ConsoleState(config_path=demo_ws.config_path, checkpoints_path=output, cache_root=cache))
+    return make_app(**work_copy(demo_ws, tmp_path, cache_name="cache"))
 
 
 async def drain(app: FvConsoleApp, pilot, seconds: float = 60.0) -> None:
@@ -95,7 +86,7 @@ def test_a_key_right_after_quit_is_no_traceback(demo_ws: DemoWorkspace, tmp_path
     """Defect: `q` then `?` (or `o`) within a few ms pushed a screen during shutdown -> NoMatches traceback."""
 
     async def body() -> None:
-        app = make_app(demo_ws, tmp_path)
+        app = app_on_copy(demo_ws, tmp_path)
         async with app.run_test(size=(80, 24)) as pilot:
             await started(app, pilot)
             send_burst(app, ["q", second, second])
@@ -114,7 +105,7 @@ def test_quit_while_a_form_is_filled_leaves_no_warning_on_the_terminal(demo_ws: 
     import warnings
 
     async def body() -> None:
-        app = make_app(demo_ws, tmp_path)
+        app = app_on_copy(demo_ws, tmp_path)
         async with app.run_test(size=(80, 24)) as pilot:
             await started(app, pilot)
             send_burst(app, keys)
@@ -135,7 +126,7 @@ def test_random_key_bursts_never_raise(demo_ws: DemoWorkspace, tmp_path, monkeyp
     size = ((80, 24), (200, 60))[seed % 2]
 
     async def body() -> None:
-        app = make_app(demo_ws, tmp_path)
+        app = app_on_copy(demo_ws, tmp_path)
         async with app.run_test(size=size) as pilot:
             await started(app, pilot)
             app.query_one(FleetView).dispatcher = NoSlurm()
@@ -158,7 +149,7 @@ def test_keys_typed_right_after_slash_go_to_the_filter_not_to_actions(demo_ws: D
     "Evict invalid" and `t` ticked its force box. Every key after `/` belongs to the filter."""
 
     async def body() -> None:
-        app = make_app(demo_ws, tmp_path)
+        app = app_on_copy(demo_ws, tmp_path)
         async with app.run_test(size=(100, 30)) as pilot:
             await started(app, pilot)
             send_burst(app, [view_key])

@@ -19,7 +19,7 @@ import pytest
 from sized_cache import key_of, mounted_tmpfs, sized_entry
 
 from fvconsole.core.migration.output_dir import staging_name
-from fvconsole.demo.workspace import DemoWorkspace, build_demo_workspace
+from fvconsole.demo.workspace import DemoWorkspace
 from fvconsole.tui.app import FvConsoleApp
 from fvconsole.tui.evict_dialog import EvictScreen
 from fvconsole.tui.headless import settle, started
@@ -33,8 +33,8 @@ ENTRIES = {"A": (4, 5 * DAY), "B": (2, 4 * DAY), "C": (3, 3 * DAY)}
 
 
 @pytest.fixture(scope="module")
-def demo_ws(tmp_path_factory: pytest.TempPathFactory) -> DemoWorkspace:
-    return build_demo_workspace(str(tmp_path_factory.mktemp("noflags") / "runs" / "wan-t2v-14b"))
+def demo_ws(demo_workspace) -> DemoWorkspace:
+    return demo_workspace(os.path.join("runs", "wan-t2v-14b"))
 
 
 def dead_pid() -> int:

@@ -4,7 +4,7 @@ committed SVGs (pytest-textual-snapshot's SVG format, through syrupy).
 The tour (``tui.headless.tour``) walks the demo workspace as docs/console.md's walkthrough
 does, at a fixed, long, realistic path, with the clock, the time zone and the free space
 frozen, so reruns render identical SVGs. After a deliberate UI change, look at the new
-pictures, then update them: ``python -m pytest tests/test_tui_snapshots.py --snapshot-update``.
+pictures, then update them: ``python -m pytest -n 0 tests/test_tui_snapshots.py --snapshot-update``.
 """
 
 from __future__ import annotations

@@ -11,43 +11,33 @@ import asyncio
 import html
 import os
 import re
-import shutil
 from collections.abc import Awaitable, Callable
 
 import pytest
+from console_apps import make_app, work_copy
 
 from fvconsole.cli import main as cli_main
 from fvconsole.core.cache import scan_cache
 from fvconsole.demo.cache_builders import write_cache_entry
-from fvconsole.demo.workspace import DemoWorkspace, build_demo_workspace
+from fvconsole.demo.workspace import DemoWorkspace
 from fvconsole.tui import cache_view, state
 from fvconsole.tui.app import FvConsoleApp
 from fvconsole.tui.evict_dialog import EvictScreen
 from fvconsole.tui.headless import settle, started
 from fvconsole.tui.modals import ConfirmScreen, HelpScreen
-from fvconsole.tui.state import ConsoleState
 
 pytestmark = pytest.mark.tui
 FLAG = re.compile(r"(?<![\w-])--[a-z][a-z-]+")
 
 
-@pytest.fixture(scope="module")
-def demo_ws(tmp_path_factory: pytest.TempPathFactory) -> DemoWorkspace:
-    return build_demo_workspace(str(tmp_path_factory.mktemp("usability") / "ws"))
-
-
 @pytest.fixture
 def work(demo_ws: DemoWorkspace, tmp_path) -> dict[str, str]:
-    """Copies (mtimes kept) of the demo's output dir and cache: tests may write into them."""
-    paths = {"config": demo_ws.config_path, "output": str(tmp_path / "output"), "cache": str(tmp_path / "cache")}
-    shutil.copytree(demo_ws.output_dir, paths["output"], symlinks=True)
-    shutil.copytree(demo_ws.cache_root, paths["cache"], symlinks=True)
-    return paths
+    """Copies of the demo's output dir and cache: tests may write into them."""
+    return work_copy(demo_ws, tmp_path, cache_name="cache")
 
 
 def run(work: dict[str, str], size: tuple[int, int], body: Callable[[FvConsoleApp, object], Awaitable[None]]) -> None:
-    app = FvConsoleApp(ConsoleState(config_path=work["config"], checkpoints_path=work["output"],
-                                    cache_root=work["cache"]))
+    app = make_app(**work)
 
     async def main() -> None:
         async with app.run_test(size=size) as pilot:

@@ -27,18 +27,13 @@ import yaml
 
 from .harness import CliResult, assert_clean_error, cli_env, run_inproc, tree_digest
 from .strategies import fingerprint
-from .workspace import MigrationWorkspace, build_migration_workspace
+from .workspace import MigrationWorkspace
 
 #: Far more than a correct run needs (well under 10 s even on a loaded 2-core CI box).
 HANG_TIMEOUT = 60
 #: A correct run needs ~1 GB of address space (the torch import); a defective one reads on
 #: (``/dev/zero``) or expands an alias bomb until it hits this and dies with MemoryError.
 ADDRESS_SPACE_CAP = 3 << 30
-
-
-@pytest.fixture(scope="module")
-def ws(tmp_path_factory: pytest.TempPathFactory) -> MigrationWorkspace:
-    return build_migration_workspace(tmp_path_factory.mktemp("bounded"))
 
 
 @pytest.fixture(scope="module")

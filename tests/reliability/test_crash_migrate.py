@@ -27,14 +27,9 @@ from .harness import (
     run_inproc,
     tree_digest,
 )
-from .workspace import MigrationWorkspace, build_migration_workspace
+from .workspace import MigrationWorkspace
 
 TRIALS_PER_SCENARIO = 18
-
-
-@pytest.fixture(scope="module")
-def ws(tmp_path_factory: pytest.TempPathFactory) -> MigrationWorkspace:
-    return build_migration_workspace(tmp_path_factory.mktemp("crash-migrate"))
 
 
 def kill_points(total: int, n: int) -> list[int]:

@@ -17,14 +17,9 @@ from pathlib import Path
 import pytest
 
 from .harness import assert_clean_error, digest_diff, run_inproc, tiny_tmpfs, tree_digest
-from .workspace import MigrationWorkspace, build_migration_workspace
+from .workspace import MigrationWorkspace
 
 FILL_STEPS = 12
-
-
-@pytest.fixture(scope="module")
-def ws(tmp_path_factory: pytest.TempPathFactory) -> MigrationWorkspace:
-    return build_migration_workspace(tmp_path_factory.mktemp("diskfull"))
 
 
 def set_size(ws: MigrationWorkspace, scratch: Path) -> int:

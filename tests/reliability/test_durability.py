@@ -30,16 +30,11 @@ from .harness import (
     strace_available,
     tree_digest,
 )
-from .workspace import MigrationWorkspace, build_migration_workspace
+from .workspace import MigrationWorkspace
 
 pytestmark = pytest.mark.skipif(strace_available() is not None, reason=str(strace_available()))
 
 SIDECAR = re.compile(r"dataloader_state_rank\d+\.pt")
-
-
-@pytest.fixture(scope="module")
-def ws(tmp_path_factory: pytest.TempPathFactory) -> MigrationWorkspace:
-    return build_migration_workspace(tmp_path_factory.mktemp("durability"))
 
 
 @dataclass(frozen=True)

@@ -19,6 +19,7 @@ import shutil
 from pathlib import Path
 
 import pytest
+from console_apps import make_app
 from migration_runs import migrate_argv
 
 from fvconsole.core.printable import printable
@@ -261,13 +262,6 @@ def test_usage_error_escapes_arguments(tmp_path: Path, capsys, trials) -> None:
 # --------------------------------------------------------------------------- console
 
 SIZE = (160, 48)
-
-
-def make_app(config: str | None, output: str | None, cache: str | None):
-    from fvconsole.tui.app import FvConsoleApp
-    from fvconsole.tui.state import ConsoleState
-
-    return FvConsoleApp(ConsoleState(config_path=config, checkpoints_path=output, cache_root=cache))
 
 
 async def started(app, pilot) -> None:

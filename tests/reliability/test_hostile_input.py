@@ -32,7 +32,7 @@ from .strategies import (
     same_document,
     set_path,
 )
-from .workspace import MigrationWorkspace, build_migration_workspace
+from .workspace import MigrationWorkspace
 
 EXAMPLES = 40
 # derandomize: CI sees the same examples every run (hand-picked cases cover known defects);
@@ -45,11 +45,6 @@ SETTINGS = settings(
     derandomize=True,
     phases=[Phase.explicit, Phase.generate],
 )
-
-
-@pytest.fixture(scope="module")
-def ws(tmp_path_factory: pytest.TempPathFactory) -> MigrationWorkspace:
-    return build_migration_workspace(tmp_path_factory.mktemp("hostile"))
 
 
 @pytest.fixture(scope="module")

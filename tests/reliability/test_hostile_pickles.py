@@ -23,7 +23,7 @@ from pathlib import Path
 import pytest
 
 from .harness import CliResult, assert_clean_error, cli_env
-from .workspace import MigrationWorkspace, build_migration_workspace
+from .workspace import MigrationWorkspace
 
 DEADLINE = 60  # seconds; each case takes about one on the fixed code
 MIB = 2**20
@@ -63,8 +63,8 @@ def run_bounded(argv: list[str], tmp_path: Path, *, cap_bytes: int) -> tuple[Cli
 
 
 @pytest.fixture(scope="module")
-def ws(tmp_path_factory: pytest.TempPathFactory) -> MigrationWorkspace:
-    return build_migration_workspace(tmp_path_factory.mktemp("hostile-pickles"), world=4)
+def ws(migration_workspace) -> MigrationWorkspace:
+    return migration_workspace(world=4)
 
 
 # --------------------------------------------------------------------------- opcode builders

@@ -18,12 +18,7 @@ from pathlib import Path
 import pytest
 
 from .harness import assert_clean_error, digest_diff, run_inproc, tree_digest
-from .workspace import MigrationWorkspace, build_migration_workspace
-
-
-@pytest.fixture(scope="module")
-def ws(tmp_path_factory: pytest.TempPathFactory) -> MigrationWorkspace:
-    return build_migration_workspace(tmp_path_factory.mktemp("mounted-out"))
+from .workspace import MigrationWorkspace
 
 
 def _mounts_under(top: Path) -> list[str]:

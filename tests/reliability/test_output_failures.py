@@ -15,14 +15,14 @@ from pathlib import Path
 import pytest
 
 from .harness import CliResult, cli_env
-from .workspace import MigrationWorkspace, build_migration_workspace, cheap_entries
+from .workspace import MigrationWorkspace, cheap_entries
 
 RECEIPT = "migration_receipt.json"
 
 
 @pytest.fixture(scope="module")
-def ws(tmp_path_factory: pytest.TempPathFactory) -> MigrationWorkspace:
-    return build_migration_workspace(tmp_path_factory.mktemp("outfail"), world=8)
+def ws(migration_workspace) -> MigrationWorkspace:
+    return migration_workspace(world=8)
 
 
 def run_with_stdout(argv: list[str], stdout: str) -> CliResult:

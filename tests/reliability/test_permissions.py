@@ -21,12 +21,7 @@ from pathlib import Path
 import pytest
 
 from .harness import assert_clean_error, assert_no_traceback, digest_diff, run_cli, run_inproc, tree_digest
-from .workspace import MigrationWorkspace, build_migration_workspace, cheap_entries
-
-
-@pytest.fixture(scope="module")
-def ws(tmp_path_factory: pytest.TempPathFactory) -> MigrationWorkspace:
-    return build_migration_workspace(tmp_path_factory.mktemp("perm"))
+from .workspace import MigrationWorkspace, cheap_entries
 
 
 @contextlib.contextmanager

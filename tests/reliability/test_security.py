@@ -20,12 +20,7 @@ from .harness import (
     tree_digest,
     write_malicious_pt,
 )
-from .workspace import MigrationWorkspace, build_migration_workspace
-
-
-@pytest.fixture(scope="module")
-def ws(tmp_path_factory: pytest.TempPathFactory) -> MigrationWorkspace:
-    return build_migration_workspace(tmp_path_factory.mktemp("security"))
+from .workspace import MigrationWorkspace
 
 
 @pytest.fixture(scope="module")

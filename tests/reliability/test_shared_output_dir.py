@@ -32,17 +32,12 @@ from pathlib import Path
 import pytest
 
 from .harness import CliResult, assert_clean_error, cli_env, digest_diff, run_forked, run_inproc, tree_digest
-from .workspace import MigrationWorkspace, build_migration_workspace
+from .workspace import MigrationWorkspace
 
 OTHER_HOST = "fv-login2"
 #: A kill point inside the staging phase (after the lock is taken, while sidecars are written).
 KILL_WHILE_STAGING = "20"
 _PAUSES = itertools.count()
-
-
-@pytest.fixture(scope="module")
-def ws(tmp_path_factory: pytest.TempPathFactory) -> MigrationWorkspace:
-    return build_migration_workspace(tmp_path_factory.mktemp("shared-out"))
 
 
 @functools.cache

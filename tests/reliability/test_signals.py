@@ -40,15 +40,10 @@ from .harness import (
 )
 from .test_crash_evict import KEY_RE, LEFTOVER_RE, entry_digests
 from .test_shared_output_dir import PausedRun, lock_leftovers, staging_dirs
-from .workspace import MigrationWorkspace, build_migration_workspace
+from .workspace import MigrationWorkspace
 
 #: SIGINT (Ctrl-C) too: it already unwound, but could cut publishing or a lock step apart.
 SIGNALS = [signal.SIGTERM, signal.SIGHUP, signal.SIGINT]
-
-
-@pytest.fixture(scope="module")
-def ws(tmp_path_factory: pytest.TempPathFactory) -> MigrationWorkspace:
-    return build_migration_workspace(tmp_path_factory.mktemp("signals"))
 
 
 @pytest.fixture(scope="module")

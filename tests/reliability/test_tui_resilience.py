@@ -14,30 +14,20 @@ import shutil
 from pathlib import Path
 
 import pytest
+from console_apps import make_app
 
 from fvconsole.tui.headless import settle
 
-from .workspace import MigrationWorkspace, build_migration_workspace, cheap_entries
+from .workspace import MigrationWorkspace, cheap_entries
 
 pytestmark = pytest.mark.tui
 SIZE = (140, 42)
 
 
 @pytest.fixture(scope="module")
-def ws(tmp_path_factory: pytest.TempPathFactory) -> MigrationWorkspace:
-    return build_migration_workspace(tmp_path_factory.mktemp("tui"), world=4)
+def ws(migration_workspace) -> MigrationWorkspace:
+    return migration_workspace(world=4)
 
-
-def make_app(config: Path | None, output: Path | None, cache: Path | None):
-    from fvconsole.tui.app import FvConsoleApp
-    from fvconsole.tui.state import ConsoleState
-
-    state = ConsoleState(
-        config_path=str(config) if config else None,
-        checkpoints_path=str(output) if output else None,
-        cache_root=str(cache) if cache else None,
-    )
-    return FvConsoleApp(state)
 
 
 
