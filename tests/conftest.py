@@ -8,8 +8,8 @@
   ``srun_on_path`` also puts it first on PATH.
 - Workspaces, built once per session and shared by every module (building one is a real torch
   DCP save, Parquet and safetensors: seconds each). Tests leave them as they found them: outputs
-  go to ``tmp_path``, a temporary change is undone in ``finally``, writes go to a copy.
-  ``migration_workspace(world=16)`` → a legacy run (``reliability.workspace``), ``ws`` the
+  go to ``tmp_path``, writes go to a copy; a module that changes its workspace in place (and
+  restores it) asks for a private one. ``migration_workspace(world=16, private=False)`` → a legacy run (``reliability.workspace``), ``ws`` the
   default one; ``demo_workspace(relpath="ws")`` → a demo workspace at that relative path,
   ``demo_ws`` the default one. A module needing another world size or path overrides ``ws`` /
   ``demo_ws`` with a one-line fixture calling the factory.
@@ -136,10 +136,14 @@ def _private_journal(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]
 @pytest.fixture(scope="session")
 def migration_workspace(tmp_path_factory: pytest.TempPathFactory) -> Callable[..., MigrationWorkspace]:
     """``migration_workspace(world=16)``: the session's legacy run of that world size (built on
-    first use). Shared: never write into it, undo a temporary change in ``finally``."""
+    first use), shared: never write into it. ``private=True``: a new one for a module that
+    writes into its workspace, even temporarily (a rewrite restores the bytes, not the mtimes
+    the manifest's source check compares)."""
     built: dict[int, MigrationWorkspace] = {}
 
-    def get(world: int = WORLD) -> MigrationWorkspace:
+    def get(world: int = WORLD, *, private: bool = False) -> MigrationWorkspace:
+        if private:
+            return build_migration_workspace(tmp_path_factory.mktemp(f"legacy-own-world{world}"), world=world)
         if world not in built:
             built[world] = build_migration_workspace(tmp_path_factory.mktemp(f"legacy-world{world}"), world=world)
         return built[world]

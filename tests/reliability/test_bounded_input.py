@@ -37,6 +37,12 @@ ADDRESS_SPACE_CAP = 3 << 30
 
 
 @pytest.fixture(scope="module")
+def ws(migration_workspace) -> MigrationWorkspace:
+    """Its own: these tests change the workspace in place (restored after each)."""
+    return migration_workspace(private=True)
+
+
+@pytest.fixture(scope="module")
 def good_set(ws: MigrationWorkspace, tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A verified sidecar set (written by the real CLI) to damage copies of."""
     out = tmp_path_factory.mktemp("bounded-set") / "state"

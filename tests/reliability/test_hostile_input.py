@@ -48,6 +48,12 @@ SETTINGS = settings(
 
 
 @pytest.fixture(scope="module")
+def ws(migration_workspace) -> MigrationWorkspace:
+    """Its own: these tests change the workspace in place (restored after each)."""
+    return migration_workspace(private=True)
+
+
+@pytest.fixture(scope="module")
 def good_set(ws: MigrationWorkspace, tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A verified sidecar set to damage copies of."""
     from fvconsole.cli import main

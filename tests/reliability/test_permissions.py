@@ -24,6 +24,12 @@ from .harness import assert_clean_error, assert_no_traceback, digest_diff, run_c
 from .workspace import MigrationWorkspace, cheap_entries
 
 
+@pytest.fixture(scope="module")
+def ws(migration_workspace) -> MigrationWorkspace:
+    """Its own: these tests change the workspace in place (restored after each)."""
+    return migration_workspace(private=True)
+
+
 @contextlib.contextmanager
 def mode(path: Path, bits: int) -> Iterator[None]:
     """chmod for the duration of a block (restored so fixtures stay reusable and removable)."""
