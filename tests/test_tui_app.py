@@ -220,7 +220,7 @@ async def test_v_verifies_the_entry_under_the_cursor_and_shows_the_problem(work:
                     out[name] = f.get_slice(DISAGREEING_PARAM).get_dtype()
         return out
 
-    app = make_app(work)
+    app = make_app(**work)
     async with app.run_test(size=(200, 60)) as pilot:
         await started(app, pilot)
         await pilot.press("3")
