@@ -39,7 +39,7 @@ def bash_complete(script: str, words: list[str], cwd: str) -> list[str]:
 
 def test_bash_completes_subcommands_options_and_choices(bash_script, tmp_path) -> None:
     assert bash_complete(bash_script, ["mig"], str(tmp_path)) == ["migrate"]
-    assert sorted(bash_complete(bash_script, ["cache", ""], str(tmp_path))) == ["evict", "ls"]
+    assert sorted(bash_complete(bash_script, ["cache", ""], str(tmp_path))) == ["evict", "ls", "verify"]
     assert sorted(bash_complete(bash_script, ["cache", "evict", "--ke"], str(tmp_path))) == ["--keep", "--key"]
     assert bash_complete(bash_script, ["cache", "ls", "--sort", "s"], str(tmp_path)) == ["size"]
     assert "--expected-world-size" in bash_complete(bash_script, ["migrate", "--exp"], str(tmp_path))
