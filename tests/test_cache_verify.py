@@ -225,3 +225,29 @@ def test_evict_invalid_verify_also_selects_what_fails_verification(tmp_path: Pat
     assert sorted(os.listdir(root)) == [good]
     code, _, err = cli(["cache", "evict", str(root), "--verify"])
     assert code == 2 and err.startswith("error: ")
+
+
+def test_fleet_cache_verify_names_the_node_the_entry_and_the_shard(tmp_path: Path, srun_on_path: str,
+                                                                   capsys) -> None:
+    from fvconsole.cli import main
+    from fvconsole.demo.cache_builders import DISAGREEING_PARAM, make_key
+
+    key = make_key("fleet-verify")
+    for node in ("a1", "a2"):
+        write_cache_entry(tmp_path / node / "wcache", key, num_shards=2, seed=1,
+                          status="disagreeing-shard" if node == "a2" else "complete")
+    odd = tmp_path / "a2" / "wcache" / key / "shard1-of-2.safetensors"
+    assert _reader_view(str(odd))[DISAGREEING_PARAM][0] == "BF16"  # safetensors' own reader
+    template = str(tmp_path / "{node}" / "wcache")
+    code = main(["fleet", "cache", "verify", "--nodes", "a[1-2]", "--cache-root", template, "--json"])
+    doc = json.loads(capsys.readouterr().out)
+    assert code == 1 and doc["ok"] is False
+    (failing,) = doc["failing"]
+    assert (failing["node"], failing["key"]) == ("a2", key)
+    assert {(p["shard"], p["param"]) for p in failing["problems"]} == {("shard1-of-2.safetensors", DISAGREEING_PARAM)}
+    assert doc["nodes"]["a1"]["ok"] is True
+    code = main(["fleet", "cache", "verify", "--nodes", "a1", "--cache-root", template])
+    assert code == 0 and "every entry agrees" in capsys.readouterr().out
+    code = main(["fleet", "cache", "verify", "--nodes", "a1,nosuch1", "--cache-root", template, "--json"])
+    doc = json.loads(capsys.readouterr().out)
+    assert code == 3 and "error" in doc["nodes"]["nosuch1"]

@@ -175,6 +175,7 @@ def _commands(ws: dict) -> list[tuple[list[str], set[str]]]:
         (["fleet", "cache", "--help"], none),
         (["fleet", "cache", "ls", "--help"], none),
         (["fleet", "cache", "evict", "--help"], none),
+        (["fleet", "cache", "verify", "--help"], none),
     ]
 
 

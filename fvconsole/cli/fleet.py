@@ -23,8 +23,9 @@ from fvconsole.cli.common import (
 from fvconsole.cli.formats import add_format_args, output_format, write_output_file
 from fvconsole.cli.journaling import add_journal_args, journal_json, write_journal
 from fvconsole.cli.outcome import command_line, record_write
-from fvconsole.cli.selectors import add_selector_args, selectors_from_args
+from fvconsole.cli.selectors import add_key_option, add_selector_args, parse_keys, selectors_from_args
 from fvconsole.cli.streams import write_out
+from fvconsole.core.cache import flags
 from fvconsole.core.errors import UsageError
 from fvconsole.core.fleet.aggregate import FleetCacheView, KeyRow
 from fvconsole.core.fleet.dispatch import (
@@ -40,9 +41,11 @@ from fvconsole.core.fleet.eviction import FleetEvictionPlan, FleetEvictionResult
 from fvconsole.core.fleet.export import fleet_csv
 from fvconsole.core.fleet.hostlist import compress_hostlist
 from fvconsole.core.fleet.ops import (
+    FleetVerification,
     execute_fleet_eviction,
     fleet_cache_root,
     fleet_ls,
+    fleet_verify,
     preview_fleet_eviction,
 )
 from fvconsole.core.fleet.outcomes import NodeOutcome
@@ -117,6 +120,12 @@ def register(sub: argparse._SubParsersAction) -> None:
                          "(keep it below --timeout)")
     add_journal_args(ev)
     ev.set_defaults(func=run_fleet_evict)
+    ver = actions.add_parser("verify", help="run `cache verify` on every node and list what fails where",
+                             description=FLEET_HELP, formatter_class=argparse.RawDescriptionHelpFormatter)
+    _selection_args(ver)
+    add_key_option(ver, "verify this entry on every node (repeatable)")
+    ver.add_argument("--deep", action="store_true", help="each node also reads every byte of its shards")
+    ver.set_defaults(func=run_fleet_verify)
 
 
 def _selection_args(parser: argparse.ArgumentParser, *, json_flag: bool = True) -> None:
@@ -353,4 +362,48 @@ def render_fleet_evict(result: FleetEvictionPlan | FleetEvictionResult, root: st
         lines.append("dry run: re-run with --yes to execute exactly these per-node plans")
     elif not result.executed:
         lines.append("dry run: nothing to evict on any node")
+    return block(lines)
+
+
+# ---------------------------------------------------------------- verify
+
+
+def run_fleet_verify(args: argparse.Namespace) -> int:
+    """`fleet cache verify`: 0 every node verified everything, 1 a problem found, 3 some nodes did not answer."""
+    keys = parse_keys(args.key)
+    root = _root(args)
+    options = _options(args)
+    check_selection_args(args.nodes, args.job)
+    selection = _selection(args)
+    extra = [*(a for key in keys for a in (flags.KEY, key)), *(["--deep"] if args.deep else [])]
+    result = fleet_verify(selection, root, options, extra=extra,
+                          progress=None if args.json else progress_printer("nodes"))
+    if not args.json:
+        say(render_fleet_verify(result))
+    code = result.exit_code
+    if code == 3:
+        return _finish(code, result.outcomes, result.to_json() if args.json else None)
+    if args.json:
+        emit_json(result.to_json())
+    return code
+
+
+def render_fleet_verify(result: FleetVerification) -> Block:
+    """One line per failing entry and node with its first problems; then the nodes that did not answer."""
+    lines: list[str] = []
+    for node, entry in result.failing:
+        problems = [p for p in entry.get("problems", []) if isinstance(p, dict)]
+        lines.append(f"{node}  {entry.get('key')}  {len(problems)} problem(s)")
+        for p in problems[:5]:
+            where = ": ".join(str(x) for x in (p.get("shard"), p.get("param")) if x is not None)
+            lines.append(f"  {where + ': ' if where else ''}{p.get('problem')}")
+    for o in result.unanswered:
+        lines.append(f"{o.node}  no answer: {o.error}")
+    answered = len(result.outcomes) - len(result.unanswered)
+    if not result.failing:
+        lines.append(f"verified on {answered} of {len(result.outcomes)} nodes: every entry agrees with its manifest")
+    else:
+        nodes = compress_hostlist(dict.fromkeys(node for node, _ in result.failing))
+        lines.append(f"{len(result.failing)} entr{'y' if len(result.failing) == 1 else 'ies'} failed verification "
+                     f"on {nodes} ({answered} of {len(result.outcomes)} nodes answered)")
     return block(lines)

@@ -21,6 +21,7 @@ MAX_INT = 1 << 63
 
 LS = "cache-ls"
 EVICT = "cache-evict"
+VERIFY = "cache-verify"
 
 
 class ShapeError(ValueError):
@@ -98,7 +99,18 @@ def _check_evict(doc: Mapping[str, Any], ok: bool) -> None:
     _bool(doc.get("executed"), "executed")
 
 
-_CHECKS: dict[str, Callable[[Mapping[str, Any], bool], None]] = {LS: _check_ls, EVICT: _check_evict}
+def _check_verify(doc: Mapping[str, Any], ok: bool) -> None:
+    _bool(doc.get("ok"), "ok")
+    for i, entry in enumerate(_items(doc, "entries", required="error" not in doc)):
+        _str(entry.get("key"), f"entries[{i}].key", optional=False)
+        _bool(entry.get("ok"), f"entries[{i}].ok")
+        for j, problem in enumerate(_items(entry, "problems", required=False)):
+            for name in ("shard", "param", "problem"):
+                _str(problem.get(name), f"entries[{i}].problems[{j}].{name}")
+
+
+_CHECKS: dict[str, Callable[[Mapping[str, Any], bool], None]] = {
+    LS: _check_ls, EVICT: _check_evict, VERIFY: _check_verify}
 
 
 def check_envelope(payload: Mapping[str, Any]) -> str | None:

@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import os
 from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
 
 from fvconsole.core.errors import UsageError
 from fvconsole.core.fleet.aggregate import FleetCacheView, aggregate_ls
@@ -20,13 +22,14 @@ from fvconsole.core.fleet.dispatch import (
     build_steps,
     run_steps,
 )
-from fvconsole.core.fleet.documents import LS
+from fvconsole.core.fleet.documents import LS, VERIFY
 from fvconsole.core.fleet.eviction import (
     FleetEvictionPlan,
     FleetEvictionResult,
     execute_fleet_eviction,
     preview_fleet_eviction,
 )
+from fvconsole.core.fleet.outcomes import NodeOutcome
 from fvconsole.core.fleet.selection import select_nodes
 from fvconsole.core.progress import Progress
 from fvconsole.core.reasons import reason
@@ -52,6 +55,53 @@ def fleet_ls(selection: NodeSelection, root: str, options: DispatchOptions | Non
              extra: Sequence[str] = (), progress: Progress | None = None) -> FleetCacheView:
     """Run ``cache ls`` on every node and aggregate (``extra``: more ``cache ls`` flags, e.g. --grace)."""
     return aggregate_ls(run_steps(ls_steps(selection, root, options, extra), progress))
+
+
+@dataclass(frozen=True)
+class FleetVerification:
+    """``cache verify --json`` on every node: which entries fail where, and which nodes did not answer.
+
+    A node whose verification found problems exits 1 with its full answer: that is an
+    answer (``failing``), not a node failure (``unanswered``).
+    """
+
+    outcomes: tuple[NodeOutcome, ...]
+
+    @staticmethod
+    def answered(outcome: NodeOutcome) -> bool:
+        doc = outcome.output
+        return (outcome.exit_code in (0, 1) and isinstance(doc, dict) and "error" not in doc
+                and isinstance(doc.get("entries"), list))
+
+    @property
+    def unanswered(self) -> tuple[NodeOutcome, ...]:
+        return tuple(o for o in self.outcomes if not self.answered(o))
+
+    @property
+    def failing(self) -> tuple[tuple[str, dict[str, Any]], ...]:
+        """(node, entry) for every entry a node reported not ok."""
+        return tuple((o.node, e) for o in self.outcomes if self.answered(o)
+                     for e in o.output["entries"] if isinstance(e, dict) and e.get("ok") is not True)
+
+    @property
+    def exit_code(self) -> int:
+        """0 every node verified everything, 1 a problem found (or no node answered), 3 some nodes did not answer."""
+        if not self.unanswered:
+            return 0 if not self.failing else 1
+        return 1 if len(self.unanswered) == len(self.outcomes) else 3
+
+    def to_json(self) -> dict[str, Any]:
+        return {"ok": self.exit_code == 0,
+                "nodes": {o.node: o.output if self.answered(o) else o.to_json() for o in self.outcomes},
+                "failing": [{"node": node, "key": e.get("key"), "problems": e.get("problems", [])}
+                            for node, e in self.failing]}
+
+
+def fleet_verify(selection: NodeSelection, root: str, options: DispatchOptions | None = None, *,
+                 extra: Sequence[str] = (), progress: Progress | None = None) -> FleetVerification:
+    """Run ``cache verify ROOT --json`` on every node (``extra``: ``--key K``, ``--deep``)."""
+    steps = build_steps(selection, ["cache", "verify", root, "--json", *extra], options, expects=VERIFY)
+    return FleetVerification(run_steps(steps, progress).outcomes)
 
 
 class SrunDispatcher:
