@@ -281,7 +281,7 @@ def render_fleet_ls(view: FleetCacheView, root: str, *, full: bool = False) -> B
     else:
         lines.append("(no cache entries on any node)")
     lines += ["", f"total {human_bytes(view.total_bytes)} across {len(view.nodes)} nodes, {len(view.keys)} keys; "
-                 "an eviction would free per node: RECLAIMABLE with `--invalid` (invalid + incomplete), "
+                 "an eviction would free per node: RECLAIMABLE with `--invalid` (invalid + incomplete + empty), "
                  "OVER CAP with `--max-gb` (the node's $FASTVIDEO_WEIGHT_SHARD_CACHE_MAX_GB cap)"]
     for finding in view.findings:
         lines.append(f"finding: {finding.message}")

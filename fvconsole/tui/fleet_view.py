@@ -37,7 +37,7 @@ STATUS_STYLE = {"complete": "green", "partial": "cyan", "incomplete": "yellow", 
 MAX_NODE_COLUMNS = 12
 WRITE_ACTIONS = (
     ("evict_invalid", "i", "Evict invalid",
-     "evict invalid + incomplete entries on every node (preview, confirm, run, rescan)"),
+     "evict invalid, incomplete and empty entries on every node (preview, confirm, run, rescan)"),
     ("evict_key", "e", "Evict key", "evict the key selected in the matrix on every node that holds it"),
     ("evict_cap", "c", "Evict to cap",
      "evict each node down to its cap ($FASTVIDEO_WEIGHT_SHARD_CACHE_MAX_GB on that node)"),
@@ -369,7 +369,7 @@ class FleetView(BaseView):
             if not n.ok:
                 text.append(printable(f"✗ {n.node}: {node_error(n)}") + "\n", style="bold red")
         if not text.plain:
-            text.append("No cross-node findings. RECLAIMABLE = invalid + incomplete (press i to evict them).",
+            text.append("No cross-node findings. RECLAIMABLE = invalid + incomplete + empty (press i to evict them).",
                         style="italic")
         self.query_one("#fleet-detail", PlainStatic).update(text)
 
@@ -379,7 +379,7 @@ class FleetView(BaseView):
         self.refuse_read_only(what)
 
     def action_evict_invalid(self) -> None:
-        self._preview("evict invalid + incomplete entries", EvictionSelectors(invalid=True))
+        self._preview("evict invalid, incomplete and empty entries", EvictionSelectors(invalid=True))
 
     def action_evict_cap(self) -> None:
         self._preview("evict each node to its cap", EvictionSelectors(max_gb_from_env=True))

@@ -51,7 +51,7 @@ class NodeCacheSummary:
     entries: int
     total_bytes: int
     statuses: tuple[tuple[str, int], ...]
-    reclaimable_bytes: int  # invalid + incomplete entries: what `evict --invalid` would free
+    reclaimable_bytes: int  # invalid + incomplete + empty entries: what `evict --invalid` would free
     over_cap_bytes: int | None  # what `evict --max-gb` (the node's cap) would free; None: cap unknown
     fs_free: int | None
     fs_total: int | None
