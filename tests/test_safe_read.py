@@ -133,3 +133,30 @@ def test_require_bounded_tree_stops_early_on_shared_subtrees() -> None:
     with pytest.raises(FvError, match="nested more than 100 levels"):
         require_bounded_tree(_nest(101, "dict"), "run.yaml", "run config")
     require_bounded_tree(_nest(99, "dict"), "run.yaml", "run config")
+
+
+# --------------------------------------------------------------------------- atime
+# Listing must not change what it lists: the input door opens with O_NOATIME where the
+# kernel allows it (the owner, or CAP_FOWNER), so strict-atime and relatime mounts alike keep
+# the file's access time. A time two days back is one relatime would update on any read.
+
+TWO_DAYS_AGO = 1_700_000_000
+
+
+def test_reading_through_the_door_keeps_the_access_time(tmp_path) -> None:
+    path = tmp_path / "metadata.json"
+    path.write_text('{"step": 100}')
+    os.utime(path, (TWO_DAYS_AGO, TWO_DAYS_AGO))
+    read_regular_file(path, "metadata.json", 1 << 20)
+    assert os.stat(path).st_atime == TWO_DAYS_AGO
+
+
+def test_checkpoints_ls_keeps_every_access_time(migration_workspace, cli) -> None:
+    ws = migration_workspace(private=True)
+    files = [p for p in ws.checkpoint.rglob("*") if p.is_file() and not p.is_symlink()]
+    for p in files:
+        os.utime(p, (TWO_DAYS_AGO, os.stat(p).st_mtime))
+    result = cli(["checkpoints", "ls", str(ws.checkpoint.parent)])
+    assert result.returncode == 0, result.describe()
+    touched = [str(p) for p in files if os.stat(p).st_atime != TWO_DAYS_AGO]
+    assert touched == []

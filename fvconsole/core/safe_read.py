@@ -25,6 +25,7 @@ from typing import Any, BinaryIO
 from fvconsole.core.errors import FvError
 
 _OPEN_FLAGS = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0)
+_NOATIME = getattr(os, "O_NOATIME", 0)
 _FILE_KINDS = (
     (stat.S_ISDIR, "a directory"),
     (stat.S_ISFIFO, "a FIFO"),
@@ -63,7 +64,12 @@ def _open_checked(path: str | os.PathLike[str], what: str, max_bytes: int | None
     Opened non-blocking so a FIFO cannot hang the open; the caller owns (and closes) the fd.
     """
     shown = os.fspath(path)
-    fd = os.open(path, _OPEN_FLAGS)
+    try:  # reading must not change what is read: no atime update where the kernel allows it
+        fd = os.open(path, _OPEN_FLAGS | _NOATIME)
+    except PermissionError:
+        if not _NOATIME:
+            raise
+        fd = os.open(path, _OPEN_FLAGS)  # O_NOATIME needs the owner or CAP_FOWNER
     try:
         st = os.fstat(fd)
         if not stat.S_ISREG(st.st_mode):
