@@ -87,16 +87,10 @@ def _one_line(exc: BaseException) -> str:
     return " ".join(str(exc).split())[:200]
 
 
-def too_many_items(data: bytes | str, *, per_byte: float = ITEMS_PER_BYTE, floor: int = MIN_ITEMS) -> int | None:
-    """The pre-scan: the item count when ``data`` has more containers/items than its size allows, else None.
+def _pre_scan(data: bytes | str, per_byte: float, floor: int) -> tuple[int, int | None]:
+    """(``{`` plus ``[`` in ``data``, the item count when it exceeds what the size allows, else None).
 
     Counts ``{``, ``[`` and ``,`` at C speed (braces inside strings count too: an upper bound).
-    """
-    return _pre_scan(data, per_byte, floor)[1]
-
-
-def _pre_scan(data: bytes | str, per_byte: float, floor: int) -> tuple[int, int | None]:
-    """(``{`` plus ``[`` in ``data``, the :func:`too_many_items` answer).
 
     The first is a bound on the nesting depth (every container opens with one of them; those
     inside strings only raise the bound), so a document with fewer than the depth cap needs
