@@ -220,7 +220,7 @@ def line_slice(line: str, start: int, end: int) -> str:
 
 @pytest.mark.parametrize("size", [(80, 24), (120, 40)])
 def test_every_table_cell_is_its_value_or_marked_as_shortened(work: dict[str, str], size, tmp_path,
-                                                               monkeypatch) -> None:
+                                                               monkeypatch, fleet_nodes) -> None:
     from fvconsole.core.journal import JournalRecord, append_record
 
     journal = str(tmp_path / "journal.jsonl")
@@ -245,8 +245,51 @@ def test_every_table_cell_is_its_value_or_marked_as_shortened(work: dict[str, st
         assert check_cells(app, "#cache-table") >= 5
         await open_dialog(app, pilot, "5")
         assert check_cells(app, "#hist-table") >= 2 * 4
+        # 4 Fleet: long node names, a long root and long keys, scanned by the real dispatcher
+        # through the stand-in srun.
+        await open_fleet(app, pilot, fleet_nodes)
+        assert check_cells(app, "#fleet-node-table") >= 3 * 3
+        assert check_cells(app, "#fleet-matrix") >= 2 * 3
 
     run(work, size, body)
+
+
+@pytest.fixture
+def fleet_nodes(tmp_path) -> dict[str, str]:
+    """Three nodes with long names whose caches (under a long root) hold long keys."""
+    from slurm_cluster import write_fake_srun
+
+    from fvconsole.demo.cache_builders import make_key, write_cache_entry
+
+    nodes = [f"dgx-h100-rack07-node-{i:04d}" for i in (1, 2, 3)]
+    for i, node in enumerate(nodes):
+        root = tmp_path / "fleet" / node / LONG / "shard-cache"
+        write_cache_entry(root, make_key("wan2.1-t2v-14b-finetune"), num_shards=3, present=[i],
+                          status="partial" if i == 0 else "incomplete", tensor_bytes=256)
+        write_cache_entry(root, make_key(f"text-encoder-umt5-xxl-{i}"), num_shards=1, status="complete",
+                          tensor_bytes=256)
+    return {"nodes": "dgx-h100-rack07-node-[0001-0003]", "srun": write_fake_srun(tmp_path / "bin"),
+            "root": str(tmp_path / "fleet" / "{node}" / LONG / "shard-cache")}
+
+
+async def open_fleet(app: FvConsoleApp, pilot, fleet: dict[str, str]) -> None:
+    from textual.widgets import Input
+
+    from fvconsole.core.fleet.ops import SrunDispatcher
+    from fvconsole.tui.fleet_view import FleetView
+
+    await open_dialog(app, pilot, "4")
+    view = app.query_one(FleetView)
+    view.query_one("#fleet-job", Input).value = ""
+    view.query_one("#fleet-nodes", Input).value = fleet["nodes"]
+    view.query_one("#fleet-root", Input).value = fleet["root"]
+    view.dispatcher = SrunDispatcher(timeout=60, srun=fleet["srun"])
+    view.action_scan()
+    await settle(app, pilot)
+    await settle(app, pilot)
+    assert view.view_result is not None and view.view_result.exit_code == 0, view.view_result
+    view.query_one("#fleet-matrix", DataTable).focus()
+    await settle(app, pilot)
 
 
 # --------------------------------------------------------------------------- keys that spoke too little
@@ -292,5 +335,34 @@ def test_ctrl_c_says_how_to_quit_without_markup_and_q_waits_for_a_running_write(
         await pilot.pause()
         await pilot.pause()
         assert app.exiting, "the q pressed during the write was lost"
+
+    run(work, (80, 24), body)
+
+
+# --------------------------------------------------------------------------- which run this is
+
+
+def test_paths_line_and_unfocused_path_fields_show_which_run_at_80x24(work: dict[str, str]) -> None:
+    """Issue 21 item 6: ``config …/run.yaml   checkpoints /tmp/…/output`` hid the run; each path
+    keeps its last name whole and the end of the run's directory name in the room left."""
+    run_name = os.path.basename(LONG)
+
+    async def body(app: FvConsoleApp, pilot) -> None:
+        line = screen_lines(app)[1]
+        for label, name in (("config", "run.yaml"), ("checkpoints", "output"), ("cache", "shard-cache")):
+            shown = line.split(f"{label} ", 1)[1].split("   ", 1)[0]
+            assert shown.startswith("…") and shown.endswith("/" + name), (label, line)
+            end = shown[1:-len("/" + name)]
+            assert len(end) >= 4 and run_name.endswith(end), (label, shown, line)
+        table = app.query_one("#ckpt-table", DataTable)
+        keys = [table.coordinate_to_cell_key((i, 0)).row_key.value for i in range(table.row_count)]
+        table.move_cursor(row=keys.index(os.path.join(work["output"], "checkpoint-300")))
+        await open_dialog(app, pilot, "m")
+        output = app.query_one("#mig-output")
+        assert not output.has_focus
+        drawn = output.render_line(0).text.strip()
+        rest = "/output/dataloader-state/checkpoint-300"
+        assert drawn.startswith("…") and drawn.endswith(rest), drawn
+        assert len(drawn) - len(rest) > 8 and run_name.endswith(drawn[1:-len(rest)]), drawn
 
     run(work, (80, 24), body)

@@ -160,9 +160,37 @@ def test_fit_path_keeps_the_end_of_a_path() -> None:
         shown = fit_path(path, width)
         assert len(shown) <= width and shown.endswith("checkpoint-300") and "…" in shown, (width, shown)
     assert fit_path(path, 40) == "…/output/dataloader-state/checkpoint-300"  # as many last parts as fit
-    assert fit_path(path, 26) == "/lustre/…/checkpoint-300"  # the first part when it costs none of the end
+    assert fit_path(path, 26) == "…ader-state/checkpoint-300"  # then the end of the next part
     assert fit_path(path, 10) == "…point-300"  # not even the last part fits: its end
     assert fit_path("relative/dir/name", 12) == "…/dir/name"
+    assert fit_path("/lustre/abcdefgh/checkpoint-300", 24) == "…abcdefgh/checkpoint-300"
+
+
+def test_fit_path_keeps_the_end_of_the_run_name_in_the_room_there_is() -> None:
+    """Issue 21 item 6: ``/tmp/…/output`` hid which run it was; the end of the run's directory
+    name fills the room whole components leave, and a name is cut only when nothing else fits."""
+    from fvconsole.tui.plain import fit_path
+
+    run = "/tmp/projects/video-generation/wan2.1-t2v/run-2026-11-30-finetune-ablation"
+    assert fit_path(run + "/output", 26) == "…-finetune-ablation/output"
+    assert fit_path(run + "/output", 13) == "…ation/output"
+    assert fit_path(run + "/output", 45) == "…-t2v/run-2026-11-30-finetune-ablation/output"
+    assert fit_path(run + "/output", 50) == "…an2.1-t2v/run-2026-11-30-finetune-ablation/output"
+    assert fit_path(run + "/output", 10) == "…/output"  # one or two cells of a name say nothing
+    assert fit_path(run + "/shard-cache", 13) == "…/shard-cache"
+    assert fit_path(run + "/shard-cache", 11) == "…hard-cache"  # only when the last name itself does not fit
+    assert fit_path(run + "/output", 200) == run + "/output"
+
+
+def test_paths_line_cuts_no_name_while_it_has_room_and_shares_the_rest() -> None:
+    from fvconsole.tui.widgets import path_shares
+
+    run = "/tmp/projects/video-generation/wan2.1-t2v/run-2026-11-30-finetune-ablation"
+    paths = [run + "/run.yaml", run + "/output", run + "/shard-cache"]
+    # Room for "…/run.yaml" (10), "…/output" (8), "…/shard-cache" (13), then 5 more each.
+    assert path_shares(paths, 46) == [15, 13, 18]
+    assert path_shares(paths, 31) == [10, 8, 13]
+    assert path_shares(["/a/b", run + "/output"], 40) == [4, 36]
 
 
 def test_docs_keys_table_is_generated_from_the_bindings() -> None:

@@ -99,32 +99,43 @@ class ControlPictures(Highlighter):
             text.plain = shown
 
 
+#: The fewest cells of a partly fitting component worth showing (``…ation/output``, not ``…n/output``).
+MIN_PARTIAL = 3
+
+
 def fit_path(path: str, width: int) -> str:
     """``path`` in at most ``width`` cells: whole if it fits, else its middle elided, never its end.
 
-    ``/lustre/fsw/…/wan-t2v-14b/output/checkpoint-300``: the first component and as many of the
-    last ones as fit, since the end of a path says what it is. With no room for even the last
-    component, its tail with a leading ellipsis.
+    The end of a path says what it is and which run it belongs to, so it keeps as many of its
+    last components as fit whole, then the end of the next one in the room left, with a leading
+    ``…`` (``…-finetune-ablation/output``): the run's name, not ``/tmp/…/output``. The first
+    component only when no part of another is left to show (``/lustre/…/checkpoint-300``).
+    With no room for even the last component, its tail with a leading ellipsis. Every place of
+    the console that shortens a path (paths line, unfocused path fields, table cells) uses this.
     """
     if width <= 0:
         return ""
     if cell_len(path) <= width:
         return path
+    absolute = path.startswith("/")
     parts = path.split("/")
-    head = "/".join(parts[:2]) if path.startswith("/") else parts[0]
-    rest = parts[2:] if path.startswith("/") else parts[1:]
-    best: tuple[int, str] | None = None
-    for prefix in (head + "/…/", "…/"):  # the head only when it costs no component of the end
-        tail: list[str] = []
-        for part in reversed(rest):
-            if cell_len(prefix + "/".join([part, *tail])) > width:
-                break
-            tail.insert(0, part)
-        if tail and (best is None or len(tail) > best[0]):
-            best = (len(tail), prefix + "/".join(tail))
-    if best is not None:
-        return best[1]
-    return "…" + _tail_cells(path, width - 1)
+    head = "/".join(parts[:2]) if absolute else parts[0]
+    rest = parts[2:] if absolute else parts[1:]
+    tail: list[str] = []
+    for part in reversed(rest):
+        if cell_len("…/" + "/".join([part, *tail])) > width:
+            break
+        tail.insert(0, part)
+    if not tail:
+        return "…" + _tail_cells(path, width - 1)
+    end = "/" + "/".join(tail)
+    before = path[: len(path) - len(end)]  # what the whole components leave out: its end is the next one
+    room = width - cell_len(end) - 1
+    if room >= MIN_PARTIAL and before:
+        return "…" + _tail_cells(before, room) + end
+    if before != head and cell_len(head + "/…" + end) <= width:
+        return head + "/…" + end
+    return "…" + end
 
 
 def fit_cell(text: str, width: int) -> str:

@@ -176,7 +176,7 @@ class PathsLine(Widget):
         labels = [cell_len(f"{label} ") + 3 for label, _path, _style in self._items]
         budget = max(width - sum(labels) - self._suffix.cell_len, 3 * len(self._items))
         paths = [printable(path) if path else "not set (press o)" for _label, path, _style in self._items]
-        shares = _fair_shares([cell_len(p) for p in paths], budget)
+        shares = path_shares(paths, budget)
         text = PlainText()
         for (label, path, style), shown, share in zip(self._items, paths, shares, strict=True):
             text.append(f"{label} ", style="bold")
@@ -187,7 +187,22 @@ class PathsLine(Widget):
         return text
 
 
-def _fair_shares(lengths: Sequence[int], budget: int) -> list[int]:
+def path_shares(paths: Sequence[str], budget: int) -> list[int]:
+    """Widths for ``paths`` sharing ``budget`` cells on one line.
+
+    Each first gets room for its last component whole (``…/shard-cache``: a name is never cut
+    while another path has cells to spare), then what is left goes to them evenly, so each
+    shows as much of the components before (the run's name) as the line allows.
+    """
+    lengths = [cell_len(p) for p in paths]
+    needs = [min(n, cell_len("…/" + p.rstrip("/").rsplit("/", 1)[-1])) for p, n in zip(paths, lengths, strict=True)]
+    if sum(needs) > budget:
+        return _fair_shares(lengths, budget)
+    extra = _fair_shares([n - need for n, need in zip(lengths, needs, strict=True)], budget - sum(needs), floor=0)
+    return [need + more for need, more in zip(needs, extra, strict=True)]
+
+
+def _fair_shares(lengths: Sequence[int], budget: int, floor: int = 8) -> list[int]:
     """Widths for texts of ``lengths`` within ``budget``: short ones whole, the rest share what is left."""
     shares = [0] * len(lengths)
     remaining = sorted(range(len(lengths)), key=lambda i: lengths[i])
@@ -201,7 +216,7 @@ def _fair_shares(lengths: Sequence[int], budget: int) -> list[int]:
             remaining.pop(0)
             continue
         for j in remaining:
-            shares[j] = max(fair, 8)
+            shares[j] = max(fair, floor)
         break
     return shares
 
