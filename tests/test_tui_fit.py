@@ -366,3 +366,93 @@ def test_paths_line_and_unfocused_path_fields_show_which_run_at_80x24(work: dict
         assert len(drawn) - len(rest) > 8 and run_name.endswith(drawn[1:-len(rest)]), drawn
 
     run(work, (80, 24), body)
+
+
+# --------------------------------------------------------------------------- focus (item 7)
+
+
+def test_tab_stays_in_the_view_and_the_focused_pane_is_titled(work: dict[str, str]) -> None:
+    """The first Tab from the rank table landed on the tab bar (and the footer lost the view's
+    keys); focus showed only as a colour. Tab now cycles within the view, and the focused
+    detail pane's border title is marked."""
+    from fvconsole.tui.base import BaseView
+
+    async def body(app: FvConsoleApp, pilot) -> None:
+        for key, pane in (("1", "#ckpt-detail-scroll"), ("3", "#cache-detail-scroll"), ("5", "#hist-detail-scroll"),
+                          ("2", None)):
+            await open_dialog(app, pilot, key)
+            view = app.current_view()
+            start = app.focused
+            assert start is not None and view in start.ancestors, (key, start)
+            seen = []
+            for _ in range(25):
+                await pilot.press("tab")
+                await pilot.pause()
+                focused = app.focused
+                assert focused is not None and view in focused.ancestors, (key, focused, seen)
+                assert any(b.node is view for b in app.active_bindings.values()), (key, focused)  # the view's keys
+                seen.append(focused)
+                if focused is start:
+                    break
+            assert app.focused is start, (key, "Tab never came back", seen)
+            if pane is None:
+                continue
+            detail = app.query_one(pane)
+            name = type(view).PANES[pane[1:]]
+            assert detail.border_title == name and "▶" not in "".join(screen_lines(app)), key
+            for _ in range(5):
+                if detail.has_focus_within:
+                    break
+                await pilot.press("tab")
+                await pilot.pause()
+            assert detail.has_focus_within, key
+            assert detail.border_title == f"▶ {name} ◀", key
+            assert any(f"▶ {name} ◀" in line for line in screen_lines(app)), key
+            assert isinstance(view, BaseView)
+
+    run(work, (80, 24), body)
+
+
+def test_the_critical_mismatch_is_on_screen_without_scrolling_at_80x24(work: dict[str, str]) -> None:
+    """The demo's checkpoint-200 was saved with seed 7, its run config says 42 (demo/workspace.py):
+    selecting it shows that mismatch at once, not three keys later."""
+
+    async def body(app: FvConsoleApp, pilot) -> None:
+        table = app.query_one("#ckpt-table", DataTable)
+        keys = [table.coordinate_to_cell_key((i, 0)).row_key.value for i in range(table.row_count)]
+        table.move_cursor(row=keys.index(os.path.join(work["output"], "checkpoint-200")))
+        await settle(app, pilot)
+        await settle(app, pilot)
+        detail = app.query_one("#ckpt-detail-scroll")
+        assert detail.scroll_y == 0
+        region = detail.content_region
+        lines = screen_lines(app)[region.y:region.bottom]
+        hits = [line for line in lines if "training.data.seed" in line]
+        assert hits and "7" in hits[0] and "42" in hits[0], lines
+        assert any("critical" in line for line in lines), lines
+
+    run(work, (80, 24), body)
+
+
+# --------------------------------------------------------------------------- the footer's f (item 8)
+
+
+@pytest.mark.parametrize("size", [(200, 60), (120, 40)])
+def test_the_footer_shows_f_where_it_has_room(work: dict[str, str], size) -> None:
+    """``f`` (evict to free space) was never in the footer, even at 200 columns."""
+
+    async def body(app: FvConsoleApp, pilot) -> None:
+        await open_dialog(app, pilot, "3")
+        footer = screen_lines(app)[-1]
+        assert "f Evict to free space" in footer, footer
+        assert "e Evict marked" in footer and "q Quit" in footer, footer
+        await pilot.resize_terminal(80, 24)  # narrower: f leaves the footer, the key still works
+        await settle(app, pilot)
+        footer = screen_lines(app)[-1]
+        assert "f Evict" not in footer and "q Quit" in footer, footer
+        await open_dialog(app, pilot, "f")
+        from fvconsole.tui.evict_dialog import EvictScreen
+
+        assert isinstance(app.screen, EvictScreen)
+
+    run(work, size, body)

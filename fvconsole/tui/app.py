@@ -22,7 +22,7 @@ from textual.binding import Binding, BindingType
 from textual.command import CommandPalette
 from textual.message import Message
 from textual.screen import Screen
-from textual.widgets import Footer, Header, Input, TabbedContent, TabPane
+from textual.widgets import Footer, Header, Input, TabbedContent, TabPane, Tabs
 from textual.worker import get_current_worker
 
 from fvconsole.core.migration.defaults import config_output_dir
@@ -151,6 +151,9 @@ class FvConsoleApp(App[int]):
 
     def on_mount(self) -> None:
         self.sub_title = "read-only" if self.state.read_only else ""
+        # Tab cycles within the view: the tab bar is reached with 1-5 or a click, never by
+        # Tab (focused, it took the view's keys out of the footer and off the keyboard).
+        self.query_one("#views", TabbedContent).query_one(Tabs).can_focus = False
         if self.exit_on_signals:
             self._exit_on_signals()
         self.load_state(self.state)

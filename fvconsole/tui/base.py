@@ -14,6 +14,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any, ClassVar
 
+from textual import events
 from textual.binding import Binding, BindingType
 from textual.containers import Vertical
 from textual.message import Message
@@ -32,6 +33,11 @@ def describe_error(exc: BaseException) -> str:
         where = f": {exc.filename}" if exc.filename else ""
         return f"{exc.strerror or exc}{where}"
     return f"internal error: {type(exc).__name__}: {exc}"
+
+
+def pane_title(name: str, focused: bool) -> str:
+    """A pane's border title: its name, marked while it has focus."""
+    return f"▶ {name} ◀" if focused else name
 
 
 class ViewMessage(Message, bubble=False):
@@ -56,6 +62,11 @@ class BaseView(Vertical):
         Binding("escape", "back_to_table", "Back to table", show=False,
                 tooltip="close the filter; from a field or button, back to the view's table"),
     ]
+
+    #: Panes whose top border names them and says which has focus: widget id → name. Focus
+    #: must show by more than a colour (a monochrome terminal, a colour-blind operator): the
+    #: focused pane's title reads ``▶ name ◀`` and its border turns heavy (views.tcss).
+    PANES: ClassVar[dict[str, str]] = {}
 
     filter_text: str = ""
     _writing = False
@@ -128,6 +139,23 @@ class BaseView(Vertical):
             self.notify(f"read-only mode: {what} is disabled", severity="warning")
             return True
         return False
+
+    # ------------------------------------------------------------ focus
+
+    def on_mount(self) -> None:
+        self.mark_focused_pane()
+
+    def on_descendant_focus(self, event: events.DescendantFocus) -> None:
+        self.mark_focused_pane()
+
+    def on_descendant_blur(self, event: events.DescendantBlur) -> None:
+        self.mark_focused_pane()
+
+    def mark_focused_pane(self) -> None:
+        """Title each of the view's panes: ``▶ name ◀`` while it (or a widget in it) has focus."""
+        for pane_id, name in self.PANES.items():
+            for pane in self.query(f"#{pane_id}"):
+                pane.border_title = pane_title(name, pane.has_focus_within)
 
     # ------------------------------------------------------------ filter + Esc
 

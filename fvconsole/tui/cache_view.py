@@ -50,6 +50,9 @@ MARK = "●"
 AUTO_REFRESH = 5.0
 COLUMNS = ((" ", "mark", 1), ("key", "key", 16), ("status", "status", 12), ("size", "size", 11),
            ("shards", "shards", 8), ("last used", "age", 10))
+#: Terminal columns from which the footer has room for ``f`` (its keys take ~78 without it).
+FOOTER_FREE_WIDTH = 100
+
 SELECTIONS = {
     "evict_marked": "evict marked",
     "evict_cap": "evict to cap",
@@ -100,6 +103,7 @@ class CacheView(BaseView):
     """Cache entries, usage bar, marks, entry detail, eviction."""
 
     TITLE = "3 Shard cache"
+    PANES: ClassVar[dict[str, str]] = {"cache-detail-scroll": "entry detail"}
     write_actions = frozenset(SELECTIONS)
 
     BINDINGS: ClassVar[list[BindingType]] = [
@@ -115,8 +119,10 @@ class CacheView(BaseView):
                         "$FASTVIDEO_WEIGHT_SHARD_CACHE_MAX_GB, 300); the bar shows the cache after"),
         Binding("i", "evict_invalid", "Evict invalid",
                 tooltip="evict unusable entries: invalid, and incomplete ones no write is finishing"),
-        # Not in the footer (it is full at 80 columns): `?`, the palette and every eviction dialog's
-        # min free field show it.
+        # In the footer only where it has room (FOOTER_FREE_WIDTH): at 80 columns the footer is
+        # full; `?`, the palette and every eviction dialog's min free field show it there.
+        # (First: of a key's bindings the first enabled one is the footer's.)
+        Binding("f", "evict_free('footer')", "Evict to free space"),
         Binding("f", "evict_free", "Evict to free space", show=False,
                 tooltip="evict least recently used entries until the filesystem has a free space you set "
                         "(% or GiB, as cache evict --min-free-percent/--min-free-gb); says if it cannot be reached"),
@@ -514,7 +520,17 @@ class CacheView(BaseView):
     def action_evict_invalid(self) -> None:
         self._options(EvictSelection("evict invalid", invalid=True))
 
-    def action_evict_free(self) -> None:
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        """Also: the footer's ``f`` only on a terminal wide enough for it (the key works at any width)."""
+        allowed = super().check_action(action, parameters)
+        if allowed and action == "evict_free" and parameters == ("footer",):
+            return self.app.size.width >= FOOTER_FREE_WIDTH
+        return allowed
+
+    def on_resize(self) -> None:
+        self.refresh_bindings()  # the footer's `f` comes and goes with the width
+
+    def action_evict_free(self, _shown_in: str = "") -> None:
         self._options(EvictSelection("evict to free space", to_free=True))
 
     def _options(self, selection: EvictSelection) -> None:

@@ -102,6 +102,24 @@ def render_mismatches(mismatches: tuple[Mismatch, ...] | None, limit: int = 40) 
     return text
 
 
+def critical_first(mismatches: tuple[Mismatch, ...] | None, limit: int = 3) -> Text:
+    """The key summary the detail pane opens with: the critical mismatches, one line each.
+
+    At 80x24 the pane shows about eight lines; the full report comes after the metadata and
+    the DCP keys, a PgDn or two below. Empty when nothing is critical.
+    """
+    critical = [m for m in mismatches or () if m.critical]
+    text = PlainText()
+    if not critical:
+        return text
+    text.append(f"✗ {len(critical)} critical mismatch(es): migration will refuse\n", style="bold red")
+    for m in critical[:limit]:
+        text.append(f"  {m.path}: checkpoint={m.checkpoint!r} config={m.config!r}\n", style="red")
+    if len(critical) > limit:
+        text.append(f"  … {len(critical) - limit} more in the report below\n", style="red")
+    return text
+
+
 def export_line(output_dir: str) -> str:
     """The one shell line that points FastVideo's resume at a sidecar set."""
     return f"export FASTVIDEO_DATALOADER_STATE_DIR={shlex.quote(output_dir)}"
@@ -115,6 +133,7 @@ class CheckpointsView(BaseView):
     """Table of checkpoints + detail (metadata, DCP keys, migration, mismatch report)."""
 
     TITLE = "1 Checkpoints"
+    PANES: ClassVar[dict[str, str]] = {"ckpt-detail-scroll": "checkpoint detail"}
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("m,enter", "migrate", "Migrate",
                 tooltip="migrate the selected checkpoint: view 2 opens with the form filled in"),
@@ -305,6 +324,8 @@ class CheckpointsView(BaseView):
         info = row.info
         text = PlainText()
         text.append(f"checkpoint-{info.step}\n", style="bold")
+        if detail is not None:  # what decides the migration first, visible without scrolling at 80x24
+            text.append_text(critical_first(detail.mismatches))
         text.append(f"{info.path}\n", style="grey62")
         text.append("kind ")
         text.append(info.kind, style="bold yellow" if info.kind == "legacy" else "bold")

@@ -70,6 +70,7 @@ class FleetView(BaseView):
     """Node × key matrix of weight shard caches across Slurm nodes, with fleet eviction."""
 
     TITLE = "4 Fleet"
+    PANES: ClassVar[dict[str, str]] = {"fleet-detail-scroll": "key detail"}
     write_actions = frozenset(action for action, _key, _label, _help in WRITE_ACTIONS)
 
     BINDINGS: ClassVar[list[BindingType]] = [

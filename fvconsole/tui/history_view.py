@@ -106,6 +106,7 @@ class HistoryView(BaseView):
     """The journal: a table of records, newest first, and the selected record in full."""
 
     TITLE = "5 History"
+    PANES: ClassVar[dict[str, str]] = {"hist-detail-scroll": "record"}
     BINDINGS: ClassVar[list] = []
 
     class Read(ViewMessage):

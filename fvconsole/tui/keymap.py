@@ -48,8 +48,9 @@ def own_bindings(cls: type) -> list[Binding]:
 
 
 def is_documented(binding: Binding) -> bool:
-    """Refusals (the read-only stand-ins of write keys) share their key's entry."""
-    return not binding.action.startswith("refuse")
+    """Refusals (the read-only stand-ins of write keys) share their key's entry, and so does a
+    key's footer-only twin (``evict_free('footer')``: shown where the footer has room)."""
+    return not binding.action.startswith("refuse") and "('footer')" not in binding.action
 
 
 def key_help(classes: Iterable[type], merge: bool = True) -> list[KeyHelp]:
