@@ -54,6 +54,9 @@ class FvConsoleApp(App[int]):
     """The operations console."""
 
     TITLE = "fvconsole"
+    #: The first view's table, not the first focusable widget: with the tab bar out of the Tab
+    #: chain that was view 1's hidden filter field, which took the digits typed next.
+    AUTO_FOCUS = "#ckpt-table"
     CSS_PATH: ClassVar[list[str]] = ["styles/console.tcss", "styles/views.tcss", "styles/dialogs.tcss"]
     HORIZONTAL_BREAKPOINTS: ClassVar[list[tuple[int, str]]] = [(0, "-narrow"), (120, "-wide")]
     VERTICAL_BREAKPOINTS: ClassVar[list[tuple[int, str]]] = [(0, "-short"), (36, "-tall")]
