@@ -53,6 +53,9 @@ COLUMNS = ((" ", "mark", 1), ("key", "key", 16), ("status", "status", 12), ("siz
 #: Terminal columns from which the footer has room for ``f`` (its keys take ~78 without it).
 FOOTER_FREE_WIDTH = 100
 
+FREE_HELP = ("evict least recently used entries until the filesystem has a free space you set "
+             "(% or GiB, as cache evict --min-free-percent/--min-free-gb); says if it cannot be reached")
+
 SELECTIONS = {
     "evict_marked": "evict marked",
     "evict_cap": "evict to cap",
@@ -122,10 +125,8 @@ class CacheView(BaseView):
         # In the footer only where it has room (FOOTER_FREE_WIDTH): at 80 columns the footer is
         # full; `?`, the palette and every eviction dialog's min free field show it there.
         # (First: of a key's bindings the first enabled one is the footer's.)
-        Binding("f", "evict_free('footer')", "Evict to free space"),
-        Binding("f", "evict_free", "Evict to free space", show=False,
-                tooltip="evict least recently used entries until the filesystem has a free space you set "
-                        "(% or GiB, as cache evict --min-free-percent/--min-free-gb); says if it cannot be reached"),
+        Binding("f", "evict_free('footer')", "Evict to free space", tooltip=FREE_HELP),
+        Binding("f", "evict_free", "Evict to free space", show=False, tooltip=FREE_HELP),
         Binding("v", "verify", "Verify", show=False,
                 tooltip="verify the entry under the cursor (or the marked ones): every shard's header against "
                         "its manifest, as cache verify; the problems show in the detail pane"),
