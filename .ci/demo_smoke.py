@@ -21,11 +21,14 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 
 # (what the step is, predicate on its argv): the order the demo must print them in.
 STEPS = [
-    ("checkpoints ls", lambda a: a[1:3] == ["checkpoints", "ls"]),
-    ("checkpoints show", lambda a: a[1:3] == ["checkpoints", "show"]),
+    ("checkpoints ls", lambda a: a[1:3] == ["checkpoints", "ls"] and "map-style" not in a[3]),
+    ("checkpoints show", lambda a: a[1:3] == ["checkpoints", "show"] and "--tensors" not in a),
+    ("checkpoints show --tensors", lambda a: a[1:3] == ["checkpoints", "show"] and "--tensors" in a),
+    ("checkpoints ls (map-style run)", lambda a: a[1:3] == ["checkpoints", "ls"] and "map-style" in a[3]),
     ("migrate dry run", lambda a: a[1] == "migrate" and "--yes" not in a),
     ("migrate --yes", lambda a: a[1] == "migrate" and "--yes" in a),
-    ("sidecars verify", lambda a: a[1:3] == ["sidecars", "verify"]),
+    ("sidecars verify", lambda a: a[1:3] == ["sidecars", "verify"] and "validated-100" not in a[-1]),
+    ("sidecars verify (FastVideo's receipt)", lambda a: a[1:3] == ["sidecars", "verify"] and "validated-100" in a[-1]),
     ("cache ls", lambda a: a[1:3] == ["cache", "ls"]),
     ("cache evict dry run", lambda a: a[1:3] == ["cache", "evict"] and "--yes" not in a),
     ("console", lambda a: len(a) > 1 and a[1].startswith("--")),
