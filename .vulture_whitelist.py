@@ -62,6 +62,8 @@ App.sub_title  # Textual reactive: the header's "read-only"
 TabbedContent.active  # Textual reactive: which view tab is shown
 Input.cursor_blink  # Textual reactive: the headless tour stops the blink for identical SVGs
 FvConsoleApp.HORIZONTAL_BREAKPOINTS  # Textual reads these class variables for -narrow/-wide classes
+Widget.can_focus  # set on the tab bar (tui/app.py): Textual's focus chain reads it, so Tab stays in the view
+Widget.border_title  # set on the focused pane (tui/base.py): Textual draws it in the pane's border
 FvConsoleApp.VERTICAL_BREAKPOINTS  # as above, -short/-tall
 Text().no_wrap  # Rich reads it when rendering: FastTable's fitted cells never wrap
 DataTable()._require_update_dimensions  # DataTable re-measures on its next render when set (FastTable's column widths)

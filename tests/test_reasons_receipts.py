@@ -115,6 +115,7 @@ FLAG_PLACES = {
     ("reasons.py", None), ("reasons.py", "min_free_words"), ("flags.py", None),
     ("dispatch.py", "_srun_argv"), ("dispatch.py", "_single_steps"), ("dispatch.py", "check_options"),
     ("eviction.py", "execution_requests"), ("eviction.py", "preview_fleet_eviction"), ("ops.py", "ls_steps"),
+    ("ops.py", "fleet_verify"),
     ("freespace.py", "parse_min_free_gb"), ("freespace.py", "parse_min_free_percent"), ("roots.py", "parse_max_gb"),
     ("metrics.py", "prometheus_text"),
 }

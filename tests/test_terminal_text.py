@@ -27,6 +27,16 @@ def _run(argv: list[str], encoding: str, **env: str) -> subprocess.CompletedProc
                           text=True, encoding="utf-8", errors="strict")
 
 
+#: What `cache ls` says after each foreign directory since issue 22 item 5 (docs/cli.md).
+GC_NOTE = "  (FastVideo's GC counts this and may delete it)"
+
+
+def _foreign_names(lines: list) -> list:
+    """The listing's lines with the GC note after a foreign directory's name taken off."""
+    note = GC_NOTE if isinstance(lines[0], str) else GC_NOTE.encode()
+    return [line[: -len(note)] if line.endswith(note) else line for line in lines]
+
+
 @pytest.fixture
 def root(tmp_path: Path) -> Path:
     root = tmp_path / "wcache"
@@ -39,7 +49,7 @@ def root(tmp_path: Path) -> Path:
 def test_ascii_stdout_gets_backslash_escapes_not_an_internal_error(root: Path) -> None:
     run = _run(["-m", "fvconsole", "cache", "ls", str(root)], "ascii")
     assert run.returncode == 0 and run.stderr == ""
-    lines = run.stdout.splitlines()
+    lines = _foreign_names(run.stdout.splitlines())
     assert "  caf\\xe9\\u2026" in lines  # what ascii cannot show, backslash-escaped by the stream
     assert "  0123456789abcdef\\u200b" in lines  # the zero-width space escaped by printable
     run.stdout.encode("ascii")
@@ -49,7 +59,7 @@ def test_latin1_stdout_shows_what_it_can(root: Path) -> None:
     run = subprocess.run([sys.executable, "-m", "fvconsole", "cache", "ls", str(root)], capture_output=True,
                          timeout=120, env={**os.environ, "PYTHONPATH": os.getcwd(), "PYTHONIOENCODING": "latin-1"})
     assert run.returncode == 0 and run.stderr == b""
-    assert "  caf\u00e9\\u2026".encode("latin-1") in run.stdout.splitlines()
+    assert "  caf\u00e9\\u2026".encode("latin-1") in _foreign_names(run.stdout.splitlines())
 
 
 def test_ascii_error_line_names_the_path_escaped(tmp_path: Path) -> None:

@@ -124,6 +124,16 @@ def check_target(root: str) -> DemoMarker | None:
     return marker
 
 
+def _no_space_left(root: str) -> str | None:
+    """What a failed build's filesystem has left, when that is under 1 MiB (else None)."""
+    try:
+        st = os.statvfs(root if os.path.isdir(root) else os.path.dirname(root) or ".")
+    except OSError:
+        return None
+    free = st.f_bavail * st.f_frsize
+    return f"{free} bytes free on its filesystem" if free < (1 << 20) else None
+
+
 class DemoBuildFailed(FvError):
     """The build failed part-way; the message says what happened to the partial workspace."""
 
@@ -203,6 +213,7 @@ def build_demo_workspace(root: str, now: float | None = None) -> DemoWorkspace:
         workspace = _build(root, now)
         _write_marker(root, {"state": "complete", **workspace.to_json(), **recorded})
     except BaseException as exc:
+        full = _no_space_left(root)  # before the partial workspace is removed and frees it
         outcome = _remove_partial(root, marker, created_root) if os.path.isdir(root) else "nothing was created"
         if isinstance(exc, KeyboardInterrupt):
             raise
@@ -210,6 +221,8 @@ def build_demo_workspace(root: str, now: float | None = None) -> DemoWorkspace:
             reason = f"{exc.strerror or exc}" + (f": {exc.filename}" if exc.filename else "")
         else:
             reason = str(exc) or type(exc).__name__
+            if full:  # torch's writer reports a full disk as "unexpected pos ...", not ENOSPC
+                reason += f"; No space left on device ({full})"
         raise DemoBuildFailed(f"{root}: building the demo workspace failed ({reason}); {outcome}") from exc
     return workspace
 
