@@ -59,3 +59,35 @@ def test_the_demo_has_a_map_style_run(tmp_path, cli) -> None:
     _, out, _ = cli(["checkpoints", "ls", ws.map_style_output_dir, "--json"])
     (row,) = json.loads(out)["checkpoints"]
     assert row["kind"] == "legacy" and row["run_kind"]["loader"] == "map-style"
+
+
+@pytest.mark.tui
+def test_the_console_shows_the_loader_and_why_map_style_is_not_migratable(runs, tmp_path) -> None:
+    """View 1 has a loader column (as `checkpoints ls`), and the detail pane says why a map-style run
+    cannot be migrated; at 80x24 the loader cell is whole."""
+    import asyncio
+
+    from console_apps import make_app
+
+    from fvconsole.tui.headless import settle, started
+
+    _, mapped, rank_local = runs
+
+    async def main() -> None:
+        app = make_app(output=tmp_path / "m")
+        async with app.run_test(size=(80, 24)) as pilot:
+            await started(app, pilot)
+            table = app.query_one("#ckpt-table")
+            labels = [str(c.label) for c in table.columns.values()]
+            assert "loader" in labels
+            loader = labels.index("loader")
+            cells = {k.value: [str(c) for c in table.get_row(k)] for k in table.rows}
+            assert cells[mapped][loader] == "map-style" and cells[rank_local][loader] == "-"
+            table.move_cursor(row=table.get_row_index(mapped))
+            await settle(app, pilot)
+            detail = " ".join(str(app.query_one("#ckpt-detail").render()).split())
+            assert "map-style loader: not migratable" in detail
+            assert "training.data.dataloader_type is 'map'" in detail
+            assert "migrate to rank-local sidecars (m)" not in detail
+
+    asyncio.run(asyncio.wait_for(main(), 120))

@@ -362,7 +362,7 @@ def test_a_migrated_checkpoint_is_recognised_and_offered_after_a_restart(work: d
     async def body(app: FvConsoleApp, pilot) -> None:
         table = app.query_one("#ckpt-table")
         row = table.get_row(ckpt)
-        assert str(row[2]) == "migrated" and str(row[3]) == "8", row
+        assert str(row[2]) == "migrated" and str(row[3]) == "streaming" and str(row[4]) == "8", row
         assert str(table.get_row(os.path.join(work["output"], "checkpoint-200"))[2]) == "legacy"
         table.move_cursor(row=row_keys(table).index(ckpt))
         await settle(app, pilot)

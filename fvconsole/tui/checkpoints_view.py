@@ -19,6 +19,7 @@ from fvconsole.core.checkpoints import CheckpointInfo, discover_checkpoints
 from fvconsole.core.errors import FvError
 from fvconsole.core.humanize import human_age, human_bytes
 from fvconsole.core.migration.published import PublishedSet, published_for
+from fvconsole.core.run_kind import RunKind, checkpoint_run_kind
 from fvconsole.core.runconfig import Mismatch, RunConfig
 from fvconsole.tui import state
 from fvconsole.tui.base import BaseView, ViewMessage
@@ -37,6 +38,8 @@ class CheckpointRow:
     mtime: float | None
     published: PublishedSet | None
     published_problem: str | None = None
+    #: Which loader's state a legacy checkpoint holds (None for other kinds), as `checkpoints ls` says.
+    run_kind: RunKind | None = None
 
     @property
     def migrated(self) -> bool:
@@ -64,13 +67,14 @@ def list_checkpoint_rows(path: str) -> list[CheckpointRow]:
     """Checkpoints under ``path`` with their save time and published migration (blocks: a worker's job)."""
     rows = []
     for info in discover_checkpoints(path):
-        published, problem = None, None
+        published, problem, kind = None, None, None
         if info.kind == "legacy":
+            kind = checkpoint_run_kind(info.path)
             try:
                 published = published_for(info.path, info.step)
             except FvError as exc:
                 problem = str(exc)
-        rows.append(CheckpointRow(info, checkpoint_mtime(info.path), published, problem))
+        rows.append(CheckpointRow(info, checkpoint_mtime(info.path), published, problem, kind))
     return rows
 
 
@@ -125,8 +129,17 @@ def export_line(output_dir: str) -> str:
     return f"export FASTVIDEO_DATALOADER_STATE_DIR={shlex.quote(output_dir)}"
 
 
-COLUMNS = (("step", "step", 7), ("complete", "complete", 9), ("kind", "kind", 10),
+COLUMNS = (("step", "step", 7), ("complete", "complete", 9), ("kind", "kind", 10), ("loader", "loader", 9),
            ("sidecars", "sidecars", 9), ("size", "size", 11), ("age", "age", 6))
+
+
+def loader_cell(kind: RunKind | None) -> Text | str:
+    """The loader column: streaming, map-style (red: not migratable) or unknown; "-" for no legacy state."""
+    if kind is None:
+        return "-"
+    if kind.migratable:
+        return kind.loader
+    return Text(kind.loader, style="bold red" if kind.loader == "map-style" else "yellow")
 
 
 class CheckpointsView(BaseView):
@@ -241,6 +254,7 @@ class CheckpointsView(BaseView):
             str(info.step),
             Text("yes", style="green") if info.complete else Text("NO", style="bold red"),
             kind,
+            loader_cell(row.run_kind),
             str(row.sidecars),
             human_bytes(info.bytes) if info.size_complete else "?",
             human_age(now - row.mtime) if row.mtime is not None else "-",
@@ -250,6 +264,7 @@ class CheckpointsView(BaseView):
         "step": lambda r: r.info.step,
         "complete": lambda r: r.info.complete,
         "kind": lambda r: ("migrated" if r.migrated else r.info.kind),
+        "loader": lambda r: r.run_kind.loader if r.run_kind is not None else "",
         "sidecars": lambda r: r.sidecars,
         "size": lambda r: r.info.bytes,
         "age": lambda r: -(r.mtime or 0.0),
@@ -263,7 +278,8 @@ class CheckpointsView(BaseView):
         shown = []
         for row in table.ordered(self._rows, self.SORT_KEYS):
             info = row.info
-            haystack = (f"{info.step} {'migrated' if row.migrated else info.kind} "
+            loader = row.run_kind.loader if row.run_kind is not None else ""
+            haystack = (f"{info.step} {'migrated' if row.migrated else info.kind} {loader} "
                         f"{'complete' if info.complete else 'incomplete'} {info.path}")
             if text and text not in haystack.lower():
                 continue
@@ -360,9 +376,15 @@ class CheckpointsView(BaseView):
             text.append(f"{published.output_dir}\n")
             text.append("resume with (view 2, y copies it):\n", style="grey62")
             text.append(export_line(published.output_dir) + "\n", style="cyan")
-        elif row.info.kind == "legacy":
-            text.append("Legacy: the dataloader state is a DCP chimera; migrate to rank-local sidecars (m).\n",
-                        style="italic")
+        kind = row.run_kind
+        if kind is not None and kind.loader == "map-style":
+            text.append("✗ map-style loader: not migratable\n", style="bold red")
+            text.append(f"{kind.why}\n")
+        elif kind is not None and not kind.migratable:
+            text.append(f"⚠ loader unknown: {kind.why}\n", style="yellow")
+        elif kind is not None and published is None:
+            text.append("Legacy: the streaming loader's state is a DCP chimera; migrate to rank-local "
+                        "sidecars (m).\n", style="italic")
 
     @staticmethod
     def _detail_text(detail: CheckpointDetail, text: PlainText) -> None:
