@@ -197,7 +197,7 @@ class _Walk:
         self._push(name, fd)
 
     def _push(self, name: str, fd: int) -> None:
-        """Unlink every non-directory in ``fd`` and put the directory on the stack (unless unlistable)."""
+        """List ``fd``, let the visitor judge it and each child, and put it on the stack."""
         try:
             st = os.fstat(fd)
             with os.scandir(fd) as it:
@@ -206,17 +206,20 @@ class _Walk:
             os.close(fd)
             self._fail(exc.errno, exc.strerror, self._rel(name) if self.stack else name)
             return
+        if not self._enter(name, fd):
+            os.close(fd)
+            return
         frame = _Dir(name, fd, (st.st_dev, st.st_ino), len(self.failures))
         self.stack.append(frame)
         for child, is_dir in children:
+            if not self._visit(fd, st, child, is_dir):
+                return
             if is_dir:
                 frame.subdirs.append(child)
-            else:
-                self._unlink(fd, child)
         self._bound_open_dirs()
 
     def _finish(self, top: _Dir) -> None:
-        """``top`` is empty (or holds what could not go): close it and rmdir it from its parent."""
+        """``top`` is empty (or holds what could not go): close it and let the visitor leave it."""
         self.stack.pop()
         parent_fd = self._parent_fd(top)
         os.close(top.fd)  # type: ignore[arg-type]
@@ -224,6 +227,22 @@ class _Walk:
         if parent_fd is None:  # the parent moved during the walk: stop, touch nothing more
             self.close_all()
             return
+        self._leave(top, parent_fd)
+
+    # ------------------------------------------------------------ the remover's visits (_Check overrides them)
+
+    def _enter(self, name: str, fd: int) -> bool:
+        """Whether to walk into the directory ``fd`` just listed (False: it was judged, stop here)."""
+        return True
+
+    def _visit(self, fd: int, st: os.stat_result, child: str, is_dir: bool) -> bool:
+        """One child of the directory ``fd`` (``st``): a non-directory is unlinked; False stops the walk."""
+        if not is_dir:
+            self._unlink(fd, child)
+        return True
+
+    def _leave(self, top: _Dir, parent_fd: int) -> None:
+        """Remove the emptied ``top`` from its parent."""
         try:
             os.rmdir(top.name, dir_fd=parent_fd)
         except FileNotFoundError:
@@ -468,55 +487,32 @@ class _Check(_Walk):
         parts = [frame.name for frame in self.stack[1:]] + ([name] if name else [])
         return os.path.join(self.top_path, *parts)
 
-    # ------------------------------------------------------------ the walk's steps, without removing
+    # ------------------------------------------------------------ the walk's visits, without removing
 
-    def _push(self, name: str, fd: int) -> None:
-        try:
-            st = os.fstat(fd)
-            where = self._here(name) if self.stack else self.top_path
-            problem = _flag_problem(_dir_flags(fd))
-            missing = _missing_access(fd, ((os.R_OK, "read"), (os.W_OK, "write"), (os.X_OK, "search")))
-            with os.scandir(fd) as it:
-                children = [(item.name, item.is_dir(follow_symlinks=False)) for item in it]
-        except OSError as exc:
-            os.close(fd)
-            self._fail(exc.errno, exc.strerror, self._rel(name) if self.stack else name)
-            return
+    def _enter(self, name: str, fd: int) -> bool:
+        problem = _flag_problem(_dir_flags(fd))
+        missing = _missing_access(fd, ((os.R_OK, "read"), (os.W_OK, "write"), (os.X_OK, "search")))
         if problem or missing:
-            os.close(fd)
-            self._stop(where, problem or f"no {' or '.join(missing)} permission")
-            return
-        frame = _Dir(name, fd, (st.st_dev, st.st_ino), len(self.failures))
-        self.stack.append(frame)
-        sticky = bool(st.st_mode & stat.S_ISVTX)
-        for child, is_dir in children:
-            if sticky or not is_dir:
-                try:
-                    cst = os.stat(child, dir_fd=fd, follow_symlinks=False)
-                except FileNotFoundError:
-                    continue
-                except OSError as exc:
-                    self._stop(self._here(child), exc.strerror or "cannot stat")
-                    return
-                if not self._sticky_allows(st.st_mode, st.st_uid, cst.st_uid):
-                    self._stop(self._here(child), "owned by another user in a sticky directory")
-                    return
-                if not is_dir and stat.S_ISREG(cst.st_mode):
-                    problem = _flag_problem(_statx_attributes(fd, child))
-                    if problem:
-                        self._stop(self._here(child), problem)
-                        return
-            if is_dir:
-                frame.subdirs.append(child)
-        self._bound_open_dirs()
+            return self._stop(self._here(name) if self.stack else self.top_path,
+                              problem or f"no {' or '.join(missing)} permission")
+        return True
 
-    def _finish(self, top: _Dir) -> None:
-        self.stack.pop()
-        parent_fd = self._parent_fd(top)
-        os.close(top.fd)  # type: ignore[arg-type]
-        top.fd = None
-        if parent_fd is None:
-            self.close_all()
+    def _visit(self, fd: int, st: os.stat_result, child: str, is_dir: bool) -> bool:
+        if not (st.st_mode & stat.S_ISVTX or not is_dir):
+            return True
+        try:
+            cst = os.stat(child, dir_fd=fd, follow_symlinks=False)
+        except FileNotFoundError:
+            return True
+        except OSError as exc:
+            return self._stop(self._here(child), exc.strerror or "cannot stat")
+        if not self._sticky_allows(st.st_mode, st.st_uid, cst.st_uid):
+            return self._stop(self._here(child), "owned by another user in a sticky directory")
+        problem = _flag_problem(_statx_attributes(fd, child)) if not is_dir and stat.S_ISREG(cst.st_mode) else None
+        return self._stop(self._here(child), problem) if problem else True
+
+    def _leave(self, top: _Dir, parent_fd: int) -> None:
+        return None  # nothing is removed
 
     def _unlink(self, dir_fd: int, name: str) -> None:
         return None  # a symlink or file that replaced a directory: removable like any (its dir was checked)
