@@ -146,7 +146,7 @@ def test_release_leaves_a_lock_that_is_no_longer_ours(tmp_path: Path) -> None:
     record = json.loads(path.read_text())
     path.write_text(json.dumps(dict(record, token="someone-else")))
     problem = lock.release()
-    assert problem and "now belongs to" in problem and path.exists()
+    assert problem and "now belongs to" in problem.cli and path.exists()
 
 
 def test_wait_for_polls_until_success_or_timeout() -> None:

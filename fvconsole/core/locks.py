@@ -396,7 +396,7 @@ class FileLock:
         self.notes = tuple(notes)
         return [n.cli for n in notes]
 
-    def release(self) -> str | None:
+    def release(self) -> Reason | None:
         """Remove the lock file if it is still ours; returns a problem for the operator, never raises."""
         holder, self.held = self.held, None
         if holder is None:
@@ -404,16 +404,17 @@ class FileLock:
         try:
             current = read_holder(self.path)
         except FileNotFoundError:
-            return f"{self.path}: the lock file had already been removed (by hand?)"
+            return reasons.invalid("lock", f"{self.path}: the lock file had already been removed (by hand?)")
         except (OSError, ValueError) as exc:
-            return f"{self.path}: cannot read the lock file before removing it ({exc}); remove it by hand"
+            return reasons.invalid("lock", f"{self.path}: cannot read the lock file before removing it ({exc}); "
+                                           "remove it by hand")
         if current.token != holder.token:
-            return f"{self.path}: the lock file now belongs to {current.describe()}; left in place"
+            return reasons.invalid("lock", f"{self.path}: the lock file now belongs to {current.describe()}; left in place")
         try:
             self._step(f"unlink {self.path}")
             os.unlink(self.path)
         except OSError as exc:
-            return f"{self.path}: cannot remove the lock file ({exc.strerror}); remove it by hand"
+            return reasons.invalid("lock", f"{self.path}: cannot remove the lock file ({exc.strerror}); remove it by hand")
         with contextlib.suppress(OSError):
             self._fsync_parent()
         return None

@@ -34,7 +34,7 @@ from fvconsole.core.migration.output_dir import (
 from fvconsole.core.migration.publish import after_publish, fsync_dir, publish, remove_set_dir
 from fvconsole.core.migration.receipt import WrittenSidecar, build_receipt, receipt_bytes
 from fvconsole.core.progress import Progress, no_progress
-from fvconsole.core.reasons import Reason, invalid, reason
+from fvconsole.core.reasons import Reason, reason
 from fvconsole.core.safe_read import sha256_regular_file
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
@@ -323,7 +323,7 @@ def execute_migration(
         with interrupts.deferred(reraise=False) as released:
             problem = lock.release()
         if problem:
-            warn(invalid("lock", problem))
+            warn(problem)
     if released.signum is not None:  # arrived while the lock of a published set was released
         raise interrupts.Interrupted(released.signum, done=_completed(len(plan.ranks), out),
                                      partial=MigrationFailure.published(out, len(plan.ranks)))
