@@ -22,6 +22,7 @@ from textual.widgets import DataTable, Input, TabbedContent
 from fvconsole.cli import InstalledVersion
 from fvconsole.cli.completion import PrintCompletion
 from fvconsole.cli.streams import _Stdout
+from fvconsole.core.checkpoints import CheckpointInfo
 from fvconsole.core.migration.output_dir import OutputState
 from fvconsole.core.migration.sample_ids import NextSampleIds
 from fvconsole.demo.workspace import DemoWorkspace
@@ -69,6 +70,7 @@ Text().no_wrap  # Rich reads it when rendering: FastTable's fitted cells never w
 DataTable()._require_update_dimensions  # DataTable re-measures on its next render when set (FastTable's column widths)
 
 # Data read outside the package: by the JSON a user gets, by the tests, by the docs.
+_fields(CheckpointInfo).dataloader_keys  # `checkpoints ls --json` emits it (to_json: every field, via core/fields_json.py)
 _fields(DemoWorkspace).created_at  # `fvconsole demo --json` prints it (to_json is the instance __dict__)
 _fields(NextSampleIds).row_groups_read  # part of the result; tests/test_tui_app.py checks how many were read
 FleetView.view_result  # the fleet view's last result, which tests/test_fleet_tui.py reads

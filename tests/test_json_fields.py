@@ -1,12 +1,13 @@
 """Every ``to_json`` covers its dataclass's fields: a new field is emitted, or said why not.
 
-The ``to_json`` methods are written by hand (their keys are the documented JSON of the CLI,
-not the field names), so they drift: a field added to a record and never emitted, a
-constant key that no longer says anything. This reads every class of ``fvconsole/`` that
-has a ``to_json`` (AST, no import) and checks that each dataclass field is read by it,
-directly (``self.field``) or through a property or method of the class it calls, unless
-:data:`NOT_EMITTED` names the field with the reason; and that a key with a constant value
-is one of :data:`CONSTANT_KEYS`.
+The plain ``to_json`` methods derive their JSON from the fields (``core/fields_json.py``:
+every field unless ``omit`` names it); the others are written by hand (their keys are the
+documented JSON of the CLI, not the field names), so they drift: a field added to a record
+and never emitted, a constant key that no longer says anything. This reads every class of
+``fvconsole/`` that has a ``to_json`` (AST, no import) and checks that each dataclass field
+is read by it, directly (``self.field``), through ``fields_json(self, ...)`` or through a
+property or method of the class it calls, unless :data:`NOT_EMITTED` names the field with
+the reason; and that a key with a constant value is one of :data:`CONSTANT_KEYS`.
 """
 
 from __future__ import annotations
@@ -94,6 +95,16 @@ def _self_attrs(node: ast.AST) -> set[str]:
             if isinstance(n, ast.Attribute) and isinstance(n.value, ast.Name) and n.value.id == "self"}
 
 
+def _fields_json_calls(node: ast.AST) -> list[ast.Call]:
+    """The ``fields_json(self, ...)`` calls in ``node``."""
+    return [n for n in ast.walk(node) if isinstance(n, ast.Call) and getattr(n.func, "id", None) == "fields_json"
+            and n.args and getattr(n.args[0], "id", None) == "self"]
+
+
+def _omitted(call: ast.Call) -> set[str]:
+    return {name for k in call.keywords if k.arg == "omit" for name in ast.literal_eval(k.value)}
+
+
 def _read_by_to_json(cls: ast.ClassDef) -> set[str]:
     """``self.X`` read by to_json, following the class's own properties and methods it uses."""
     methods = {f.name: f for f in cls.body if isinstance(f, ast.FunctionDef)}
@@ -108,6 +119,8 @@ def _read_by_to_json(cls: ast.ClassDef) -> set[str]:
         reads = _self_attrs(methods[name])
         if "__dict__" in reads:  # the whole instance
             return set(_fields(cls))
+        for call in _fields_json_calls(methods[name]):  # every field it does not omit
+            reads |= set(_fields(cls)) - _omitted(call)
         todo += [r for r in reads if r in methods]
         read |= reads
     return read
@@ -162,15 +175,25 @@ def test_constant_keys_are_the_documented_ones() -> None:
     found = set()
     for cls in CLASSES.values():
         to_json = next(f for f in cls.body if isinstance(f, ast.FunctionDef) and f.name == "to_json")
+        renames = set()
+        for call in _fields_json_calls(to_json):  # its keyword arguments are keys; `rename` maps field names
+            for keyword in call.keywords:
+                if keyword.arg == "rename":
+                    renames.add(id(keyword.value))
+                elif keyword.arg != "omit" and _is_constant(keyword.value):
+                    found.add((cls.name, keyword.arg))
         for node in ast.walk(to_json):
-            if not isinstance(node, ast.Dict):
+            if not isinstance(node, ast.Dict) or id(node) in renames:
                 continue
             for key, value in zip(node.keys, node.values, strict=True):
-                constant = (isinstance(value, ast.Constant)
-                            or (isinstance(value, (ast.List, ast.Tuple)) and not value.elts)
-                            or (isinstance(value, ast.Dict) and not value.keys))
-                if constant and isinstance(key, ast.Constant):
+                if _is_constant(value) and isinstance(key, ast.Constant):
                     found.add((cls.name, key.value))
     assert found == set(CONSTANT_KEYS), (
         f"constant-valued keys not listed: {sorted(found - set(CONSTANT_KEYS))}; "
         f"listed but gone: {sorted(set(CONSTANT_KEYS) - found)}")
+
+
+def _is_constant(value: ast.expr) -> bool:
+    return (isinstance(value, ast.Constant)
+            or (isinstance(value, (ast.List, ast.Tuple)) and not value.elts)
+            or (isinstance(value, ast.Dict) and not value.keys))

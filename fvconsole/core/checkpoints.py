@@ -16,6 +16,7 @@ from typing import Any, Literal
 
 from fvconsole.core.dcp_verdicts import VerdictCache, default_path, identity
 from fvconsole.core.errors import FvError
+from fvconsole.core.fields_json import fields_json
 from fvconsole.core.inert_pickle import AS_DICT, AS_GLOBAL, InertObject, Limits, PickleRefused
 from fvconsole.core.inert_pickle import load as load_pickle
 from fvconsole.core.migration.files import SIDECAR_RE
@@ -60,25 +61,7 @@ class CheckpointInfo:
         return os.path.basename(self.path)
 
     def to_json(self) -> dict:
-        return {
-            "path": self.path,
-            "name": self.name,
-            "step": self.step,
-            "complete": self.complete,
-            "kind": self.kind,
-            "rank_sidecars": self.rank_sidecars,
-            "rng_states": self.rng_states,
-            "has_config": self.has_config,
-            "bytes": self.bytes,
-            "metadata_step": self.metadata_step,
-            "world_size": self.world_size,
-            "has_dcp": self.has_dcp,
-            "has_dcp_metadata": self.has_dcp_metadata,
-            "dataloader_keys": self.dataloader_keys,
-            "mtime": self.mtime,
-            "size_complete": self.size_complete,
-            "problems": list(self.problems),
-        }
+        return fields_json(self, name=self.name)
 
 
 def checkpoint_step(path: str | os.PathLike[str]) -> int | None:

@@ -16,6 +16,7 @@ from typing import Any
 
 from fvconsole.core.checkpoints import DCP_LIMITS, MAX_DCP_METADATA_BYTES, _dcp_global
 from fvconsole.core.errors import FvError
+from fvconsole.core.fields_json import fields_json
 from fvconsole.core.inert_pickle import InertGlobal, InertObject, PickleRefused
 from fvconsole.core.inert_pickle import load as load_pickle
 from fvconsole.core.safe_read import read_regular_file
@@ -44,7 +45,7 @@ class DcpTensor:
     bytes: int | None  # numel x element size; None for a dtype of unknown size
 
     def to_json(self) -> dict[str, Any]:
-        return {"key": self.key, "dtype": self.dtype, "shape": list(self.shape), "bytes": self.bytes}
+        return fields_json(self)
 
 
 @dataclass(frozen=True)

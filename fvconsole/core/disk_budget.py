@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from fvconsole.core.checkpoints import CheckpointInfo, checkpoint_step
+from fvconsole.core.fields_json import fields_json
 
 
 @dataclass(frozen=True)
@@ -27,8 +28,7 @@ class DiskBudget:
     saves_fit: int | None  # free // latest_bytes; None when either is unknown
 
     def to_json(self) -> dict[str, Any]:
-        return {"path": self.path, "free_bytes": self.free_bytes, "total_bytes": self.total_bytes,
-                "latest": self.latest, "latest_bytes": self.latest_bytes, "saves_fit": self.saves_fit}
+        return fields_json(self)
 
 
 def _unit(infos: list[CheckpointInfo]) -> CheckpointInfo | None:

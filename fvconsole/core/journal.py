@@ -48,6 +48,7 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
 from typing import Any
 
+from fvconsole.core.fields_json import fields_json
 from fvconsole.core.host import current_identity
 from fvconsole.core.locks import lock_open_file, unlock_open_file
 from fvconsole.core.output_file import OutputRefused, open_append
@@ -142,6 +143,7 @@ class JournalRecord:
         return self.errors_total if self.errors_total is not None else len(self.errors)
 
     def to_json(self) -> dict[str, Any]:
+        # Hand-written: the journal's line format (`format`, `epoch` and its text, the totals), read back by from_json.
         return {
             "format": FORMAT, "time": self.time_text, "epoch": round(self.time, 3), "user": self.user,
             "host": self.host, "pid": self.pid, "command": self.command, "action": self.action,
@@ -221,7 +223,7 @@ class JournalWrite:
     shortened: bool = False
 
     def to_json(self) -> dict[str, Any]:
-        return {"path": self.path, "written": self.written, "error": self.error, "shortened": self.shortened}
+        return fields_json(self)
 
 
 def append_record(record: JournalRecord, path: str) -> JournalWrite:
@@ -299,8 +301,7 @@ class JournalRead:
     skipped_bytes: int = 0  # older part of a journal beyond MAX_READ_BYTES (not read)
 
     def to_json(self) -> dict[str, Any]:
-        return {"journal": self.path, "exists": self.exists, "records": [r.to_json() for r in self.records],
-                "count": len(self.records), "malformed_lines": self.malformed, "skipped_bytes": self.skipped_bytes}
+        return fields_json(self, rename={"path": "journal", "malformed": "malformed_lines"}, count=len(self.records))
 
 
 def read_journal(path: str, *, since: float | None = None, target: str | None = None,

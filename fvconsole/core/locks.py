@@ -170,6 +170,7 @@ class Holder:
         return Judgement(Liveness.UNKNOWN, f"it runs on another host ({host})")
 
     def to_json(self) -> dict[str, Any]:
+        # Hand-written: the lock file's record format (`format`, `since` and `since_epoch`), read back by from_json.
         return {
             "format": LOCK_FORMAT,
             "host": self.host,

@@ -19,6 +19,7 @@ from typing import Any
 
 from fvconsole.core.errors import FvError
 from fvconsole.core.fastjson import fingerprint
+from fvconsole.core.fields_json import fields_json
 from fvconsole.core.fsutil import real
 from fvconsole.core.safe_read import read_regular_file, short_repr
 from fvconsole.core.untrusted import decode, json_depth_exceeds
@@ -83,6 +84,7 @@ class Manifest:
         return self.raw["row_groups"][index]
 
     def to_json(self) -> dict:
+        # Hand-written: the per-row-group arrays are summarised as counts, not emitted.
         return {
             "path": self.path,
             "dataset_root": self.dataset_root,
@@ -284,11 +286,7 @@ class ManifestCheck:
         return not self.problems and not self.source_problems
 
     def to_json(self) -> dict:
-        return {
-            "problems": list(self.problems),
-            "source_problems": list(self.source_problems),
-            "warnings": list(self.warnings),
-        }
+        return fields_json(self)
 
 
 def _examples(label: str, items: list[str], total: int) -> str:

@@ -19,6 +19,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
+from fvconsole.core.fields_json import fields_json
+
 PROC = "/proc"
 #: Caps on one pass (a node runs a few thousand processes; a hostile one cannot make us read forever).
 MAX_PROCESSES = 32_768
@@ -38,7 +40,7 @@ class Holder:
     how: str  # OPEN or MAPPED
 
     def to_json(self) -> dict[str, Any]:
-        return {"pid": self.pid, "command": self.command, "how": self.how}
+        return fields_json(self)
 
 
 @dataclass(frozen=True)

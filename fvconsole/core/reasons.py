@@ -19,6 +19,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from fvconsole.core.fields_json import fields_json
 from fvconsole.core.untrusted import Fields, UntrustedError
 
 #: Options that lift a refusal or a skip, named as request fields (not as flags).
@@ -66,7 +67,7 @@ class Reason:
 
     def to_json(self) -> dict[str, Any]:
         """The reason as data for another process (the fleet's node runner sends it with an error)."""
-        return {"code": self.code, "field": self.field, "values": dict(self.values)}
+        return fields_json(self, omit=("detail", "remedy"), values=dict(self.values))
 
 
 def parse_reason(doc: Any, shown: str = "result", what: str = "reason") -> Reason | None:

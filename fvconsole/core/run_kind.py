@@ -15,6 +15,7 @@ from typing import Any, Literal
 
 from fvconsole.core.checkpoints import read_metadata
 from fvconsole.core.errors import FvError
+from fvconsole.core.fields_json import fields_json
 
 Loader = Literal["streaming", "map-style", "unknown"]
 TYPE_PATH = "training.data.dataloader_type"
@@ -30,8 +31,7 @@ class RunKind:
     why: str | None  # why not, when not migratable
 
     def to_json(self) -> dict[str, Any]:
-        return {"loader": self.loader, "dataloader_type": self.dataloader_type,
-                "migratable": self.migratable, "why": self.why}
+        return fields_json(self)
 
 
 def run_kind(config: Any) -> RunKind:

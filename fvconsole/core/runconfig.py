@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from fvconsole.core.errors import FvError
+from fvconsole.core.fields_json import fields_json
 from fvconsole.core.safe_read import read_regular_file
 
 #: docs/formats.md §2: the keys that decide the streaming dataloader layout, in this order.
@@ -80,7 +81,7 @@ class RunConfig:
         return get_path(self.data, dotted, default)
 
     def to_json(self) -> dict:
-        return {"path": self.path, "sha256": self.sha256, "overrides": list(self.overrides)}
+        return fields_json(self, omit=("data",))
 
 
 def _parse_override(text: str) -> tuple[list[str], Any]:
@@ -188,6 +189,7 @@ class Mismatch:
         return None
 
     def to_json(self) -> dict:
+        # Hand-written: MISSING is emitted as null and `missing` only when a side lacks the key.
         out = {
             "path": self.path,
             "checkpoint": None if self.checkpoint is MISSING else _jsonable(self.checkpoint),

@@ -13,6 +13,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from fvconsole.core.fields_json import fields_json
+
 STATE_VERSION = 2
 
 
@@ -165,15 +167,7 @@ class RankCursor:
     next_row_group: int  # manifest index, -1 if none
 
     def to_json(self) -> dict:
-        return {
-            "rank": self.rank,
-            "sp_group_index": self.sp_group_index,
-            "row_group_position": self.row_group_position,
-            "row_offset": self.row_offset,
-            "yielded_samples": self.yielded_samples,
-            "next_sample_index": self.next_sample_index,
-            "next_row_group": self.next_row_group,
-        }
+        return fields_json(self)
 
 
 def shard_layout(rows: Sequence[int] | Any, topo: Topology) -> tuple[list[range], int]:

@@ -41,6 +41,7 @@ from fvconsole.core.cache.scan import (
     manifest_mtime_ns,
     mounts_inside,
 )
+from fvconsole.core.fields_json import fields_json
 from fvconsole.core.humanize import human_age
 from fvconsole.core.mounts import mount_points, mounts_by_child
 from fvconsole.core.process_use import scan_processes
@@ -71,8 +72,7 @@ class EvictedEntry:
         return eviction_text(self.why, self.is_symlink)
 
     def to_json(self) -> dict[str, Any]:
-        return {"key": self.key, "path": self.path, "bytes": self.bytes, "planned_bytes": self.planned_bytes,
-                "reason": self.reason, "leftover": self.leftover}
+        return fields_json(self, omit=("why", "is_symlink"), reason=self.reason)
 
 
 @dataclass(frozen=True)
@@ -113,21 +113,11 @@ class EvictionResult:
         return not self.errors
 
     def to_json(self) -> dict[str, Any]:
-        return {
-            "executed": True,
-            "root": self.root,
-            "evict": [e.to_json() for e in self.evicted],
-            "skipped": [s.to_json() for s in self.skipped],
-            "freed_bytes": self.freed_bytes,
-            "errors": list(self.errors),
-            "partial_bytes": self.partial_bytes,
-            "planned_bytes": self.planned_bytes,
-            "fs_free_bytes_before": self.fs_free_before,
-            "fs_free_bytes_after": self.fs_free_after,
-            "hostname": self.hostname,
-            "free_target": None if self.free_target_bytes is None else {
-                "target_bytes": self.free_target_bytes, "reached": self.target_reached},
-        }
+        return fields_json(
+            self, omit=("free_target_bytes",),
+            rename={"evicted": "evict", "fs_free_before": "fs_free_bytes_before", "fs_free_after": "fs_free_bytes_after"},
+            executed=True, freed_bytes=self.freed_bytes, free_target=None if self.free_target_bytes is None else {
+                "target_bytes": self.free_target_bytes, "reached": self.target_reached})
 
 
 class _Skip(Exception):

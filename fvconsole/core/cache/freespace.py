@@ -26,6 +26,7 @@ from fvconsole.core.cache.durations import quote_input
 from fvconsole.core.cache.model import CacheEntry
 from fvconsole.core.cache.roots import GIB, parse_max_gb
 from fvconsole.core.errors import UsageError
+from fvconsole.core.fields_json import fields_json
 from fvconsole.core.humanize import human_bytes
 from fvconsole.core.reasons import MIN_FREE_GB, MIN_FREE_PERCENT, Reason, min_free_words, reason
 
@@ -79,7 +80,7 @@ class FreeTarget:
         return min_free_words(self.values(), flags=True)
 
     def to_json(self) -> dict[str, Any]:
-        return {"min_free_gb": self.min_free_gb, "min_free_percent": self.min_free_percent}
+        return fields_json(self)
 
 
 @dataclass(frozen=True)
@@ -119,10 +120,10 @@ class FreeSpacePlan:
         return self.why.cli
 
     def to_json(self) -> dict[str, Any]:
-        return {**self.target.to_json(), "target_bytes": self.target_bytes, "fs_total_bytes": self.fs_total,
-                "free_bytes_before": self.free_before, "free_bytes_after_estimate": self.free_after,
-                "reached": self.reached, "shortfall_bytes": self.shortfall, "victims": list(self.victims),
-                "summary": self.summary()}
+        return {**self.target.to_json(), **fields_json(
+            self, omit=("target",), rename={"fs_total": "fs_total_bytes", "free_before": "free_bytes_before",
+                                            "free_after": "free_bytes_after_estimate"},
+            reached=self.reached, shortfall_bytes=self.shortfall, summary=self.summary())}
 
 
 def freed_by(entry: CacheEntry) -> int:

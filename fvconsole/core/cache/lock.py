@@ -41,6 +41,7 @@ import time
 from dataclasses import dataclass
 
 from fvconsole.core.errors import FvError
+from fvconsole.core.fields_json import fields_json
 from fvconsole.core.host import current_identity, host_label, pid_alive
 from fvconsole.core.interrupts import deferred
 from fvconsole.core.locks import (
@@ -85,8 +86,7 @@ class LockState:
     took_over: str | None = None  # the record of a holder that died, replaced: a warning and a journal note
 
     def to_json(self) -> dict[str, object]:
-        return {"held": self.held, "waited_seconds": round(self.waited, 3), "problem": self.problem,
-                "record_problem": self.record_problem, "took_over": self.took_over}
+        return fields_json(self, omit=("waited",), waited_seconds=round(self.waited, 3))
 
 
 class EvictorLock:

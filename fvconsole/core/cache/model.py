@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any
 
+from fvconsole.core.fields_json import fields_json
 from fvconsole.core.process_use import Holder
 
 
@@ -20,7 +21,7 @@ class ManifestSummary:
     kinds: tuple[tuple[str, int], ...]
 
     def to_json(self) -> dict[str, Any]:
-        return {"params": self.params, "numel": self.numel, "dtypes": dict(self.dtypes), "kinds": dict(self.kinds)}
+        return fields_json(self, dtypes=dict(self.dtypes), kinds=dict(self.kinds))
 
 
 @dataclass(frozen=True, slots=True)
@@ -52,6 +53,7 @@ class CacheEntry:
     in_use_by: tuple[Holder, ...] = ()
 
     def to_json(self) -> dict[str, Any]:
+        # Hand-written: `cache ls --json` encodes 200,000 of these; a dict literal is ~3x faster than fields_json.
         return {
             "key": self.key,
             "path": self.path,
@@ -90,8 +92,7 @@ class Leftover:
     disk_bytes: int | None = None  # as CacheEntry.disk_bytes
 
     def to_json(self) -> dict[str, Any]:
-        return {"name": self.name, "path": self.path, "key": self.key, "pid": self.pid,
-                "bytes": self.bytes, "mtime": self.mtime, "mounts": list(self.mounts), "disk_bytes": self.disk_bytes}
+        return fields_json(self)
 
 
 @dataclass(frozen=True)
@@ -129,21 +130,8 @@ class CacheScan:
 
     def to_json(self, *, with_entries: bool = True) -> dict[str, Any]:
         """The scan as data; ``with_entries=False`` leaves ``entries`` out (a caller streaming them)."""
-        doc = {
-            "root": self.root,
-            "real_root": self.real_root,
-            "total_bytes": self.total_bytes,
-            "foreign": list(self.foreign),
-            "leftovers": [x.to_json() for x in self.leftovers],
-            "errors": list(self.errors),
-            "fs_total_bytes": self.fs_total,
-            "fs_free_bytes": self.fs_free,
-            "scanned_at": self.scanned_at,
-            "grace_seconds": self.grace_seconds,
-            "hostname": self.hostname,
-            "warnings": list(self.warnings),
-            "foreign_gc_counted": list(self.foreign_gc_counted),
-        }
+        doc = fields_json(self, omit=("entries",), rename={"fs_total": "fs_total_bytes", "fs_free": "fs_free_bytes"},
+                          total_bytes=self.total_bytes)
         if with_entries:
             doc["entries"] = [e.to_json() for e in self.entries]
         return doc

@@ -13,6 +13,7 @@ from fvconsole.core.cache.scan import CacheEntry, CacheScan, Leftover
 from fvconsole.core.cache.selectors import EvictionSelectors
 from fvconsole.core.cache.verify import failed_verification
 from fvconsole.core.errors import FvError
+from fvconsole.core.fields_json import fields_json
 from fvconsole.core.host import pid_alive
 from fvconsole.core.humanize import format_duration, human_age, human_bytes
 from fvconsole.core.process_use import Holder, holders_text
@@ -50,9 +51,7 @@ class PlannedEviction:
         return eviction_text(self.why, self.is_symlink)
 
     def to_json(self) -> dict[str, Any]:
-        return {"key": self.key, "path": self.path, "bytes": int(self.bytes), "reason": self.reason,
-                "manifest_mtime_ns": self.manifest_mtime_ns, "is_symlink": self.is_symlink,
-                "leftover": self.leftover, "disk_bytes": self.disk_bytes}
+        return fields_json(self, omit=("why",), reason=self.reason)
 
 
 def eviction_text(why: Sequence[Reason], is_symlink: bool = False) -> str:
@@ -86,7 +85,7 @@ class SkippedEntry:
         return self.why.remedy
 
     def to_json(self) -> dict[str, Any]:
-        return {"key": self.key, "reason": self.reason}
+        return fields_json(self, omit=("why",), reason=self.reason)
 
 
 @dataclass(frozen=True)
@@ -125,24 +124,12 @@ class EvictionPlan:
         return self.fs_free + sum(p.disk_bytes or 0 for p in self.evict)
 
     def to_json(self) -> dict[str, Any]:
-        return {
-            "executed": False,
-            "root": self.root,
-            "evict": [p.to_json() for p in self.evict],
-            "skipped": [s.to_json() for s in self.skipped],
-            "freed_bytes": self.freed_bytes,
-            "errors": [],  # a dry run has the execution's shape (docs/cli.md); scripts read it in both
-            "total_bytes": self.total_bytes,
-            "total_bytes_after": self.total_bytes_after,
-            "cap_bytes": self.cap_bytes,
-            "grace_seconds": self.grace_seconds,
-            "force": self.force,
-            "hostname": self.hostname,
-            "fs_total_bytes": self.fs_total,
-            "fs_free_bytes_before": self.fs_free,
-            "fs_free_bytes_after_estimate": self.fs_free_after,
-            "free_target": self.free_space.to_json() if self.free_space else None,
-        }
+        # `errors`: a dry run has the execution's shape (docs/cli.md); scripts read it in both.
+        return fields_json(
+            self, omit=("real_root",),
+            rename={"fs_free": "fs_free_bytes_before", "fs_total": "fs_total_bytes", "free_space": "free_target"},
+            executed=False, freed_bytes=self.freed_bytes, errors=[], total_bytes_after=self.total_bytes_after,
+            fs_free_bytes_after_estimate=self.fs_free_after)
 
 
 def protection_reason(entry: CacheEntry, now: float, grace: float) -> str | None:

@@ -15,6 +15,7 @@ from typing import Any
 from fvconsole.core.cache import flags
 from fvconsole.core.cache.freespace import FreeTarget
 from fvconsole.core.errors import UsageError
+from fvconsole.core.fields_json import fields_json
 from fvconsole.core.reasons import reason
 
 
@@ -81,9 +82,7 @@ class EvictionSelectors:
         return tuple(out)
 
     def to_json(self) -> dict[str, Any]:
-        return {"max_gb": self.max_gb, "max_gb_from_env": self.max_gb_from_env, "keys": list(self.keys),
-                "invalid": self.invalid, "verify": self.verify, "older_than_seconds": self.older_than,
-                "free_target": self.free_target.to_json() if self.free_target else None, "keep": list(self.keep)}
+        return fields_json(self, rename={"older_than": "older_than_seconds"})
 
 
 def _number(value: float) -> str:

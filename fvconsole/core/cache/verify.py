@@ -25,6 +25,7 @@ from fvconsole.core.cache.files import (
     read_through,
 )
 from fvconsole.core.cache.model import CacheEntry, CacheScan
+from fvconsole.core.fields_json import fields_json
 from fvconsole.core.safe_read import short_repr
 from fvconsole.core.untrusted import INT64_MAX
 
@@ -61,7 +62,7 @@ class VerifyProblem:
     problem: str
 
     def to_json(self) -> dict[str, Any]:
-        return {"shard": self.shard, "param": self.param, "problem": self.problem}
+        return fields_json(self)
 
     def text(self) -> str:
         """One line for people: ``shard0-of-2.safetensors: 'w': dtype ...``."""
@@ -85,9 +86,7 @@ class EntryVerification:
         return not self.problems
 
     def to_json(self) -> dict[str, Any]:
-        return {"key": self.key, "path": self.path, "ok": self.ok, "deep": self.deep,
-                "shards_checked": list(self.shards_checked), "bytes_read": self.bytes_read,
-                "problems": [p.to_json() for p in self.problems]}
+        return fields_json(self, ok=self.ok)
 
 
 @dataclass(frozen=True, slots=True)
@@ -104,8 +103,7 @@ class CacheVerification:
         return not self.missing and all(e.ok for e in self.entries)
 
     def to_json(self) -> dict[str, Any]:
-        return {"ok": self.ok, "root": self.root, "deep": self.deep, "missing": list(self.missing),
-                "entries": [e.to_json() for e in self.entries]}
+        return fields_json(self, ok=self.ok)
 
 
 def _is_int(value: Any) -> bool:
