@@ -132,8 +132,13 @@ def cache_root(root: str, entries: int, shards: int, last_used: float = 1_700_00
 
 def checkpoints_dir(root: str, count: int, world_size: int = 2) -> str:
     """An output dir of ``count`` real checkpoints: one written by the fixture builder (DCP,
-    RNG files, metadata.json with the config), copied ``count - 1`` times with its step set."""
+    RNG files, metadata.json with the config), copied ``count - 1`` times with its step set.
+
+    Each copy's ``dcp/.metadata`` is what torch's writer would have written for that save: its
+    own path and a fresh ``save_id`` (so no two are byte-identical, as in a real run)."""
+    import pickle
     import shutil
+    import uuid
 
     from fvconsole.demo.builders import run_config, write_checkpoint
 
@@ -143,10 +148,17 @@ def checkpoints_dir(root: str, count: int, world_size: int = 2) -> str:
     first = write_checkpoint(out, 1, config, kind="legacy")
     with open(os.path.join(first, "metadata.json"), encoding="utf-8") as fh:
         meta = json.load(fh)
+    with open(os.path.join(first, "dcp", ".metadata"), "rb") as fh:
+        dcp_meta = pickle.load(fh)  # our own fixture, written by torch a moment ago (torch is imported)
+    storage = dcp_meta.storage_meta
     for step in range(2, count + 1):
         ckpt = os.path.join(out, f"checkpoint-{step}")
         shutil.copytree(first, ckpt)
         meta["step"] = step
         with open(os.path.join(ckpt, "metadata.json"), "w", encoding="utf-8") as fh:
             json.dump(meta, fh)
+        storage.checkpoint_id = type(storage.checkpoint_id)(os.path.join(ckpt, "dcp"))
+        storage.save_id = str(uuid.uuid4())
+        with open(os.path.join(ckpt, "dcp", ".metadata"), "wb") as fh:
+            pickle.dump(dcp_meta, fh)
     return out

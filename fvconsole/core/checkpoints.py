@@ -11,13 +11,15 @@ from __future__ import annotations
 import os
 import re
 import stat
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any, Literal
 
 from fvconsole.core.dcp_verdicts import VerdictCache, default_path, identity
 from fvconsole.core.errors import FvError
 from fvconsole.core.fields_json import fields_json
-from fvconsole.core.inert_pickle import AS_DICT, AS_GLOBAL, InertObject, Limits, PickleRefused
+from fvconsole.core.inert_pickle import AS_DICT, AS_GLOBAL, InertObject, Limits, PickleRefused, load_recorded
 from fvconsole.core.inert_pickle import load as load_pickle
 from fvconsole.core.migration.files import SIDECAR_RE
 from fvconsole.core.safe_read import read_regular_file, short_repr
@@ -121,8 +123,12 @@ def _read_dcp_keys(meta: str) -> tuple[str, ...]:
     reader (``core.inert_pickle``) imports and runs nothing and bounds time and memory; it also
     saves the ~2 s torch import.
     """
-    data = read_regular_file(meta, "DCP metadata", MAX_DCP_METADATA_BYTES)
-    obj = load_pickle(data, _dcp_global, DCP_LIMITS)
+    return _dcp_keys_in(load_pickle(read_regular_file(meta, "DCP metadata", MAX_DCP_METADATA_BYTES),
+                                    _dcp_global, DCP_LIMITS))
+
+
+def _dcp_keys_in(obj: Any) -> tuple[str, ...]:
+    """The state-dict keys of a decoded DCP ``Metadata`` (ValueError when it is not one)."""
     if not isinstance(obj, InertObject) or obj.cls.name != "Metadata":
         raise ValueError(f"top-level object is {getattr(getattr(obj, 'cls', None), 'name', type(obj).__name__)}, "
                          "not a DCP Metadata")
@@ -160,8 +166,19 @@ def dcp_state_keys(checkpoint_dir: str | os.PathLike[str]) -> list[str]:
     cached = _DCP_CACHE.get(key)
     if cached is not None:
         return list(cached)
-    try:
+    with _dcp_errors(meta):
         keys = _read_dcp_keys(meta)
+    if len(_DCP_CACHE) >= _DCP_CACHE_MAX:
+        _DCP_CACHE.clear()
+    _DCP_CACHE[key] = keys
+    return list(keys)
+
+
+@contextmanager
+def _dcp_errors(meta: str) -> Iterator[None]:
+    """Every way decoding ``meta`` fails, as the one FvError naming it (the pickle's reason kept)."""
+    try:
+        yield
     except FvError:
         raise
     except PickleRefused as exc:
@@ -169,10 +186,6 @@ def dcp_state_keys(checkpoint_dir: str | os.PathLike[str]) -> list[str]:
     except Exception as exc:  # noqa: BLE001 - a damaged pickle can raise anything
         reason = " ".join(f"{type(exc).__name__}: {exc}".split())[:200]
         raise FvError(f"{meta}: unreadable DCP metadata ({reason})") from None
-    if len(_DCP_CACHE) >= _DCP_CACHE_MAX:
-        _DCP_CACHE.clear()
-    _DCP_CACHE[key] = keys
-    return list(keys)
 
 
 def dcp_key_summary(checkpoint_dir: str | os.PathLike[str]) -> dict[str, int]:
@@ -187,22 +200,38 @@ def dcp_key_summary(checkpoint_dir: str | os.PathLike[str]) -> dict[str, int]:
 def dataloader_key_count(checkpoint_dir: str, verdicts: VerdictCache | None = None) -> int:
     """State keys under ``dataloader`` in ``dcp/.metadata`` (what tells legacy from none).
 
-    With ``verdicts``, a file whose identity was decoded cleanly before is not decoded again;
-    a new verdict is kept only if the file's identity did not change while it was decoded.
+    With ``verdicts``, a file whose identity was decoded cleanly before is not decoded again,
+    nor one of the shape of a file this listing decoded (``core/pickle_shape.py``: the same
+    bytes but for opaque strings and integers, as every save of one run writes); a new verdict
+    is kept only if the file's identity did not change while it was read.
     FvError as :func:`dcp_state_keys`.
     """
     meta = os.path.join(checkpoint_dir, "dcp", ".metadata")
-    key = None
-    if verdicts is not None:
-        key = _identity(meta)
-        if key is not None:
-            hit = verdicts.get(key)
-            if hit is not None:
-                return hit
-    count = sum(1 for k in dcp_state_keys(checkpoint_dir) if k == DATALOADER_KEY or k.startswith(DATALOADER_KEY + "."))
-    if verdicts is not None and key is not None and _identity(meta) == key:
+    if verdicts is None:
+        return _loader_keys(dcp_state_keys(checkpoint_dir))
+    key = _identity(meta)
+    if key is not None:
+        hit = verdicts.get(key)
+        if hit is not None:
+            return hit
+    try:
+        os.stat(meta)
+    except OSError as exc:
+        raise FvError(f"{meta}: cannot read DCP metadata ({exc.strerror or exc})") from None
+    with _dcp_errors(meta):  # as dcp_state_keys words it: reading is part of decoding
+        data = read_regular_file(meta, "DCP metadata", MAX_DCP_METADATA_BYTES)
+        count = verdicts.shapes.verdict(data)
+        if count is None:
+            obj, spans = load_recorded(data, _dcp_global, DCP_LIMITS)
+            count = _loader_keys(_dcp_keys_in(obj))
+            verdicts.shapes.keep(data, spans, count)
+    if key is not None and _identity(meta) == key:
         verdicts.put(key, count)
     return count
+
+
+def _loader_keys(keys: Iterable[str]) -> int:
+    return sum(1 for k in keys if k == DATALOADER_KEY or k.startswith(DATALOADER_KEY + "."))
 
 
 def _identity(meta: str) -> str | None:

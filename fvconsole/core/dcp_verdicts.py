@@ -21,6 +21,7 @@ import os
 from collections.abc import Mapping
 
 from fvconsole.core.errors import FvError
+from fvconsole.core.pickle_shape import Shapes
 
 ENV_SWITCH = "FVCONSOLE_DCP_CACHE"
 FILE_NAME = "dcp-verdicts.json"
@@ -55,6 +56,8 @@ class VerdictCache:
         self._old: dict[str, int] = {}
         self._seen: dict[str, int] = {}
         self._learnt = False
+        #: This listing's decoded shapes: a file that differs only in opaque values is not decoded again.
+        self.shapes = Shapes()
         if path is not None:
             self._old = _read(path)
 

@@ -93,8 +93,37 @@ _MARK = object()
 
 def load(data: bytes, resolve: Resolver = plain_data_only, limits: Limits = Limits()) -> Any:
     """The object the pickle ``data`` describes, built without running anything from it."""
+    return _load(_Machine(data, resolve, limits))
+
+
+#: Kinds of the spans :func:`load_recorded` reports (``core/pickle_shape.py`` matches them).
+SPAN_STR = "str"
+SPAN_INT = "int"
+SPAN_FRAME = "frame"
+
+
+def load_recorded(data: bytes, resolve: Resolver = plain_data_only,
+                  limits: Limits = Limits()) -> tuple[Any, list[tuple[int, int, str]]]:
+    """:func:`load`, and the byte spans whose content the load never looked at.
+
+    Each span ``(start, end, kind)`` is one opcode pushing a string (``SHORT_BINUNICODE``,
+    ``BINUNICODE``) or a small integer (``BININT1``, ``BININT2``, ``BININT``, ``LONG1``) whose
+    value was never a dict key, a set member, an item of a tuple key, nor a global's module or
+    name, or the 8-byte length argument of a ``FRAME`` (a hint this reader skips). Every other
+    decision of the VM depends only on opcodes and types, so another pickle equal to ``data``
+    outside these spans, with a string or integer opcode of the same kind in each, loads into
+    a value that differs only in those opaque strings and integers.
+    """
+    machine = _Machine(data, resolve, limits, recording=True)
+    value = _load(machine)
+    used = machine.used
+    assert used is not None and machine.pushes is not None
+    return value, [(start, end, kind) for start, end, kind, obj in machine.pushes if id(obj) not in used]
+
+
+def _load(machine: _Machine) -> Any:
     try:
-        return _Machine(data, resolve, limits).run()
+        return machine.run()
     except PickleRefused:
         raise
     except (IndexError, KeyError, struct.error) as exc:
@@ -109,16 +138,31 @@ def load(data: bytes, resolve: Resolver = plain_data_only, limits: Limits = Limi
 class _Machine:
     """One load. A class only so the opcode loop can keep its state in locals."""
 
-    def __init__(self, data: bytes, resolve: Resolver, limits: Limits) -> None:
+    def __init__(self, data: bytes, resolve: Resolver, limits: Limits, *, recording: bool = False) -> None:
         self.data = bytes(data)
         self.resolve = resolve
         self.limits = limits
         self.globals: dict[tuple[str, str], Any] = {}
         self.work = 0
+        #: Recording (:func:`load_recorded`): every string/int push, and the values whose content was used
+        #: (by id; the objects are kept alive by ``pushes`` and ``used``, so no id is reused meanwhile).
+        self.pushes: list[tuple[int, int, str, Any]] | None = [] if recording else None
+        self.used: dict[int, Any] | None = {} if recording else None
+
+    def _use(self, value: Any) -> None:
+        """Recording: ``value``'s content decided something (a key, a global's name)."""
+        if self.used is not None:
+            self.used[id(value)] = value
+            if type(value) is tuple:
+                for item in value:
+                    self.used[id(item)] = item
 
     # ----------------------------------------------------------------- helpers
 
     def _global(self, module: Any, name: Any) -> Any:
+        if self.used is not None:
+            self._use(module)
+            self._use(name)
         if type(module) is not str or type(name) is not str:
             raise PickleRefused("is malformed (a global's module and name must be strings)")
         key = (module, name)
@@ -139,6 +183,8 @@ class _Machine:
 
     def _key(self, key: Any) -> Any:
         """A dict key or set member, if hashing it is cheap and cannot be flooded."""
+        if self.used is not None:
+            self._use(key)
         kind = type(key)
         if kind is str or kind is bytes or key is None or kind is bool or kind is InertObject or kind is InertGlobal:
             return key
@@ -208,6 +254,7 @@ class _Machine:
         counted = size > max_ops
         checks = counted or strict
         memo_checked = size > max_memo
+        rec = self.pushes  # None unless recording (load_recorded)
 
         while True:
             if pos >= size:
@@ -234,6 +281,8 @@ class _Machine:
             elif op == 0x4B:  # BININT1
                 push(data[pos])
                 pos += 1
+                if rec is not None:
+                    rec.append((pos - 2, pos, SPAN_INT, stack[-1]))
             elif op == 0x28:  # MARK
                 marks.append(stack)
                 stack = []
@@ -260,9 +309,13 @@ class _Machine:
                 target = stack[-1]
                 if type(target) is not dict or len(items) % 2:
                     raise PickleRefused("is malformed (SETITEMS)")
-                for i in range(0, len(items), 2):
-                    k = items[i]
-                    target[k if type(k) is str else key(k)] = items[i + 1]
+                if rec is None:
+                    for i in range(0, len(items), 2):
+                        k = items[i]
+                        target[k if type(k) is str else key(k)] = items[i + 1]
+                else:  # every key's content counts, strings included
+                    for i in range(0, len(items), 2):
+                        target[key(items[i])] = items[i + 1]
             elif op == 0x7D:  # EMPTY_DICT
                 push({})
             elif op == 0x85:  # TUPLE1
@@ -280,14 +333,20 @@ class _Machine:
             elif op == 0x4D:  # BININT2
                 push(data[pos] | data[pos + 1] << 8)
                 pos += 2
+                if rec is not None:
+                    rec.append((pos - 3, pos, SPAN_INT, stack[-1]))
             elif op == 0x4A:  # BININT
                 push(int32(data, pos)[0])
                 pos += 4
+                if rec is not None:
+                    rec.append((pos - 5, pos, SPAN_INT, stack[-1]))
             elif op == 0x8C:  # SHORT_BINUNICODE
                 n = data[pos]
                 pos += 1
                 push(data[pos:pos + n].decode("utf-8", "surrogatepass"))
                 pos += n
+                if rec is not None:
+                    rec.append((pos - n - 2, pos, SPAN_STR, stack[-1]))
             elif op == 0x58:  # BINUNICODE
                 n = uint32(data, pos)[0]
                 pos += 4
@@ -295,6 +354,8 @@ class _Machine:
                     raise PickleRefused("is malformed (a string runs past the end)")
                 push(data[pos:pos + n].decode("utf-8", "surrogatepass"))
                 pos += n
+                if rec is not None:
+                    rec.append((pos - n - 5, pos, SPAN_STR, stack[-1]))
             elif op == 0x71:  # BINPUT
                 if len(memo) >= max_memo:
                     raise PickleRefused(f"has more than {max_memo} memo entries")
@@ -356,6 +417,8 @@ class _Machine:
                 pos += 1
                 push(from_bytes(data[pos:pos + n], "little", signed=True))
                 pos += n
+                if rec is not None:
+                    rec.append((pos - n - 2, pos, SPAN_INT, stack[-1]))
             elif op == 0x8B:  # LONG4
                 n = int32(data, pos)[0]
                 pos += 4
@@ -380,6 +443,8 @@ class _Machine:
                 else:
                     push(int(line[:-1] if op == 0x4C and line.endswith("L") else line))
             elif op == 0x95:  # FRAME (a hint only; the frame's bytes are ordinary opcodes)
+                if rec is not None:
+                    rec.append((pos, pos + 8, SPAN_FRAME, _MARK))
                 pos += 8
             elif op == 0x80:  # PROTO
                 if data[pos] > 5:
