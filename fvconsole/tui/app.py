@@ -10,7 +10,10 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
 import signal
+import threading
+import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import replace
 from typing import Any, ClassVar
@@ -39,6 +42,7 @@ from fvconsole.tui.migration_view import MigrationView
 from fvconsole.tui.modals import ConsolePalette, HelpScreen, PathsScreen
 from fvconsole.tui.plain import PlainText
 from fvconsole.tui.state import ConsoleState
+from fvconsole.tui.terminal import ConsoleDriver
 from fvconsole.tui.widgets import FastTable, PathsLine
 
 #: (tab id, view class) in tab order; the digit of a view is its position. Adding a view is one
@@ -48,6 +52,10 @@ VIEWS: tuple[tuple[str, type[BaseView]], ...] = (
     ("checkpoints", CheckpointsView), ("migration", MigrationView), ("cache", CacheView), ("fleet", FleetView),
     ("history", HistoryView),
 )
+
+#: Seconds after SIGTERM/SIGHUP when a console that has still not exited (and runs no write)
+#: is ended with ``os._exit``: the bounded exit takes well under this.
+LAST_RESORT = 5.0
 
 
 class FvConsoleApp(App[int]):
@@ -91,6 +99,7 @@ class FvConsoleApp(App[int]):
         self.state = state
         self.loaded = False  # set once the first state load finished
         self._offer_last_migration = True
+        self._views: list[BaseView] = []  # every view, for the last resort's "a write runs"
 
     @classmethod
     def key_layout(cls) -> list[tuple[str, Sequence[type]]]:
@@ -166,13 +175,60 @@ class FvConsoleApp(App[int]):
         which restores the terminal; the default action killed the process with the terminal
         left raw, without echo and in the alternate screen. A signal the user chose to ignore
         (``nohup``) stays ignored. A write already running in a worker thread is finished
-        before the process exits (the interpreter waits for it), never cut in half."""
+        before the process exits (the interpreter waits for it), never cut in half.
+
+        Plain ``signal.signal`` handlers, not the event loop's: those run only when the loop
+        does, and a loop waiting for a terminal that never reads never gets to them (D40).
+        These run in the main thread wherever it waits; they bound the driver's waits for the
+        terminal, ask the loop to exit, and arm the last resort."""
         loop = asyncio.get_running_loop()
+        self._views = list(self.query(BaseView))
         for sig in (signal.SIGTERM, signal.SIGHUP):
             if signal.getsignal(sig) is signal.SIG_IGN:
                 continue
-            with contextlib.suppress(NotImplementedError, RuntimeError, ValueError):
-                loop.add_signal_handler(sig, lambda sig=sig: self.exit(return_code=128 + sig))
+            with contextlib.suppress(ValueError, OSError):
+                signal.signal(sig, lambda signum, _frame, loop=loop: self._signalled(loop, signum))
+
+    #: The exit code of the first SIGTERM/SIGHUP (128 + its number), once one arrived.
+    _signal_code: int | None = None
+
+    def _signalled(self, loop: asyncio.AbstractEventLoop, signum: int) -> None:
+        """A signal handler: nothing here waits, takes a lock the main thread may hold, or
+        touches the DOM."""
+        if self._signal_code is not None:
+            return
+        self._signal_code = code = 128 + signum
+        driver = self._driver
+        if isinstance(driver, ConsoleDriver):
+            driver.stopping()
+        with contextlib.suppress(RuntimeError):  # the loop has closed: the process is ending
+            loop.call_soon_threadsafe(self._exit_with, code)
+        threading.Thread(target=self._last_resort, args=(code,), name="fvconsole-last-resort", daemon=True).start()
+
+    def _exit_with(self, code: int) -> None:
+        if not self.exiting:
+            self.exit(return_code=code)
+
+    def _last_resort(self, code: int) -> None:
+        """If the process still runs ``LAST_RESORT`` seconds after the signal, and no write
+        runs, put back the terminal's modes and end it: something waits that never returns."""
+        time.sleep(LAST_RESORT)
+        while any(view._writing for view in self._views):
+            time.sleep(0.5)
+        driver = self._driver
+        if isinstance(driver, ConsoleDriver):
+            driver.restore_modes()
+        os._exit(code)
+
+    @property
+    def terminal_gone(self) -> bool:
+        """The terminal hung up or stopped reading: the launcher ends the process with ``os._exit``."""
+        driver = self._driver
+        return isinstance(driver, ConsoleDriver) and driver.gone
+
+    def terminal_hung_up(self) -> None:
+        """The driver saw the terminal go away: end the console as SIGHUP does (on the loop)."""
+        self._exit_with(128 + signal.SIGHUP)
 
     # ------------------------------------------------------------ state
 
