@@ -33,6 +33,9 @@ NOT_EMITTED: dict[str, dict[str, str]] = {
         "requests": "the argv each node is sent; its planned keys are in that node's document",
         "execute_flags": "flags only the execution step is sent (--wait): the user's own command line",
     },
+    "core/fleet/slurm_state.py:NodeSlurm": {
+        "node": "the key of its object in the parent's `nodes`",
+    },
     "core/fleet/outcomes.py:NodeOutcome": {
         "node": "the key of its object in the parent's `nodes`",
         "srun_exit": "srun's own status: the node's verdict is `failure` and the command's `exit_code`",

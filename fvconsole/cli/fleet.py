@@ -254,24 +254,30 @@ def render_fleet_ls(view: FleetCacheView, root: str, *, full: bool = False) -> B
     rows = []
     for n in shown:
         if not n.ok:
-            rows.append((n.node, "-", "-", "-", "-", "-", f"error: {n.error}"))
+            rows.append((n.node, slurm_cell(view, n.node), "-", "-", "-", "-", "-", f"error: {n.error}"))
             continue
         statuses = ", ".join(f"{count} {status}" for status, count in n.statuses) or "empty"
         if n.in_use:
             statuses += f"; {n.in_use} in use"
         free = human_bytes(n.fs_free) if n.fs_free is not None else "-"
         over = human_bytes(n.over_cap_bytes) if n.over_cap_bytes is not None else "-"
-        rows.append((n.node, n.entries, human_bytes(n.total_bytes), human_bytes(n.reclaimable_bytes), over, free,
-                     statuses))
+        busy_keys = view.busy.get(n.node, ((), frozenset()))[1]
+        if busy_keys:
+            statuses += f"; node busy ({len(busy_keys)} entr{'y' if len(busy_keys) == 1 else 'ies'})"
+        rows.append((n.node, slurm_cell(view, n.node), n.entries, human_bytes(n.total_bytes),
+                     human_bytes(n.reclaimable_bytes), over, free, statuses))
     if omitted:
-        rows.append((f"... {omitted} more nodes (--full lists every node)", "", "", "", "", "", ""))
-    lines.append(format_table(("NODE", "ENTRIES", "SIZE", "RECLAIMABLE", "OVER CAP", "FREE", "STATUSES"), rows,
-                              right=(1, 2, 3, 4, 5)))
+        rows.append((f"... {omitted} more nodes (--full lists every node)", "", "", "", "", "", "", ""))
+    lines.append(format_table(("NODE", "SLURM", "ENTRIES", "SIZE", "RECLAIMABLE", "OVER CAP", "FREE", "STATUSES"),
+                              rows, right=(2, 3, 4, 5, 6)))
+    lines += slurm_lines(view)
     if view.keys:
         head, omitted_keys, tail = head_tail(list(view.keys), head=20, tail=5)
 
         def key_row(r: KeyRow) -> tuple[Any, ...]:
-            return (r.key, len(r.statuses), human_bytes(r.total_bytes), _statuses_text(r))
+            busy = [node for node, _status in r.statuses if view.entry_busy(node, r.key)]
+            text = _statuses_text(r) + (f"; node busy on {compress_hostlist(busy)}" if busy else "")
+            return (r.key, len(r.statuses), human_bytes(r.total_bytes), text)
 
         key_rows = [key_row(r) for r in head]
         if omitted_keys:
@@ -286,6 +292,53 @@ def render_fleet_ls(view: FleetCacheView, root: str, *, full: bool = False) -> B
     for finding in view.findings:
         lines.append(f"finding: {finding.message}")
     return block(lines)
+
+
+#: Jobs listed under the node table (head and tail beyond this many).
+JOB_ROWS = 20
+
+
+def slurm_cell(view: FleetCacheView, node: str) -> str:
+    """The SLURM column: sinfo's state ("?" unknown), "busy" when a job of the cache's owner runs there."""
+    if view.slurm is None:
+        return "-"
+    found = view.slurm.get(node)
+    state = (found.state if found is not None else None) or "?"
+    return f"{state}, busy" if view.node_busy(node) else state
+
+
+def slurm_lines(view: FleetCacheView) -> list[str]:
+    """The jobs on the listed nodes, one line per job (its nodes as a hostlist), or why Slurm's state is unknown."""
+    state = view.slurm
+    if state is None:
+        return []
+    lines: list[str] = []
+    if state.note:
+        lines.append(state.note)
+    busy_ids = {j.job_id for jobs, _keys in view.busy.values() for j in jobs}
+    head, omitted, tail = head_tail(list(state.jobs), JOB_ROWS, 5)
+    wanted = set(view.selection.nodes)
+    rows: list[tuple[Any, ...]] = []
+    for job in head:
+        rows.append(_job_row(job, wanted, busy_ids))
+    if omitted:
+        rows.append((f"... {omitted} more jobs", "", "", "", "", ""))
+    rows += [_job_row(job, wanted, busy_ids) for job in tail]
+    if rows:
+        lines += ["", format_table(("JOB", "USER", "NAME", "STATE", "NODES", "NOTE"), rows)]
+    elif state.jobs_known:
+        lines.append("no running jobs on these nodes")
+    lines += [f"slurm: {p}" for p in state.problems]
+    if view.busy:
+        lines.append(f"node busy: {compress_hostlist(view.busy)} run a job of the cache's owner (the uid owning "
+                     "the root or the entry on that node): entries there may be in use by it")
+    return lines
+
+
+def _job_row(job: Any, wanted: set[str], busy_ids: set[str]) -> tuple[Any, ...]:
+    nodes = compress_hostlist(n for n in job.nodes if n in wanted)
+    return (job.job_id, job.user, job.name, job.state, nodes, "cache owner's job: node busy" if job.job_id in busy_ids
+            else "")
 
 
 # ---------------------------------------------------------------- evict
@@ -356,6 +409,8 @@ def render_fleet_evict(result: FleetEvictionPlan | FleetEvictionResult, root: st
         rows.append((f"... {omitted} more nodes", "", "", ""))
     lines.append(format_table(("NODE", "ENTRIES", verb.upper(), "KEYS"), rows, right=(1, 2)))
     lines.append(f"{verb} {human_bytes(result.freed_bytes)} across {len(result.outcomes)} nodes")
+    plan = result if isinstance(result, FleetEvictionPlan) else result.plan
+    lines += [f"warning: {w}" for w in plan.warnings]
     if not any(o.ok for o in result.outcomes):
         lines.append("no node could plan the eviction; nothing was executed")
     elif not result.executed and any((o.output or {}).get("evict") for o in result.outcomes if o.ok):

@@ -88,7 +88,7 @@ def _sort_files(listing: list[tuple[str, os.stat_result]], dir_mtime: float) -> 
 
 
 def classify_entry(key: str, path: str, listing: list[tuple[str, os.stat_result]], dir_mtime: float,
-                   now: float, grace: float, check_headers: bool = True) -> CacheEntry:
+                   now: float, grace: float, check_headers: bool = True, owner_uid: int | None = None) -> CacheEntry:
     """Turn one entry's listing into a CacheEntry with a status and a human explanation."""
     files = _sort_files(listing, dir_mtime)
     manifest, error = _load_manifest(path, key, files)
@@ -108,7 +108,7 @@ def classify_entry(key: str, path: str, listing: list[tuple[str, os.stat_result]
         manifest_mtime_ns=files.manifest.st_mtime_ns if files.manifest else None,
         newest_mtime=files.newest, shard_files=shard_files,
         tmp_files=tuple(sorted(name for name, _ in files.tmp)),
-        problems=tuple(files.notes), summary=_summary(manifest), disk_bytes=files.disk,
+        problems=tuple(files.notes), summary=_summary(manifest), disk_bytes=files.disk, owner_uid=owner_uid,
     )
 
 

@@ -51,6 +51,9 @@ class CacheEntry:
     disk_bytes: int | None = None
     #: Live processes on this node holding one of its files open or mapped (core/process_use.py).
     in_use_by: tuple[Holder, ...] = ()
+    #: Who owns the entry directory on this node (its lstat's uid): a job of that user on the
+    #: node may be loading from it (the fleet's "node busy", core/fleet/slurm_state.py).
+    owner_uid: int | None = None
 
     def to_json(self) -> dict[str, Any]:
         # Hand-written: `cache ls --json` encodes 200,000 of these; a dict literal is ~3x faster than fields_json.
@@ -75,6 +78,7 @@ class CacheEntry:
             "mounts": list(self.mounts),
             "disk_bytes": self.disk_bytes,
             "in_use_by": [h.to_json() for h in self.in_use_by],
+            "owner_uid": self.owner_uid,
         }
 
 
@@ -115,6 +119,8 @@ class CacheScan:
     #: Foreign children FastVideo's own GC counts as entries (directories, also through a
     #: symlink) and may delete: fvconsole never touches them, FastVideo's ``_gc_cache_root`` may.
     foreign_gc_counted: tuple[str, ...] = ()
+    #: Who owns the root directory on this node (the cache's owner when an entry's is unknown).
+    root_uid: int | None = None
 
     @property
     def total_bytes(self) -> int:

@@ -44,6 +44,8 @@ class PlannedEviction:
     leftover: bool = False
     #: What removing it gives back to the filesystem (CacheEntry.disk_bytes); None: unknown.
     disk_bytes: int | None = None
+    #: The entry directory's owner (CacheEntry.owner_uid): whose job on this node may be using it.
+    owner_uid: int | None = None
 
     @property
     def reason(self) -> str:
@@ -106,6 +108,8 @@ class EvictionPlan:
     fs_total: int | None = None
     #: Set when a free-space target was given (--min-free-gb / --min-free-percent).
     free_space: FreeSpacePlan | None = None
+    #: The root's owner (CacheScan.root_uid): the cache's owner where an entry's is unknown.
+    root_uid: int | None = None
 
     @property
     def freed_bytes(self) -> int:
@@ -288,7 +292,7 @@ def plan_eviction(scan: CacheScan, selectors: EvictionSelectors, *, grace_second
         root=scan.root, real_root=scan.real_root, evict=tuple(evict), skipped=tuple(skipped),
         total_bytes=scan.total_bytes, cap_bytes=int(cap_bytes(max_gb)) if max_gb is not None else None,
         grace_seconds=grace, force=force, hostname=scan.hostname,
-        fs_free=scan.fs_free, fs_total=scan.fs_total, free_space=free_space,
+        fs_free=scan.fs_free, fs_total=scan.fs_total, free_space=free_space, root_uid=scan.root_uid,
     )
 
 
@@ -321,7 +325,8 @@ def _free_space(scan: CacheScan, target: FreeTarget, selected: dict[str, list[Re
 
 def _planned(e: CacheEntry, why: Sequence[Reason]) -> PlannedEviction:
     return PlannedEviction(key=e.key, path=e.path, bytes=e.bytes, why=tuple(why),
-                           manifest_mtime_ns=e.manifest_mtime_ns, is_symlink=e.is_symlink, disk_bytes=e.disk_bytes)
+                           manifest_mtime_ns=e.manifest_mtime_ns, is_symlink=e.is_symlink, disk_bytes=e.disk_bytes,
+                           owner_uid=e.owner_uid)
 
 
 def _leftover_items(scan: CacheScan, now: float, grace: float,

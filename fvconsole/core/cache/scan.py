@@ -56,7 +56,8 @@ def scan_cache(root: str | os.PathLike[str], grace_seconds: float = DEFAULT_GRAC
     or unlistable.
     """
     root_path = os.path.abspath(os.path.expanduser(os.fspath(root)))
-    root_dev = _require_directory(root_path).st_dev
+    root_st = _require_directory(root_path)
+    root_dev = root_st.st_dev
     real_root = os.path.realpath(root_path)
     now = time.time() if now is None else now
     entries: list[CacheEntry] = []
@@ -105,6 +106,7 @@ def scan_cache(root: str | os.PathLike[str], grace_seconds: float = DEFAULT_GRAC
         grace_seconds=float(grace_seconds),
         warnings=(use.partial,) if use.partial else (),
         foreign_gc_counted=tuple(sorted(gc_counted)),
+        root_uid=root_st.st_uid,
     )
 
 
@@ -183,7 +185,8 @@ def scan_entry(child: Child, now: float, grace: float, check_headers: bool,
         entry = _unreadable_entry(child, exc)
         listing = []
     else:
-        entry = classify_entry(child.name, child.path, listing, child.st.st_mtime, now, grace, check_headers)
+        entry = classify_entry(child.name, child.path, listing, child.st.st_mtime, now, grace, check_headers,
+                               owner_uid=child.st.st_uid)
     found = mounts_inside(child, listing, mounts, root_dev)
     notes = [f"subdirectory {name}/ is not cache content (not counted, not scanned; removed with the entry)"
              for name, st in listing if stat.S_ISDIR(st.st_mode) and name not in found]
@@ -249,6 +252,7 @@ def _symlink_entry(child: Child) -> CacheEntry:
         status="invalid", writing=False,
         explanation=f"entry is a symlink to {target}; not followed (evicting it removes only the link)",
         manifest_mtime_ns=None, newest_mtime=None, is_symlink=True, symlink_target=target, disk_bytes=0,
+        owner_uid=child.st.st_uid,
     )
 
 
@@ -257,6 +261,7 @@ def _unreadable_entry(child: Child, exc: OSError) -> CacheEntry:
         key=child.name, path=child.path, bytes=0, last_used=None, num_shards=None, shards_present=(),
         status="invalid", writing=False, explanation=f"unreadable entry directory: {exc.strerror}",
         manifest_mtime_ns=None, newest_mtime=child.st.st_mtime, problems=(f"{child.path}: {exc.strerror}",),
+        owner_uid=child.st.st_uid,
     )
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from functools import cached_property
 from typing import Any
 
 from fvconsole.core.cache.gc_order import GcItem, lru_walk
@@ -16,6 +17,7 @@ from fvconsole.core.errors import EXIT_OK, EXIT_PARTIAL, EXIT_REFUSED
 from fvconsole.core.fleet.dispatch import FleetRun, NodeSelection
 from fvconsole.core.fleet.hostlist import compress_hostlist
 from fvconsole.core.fleet.outcomes import KINDS, NodeOutcome
+from fvconsole.core.fleet.slurm_state import SlurmJob, SlurmState
 from fvconsole.core.reasons import Reason
 
 #: Statuses meaning "this node's copy has its manifest.json".
@@ -61,13 +63,15 @@ class NodeCacheSummary:
     reason: Reason | None = None
     #: Entries live processes on that node hold open or mapped (its `cache ls` ``in_use_by``).
     in_use: int = 0
+    #: The cache's owners on that node: the root's uid and every entry's, as the node reports them.
+    owners: tuple[int, ...] = ()
 
     def to_json(self) -> dict[str, Any]:
         return {
             "ok": self.ok, "error": self.error, "entries": self.entries, "total_bytes": self.total_bytes,
             "statuses": dict(self.statuses), "reclaimable_bytes": self.reclaimable_bytes,
             "over_cap_bytes": self.over_cap_bytes, "cap_bytes": self.cap, "fs_free_bytes": self.fs_free, "fs_total_bytes": self.fs_total, "root": self.root,
-            "in_use_entries": self.in_use,
+            "in_use_entries": self.in_use, "owner_uids": list(self.owners),
         }
 
 
@@ -120,10 +124,60 @@ class FleetCacheView:
     findings: tuple[Finding, ...]
     fanout: str = ""
     job_steps: int = 0
+    #: Slurm's state of the nodes (one squeue, one sinfo); None: not read.
+    slurm: SlurmState | None = None
 
     @property
     def total_bytes(self) -> int:
         return sum(n.total_bytes for n in self.nodes)
+
+    @cached_property
+    def busy(self) -> dict[str, tuple[tuple[SlurmJob, ...], frozenset[str]]]:
+        """node -> (jobs of the cache's owners running there, keys of the entries whose owner runs one).
+
+        Only nodes that answered and run such a job; empty when Slurm's jobs are unknown.
+        """
+        if self.slurm is None or not self.slurm.jobs_known:
+            return {}
+        out = {}
+        for n, outcome in zip(self.nodes, self.outcomes, strict=True):
+            jobs = self.slurm.busy_jobs(n.node, n.owners) if n.ok else None
+            if not jobs:
+                continue
+            uids = {j.uid for j in jobs}
+            doc = outcome.output or {}
+            keys = frozenset(str(e.get("key")) for e in _entries(doc) if entry_owner(e, doc) in uids)
+            out[n.node] = (jobs, keys)
+        return out
+
+    def node_busy(self, node: str) -> bool | None:
+        """A job of the cache's owner runs on ``node``; None: unknown (Slurm not read, or the node failed)."""
+        if node in self.busy:
+            return True
+        if self.slurm is None or not self.slurm.jobs_known:
+            return None
+        summary = self._summaries.get(node)
+        return False if summary is not None and summary.ok else None
+
+    @cached_property
+    def _summaries(self) -> dict[str, NodeCacheSummary]:
+        return {n.node: n for n in self.nodes}
+
+    def slurm_json(self, node: str) -> dict[str, Any] | None:
+        """One node's Slurm state, jobs and busy verdict (``--json``), or None when Slurm was not read."""
+        if self.slurm is None:
+            return None
+        found = self.slurm.get(node)
+        jobs, keys = self.busy.get(node, ((), frozenset()))
+        return {"state": found.state if found else None,
+                "jobs": [j.to_json() for j in found.jobs] if found else [],
+                "busy": self.node_busy(node), "busy_jobs": [j.job_id for j in jobs], "busy_entries": sorted(keys)}
+
+    def _slurm_doc(self) -> dict[str, Any] | None:
+        if self.slurm is None:
+            return None
+        return {"ok": not self.slurm.unknown, "note": self.slurm.note, "problems": list(self.slurm.problems),
+                "busy_nodes": compress_hostlist(self.busy)}
 
     @property
     def exit_code(self) -> int:
@@ -149,10 +203,16 @@ class FleetCacheView:
             nodes[n.node] = {"outcome": outcome.kind, "entries": n.entries, "total_bytes": n.total_bytes,
                              "reclaimable_bytes": n.reclaimable_bytes, "over_cap_bytes": n.over_cap_bytes,
                              "fs_free_bytes": n.fs_free}
+        if self.slurm is not None:
+            for node, doc in nodes.items():
+                doc["slurm"] = self.slurm_json(node)
         keys = {
             row.key: {"bytes": row.total_bytes, "nodes": len(row.statuses), "statuses": nodes_by(row.statuses)}
             for row in self.keys
         }
+        if self.slurm is not None and self.slurm.jobs_known:  # unknown is not "on no node"
+            for row in self.keys:
+                keys[row.key]["busy_nodes"] = compress_hostlist(n for n, _ in row.statuses if self.entry_busy(n, row.key))
         return {
             "form": "summary",
             "outcomes": self.outcome_counts(),
@@ -162,18 +222,38 @@ class FleetCacheView:
             "findings": [f.to_json() for f in self.findings],
             "selection": self.selection.to_json(),
             "dispatch": {"fanout": self.fanout, "job_steps": self.job_steps},
+            "slurm": self._slurm_doc(),
         }
 
+    def entry_busy(self, node: str, key: str) -> bool:
+        """The entry ``key`` on ``node`` is owned by a user whose job runs there ("node busy")."""
+        found = self.busy.get(node)
+        return found is not None and key in found[1]
+
     def to_json(self) -> dict[str, Any]:
-        """The full form (``--full --json``): every node's own ``cache ls`` document."""
+        """The full form (``--full --json``): every node's own ``cache ls`` document.
+
+        With Slurm's state read, each node's document gets ``slurm`` and each of its entries
+        ``node_busy`` (the node's own keys are left as it sent them).
+        """
+        nodes = {o.node: o.to_json() for o in self.outcomes}
+        summary = {n.node: n.to_json() for n in self.nodes}
+        if self.slurm is not None:
+            for o in self.outcomes:
+                doc = nodes[o.node] = dict(nodes[o.node])
+                doc["slurm"] = summary[o.node]["slurm"] = self.slurm_json(o.node)
+                if o.ok and isinstance(doc.get("entries"), list):
+                    doc["entries"] = [{**e, "node_busy": self.entry_busy(o.node, str(e.get("key")))}
+                                      if isinstance(e, Mapping) else e for e in doc["entries"]]
         return {
-            "nodes": {o.node: o.to_json() for o in self.outcomes},
+            "nodes": nodes,
             "keys": {row.key: dict(row.statuses) for row in self.keys},
             "total_bytes": self.total_bytes,
-            "summary": {n.node: n.to_json() for n in self.nodes},
+            "summary": summary,
             "findings": [f.to_json() for f in self.findings],
             "selection": self.selection.to_json(),
             "dispatch": {"fanout": self.fanout, "job_steps": self.job_steps},
+            "slurm": self._slurm_doc(),
         }
 
 
@@ -202,6 +282,18 @@ def over_cap_bytes(entries: list[Mapping[str, Any]], cap: int | None) -> int | N
     return sum(v.bytes for v in victims)
 
 
+def entry_owner(entry: Mapping[str, Any], doc: Mapping[str, Any]) -> int | None:
+    """Whose entry this is on its node: the entry directory's owner, else the root's."""
+    uid = _int(entry.get("owner_uid"))
+    return uid if uid is not None else _int(doc.get("root_uid"))
+
+
+def owners_of(doc: Mapping[str, Any], entries: Iterable[Mapping[str, Any]]) -> tuple[int, ...]:
+    """The root's uid and every entry's owner on one node, sorted (an older node sends none)."""
+    uids = {_int(doc.get("root_uid"))} | {_int(e.get("owner_uid")) for e in entries}
+    return tuple(sorted(u for u in uids if u is not None))
+
+
 def _float(value: Any) -> float | None:
     return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
 
@@ -221,6 +313,7 @@ def summarize_node(outcome: NodeOutcome) -> NodeCacheSummary:
         fs_total=_int(doc.get("fs_total_bytes")), root=doc.get("root") if isinstance(doc.get("root"), str) else None,
         cap=cap, reason=outcome.reason,
         in_use=sum(1 for e in entries if isinstance(e.get("in_use_by"), list) and e.get("in_use_by")),
+        owners=owners_of(doc, entries),
     )
 
 
@@ -254,8 +347,8 @@ def per_node_manifest_finding(row: KeyRow) -> Finding | None:
     return Finding(row.key, "per-node-manifest", message, without)
 
 
-def aggregate_ls(run: FleetRun) -> FleetCacheView:
-    """The fleet view of one ``cache ls`` run."""
+def aggregate_ls(run: FleetRun, slurm: SlurmState | None = None) -> FleetCacheView:
+    """The fleet view of one ``cache ls`` run (with Slurm's state of its nodes, when read)."""
     rows = key_rows(run.outcomes)
     findings = tuple(f for f in (per_node_manifest_finding(r) for r in rows) if f is not None)
     return FleetCacheView(
@@ -266,6 +359,7 @@ def aggregate_ls(run: FleetRun) -> FleetCacheView:
         findings=findings,
         fanout=run.steps.fanout,
         job_steps=run.job_steps,
+        slurm=slurm,
     )
 
 

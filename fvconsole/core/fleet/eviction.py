@@ -14,16 +14,20 @@ fleet eviction once, with every node's outcome (``core.journal.fleet_eviction_re
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from functools import cached_property
 from typing import Any
 
 from fvconsole.core.cache.selectors import EvictionSelectors
 from fvconsole.core.errors import UsageError
-from fvconsole.core.fleet.aggregate import exit_code_for, freed_bytes_of, planned_keys
+from fvconsole.core.fleet.aggregate import entry_owner, exit_code_for, freed_bytes_of, planned_keys
 from fvconsole.core.fleet.dispatch import DispatchOptions, NodeSelection, build_steps, run_steps
 from fvconsole.core.fleet.documents import EVICT
+from fvconsole.core.fleet.hostlist import compress_hostlist
 from fvconsole.core.fleet.outcomes import NodeOutcome
+from fvconsole.core.fleet.slurm_state import DEFAULT_QUERY, SlurmJob, SlurmQuery, SlurmState, read_slurm_state
+from fvconsole.core.printable import printable
 from fvconsole.core.progress import Progress
 
 NO_NODE_PLANNED = "no node could plan the eviction; nothing was executed"
@@ -44,8 +48,53 @@ class FleetEvictionPlan:
     outcomes: tuple[NodeOutcome, ...]  # the previews (dry runs), selection order
     requests: tuple[tuple[str, tuple[str, ...]], ...]  # (node, fvconsole args) for nodes with planned keys
     execute_flags: tuple[str, ...] = ()  # flags only execution needs (--wait S); never selectors
+    #: Slurm's state of the nodes at the preview (one squeue, one sinfo); None: not read.
+    slurm: SlurmState | None = None
 
     executed = False  # a plan has deleted nothing (for renderers shared with the result)
+
+    @cached_property
+    def busy(self) -> dict[str, tuple[tuple[SlurmJob, ...], tuple[str, ...]]]:
+        """node -> (jobs of the planned entries' owners running there, those planned keys).
+
+        A warning, never a selector: the plan stands (see docs/cli.md, `fleet cache evict`).
+        """
+        if self.slurm is None:
+            return {}
+        out = {}
+        for o in self.outcomes:
+            if not o.ok or not isinstance(o.output, Mapping):
+                continue
+            items = [i for i in o.output.get("evict") or [] if isinstance(i, Mapping)]
+            owners = {entry_owner(i, o.output) for i in items} - {None}
+            jobs = self.slurm.busy_jobs(o.node, owners) or ()
+            if jobs:
+                uids = {j.uid for j in jobs}
+                out[o.node] = (jobs, tuple(str(i.get("key")) for i in items if entry_owner(i, o.output) in uids))
+        return out
+
+    @property
+    def warnings(self) -> tuple[str, ...]:
+        """One line per job of a planned entry's owner (its nodes grouped), and Slurm's note."""
+        by_job: dict[str, tuple[SlurmJob, list[str], int]] = {}
+        for node, (jobs, keys) in self.busy.items():
+            for job in jobs:
+                _job, nodes, count = by_job.get(job.job_id, (job, [], 0))
+                by_job[job.job_id] = (job, [*nodes, node], count + len(keys))
+        lines = [f"node busy: {compress_hostlist(nodes)}: {job.text()} of the planned entries' owner "
+                 f"(uid {job.uid}) runs there; {count} planned entr{'y' if count == 1 else 'ies'} on "
+                 f"{'it' if len(nodes) == 1 else 'them'} may be in use by it (still planned)"
+                 for job, nodes, count in by_job.values()]
+        if self.slurm is not None and self.slurm.note:
+            lines.append(printable(self.slurm.note))
+        return tuple(lines)
+
+    def slurm_json(self) -> dict[str, Any] | None:
+        if self.slurm is None:
+            return None
+        return {**self.slurm.to_json(),
+                "busy": {node: {"jobs": [j.job_id for j in jobs], "keys": list(keys)}
+                         for node, (jobs, keys) in self.busy.items()}}
 
     @property
     def node_keys(self) -> dict[str, tuple[str, ...]]:
@@ -70,6 +119,8 @@ class FleetEvictionPlan:
             "nodes": {o.node: o.to_json() for o in self.outcomes},
             "freed_bytes": self.freed_bytes,
             "selection": self.selection.to_json(),
+            "slurm": self.slurm_json(),
+            "warnings": list(self.warnings),
         }
         if self.outcomes and not self.any_planned:
             doc["error"] = NO_NODE_PLANNED
@@ -104,6 +155,8 @@ class FleetEvictionResult:
             "nodes": {o.node: o.to_json() for o in self.outcomes},
             "freed_bytes": self.freed_bytes,
             "selection": self.selection.to_json(),
+            "slurm": self.plan.slurm_json(),  # as at the preview
+            "warnings": list(self.plan.warnings),
         }
 
 
@@ -122,15 +175,19 @@ def execution_requests(root: str, outcomes: Sequence[NodeOutcome], protections: 
 
 def preview_fleet_eviction(selection: NodeSelection, root: str, selectors: Sequence[str],
                            protections: Sequence[str] = (), options: DispatchOptions | None = None,
-                           progress: Progress | None = None, execute_flags: Sequence[str] = ()) -> FleetEvictionPlan:
-    """Every node's eviction plan (nothing is deleted; no node takes its root's lock)."""
+                           progress: Progress | None = None, execute_flags: Sequence[str] = (),
+                           slurm: SlurmQuery | None = DEFAULT_QUERY) -> FleetEvictionPlan:
+    """Every node's eviction plan (nothing is deleted; no node takes its root's lock), with
+    Slurm's state of the nodes (``slurm=None``: not read)."""
     if "--yes" in (*selectors, *protections, *execute_flags):
         raise UsageError("--yes is not a selector: previews never execute")
     args = ("cache", "evict", root, *selectors, *protections, "--json")
-    run = run_steps(build_steps(selection, args, options, expects=EVICT), progress)
+    steps = build_steps(selection, args, options, expects=EVICT)
+    state = read_slurm_state(selection.nodes, slurm) if slurm is not None else None
+    run = run_steps(steps, progress)
     return FleetEvictionPlan(selection, root, tuple(selectors), tuple(protections), run.outcomes,
                              execution_requests(root, run.outcomes, protections, execute_flags),
-                             tuple(execute_flags))
+                             tuple(execute_flags), state)
 
 
 def _not_run(outcome: NodeOutcome) -> NodeOutcome:

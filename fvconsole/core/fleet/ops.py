@@ -31,6 +31,7 @@ from fvconsole.core.fleet.eviction import (
 )
 from fvconsole.core.fleet.outcomes import NodeOutcome
 from fvconsole.core.fleet.selection import select_nodes
+from fvconsole.core.fleet.slurm_state import DEFAULT_QUERY, SlurmQuery, read_slurm_state
 from fvconsole.core.progress import Progress
 from fvconsole.core.reasons import reason
 
@@ -52,9 +53,13 @@ def ls_steps(selection: NodeSelection, root: str, options: DispatchOptions | Non
 
 
 def fleet_ls(selection: NodeSelection, root: str, options: DispatchOptions | None = None, *,
-             extra: Sequence[str] = (), progress: Progress | None = None) -> FleetCacheView:
-    """Run ``cache ls`` on every node and aggregate (``extra``: more ``cache ls`` flags, e.g. --grace)."""
-    return aggregate_ls(run_steps(ls_steps(selection, root, options, extra), progress))
+             extra: Sequence[str] = (), progress: Progress | None = None,
+             slurm: SlurmQuery | None = DEFAULT_QUERY) -> FleetCacheView:
+    """Run ``cache ls`` on every node and aggregate (``extra``: more ``cache ls`` flags, e.g. --grace),
+    with Slurm's state of the nodes: one squeue and one sinfo call (``slurm=None``: not read)."""
+    steps = ls_steps(selection, root, options, extra)  # usage errors and "srun not found" first
+    state = read_slurm_state(selection.nodes, slurm) if slurm is not None else None
+    return aggregate_ls(run_steps(steps, progress), state)
 
 
 @dataclass(frozen=True)
@@ -111,20 +116,21 @@ class SrunDispatcher:
     """
 
     def __init__(self, timeout: float = DEFAULT_TIMEOUT, parallel: int = DEFAULT_PARALLEL, srun: str = "srun",
-                 srun_args: Sequence[str] = (), fanout: str = AUTO) -> None:
+                 srun_args: Sequence[str] = (), fanout: str = AUTO, slurm: SlurmQuery | None = DEFAULT_QUERY) -> None:
         self.options = DispatchOptions(srun=srun, timeout=timeout, parallel=parallel, fanout=fanout)
         self.srun_args = tuple(srun_args)
+        self.slurm = slurm
 
     def select(self, nodes: str | None, job_id: str | None) -> NodeSelection:
         """Resolve a node list and/or job id (reads squeue for a job)."""
         return select_nodes(nodes, job_id, None, self.srun_args)
 
     def ls(self, selection: NodeSelection, root: str, progress: Progress | None = None) -> FleetCacheView:
-        return fleet_ls(selection, root, self.options, progress=progress)
+        return fleet_ls(selection, root, self.options, progress=progress, slurm=self.slurm)
 
     def preview(self, selection: NodeSelection, root: str, selectors: Sequence[str],
                 progress: Progress | None = None) -> FleetEvictionPlan:
-        return preview_fleet_eviction(selection, root, selectors, (), self.options, progress)
+        return preview_fleet_eviction(selection, root, selectors, (), self.options, progress, slurm=self.slurm)
 
     def execute(self, plan: FleetEvictionPlan, progress: Progress | None = None) -> FleetEvictionResult:
         return execute_fleet_eviction(plan, self.options, progress)
