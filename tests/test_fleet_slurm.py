@@ -342,3 +342,66 @@ def test_fleet_free_space_target_is_judged_per_node(slurm_cluster: SlurmCluster,
     [line] = _journal_lines(journal)
     assert line["action"] == "fleet cache evict" and line["items"] == [f"n1:{full[0]}"] and line["exit_code"] == 3
     assert line["details"]["outcomes"]["ok"]["nodes"] == "n[1-2]" and line["details"]["outcomes"]["failed"]["nodes"] == "n3"
+
+
+# --------------------------------------------------------------------------- Slurm state per node (issue 22)
+
+#: Counts squeue and sinfo calls independently of the code under test, then runs the real command.
+COUNTING_SHIM = """#!/bin/sh
+echo "$*" >> {log}
+exec {real} "$@"
+"""
+
+
+def test_ls_shows_the_node_busy_with_the_owners_job(slurm_cluster: SlurmCluster, tmp_path: Path) -> None:
+    """A real job holds n2 and n3: `fleet cache ls` shows both busy with that job's id, user and name
+    (a `|` in it), from one squeue and one sinfo call; an entry of another owner there is not busy."""
+    import shutil
+
+    template = _populate(tmp_path)
+    foreign_owned = tmp_path / "n2" / "wcache" / OLD
+    os.chown(foreign_owned, 65534, 65534)  # nobody's entry on n2: nobody runs no job
+    shim = tmp_path / "shim"
+    shim.mkdir()
+    log = tmp_path / "slurm-calls.log"
+    for name in ("squeue", "sinfo"):
+        (shim / name).write_text(COUNTING_SHIM.format(log=log, real=shutil.which(name)))
+        (shim / name).chmod(0o755)
+    env = {**slurm_cluster.env, "PATH": f"{shim}:{slurm_cluster.env['PATH']}"}
+    sub = slurm_cluster.run("sbatch", "--parsable", "-N2", "-w", "n[2-3]", "--output=/dev/null",
+                            f"--chdir={tmp_path}", "--job-name=train|wan 14b", "--wrap", "sleep 300")
+    assert sub.returncode == 0, sub.stderr
+    job = sub.stdout.strip().split(";")[0]
+    try:
+        assert _wait_running(slurm_cluster, job) == "RUNNING"
+        code, doc, err = _fleet(slurm_cluster, "ls", "--job", job, "--cache-root", template, "--full", env=env)
+        assert code == 0, err
+        calls = log.read_text().splitlines()
+        assert sum("--states=RUNNING,COMPLETING" in c for c in calls) == 1  # (the other squeue: --job's nodes)
+        assert sum(c.startswith("--noheader --nodes=") for c in calls) == 1
+        for node in ("n2", "n3"):
+            slurm = doc["nodes"][node]["slurm"]
+            assert slurm["state"] == "allocated" and slurm["busy"] is True and slurm["busy_jobs"] == [job]
+            assert slurm["jobs"] == [{"job_id": job, "uid": 0, "user": "root", "name": "train|wan 14b",
+                                      "state": "RUNNING", "nodes": "n[2-3]"}]
+        n2 = {e["key"]: e["node_busy"] for e in doc["nodes"]["n2"]["entries"]}
+        assert n2 == {KEY: True, OLD: False}
+        assert doc["slurm"]["busy_nodes"] == "n[2-3]" and doc["slurm"]["note"] is None
+        out = subprocess.run([sys.executable, "-m", "fvconsole", "fleet", "cache", "ls", "--job", job,
+                              "--cache-root", template], capture_output=True, text=True, env=env, timeout=120)
+        assert out.returncode == 0, out.stderr
+        assert "allocated, busy" in out.stdout and "train|wan 14b" in out.stdout
+        assert "node busy: n[2-3] run a job of the cache's owner" in out.stdout
+        code, preview, err = _fleet(slurm_cluster, "evict", "--job", job, "--cache-root", template, "--invalid",
+                                    env=env)
+        assert code == 0, err
+        assert preview["slurm"]["busy"] == {"n2": {"jobs": [job], "keys": [KEY]}, "n3": {"jobs": [job], "keys": [KEY]}}
+        assert preview["warnings"][0].startswith(f"node busy: n[2-3]: job {job} root (train|wan 14b)")
+        assert {n: [e["key"] for e in preview["nodes"][n]["evict"]] for n in ("n2", "n3")} == {"n2": [KEY], "n3": [KEY]}
+        # a node outside the job: idle, nothing running, not busy
+        code, doc, err = _fleet(slurm_cluster, "ls", "--nodes", "n1", "--cache-root", template, env=env)
+        assert code == 0, err
+        assert doc["nodes"]["n1"]["slurm"] == {"state": "idle", "jobs": [], "busy": False, "busy_jobs": [],
+                                               "busy_entries": []}
+    finally:
+        slurm_cluster.run("scancel", job)
