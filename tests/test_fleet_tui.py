@@ -18,6 +18,7 @@ from slurm_cluster import write_fake_srun
 from textual.widgets import Button, DataTable, Input, Static
 
 from fvconsole.core.fleet.ops import SrunDispatcher
+from fvconsole.core.fleet.slurm_state import SlurmQuery
 from fvconsole.demo.cache_builders import make_key, write_cache_entry
 from fvconsole.tui.fleet_view import FleetView
 from fvconsole.tui.headless import settle
@@ -187,3 +188,49 @@ async def test_filter_and_r_rescan_in_fleet_view(fleet: dict) -> None:
         await pilot.press("r")
         await settle(app, pilot)
         assert {r.value for r in matrix.rows} == {KEY, OTHER, third}
+
+
+def _stand_in(path: Path, text: str) -> str:
+    """A stand-in Slurm client printing ``text`` (literal, as the real one would)."""
+    path.write_text(f"#!/bin/sh\ncat <<'EOF'\n{text}EOF\n")
+    path.chmod(0o755)
+    return str(path)
+
+
+async def test_scan_shows_slurm_state_and_busy_nodes(fleet: dict) -> None:
+    """Job 77 of the caches' owner holds a1 and a2: both busy, their entries marked; bob's job 78 on a3
+    (an escape sequence in its name) is listed, escaped, and a3 is not busy."""
+    import os
+
+    uid = os.getuid()
+    bindir = fleet["base"] / "bin"
+    squeue = _stand_in(bindir / "squeue", f"77|{uid}|alice|RUNNING|a[1-2]|train|x|77\n"
+                                          f"78|{uid + 1}|bob|RUNNING|a3|eval\x1b]0;pwn\x07|78\n")
+    sinfo = _stand_in(bindir / "sinfo", "a[1-2]|allocated\na3|mixed\n")
+    app = make_app()
+    async with app.run_test(size=SIZE) as pilot:
+        view = await open_fleet(app, pilot, fleet["root"])
+        view.dispatcher = SrunDispatcher(timeout=60, srun=fleet["srun"],
+                                         slurm=SlurmQuery(squeue=squeue, sinfo=sinfo))
+        view.query_one("#fleet-nodes", Input).focus()
+        await pilot.press("enter")
+        await settle(app, pilot)
+        nodes = view.query_one("#fleet-node-table", DataTable)
+        assert [str(nodes.get_row(n)[1]) for n in ("a1", "a2", "a3")] == [
+            "allocated · busy", "allocated · busy", "mixed"]
+        assert str(nodes.get_row("a2")[-1]).endswith("; node busy (2 entries)")
+        matrix = view.query_one("#fleet-matrix", DataTable)
+        row = [str(c) for c in matrix.get_row(KEY)]
+        assert row[2].endswith(" busy") and row[3].endswith(" busy") and not row[4].endswith(" busy")
+        assert [str(c.label) for c in matrix.columns.values()][2:5] == ["a1 (busy)", "a2 (busy)", "a3"]
+        detail = str(view.query_one("#fleet-detail", Static).render())
+        assert "⚑ node busy: job 77 alice (train|x) running on a[1-2], the cache owner's" in detail
+        assert "job 78 bob (eval\\x1b]0;pwn\\x07) running on a3" in detail and "\x1b" not in detail
+        await pilot.press("i")
+        await settle(app, pilot)
+        assert isinstance(app.screen, ConfirmScreen)
+        body = str(app.screen.query_one("#dialog-body Static").render())
+        assert "⚠ node busy: a2: job 77 alice (train|x) of the planned entries' owner" in body
+        assert "a3" not in body.split("⚠", 1)[1]  # bob's job makes no warning
+        await pilot.press("escape")
+        await settle(app, pilot)

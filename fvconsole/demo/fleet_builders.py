@@ -3,8 +3,10 @@
 ``build_fleet(base, now)`` writes ``base/<node>/wcache`` for eight nodes showing the per-node
 manifest pathology (rank 0's node holds the manifest, the others only their shards) and an
 ``srun`` that runs the command locally as the node named by ``--nodelist`` (``SLURMD_NODENAME``
-set, so ``{node}`` roots resolve). ``local_dispatcher`` is the real ``SrunDispatcher`` pointed
-at it, with the job's nodes given (there is no squeue).
+set, so ``{node}`` roots resolve), and a stand-in ``squeue`` and ``sinfo`` printing what
+Slurm would: a job of the caches' owner on gpu[001-004] (so those nodes are busy), another
+user's job on gpu006 (a ``|`` in its name), gpu008 drained. ``local_dispatcher`` is the real
+``SrunDispatcher`` pointed at them, with the job's nodes given.
 """
 
 from __future__ import annotations
@@ -29,13 +31,33 @@ os.execv(cmd[0], cmd)
 """
 
 
+#: What the stand-in squeue prints (``%i|%U|%u|%T|%N|%j|%i``); {uid}: the caches' owner.
+STAND_IN_SQUEUE = """812345|{uid}|fvdemo|RUNNING|gpu[001-004]|wan2.1-t2v-14b finetune|812345
+812399|{other}|bob|RUNNING|gpu006|eval|vbench|812399
+"""
+#: What the stand-in sinfo prints (``%N|%T``).
+STAND_IN_SINFO = """gpu[001-004,006]|allocated
+gpu[005,007]|idle
+gpu008|drained
+"""
+
+
 @dataclass(frozen=True)
 class Fleet:
-    """A built fleet: the cache root with ``{node}``, the stand-in srun, the nodes."""
+    """A built fleet: the cache root with ``{node}``, the stand-in srun, squeue and sinfo, the nodes."""
 
     root: str
     srun: str
     nodes: tuple[str, ...]
+    squeue: str = "squeue"
+    sinfo: str = "sinfo"
+
+
+def _stand_in(path: str, text: str) -> str:
+    with open(path, "w") as fh:
+        fh.write(f"#!/bin/sh\ncat <<'EOF'\n{text}EOF\n")
+    os.chmod(path, 0o755)
+    return path
 
 
 def build_fleet(base: str, now: float, nodes: Sequence[str] = FLEET_NODES) -> Fleet:
@@ -62,16 +84,20 @@ def build_fleet(base: str, now: float, nodes: Sequence[str] = FLEET_NODES) -> Fl
     with open(srun, "w") as fh:
         fh.write(STAND_IN_SRUN.replace("{python}", sys.executable))
     os.chmod(srun, 0o755)
-    return Fleet(os.path.join(base, "{node}", "wcache"), srun, tuple(nodes))
+    uid = os.getuid()
+    squeue = _stand_in(os.path.join(bindir, "squeue"), STAND_IN_SQUEUE.format(uid=uid, other=uid + 1))
+    sinfo = _stand_in(os.path.join(bindir, "sinfo"), STAND_IN_SINFO)
+    return Fleet(os.path.join(base, "{node}", "wcache"), srun, tuple(nodes), squeue, sinfo)
 
 
 def local_dispatcher(fleet: Fleet):  # noqa: ANN201 - a core.fleet.ops.SrunDispatcher
-    """The real SrunDispatcher with the stand-in srun; a job's nodes are the fleet's (no squeue here)."""
+    """The real SrunDispatcher with the stand-in srun, squeue and sinfo; a job's nodes are the fleet's."""
     from fvconsole.core.fleet.ops import SrunDispatcher
     from fvconsole.core.fleet.selection import NodeSelection
+    from fvconsole.core.fleet.slurm_state import SlurmQuery
 
     class LocalDispatcher(SrunDispatcher):
         def select(self, nodes: str | None, job_id: str | None) -> NodeSelection:
             return NodeSelection(fleet.nodes, job_id)
 
-    return LocalDispatcher(srun=fleet.srun)
+    return LocalDispatcher(srun=fleet.srun, slurm=SlurmQuery(squeue=fleet.squeue, sinfo=fleet.sinfo))

@@ -2,7 +2,9 @@
 
 Type a job id and/or a node list and the cache root (``{node}`` allowed), scan: every
 srun round trip runs in a thread worker, so the UI never blocks. The node table shows
-each node's totals (or its error); the matrix shows each key's status and size per node.
+each node's totals (or its error) and Slurm's state of it (one squeue and one sinfo call per
+scan: "busy" when a job of the cache's owner runs there); the matrix shows each key's status
+and size per node, "busy" on the entries such a job may be using.
 Evictions follow the console's one flow: preview on every node → confirm (focus on
 Cancel) → execute exactly the previewed per-node plans, with progress → rescan.
 """
@@ -42,7 +44,7 @@ WRITE_ACTIONS = (
     ("evict_cap", "c", "Evict to cap",
      "evict each node down to its cap ($FASTVIDEO_WEIGHT_SHARD_CACHE_MAX_GB on that node)"),
 )
-NODE_COLUMNS = (("node", "node", 12), ("entries", "entries", 9), ("size", "size", 11), ("reclaimable", "reclaimable", 13),
+NODE_COLUMNS = (("node", "node", 12), ("slurm", "slurm", 16), ("entries", "entries", 9), ("size", "size", 11), ("reclaimable", "reclaimable", 13),
                 ("over cap", "over_cap", 10), ("free", "free", 11), ("statuses / error", "statuses", 60))
 
 
@@ -158,7 +160,7 @@ class FleetView(BaseView):
         yield ProgressRow(id="fleet-progress-row")
         with Vertical(id="fleet-tables"):
             yield FastTable(id="fleet-node-table", cursor_type="row", zebra_stripes=True, flex="statuses",
-                            shrink={"statuses": 16, "node": 10}, optional=("over_cap", "entries"),
+                            shrink={"statuses": 16, "node": 10, "slurm": 8}, optional=("over_cap", "entries"),
                             sortable=[key for _l, key, _w in NODE_COLUMNS if key != "statuses"])
             yield FastTable(id="fleet-matrix", cursor_type="row", zebra_stripes=True, sortable=("key", "size"))
         with VerticalScroll(id="fleet-detail-scroll"):
@@ -284,6 +286,7 @@ class FleetView(BaseView):
 
     NODE_SORT_KEYS: ClassVar[dict[str, Any]] = {
         "node": lambda n: n.node,
+        "slurm": lambda n: n.node,  # replaced per scan by the node's Slurm state (see _slurm_sort)
         "entries": lambda n: n.entries if n.ok else None,
         "size": lambda n: n.total_bytes if n.ok else None,
         "reclaimable": lambda n: n.reclaimable_bytes if n.ok else None,
@@ -291,13 +294,29 @@ class FleetView(BaseView):
         "free": lambda n: n.fs_free if n.ok else None,
     }
 
+    @staticmethod
+    def _slurm_cell(view: Any, node: str) -> Text:
+        """sinfo's state of the node ("?": unknown), "busy" when a job of the cache's owner runs there."""
+        if view.slurm is None:
+            return Text("-", style="grey50")
+        found = view.slurm.get(node)
+        state = (found.state if found is not None else None) or "?"
+        if view.node_busy(node):
+            return _plain(f"{state} · busy", "bold yellow")
+        return _plain(state, "grey50" if state == "?" else "")
+
     def _fill_nodes(self, view: Any) -> None:
         table = self.query_one("#fleet-node-table", FastTable)
         table.clear()
-        for n in table.ordered(view.nodes, self.NODE_SORT_KEYS):
+
+        def slurm_sort(n: Any) -> Any:
+            found = view.slurm.get(n.node) if view.slurm is not None else None
+            return (not view.node_busy(n.node), (found.state if found else None) or "~", n.node)
+
+        for n in table.ordered(view.nodes, {**self.NODE_SORT_KEYS, "slurm": slurm_sort}):
             if not n.ok:
-                table.add_row(_plain(n.node), "-", "-", "-", "-", "-", _plain(f"error: {node_error(n)}", "bold red"),
-                              key=n.node)
+                table.add_row(_plain(n.node), self._slurm_cell(view, n.node), "-", "-", "-", "-", "-",
+                              _plain(f"error: {node_error(n)}", "bold red"), key=n.node)
                 continue
             statuses = PlainText()
             for i, (status, count) in enumerate(n.statuses):
@@ -305,7 +324,11 @@ class FleetView(BaseView):
                                 style=STATUS_STYLE.get(status, ""))
             if n.in_use:
                 statuses.append(f"; {n.in_use} in use", style="bold yellow")
-            table.add_row(_plain(n.node), str(n.entries), human_bytes(n.total_bytes), human_bytes(n.reclaimable_bytes),
+            busy_keys = view.busy.get(n.node, ((), ()))[1]
+            if busy_keys:
+                count = len(busy_keys)
+                statuses.append(f"; node busy ({count} entr{'y' if count == 1 else 'ies'})", style="bold yellow")
+            table.add_row(_plain(n.node), self._slurm_cell(view, n.node), str(n.entries), human_bytes(n.total_bytes), human_bytes(n.reclaimable_bytes),
                           human_bytes(n.over_cap_bytes) if n.over_cap_bytes is not None else "-",
                           human_bytes(state.shown_free(n.fs_free)), statuses or "empty", key=n.node)
 
@@ -329,7 +352,9 @@ class FleetView(BaseView):
         table.add_column("key", key="key", width=16)
         table.add_column("size", key="size", width=10)
         for node in shown:
-            table.add_column(_plain(node), key=f"node:{node}", width=max(len(node), 20))
+            busy = node in self._view.busy
+            table.add_column(_plain(f"{node} (busy)" if busy else node, "bold yellow" if busy else ""),
+                             key=f"node:{node}", width=max(len(node), 20) + (7 if busy else 0))
         hidden = len(self._view.nodes) - len(shown)
         if hidden:
             table.add_column(f"+{hidden} nodes", key="more", width=30)
@@ -343,8 +368,13 @@ class FleetView(BaseView):
             cells: list[Any] = [_plain(row.key), human_bytes(row.total_bytes)]
             for node in shown:
                 status = statuses.get(node)
-                cells.append(_plain(f"{status} {human_bytes(sizes[node])}", STATUS_STYLE.get(status, ""))
-                             if status else Text("—", style="grey50"))
+                if not status:
+                    cells.append(Text("—", style="grey50"))
+                    continue
+                cell = _plain(f"{status} {human_bytes(sizes[node])}", STATUS_STYLE.get(status, ""))
+                if self._view.entry_busy(node, row.key):
+                    cell.append(" busy", style="bold yellow")
+                cells.append(cell)
             if hidden:
                 rest = [(n, s) for n, s in row.statuses if n not in set(shown)]
                 by_status: dict[str, list[str]] = {}
@@ -360,8 +390,34 @@ class FleetView(BaseView):
         if event.data_table.id == "fleet-matrix" and event.row_key is not None:
             self._selected_key = event.row_key.value
 
-    def _show_findings(self, view: Any) -> None:
+    @staticmethod
+    def slurm_text(view: Any) -> PlainText:
+        """Slurm's view of the scanned nodes: the jobs on them (the cache owners' first), or why it is unknown."""
         text = PlainText()
+        state = view.slurm
+        if state is None:
+            return text
+        if state.note:
+            text.append(printable(state.note) + "\n", style="yellow")
+        busy_ids = {j.job_id for jobs, _keys in view.busy.values() for j in jobs}
+        wanted = set(view.selection.nodes)
+        jobs = sorted(state.jobs, key=lambda j: j.job_id not in busy_ids)
+        for job in jobs[:8]:
+            nodes = compress_hostlist(n for n in job.nodes if n in wanted)
+            line = printable(f"{job.job_id} {job.user} ({job.name}) {job.state.lower()} on {nodes}")
+            if job.job_id in busy_ids:
+                text.append("⚑ node busy: ", style="bold yellow").append(
+                    f"job {line}, the cache owner's: entries there may be in use by it\n")
+            else:
+                text.append(f"  job {line}\n")
+        if len(jobs) > 8:
+            text.append(f"  … {len(jobs) - 8} more jobs\n")
+        for problem in state.problems:
+            text.append(printable(problem) + "\n", style="yellow")
+        return text
+
+    def _show_findings(self, view: Any) -> None:
+        text = self.slurm_text(view)
         for finding in view.findings[:8]:
             text.append("⚠ ", style="yellow").append(printable(finding.message) + "\n")
         if len(view.findings) > 8:
@@ -432,6 +488,7 @@ class FleetView(BaseView):
         if failed:
             body.append(f"{len(failed)} node(s) failed to plan and will not be touched: "
                         f"{compress_hostlist(o.node for o in failed)}")
+        body += [f"⚠ {warning}" for warning in preview.warnings]
         body.append("Each node re-checks every entry right before deleting it; symlinks are never followed.")
         self.app.push_screen(ConfirmScreen(f"{what.capitalize()}?", body, "Evict"),
                              lambda ok: self._confirmed(preview, ok))
@@ -455,6 +512,8 @@ class FleetView(BaseView):
                 text.append(printable(f"  ✗ {o.node}: {node_error(o)}") + "\n", style="bold red")
         if len(preview.outcomes) > 24:
             text.append(f"  … {len(preview.outcomes) - 24} more nodes\n")
+        for warning in preview.warnings:
+            text.append(f"⚠ {printable(warning)}\n", style="bold yellow")
         self.query_one("#fleet-detail", PlainStatic).update(text)
 
     def _confirmed(self, plan: Any, ok: bool | None) -> None:

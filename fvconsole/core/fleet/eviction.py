@@ -82,7 +82,7 @@ class FleetEvictionPlan:
                 _job, nodes, count = by_job.get(job.job_id, (job, [], 0))
                 by_job[job.job_id] = (job, [*nodes, node], count + len(keys))
         lines = [f"node busy: {compress_hostlist(nodes)}: {job.text()} of the planned entries' owner "
-                 f"(uid {job.uid}) runs there; {count} planned entr{'y' if count == 1 else 'ies'} on "
+                 f"runs there; {count} planned entr{'y' if count == 1 else 'ies'} on "
                  f"{'it' if len(nodes) == 1 else 'them'} may be in use by it (still planned)"
                  for job, nodes, count in by_job.values()]
         if self.slurm is not None and self.slurm.note:
