@@ -15,7 +15,7 @@ from typing import Any
 
 def fsync_dir(path: str | os.PathLike[str]) -> None:
     """Make a rename or create inside ``path`` durable."""
-    fd = os.open(os.fspath(path), os.O_RDONLY | os.O_DIRECTORY)
+    fd = os.open(os.fspath(path), os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
     try:
         os.fsync(fd)
     finally:
@@ -44,7 +44,7 @@ def atomic_write_bytes(path: str | os.PathLike[str], data: bytes, *, sync_dir: b
     try:
         try:
             step(f"write {tmp}")
-            _write_fd(fd, data)
+            write_all(fd, data)
             if sync_file:
                 step(f"fsync {tmp}")
                 os.fsync(fd)
@@ -61,7 +61,7 @@ def atomic_write_bytes(path: str | os.PathLike[str], data: bytes, *, sync_dir: b
     return target
 
 
-def _write_fd(fd: int, data: bytes) -> None:
+def write_all(fd: int, data: bytes) -> None:
     """All of ``data`` to ``fd`` (``os.write`` may write less than asked)."""
     view = memoryview(data)
     while view:

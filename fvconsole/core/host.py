@@ -115,3 +115,13 @@ def pid_alive(pid: int, start_time: int | None = None) -> bool:
             return True
         return True
     return start_time is None or now == start_time
+
+
+def user_name() -> str:
+    """This process's effective user, by name (its uid when the name is unknown): holders and journal lines."""
+    try:
+        import pwd
+
+        return pwd.getpwuid(os.geteuid()).pw_name
+    except (ImportError, KeyError):
+        return str(os.geteuid())

@@ -48,8 +48,9 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
 from typing import Any
 
+from fvconsole.core.atomic import fsync_dir
 from fvconsole.core.fields_json import fields_json
-from fvconsole.core.host import current_identity
+from fvconsole.core.host import current_identity, user_name
 from fvconsole.core.locks import lock_open_file, unlock_open_file
 from fvconsole.core.output_file import OutputRefused, open_append
 from fvconsole.core.safe_read import file_kind
@@ -93,15 +94,6 @@ def _utc(epoch: float) -> str:
     return datetime.fromtimestamp(epoch, timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
-def _user() -> str:
-    try:
-        import pwd
-
-        return pwd.getpwuid(os.geteuid()).pw_name
-    except (ImportError, KeyError):
-        return str(os.geteuid())
-
-
 @dataclass(frozen=True)
 class JournalRecord:
     """One journal line. ``items``: what was removed or written (entry keys, file names,
@@ -128,7 +120,7 @@ class JournalRecord:
     def now(cls, **fields: Any) -> JournalRecord:
         """A record stamped with this process: time, user, host, pid."""
         record = cls(**fields)
-        return replace(record, time=time.time(), user=_user(), host=current_identity().hostname, pid=os.getpid())
+        return replace(record, time=time.time(), user=user_name(), host=current_identity().hostname, pid=os.getpid())
 
     @property
     def time_text(self) -> str:
@@ -263,7 +255,7 @@ def _append(path: str, line: bytes) -> None:
         os.close(fd)
     if new or created_dirs:
         with contextlib.suppress(OSError):
-            _fsync_dir(parent)
+            fsync_dir(parent)
 
 
 def _make_parents(parent: str) -> bool:
@@ -277,14 +269,6 @@ def _make_parents(parent: str) -> bool:
 def _lock(fd: int) -> bool:
     """An exclusive lock on the journal, waited for briefly (never a hang on a broken lockd)."""
     return lock_open_file(fd, _LOCK_WAIT)
-
-
-def _fsync_dir(path: str) -> None:
-    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
 
 
 # --------------------------------------------------------------------------- reading

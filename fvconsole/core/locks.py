@@ -30,7 +30,7 @@ API
     holder cannot be judged from here (another host, container or boot). Either way it is
     renamed aside, re-read and compared, so that two breakers cannot remove a fresh lock. ``release()``
     removes the file only if it still holds our token, never raises and returns a problem
-    text (or None); the context manager releases in every path. ``step(label)`` is called
+    (a :class:`~fvconsole.core.reasons.Reason`, or None); the context manager releases in every path. ``step(label)`` is called
     before every file-system operation (the migration passes its test-only fault hook).
 ``FileLock.probe(break_stale=False)`` → :class:`LockProbe`
     Read-only: the refusal or note that ``acquire`` would give now (dry runs never lock).
@@ -41,22 +41,9 @@ API
     Generic polling with back-off: calls ``attempt()`` until it returns something other
     than None or ``wait`` seconds have passed (always at least once).
 
-Another kind of lock reuses the same parts. The one-evictor-per-root lock of the cache
-(``flock`` on the root directory's file descriptor, which needs no file inside the root)
-would do::
-
-    fd = os.open(root, os.O_RDONLY | os.O_DIRECTORY)
-    def attempt():
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            return True
-        except BlockingIOError:
-            return None
-    if wait_for(attempt, wait_seconds) is None:
-        raise LockBusy(root, "another eviction is running", None, holder_record_of_root)
-    # then publish Holder.current().to_json() where the next evictor can read it
-
-(the holder record has to live outside the root, e.g. beside it or in ``/run``).
+``OwnerLock`` / ``lock_open_file``
+    OFD write locks: the evictor's one lock per cache root (a file inside it, dropped by the
+    kernel when its holder dies, so never stale) and the journal's append lock.
 """
 
 from __future__ import annotations
@@ -79,8 +66,9 @@ from enum import Enum
 from typing import Any, TypeVar
 
 from fvconsole.core import reasons
+from fvconsole.core.atomic import fsync_dir, write_all
 from fvconsole.core.errors import FvError
-from fvconsole.core.host import HostIdentity, current_identity, pid_alive, process_start_time
+from fvconsole.core.host import HostIdentity, current_identity, pid_alive, process_start_time, user_name
 from fvconsole.core.printable import printable
 from fvconsole.core.reasons import Reason
 from fvconsole.core.untrusted import MAX_EPOCH, MAX_PID, Fields, UntrustedError, decode
@@ -133,7 +121,7 @@ class Holder:
             pidns=me.pidns,
             pid=pid,
             start_time=process_start_time(pid),
-            user=_user_name(),
+            user=user_name(),
             since=time.time(),
             command=command if command is not None else shlex.join(sys.argv)[:1000],
             token=secrets.token_hex(16),
@@ -197,15 +185,6 @@ class Holder:
         return cls(f.str("host"), f.str("boot_id"), f.int("pidns"), f.int("pid", min=1, max=MAX_PID),
                    f.int("start_time", None), f.str("user"), f.number("since_epoch", max=MAX_EPOCH),
                    f.str("command"), f.str("token"))
-
-
-def _user_name() -> str:
-    try:
-        import pwd
-
-        return pwd.getpwuid(os.geteuid()).pw_name
-    except (ImportError, KeyError):
-        return str(os.geteuid())
 
 
 def _after(exc: Exception, path: str) -> str:
@@ -440,7 +419,7 @@ class FileLock:
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
         try:
             self._step(f"write {tmp}")
-            _write_all(fd, data)
+            write_all(fd, data)
             self._step(f"fsync {tmp}")
             os.fsync(fd)
             self._step(f"link {tmp} -> {self.path}")
@@ -471,7 +450,7 @@ class FileLock:
         except FileExistsError:
             return False
         try:
-            _write_all(fd, data)
+            write_all(fd, data)
             os.fsync(fd)
         except BaseException:
             with contextlib.suppress(OSError):
@@ -524,11 +503,7 @@ class FileLock:
 
     def _fsync_parent(self) -> None:
         self._step(f"fsync {self.parent}")
-        fd = os.open(self.parent, os.O_RDONLY | os.O_DIRECTORY)
-        try:
-            os.fsync(fd)
-        finally:
-            os.close(fd)
+        fsync_dir(self.parent)
 
 
 def _takeover_code(judgement: Judgement, break_stale: bool, *, done: bool = False) -> str | None:
@@ -542,12 +517,6 @@ def _takeover_code(judgement: Judgement, break_stale: bool, *, done: bool = Fals
     if judgement.state is Liveness.UNKNOWN and break_stale:
         return "lock.broke" if done else "lock.will_break"
     return None
-
-
-def _write_all(fd: int, data: bytes) -> None:
-    view = memoryview(data)
-    while view:
-        view = view[os.write(fd, view):]
 
 
 # --------------------------------------------------------------------------- write locks on a file
@@ -658,7 +627,7 @@ class OwnerLock:
             return f"{self.subject}: the lock file {self.path} is not a regular file; remove it once no fvconsole run uses it"
         if st is not None:
             return (f"{self.subject}: the lock file {self.path} belongs to {_owner(st.st_uid)} and is not writable "
-                    f"by {_user_name()}: only who can write it may take the lock; its owner (or root) can remove it")
+                    f"by {user_name()}: only who can write it may take the lock; its owner (or root) can remove it")
         return (f"{self.subject}: cannot create the lock file {self.path} ({exc.strerror}): only a user who can write "
                 f"there may take the lock")
 

@@ -28,7 +28,7 @@ import os
 import stat
 from dataclasses import dataclass
 
-from fvconsole.core.atomic import atomic_write_bytes
+from fvconsole.core.atomic import atomic_write_bytes, write_all
 from fvconsole.core.errors import FvError
 from fvconsole.core.safe_read import file_kind
 
@@ -135,9 +135,7 @@ def _write_through(checked: OutputTarget, data: bytes, what: str) -> None:
             raise OutputRefused(checked.path, what, f"changed while being opened (now {_kind_words(mode)}); "
                                                     "nothing written")
         os.set_blocking(fd, True)
-        view = memoryview(data)
-        while view:
-            view = view[os.write(fd, view):]
+        write_all(fd, data)
     except OSError as exc:
         why = "the reader went away" if exc.errno == errno.EPIPE else (exc.strerror or str(exc))
         raise OutputRefused(checked.path, what, f"cannot write ({why})") from None
