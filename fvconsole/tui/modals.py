@@ -108,22 +108,21 @@ class ConfirmScreen(Dialog[bool]):
         self.query_one(target, Button).focus()
 
 
-class ErrorScreen(Dialog[None]):
-    """Show an error that needs acknowledging (the app keeps running); plain text, escaped."""
+class _Notice(Dialog[None]):
+    """Shows a title and one body until closed (Close or a key of ``BINDINGS``): the error and help dialogs."""
 
     AUTO_FOCUS = "#close"
-    BINDINGS = [Binding("escape,enter", "close", "Close")]
 
-    def __init__(self, title: str, message: str) -> None:
+    def __init__(self, title: Label, body: Static, classes: str | None = None) -> None:
         super().__init__()
-        self._title = title
-        self._message = message
+        self._parts = title, body, classes
 
     def compose(self) -> ComposeResult:
-        with Vertical(id="dialog", classes="danger"):
-            yield Label(PlainText(self._title, style="bold red"), id="dialog-title")
+        title, body, classes = self._parts
+        with Vertical(id="dialog", classes=classes):
+            yield title
             with VerticalScroll(id="dialog-body"):
-                yield PlainStatic(self._message)
+                yield body
             with Horizontal(id="dialog-buttons"):
                 yield Button("Close", variant="primary", id="close", compact=True)
 
@@ -133,6 +132,15 @@ class ErrorScreen(Dialog[None]):
 
     def action_close(self) -> None:
         self.dismiss(None)
+
+
+class ErrorScreen(_Notice):
+    """Show an error that needs acknowledging (the app keeps running); plain text, escaped."""
+
+    BINDINGS = [Binding("escape,enter", "close", "Close")]
+
+    def __init__(self, title: str, message: str) -> None:
+        super().__init__(Label(PlainText(title, style="bold red"), id="dialog-title"), PlainStatic(message), "danger")
 
 
 def help_table(sections: Sequence[tuple[str, Sequence[KeyHelp]]], read_only: bool) -> Table:
@@ -154,31 +162,15 @@ def help_table(sections: Sequence[tuple[str, Sequence[KeyHelp]]], read_only: boo
     return table
 
 
-class HelpScreen(Dialog[None]):
+class HelpScreen(_Notice):
     """Every key, grouped by view, generated from the bindings (see ``tui.keymap``)."""
 
     AUTO_FOCUS = "#dialog-body"  # ↑ ↓ PgUp PgDn scroll the list
     BINDINGS = [Binding("escape,question_mark,q", "close", "Close")]
 
     def __init__(self, sections: Sequence[tuple[str, Sequence[KeyHelp]]], read_only: bool) -> None:
-        super().__init__()
-        self._sections = sections
-        self._read_only = read_only
-
-    def compose(self) -> ComposeResult:
-        with Vertical(id="dialog"):
-            yield Label("fvconsole keys", id="dialog-title")
-            with VerticalScroll(id="dialog-body"):
-                yield Static(help_table(self._sections, self._read_only), id="help-keys")
-            with Horizontal(id="dialog-buttons"):
-                yield Button("Close", variant="primary", id="close", compact=True)
-
-    def on_button_pressed(self, event: Button.Pressed) -> None:
-        event.stop()
-        self.dismiss(None)
-
-    def action_close(self) -> None:
-        self.dismiss(None)
+        super().__init__(Label("fvconsole keys", id="dialog-title"),
+                         Static(help_table(sections, read_only), id="help-keys"))
 
 
 class PathsScreen(Dialog["dict[str, str] | None"]):
