@@ -16,7 +16,7 @@ import threading
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
-from fvconsole.cli.streams import write_err, write_out
+from fvconsole.cli.streams import write_err, write_out, write_status
 from fvconsole.core.errors import EXIT_PARTIAL, FvError, PartialFailure
 from fvconsole.core.printable import printable
 
@@ -194,8 +194,8 @@ def progress_printer(label: str, *, plain_lines: bool = False) -> Callable[[int,
         message = printable(message)  # messages name files
         with lock:
             if tty:
-                end = "\n" if total and done >= total else ""
-                write_err(f"\r\x1b[K{label} {done}/{total}  {message[:70]}{end}")
+                shown = message if len(message) <= 70 else message[:69] + "…"
+                write_status(f"{label} {done}/{total}  {shown}", final=bool(total) and done >= total)
             elif plain_lines:
                 decile = done * 10 // max(total, 1)
                 if decile == last["decile"]:

@@ -92,7 +92,15 @@ class _Stdout:
 
 
 class _Stderr(_Stdout):
-    """Delegates to the real stderr; a message that cannot be written is dropped."""
+    """Delegates to the real stderr; a message that cannot be written is dropped.
+
+    ``status_open``: a progress line (:func:`write_status`) is on the terminal without its
+    newline yet; the next output of this command ends it first.
+    """
+
+    def __init__(self, stream: Any) -> None:
+        super().__init__(stream)
+        self.status_open = False
 
     def write(self, text: str) -> int:
         with contextlib.suppress(OSError):
@@ -133,6 +141,7 @@ def guarded_streams() -> Iterator[None]:
     try:
         yield
     finally:
+        _end_status()
         sys.stdout, sys.stderr = saved
 
 
@@ -142,13 +151,37 @@ def stdout_copy() -> Any:
     return os.fdopen(os.dup(1), "w", encoding="ascii", errors="backslashreplace")
 
 
+def _end_status() -> None:
+    """End a progress line left open on stderr, so what comes next starts on a line of its own.
+
+    Why: a progress line is rewritten in place without a newline; a command that stopped
+    before its last step (an error, a verification whose total counted unread files) would
+    otherwise glue its next stdout line or its ``error:`` line to it on the terminal.
+    """
+    err = sys.stderr
+    if getattr(err, "status_open", False):
+        err.status_open = False
+        _write(err, "\n")
+        err.flush()
+
+
+def write_status(text: str, *, final: bool = False) -> None:
+    """Rewrite the progress line on stderr (a terminal) in place with ``text``; ``final`` ends it."""
+    _write(sys.stderr, f"\r\x1b[K{text}" + ("\n" if final else ""))
+    sys.stderr.flush()
+    if isinstance(sys.stderr, _Stderr):
+        sys.stderr.status_open = not final
+
+
 def write_out(text: str) -> None:
     """Write ``text`` (already made printable by the caller, newlines included) on stdout."""
+    _end_status()
     _write(sys.stdout, text)
 
 
 def write_err(text: str) -> None:
     """Write ``text`` (already made printable by the caller) on stderr."""
+    _end_status()
     _write(sys.stderr, text)
 
 
