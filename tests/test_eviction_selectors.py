@@ -5,6 +5,7 @@ from __future__ import annotations
 import ast
 import dataclasses
 import pathlib
+import re
 import time
 
 import pytest
@@ -152,3 +153,62 @@ def test_the_console_computes_the_cap_like_fastvideo() -> None:
                if "1 << 30" in line or "2**30" in line or "2 ** 30" in line]
     assert spelled == []
 
+
+
+def _help_of(binding_view: type, action: str) -> str:
+    return next(b.tooltip for b in binding_view.BINDINGS if getattr(b, "action", None) == action)
+
+
+def _option_help(capsys: pytest.CaptureFixture[str], argv: list[str], flag: str) -> str:
+    """The help of ``flag`` under ``options:`` in ``fvconsole <argv> --help`` (continuation lines joined)."""
+    with pytest.raises(SystemExit):
+        main([*argv, "--help"])
+    lines = capsys.readouterr().out.splitlines()
+    options = lines.index("options:")  # the option's own help, not the description's summary of it
+    start = next(i for i, line in enumerate(lines) if i > options and line.strip().startswith(flag + " "))
+    words = lines[start].split()[1:]
+    for line in lines[start + 1:]:
+        if not line.startswith(" " * 10) or line.strip().startswith("-"):
+            break
+        words += line.split()
+    return " ".join(words)
+
+
+def test_the_invalid_selection_has_one_wording_that_names_what_it_selects(tmp_path, capsys) -> None:
+    """D41: the console's `i` said "invalid, and incomplete ones" after --invalid began to select
+    empty entries too; the CLI's helps said "invalid, incomplete and empty". What it selects is
+    taken from a real plan over entries of every status; every help names each of those
+    statuses in the same words."""
+    from fvconsole.tui.cache_view import CacheView
+    from fvconsole.tui.fleet_view import FleetView
+
+    root = tmp_path / "cache"
+    two_days_ago = time.time() - 2 * 86400
+    for i, status in enumerate(("complete", "partial", "incomplete", "empty", "invalid-manifest", "writing")):
+        write_cache_entry(root, make_key(status), num_shards=2, status=status, last_used=two_days_ago, seed=i)
+    scan = scan_cache(str(root))
+    status_of = {e.key: e.status for e in scan.entries}
+    selected = {status_of[p.key] for p in plan_eviction(scan, EvictionSelectors(invalid=True)).evict}
+    assert selected == {"invalid", "incomplete", "empty"}  # the planner's selection, not a help text
+
+    console = _help_of(CacheView, "evict_invalid")
+    cli = _option_help(capsys, ["cache", "evict"], "--invalid")
+    assert console == cli, "the console's `i` and `cache evict --invalid` word the selection differently"
+    phrase = cli.removeprefix("evict ")
+    for status in selected:
+        assert re.search(rf"\b{status}\b", phrase), (status, phrase)
+    for where, text in (("fleet cache evict --invalid", _option_help(capsys, ["fleet", "cache", "evict"], "--invalid")),
+                        ("the Fleet view's i", _help_of(FleetView, "evict_invalid"))):
+        assert phrase in " ".join(text.split()), (where, text)
+
+
+def test_no_module_spells_out_the_invalid_selection_by_hand() -> None:
+    """One place words it (``core/cache/selectors.py``, from its tuple of statuses): no string in
+    the package lists "invalid, incomplete …" itself, where a status added later would be missed."""
+    listed = re.compile(r"invalid\s*(,|\+|/|and)\s*(and\s+)?incomplete")
+    found = []
+    for path, tree in _modules():
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Constant) and isinstance(node.value, str) and listed.search(node.value):
+                found.append(f"{path.relative_to(PACKAGE)}:{node.lineno}")
+    assert found == []

@@ -52,6 +52,7 @@ from fvconsole.core.cache.evict import StoppedEviction
 from fvconsole.core.cache.lock import probe_evictor
 from fvconsole.core.cache.locked import evict_under_lock
 from fvconsole.core.cache.metrics import prometheus_text
+from fvconsole.core.cache.selectors import INVALID_SELECTS
 from fvconsole.core.cache.verify import CacheVerification, verify_cache
 from fvconsole.core.errors import EXIT_OK, EXIT_REFUSED, FvError, PartialFailure, UsageError
 from fvconsole.core.humanize import age_since, head_tail, human_bytes
@@ -94,7 +95,7 @@ Plan (and with --yes, execute) the removal of cache entries. Selectors combine a
                     writer may use); space the other selectors free counts first. A target
                     that cannot be reached is said so (a warning), not an error.
   --key KEY         these entries (repeatable)
-  --invalid         invalid, incomplete and empty entries not modified within the grace period
+  --invalid         {INVALID_SELECTS}
   --invalid --verify
                     also entries whose shards fail `fvconsole cache verify` (headers only)
   --older-than D    entries last used more than D ago (12h, 7d, 1d12h, ...)

@@ -26,6 +26,7 @@ from fvconsole.cli.outcome import command_line, record_write
 from fvconsole.cli.selectors import add_key_option, add_selector_args, parse_keys, selectors_from_args
 from fvconsole.cli.streams import write_out
 from fvconsole.core.cache import flags
+from fvconsole.core.cache.selectors import RECLAIMABLE_SUM
 from fvconsole.core.errors import UsageError
 from fvconsole.core.fleet.aggregate import FleetCacheView, KeyRow
 from fvconsole.core.fleet.dispatch import (
@@ -287,7 +288,7 @@ def render_fleet_ls(view: FleetCacheView, root: str, *, full: bool = False) -> B
     else:
         lines.append("(no cache entries on any node)")
     lines += ["", f"total {human_bytes(view.total_bytes)} across {len(view.nodes)} nodes, {len(view.keys)} keys; "
-                 "an eviction would free per node: RECLAIMABLE with `--invalid` (invalid + incomplete + empty), "
+                 f"an eviction would free per node: RECLAIMABLE with `--invalid` ({RECLAIMABLE_SUM}), "
                  "OVER CAP with `--max-gb` (the node's $FASTVIDEO_WEIGHT_SHARD_CACHE_MAX_GB cap)"]
     for finding in view.findings:
         lines.append(f"finding: {finding.message}")

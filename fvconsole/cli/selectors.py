@@ -21,6 +21,7 @@ from fvconsole.core.cache import (
     parse_min_free_percent,
 )
 from fvconsole.core.cache import flags as f
+from fvconsole.core.cache.selectors import INVALID_SELECTS
 from fvconsole.core.errors import UsageError
 
 #: ``--max-gb`` given without a value.
@@ -40,7 +41,7 @@ _OPTIONS: tuple[tuple[str, dict, str, str], ...] = (
     (f.KEY, {"action": "append", "default": [], "metavar": "KEY"},
      "evict this entry (repeatable)", "evict this entry on every node (repeatable)"),
     (f.INVALID, {"action": "store_true"},
-     "evict invalid, incomplete and empty entries", "evict invalid, incomplete and empty entries"),
+     f"evict {INVALID_SELECTS}", f"evict {INVALID_SELECTS} on every node"),
     (f.VERIFY, {"action": "store_true"},
      "with --invalid: also entries whose shards fail `cache verify` (headers against the manifest)",
      "with --invalid: also entries whose shards fail `cache verify` on their node"),

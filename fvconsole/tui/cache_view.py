@@ -32,6 +32,7 @@ from fvconsole.core.cache import (
 )
 from fvconsole.core.cache.detail import CacheEntryDetail, cache_entry_detail
 from fvconsole.core.cache.locked import LockedEviction, evict_under_lock
+from fvconsole.core.cache.selectors import INVALID_SELECTS
 from fvconsole.core.cache.verify import EntryVerification, verify_entry
 from fvconsole.core.errors import FvError
 from fvconsole.core.humanize import head_tail, human_age, human_bytes
@@ -121,7 +122,7 @@ class CacheView(BaseView):
                 tooltip="evict least recently used entries down to a cap you set (default "
                         "$FASTVIDEO_WEIGHT_SHARD_CACHE_MAX_GB, 300); the bar shows the cache after"),
         Binding("i", "evict_invalid", "Evict invalid",
-                tooltip="evict unusable entries: invalid, and incomplete ones no write is finishing"),
+                tooltip=f"evict {INVALID_SELECTS}"),
         # In the footer only where it has room (FOOTER_FREE_WIDTH): at 80 columns the footer is
         # full; `?`, the palette and every eviction dialog's min free field show it there.
         # (First: of a key's bindings the first enabled one is the footer's.)

@@ -22,7 +22,7 @@ from textual.binding import Binding, BindingType
 from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.widgets import Button, DataTable, Input, Label
 
-from fvconsole.core.cache.selectors import EvictionSelectors
+from fvconsole.core.cache.selectors import INVALID_SELECTS, RECLAIMABLE_SUM, EvictionSelectors
 from fvconsole.core.fleet.hostlist import compress_hostlist
 from fvconsole.core.humanize import head_tail, human_bytes
 from fvconsole.core.printable import printable
@@ -39,7 +39,7 @@ STATUS_STYLE = {"complete": "green", "partial": "cyan", "incomplete": "yellow", 
 MAX_NODE_COLUMNS = 12
 WRITE_ACTIONS = (
     ("evict_invalid", "i", "Evict invalid",
-     "evict invalid, incomplete and empty entries on every node (preview, confirm, run, rescan)"),
+     f"evict {INVALID_SELECTS} on every node (preview, confirm, run, rescan)"),
     ("evict_key", "e", "Evict key", "evict the key selected in the matrix on every node that holds it"),
     ("evict_cap", "c", "Evict to cap",
      "evict each node down to its cap ($FASTVIDEO_WEIGHT_SHARD_CACHE_MAX_GB on that node)"),
@@ -426,7 +426,7 @@ class FleetView(BaseView):
             if not n.ok:
                 text.append(printable(f"✗ {n.node}: {node_error(n)}") + "\n", style="bold red")
         if not text.plain:
-            text.append("No cross-node findings. RECLAIMABLE = invalid + incomplete + empty (press i to evict them).",
+            text.append(f"No cross-node findings. RECLAIMABLE = {RECLAIMABLE_SUM} (press i to evict them).",
                         style="italic")
         self.query_one("#fleet-detail", PlainStatic).update(text)
 
@@ -436,7 +436,7 @@ class FleetView(BaseView):
         self.refuse_read_only(what)
 
     def action_evict_invalid(self) -> None:
-        self._preview("evict invalid, incomplete and empty entries", EvictionSelectors(invalid=True))
+        self._preview(f"evict {INVALID_SELECTS}", EvictionSelectors(invalid=True))
 
     def action_evict_cap(self) -> None:
         self._preview("evict each node to its cap", EvictionSelectors(max_gb_from_env=True))

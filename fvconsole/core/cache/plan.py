@@ -10,7 +10,7 @@ from fvconsole.core.cache.freespace import FreeSpacePlan, FreeTarget, free_space
 from fvconsole.core.cache.gc_order import gc_sort_key, lru_walk
 from fvconsole.core.cache.roots import cap_bytes, default_max_gb, root_refusal
 from fvconsole.core.cache.scan import CacheEntry, CacheScan, Leftover
-from fvconsole.core.cache.selectors import EvictionSelectors
+from fvconsole.core.cache.selectors import RECLAIMABLE_STATUSES, EvictionSelectors
 from fvconsole.core.cache.verify import failed_verification
 from fvconsole.core.errors import FvError
 from fvconsole.core.fields_json import fields_json
@@ -22,9 +22,6 @@ from fvconsole.core.removal import removal_obstacle
 
 #: What a planned symlinked entry's reason says after its selectors (no flag: both front ends use it).
 SYMLINK_NOTE = "a symlink: only the link is removed, its target is never touched"
-
-#: What ``--invalid`` selects: entries FastVideo can never load from (an empty one is a skipped write).
-RECLAIMABLE_STATUSES = ("invalid", "incomplete", "empty")
 
 
 @dataclass(frozen=True)

@@ -18,6 +18,15 @@ from fvconsole.core.errors import UsageError
 from fvconsole.core.fields_json import fields_json
 from fvconsole.core.reasons import reason
 
+#: The statuses ``--invalid`` selects: entries FastVideo can never load from (an empty one is a
+#: skipped write). An entry still being written (within ``--grace``) is skipped unless ``--force``.
+RECLAIMABLE_STATUSES = ("invalid", "incomplete", "empty")
+#: What ``--invalid`` (the console's ``i``) selects, in words: the one wording of both commands'
+#: helps, the console's keys and docs/console.md's keys table.
+INVALID_SELECTS = f"{', '.join(RECLAIMABLE_STATUSES[:-1])} and {RECLAIMABLE_STATUSES[-1]} entries"
+#: The same statuses as the sum a fleet's RECLAIMABLE column is.
+RECLAIMABLE_SUM = " + ".join(RECLAIMABLE_STATUSES)
+
 
 @dataclass(frozen=True)
 class EvictionSelectors:

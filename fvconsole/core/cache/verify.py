@@ -352,8 +352,8 @@ def verify_cache(scan: CacheScan, keys: Iterable[str] = (), *, deep: bool = Fals
 def failed_verification(scan: CacheScan) -> dict[str, str]:
     """key -> its first problem, for every entry that looks usable (complete, partial) but fails verification.
 
-    ``cache evict --invalid --verify``: invalid and incomplete entries are ``--invalid``'s
-    already; a symlinked entry is never verified (not followed).
+    ``cache evict --invalid --verify``: the other statuses (``selectors.RECLAIMABLE_STATUSES``)
+    are ``--invalid``'s already; a symlinked entry is never verified (not followed).
     """
     out = {}
     for entry in scan.entries:

@@ -13,6 +13,7 @@ from functools import cached_property
 from typing import Any
 
 from fvconsole.core.cache.gc_order import GcItem, lru_walk
+from fvconsole.core.cache.selectors import RECLAIMABLE_STATUSES
 from fvconsole.core.errors import EXIT_OK, EXIT_PARTIAL, EXIT_REFUSED
 from fvconsole.core.fleet.dispatch import FleetRun, NodeSelection
 from fvconsole.core.fleet.hostlist import compress_hostlist
@@ -23,7 +24,7 @@ from fvconsole.core.reasons import Reason
 #: Statuses meaning "this node's copy has its manifest.json".
 WITH_MANIFEST = ("complete", "partial")
 #: Statuses an eviction with --invalid would take (what "reclaimable" means per node).
-RECLAIMABLE = ("invalid", "incomplete", "empty")
+RECLAIMABLE = RECLAIMABLE_STATUSES
 
 PER_NODE_MANIFEST = (
     "FastVideo writes manifest.json from global rank 0 only, so with a node-local cache "
