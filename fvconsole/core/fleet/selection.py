@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from fvconsole.core.errors import FvError, UsageError
+from fvconsole.core.fields_json import fields_json
 from fvconsole.core.fleet.hostlist import compress_hostlist, expand_hostlist
 from fvconsole.core.reasons import reason
 
@@ -31,13 +32,7 @@ class NodeSelection:
     srun_args: tuple[str, ...] = ()
 
     def to_json(self) -> dict[str, Any]:
-        return {
-            "nodes": compress_hostlist(self.nodes),
-            "count": len(self.nodes),
-            "job_id": self.job_id,
-            "partition": self.partition,
-            "srun_args": list(self.srun_args),
-        }
+        return fields_json(self, nodes=compress_hostlist(self.nodes), count=len(self.nodes))
 
 
 def find_srun(srun: str = "srun") -> str:

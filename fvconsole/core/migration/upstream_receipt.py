@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from fvconsole.core.errors import FvError
+from fvconsole.core.fields_json import fields_json
 from fvconsole.core.migration.files import RECEIPT_NAME, SIDECAR_RE, sidecar_name
 from fvconsole.core.safe_read import short_repr
 from fvconsole.core.untrusted import INT64_MAX, Fields, load_file
@@ -52,14 +53,7 @@ class UpstreamValidation:
         return f"FastVideo's validation receipt no longer holds ({len(self.problems)} problem(s))"
 
     def to_json(self) -> dict[str, Any]:
-        return {
-            "ok": self.ok,
-            "path": self.path,
-            "created_at_utc": self.created_at_utc,
-            "ranks": self.ranks,
-            "problems": list(self.problems),
-            "warnings": list(self.warnings),
-        }
+        return fields_json(self)
 
 
 def _candidate(entry: os.DirEntry[str]) -> bool:

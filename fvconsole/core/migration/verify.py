@@ -16,6 +16,7 @@ from typing import Any
 
 from fvconsole.core import torch_zip
 from fvconsole.core.errors import FvError
+from fvconsole.core.fields_json import fields_json
 from fvconsole.core.migration.files import (
     RECEIPT_NAME,
     SIDECAR_RE,
@@ -53,16 +54,7 @@ class VerifyResult:
     upstream_validation: UpstreamValidation | None = None
 
     def to_json(self) -> dict:
-        return {
-            "ok": self.ok,
-            "problems": list(self.problems),
-            "ranks": [dict(r) for r in self.ranks],
-            "warnings": list(self.warnings),
-            "sidecar_dir": self.sidecar_dir,
-            "step": self.step,
-            "world_size": self.world_size,
-            "upstream_validation": self.upstream_validation.to_json() if self.upstream_validation else None,
-        }
+        return fields_json(self, ranks=[dict(r) for r in self.ranks])
 
 
 def diff_payload(actual: Any, expected: Any, prefix: str = "") -> list[str]:
