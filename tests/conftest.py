@@ -37,6 +37,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 import pytest
+from mounts import Mounter, require_mount
 from reliability.harness import CliResult, run_inproc
 from reliability.workspace import WORLD, MigrationWorkspace, build_migration_workspace
 from slurm_cluster import write_fake_srun
@@ -108,6 +109,18 @@ def pin_after_check(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Iterator
         for path in [str(root / key / name), *glob.glob(str(root / f".evicting-{key}-*" / name))]:
             if os.path.exists(path):
                 chattr("-i", path)
+
+
+@pytest.fixture
+def mounter(tmp_path: Path) -> Iterator[Mounter]:
+    """``mounter(args, target)``: a real mount (tests/mounts.py); every mount below tmp_path is
+    lazily unmounted at teardown. Skips the test where this process may not mount."""
+    require_mount()
+    mount = Mounter(tmp_path)
+    try:
+        yield mount
+    finally:
+        mount.close()
 
 
 @pytest.fixture

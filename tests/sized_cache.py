@@ -1,4 +1,4 @@
-"""Cache entries of exact sizes on a small real tmpfs, for free-space tests (no torch, no fvconsole code).
+"""Cache entries of exact sizes for free-space tests on a small real tmpfs (``mounts.tmpfs``) (no torch, no fvconsole code).
 
 Each entry is written by hand: a valid ``manifest.json`` (a few hundred bytes: one 4 KiB
 tmpfs page) and one shard ``shard0-of-1.safetensors`` of exactly ``mib`` MiB (a minimal
@@ -9,18 +9,12 @@ seconds ago: tests compute expected victims and free space by hand from these nu
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import json
 import os
-import shutil
 import struct
-import subprocess
 import time
-from collections.abc import Iterator
 from pathlib import Path
-
-import pytest
 
 MIB = 1 << 20
 PAGE = 4096
@@ -51,19 +45,3 @@ def sized_entry(root: Path, name: str, mib: int, age: float) -> str:
 def fs_free(path: Path) -> int:
     st = os.statvfs(path)
     return st.f_bavail * st.f_frsize
-
-
-@contextlib.contextmanager
-def mounted_tmpfs(where: Path, size_mib: int) -> Iterator[Path]:
-    """A fresh tmpfs of ``size_mib`` MiB at ``where`` (skips the test where mounting is not permitted)."""
-    if os.geteuid() != 0 or shutil.which("mount") is None:
-        pytest.skip("mounting a tmpfs needs root and mount(8)")
-    where.mkdir(parents=True, exist_ok=True)
-    proc = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size_mib}m", "tmpfs", str(where)],
-                          capture_output=True, text=True)
-    if proc.returncode != 0:
-        pytest.skip(f"mounting a tmpfs is not permitted here: {proc.stderr.strip()}")
-    try:
-        yield where
-    finally:
-        subprocess.run(["umount", "-l", str(where)], capture_output=True, check=False)

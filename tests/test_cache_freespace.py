@@ -12,7 +12,8 @@ import os
 from pathlib import Path
 
 import pytest
-from sized_cache import MIB, PAGE, fs_free, key_of, mounted_tmpfs, sized_entry
+from mounts import tmpfs
+from sized_cache import MIB, PAGE, fs_free, key_of, sized_entry
 
 from fvconsole.cli import main
 
@@ -29,7 +30,7 @@ TWELVE_MIB_IN_GIB = "0.01171875"  # 12 MiB exactly
 @pytest.fixture
 def shm(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
     monkeypatch.delenv("FASTVIDEO_WEIGHT_SHARD_CACHE", raising=False)
-    with mounted_tmpfs(tmp_path / "shm", SIZE_MIB) as mount:
+    with tmpfs(tmp_path / "shm", SIZE_MIB * MIB) as mount:
         root = mount / "wcache"
         for name, (mib, age) in ENTRIES.items():
             sized_entry(root, name, mib, age)

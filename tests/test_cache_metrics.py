@@ -9,8 +9,9 @@ import os
 from pathlib import Path
 
 import pytest
+from mounts import tmpfs
 from prometheus_client.parser import text_string_to_metric_families
-from sized_cache import MIB, PAGE, fs_free, mounted_tmpfs, sized_entry
+from sized_cache import MIB, PAGE, fs_free, sized_entry
 from slurm_cluster import write_fake_srun
 
 from fvconsole.cli import main
@@ -44,7 +45,7 @@ def _sized_root(root: Path) -> dict[str, str]:
 
 def test_prometheus_metrics_parse_and_match_the_cache(tmp_path: Path, capsys, monkeypatch) -> None:
     monkeypatch.setenv("FASTVIDEO_WEIGHT_SHARD_CACHE_MAX_GB", "2")
-    with mounted_tmpfs(tmp_path / "shm", 16) as shm:
+    with tmpfs(tmp_path / "shm", 16 * MIB) as shm:
         root = shm / "wcache"
         keys = _sized_root(root)
         free = fs_free(shm)

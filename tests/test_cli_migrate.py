@@ -9,6 +9,7 @@ import sys
 
 import pytest
 from migration_runs import WORLD, build_legacy, one_json
+from mounts import tmpfs
 from reliability.harness import tree_digest
 
 from fvconsole.core.migration import verify, write
@@ -170,16 +171,10 @@ def test_dry_run_refuses_an_output_dir_on_a_read_only_filesystem(tmp_path, capsy
     from fvconsole.demo.builders import build_run
 
     ro = tmp_path / "ro"
-    ro.mkdir()
-    if os.geteuid() != 0 or subprocess.run(["mount", "-t", "tmpfs", "-o", "ro,size=1m", "tmpfs", str(ro)],
-                                           capture_output=True).returncode != 0:
-        pytest.skip("needs root to mount a read-only tmpfs")
-    try:
+    with tmpfs(ro, 1 << 20, "ro"):
         run = build_run(str(tmp_path / "run"), steps=(2,), num_gpus=4, sp_size=2)
         code = main(["migrate", "--config", run.config_path, "--checkpoint", run.checkpoint(2),
                      "--output-dir", str(ro / "sidecars"), "--expected-step", "2", "--expected-world-size", "4",
                      "--consumed-batches-per-rank", "2"])
         err = capsys.readouterr().err
         assert code == 1 and "read-only filesystem" in err and "output_dir" in err
-    finally:
-        subprocess.run(["umount", str(ro)], check=False)

@@ -15,7 +15,8 @@ from pathlib import Path
 
 import pytest
 from docs_examples import doc_example, with_settings
-from sized_cache import MIB, PAGE, mounted_tmpfs, sized_entry
+from mounts import tmpfs
+from sized_cache import MIB, PAGE, sized_entry
 from slurm_cluster import (  # noqa: F401  (registers `slurm_cluster`)
     SlurmCluster,
     slurm_cluster_fixture,
@@ -296,7 +297,7 @@ def test_documented_epilog_evicts_after_a_job(slurm_cluster: SlurmCluster, tmp_p
     script = with_settings(doc_example("slurm-epilog"), FVCONSOLE=str(Path(sys.executable).parent / "fvconsole"),
                            FASTVIDEO_WEIGHT_SHARD_CACHE=f"{base}/$SLURMD_NODENAME/wcache",
                            FVCONSOLE_JOURNAL=str(journal), LOG=str(log))
-    with mounted_tmpfs(base / "n2", 20) as shm:
+    with tmpfs(base / "n2", 20 * MIB) as shm:
         root = shm / "wcache"
         # Three 5 MiB entries: 5 MiB - 3 pages free (and a page for the lock's record) < 30% = 6 MiB.
         keys = [sized_entry(root, name, 5, age) for name, age in (("A", 5 * 86400), ("B", 4 * 86400), ("C", 3 * 86400))]
@@ -321,7 +322,7 @@ def test_fleet_free_space_target_is_judged_per_node(slurm_cluster: SlurmCluster,
     base = tmp_path / "nodes"
     journal = tmp_path / "journal.jsonl"
     env = {**slurm_cluster.env, "FVCONSOLE_JOURNAL": str(journal)}
-    with mounted_tmpfs(base / "n1", 20) as n1, mounted_tmpfs(base / "n2", 20) as n2:
+    with tmpfs(base / "n1", 20 * MIB) as n1, tmpfs(base / "n2", 20 * MIB) as n2:
         full = [sized_entry(n1 / "wcache", name, 5, age) for name, age in (("A", 5 * 86400), ("B", 4 * 86400),
                                                                            ("C", 3 * 86400))]
         roomy = [sized_entry(n2 / "wcache", name, 2, age) for name, age in (("D", 5 * 86400), ("E", 4 * 86400))]

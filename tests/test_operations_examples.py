@@ -14,8 +14,9 @@ import sys
 from pathlib import Path
 
 from docs_examples import crontab_entries, doc_example
+from mounts import tmpfs
 from prometheus_client.parser import text_string_to_metric_families
-from sized_cache import MIB, PAGE, fs_free, key_of, mounted_tmpfs, sized_entry
+from sized_cache import MIB, PAGE, fs_free, key_of, sized_entry
 
 DAY = 86400.0
 
@@ -23,7 +24,7 @@ DAY = 86400.0
 def test_cron_example_runs_as_documented(tmp_path: Path) -> None:
     variables, commands = crontab_entries(doc_example("cron"))
     assert set(variables) == {"FASTVIDEO_WEIGHT_SHARD_CACHE", "PATH", "TEXTFILE"} and len(commands) == 2
-    with mounted_tmpfs(tmp_path / "shm", 20) as shm:
+    with tmpfs(tmp_path / "shm", 20 * MIB) as shm:
         root = shm / "wcache"
         # W is unused for 10 days (--older-than 7d); X, Y, Z are newer. Free: 20 - 16 MiB - 4 pages.
         for name, mib, age in (("W", 2, 10 * DAY), ("X", 6, 3 * DAY), ("Y", 5, 2 * DAY), ("Z", 3, DAY)):
@@ -51,7 +52,7 @@ def test_cron_example_runs_as_documented(tmp_path: Path) -> None:
 def test_slurm_prolog_example_makes_room_for_the_next_write(tmp_path: Path) -> None:
     from docs_examples import with_settings
 
-    with mounted_tmpfs(tmp_path / "shm", 20) as shm:
+    with tmpfs(tmp_path / "shm", 20 * MIB) as shm:
         root = shm / "wcache"
         # Oldest first: A (4 MiB), B (5 MiB), C (6 MiB); plus an empty entry (a skipped write).
         for name, mib, age in (("A", 4, 3 * DAY), ("B", 5, 2 * DAY), ("C", 6, DAY)):

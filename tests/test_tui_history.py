@@ -15,7 +15,8 @@ from pathlib import Path
 import pytest
 from console_apps import make_app, work_copy
 from migration_runs import migrate_argv
-from sized_cache import MIB, fs_free, key_of, mounted_tmpfs, sized_entry
+from mounts import tmpfs
+from sized_cache import MIB, fs_free, key_of, sized_entry
 
 from fvconsole.cli import main as cli_main
 from fvconsole.core.journal import MIGRATE, JournalRecord, append_record
@@ -227,7 +228,7 @@ ENTRIES = {"A": (4, 5 * DAY), "B": (2, 4 * DAY), "C": (3, 3 * DAY), "D": (1, 2 *
 @pytest.fixture
 def shm(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
     monkeypatch.delenv("FASTVIDEO_WEIGHT_SHARD_CACHE", raising=False)
-    with mounted_tmpfs(tmp_path / "shm", 20) as mount:
+    with tmpfs(tmp_path / "shm", 20 * MIB) as mount:
         root = mount / LONG / "shard-cache"
         for name, (mib, age) in ENTRIES.items():
             sized_entry(root, name, mib, age)

@@ -16,7 +16,8 @@ import sys
 from pathlib import Path
 
 import pytest
-from sized_cache import key_of, mounted_tmpfs, sized_entry
+from mounts import tmpfs
+from sized_cache import MIB, key_of, sized_entry
 
 from fvconsole.core.migration.output_dir import staging_name
 from fvconsole.demo.workspace import DemoWorkspace
@@ -76,7 +77,7 @@ async def test_no_command_line_flag_reaches_the_console(demo_ws: DemoWorkspace, 
     # A migration of checkpoint-300 on this host crashed: its staging dir is beside the output dir.
     out = os.path.join(output, "dataloader-state", "checkpoint-300")
     os.makedirs(os.path.join(os.path.dirname(out), staging_name("checkpoint-300", pid=dead_pid())))
-    with mounted_tmpfs(tmp_path / "shm", 20) as mount:
+    with tmpfs(tmp_path / "shm", 20 * MIB) as mount:
         root = mount / "shard-cache"
         for name, (mib, age) in ENTRIES.items():
             sized_entry(root, name, mib, age)

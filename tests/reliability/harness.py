@@ -18,7 +18,7 @@ import stat
 import subprocess
 import sys
 import tempfile
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -296,30 +296,6 @@ def can_drop_privileges() -> str | None:
         return f"cannot drop capabilities: {exc}"
     finally:
         shutil.rmtree(probe, ignore_errors=True)
-
-
-# --------------------------------------------------------------------------- tmpfs
-
-
-@contextlib.contextmanager
-def tiny_tmpfs(mountpoint: str | os.PathLike[str], size_bytes: int) -> Iterator[Path]:
-    """Mount a tmpfs of ``size_bytes`` at ``mountpoint`` (root only; skips otherwise)."""
-    mountpoint = Path(mountpoint)
-    mountpoint.mkdir(parents=True, exist_ok=True)
-    if os.geteuid() != 0 or shutil.which("mount") is None:
-        pytest.skip("mounting a tmpfs needs root and mount(8)")
-    size_k = max(4, size_bytes // 1024)
-    proc = subprocess.run(
-        ["mount", "-t", "tmpfs", "-o", f"size={size_k}k,mode=0755", "tmpfs", str(mountpoint)],
-        capture_output=True,
-        text=True,
-    )
-    if proc.returncode != 0:
-        pytest.skip(f"cannot mount tmpfs: {proc.stderr.strip()}")
-    try:
-        yield mountpoint
-    finally:
-        subprocess.run(["umount", "-l", str(mountpoint)], capture_output=True, check=False)
 
 
 # --------------------------------------------------------------------------- malicious pickles

@@ -54,36 +54,6 @@ def _outside(base: Path) -> Path:
     return outside
 
 
-def _mounts_under(top: Path) -> list[str]:
-    """Mount points at or below ``top`` as /proc/self/mountinfo lists them, deepest first."""
-    prefix = str(top)
-    with open("/proc/self/mountinfo", encoding="utf-8", errors="surrogateescape") as fh:
-        points = [line.split(" ")[4].replace("\\040", " ") for line in fh]
-    inside = [p for p in points if p == prefix or p.startswith(prefix + "/")]
-    return sorted(inside, key=len, reverse=True)
-
-
-@pytest.fixture
-def mounter(tmp_path: Path) -> Iterator:
-    """``mount(args, target)``; every mount below tmp_path is lazily unmounted at teardown.
-
-    Skips the test when this process may not mount (not root, no mount(8), a sandbox).
-    """
-    if os.geteuid() != 0 or shutil.which("mount") is None:
-        pytest.skip("mount --bind needs root and mount(8)")
-
-    def mount(args: list[str], target: Path) -> None:
-        proc = subprocess.run(["mount", *args, str(target)], capture_output=True, text=True)
-        if proc.returncode != 0:
-            pytest.skip(f"mount is not permitted here: {proc.stderr.strip()}")
-
-    try:
-        yield mount
-    finally:
-        for point in _mounts_under(tmp_path):
-            subprocess.run(["umount", "-l", point], capture_output=True, check=False)
-
-
 # --------------------------------------------------------------------------- 1. mounts
 
 

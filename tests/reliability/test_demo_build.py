@@ -9,7 +9,6 @@ from __future__ import annotations
 import json
 import os
 import resource
-import shutil
 import signal
 import subprocess
 import sys
@@ -17,10 +16,11 @@ import time
 from pathlib import Path
 
 import pytest
+from mounts import mounted, require_mount, tmpfs
 
 from fvconsole.demo.workspace import MARKER
 
-from .harness import CliResult, cli_env, tiny_tmpfs
+from .harness import CliResult, cli_env
 
 
 def run_demo(target: Path, *, preexec=None) -> CliResult:
@@ -46,7 +46,7 @@ def limit_file_size() -> None:
 
 @pytest.mark.fault("demo", "disk full part-way through the demo build (1 MiB tmpfs)")
 def test_disk_full_removes_the_partial_workspace_and_names_the_dir(tmp_path) -> None:
-    with tiny_tmpfs(tmp_path / "small", 1 << 20) as small:
+    with tmpfs(tmp_path / "small", 1 << 20) as small:
         target = small / "ws"
         line = failure_line(run_demo(target), target)
         assert "No space left on device" in line and line.endswith("the partial workspace was removed")
@@ -92,8 +92,7 @@ def test_rebuild_never_empties_a_bind_mount_of_the_same_filesystem(tmp_path, cap
     from fvconsole.cli import main
     from fvconsole.demo.workspace import build_demo_workspace
 
-    if os.geteuid() != 0 or shutil.which("mount") is None:
-        pytest.skip("mount --bind needs root and mount(8)")
+    require_mount("mount --bind")
     ws = build_demo_workspace(str(tmp_path / "ws"))
     outside = tmp_path / "outside"
     (outside / "sub").mkdir(parents=True)
@@ -102,14 +101,9 @@ def test_rebuild_never_empties_a_bind_mount_of_the_same_filesystem(tmp_path, cap
     point = Path(ws.output_dir) / "mnt"
     point.mkdir()
     assert os.stat(outside).st_dev == os.stat(point).st_dev  # the case st_dev alone cannot see
-    proc = subprocess.run(["mount", "--bind", str(outside), str(point)], capture_output=True, text=True)
-    if proc.returncode != 0:
-        pytest.skip(f"mount is not permitted here: {proc.stderr.strip()}")
-    try:
+    with mounted(["--bind", str(outside)], point):
         code = main(["demo", ws.root, "--no-tui"])
         err = capsys.readouterr().err.strip().splitlines()
-    finally:
-        subprocess.run(["umount", "-l", str(point)], capture_output=True, check=False)
     assert code == 1
     assert err == [f"error: {point}: a mount point inside the demo workspace; unmount it or choose another DIR"]
     assert (outside / "precious.txt").read_text() == "keep me\n"

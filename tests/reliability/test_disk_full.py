@@ -15,8 +15,9 @@ import shutil
 from pathlib import Path
 
 import pytest
+from mounts import tmpfs
 
-from .harness import assert_clean_error, digest_diff, run_inproc, tiny_tmpfs, tree_digest
+from .harness import assert_clean_error, digest_diff, run_inproc, tree_digest
 from .workspace import MigrationWorkspace
 
 FILL_STEPS = 12
@@ -65,7 +66,7 @@ def judge(result, out: Path, previous: dict | None, mount: Path) -> str:
 def test_fresh_migration_on_full_tmpfs(ws: MigrationWorkspace, tmp_path: Path, capsys, trials) -> None:
     need = set_size(ws, tmp_path)
     size = max(need * 3, 64 << 10)
-    with tiny_tmpfs(tmp_path / "mnt", size) as mount:
+    with tmpfs(tmp_path / "mnt", size) as mount:
         out = mount / "state"
         for i in range(FILL_STEPS):
             free_target = int(need * 2 * (i + 1) / FILL_STEPS)  # from far too little to enough
@@ -84,7 +85,7 @@ def test_fresh_migration_on_full_tmpfs(ws: MigrationWorkspace, tmp_path: Path, c
 def test_overwrite_on_full_tmpfs_keeps_previous(ws: MigrationWorkspace, tmp_path: Path, capsys, trials) -> None:
     need = set_size(ws, tmp_path)
     size = max(need * 3, 64 << 10)
-    with tiny_tmpfs(tmp_path / "mnt", size) as mount:
+    with tmpfs(tmp_path / "mnt", size) as mount:
         out = mount / "state"
         first = run_inproc(ws.migrate_args(out), capsys)
         assert first.returncode == 0, first.describe()
@@ -105,20 +106,7 @@ def test_overwrite_on_full_tmpfs_keeps_previous(ws: MigrationWorkspace, tmp_path
 @pytest.mark.parametrize("shape", ["4 inodes", "16 KiB"])
 def test_tiny_tmpfs_quick(ws: MigrationWorkspace, tmp_path: Path, capsys, trials, shape: str) -> None:
     mnt = tmp_path / "mnt"
-    if shape == "4 inodes":
-        import subprocess
-
-        mnt.mkdir()
-        if os.geteuid() != 0:
-            pytest.skip("mounting a tmpfs needs root")
-        proc = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=4m,nr_inodes=4", "tmpfs", str(mnt)], capture_output=True)
-        if proc.returncode:
-            pytest.skip(f"cannot mount tmpfs: {proc.stderr!r}")
-        ctx = contextlib.ExitStack()
-        ctx.callback(subprocess.run, ["umount", "-l", str(mnt)], check=False)
-    else:
-        ctx = contextlib.ExitStack()
-        ctx.enter_context(tiny_tmpfs(mnt, 16 << 10))
+    ctx = tmpfs(mnt, 4 << 20, "nr_inodes=4") if shape == "4 inodes" else tmpfs(mnt, 16 << 10)
     with ctx:
         out = mnt / "state"
         before = tree_digest(ws.root)

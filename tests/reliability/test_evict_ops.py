@@ -22,6 +22,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from mounts import tmpfs
 
 from .harness import (
     assert_clean_error,
@@ -29,7 +30,6 @@ from .harness import (
     run_cli,
     run_inproc,
     strace_available,
-    tiny_tmpfs,
     tree_digest,
 )
 from .workspace import build_migration_workspace, cheap_entries
@@ -213,7 +213,7 @@ def test_holder_without_a_record_is_found_in_proc(tmp_path: Path, trials) -> Non
 def immutable_tmpfs(tmp_path: Path) -> Iterator[Path]:
     if shutil.which("chattr") is None:
         pytest.skip("chattr is not installed")
-    with tiny_tmpfs(tmp_path / "shm", 8 << 20) as mount:
+    with tmpfs(tmp_path / "shm", 8 << 20) as mount:
         yield mount
         subprocess.run(["chattr", "-R", "-i", str(mount)], capture_output=True, check=False)
 
@@ -241,7 +241,7 @@ def test_partial_eviction_is_journaled(immutable_tmpfs: Path, tmp_path: Path, tr
 def test_partial_migration_is_journaled(tmp_path: Path, trials) -> None:
     ws = build_migration_workspace(tmp_path / "ws")
     journal = tmp_path / "journal.jsonl"
-    with tiny_tmpfs(tmp_path / "mnt", 64 << 10) as mount:
+    with tmpfs(tmp_path / "mnt", 64 << 10) as mount:
         out = mount / "state"
         (mount / "filler").write_bytes(b"\0" * (40 << 10))
         result = run_cli([*ws.migrate_args(out), "--journal", str(journal)])
@@ -259,7 +259,7 @@ def test_partial_migration_is_journaled(tmp_path: Path, trials) -> None:
 def test_full_journal_filesystem_never_undoes_an_eviction(tmp_path: Path, trials) -> None:
     root = tmp_path / "cache"
     keys = cheap_entries(root, 2)
-    with tiny_tmpfs(tmp_path / "full", 16 << 10) as mount:
+    with tmpfs(tmp_path / "full", 16 << 10) as mount:
         journal = mount / "journal.jsonl"
         fd = os.open(mount / "filler", os.O_WRONLY | os.O_CREAT)
         try:

@@ -10,39 +10,12 @@ Real mounts: skipped where this process may not mount.
 from __future__ import annotations
 
 import os
-import shutil
-import subprocess
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from .harness import assert_clean_error, digest_diff, run_inproc, tree_digest
 from .workspace import MigrationWorkspace
-
-
-def _mounts_under(top: Path) -> list[str]:
-    with open("/proc/self/mountinfo", encoding="utf-8", errors="surrogateescape") as fh:
-        points = [line.split(" ")[4].replace("\\040", " ") for line in fh]
-    return sorted((p for p in points if p == str(top) or p.startswith(f"{top}/")), key=len, reverse=True)
-
-
-@pytest.fixture
-def mounter(tmp_path: Path) -> Iterator:
-    """``mount(args, target)``; every mount below tmp_path is lazily unmounted at teardown."""
-    if os.geteuid() != 0 or shutil.which("mount") is None:
-        pytest.skip("mounting needs root and mount(8)")
-
-    def mount(args: list[str], target: Path) -> None:
-        proc = subprocess.run(["mount", *args, str(target)], capture_output=True, text=True)
-        if proc.returncode != 0:
-            pytest.skip(f"mount is not permitted here: {proc.stderr.strip()}")
-
-    try:
-        yield mount
-    finally:
-        for point in _mounts_under(tmp_path):
-            subprocess.run(["umount", "-l", point], capture_output=True, check=False)
 
 
 def _journal_lines() -> int:
