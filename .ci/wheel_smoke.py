@@ -10,8 +10,9 @@ safetensors, numpy or pyarrow, yet every printed command must work here exactly 
 `cache evict` dry run, then `history`, and the console under a pseudo-terminal (first screen,
 `q`; a migration preview in it, headless, shows "install fvconsole[parquet]" as each next
 id). `--version` must print the installed version; the demo and `verify --deep` must refuse
-in one line naming the extra to install. Standard library only: it checks the venv, so it
-must not need anything of its own.
+in one line naming the extra to install. Standard library only, and `tests/lean_checks.py`
+(what the lean install must hold and show, shared with `tests/test_lean_install.py`; standard
+library and fvconsole only): it checks the venv, so it must not need anything of its own.
 """
 
 from __future__ import annotations
@@ -27,11 +28,10 @@ import tempfile
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, HERE)
+TESTS = os.path.join(os.path.dirname(HERE), "tests")
+sys.path[:0] = [HERE, TESTS]
 from demo_smoke import STEPS, printed_commands  # noqa: E402 - the same parsing and steps as the full venv's
-
-#: What the extras add and the base install must not bring (distribution == import name here).
-HEAVY = ("torch", "safetensors", "numpy", "pyarrow")
+from lean_checks import HEAVY, PARQUET_HINT, importable  # noqa: E402 - stdlib and fvconsole only, as tests use it
 
 
 def _fail(message: str) -> int:
@@ -41,14 +41,7 @@ def _fail(message: str) -> int:
 
 def check_installed() -> list[str]:
     """Problems with what this venv holds: a heavy package, or fvconsole not from the wheel."""
-    problems = []
-    for name in HEAVY:
-        try:
-            dist = importlib.metadata.distribution(name)
-        except importlib.metadata.PackageNotFoundError:
-            dist = None
-        if dist is not None or importlib.util.find_spec(name) is not None:
-            problems.append(f"{name} is installed in the lean venv ({sys.prefix})")
+    problems = [f"{name} is installed in the lean venv ({sys.prefix})" for name in importable(HEAVY)]
     spec = importlib.util.find_spec("fvconsole")
     origin = os.path.realpath(spec.origin) if spec and spec.origin else ""
     if not origin.startswith(os.path.realpath(sys.prefix) + os.sep):
@@ -63,25 +56,9 @@ def check_installed() -> list[str]:
 #: migration and report the "next id" cells, which need pyarrow (the `parquet` extra).
 _NEXT_IDS = """
 import asyncio, json, sys
-from fvconsole.tui.app import FvConsoleApp
-from fvconsole.tui.headless import settle, started
-from fvconsole.tui.state import ConsoleState
-
-async def main(config, output, cache):
-    app = FvConsoleApp(ConsoleState(config_path=config, checkpoints_path=output, cache_root=cache))
-    async with app.run_test(size=(140, 42)) as pilot:
-        await started(app, pilot)
-        table = app.query_one("#ckpt-table")
-        table.move_cursor(row=table.get_row_index(next(k.value for k in table.rows
-                                                       if k.value.endswith("checkpoint-300"))))
-        await pilot.press("m")
-        await settle(app, pilot)
-        await pilot.press("ctrl+r")
-        await settle(app, pilot)
-        ranks = app.query_one("#mig-ranks")
-        print(json.dumps([str(ranks.get_row_at(i)[-1]) for i in range(ranks.row_count)]))
-
-asyncio.run(main(*sys.argv[1:4]))
+sys.path.insert(0, sys.argv[1])
+from lean_checks import console_next_ids
+print(json.dumps(asyncio.run(console_next_ids(*sys.argv[2:5]))))
 """
 
 
@@ -89,7 +66,7 @@ def console_next_ids(console: str, env: dict[str, str]) -> list[str] | str:
     """The "next id" cells of the console's migration preview, or what went wrong."""
     argv = shlex.split(console, comments=True)
     paths = [argv[argv.index(flag) + 1] for flag in ("--config", "--checkpoints", "--cache-root")]
-    proc = subprocess.run([sys.executable, "-c", _NEXT_IDS, *paths], capture_output=True, text=True, env=env,
+    proc = subprocess.run([sys.executable, "-c", _NEXT_IDS, TESTS, *paths], capture_output=True, text=True, env=env,
                           timeout=300, cwd=tempfile.gettempdir())
     if proc.returncode != 0:
         return proc.stderr[-2000:]
@@ -130,7 +107,7 @@ def main() -> int:
     console = commands[kinds.index("console")]
     # Before `migrate --yes` writes the set (a preview of an existing set without overwrite refuses).
     cells = console_next_ids(console, env)
-    ok = isinstance(cells, list) and len(cells) == 8 and set(cells) == {"install fvconsole[parquet]"}
+    ok = isinstance(cells, list) and len(cells) == 8 and set(cells) == {PARQUET_HINT}
     print(f"wheel_smoke: console migration preview, next id column: {cells!r:.2000}: "
           f"{'ok' if ok else 'FAILED'}")
     failed += not ok

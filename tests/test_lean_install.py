@@ -22,6 +22,7 @@ import subprocess
 import sys
 
 import pytest
+from lean_checks import HEAVY, PARQUET_HINT, importable, preview_next_ids
 
 from fvconsole.core.optional import EXTRAS
 
@@ -31,7 +32,6 @@ EXTRA_PACKAGES = frozenset(name for names in EXTRAS.values() for name in names)
 REPO = pathlib.Path(__file__).resolve().parent.parent
 PACKAGE = REPO / "fvconsole"
 DOOR = PACKAGE / "core" / "optional.py"
-HEAVY = ("torch", "safetensors", "numpy", "pyarrow")
 DOOR_CALLS = ("require", "require_all", "optional", "demo_module")
 
 
@@ -96,6 +96,16 @@ def test_the_door_check_sees_each_way_around() -> None:
     assert not door_violations("def f():\n    require('torch', extra='torch', purpose='x')\n", "fvconsole/core/x.py")
     assert not door_violations("from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    import torch\n",
                                "fvconsole/core/x.py")
+
+
+def test_the_lean_check_sees_the_extras_packages_installed_here() -> None:
+    """Guard wheel_smoke's check: in this venv (the extras installed) it finds all four, even
+    where a test made them unimportable, and nothing for a name no package has."""
+    assert importable(HEAVY) == list(HEAVY)
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setitem(sys.modules, "numpy", None)
+        assert importable(("numpy",)) == ["numpy"]
+    assert importable(("fvconsole_no_such_package",)) == []
 
 
 def test_the_door_is_the_only_importer_of_an_extras_package_in_the_core_too() -> None:
@@ -245,31 +255,22 @@ def test_torch_check_without_torch_names_the_torch_extra_and_writes_nothing(run:
 
 # ----------------------------------------------------------------------------- the console without pyarrow
 @pytest.mark.tui
-async def test_console_shows_the_parquet_extra_in_the_next_id_column(tmp_path, monkeypatch) -> None:
-    from fvconsole.demo.workspace import build_demo_workspace
+async def test_console_shows_the_parquet_extra_in_the_next_id_column(demo_ws, monkeypatch) -> None:
     from fvconsole.tui.app import FvConsoleApp
-    from fvconsole.tui.headless import settle, started
     from fvconsole.tui.migration_view import MigrationView
     from fvconsole.tui.state import ConsoleState
 
-    ws = build_demo_workspace(str(tmp_path / "ws"))
+    ws = demo_ws
     for name in ("pyarrow", "pyarrow.parquet"):
         monkeypatch.setitem(sys.modules, name, None)
     app = FvConsoleApp(ConsoleState(config_path=ws.config_path, checkpoints_path=ws.output_dir,
                                     cache_root=ws.cache_root))
     async with app.run_test(size=(140, 42)) as pilot:
-        await started(app, pilot)
-        table = app.query_one("#ckpt-table")
-        table.move_cursor(row=table.get_row_index(next(k.value for k in table.rows
-                                                       if k.value.endswith("checkpoint-300"))))
-        await pilot.press("m")
-        await settle(app, pilot)
-        await pilot.press("ctrl+r")
-        await settle(app, pilot)
+        cells = await preview_next_ids(app, pilot, "checkpoint-300")
         view = app.query_one(MigrationView)
         ranks = app.query_one("#mig-ranks")
-        assert ranks.row_count == 8, "the preview itself needs no pyarrow"
-        assert [str(ranks.get_row_at(i)[-1]) for i in range(8)] == ["install fvconsole[parquet]"] * 8
+        assert ranks.row_count == 8 == len(cells), "the preview itself needs no pyarrow"
+        assert cells == ["install fvconsole[parquet]"] * 8 == [PARQUET_HINT] * 8
         column = next(c for k, c in ranks.columns.items() if k.value == "next_id")
         assert column.width >= len("install fvconsole[parquet]"), "the hint is shown whole"
         assert "fvconsole[parquet]" in app.export_screenshot().replace("&#160;", " "), "drawn, not cropped"
