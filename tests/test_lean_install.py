@@ -9,12 +9,11 @@ without extras into a brand-new venv and runs the demo's commands there (`.ci/wh
 
 The door: only ``fvconsole/core/optional.py`` imports an extra's package; every other module
 asks it (``require``/``optional``, or ``fvconsole.demo.demo_module``), inside a function
-outside ``fvconsole/demo/``.
+outside ``fvconsole/demo/`` (``tests/test_doors.py``, the optional-imports row).
 """
 
 from __future__ import annotations
 
-import ast
 import json
 import os
 import pathlib
@@ -32,71 +31,10 @@ EXTRA_PACKAGES = frozenset(name for names in EXTRAS.values() for name in names)
 REPO = pathlib.Path(__file__).resolve().parent.parent
 PACKAGE = REPO / "fvconsole"
 DOOR = PACKAGE / "core" / "optional.py"
-DOOR_CALLS = ("require", "require_all", "optional", "demo_module")
 
 
 # ----------------------------------------------------------------------------- the door
-def door_violations(source: str, rel: str) -> list[str]:
-    """Where ``source`` (module ``rel``) goes around core/optional.py for an extra's package."""
-    tree = ast.parse(source)
-    type_checking: set[int] = set()
-    for node in ast.walk(tree):
-        if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
-            type_checking.update(id(n) for n in ast.walk(node))
-    in_function: set[int] = set()
-    for node in ast.walk(tree):
-        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
-            in_function.update(id(n) for n in ast.walk(node) if n is not node)
-    found = []
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Import):
-            names = [a.name for a in node.names]
-        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
-            names = [node.module]
-        else:
-            names = []
-        for name in names:
-            if name.split(".")[0] in EXTRA_PACKAGES and id(node) not in type_checking:
-                found.append(f"{rel}:{node.lineno}: imports {name} itself (use fvconsole.core.optional)")
-        if not isinstance(node, ast.Call):
-            continue
-        func = ast.unparse(node.func)
-        literal = node.args[0].value if node.args and isinstance(node.args[0], ast.Constant) else None
-        top = literal.split(".")[0] if isinstance(literal, str) else None
-        if func.split(".")[-1] in ("import_module", "__import__", "find_spec") and top in EXTRA_PACKAGES:
-            found.append(f"{rel}:{node.lineno}: {func}({literal!r}) goes around fvconsole.core.optional")
-        if func.split(".")[-1] in DOOR_CALLS:
-            if id(node) not in in_function and not rel.startswith("fvconsole/demo/"):
-                found.append(f"{rel}:{node.lineno}: {func}() at module level (import it where it is needed)")
-            extra = next((k.value.value for k in node.keywords if k.arg == "extra"
-                          and isinstance(k.value, ast.Constant)), None)
-            if extra is not None and top is not None and top not in EXTRAS.get(extra, ()):
-                found.append(f"{rel}:{node.lineno}: {literal!r} is not a package of the {extra!r} extra")
-    return found
-
-
-def test_no_module_goes_around_the_optional_import_door() -> None:
-    violations = []
-    for path in sorted(PACKAGE.rglob("*.py")):
-        if path == DOOR:
-            continue
-        rel = str(path.relative_to(REPO))
-        violations += door_violations(path.read_text(encoding="utf-8"), rel)
-    assert violations == []
-
-
-def test_the_door_check_sees_each_way_around() -> None:
-    """Guard the guard: each way around the door in a module is found."""
-    assert door_violations("import torch\n", "fvconsole/core/x.py")
-    assert door_violations("def f():\n    import pyarrow.parquet as pq\n", "fvconsole/core/x.py")
-    assert door_violations("def f():\n    from safetensors.torch import save_file\n", "fvconsole/demo/x.py")
-    assert door_violations("import importlib\nnp = importlib.import_module('numpy')\n", "fvconsole/cli/x.py")
-    assert door_violations("torch = require('torch', extra='torch', purpose='x')\n", "fvconsole/core/x.py")
-    assert door_violations("def f():\n    require('pyarrow', extra='torch', purpose='x')\n", "fvconsole/core/x.py")
-    assert not door_violations("def f():\n    require('torch', extra='torch', purpose='x')\n", "fvconsole/core/x.py")
-    assert not door_violations("from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    import torch\n",
-                               "fvconsole/core/x.py")
-
+# The scan that no module goes around core/optional.py is tests/test_doors.py's optional-imports row.
 
 def test_the_lean_check_sees_the_extras_packages_installed_here() -> None:
     """Guard wheel_smoke's check: in this venv (the extras installed) it finds all four, even

@@ -13,7 +13,7 @@ of containers and items against the size, nesting depth) and parses it strictly;
 :class:`UntrustedError` (an ``FvError`` and a ``ValueError``) naming the document and field,
 so one damaged record is that record's problem, never the command's.
 
-``tests/test_doors.py::test_untrusted_documents_have_one_door`` proves that no other module
+``tests/test_doors.py::test_no_module_goes_around_its_door[untrusted-documents]`` proves that no other module
 calls ``json.loads``/``json.load``/``orjson.loads``.
 """
 
