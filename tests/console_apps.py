@@ -1,11 +1,16 @@
-"""The console under test: ``make_app`` (the real ``FvConsoleApp`` on given paths) and ``work_copy``
-(one test's own copy of a demo workspace's output dir and cache, which tests may migrate into
-and evict from while the session's workspace stays as built)."""
+"""The console under test: ``make_app`` (the real ``FvConsoleApp`` on given paths), ``run_console``
+(that app started headless at a size, then a test's body), ``wait_until`` (a condition awaited
+against a deadline, never a fixed number of pauses: a loaded machine only takes longer) and ``work_copy`` (one test's own copy
+of a demo workspace's output dir and cache, which tests may migrate into and evict from while
+the session's workspace stays as built)."""
 
 from __future__ import annotations
 
+import asyncio
 import os
 import shutil
+import time
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -38,3 +43,28 @@ def work_copy(demo_ws: DemoWorkspace, base: Path, cache_name: str = "shard-cache
     shutil.copytree(demo_ws.output_dir, paths["output"], symlinks=True)
     shutil.copytree(demo_ws.cache_root, paths["cache"], symlinks=True)
     return paths
+
+
+def run_console(work: dict[str, str], size: tuple[int, int], body: Callable[[FvConsoleApp, object], Awaitable[None]],
+                timeout: float = 300) -> None:
+    """``make_app(**work)`` under ``App.run_test(size=size)``: once its paths loaded
+    (``headless.started``), ``await body(app, pilot)``; all of it within ``timeout`` seconds."""
+    from fvconsole.tui.headless import started
+
+    app = make_app(**work)
+
+    async def main() -> None:
+        async with app.run_test(size=size) as pilot:
+            await started(app, pilot)
+            await body(app, pilot)
+
+    asyncio.run(asyncio.wait_for(main(), timeout))
+
+
+async def wait_until(pilot: object, condition: Callable[[], object], what: str, timeout: float = 120.0) -> None:
+    """Pause the app's test pilot until ``condition()`` holds; fail naming ``what`` after
+    ``timeout`` seconds. For what the app does by itself (a timer, a worker)."""
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline, f"{what}: not within {timeout:g}s"
+        await pilot.pause(0.05)

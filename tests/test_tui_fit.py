@@ -13,7 +13,7 @@ import os
 from collections.abc import Awaitable, Callable
 
 import pytest
-from console_apps import make_app, work_copy
+from console_apps import run_console, work_copy
 from textual.widgets import Button, DataTable
 
 from fvconsole.demo.workspace import DemoWorkspace
@@ -27,7 +27,7 @@ pytestmark = pytest.mark.tui
 LONG = os.path.join("projects", "video-generation", "wan2.1-t2v", "run-2026-11-30-finetune-ablation")
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")  # a lookup in the session's cache: no reason to keep the file in one worker
 def demo_ws(demo_workspace) -> DemoWorkspace:
     return demo_workspace(LONG)
 
@@ -39,14 +39,7 @@ def work(demo_ws: DemoWorkspace, tmp_path) -> dict[str, str]:
 
 
 def run(work: dict[str, str], size: tuple[int, int], body: Callable[[FvConsoleApp, object], Awaitable[None]]) -> None:
-    app = make_app(**work)
-
-    async def main() -> None:
-        async with app.run_test(size=size) as pilot:
-            await started(app, pilot)
-            await body(app, pilot)
-
-    asyncio.run(asyncio.wait_for(main(), 300))
+    run_console(work, size, body, timeout=300)
 
 
 def shown(app: FvConsoleApp, widget) -> bool:

@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import os
 import random
+import time
 import unicodedata
 
 import pytest
@@ -67,18 +68,18 @@ def app_on_copy(demo_ws: DemoWorkspace, tmp_path) -> FvConsoleApp:
     return make_app(**work_copy(demo_ws, tmp_path, cache_name="cache"))
 
 
-async def drain(app: FvConsoleApp, pilot, seconds: float = 60.0) -> None:
-    """Let the app handle the queued keys (or exit); bounded."""
-    async def loop() -> None:
-        for _ in range(400):
-            if app._exit:
+async def drain(app: FvConsoleApp, pilot, seconds: float = 120.0) -> None:
+    """Wait until the app handled every queued key and its workers finished, or it exited. A
+    deadline, not a number of pauses: on a loaded machine the keys take longer, and a test that
+    went on before they were handled would check a half-handled burst."""
+    deadline = time.monotonic() + seconds
+    while not app._exit:
+        if app._message_queue.empty() and not any(w.is_running for w in app.workers):
+            await settle(app, pilot)
+            if app._exit or app._message_queue.empty():
                 return
-            await pilot.pause(0.02)
-            if app._message_queue.empty() and not any(w.is_running for w in app.workers):
-                await settle(app, pilot)
-                return
-
-    await asyncio.wait_for(loop(), seconds)
+        assert time.monotonic() < deadline, f"the app did not handle its keys within {seconds:g}s"
+        await pilot.pause(0.02)
 
 
 @pytest.mark.parametrize("second", ["question_mark", "o", "m", "3", "ctrl+p", "e", "ctrl+e"])

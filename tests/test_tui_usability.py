@@ -7,14 +7,13 @@ needs. The real app on a real demo workspace, driven with ``run_test``.
 
 from __future__ import annotations
 
-import asyncio
 import html
 import os
 import re
 from collections.abc import Awaitable, Callable
 
 import pytest
-from console_apps import make_app, work_copy
+from console_apps import run_console, wait_until, work_copy
 
 from fvconsole.cli import main as cli_main
 from fvconsole.core.cache import scan_cache
@@ -23,7 +22,7 @@ from fvconsole.demo.workspace import DemoWorkspace
 from fvconsole.tui import cache_view, state
 from fvconsole.tui.app import FvConsoleApp
 from fvconsole.tui.evict_dialog import EvictScreen
-from fvconsole.tui.headless import settle, started
+from fvconsole.tui.headless import settle
 from fvconsole.tui.modals import ConfirmScreen, HelpScreen
 
 pytestmark = pytest.mark.tui
@@ -37,14 +36,7 @@ def work(demo_ws: DemoWorkspace, tmp_path) -> dict[str, str]:
 
 
 def run(work: dict[str, str], size: tuple[int, int], body: Callable[[FvConsoleApp, object], Awaitable[None]]) -> None:
-    app = make_app(**work)
-
-    async def main() -> None:
-        async with app.run_test(size=size) as pilot:
-            await started(app, pilot)
-            await body(app, pilot)
-
-    asyncio.run(asyncio.wait_for(main(), 180))
+    run_console(work, size, body, timeout=180)
 
 
 def screen_text(app: FvConsoleApp) -> str:
@@ -427,17 +419,20 @@ def test_ages_tick_and_the_cache_refreshes_by_itself(work: dict[str, str], monke
         before = str(table.get_row(newest.key)[-1])
         state.freeze_clock(start + 3 * 86400)
         new = write_cache_entry(work["cache"], seed=99, num_shards=1, tensor_bytes=256, last_used=start)
-        for _ in range(50):
-            await pilot.pause(0.1)
-            if os.path.basename(new) in table.rows:
-                break
-        assert os.path.basename(new) in table.rows, "a new entry did not appear without r"
+        await wait_until(pilot, lambda: os.path.basename(new) in table.rows, "a new entry did not appear without r")
         after = str(table.get_row(newest.key)[-1])
         assert after != before and after.startswith("3d"), (before, after)
         await pilot.press("a")
         assert "auto-refresh off" in str(app.query_one("#cache-status").render())
+        await settle(app, pilot)  # a rescan the timer started before `a` ends before the next entry exists
         other = write_cache_entry(work["cache"], seed=98, num_shards=1, tensor_bytes=256, last_used=start)
-        await pilot.pause(1.0)
+        # Ticks go on while auto-refresh is off (they move the ages on): wait for two of them, so the
+        # timer had its chances to rescan, whatever the machine's load.
+        for days in (4, 5):
+            state.freeze_clock(start + days * 86400)
+            await wait_until(pilot, lambda days=days: str(table.get_row(newest.key)[-1]).startswith(f"{days}d"),
+                             f"the ages did not tick to {days}d with auto-refresh off")
+        await settle(app, pilot)
         assert os.path.basename(other) not in table.rows
 
     try:
