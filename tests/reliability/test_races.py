@@ -28,6 +28,11 @@ from .workspace import cheap_entries
 EVICTORS = 4
 ENTRIES = 400
 ROUNDS = 3
+#: How long an evictor may wait for the root's lock, and the test for an evictor: a deadline only.
+#: Each entry's removal re-checks every process's open files and maps, so the first evictor's 400
+#: removals take 4 s on an idle machine and minutes on a busy one; the others wait for the lock
+#: (a condition), and a shorter --wait made them give up there (exit 1) although nothing was wrong.
+DEADLINE = 900
 
 
 def entry_bytes(root: Path) -> dict[str, int]:
@@ -72,7 +77,7 @@ def _check_each_entry_once(results: list[dict], root: Path, sizes: dict[str, int
 def _results(procs: list[subprocess.Popen]) -> list[dict]:
     results = []
     for proc in procs:
-        out, err = proc.communicate(timeout=240)
+        out, err = proc.communicate(timeout=DEADLINE)
         assert proc.returncode == 0, f"evictor failed ({proc.returncode}): {err[-2000:]}"
         assert "Traceback" not in err
         results.append(json.loads(out))
@@ -80,13 +85,14 @@ def _results(procs: list[subprocess.Popen]) -> list[dict]:
 
 
 @pytest.mark.slow
-@pytest.mark.fault("races", "four `cache evict --max-gb 0 --yes --wait 240` processes at once on one root")
+@pytest.mark.timeout(ROUNDS * DEADLINE)
+@pytest.mark.fault("races", "four `cache evict --max-gb 0 --yes --wait` processes at once on one root")
 def test_four_evictors_at_once(tmp_path: Path, trials) -> None:
     for round_ in range(ROUNDS):
         root = tmp_path / f"cache{round_}"
         cheap_entries(root, ENTRIES, prefix=f"r{round_}")
         sizes = entry_bytes(root)
-        results = _results([start_evictor(root, "--max-gb", "0", "--wait", "240") for _ in range(EVICTORS)])
+        results = _results([start_evictor(root, "--max-gb", "0", "--wait", str(DEADLINE)) for _ in range(EVICTORS)])
         busy = _check_each_entry_once(results, root, sizes)
         assert busy == 1, "the root lock let two evictions run: more than one evictor removed entries"
         assert all(p["lock"]["held"] for p in results)
@@ -95,6 +101,7 @@ def test_four_evictors_at_once(tmp_path: Path, trials) -> None:
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(ROUNDS * DEADLINE)
 @pytest.mark.fault("races", "four lock-free executions (core API, as where flock is unavailable) at once on one root")
 def test_four_lock_free_evictors_at_once(tmp_path: Path, trials) -> None:
     for round_ in range(ROUNDS):
@@ -140,6 +147,7 @@ def test_writer_between_plan_and_execute(tmp_path: Path, trials) -> None:
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(DEADLINE)
 @pytest.mark.fault("races", "a live writer creates entries and touches manifests while `cache evict --yes` runs")
 def test_evictor_racing_live_writer(tmp_path: Path, trials) -> None:
     """No entry is half-deleted and nothing the writer made after the plan is lost."""
@@ -165,7 +173,7 @@ def test_evictor_racing_live_writer(tmp_path: Path, trials) -> None:
     thread.start()
     try:
         proc = start_evictor(root, "--max-gb", "0")
-        out, err = proc.communicate(timeout=240)
+        out, err = proc.communicate(timeout=DEADLINE)
     finally:
         stop.set()
         thread.join()
