@@ -14,13 +14,16 @@
   ``demo_ws`` the default one. A module needing another world size or path overrides ``ws`` /
   ``demo_ws`` with a one-line fixture calling the factory.
 
-Parallel runs (``-n 2 --dist loadgroup``, pyproject.toml's addopts): every test of one file runs in
-one worker, so a module-scoped fixture is built once; the tests marked ``serial`` (and every
-``slurm`` test: one shared emulated cluster) all run in one worker, one after another. ``-n 0``
-runs in this process (``--snapshot-update`` needs it; so may a single file).
+Parallel runs (``-n 2 --dist loadgroup``, pyproject.toml's addopts): the tests of a file that use
+a module-scoped fixture run in one worker, so it is built once; every other test is its own
+group, so the workers balance; the tests marked ``serial`` (and every ``slurm`` test: one shared
+emulated cluster) all run in one worker, one after another (``xdist_group_of``). ``-n 0`` runs
+in this process (``--snapshot-update`` needs it; so may a single file).
 
 Plain helpers live in modules named after what they hold: ``console_apps`` (``make_app``, the
-console on given paths; ``work_copy``, a test's own copy of a demo's output dir and cache),
+console on given paths; ``run_console``; ``wait_until``, a condition against a deadline;
+``work_copy``, a test's own copy of a demo's output dir and cache), ``mounts`` (real tmpfs and
+bind mounts), ``lean_checks`` (what a lean install must hold and show),
 ``migration_runs`` (real legacy
 runs, requests, plans, migrate/verify command lines), ``fastvideo_reference`` (the
 independent FastVideo oracle), ``reliability.harness`` (tree digests, CLI runs, the error
@@ -46,13 +49,39 @@ if TYPE_CHECKING:
     from fvconsole.demo.workspace import DemoWorkspace
 
 
+#: Fixture scopes whose value is built once and shared by the tests of one file (or class). Not
+#: "package": grouping by file cannot keep a package's sharing, and the one package fixture
+#: (reliability's memory cap) costs nothing to set up again.
+SHARED_SCOPES = frozenset({"module", "class"})
+
+
+def xdist_group_of(item: pytest.Item) -> str:
+    """"serial" for the ``serial`` and ``slurm`` tests (one worker, one after another); its file
+    for a test that uses a module- (or class-) scoped fixture, so the file's tests share one
+    build of it; else the test alone, so the two workers balance to the test."""
+    if item.get_closest_marker("serial") or item.get_closest_marker("slurm"):
+        return "serial"
+    info = getattr(item, "_fixtureinfo", None)
+    defs = info.name2fixturedefs.values() if info is not None else ()
+    if any(chain and chain[-1].scope in SHARED_SCOPES for chain in defs):
+        return item.nodeid.split("::", 1)[0]
+    return item.nodeid
+
+
 @pytest.hookimpl(tryfirst=True)
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Give every test its xdist group before xdist reads them (``--dist loadgroup``): "serial" for
-    the ``serial`` and ``slurm`` tests, else its file. Without ``-n`` the marks do nothing."""
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Give every test its xdist group before xdist reads them (``--dist loadgroup``); without
+    ``-n`` the marks do nothing. In a worker, the groups that cannot be split (the serial one,
+    then each file sharing a module fixture) come first and the single tests last: xdist hands
+    out groups in this order, so the long indivisible ones start at once and the single tests
+    fill the gaps at the end instead of one worker finishing a large file alone."""
+    groups = {}
     for item in items:
-        serial = item.get_closest_marker("serial") or item.get_closest_marker("slurm")
-        item.add_marker(pytest.mark.xdist_group("serial" if serial else item.nodeid.split("::", 1)[0]))
+        groups[item] = xdist_group_of(item)
+        item.add_marker(pytest.mark.xdist_group(groups[item]))
+    if hasattr(config, "workerinput"):  # the same stable order in every worker, as xdist requires
+        rank = {"serial": 0}
+        items.sort(key=lambda item: rank.get(groups[item], 1 if groups[item] != item.nodeid else 2))
 
 
 @pytest.hookimpl(tryfirst=True)

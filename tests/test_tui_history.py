@@ -34,7 +34,7 @@ HOSTILE_USER = "mallory\x1b[31m"
 DAY = 86400.0
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")  # a lookup in the session's cache: no reason to keep the file in one worker
 def demo_ws(demo_workspace) -> DemoWorkspace:
     return demo_workspace(LONG)
 

@@ -33,7 +33,7 @@ DAY = 86400.0
 ENTRIES = {"A": (4, 5 * DAY), "B": (2, 4 * DAY), "C": (3, 3 * DAY)}
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")  # a lookup in the session's cache: no reason to keep the file in one worker
 def demo_ws(demo_workspace) -> DemoWorkspace:
     return demo_workspace(os.path.join("runs", "wan-t2v-14b"))
 

@@ -20,7 +20,7 @@ from .workspace import MigrationWorkspace, cheap_entries
 RECEIPT = "migration_receipt.json"
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")  # a lookup in the session's cache: no reason to keep the file in one worker
 def ws(migration_workspace) -> MigrationWorkspace:
     return migration_workspace(world=8)
 

@@ -24,7 +24,7 @@ pytestmark = pytest.mark.tui
 SIZE = (140, 42)
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")  # a lookup in the session's cache: no reason to keep the file in one worker
 def ws(migration_workspace) -> MigrationWorkspace:
     return migration_workspace(world=4)
 
