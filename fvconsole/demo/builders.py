@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from fvconsole.core.atomic import atomic_write_bytes
+from fvconsole.core.runconfig import get_path
 from fvconsole.core.streaming import contiguous_shards, dataset_state, samples_per_worker, shard_order, walk
 from fvconsole.demo import demo_module
 
@@ -313,31 +314,22 @@ def write_run_config(path: str | os.PathLike[str], config: Mapping[str, Any]) ->
 # --------------------------------------------------------------------------- checkpoints
 
 
-def _get(config: Mapping[str, Any], dotted: str, default: Any = None) -> Any:
-    node: Any = config
-    for key in dotted.split("."):
-        if not isinstance(node, Mapping) or key not in node:
-            return default
-        node = node[key]
-    return node
-
-
 def _streaming_state(config: Mapping[str, Any], rank: int, world_size: int, step: int) -> dict:
     """The loader's real dataset state for ``rank`` at ``step`` when the manifest is readable.
 
     Falls back to a zero cursor (fingerprint "unknown") so checkpoints can be built for any
     config; a fixture must never fail because the dataset is deliberately broken.
     """
-    sp = int(_get(config, "training.distributed.sp_size", 1) or 1)
-    batch = int(_get(config, "training.data.train_batch_size", 1) or 1)
-    accum = int(_get(config, "training.loop.gradient_accumulation_steps", 1) or 1)
-    seed = int(_get(config, "training.data.seed", 0) or 0)
-    read_batch = int(_get(config, "training.data.streaming_read_batch_size", 8) or 8)
-    shuffle = bool(_get(config, "training.data.streaming_shuffle_row_groups", True))
+    sp = int(get_path(config, "training.distributed.sp_size", 1) or 1)
+    batch = int(get_path(config, "training.data.train_batch_size", 1) or 1)
+    accum = int(get_path(config, "training.loop.gradient_accumulation_steps", 1) or 1)
+    seed = int(get_path(config, "training.data.seed", 0) or 0)
+    read_batch = int(get_path(config, "training.data.streaming_read_batch_size", 8) or 8)
+    shuffle = bool(get_path(config, "training.data.streaming_shuffle_row_groups", True))
     fingerprint, position, offset, spw = "unknown", 0, 0, 0
     yielded = step * accum * batch
     try:
-        with open(os.path.expanduser(str(_get(config, "training.data.streaming_manifest_path"))), encoding="utf-8") as fh:
+        with open(os.path.expanduser(str(get_path(config, "training.data.streaming_manifest_path", None))), encoding="utf-8") as fh:
             manifest = json.load(fh)
         rows = [int(g["rows"]) for g in manifest["row_groups"]]
         groups = max(world_size // max(sp, 1), 1)
@@ -367,7 +359,7 @@ def _streaming_state(config: Mapping[str, Any], rank: int, world_size: int, step
 
 def loader_state(config: Mapping[str, Any], rank: int, world_size: int, step: int) -> dict:
     """A StatefulDataLoader-like state (num_workers=0) wrapping the streaming dataset state."""
-    accum = int(_get(config, "training.loop.gradient_accumulation_steps", 1) or 1)
+    accum = int(get_path(config, "training.loop.gradient_accumulation_steps", 1) or 1)
     batches = step * accum
     return {
         "_snapshot": {
@@ -446,7 +438,7 @@ def write_checkpoint(
     if kind not in ("legacy", "rank-local", "none"):
         raise ValueError(f"unknown checkpoint kind {kind!r}")
     if world_size is None:
-        world_size = int(_get(config, "training.distributed.num_gpus", 1) or 1)
+        world_size = int(get_path(config, "training.distributed.num_gpus", 1) or 1)
     ckpt = os.path.join(os.path.abspath(os.fspath(output_dir)), f"checkpoint-{step}")
     dcp_dir = os.path.join(ckpt, "dcp")
     os.makedirs(dcp_dir, exist_ok=True)
