@@ -1,5 +1,5 @@
 """The console under test: ``make_app`` (the real ``FvConsoleApp`` on given paths), ``run_console``
-(that app started headless at a size, then a test's body), ``wait_until`` (a condition awaited
+(that app started headless at a size, then a test's body), ``read_until`` (what the console in a pseudo-terminal drew, up to a needle), ``wait_until`` (a condition awaited
 against a deadline, never a fixed number of pauses: a loaded machine only takes longer) and ``work_copy`` (one test's own copy
 of a demo workspace's output dir and cache, which tests may migrate into and evict from while
 the session's workspace stays as built)."""
@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import select
 import shutil
 import time
 from collections.abc import Awaitable, Callable
@@ -68,3 +69,18 @@ async def wait_until(pilot: object, condition: Callable[[], object], what: str, 
     while not condition():
         assert time.monotonic() < deadline, f"{what}: not within {timeout:g}s"
         await pilot.pause(0.05)
+
+
+def read_until(fd: int, needle: bytes, seconds: float) -> bytes:
+    """What a pseudo-terminal's master ``fd`` delivers until ``needle`` shows (or ``seconds`` pass,
+    or the terminal closes): the caller asserts on what was seen."""
+    seen = b""
+    deadline = time.monotonic() + seconds
+    while needle not in seen and time.monotonic() < deadline:
+        ready, _, _ = select.select([fd], [], [], 0.2)
+        if ready:
+            try:
+                seen += os.read(fd, 65536)
+            except OSError:
+                break
+    return seen

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import fcntl
 import os
-import select
 import signal
 import struct
 import subprocess
@@ -25,6 +24,7 @@ import time
 from pathlib import Path
 
 import pytest
+from console_apps import read_until
 
 #: A real terminal, drawn within a timeout: never beside another such test (tests/conftest.py).
 pytestmark = pytest.mark.serial
@@ -48,19 +48,6 @@ sys.exit(main())
 """
 
 
-def _read_until(fd: int, needle: bytes, seconds: float) -> bytes:
-    seen = b""
-    deadline = time.monotonic() + seconds
-    while needle not in seen and time.monotonic() < deadline:
-        ready, _, _ = select.select([fd], [], [], 0.2)
-        if ready:
-            try:
-                seen += os.read(fd, 65536)
-            except OSError:
-                break
-    return seen
-
-
 def _start(demo_ws, tmp_path: Path) -> tuple[subprocess.Popen, int, Path]:
     """The console on the demo in a new pseudo-terminal (80×24, not its controlling terminal:
     nothing but the test sends it a signal); its first screen read. → (process, master, log)."""
@@ -76,7 +63,7 @@ def _start(demo_ws, tmp_path: Path) -> tuple[subprocess.Popen, int, Path]:
         stdin=slave, stdout=slave, stderr=slave, env=env, start_new_session=True,
     )
     os.close(slave)
-    shown = _read_until(master, b"Quit", 90)
+    shown = read_until(master, b"Quit", 90)
     if b"Quit" not in shown:
         proc.kill()
         os.close(master)

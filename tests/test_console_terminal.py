@@ -9,6 +9,7 @@ import subprocess
 import sys
 
 import pytest
+from console_apps import read_until
 
 #: A real terminal, drawn within a timeout: never beside another such test (tests/conftest.py).
 pytestmark = pytest.mark.serial
@@ -37,23 +38,6 @@ def test_the_driver_fails_when_the_screen_never_shows(tmp_path) -> None:
     assert proc.returncode == 1 and "missing on screen: ['Quit']" in proc.stdout
 
 
-def _read_until(fd: int, needle: bytes, seconds: float) -> bytes:
-    import os
-    import select
-    import time
-
-    seen = b""
-    deadline = time.monotonic() + seconds
-    while needle not in seen and time.monotonic() < deadline:
-        ready, _, _ = select.select([fd], [], [], 0.2)
-        if ready:
-            try:
-                seen += os.read(fd, 65536)
-            except OSError:
-                break
-    return seen
-
-
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGHUP])
 def test_a_signal_ends_the_console_and_restores_the_terminal(tmp_path, sig: signal.Signals) -> None:
     """Defect: `kill` (SIGTERM) left the terminal raw, without echo and in the alternate screen."""
@@ -72,10 +56,10 @@ def test_a_signal_ends_the_console_and_restores_the_terminal(tmp_path, sig: sign
         stdin=slave, stdout=slave, stderr=slave, env=env, start_new_session=True,
     )
     try:
-        shown = _read_until(master, b"Quit", 60)
+        shown = read_until(master, b"Quit", 60)
         assert b"Quit" in shown, shown[-2000:]
         proc.send_signal(sig)
-        rest = _read_until(master, b"\x1b[?1049l", 30)  # leaving the alternate screen
+        rest = read_until(master, b"\x1b[?1049l", 30)  # leaving the alternate screen
         code = proc.wait(timeout=30)
         mode = termios.tcgetattr(master)  # Linux: the pair's settings, as the console left them
     finally:

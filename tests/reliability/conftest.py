@@ -9,15 +9,19 @@ appended to it; ``scripts/reliability_report.py`` renders the table from those l
 from __future__ import annotations
 
 import collections
+import contextlib
+import io
 import json
 import os
 import resource
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import pytest
 
 from .harness import can_drop_privileges
+from .workspace import MigrationWorkspace
 
 REPORT_ENV = "FVCONSOLE_RELIABILITY_REPORT"
 
@@ -89,6 +93,25 @@ def memory_cap() -> Iterator[None]:
         yield
     finally:
         resource.setrlimit(resource.RLIMIT_AS, (soft, hard))
+
+
+@pytest.fixture(scope="session")
+def good_set_of(tmp_path_factory: pytest.TempPathFactory) -> Callable[[MigrationWorkspace], Path]:
+    """``good_set_of(ws)``: a sidecar set the real CLI wrote for that workspace (built on first
+    use, then shared by every module of this worker): tests damage copies of it, never it."""
+    from fvconsole.cli import main
+
+    built: dict[Path, Path] = {}
+
+    def get(ws: MigrationWorkspace) -> Path:
+        if ws.root not in built:
+            out = tmp_path_factory.mktemp("good-set") / "state"
+            with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
+                assert main(ws.migrate_args(out)) == 0
+            built[ws.root] = out
+        return built[ws.root]
+
+    return get
 
 
 @pytest.fixture(scope="session")

@@ -8,8 +8,6 @@ Every case must finish in seconds with either the right answer (a hostile but we
 
 from __future__ import annotations
 
-import contextlib
-import io
 import json
 import os
 import shutil
@@ -62,7 +60,7 @@ def run_bounded(argv: list[str], tmp_path: Path, *, cap_bytes: int) -> tuple[Cli
     return result, probe["maxrss"], seconds
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")  # a lookup in the session's cache
 def ws(migration_workspace) -> MigrationWorkspace:
     return migration_workspace(world=4)
 
@@ -168,14 +166,9 @@ def test_dcp_metadata_read_under_a_small_address_space_limit(ws, tmp_path, trial
 # --------------------------------------------------------------------------- sidecars
 
 
-@pytest.fixture(scope="module")
-def good_set(ws: MigrationWorkspace, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    from fvconsole.cli import main
-
-    out = tmp_path_factory.mktemp("good-set") / "state"
-    with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
-        assert main(ws.migrate_args(out)) == 0
-    return out
+@pytest.fixture(scope="session")  # a lookup: reliability/conftest.py builds each set once per worker
+def good_set(ws: MigrationWorkspace, good_set_of) -> Path:
+    return good_set_of(ws)
 
 
 def zip_records(records: list[tuple[str, bytes, int, int]]) -> bytes:

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import contextlib
-import io
 import os
 import shutil
 from pathlib import Path
@@ -23,14 +21,9 @@ from .harness import (
 from .workspace import MigrationWorkspace
 
 
-@pytest.fixture(scope="module")
-def good_set(ws: MigrationWorkspace, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    from fvconsole.cli import main
-
-    out = tmp_path_factory.mktemp("good-set") / "state"
-    with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
-        assert main(ws.migrate_args(out)) == 0
-    return out
+@pytest.fixture(scope="session")  # a lookup: reliability/conftest.py builds each set once per worker
+def good_set(ws: MigrationWorkspace, good_set_of) -> Path:
+    return good_set_of(ws)
 
 
 # --------------------------------------------------------------------------- malicious pickles
