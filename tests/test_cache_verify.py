@@ -181,6 +181,28 @@ def test_cli_json_exit_codes_and_keys(entry: str, cli) -> None:
     assert code == 2 and err.startswith("error: --key")
 
 
+def test_cli_a_failed_verification_ends_in_one_error_line(entry: str, cli) -> None:
+    """As every command that runs and fails (docs/cli.md): one `error:` line, and "error" under --json."""
+    root = os.path.dirname(entry)
+    key = os.path.basename(entry)
+    path = os.path.join(entry, SHARD1)
+    tensors = _tensors(path)
+    tensors["final_norm.weight"] = tensors["final_norm.weight"].to(torch.float16)
+    save_file(tensors, path)
+    assert _reader_view(path)["final_norm.weight"][0] == "F16"  # safetensors' own reader
+    code, out, err = cli(["cache", "verify", root])
+    assert code == 1 and f"{SHARD1}: 'final_norm.weight': dtype" in out
+    (line,) = err.splitlines()
+    assert line.startswith("error: 1 of 1 entries failed verification") and key in line and SHARD1 in line
+    code, out, err = cli(["cache", "verify", root, "--json"])
+    doc = json.loads(out)
+    assert code == 1 and doc["ok"] is False and key in doc["error"] and doc["entries"][0]["key"] == key
+    assert err.startswith("error: ") and len(err.splitlines()) == 1
+    code, out, err = cli(["cache", "verify", root, "--key", "0" * 16, "--json"])
+    doc = json.loads(out)
+    assert code == 1 and doc["missing"] == ["0" * 16] and "0" * 16 in doc["error"]
+
+
 def test_cli_deep_prints_progress_on_stderr(entry: str, cli) -> None:
     code, out, err = cli(["cache", "verify", os.path.dirname(entry), "--deep"])
     assert code == 0 and "read" in out and "progress:" in err
@@ -246,6 +268,11 @@ def test_fleet_cache_verify_names_the_node_the_entry_and_the_shard(tmp_path: Pat
     assert (failing["node"], failing["key"]) == ("a2", key)
     assert {(p["shard"], p["param"]) for p in failing["problems"]} == {("shard1-of-2.safetensors", DISAGREEING_PARAM)}
     assert doc["nodes"]["a1"]["ok"] is True
+    assert "a2" in doc["error"] and key in doc["error"]
+    code = main(["fleet", "cache", "verify", "--nodes", "a[1-2]", "--cache-root", template])
+    out, err = capsys.readouterr()
+    (line,) = err.splitlines()
+    assert code == 1 and key in out and line.startswith("error: 1 entry failed verification on a2")
     code = main(["fleet", "cache", "verify", "--nodes", "a1", "--cache-root", template])
     assert code == 0 and "every entry agrees" in capsys.readouterr().out
     code = main(["fleet", "cache", "verify", "--nodes", "a1,nosuch1", "--cache-root", template, "--json"])

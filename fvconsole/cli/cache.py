@@ -17,6 +17,7 @@ from typing import Any
 from fvconsole.cli.common import (
     Block,
     block,
+    command_failed,
     emit_json,
     emit_json_stream,
     format_table,
@@ -562,11 +563,25 @@ def run_verify(args: argparse.Namespace) -> int:
     scan = scan_cache(root, DEFAULT_GRACE_SECONDS, check_headers=False)
     progress = progress_printer("verify", plain_lines=True) if args.deep else None
     result = verify_cache(scan, keys, deep=args.deep, progress=progress)
-    if args.json:
-        emit_json({**result.to_json(), **_node_info()})
-    else:
+    doc = {**result.to_json(), **_node_info()}
+    if not args.json:
         write_out(render_verify(result) + "\n")
-    return EXIT_OK if result.ok else EXIT_REFUSED
+    if not result.ok:
+        raise command_failed(EXIT_REFUSED, verify_failure(result), doc if args.json else None)
+    if args.json:
+        emit_json(doc)
+    return EXIT_OK
+
+
+def verify_failure(result: CacheVerification) -> str:
+    """The `error:` line of a failed verification: how many failed, and the first problem."""
+    failed = [e for e in result.entries if not e.ok]
+    total = len(result.entries) + len(result.missing)
+    head = f"{len(failed) + len(result.missing)} of {total} entries failed verification"
+    if failed:
+        problem = failed[0].problems[0].text() if failed[0].problems else "not ok"
+        return f"{head}; first: {failed[0].key}: {problem}"
+    return f"{head}; first: {result.missing[0]}: not an entry of {result.root}"
 
 
 def render_verify(result: CacheVerification) -> Block:

@@ -439,9 +439,20 @@ def run_fleet_verify(args: argparse.Namespace) -> int:
     code = result.exit_code
     if code == 3:
         return _finish(code, result.outcomes, result.to_json() if args.json else None)
+    if code and result.failing:
+        node, entry = result.failing[0]
+        problems = [p for p in entry.get("problems", []) if isinstance(p, dict)]
+        first = problems[0].get("problem") if problems else "not ok"
+        nodes = compress_hostlist(dict.fromkeys(n for n, _ in result.failing))
+        raise command_failed(code, f"{_n_entries(len(result.failing))} failed verification on {nodes}; "
+                                   f"first: {node}: {entry.get('key')}: {first}", result.to_json() if args.json else None)
     if args.json:
         emit_json(result.to_json())
     return code
+
+
+def _n_entries(n: int) -> str:
+    return f"{n} entr{'y' if n == 1 else 'ies'}"
 
 
 def render_fleet_verify(result: FleetVerification) -> Block:
@@ -460,6 +471,6 @@ def render_fleet_verify(result: FleetVerification) -> Block:
         lines.append(f"verified on {answered} of {len(result.outcomes)} nodes: every entry agrees with its manifest")
     else:
         nodes = compress_hostlist(dict.fromkeys(node for node, _ in result.failing))
-        lines.append(f"{len(result.failing)} entr{'y' if len(result.failing) == 1 else 'ies'} failed verification "
+        lines.append(f"{_n_entries(len(result.failing))} failed verification "
                      f"on {nodes} ({answered} of {len(result.outcomes)} nodes answered)")
     return block(lines)

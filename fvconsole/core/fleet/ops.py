@@ -66,8 +66,9 @@ def fleet_ls(selection: NodeSelection, root: str, options: DispatchOptions | Non
 class FleetVerification:
     """``cache verify --json`` on every node: which entries fail where, and which nodes did not answer.
 
-    A node whose verification found problems exits 1 with its full answer: that is an
-    answer (``failing``), not a node failure (``unanswered``).
+    A node whose verification found problems exits 1 with its full answer (its ``entries``,
+    and the ``error`` every failed command carries): that is an answer (``failing``), not a
+    node failure (``unanswered``, which has no ``entries``).
     """
 
     outcomes: tuple[NodeOutcome, ...]
@@ -75,8 +76,7 @@ class FleetVerification:
     @staticmethod
     def answered(outcome: NodeOutcome) -> bool:
         doc = outcome.output
-        return (outcome.exit_code in (0, 1) and isinstance(doc, dict) and "error" not in doc
-                and isinstance(doc.get("entries"), list))
+        return outcome.exit_code in (0, 1) and isinstance(doc, dict) and isinstance(doc.get("entries"), list)
 
     @property
     def unanswered(self) -> tuple[NodeOutcome, ...]:
