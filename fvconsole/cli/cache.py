@@ -37,6 +37,7 @@ from fvconsole.core.cache import (
     DEFAULT_GRACE_SECONDS,
     ENV_MAX_GB,
     ENV_ROOT,
+    CacheEntry,
     CacheScan,
     EvictionPlan,
     EvictionResult,
@@ -245,11 +246,10 @@ def _show_ls(args: argparse.Namespace, fmt: str, scan: CacheScan, *, watching: b
         text = prometheus_text(scan, cap=_env_cap()[0], per_entry=args.per_entry)
     elif fmt == "json":
         head = ls_payload(scan, entries, with_entries=False)
-        rows = (e.to_json() for e in entries)
         if not args.output:
-            emit_json_stream(head, "entries", rows)
+            emit_json_stream(head, "entries", entries, encode=CacheEntry.json_text)
             return
-        text = "".join(json_chunks(head, "entries", rows))
+        text = "".join(json_chunks(head, "entries", entries, encode=CacheEntry.json_text))
     else:
         rendered = render_ls(scan, entries, width=None if args.output else _width(args))
         if not args.output:

@@ -80,6 +80,8 @@ def _loads(data: bytes | str) -> Any:
     with the shared decoder, text as it is (its BOM check is ``json.loads``'s own)."""
     if not isinstance(data, (bytes, bytearray)):
         return json.loads(data, parse_constant=_fail_constant, parse_float=_finite_float)
+    if data[:1] == b"{" and data[1:2] != b"\0":  # what detect_encoding says of it (no BOM starts with "{")
+        return _DECODER.decode(data.decode("utf-8", "surrogatepass"))
     return _DECODER.decode(data.decode(json.detect_encoding(data), "surrogatepass"))
 
 

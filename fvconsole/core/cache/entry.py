@@ -88,14 +88,18 @@ def _sort_files(listing: list[tuple[str, os.stat_result]], dir_mtime: float) -> 
 
 
 def classify_entry(key: str, path: str, listing: list[tuple[str, os.stat_result]], dir_mtime: float,
-                   now: float, grace: float, check_headers: bool = True, owner_uid: int | None = None) -> CacheEntry:
-    """Turn one entry's listing into a CacheEntry with a status and a human explanation."""
+                   now: float, grace: float, check_headers: bool = True, owner_uid: int | None = None, *,
+                   dir_fd: int | None = None) -> CacheEntry:
+    """Turn one entry's listing into a CacheEntry with a status and a human explanation.
+
+    ``dir_fd``: the entry directory as listed, open; its files are read relative to it.
+    """
     files = _sort_files(listing, dir_mtime)
-    manifest, error = _load_manifest(path, key, files)
+    manifest, error = _load_manifest(path, key, files, dir_fd)
     num_shards = manifest["num_shards"] if manifest else _inferred_num_shards(files.shards)
     present, shard_files = _present_shards(files.shards, num_shards, files.notes)
     if error is None and check_headers:
-        error = _first_bad_header(path, shard_files)
+        error = _first_bad_header(path, shard_files, dir_fd)
     writing_age = _writing_age(files.tmp, now, grace)
     status, explanation = _status(files, manifest, error, num_shards, present, writing_age)
     if not listing:
@@ -112,14 +116,16 @@ def classify_entry(key: str, path: str, listing: list[tuple[str, os.stat_result]
     )
 
 
-def _load_manifest(path: str, key: str, files: _Files) -> tuple[dict[str, Any] | None, str | None]:
+def _load_manifest(path: str, key: str, files: _Files,
+                   dir_fd: int | None = None) -> tuple[dict[str, Any] | None, str | None]:
     """(valid manifest, None) or (None, what is wrong); (None, None) when there is none."""
     if files.manifest_problem:
         return None, files.manifest_problem
     if files.manifest is None:
         return None, None
     try:
-        data = read_manifest(f"{path}/manifest.json")
+        data = (read_manifest(f"{path}/manifest.json") if dir_fd is None
+                else read_manifest("manifest.json", dir_fd=dir_fd))
     except CacheFileError as exc:
         return None, str(exc)
     except OSError as exc:
@@ -162,10 +168,13 @@ def _present_shards(shards: list[tuple[int, int, str]], num_shards: int | None,
     return _shared(tuple(order)), _shared(tuple(_shared(present[i]) for i in order))
 
 
-def _first_bad_header(path: str, shard_files: tuple[str, ...]) -> str | None:
+def _first_bad_header(path: str, shard_files: tuple[str, ...], dir_fd: int | None = None) -> str | None:
     for name in shard_files:
         try:
-            read_safetensors_header(f"{path}/{name}")
+            if dir_fd is None:
+                read_safetensors_header(f"{path}/{name}")
+            else:
+                read_safetensors_header(name, dir_fd=dir_fd)
         except CacheFileError as exc:
             return f"{name}: {exc}"
         except FileNotFoundError:

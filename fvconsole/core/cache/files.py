@@ -24,8 +24,12 @@ class CacheFileError(ValueError):
     """A cache file that cannot be used; the message says what is wrong with it."""
 
 
-def open_readonly(path: str, *, directory: bool = False) -> int:
-    """A read-only fd that does not follow symlinks and, when permitted, does not touch atime."""
+def open_readonly(path: str, *, directory: bool = False, dir_fd: int | None = None) -> int:
+    """A read-only fd that does not follow symlinks and, when permitted, does not touch atime.
+
+    ``dir_fd``: ``path`` is a name relative to that directory (a scan opens an entry's files
+    relative to the entry it listed: no path walk per file, and never another directory's).
+    """
     flags = os.O_RDONLY | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0)
     if directory:
         flags |= os.O_DIRECTORY
@@ -34,32 +38,22 @@ def open_readonly(path: str, *, directory: bool = False) -> int:
     noatime = getattr(os, "O_NOATIME", 0)
     if noatime:
         try:
-            return os.open(path, flags | noatime)
+            return os.open(path, flags | noatime, dir_fd=dir_fd)
         except PermissionError:
             pass  # EPERM: not the owner; retry politely without O_NOATIME
-    return os.open(path, flags)
+    return os.open(path, flags, dir_fd=dir_fd)
 
 
-def iter_dir(path: str) -> Iterator[tuple[str, os.stat_result]]:
-    """:func:`list_dir` as it reads (a root of 200,000 entries is never held as one list).
-
-    The directory is opened before the first item is asked for (``OSError`` then, from the
-    call); children removed between readdir and lstat are left out.
-    """
-    fd = open_readonly(path, directory=True)
-    return _iter_fd(fd)
-
-
-def _iter_fd(fd: int) -> Iterator[tuple[str, os.stat_result]]:
-    try:
-        with os.scandir(fd) as it:
-            for item in it:
-                try:
-                    yield item.name, item.stat(follow_symlinks=False)
-                except FileNotFoundError:
-                    continue
-    finally:
-        os.close(fd)
+def iter_fd(fd: int) -> Iterator[tuple[str, os.stat_result]]:
+    """(name, lstat) of every child of the directory open as ``fd``, as it reads (a root of 200,000
+    entries is never held as one list); ``fd`` stays open: a scan opens the children relative to it.
+    Children removed between readdir and lstat are left out."""
+    with os.scandir(fd) as it:
+        for item in it:
+            try:
+                yield item.name, item.stat(follow_symlinks=False)
+            except FileNotFoundError:
+                continue
 
 
 def list_dir(path: str) -> list[tuple[str, os.stat_result]]:
@@ -69,16 +63,22 @@ def list_dir(path: str) -> list[tuple[str, os.stat_result]]:
     """
     fd = open_readonly(path, directory=True)
     try:
-        out = []
-        with os.scandir(fd) as it:
-            for item in it:
-                try:
-                    out.append((item.name, item.stat(follow_symlinks=False)))
-                except FileNotFoundError:
-                    continue
-        return out
+        return list_fd(fd)
     finally:
         os.close(fd)
+
+
+def list_fd(fd: int) -> list[tuple[str, os.stat_result]]:
+    """:func:`list_dir` of a directory already open as ``fd`` (which stays open)."""
+    out = []
+    append = out.append
+    with os.scandir(fd) as it:
+        for item in it:
+            try:
+                append((item.name, item.stat(follow_symlinks=False)))
+            except FileNotFoundError:
+                continue
+    return out
 
 
 def _regular_size(fd: int, what: str) -> int:
@@ -100,9 +100,9 @@ def _pread_exact(fd: int, length: int, offset: int) -> bytes:
     return b"".join(chunks)
 
 
-def read_manifest(path: str) -> dict[str, Any]:
-    """Parse a manifest.json once (CacheFileError when it is not a JSON object)."""
-    fd = open_readonly(path)
+def read_manifest(path: str, *, dir_fd: int | None = None) -> dict[str, Any]:
+    """Parse a manifest.json once (CacheFileError when it is not a JSON object); ``dir_fd`` as :func:`open_readonly`."""
+    fd = open_readonly(path, dir_fd=dir_fd)
     try:
         size = _regular_size(fd, "manifest.json")
         if size > MAX_MANIFEST_BYTES:
@@ -130,23 +130,23 @@ def _json_object(raw: bytes, what: str) -> dict[str, Any]:
     return data
 
 
-def read_safetensors_header(path: str) -> dict[str, Any]:
+def read_safetensors_header(path: str, *, dir_fd: int | None = None) -> dict[str, Any]:
     """The JSON header of a safetensors file, validated against the file size.
 
     Reads 8 bytes plus the header: never tensor data, so it is cheap on a 10 GB shard.
     """
-    header, data_bytes = read_header_table(path)
+    header, data_bytes = read_header_table(path, dir_fd=dir_fd)
     _check_tensor_table(header, data_bytes=data_bytes)
     return header
 
 
-def read_header_table(path: str) -> tuple[dict[str, Any], int]:
+def read_header_table(path: str, *, dir_fd: int | None = None) -> tuple[dict[str, Any], int]:
     """(the header as a JSON object, the size of the data section after it), unchecked.
 
     For a caller that reports every tensor's trouble itself (``cache verify``); the header
     length is still bounded and must fit in the file.
     """
-    fd = open_readonly(path)
+    fd = open_readonly(path, dir_fd=dir_fd)
     try:
         size = _regular_size(fd, "shard")
         head = _pread_exact(fd, 8, 0)

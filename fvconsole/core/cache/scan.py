@@ -18,7 +18,7 @@ import time
 from typing import NamedTuple
 
 from fvconsole.core.cache.entry import STATUSES, classify_entry, compact_indices
-from fvconsole.core.cache.files import iter_dir, list_dir
+from fvconsole.core.cache.files import iter_fd, list_dir, list_fd, open_readonly
 from fvconsole.core.cache.lock import LOCK_NAME
 from fvconsole.core.cache.model import CacheEntry, CacheScan, Leftover, ManifestSummary
 from fvconsole.core.errors import FvError
@@ -67,31 +67,16 @@ def scan_cache(root: str | os.PathLike[str], grace_seconds: float = DEFAULT_GRAC
     errors: list[str] = []
     try:
         # The root may itself be a symlink the user chose; open its real path.
-        listing = iter_dir(real_root)
+        root_fd = open_readonly(real_root, directory=True)
     except OSError as exc:
         raise FvError(f"{root_path}: cannot list cache root ({exc.strerror})") from None
-    mounts = mounts_by_child(mount_points() or (), real_root)
-    use = (scan_processes() if processes is None else processes).under(real_root)
     try:
-        for name, st in listing:  # read as scanned: 200,000 entries are never one list
-            child = Child(name, _join(root_path, name), st)
-            kind = classify_child(name, st)
-            if kind == "entry":
-                entry = scan_entry(child, now, grace_seconds, check_headers, errors,
-                                   mounts=mounts.get(name, ()), root_dev=root_dev, processes=use,
-                                   real_path=_join(real_root, name))
-                if entry is not None:
-                    entries.append(entry)
-            elif kind == "leftover":
-                leftover = _scan_leftover(child, errors, mounts.get(name, ()), root_dev)
-                if leftover is not None:
-                    leftovers.append(leftover)
-            elif kind == "foreign":
-                foreign.append(name)
-                if counted_by_fastvideo_gc(child):
-                    gc_counted.append(name)
-    except OSError as exc:  # the root's getdents failing part-way: what was read stands
-        errors.append(f"{root_path}: listing the root stopped part-way ({exc.strerror}); entries after that are missing")
+        mounts = mounts_by_child(mount_points() or (), real_root)
+        use = (scan_processes() if processes is None else processes).under(real_root)
+        _scan_children(root_fd, root_path, real_root, root_dev, now, grace_seconds, check_headers, mounts, use,
+                       entries, leftovers, foreign, gc_counted, errors)
+    finally:
+        os.close(root_fd)
     fs_total, fs_free = _fs_space(root_path)
     return CacheScan(
         root=root_path,
@@ -108,6 +93,33 @@ def scan_cache(root: str | os.PathLike[str], grace_seconds: float = DEFAULT_GRAC
         foreign_gc_counted=tuple(sorted(gc_counted)),
         root_uid=root_st.st_uid,
     )
+
+
+def _scan_children(root_fd: int, root_path: str, real_root: str, root_dev: int, now: float, grace_seconds: float,
+                   check_headers: bool, mounts: dict[str, tuple[str, ...]], use: ProcessUse,
+                   entries: list[CacheEntry], leftovers: list[Leftover], foreign: list[str],
+                   gc_counted: list[str], errors: list[str]) -> None:
+    """Every child of the root open as ``root_fd``, read as listed (200,000 entries are never one list)."""
+    try:
+        for name, st in iter_fd(root_fd):
+            child = Child(name, _join(root_path, name), st)
+            kind = classify_child(name, st)
+            if kind == "entry":
+                entry = scan_entry(child, now, grace_seconds, check_headers, errors,
+                                   mounts=mounts.get(name, ()), root_dev=root_dev, processes=use,
+                                   real_path=_join(real_root, name), parent_fd=root_fd)
+                if entry is not None:
+                    entries.append(entry)
+            elif kind == "leftover":
+                leftover = _scan_leftover(child, errors, mounts.get(name, ()), root_dev)
+                if leftover is not None:
+                    leftovers.append(leftover)
+            elif kind == "foreign":
+                foreign.append(name)
+                if counted_by_fastvideo_gc(child):
+                    gc_counted.append(name)
+    except OSError as exc:  # the root's getdents failing part-way: what was read stands
+        errors.append(f"{root_path}: listing the root stopped part-way ({exc.strerror}); entries after that are missing")
 
 
 def _join(directory: str, name: str) -> str:
@@ -167,26 +179,38 @@ def fs_free_bytes(path: str) -> int | None:
 
 def scan_entry(child: Child, now: float, grace: float, check_headers: bool,
                errors: list[str], *, mounts: tuple[str, ...] = (), root_dev: int | None = None,
-               processes: ProcessUse | None = None, real_path: str | None = None) -> CacheEntry | None:
+               processes: ProcessUse | None = None, real_path: str | None = None,
+               parent_fd: int | None = None) -> CacheEntry | None:
     """One entry; None (with a note in ``errors``) when it vanished while we looked.
 
     ``mounts``: mount points known (from mountinfo) to be inside it; more are found by
     comparing the ``st_dev`` of the entry with ``root_dev`` and of its subdirectories with its own.
     ``processes``: the scan's one pass over /proc; the entry's holders are looked up in it.
+    ``parent_fd``: the root, open; the entry is opened relative to it, and its files relative
+    to the entry (one open directory per entry, no path walk per file).
     """
     if stat.S_ISLNK(child.st.st_mode):
         return _symlink_entry(child)
+    fd = None
     try:
-        listing = list_dir(child.path)
+        fd = open_readonly(child.path if parent_fd is None else child.name, directory=True, dir_fd=parent_fd)
+        listing = list_fd(fd)
     except FileNotFoundError:
+        if fd is not None:
+            os.close(fd)
         errors.append(f"{child.path}: vanished during the scan")
         return None
     except OSError as exc:
+        if fd is not None:
+            os.close(fd)
         entry = _unreadable_entry(child, exc)
         listing = []
     else:
-        entry = classify_entry(child.name, child.path, listing, child.st.st_mtime, now, grace, check_headers,
-                               owner_uid=child.st.st_uid)
+        try:
+            entry = classify_entry(child.name, child.path, listing, child.st.st_mtime, now, grace, check_headers,
+                                   owner_uid=child.st.st_uid, dir_fd=fd)
+        finally:
+            os.close(fd)
     found = mounts_inside(child, listing, mounts, root_dev)
     notes = [f"subdirectory {name}/ is not cache content (not counted, not scanned; removed with the entry)"
              for name, st in listing if stat.S_ISDIR(st.st_mode) and name not in found]
