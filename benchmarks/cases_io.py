@@ -248,6 +248,6 @@ def scale_cases(root: str, cache_entries: int, checkpoints: int, repeat: int) ->
         if len(found) != checkpoints or {c["kind"] for c in found} != {"legacy"}:
             raise AssertionError("checkpoints ls did not list every checkpoint as legacy")
         rows.append(Row(f"`fvconsole checkpoints ls --json` {checkpoints:,} checkpoints (CLI, {label})", ck.wall, None,
-                        "", "<5 s", ck.cpu < 5, f"peak RSS {rss / 2**20:.0f} MB; real DCP checkpoints (2 ranks); "
+                        "", "<5 s", ck.cpu < 5, f"peak RSS {rss / 2**20:.0f} MB; real DCP checkpoints (2 ranks), each .metadata with its own path and save_id; "
                         f"built in {t_build:.0f} s", ck.cpu))
     return rows
