@@ -136,6 +136,7 @@ def checkpoints_dir(root: str, count: int, world_size: int = 2) -> str:
 
     Each copy's ``dcp/.metadata`` is what torch's writer would have written for that save: its
     own path and a fresh ``save_id`` (so no two are byte-identical, as in a real run)."""
+    import dataclasses
     import pickle
     import shutil
     import uuid
@@ -157,8 +158,8 @@ def checkpoints_dir(root: str, count: int, world_size: int = 2) -> str:
         meta["step"] = step
         with open(os.path.join(ckpt, "metadata.json"), "w", encoding="utf-8") as fh:
             json.dump(meta, fh)
-        storage.checkpoint_id = type(storage.checkpoint_id)(os.path.join(ckpt, "dcp"))
-        storage.save_id = str(uuid.uuid4())
+        dcp_meta.storage_meta = dataclasses.replace(
+            storage, checkpoint_id=type(storage.checkpoint_id)(os.path.join(ckpt, "dcp")), save_id=str(uuid.uuid4()))
         with open(os.path.join(ckpt, "dcp", ".metadata"), "wb") as fh:
             pickle.dump(dcp_meta, fh)
     return out

@@ -118,6 +118,7 @@ FLAG_PLACES = {
     ("ops.py", "fleet_verify"),
     ("freespace.py", "parse_min_free_gb"), ("freespace.py", "parse_min_free_percent"), ("roots.py", "parse_max_gb"),
     ("metrics.py", "prometheus_text"),
+    ("slurm_state.py", "squeue_argv"), ("slurm_state.py", "sinfo_argv"),  # Slurm's own command lines
 }
 
 
