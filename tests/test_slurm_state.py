@@ -11,6 +11,8 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
+import pytest
+
 from fvconsole.core.fleet.aggregate import aggregate_ls
 from fvconsole.core.fleet.dispatch import FleetRun, SrunSteps
 from fvconsole.core.fleet.outcomes import NodeOutcome
@@ -159,3 +161,14 @@ def test_missing_failing_hanging_or_flooding_slurm_is_one_note(tmp_path: Path) -
     flood = _command(bindir, "squeue-flood", "yes '1|0|root|RUNNING|n1|x|1'")
     state = read_slurm_state(["n1"], SlurmQuery(squeue=flood, sinfo=ok_sinfo, max_output=1 << 20))
     assert state.note == "Slurm state unknown: squeue-flood printed more than 1 MiB"
+
+
+def test_fleet_help_says_what_the_slurm_state_adds(capsys) -> None:
+    """An operator reading `fleet cache ls --help` learns that it shows each node's jobs and "node busy"."""
+    from fvconsole.cli import main
+
+    with pytest.raises(SystemExit) as stop:
+        main(["fleet", "cache", "ls", "--help"])
+    text = " ".join(capsys.readouterr().out.split())
+    assert stop.value.code == 0
+    assert "`squeue`" in text and "`sinfo`" in text and "node busy" in text and "SLURM column" in text

@@ -78,6 +78,11 @@ and totals); `--full` prints every node's own `cache ls` object (text: every nod
 Each node's output is capped ({MAX_NODE_OUTPUT >> 20} MiB); a node that sends more, or anything but
 one well-formed result, is reported `invalid` while the other nodes' results stand.
 
+Slurm state: `ls` and `evict` also ask Slurm once for the whole node set (one `squeue`, one
+`sinfo`) what each node runs: a SLURM column (`allocated, busy`), the jobs (id, user, name)
+and "node busy" on the entries of a node that runs a job of the cache's owner (`--json`:
+"slurm"), so you see which nodes are busy before evicting.
+
 examples:
   fvconsole fleet cache ls --job 123456                       # the nodes of a running job
   fvconsole fleet cache ls --job 123456 --json --full         # every node's own listing
