@@ -10,13 +10,14 @@ import sys
 import textwrap
 import time
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from pathlib import Path
 
 import pytest
 from reliability.harness import run_inproc
 
 from fvconsole.core.cache import EvictionSelectors, execute_eviction, plan_eviction, scan_cache
+from fvconsole.core.cache.evict import PROCESS_PASS_MAX_AGE
 from fvconsole.core.process_use import scan_processes
 from fvconsole.demo.cache_builders import write_cache_entry
 
@@ -151,3 +152,26 @@ def test_the_pass_over_proc_is_bounded(tmp_path: Path) -> None:
         assert use.processes == 1 and use.partial is not None and "stopped after 1 processes" in use.partial
         fds = scan_processes(max_fds=1)
         assert fds.partial is not None and "stopped after 1 file descriptors" in fds.partial
+
+
+def test_a_process_that_opens_a_later_entry_mid_eviction_still_stops_it(tmp_path: Path) -> None:
+    """The pass over /proc is shared between entries only while it is recent (PROCESS_PASS_MAX_AGE):
+    a load that starts after the first entry went, and longer ago than that, is seen."""
+    root = tmp_path / "wcache"
+    first, second = _old_entry(root, 0), _old_entry(root, 1)
+    plan = plan_eviction(scan_cache(root), EvictionSelectors(keys=(first, second)))
+    assert sorted(p.key for p in plan.evict) == sorted([first, second])
+    later = plan.evict[1].key
+    with ExitStack() as stack:
+        pids: list[int] = []
+
+        def progress(done: int, total: int, message: str) -> None:
+            if done == 1:  # the first entry is gone; a cold load of the second starts now
+                pids.append(stack.enter_context(holding(_shard(root, later), "open")))
+                time.sleep(PROCESS_PASS_MAX_AGE + 0.2)
+
+        result = execute_eviction(plan, progress)
+        assert [e.key for e in result.evicted] == [plan.evict[0].key]
+        [skip] = result.skipped
+        assert skip.key == later and skip.reason == f"in use: open by pid {pids[0]} (fv-loader); --force to evict anyway"
+    assert os.listdir(root) == [later]

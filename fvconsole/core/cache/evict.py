@@ -44,7 +44,7 @@ from fvconsole.core.cache.scan import (
 from fvconsole.core.fields_json import fields_json
 from fvconsole.core.humanize import human_age
 from fvconsole.core.mounts import mount_points, mounts_by_child
-from fvconsole.core.process_use import scan_processes
+from fvconsole.core.process_use import ProcessUse, scan_processes
 from fvconsole.core.progress import Progress, no_progress
 from fvconsole.core.reasons import Reason
 from fvconsole.core.removal import PartialRemoval, remove_tree
@@ -52,6 +52,28 @@ from fvconsole.core.removal import PartialRemoval, remove_tree
 __all__ = ["EvictedEntry", "EvictionResult", "PartialRemoval", "execute_eviction", "remove_tree"]
 
 _ALREADY = "already evicted (by another evictor)"
+
+#: How old (seconds) the pass over /proc that re-checks an entry may be. One pass reads every
+#: process's fds and maps (milliseconds idle, far more on a login node of thousands of processes);
+#: a pass per entry made an eviction of 300 entries take seconds to minutes. A cold load holds its
+#: files open for minutes, so a pass this recent still sees it; the mtime and manifest re-checks
+#: stay per entry and fresh.
+PROCESS_PASS_MAX_AGE = 0.5
+
+
+class _ProcessPass:
+    """The latest pass over /proc, taken again once it is older than PROCESS_PASS_MAX_AGE."""
+
+    def __init__(self) -> None:
+        self._use: ProcessUse | None = None
+        self._taken = 0.0
+
+    def current(self) -> ProcessUse:
+        now = time.monotonic()
+        if self._use is None or now - self._taken > PROCESS_PASS_MAX_AGE:
+            self._use = scan_processes()
+            self._taken = time.monotonic()
+        return self._use
 
 
 @dataclass(frozen=True)
@@ -157,6 +179,7 @@ def execute_eviction(plan: EvictionPlan, progress: Progress | None = None) -> Ev
     errors: list[str] = []
     partial = 0
     total = len(plan.evict)
+    processes = _ProcessPass()
 
     def result(extra_errors: tuple[str, ...] = ()) -> EvictionResult:
         return EvictionResult(
@@ -168,7 +191,7 @@ def execute_eviction(plan: EvictionPlan, progress: Progress | None = None) -> Ev
     for done, item in enumerate(plan.evict):
         progress(done, total, f"evicting {item.key}")
         try:
-            freed = _evict_item(plan, item)
+            freed = _evict_item(plan, item, processes)
         except KeyboardInterrupt as exc:  # Ctrl-C, SIGTERM, SIGHUP: stop here, say what was done
             raise _interrupted(exc, plan, item, evicted, result) from None
         except _Skip as skip:
@@ -235,7 +258,7 @@ def _hidden_path(plan: EvictionPlan, item: PlannedEviction) -> str:
     return os.path.join(plan.root, f"{LEFTOVER_PREFIX}{item.key}-{os.getpid()}")
 
 
-def _evict_item(plan: EvictionPlan, item: PlannedEviction) -> int:
+def _evict_item(plan: EvictionPlan, item: PlannedEviction, processes: _ProcessPass) -> int:
     _check_inside_root(plan, item)
     st = _lstat(item)
     if not item.leftover:
@@ -247,7 +270,7 @@ def _evict_item(plan: EvictionPlan, item: PlannedEviction) -> int:
         if not item.leftover:
             _recheck_content(plan, item, st, listing)
             if not plan.force:
-                _recheck_processes(plan, item, listing)
+                _recheck_processes(plan, item, listing, processes.current())
     blocked = removal_skip(item.key, item.path)  # last, right before the rename: nothing is touched
     if blocked is not None:
         raise _Skip(blocked.reason, blocked)
@@ -308,10 +331,10 @@ def _recheck_content(plan: EvictionPlan, item: PlannedEviction, st: os.stat_resu
 
 
 def _recheck_processes(plan: EvictionPlan, item: PlannedEviction,
-                       listing: list[tuple[str, os.stat_result]]) -> None:
+                       listing: list[tuple[str, os.stat_result]], use: ProcessUse) -> None:
     """Skip an entry a live process on this node opened or mapped since the plan (a cold load starting)."""
     real = os.path.join(plan.real_root, os.path.basename(item.path))
-    holders = entry_holders(scan_processes(), real, listing)
+    holders = entry_holders(use, real, listing)
     if holders:
         skip = process_skip(item.key, holders)
         raise _Skip(skip.reason, skip)
