@@ -179,6 +179,18 @@ def test_deep_verify_without_pyarrow_names_the_parquet_extra(run: dict, tmp_path
         "reading next sample ids needs pyarrow: pip install 'fvconsole[parquet]'"
 
 
+def test_columns_that_differ_without_pyarrow_are_a_warning_naming_the_parquet_extra(run: dict, tmp_path) -> None:
+    """Another projection than the manifest's needs the footers read: without pyarrow the preview says it
+    could not tell, and still plans (the columns matching, the lean install reads no footer at all)."""
+    out = str(tmp_path / "sidecars")
+    other = ("--set", "training.data.preprocessed_data_type=text_only")
+    text, as_json = run_without(("pyarrow",), _migrate(run, out, *other), _migrate(run, out, *other, "--json"))
+    assert text["code"] == 0 and "Traceback" not in text["stdout"] + text["stderr"]
+    assert "whether every Parquet file has them was not checked (reading Parquet footers needs pyarrow: " \
+           "pip install 'fvconsole[parquet]')" in text["stdout"]
+    assert json.loads(as_json["stdout"])["plan"]["columns"]["verdict"] == "not-checked"
+
+
 def test_torch_check_without_torch_names_the_torch_extra_and_writes_nothing(run: dict, tmp_path) -> None:
     out = tmp_path / "sidecars"
     written = str(tmp_path / "written")

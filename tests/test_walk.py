@@ -72,3 +72,24 @@ def test_symlinks_inside_count_as_themselves_and_a_file_top_is_its_size(tmp_path
     assert size.bytes == os.lstat(tree / "link").st_size + os.lstat(tree / "loop").st_size < 4096
     assert tree_size(tmp_path / "big.bin") == walk.TreeSize(MIB, 1)
     assert tree_size(tmp_path / "absent") == walk.TreeSize(0, 0)
+
+
+def test_find_files_lists_what_os_walk_lists(tmp_path) -> None:
+    """FastVideo's rescan uses os.walk: a symlinked directory is not entered, a symlinked file is listed."""
+    from fvconsole.core.walk import find_files
+
+    (tmp_path / "a" / "b").mkdir(parents=True)
+    (tmp_path / "outside").mkdir()
+    for rel in ("x.parquet", "a/y.parquet", "a/b/z.parquet", "a/notes.txt", "outside/w.parquet"):
+        (tmp_path / rel).write_bytes(b"")
+    top = tmp_path / "a"
+    (top / "linked-dir").symlink_to(tmp_path / "outside")
+    (top / "linked.parquet").symlink_to(tmp_path / "x.parquet")
+    (top / "dangling.parquet").symlink_to(tmp_path / "gone")
+    (top / "dir.parquet").mkdir()
+    expected = sorted(os.path.join(d, n) for d, _, names in os.walk(top) for n in names if n.endswith(".parquet"))
+    found = find_files(top, ".parquet")
+    assert found.complete and sorted(found.paths) == expected
+    assert len(expected) == 4  # y, z, linked, dangling: not w (behind a symlinked dir), not dir.parquet
+    capped = find_files(top, ".parquet", max_entries=2)
+    assert not capped.complete and "over 2 entries" in capped.note

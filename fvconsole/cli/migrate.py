@@ -209,7 +209,8 @@ def _refuse(args: argparse.Namespace, preview: Any, refusals: list, mismatches: 
     raise FvError(
         first + more,
         details={"executed": False, "mismatches": mismatches, "refusals": [r.to_json() for r in refusals],
-                 "warnings": warnings},
+                 "warnings": warnings,
+                 "columns": None if preview.columns is None else preview.columns.to_json()},
     )
 
 
@@ -226,6 +227,7 @@ def _report(plan: Any, preview: Any) -> Block:
         f"checkpoint: {plan.checkpoint} (step {plan.step})",
         f"manifest:   {plan.manifest_path} ({plan.num_row_groups} row groups, {plan.total_rows} rows, "
         f"fingerprint {plan.manifest_fingerprint[:12]})",
+        *([f"columns:    {plan.columns.message}"] if plan.columns is not None else []),
         f"world size {plan.world_size}, SP size {plan.sp_world_size} ({groups} data-parallel groups), "
         f"batch size {plan.batch_size}, gradient accumulation {plan.gradient_accumulation_steps}",
         f"consumed batches per rank {plan.consumed_batches_per_rank} -> yielded samples per rank "

@@ -23,7 +23,11 @@ from fvconsole.core.streaming import contiguous_shards, dataset_state, samples_p
 from fvconsole.demo import demo_module
 
 MANIFEST_VERSION = 2
-DEFAULT_COLUMNS = ("id", "prompt", "embedding")
+#: FastVideo's t2v projection (``training.data.preprocessed_data_type`` not set), typed from
+#: upstream's ``pyarrow_schema_t2v`` like the table in ``core/parquet_columns.py``.
+DEFAULT_COLUMNS = ("id", "vae_latent_bytes", "vae_latent_shape", "vae_latent_dtype", "text_embedding_bytes",
+                   "text_embedding_shape", "text_embedding_dtype", "file_name", "caption", "media_type", "width",
+                   "height", "num_frames", "duration_sec", "fps")
 EMBEDDING_DIM = 4
 
 RowsSpec = int | Sequence[int] | Callable[[int, int], int]
@@ -54,6 +58,54 @@ def dataset_file_names(files: int) -> list[str]:
     return [f"part-{i:05d}.parquet" if i == 0 else os.path.join("shards", f"part-{i:05d}.parquet") for i in range(files)]
 
 
+def parquet_schema(data_type: str = "t2v") -> Any:
+    """The pyarrow schema of FastVideo's ``pyarrow_schema_<data_type>`` (docs/formats.md §4): the
+    columns of :data:`fvconsole.core.parquet_columns.COLUMNS`, each typed as FastVideo types it
+    (a tensor as ``*_bytes`` binary, ``*_shape`` list<int64>, ``*_dtype`` string)."""
+    from fvconsole.core.parquet_columns import COLUMNS
+
+    pa = demo_module("pyarrow")
+
+    def kind(name: str) -> Any:
+        if name.endswith("_bytes"):
+            return pa.binary()
+        if name.endswith("_shape"):
+            return pa.list_(pa.int64())
+        if name in ("width", "height", "num_frames"):
+            return pa.int64()
+        if name in ("duration_sec", "fps"):
+            return pa.float64()
+        return pa.string()
+
+    return pa.schema([(name, kind(name)) for name in COLUMNS[data_type]])
+
+
+def _column(name: str, ids: list[str], file_index: int, group_index: int, rng: random.Random) -> list[Any]:
+    """Small plausible values of one column for the rows ``ids`` (the tensors are a few bytes)."""
+    n = len(ids)
+    if name == "id":
+        return ids
+    if name.endswith("_bytes"):
+        return [bytes(rng.randrange(256) for _ in range(2 * EMBEDDING_DIM)) for _ in range(n)]
+    if name.endswith("_shape"):
+        return [[EMBEDDING_DIM] for _ in range(n)]
+    if name.endswith("_dtype"):
+        return ["bfloat16"] * n
+    if name == "caption":
+        return [f"a clip of scene {rng.randrange(10_000)} (file {file_index}, group {group_index})" for _ in range(n)]
+    if name == "file_name":
+        return [f"{i}.mp4" for i in ids]
+    if name == "media_type":
+        return ["video"] * n
+    if name in ("width", "height"):
+        return [832 if name == "width" else 480] * n
+    if name == "num_frames":
+        return [81] * n
+    if name in ("duration_sec", "fps"):
+        return [5.0625 if name == "duration_sec" else 16.0] * n
+    return [f"{name}-{i}" for i in ids]
+
+
 def write_dataset(
     root: str | os.PathLike[str],
     *,
@@ -61,20 +113,21 @@ def write_dataset(
     row_groups_per_file: int = 4,
     rows_per_group: RowsSpec = 10,
     seed: int = 0,
+    data_type: str = "t2v",
 ) -> str:
     """Write real Parquet files with explicit row groups; return the dataset root's realpath.
 
-    Column ``id`` is ``"sample-%06d"`` of the global sample index in manifest order, so a test
-    can check which sample a cursor points at by reading the data.
+    The columns are FastVideo's for ``data_type`` (:func:`parquet_schema`), so its streaming
+    loader would keep a manifest of them. Column ``id`` is ``"sample-%06d"`` of the global
+    sample index in manifest order, so a test can check which sample a cursor points at by
+    reading the data.
     """
     pa = demo_module("pyarrow")
     pq = demo_module("pyarrow.parquet")
     root = os.path.realpath(os.fspath(root))
     os.makedirs(root, exist_ok=True)
     rng = random.Random(seed)
-    schema = pa.schema(
-        [("id", pa.string()), ("prompt", pa.string()), ("embedding", pa.list_(pa.float32()))]
-    )
+    schema = parquet_schema(data_type)
     names = sorted(dataset_file_names(files), key=lambda rel: os.path.join(root, rel))
     sample = 0
     flat = 0
@@ -86,10 +139,8 @@ def write_dataset(
                 n = _rows_for(rows_per_group, file_index, group_index, flat)
                 flat += 1
                 ids = [f"sample-{sample + i:06d}" for i in range(n)]
-                prompts = [f"a clip of scene {rng.randrange(10_000)} (file {file_index}, group {group_index})" for _ in range(n)]
-                emb = [[rng.random() for _ in range(EMBEDDING_DIM)] for _ in range(n)]
-                table = pa.table({"id": ids, "prompt": prompts, "embedding": emb}, schema=schema)
-                writer.write_table(table, row_group_size=n)
+                data = {name: _column(name, ids, file_index, group_index, rng) for name in schema.names}
+                writer.write_table(pa.table(data, schema=schema), row_group_size=n)
                 sample += n
     return root
 

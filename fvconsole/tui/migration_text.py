@@ -26,6 +26,9 @@ RANK_COLUMNS = (
 )
 #: The "next id" cell while the ids are being read, and when a rank has none.
 ID_PENDING, ID_NONE = "…", "-"
+#: The plan summary's word for what FastVideo's loader does with the manifest's columns at resume
+#: (a plan exists only for these: the other verdicts refuse).
+COLUMN_VERDICTS = {"match": "match", "rebuild": "manifest rebuilt at resume", "not-checked": "differ, not checked"}
 #: Refusal fields that stop the config comparison (no run config or no embedded config to compare).
 NOT_COMPARED_FIELDS = ("config", "checkpoint", "metadata.json", "metadata.config")
 
@@ -66,9 +69,14 @@ def plan_summary(plan: MigrationPlan, ids_note: str | None = None) -> Text:
         ("row groups / rows", f"{plan.num_row_groups} / {plan.total_rows}"),
         ("manifest fingerprint", f"{plan.manifest_fingerprint[:12]}…"),
     )
+    if plan.columns is not None:
+        rows += (("Parquet columns", f"{COLUMN_VERDICTS.get(plan.columns.verdict, plan.columns.verdict)} "
+                                     f"({plan.columns.data_type})"),)
     for label, value in rows:
         text.append(f"  {label:<22}", style="grey62")
         text.append(f"{value}\n", style="bold" if label == "epoch progress" else "")
+    if plan.columns is not None and plan.columns.verdict == "rebuild":  # "not-checked" is a warning above
+        text.append(f"ⓘ {plan.columns.message}\n", style="grey62")
     for note in plan.notes:
         text.append(f"⚠ {note_text(note)}\n", style="yellow")
     if ids_note:

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from fvconsole.core.errors import FvError
+from fvconsole.core.parquet_columns import COLUMNS, DEFAULT_TYPE, TYPE_PATH, DataType, data_type
 from fvconsole.core.reasons import reason
 from fvconsole.core.runconfig import MISSING, Mismatch, RunConfig, compare_configs, get_path, load_run_config
 from fvconsole.core.safe_read import sha256_regular_file
@@ -36,6 +37,8 @@ class Params:
     loader_type: str | None = None
     manifest_path: str | None = None
     data_path: str | None = None
+    #: The projection FastVideo's loader will use (None: a value FastVideo refuses, already refused).
+    data_type: DataType | None = None
 
 
 def _int_param(cfg: Mapping, dotted: str, where: str, col: Collector, minimum: int | None) -> int | None:
@@ -84,6 +87,7 @@ def read_params(cfg: Mapping, where: str, col: Collector) -> Params:
     p.loader_type = _str_param(cfg, "training.data.dataloader_type", where, col)
     p.manifest_path = _str_param(cfg, "training.data.streaming_manifest_path", where, col)
     p.data_path = _str_param(cfg, "training.data.data_path", where, col)
+    p.data_type = _data_type(cfg, where, col)
     if p.loader_type is not None and "".join(p.loader_type.split()).lower() != "streaming":
         col.refuse(
             "training.data.dataloader_type",
@@ -100,6 +104,17 @@ def read_params(cfg: Mapping, where: str, col: Collector) -> Params:
             f"{p.sp} does not divide training.distributed.num_gpus {p.world} in {where}",
         )
     return p
+
+
+def _data_type(cfg: Mapping, where: str, col: Collector) -> DataType | None:
+    """``training.data.preprocessed_data_type`` as FastVideo reads it (absent: ``t2v``); refused if it refuses it."""
+    value = get_path(cfg, TYPE_PATH)
+    found = data_type(None if value is MISSING else value)
+    if found is None:
+        accepted = ", ".join(repr(name) for name in COLUMNS)
+        col.refuse(TYPE_PATH, f"is {value!r} in {where}; FastVideo accepts {accepted} (not set: {DEFAULT_TYPE!r}) "
+                   "and will not start with another value")
+    return found
 
 
 @dataclass

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from fvconsole.core import streaming
 from fvconsole.core.errors import FvError
@@ -21,6 +21,9 @@ from fvconsole.core.progress import Progress, no_progress
 from fvconsole.core.reasons import Reason, invalid, reason
 from fvconsole.core.runconfig import Mismatch
 from fvconsole.core.streaming import RankCursor, Topology, compute_cursors, shard_layout
+
+if TYPE_CHECKING:  # pragma: no cover - typing only
+    from fvconsole.core.migration.columns import ColumnCheck
 
 
 @dataclass(frozen=True)
@@ -121,6 +124,8 @@ class MigrationPlan:
     output_dir_notes: tuple[Reason, ...] = field(default=(), repr=False)
     #: sha256 of the manifest's bytes the plan was made from (its fingerprint was checked then).
     manifest_sha256: str = ""
+    #: What FastVideo's loader does at resume with the manifest's columns (None: not checked).
+    columns: ColumnCheck | None = field(default=None, repr=False)
 
     @property
     def epoch_progress(self) -> float:
@@ -192,6 +197,7 @@ class MigrationPlan:
             "manifest_sha256": self.manifest_sha256,
             "dataset_root": self.dataset_root,
             "output_dir": self.output_dir,
+            "columns": None if self.columns is None else self.columns.to_json(),
             "warnings": [n.cli for n in self.notes],
             "ranks": [c.to_json() for c in self.ranks],
         }
@@ -207,6 +213,8 @@ class MigrationPreview:
     #: Every warning: the plan's, then what was found beside the output dir.
     notes: tuple[Reason, ...]
     plan: MigrationPlan | None
+    #: What FastVideo's loader does at resume with the manifest's columns (None: not checked).
+    columns: ColumnCheck | None = None
 
     @property
     def ok(self) -> bool:
@@ -223,6 +231,7 @@ class MigrationPreview:
             "mismatches": [m.to_json() for m in self.mismatches],
             "refusals": [r.to_json() for r in self.refusals],
             "warnings": list(self.warnings),
+            "columns": None if self.columns is None else self.columns.to_json(),
             "plan": None if self.plan is None else self.plan.to_json(),
         }
 
@@ -293,6 +302,7 @@ def _plan(req: MigrationRequest, progress: Progress | None, *, output_rules: boo
             col.add(why)
     progress(2, total, "loading manifest")
     manifest = _load_manifest(req, params, col, progress)
+    columns = _check_columns(params, manifest, col, progress)
     progress(4, total, "computing cursors")
     layout = _layout(req, params, manifest, col)
     plan = None
@@ -335,9 +345,10 @@ def _plan(req: MigrationRequest, progress: Progress | None, *, output_rules: boo
                 mismatches=mismatches,
                 notes=plan_notes,
                 output_dir_notes=review.notes if review is not None else (),
+                columns=columns,
             )
     progress(5, total, "done")
-    return MigrationPreview(req, mismatches, tuple(col.refusals), tuple(col.notes), plan)
+    return MigrationPreview(req, mismatches, tuple(col.refusals), tuple(col.notes), plan, columns)
 
 
 def _check_confirmations(req: MigrationRequest, step: int | None, params: inputs.Params, col: Collector) -> None:
@@ -375,6 +386,22 @@ def _load_manifest(req: MigrationRequest, params: inputs.Params, col: Collector,
     for warning in check.warnings:
         col.warn(warning)
     return manifest
+
+
+def _check_columns(params: inputs.Params, manifest: Any, col: Collector, progress: Progress) -> ColumnCheck | None:
+    """The manifest's columns against the run's projection: a refusal when FastVideo could not resume."""
+    from fvconsole.core.migration.columns import check_columns
+    from fvconsole.core.parquet_columns import TYPE_PATH
+
+    if manifest is None or params.data_type is None:
+        return None
+    check = check_columns(manifest, params.data_type, lambda done, total, message: progress(
+        3, 5, f"{message} ({done}/{total})"))
+    if check.refuses:
+        col.refuse(TYPE_PATH, check.message)
+    elif check.verdict == "not-checked":
+        col.warn(check.message)
+    return check
 
 
 def _layout(req: MigrationRequest, params: inputs.Params, manifest: Any,
