@@ -25,6 +25,7 @@ STEPS = [
     ("checkpoints show", lambda a: a[1:3] == ["checkpoints", "show"] and "--tensors" not in a),
     ("checkpoints show --tensors", lambda a: a[1:3] == ["checkpoints", "show"] and "--tensors" in a),
     ("checkpoints ls (map-style run)", lambda a: a[1:3] == ["checkpoints", "ls"] and "map-style" in a[3]),
+    ("migrate dry run (text_only run)", lambda a: a[1] == "migrate" and "run-text-only.yaml" in a[3]),
     ("migrate dry run", lambda a: a[1] == "migrate" and "--yes" not in a),
     ("migrate --yes", lambda a: a[1] == "migrate" and "--yes" in a),
     ("sidecars verify", lambda a: a[1:3] == ["sidecars", "verify"] and "validated-100" not in a[-1]),

@@ -51,6 +51,11 @@ def cli_commands(ws: object) -> list[str]:
         f"fvconsole checkpoints show {q(ws.mismatch_checkpoint)} --config {q(cfg)}",  # type: ignore[attr-defined]
         f"fvconsole checkpoints show {q(ckpt)} --tensors",
         f"fvconsole checkpoints ls {q(ws.map_style_output_dir)}   # a map-style run: not migratable",  # type: ignore[attr-defined]
+        f"fvconsole migrate --config {q(ws.text_only_config_path)} "  # type: ignore[attr-defined]
+        f"--checkpoint {q(ws.text_only_checkpoint)} \\\n"  # type: ignore[attr-defined]
+        f"    --output-dir {q(os.path.join(os.path.dirname(ws.text_only_checkpoint), 'dataloader-state'))} "  # type: ignore[attr-defined]
+        "--expected-step 120 --expected-world-size 8 --consumed-batches-per-rank 240"
+        "   # text_only columns: FastVideo rebuilds the manifest",
         f"fvconsole migrate --config {q(cfg)} --checkpoint {q(ckpt)} --output-dir {q(out)} \\\n"
         "    --expected-step 300 --expected-world-size 8 --consumed-batches-per-rank 600   # dry run",
         f"fvconsole migrate --config {q(cfg)} --checkpoint {q(ckpt)} --output-dir {q(out)} \\\n"

@@ -36,7 +36,8 @@ from fvconsole.core.untrusted import load_file
 
 MARKER = ".fvconsole-demo.json"
 #: Everything a build makes at the top of DIR (besides the marker); the marker records it.
-CREATED = ("data", "manifests", "output", "map-style-output", "run.yaml", "shard-cache")
+CREATED = ("data", "manifests", "output", "map-style-output", "text-only-output", "run.yaml", "run-text-only.yaml",
+           "shard-cache")
 MAX_MARKER_BYTES = 1 << 20
 _TOKEN = re.compile(r"[0-9a-f]{32}")
 _MARKER_TMP = re.compile(r"\." + re.escape(MARKER) + r"\.[0-9a-f]{8}\.tmp")
@@ -60,6 +61,10 @@ class DemoWorkspace:
     sidecar_dir: str  # suggested migration output
     validated_sidecar_dir: str  # checkpoint-100's set, with FastVideo's validation receipt
     map_style_output_dir: str  # a run with FastVideo's map-style loader: legacy, not migratable
+    #: A streaming run that projects FastVideo's text_only columns while the manifest holds t2v's:
+    #: FastVideo rebuilds the manifest at resume, with the same fingerprint (the migration says so).
+    text_only_config_path: str
+    text_only_checkpoint: str
     created_at: float
 
     def to_json(self) -> dict:
@@ -258,6 +263,13 @@ def _build(root: str, now: float) -> DemoWorkspace:
                                      sp_size=2, train_batch_size=1, grad_accum=2, seed=42, dataloader_type="map")
     builders.write_checkpoint(map_output, 150, map_config)
     _age(os.path.join(map_output, "checkpoint-150"), now - 2 * 86400)
+    text_output = os.path.join(root, "text-only-output")
+    text_config = builders.run_config(data_path=dataset, manifest_path=manifest, output_dir=text_output, num_gpus=8,
+                                      sp_size=2, train_batch_size=1, grad_accum=2, seed=42, read_batch_size=8,
+                                      **{"training.data.preprocessed_data_type": "text_only"})
+    text_config_path = builders.write_run_config(os.path.join(root, "run-text-only.yaml"), text_config)
+    text_checkpoint = builders.write_checkpoint(text_output, 120, text_config)
+    _age(text_checkpoint, now - 30 * 3600)
     cache_root = os.path.join(root, "shard-cache")
     cache_builders.build_demo_cache(cache_root, now=now)
     with open(os.path.join(cache_root, "README.txt"), "w", encoding="utf-8") as handle:
@@ -270,6 +282,7 @@ def _build(root: str, now: float) -> DemoWorkspace:
         cache_root=cache_root, legacy_checkpoint=os.path.join(output, "checkpoint-300"),
         mismatch_checkpoint=os.path.join(output, "checkpoint-200"),
         sidecar_dir=os.path.join(output, "dataloader-state", "checkpoint-300"), validated_sidecar_dir=validated,
-        map_style_output_dir=map_output, created_at=now,
+        map_style_output_dir=map_output, text_only_config_path=text_config_path, text_only_checkpoint=text_checkpoint,
+        created_at=now,
     )
     return workspace
