@@ -175,3 +175,15 @@ def test_the_console_preview_says_the_manifest_is_rebuilt(tmp_path) -> None:
             assert "FastVideo will rebuild the manifest at resume (fingerprint unchanged" in summary
 
     asyncio.run(asyncio.wait_for(main(), 120))
+
+
+def test_the_demo_has_a_run_whose_projection_differs_from_its_manifest(demo_workspace, tmp_path, cli) -> None:
+    ws = demo_workspace()
+    with open(ws.manifest_path, encoding="utf-8") as f:
+        assert json.load(f)["columns"] == T2V
+    code, out, _ = cli(migrate_argv(ws.text_only_config_path, ws.text_only_checkpoint, tmp_path / "sidecars",
+                                    step=120, world=8, consumed=240, extra=("--json",)))
+    assert code == 0
+    columns = json.loads(out)["plan"]["columns"]
+    assert columns["verdict"] == "rebuild" and columns["preprocessed_data_type"] == "text_only"
+    assert columns["defaulted"] is False and columns["expected_columns"] == TEXT_ONLY
