@@ -278,3 +278,8 @@ def test_fleet_cache_verify_names_the_node_the_entry_and_the_shard(tmp_path: Pat
     code = main(["fleet", "cache", "verify", "--nodes", "a1,nosuch1", "--cache-root", template, "--json"])
     doc = json.loads(capsys.readouterr().out)
     assert code == 3 and "error" in doc["nodes"]["nosuch1"]
+    code = main(["fleet", "cache", "verify", "--nodes", "nosuch1", "--cache-root", template])
+    out, err = capsys.readouterr()
+    (line,) = err.splitlines()
+    assert code == 1 and "every entry agrees" not in out and "no node answered" in out
+    assert line.startswith("error: 1 of 1 nodes failed (nosuch1); first: nosuch1: ")

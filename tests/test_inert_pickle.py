@@ -142,6 +142,8 @@ def test_malformed_pickles_are_one_line_refusals(data) -> None:
     with pytest.raises(PickleRefused) as info:
         ip.load(data)
     assert "\n" not in str(info.value)
+    # callers word it "<file>: unreadable DCP metadata: the pickle <reason>": a predicate
+    assert str(info.value).split()[0] in {"is", "uses", "names", "has", "holds", "needs", "nests", "refers"}, str(info.value)
 
 
 def test_check_tree_finds_cycles_depth_and_size() -> None:

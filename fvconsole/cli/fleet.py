@@ -442,9 +442,9 @@ def run_fleet_verify(args: argparse.Namespace) -> int:
     if not args.json:
         say(render_fleet_verify(result))
     code = result.exit_code
-    if code == 3:
+    if code == 3 or (code and not result.failing):  # some nodes, or every node, did not answer
         return _finish(code, result.outcomes, result.to_json() if args.json else None)
-    if code and result.failing:
+    if code:
         node, entry = result.failing[0]
         problems = [p for p in entry.get("problems", []) if isinstance(p, dict)]
         first = problems[0].get("problem") if problems else "not ok"
@@ -472,7 +472,9 @@ def render_fleet_verify(result: FleetVerification) -> Block:
     for o in result.unanswered:
         lines.append(f"{o.node}  no answer: {o.error}")
     answered = len(result.outcomes) - len(result.unanswered)
-    if not result.failing:
+    if not answered:
+        lines.append(f"no node answered ({len(result.outcomes)} asked): nothing was verified")
+    elif not result.failing:
         lines.append(f"verified on {answered} of {len(result.outcomes)} nodes: every entry agrees with its manifest")
     else:
         nodes = compress_hostlist(dict.fromkeys(node for node, _ in result.failing))

@@ -448,7 +448,7 @@ class _Machine:
                 pos += 8
             elif op == 0x80:  # PROTO
                 if data[pos] > 5:
-                    raise PickleRefused(f"unsupported pickle protocol {data[pos]}")
+                    raise PickleRefused(f"uses pickle protocol {data[pos]}, which is not supported")
                 pos += 1
             elif op == 0x2E:  # STOP
                 if len(stack) != 1 or marks:
@@ -526,7 +526,7 @@ class _Machine:
             elif op in (0x97, 0x98):  # NEXT_BUFFER, READONLY_BUFFER
                 raise PickleRefused("refers to out-of-band buffers")
             else:
-                raise PickleRefused(f"unsupported pickle opcode 0x{op:02x} at byte {pos - 1}")
+                raise PickleRefused(f"is malformed (unknown opcode 0x{op:02x} at byte {pos - 1})")
 
 
 def _opcode_table(names: frozenset[str] | None) -> bytes:
