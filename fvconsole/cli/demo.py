@@ -65,6 +65,8 @@ def cli_commands(ws: object) -> list[str]:
         f"--sidecar-dir {q(ws.validated_sidecar_dir)}   # FastVideo's validation receipt",
         f"fvconsole cache ls {q(root)}",
         f"fvconsole cache evict {q(root)} --invalid          # dry run; add --yes to delete",
+        f"fvconsole cache verify {q(root)}   # exit 1: a complete entry whose shard header disagrees with its manifest",
+        f"fvconsole cache evict {q(root)} --invalid --verify   # dry run: that entry selected too",
         f"{reopen_command(ws)}   # the console again",
     ]
 
