@@ -6,6 +6,7 @@ import io
 import json
 import os
 import shutil
+from pathlib import Path
 
 import pytest
 from console_apps import make_app, work_copy
@@ -618,3 +619,79 @@ def test_next_sample_ids_are_bounded(demo_ws: DemoWorkspace) -> None:
     assert full.row_groups_read == len(distinct) and len(full.ids) == 8
     skipped = next_sample_ids(plan, max_row_groups=len(distinct) - 1)
     assert skipped.ids == {} and skipped.row_groups_read == 0 and skipped.too_many_row_groups == len(distinct)
+
+
+# --------------------------------------------------------------------------- a dead holder's lock (D43)
+
+
+def killed_holder(code: str, *args: str) -> int:
+    """Run ``code`` (it takes a lock, then says ``held``) in a real child, SIGKILL it once it holds
+    the lock: its lock file or holder record stays, as after the OOM killer. → its pid."""
+    import subprocess
+    import sys
+
+    with subprocess.Popen([sys.executable, "-c", code, *args], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                          text=True) as proc:
+        assert proc.stdout.readline() == "held\n"
+        proc.kill()
+    return proc.pid
+
+
+async def test_a_migration_that_takes_over_a_dead_runs_lock_says_so(work: dict[str, str], tmp_path,
+                                                                     monkeypatch) -> None:
+    """D43: `migrate --yes` prints "warning: … took over the stale lock of pid N …" and journals
+    it; the console's done banner said nothing of it."""
+    journal = tmp_path / "journal.jsonl"
+    monkeypatch.setenv("FVCONSOLE_JOURNAL", str(journal))
+    app = make_app(**work)
+    async with app.run_test(size=SIZE) as pilot:
+        await started(app, pilot)
+        await select_checkpoint(app, pilot, 300)
+        await pilot.press("m")
+        await settle(app, pilot)
+        out = app.query_one(MigrationView).query_one("#mig-output").value
+        await pilot.press("ctrl+r")
+        await settle(app, pilot)
+        assert app.query_one("#mig-ranks").row_count == 8
+        os.makedirs(os.path.dirname(out), exist_ok=True)
+        pid = killed_holder("import sys; from fvconsole.core.migration.output_dir import migration_lock; "
+                            "migration_lock(sys.argv[1]).acquire(); print('held', flush=True); sys.stdin.read()", out)
+        lock_file = os.path.join(os.path.dirname(out), f".{os.path.basename(out)}.fvconsole-lock")
+        assert json.loads(Path(lock_file).read_text())["pid"] == pid  # the dead run's lock, as it left it
+        await pilot.press("ctrl+e")
+        await settle(app, pilot)
+        await pilot.press("left", "enter")
+        await settle(app, pilot)
+        banner = " ".join(str(app.query_one("#mig-banner").render()).split())
+        assert "✓ done: 8 sidecars" in banner, banner
+        assert f"took over the stale lock of pid {pid} " in banner and "no longer running" in banner, banner
+    assert not os.path.exists(lock_file)
+    [line] = [json.loads(x) for x in journal.read_text().splitlines()]
+    assert f"pid {pid} " in line["details"]["lock_taken_over"]
+
+
+async def test_an_eviction_that_takes_over_a_dead_evictors_record_says_so(work: dict[str, str], tmp_path,
+                                                                          monkeypatch) -> None:
+    """D43: `cache evict --yes` warns that it took over the record of an evictor that died; the
+    console's result pane and notification said nothing of it."""
+    from fvconsole.core.cache.lock import record_path
+
+    journal = tmp_path / "journal.jsonl"
+    monkeypatch.setenv("FVCONSOLE_JOURNAL", str(journal))
+    pid = killed_holder("import sys; from fvconsole.core.cache.lock import EvictorLock; "
+                        "EvictorLock(sys.argv[1], command='fvconsole cache evict --yes (killed)').acquire(); "
+                        "print('held', flush=True); sys.stdin.read()", work["cache"])
+    record = record_path(os.path.realpath(work["cache"]))
+    assert json.loads(Path(record).read_text())["pid"] == pid  # the dead evictor's record, as it left it
+    app = make_app(**work)
+    async with app.run_test(size=SIZE) as pilot:
+        await started(app, pilot)
+        view = app.query_one(CacheView)
+        victim = next(e.key for e in view._entries if e.status == "complete")
+        await evict_marked(app, pilot, [victim])
+        result = " ".join(str(app.query_one("#cache-result").render()).split())
+        assert "evicted 1" in result, result
+        assert "took over" in result and f"pid {pid}" in result, result
+        assert any("took over" in m and f"pid {pid}" in m for m in notifications(app)), notifications(app)
+    [line] = [json.loads(x) for x in journal.read_text().splitlines()]
+    assert f"pid {pid}" in line["details"]["lock_taken_over"]

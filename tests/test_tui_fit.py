@@ -449,3 +449,46 @@ def test_the_footer_shows_f_where_it_has_room(work: dict[str, str], size) -> Non
         assert isinstance(app.screen, EvictScreen)
 
     run(work, size, body)
+
+
+# --------------------------------------------------------------------------- long paths in panels (D42)
+
+
+def path_on_screen(app: FvConsoleApp, widget_id: str, path: str) -> str:
+    """The form of ``path`` drawn in ``widget_id``: the one line there ending with its last name."""
+    region = app.query_one(widget_id).region
+    lines = [line_slice(line, region.x, region.right).strip() for line in screen_lines(app)[region.y:region.bottom]]
+    name = os.path.basename(path)
+    ends = [line.split()[-1] for line in lines if line.endswith(name) and "/" in line]
+    assert ends, (widget_id, name, lines)
+    return ends[0]
+
+
+@pytest.mark.parametrize("size", [(80, 24), (120, 40), (200, 60)])
+def test_long_paths_in_headers_and_details_are_shortened_in_the_middle_not_wrapped(work: dict[str, str],
+                                                                                   size) -> None:
+    """D42: the checkpoints view's header and detail (and the cache view's) wrapped a long path
+    mid-name (``…/run-2026-11-30-finetu`` / ``ne-ablation/output``). Each path is one line: whole,
+    or its middle elided with ``…`` keeping its end; ``y`` copies the checkpoint's full path."""
+    checkpoint = os.path.join(work["output"], "checkpoint-300")
+
+    async def body(app: FvConsoleApp, pilot) -> None:
+        table = app.query_one("#ckpt-table", DataTable)
+        keys = [table.coordinate_to_cell_key((i, 0)).row_key.value for i in range(table.row_count)]
+        table.move_cursor(row=keys.index(checkpoint))
+        await settle(app, pilot)
+        await settle(app, pilot)
+        for widget_id, path in (("#ckpt-banner", work["output"]), ("#ckpt-detail", checkpoint)):
+            drawn = path_on_screen(app, widget_id, path)
+            assert drawn_form_of(drawn, path), (widget_id, drawn, size)
+        await pilot.press("y")
+        await pilot.pause()
+        assert app.clipboard == checkpoint
+        await open_dialog(app, pilot, "3")
+        await settle(app, pilot)
+        entry = app.query_one("#cache-table", DataTable).coordinate_to_cell_key((0, 0)).row_key.value
+        for widget_id, path in (("#cache-root-line", work["cache"]), ("#cache-detail", os.path.join(work["cache"], entry))):
+            drawn = path_on_screen(app, widget_id, path)
+            assert drawn_form_of(drawn, path), (widget_id, drawn, size)
+
+    run(work, size, body)

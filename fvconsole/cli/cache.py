@@ -459,9 +459,8 @@ def run_evict(args: argparse.Namespace) -> int:
         _describe_stop(stop)
         raise
     plan, result, state = done.plan, done.result, done.lock
-    for problem in (state.problem, state.took_over, done.release_problem):
-        if problem:
-            say(f"warning: {problem}", err=True)
+    for problem in done.warnings:
+        say(f"warning: {problem}", err=True)
     warn_if_unwritten(done.journal)
     journal = done.journal
     if result.evicted:

@@ -41,8 +41,8 @@ from fvconsole.tui import state
 from fvconsole.tui.base import BaseView, ViewMessage
 from fvconsole.tui.evict_dialog import EvictOptions, EvictScreen, EvictSelection, confirm_body, plan_for
 from fvconsole.tui.modals import ConfirmScreen, ErrorScreen
-from fvconsole.tui.plain import PlainText
-from fvconsole.tui.widgets import FastTable, PlainStatic, ProgressRow, UsageBar
+from fvconsole.tui.plain import PlainText, fitted
+from fvconsole.tui.widgets import FastTable, FitStatic, PlainStatic, ProgressRow, UsageBar
 from fvconsole.tui.wording import free_target_text, skip_text, skipped_reason
 
 STATUS_STYLE = {"complete": "green", "partial": "cyan", "incomplete": "yellow", "empty": "yellow", "invalid": "bold red"}
@@ -194,7 +194,7 @@ class CacheView(BaseView):
 
     def compose(self) -> ComposeResult:
         with Vertical(id="cache-head"):
-            yield PlainStatic(id="cache-root-line")
+            yield FitStatic(id="cache-root-line")
             yield UsageBar(id="cache-usage")
             yield PlainStatic(id="cache-status")
         yield Input(placeholder="filter entries by key or status (Esc closes)", classes="view-filter")
@@ -203,7 +203,7 @@ class CacheView(BaseView):
             yield FastTable(id="cache-table", cursor_type="row", zebra_stripes=True,
                             sortable=[key for _l, key, _w in COLUMNS if key != "mark"])
             with VerticalScroll(id="cache-detail-scroll", classes="detail"):
-                yield PlainStatic("Select an entry.", id="cache-detail")
+                yield FitStatic("Select an entry.", id="cache-detail")
         with VerticalScroll(id="cache-result-scroll"):
             yield PlainStatic(id="cache-result")
 
@@ -290,22 +290,32 @@ class CacheView(BaseView):
         counts: dict[str, int] = {}
         for e in self._entries:
             counts[e.status] = counts.get(e.status, 0) + 1
-        text = PlainText().append(f"{scan.root}", style="bold")
-        text.append(f"\n{len(self._entries)} entr{'y' if len(self._entries) == 1 else 'ies'}: ")
+        entries = self._entries
+
+        def build(width: int) -> PlainText:
+            return self._root_text(scan, entries, counts, width)
+
+        self.query_one("#cache-root-line", FitStatic).show(build)
+
+    @staticmethod
+    def _root_text(scan: CacheScan, entries: list[CacheEntry], counts: dict[str, int], width: int) -> PlainText:
+        """The root (one line, shortened in the middle if it must be) and what the scan found."""
+        text = PlainText().append(fitted(scan.root, width), style="bold")
+        text.append(f"\n{len(entries)} entr{'y' if len(entries) == 1 else 'ies'}: ")
         text.append(", ".join(f"{n} {s}" for s, n in sorted(counts.items())) or "none")
-        if any(e.writing for e in self._entries):
+        if any(e.writing for e in entries):
             text.append(" · * being written", style="grey62")
         if scan.foreign:
             text.append(f" · {len(scan.foreign)} foreign item(s) ignored", style="grey62")
         if scan.foreign_gc_counted:
             text.append(f" · {len(scan.foreign_gc_counted)} foreign dir(s): FastVideo's GC counts these and may "
                         "delete them", style="yellow")
-        held = sum(1 for e in self._entries if e.in_use_by)
+        held = sum(1 for e in entries if e.in_use_by)
         if held:
             text.append(f" · {held} in use by live processes", style="bold yellow")
         for err in (*scan.errors[:3], *state.shown_warnings(scan)):
             text.append(f"\n⚠ {err}", style="yellow")
-        self.query_one("#cache-root-line", PlainStatic).update(text)
+        return text
 
     def _show_status(self) -> None:
         """Marks (count and size), filter and auto-refresh, always in view."""
@@ -366,7 +376,7 @@ class CacheView(BaseView):
         entry = self.entry(self._selected)
         if entry is None:
             return
-        self.query_one("#cache-detail", PlainStatic).update(self._entry_text(entry))
+        self.query_one("#cache-detail", FitStatic).show(lambda width: self._entry_text(entry, width))
         self.read_detail(entry)
 
     @work(thread=True, exclusive=True, group="cache-detail", exit_on_error=False)
@@ -374,13 +384,13 @@ class CacheView(BaseView):
         with self.failures():
             self.deliver(self.DetailRead(entry, cache_entry_detail(entry)))
 
-    def _entry_text(self, entry: CacheEntry) -> PlainText:
+    def _entry_text(self, entry: CacheEntry, width: int) -> PlainText:
         now = state.now()
         text = PlainText().append(f"{entry.key}  ", style="bold")
         text.append(entry.status, style=STATUS_STYLE.get(entry.status, ""))
         if entry.writing:
             text.append("  (being written)", style="grey62")
-        text.append(f"\n{entry.path}\n", style="grey62")
+        text.append("\n" + fitted(entry.path, width) + "\n", style="grey62")
         used = last_used_cell(entry) + (f" ({age_cell(entry, now)})" if entry.last_used is not None else "")
         text.append(f"size {human_bytes(entry.bytes)}   shards {shards_cell(entry)}   last used {used}\n")
         if entry.explanation:
@@ -443,9 +453,11 @@ class CacheView(BaseView):
 
     def on_cache_view_detail_read(self, message: DetailRead) -> None:
         entry, detail = message.entry, message.detail
-        if entry.key != self._selected:
-            return
-        text = self._entry_text(entry)
+        if entry.key == self._selected:
+            self.query_one("#cache-detail", FitStatic).show(lambda width: self._detail_text(entry, detail, width))
+
+    def _detail_text(self, entry: CacheEntry, detail: CacheEntryDetail, width: int) -> PlainText:
+        text = self._entry_text(entry, width)
         text.append("\nmanifest.json\n", style="bold underline")
         summary = detail.summary
         if summary is not None:
@@ -465,7 +477,7 @@ class CacheView(BaseView):
         for name in detail.other[:8]:
             text.append(f"  {name}  (not a regular file: not followed, not counted)\n", style="yellow")
         self._verification_text(entry, text)
-        self.query_one("#cache-detail", PlainStatic).update(text)
+        return text
 
     # ------------------------------------------------------------ marking
 
@@ -618,6 +630,8 @@ class CacheView(BaseView):
             text.append(f"  … {len(result.evicted) - 12} more deleted\n", style="green")
         for error in result.errors[:12]:
             text.append(f"  ✗ error: {error}\n", style="bold red")
+        for warning in message.done.warnings:  # what `cache evict --yes` prints as warning: lines
+            text.append(f"  ⚠ {warning}\n", style="bold yellow")
         newly_skipped = result.skipped[len(plan.skipped):]
         now = state.now()
         for skipped in newly_skipped[:12]:
@@ -632,6 +646,8 @@ class CacheView(BaseView):
                         timeout=10)
             self.app.push_screen(ErrorScreen("Eviction failed part-way", "\n".join(
                 [summary, "", *result.errors[:40]])))
+        for warning in message.done.warnings:
+            self.notify(warning, severity="warning", timeout=15)
         journal = message.done.journal
         if journal is not None and not journal.written:
             self.notify(f"journal {journal.path}: {journal.error}; the eviction itself is done", severity="warning",

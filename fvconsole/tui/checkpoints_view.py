@@ -23,8 +23,8 @@ from fvconsole.core.run_kind import RunKind, checkpoint_run_kind
 from fvconsole.core.runconfig import Mismatch, RunConfig
 from fvconsole.tui import state
 from fvconsole.tui.base import BaseView, ViewMessage
-from fvconsole.tui.plain import PlainText
-from fvconsole.tui.widgets import FastTable, PlainStatic
+from fvconsole.tui.plain import PlainText, fitted
+from fvconsole.tui.widgets import FastTable, FitStatic
 
 #: How often ages on screen are recomputed (seconds).
 AGE_TICK = 5.0
@@ -124,9 +124,13 @@ def critical_first(mismatches: tuple[Mismatch, ...] | None, limit: int = 3) -> T
     return text
 
 
+#: The shell line that points FastVideo's resume at a sidecar set, before its path.
+EXPORT_PREFIX = "export FASTVIDEO_DATALOADER_STATE_DIR="
+
+
 def export_line(output_dir: str) -> str:
     """The one shell line that points FastVideo's resume at a sidecar set."""
-    return f"export FASTVIDEO_DATALOADER_STATE_DIR={shlex.quote(output_dir)}"
+    return EXPORT_PREFIX + shlex.quote(output_dir)
 
 
 COLUMNS = (("step", "step", 7), ("complete", "complete", 9), ("kind", "kind", 10), ("loader", "loader", 9),
@@ -150,6 +154,8 @@ class CheckpointsView(BaseView):
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("m,enter", "migrate", "Migrate",
                 tooltip="migrate the selected checkpoint: view 2 opens with the form filled in"),
+        Binding("y", "copy_path", "Copy path", show=False,
+                tooltip="copy the selected checkpoint's full path (a long one is shortened in the middle on screen)"),
     ]
 
     class Listed(ViewMessage):
@@ -176,13 +182,13 @@ class CheckpointsView(BaseView):
         self._details: dict[str, CheckpointDetail] = {}
 
     def compose(self) -> ComposeResult:
-        yield PlainStatic(id="ckpt-banner", classes="banner")
+        yield FitStatic(id="ckpt-banner", classes="banner")
         yield Input(placeholder="filter checkpoints (Esc closes)", classes="view-filter")
         with Container(id="ckpt-main", classes="split"):
             yield FastTable(id="ckpt-table", cursor_type="row", zebra_stripes=True,
                             sortable=[key for _label, key, _w in COLUMNS])
             with VerticalScroll(id="ckpt-detail-scroll", classes="detail"):
-                yield PlainStatic("Select a checkpoint.", id="ckpt-detail")
+                yield FitStatic("Select a checkpoint.", id="ckpt-detail")
 
     def on_mount(self) -> None:
         table = self.query_one("#ckpt-table", FastTable)
@@ -224,21 +230,25 @@ class CheckpointsView(BaseView):
         self.app.published_sets_found([r.published for r in message.rows if r.published is not None])
 
     def _banner(self, text: Text) -> None:
-        self.query_one("#ckpt-banner", PlainStatic).update(text)
+        self.query_one("#ckpt-banner", FitStatic).update(text)
 
     def _show_counts(self, shown: int) -> None:
-        rows = self._rows
+        rows, path, filter_text = self._rows, self.app.state.checkpoints_path or "", self.filter_text
         legacy = sum(1 for r in rows if r.info.kind == "legacy")
         migrated = sum(1 for r in rows if r.migrated)
-        text = PlainText().append(f"{self.app.state.checkpoints_path}", style="bold")
-        text.append(f"\n{len(rows)} checkpoint(s), {legacy} legacy")
-        if migrated:
-            text.append(f" ({migrated} migrated)", style="green")
-        if self.filter_text:
-            text.append(f" · {shown} shown (filter '{self.filter_text}')", style="bold" if shown else "bold yellow")
-        if legacy - migrated:
-            text.append(" · select one and press m to migrate", style="italic")
-        self._banner(text)
+
+        def build(width: int) -> Text:
+            text = PlainText().append(fitted(path, width), style="bold")
+            text.append(f"\n{len(rows)} checkpoint(s), {legacy} legacy")
+            if migrated:
+                text.append(f" ({migrated} migrated)", style="green")
+            if filter_text:
+                text.append(f" · {shown} shown (filter '{filter_text}')", style="bold" if shown else "bold yellow")
+            if legacy - migrated:
+                text.append(" · select one and press m to migrate", style="italic")
+            return text
+
+        self.query_one("#ckpt-banner", FitStatic).show(build)
 
     # ------------------------------------------------------------ table
 
@@ -292,7 +302,7 @@ class CheckpointsView(BaseView):
         elif not shown:
             self._selected = None
             what = f"No checkpoint matches '{text}'." if text and self._rows else "No checkpoints."
-            self.query_one("#ckpt-detail", PlainStatic).update(what)
+            self.query_one("#ckpt-detail", FitStatic).update(what)
 
     def on_fast_table_sorted(self, event: FastTable.Sorted) -> None:
         self.apply_filter(self.filter_text)
@@ -322,7 +332,7 @@ class CheckpointsView(BaseView):
         if row is None:
             return
         cached = self._details.get(row.info.path)
-        self.query_one("#ckpt-detail", PlainStatic).update(self._summary(row, cached))
+        self._show_summary(row, cached)
         if cached is None:
             self.read_detail(row, self.app.state.run_config)
 
@@ -336,13 +346,18 @@ class CheckpointsView(BaseView):
             event.stop()
             self.action_migrate()
 
-    def _summary(self, row: CheckpointRow, detail: CheckpointDetail | None) -> Text:
+    def _show_summary(self, row: CheckpointRow, detail: CheckpointDetail | None) -> None:
+        self.query_one("#ckpt-detail", FitStatic).show(lambda width: self._summary(row, detail, width))
+
+    def _summary(self, row: CheckpointRow, detail: CheckpointDetail | None, width: int) -> Text:
+        """The detail pane at ``width`` cells: each path on one line, shortened in the middle
+        if it must be (never wrapped mid-name); ``y`` copies the checkpoint's full path."""
         info = row.info
         text = PlainText()
         text.append(f"checkpoint-{info.step}\n", style="bold")
         if detail is not None:  # what decides the migration first, visible without scrolling at 80x24
             text.append_text(critical_first(detail.mismatches))
-        text.append(f"{info.path}\n", style="grey62")
+        text.append(fitted(info.path, width) + "\n", style="grey62")
         text.append("kind ")
         text.append(info.kind, style="bold yellow" if info.kind == "legacy" else "bold")
         text.append("   complete ")
@@ -356,7 +371,7 @@ class CheckpointsView(BaseView):
             text.append(f"metadata.json step {info.metadata_step} differs from the directory name\n", style="bold red")
         for problem in info.problems:
             text.append(f"⚠ {problem}\n", style="yellow")
-        self._migration_status(row, text)
+        self._migration_status(row, text, width)
         if detail is None:
             text.append("\nloading detail …", style="italic")
         else:
@@ -364,7 +379,7 @@ class CheckpointsView(BaseView):
         return text
 
     @staticmethod
-    def _migration_status(row: CheckpointRow, text: PlainText) -> None:
+    def _migration_status(row: CheckpointRow, text: PlainText, width: int) -> None:
         published = row.published
         if row.published_problem:
             text.append(f"⚠ published set: {row.published_problem}\n", style="yellow")
@@ -373,9 +388,10 @@ class CheckpointsView(BaseView):
             mark = "✓ migrated" if published.complete else "⚠ published set incomplete"
             text.append(f"{mark}: {published.sidecars_present} of {published.world_size} sidecars + receipt "
                         f"({published.created_at_utc})\n", style=style)
-            text.append(f"{published.output_dir}\n")
+            text.append(fitted(published.output_dir, width) + "\n")
             text.append("resume with (view 2, y copies it):\n", style="grey62")
-            text.append(export_line(published.output_dir) + "\n", style="cyan")
+            text.append(EXPORT_PREFIX + fitted(shlex.quote(published.output_dir), width, len(EXPORT_PREFIX)) + "\n",
+                        style="cyan")
         kind = row.run_kind
         if kind is not None and kind.loader == "map-style":
             text.append("✗ map-style loader: not migratable\n", style="bold red")
@@ -406,7 +422,16 @@ class CheckpointsView(BaseView):
     def on_checkpoints_view_detail_read(self, message: DetailRead) -> None:
         self._details[message.row.info.path] = message.detail
         if message.row.info.path == self._selected:
-            self.query_one("#ckpt-detail", PlainStatic).update(self._summary(message.row, message.detail))
+            self._show_summary(message.row, message.detail)
+
+    def action_copy_path(self) -> None:
+        """The selected checkpoint's full path to the clipboard (the terminal's, OSC 52), and said."""
+        info = self.selected_info()
+        if info is None:
+            self.notify("select a checkpoint first", severity="warning")
+            return
+        self.app.copy_to_clipboard(info.path)
+        self.notify(f"copied {info.path}")
 
     def action_migrate(self) -> None:
         info = self.selected_info()

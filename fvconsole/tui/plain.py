@@ -138,6 +138,13 @@ def fit_path(path: str, width: int) -> str:
     return "…" + end
 
 
+def fitted(path: str, width: int, used: int = 0) -> str:
+    """``path`` printable and fitted (:func:`fit_path`) into what is left of a ``width``-cell
+    line after ``used`` cells: a path on a line of a panel (``FitStatic``) that would wrap
+    mid-name. At least the last component's tail is kept (``…ckpoint-300``)."""
+    return fit_path(printable(path), max(width - used, MIN_PARTIAL + 1))
+
+
 def fit_cell(text: str, width: int) -> str:
     """The one rule for a table cell wider than its column: a path (it has a ``/``) loses its
     middle and keeps its end (:func:`fit_path`); anything else keeps its start and ends with ``…``.

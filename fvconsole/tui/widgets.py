@@ -29,6 +29,7 @@ from textual.geometry import Size
 from textual.message import Message
 from textual.strip import Strip
 from textual.suggester import Suggester
+from textual.visual import visualize
 from textual.widget import Widget
 from textual.widgets import DataTable, Input, ProgressBar, Static
 
@@ -128,6 +129,40 @@ class PlainStatic(Static):
 
     def update(self, content: Any = "", *, layout: bool = True) -> None:
         super().update(plain_content(content), layout=layout)
+
+
+class FitStatic(PlainStatic):
+    """A panel whose text is built for the width it is drawn at, again at every resize.
+
+    ``show(build)``: ``build(width)`` returns the text, fitting each path in it to ``width``
+    (:func:`~fvconsole.tui.plain.fitted`), so a long path loses its middle with a ``…`` instead
+    of wrapping mid-name. ``update`` shows fixed content, as a ``PlainStatic`` does.
+    """
+
+    _build: Callable[[int], Any] | None = None
+
+    def show(self, build: Callable[[int], Any]) -> None:
+        self._build = build
+        self.refresh(layout=True)
+
+    def update(self, content: Any = "", *, layout: bool = True) -> None:
+        self._build = None
+        super().update(content, layout=layout)
+
+    def _built(self, width: int) -> Any:
+        assert self._build is not None
+        return plain_content(self._build(max(width, 1)))
+
+    def render(self) -> Any:
+        if self._build is None:
+            return super().render()
+        return self._built(self.content_size.width)
+
+    def get_content_height(self, container: Size, viewport: Size, width: int) -> int:
+        """The height at ``width`` (layout asks before the size changes): built for that width."""
+        if self._build is None or not width:
+            return super().get_content_height(container, viewport, width)
+        return visualize(self, self._built(width), markup=False).get_height(self.styles, width)
 
 
 class OneLine(HorizontalScroll):

@@ -42,6 +42,12 @@ class LockedEviction:
     def exit_code(self) -> int:
         return exit_code_of(self.result)
 
+    @property
+    def warnings(self) -> tuple[str, ...]:
+        """What both front ends warn of beside the result: exclusion not in force, the record of
+        an evictor that died taken over (also journalled), the lock's release failing."""
+        return tuple(p for p in (self.lock.problem, self.lock.took_over, self.release_problem) if p)
+
 
 def exit_code_of(result: EvictionResult) -> int:
     """0, or 3 when some entry could not be removed."""
