@@ -157,6 +157,18 @@ def test_deep_reads_every_byte(entry: str) -> None:
     assert seen[-1] == (sizes, sizes)
 
 
+def test_deep_progress_ends_at_its_total_when_an_entry_is_not_read(tmp_path: Path) -> None:
+    root = tmp_path / "cache"
+    good = write_cache_entry(root, num_shards=2, seed=1)
+    unread = write_cache_entry(root, num_shards=2, status="incomplete", seed=2)  # shards but no manifest
+    shards = [os.path.join(d, n) for d in (good, unread) for n in os.listdir(d) if n.endswith(".safetensors")]
+    total = sum(os.path.getsize(p) for p in shards)
+    seen: list[tuple[int, int]] = []
+    result = verify_cache(scan_cache(root), deep=True, progress=lambda done, all_, key: seen.append((done, all_)))
+    assert not result.ok and seen[-1] == (total, total)
+    assert all(a <= b for (a, _), (b, _) in zip(seen, seen[1:], strict=False))  # never backwards
+
+
 def test_cli_json_exit_codes_and_keys(entry: str, cli) -> None:
     root = os.path.dirname(entry)
     key = os.path.basename(entry)

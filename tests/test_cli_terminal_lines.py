@@ -22,7 +22,8 @@ from fvconsole.demo.cache_builders import write_cache_entry
 
 pytest.importorskip("safetensors")
 
-PROGRESS = re.compile(r"verify \d+/\d+")
+SIZE = r"\d+(?:\.\d)? (?:B|KiB|MiB)"
+PROGRESS = re.compile(rf"verify {SIZE}/{SIZE}")
 
 
 def _terminal_output(command: list[str]) -> tuple[int, str]:
@@ -58,7 +59,7 @@ def test_verify_deep_results_start_on_their_own_line(tmp_path: Path) -> None:
     lines = _lines_seen(received)
     for line in lines:  # a progress line holds the progress alone
         if PROGRESS.search(line):
-            assert re.fullmatch(r"verify \d+/\d+  [0-9a-f]{16}", line), repr(line)
+            assert re.fullmatch(rf"verify {SIZE}/{SIZE}  [0-9a-f]{{16}}", line), repr(line)
     keys = {os.path.basename(good), os.path.basename(stalled)}
     assert {line.split()[0] for line in lines if line[:16] in keys} == keys, lines
 

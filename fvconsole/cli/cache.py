@@ -560,7 +560,7 @@ def run_verify(args: argparse.Namespace) -> int:
     keys = parse_keys(args.key)
     root = _root(args)
     scan = scan_cache(root, DEFAULT_GRACE_SECONDS, check_headers=False)
-    progress = progress_printer("verify", plain_lines=True) if args.deep else None
+    progress = progress_printer("verify", plain_lines=True, in_bytes=True) if args.deep else None
     result = verify_cache(scan, keys, deep=args.deep, progress=progress)
     doc = {**result.to_json(), **_node_info()}
     if not args.json:

@@ -18,6 +18,7 @@ from typing import Any
 
 from fvconsole.cli.streams import write_err, write_out, write_status
 from fvconsole.core.errors import EXIT_PARTIAL, FvError, PartialFailure
+from fvconsole.core.humanize import human_bytes
 from fvconsole.core.printable import printable
 
 
@@ -184,12 +185,16 @@ def terminal_width() -> int | None:
     return max(40, shutil.get_terminal_size().columns)
 
 
-def progress_printer(label: str, *, plain_lines: bool = False) -> Callable[[int, int, str], None]:
+def progress_printer(label: str, *, plain_lines: bool = False, in_bytes: bool = False) -> Callable[[int, int, str], None]:
     """A thread-safe progress callback writing to stderr.
 
     On a TTY one line is rewritten in place. Otherwise (logs, srun) nothing is printed,
     or, with ``plain_lines``, at most about ten plain lines (one per tenth of the work).
+    ``in_bytes``: done and total are bytes, shown as sizes (``1.8 MiB/3.6 MiB``).
     """
+    def amount(n: int) -> str:
+        return human_bytes(n) if in_bytes else str(n)
+
     tty = sys.stderr.isatty()
     lock = threading.Lock()
     last = {"decile": -1}
@@ -199,13 +204,13 @@ def progress_printer(label: str, *, plain_lines: bool = False) -> Callable[[int,
         with lock:
             if tty:
                 shown = message if len(message) <= 70 else message[:69] + "…"
-                write_status(f"{label} {done}/{total}  {shown}", final=bool(total) and done >= total)
+                write_status(f"{label} {amount(done)}/{amount(total)}  {shown}", final=bool(total) and done >= total)
             elif plain_lines:
                 decile = done * 10 // max(total, 1)
                 if decile == last["decile"]:
                     return
                 last["decile"] = decile
-                write_err(f"progress: {done}/{total} {message}\n")
+                write_err(f"progress: {amount(done)}/{amount(total)} {message}\n")
             else:
                 return
             sys.stderr.flush()

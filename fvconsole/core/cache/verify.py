@@ -332,7 +332,8 @@ def verify_cache(scan: CacheScan, keys: Iterable[str] = (), *, deep: bool = Fals
     wanted = tuple(dict.fromkeys(keys))
     entries = [e for e in scan.entries if not wanted or e.key in wanted]
     missing = tuple(k for k in wanted if scan.get(k) is None)
-    total = sum(_shard_bytes(e) for e in entries) if deep and progress else 0
+    sizes = [_shard_bytes(e) for e in entries] if deep and progress else [0] * len(entries)
+    total = sum(sizes)
     done = [0]
 
     def advance(key: str) -> Callable[[int], None] | None:
@@ -344,9 +345,17 @@ def verify_cache(scan: CacheScan, keys: Iterable[str] = (), *, deep: bool = Fals
             progress(done[0], total, key)
         return step
 
-    results = tuple(verify_entry(e.path, e.key, deep=deep, progress=advance(e.key), is_symlink=e.is_symlink)
-                    for e in entries)
-    return CacheVerification(scan.root, results, missing, deep=deep)
+    results = []
+    for entry, size in zip(entries, sizes, strict=True):
+        before = done[0]
+        results.append(verify_entry(entry.path, entry.key, deep=deep, progress=advance(entry.key),
+                                    is_symlink=entry.is_symlink))
+        if progress is not None and total and done[0] != before + size:
+            # what was not read (no manifest, a refused header) still counts as gone through,
+            # so the progress ends at its total and its line is ended
+            done[0] = before + size
+            progress(done[0], total, entry.key)
+    return CacheVerification(scan.root, tuple(results), missing, deep=deep)
 
 
 def failed_verification(scan: CacheScan) -> dict[str, str]:
