@@ -178,3 +178,114 @@ def test_dry_run_refuses_an_output_dir_on_a_read_only_filesystem(tmp_path, capsy
                      "--consumed-batches-per-rank", "2"])
         err = capsys.readouterr().err
         assert code == 1 and "read-only filesystem" in err and "output_dir" in err
+
+
+# ------------------------------------------------------------ execution's re-checks, between plan and write
+
+
+def _between_plan_and_write(monkeypatch, tmp_path, change) -> dict:
+    """``migrate --yes`` plans, then ``change()`` runs (another process editing the sources), then it
+    executes: returns the tree digest of ``tmp_path`` right after the change, to show nothing was written."""
+    from fvconsole.core.migration import plan as planning
+
+    real_plan = planning.plan_migration
+    after: dict = {}
+
+    def plan_then_change(*args, **kwargs):
+        preview = real_plan(*args, **kwargs)
+        assert preview.plan is not None, [r.message for r in preview.refusals]
+        change()
+        after["digest"] = tree_digest(str(tmp_path), mtimes=True, modes=True)
+        return preview
+
+    monkeypatch.setattr(planning, "plan_migration", plan_then_change)
+    return after
+
+
+def _sha12(data: bytes) -> str:
+    import hashlib
+
+    return hashlib.sha256(data).hexdigest()[:12]
+
+
+def test_a_run_config_edited_after_the_plan_is_refused_with_the_config_field(legacy, tmp_path, monkeypatch,
+                                                                             cli) -> None:
+    """The refusal object was ``{"field": "execute", ...}``, written by hand; it is now the preview's shape."""
+    config = legacy.run.config_path
+
+    def edit() -> None:
+        with open(config, "a", encoding="utf-8") as fh:
+            fh.write("# edited after planning\n")
+
+    after = _between_plan_and_write(monkeypatch, tmp_path, edit)
+    code, out, err = cli(legacy.migrate_argv("--yes", "--json"))
+    said = f"{config}: run config changed since the plan was made (sha256)"
+    assert code == 1
+    assert err == f"error: {said}\n"  # the one line is what it was
+    data = one_json(out)
+    assert data["error"] == said and data["executed"] is False
+    assert data["refusals"] == [{"field": "config", "message": f"config: {said}"}]
+    assert not os.path.lexists(legacy.out)
+    assert tree_digest(str(tmp_path), mtimes=True, modes=True) == after["digest"]
+
+
+def test_checkpoint_metadata_rewritten_after_the_plan_is_refused_with_the_metadata_field(legacy, tmp_path,
+                                                                                         monkeypatch, cli) -> None:
+    meta = os.path.join(os.path.realpath(legacy.checkpoint), "metadata.json")
+    with open(meta, "rb") as fh:
+        planned = fh.read()
+    rewritten = planned.rstrip() + b"\n\n"  # the same JSON, other bytes: a save rewrote it
+
+    def rewrite() -> None:
+        with open(meta, "wb") as fh:
+            fh.write(rewritten)
+
+    after = _between_plan_and_write(monkeypatch, tmp_path, rewrite)
+    code, out, err = cli(legacy.migrate_argv("--yes", "--json"))
+    said = f"{meta}: changed since the plan was made (sha256 {_sha12(rewritten)} != {_sha12(planned)})"
+    assert code == 1 and err == f"error: {said}\n"
+    data = one_json(out)
+    assert data["refusals"] == [{"field": "metadata.json", "message": f"metadata.json: {said}"}]
+    assert not os.path.lexists(legacy.out)
+    assert tree_digest(str(tmp_path), mtimes=True, modes=True) == after["digest"]
+
+
+def test_a_foreign_file_appearing_after_the_plan_is_the_previews_refusal(legacy, tmp_path, monkeypatch, cli) -> None:
+    """The same output dir rule refuses with the same field and words in the preview and in execution."""
+    said = (f"output_dir: {legacy.out}: output dir contains 1 file(s) that are not fvconsole sidecars "
+            f"(train.log); refusing to replace it (--output-dir)")
+
+    def drop_a_log() -> None:
+        os.makedirs(legacy.out)
+        with open(os.path.join(legacy.out, "train.log"), "w", encoding="utf-8") as fh:
+            fh.write("not ours")
+
+    after = _between_plan_and_write(monkeypatch, tmp_path, drop_a_log)
+    code, out, err = cli(legacy.migrate_argv("--yes", "--json"))
+    assert code == 1
+    assert one_json(out)["refusals"] == [{"field": "output_dir", "message": said}]
+    assert tree_digest(str(tmp_path), mtimes=True, modes=True) == after["digest"]
+    monkeypatch.undo()
+    code, out, err = cli(legacy.migrate_argv("--json"))  # the dry run, now that the log is there
+    assert code == 1 and one_json(out)["refusals"] == [{"field": "output_dir", "message": said}]
+
+
+def test_a_lock_taken_after_the_plan_is_refused_under_the_output_dir_field(legacy, tmp_path, monkeypatch,
+                                                                           cli) -> None:
+    from fvconsole.core.migration.output_dir import migration_lock
+
+    other = migration_lock(legacy.out)  # another migration of this host, still running
+    after = _between_plan_and_write(monkeypatch, tmp_path, other.acquire)
+    try:
+        code, out, err = cli(legacy.migrate_argv("--yes", "--json"))
+        # Trying the lock linked and removed a temp file beside it: the dir's own mtime moved, no entry did.
+        assert tree_digest(str(tmp_path), mtimes=True, modes=True, include_root=False) == {
+            k: v for k, v in after["digest"].items() if k != "."}
+    finally:
+        other.release()
+    assert code == 1
+    [refusal] = one_json(out)["refusals"]
+    assert refusal["field"] == "output_dir"
+    assert refusal["message"].startswith(f"output_dir: {legacy.out}: another migration holds the lock (pid {os.getpid()} ")
+    assert err.startswith(f"error: {legacy.out}: another migration holds the lock (pid {os.getpid()} ")
+    assert not os.path.lexists(legacy.out)

@@ -135,6 +135,33 @@ async def test_what_execution_finds_is_shown_as_the_command_line_prints_it(work:
         assert os.path.isdir(other)
 
 
+async def test_a_run_config_edited_after_the_preview_is_refused_in_the_consoles_words(work: dict[str, str],
+                                                                                      tmp_path) -> None:
+    """Execution's re-check refuses with a reason like the preview's: the console words it with its own
+    controls (before, it showed the command line's text of a bare error)."""
+    work = dict(work, config=str(shutil.copy2(work["config"], tmp_path / "run.yaml")))  # edited here: a copy
+    app = make_app(**work)
+    async with app.run_test(size=SIZE) as pilot:
+        await started(app, pilot)
+        await select_checkpoint(app, pilot, 300)
+        await pilot.press("m")
+        await settle(app, pilot)
+        await pilot.press("ctrl+r")
+        await settle(app, pilot)
+        assert app.query_one("#mig-ranks").row_count == 8
+        with open(work["config"], "a", encoding="utf-8") as fh:
+            fh.write("# edited after the preview\n")
+        await pilot.press("ctrl+e")
+        await settle(app, pilot)
+        await pilot.press("left", "enter")
+        await settle(app, pilot)
+        banner = app.query_one("#mig-banner")
+        text = " ".join(str(banner.render()).split())
+        assert f"✗ {work['config']}: run config changed since the preview; Preview (ctrl+r) again" in text, text
+        assert banner.has_class("refused")
+        assert written_sets(work) == []
+
+
 async def test_cancel_writes_nothing_and_mismatch_is_reported(work: dict[str, str]) -> None:
     app = make_app(**work)
     async with app.run_test(size=SIZE) as pilot:

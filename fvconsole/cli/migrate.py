@@ -166,16 +166,22 @@ def _run(args: argparse.Namespace) -> int:
 
 
 def _describe_failure(exc: FvError, base: dict[str, Any]) -> None:
-    """The command's JSON for an execution that failed: where it stopped (exit 3), or the re-check's refusal."""
+    """The command's JSON for an execution that failed: where it stopped (exit 3), or the re-check's refusal.
+
+    A re-check right before writing refuses with a reason (the preview's code and field for the
+    same rule), so its refusal object is the preview's shape: ``Refusal(reason).to_json()``.
+    """
     from fvconsole.core.migration.failure import MigrationFailed
+    from fvconsole.core.migration.plan import Refusal
+    from fvconsole.core.reasons import invalid
 
     merged = dict(base)
     if isinstance(exc, MigrationFailed):
         warn_if_unwritten(exc.journal)
         merged["failure"] = exc.failure.to_json()
         merged["journal"] = journal_json(exc.journal)
-    else:  # a re-check right before writing refused: nothing was written
-        merged["refusals"] = [{"field": "execute", "message": exc.message}]
+    else:  # nothing was written; every refusal of execution carries its reason (an unforeseen one: its text)
+        merged["refusals"] = [Refusal(exc.reason or invalid("execute", exc.message)).to_json()]
     exc.details = merged
 
 

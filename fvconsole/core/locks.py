@@ -223,16 +223,17 @@ class LockBusy(FvError):
 
     ``code`` (a ``lock.*`` code of :mod:`fvconsole.core.reasons`) says why it is not taken;
     ``values`` are what that code names beyond the subject, the holder and the lock file;
-    ``who`` replaces the holder description when there is no holder record.
+    ``who`` replaces the holder description when there is no holder record; ``field`` is the
+    request field the refusal concerns (a migration's ``output_dir``).
     """
 
     def __init__(self, subject: str, what: str, path: str | None, holder: Holder | None,
-                 code: str = "lock.alive", *, who: str | None = None, **values: Any) -> None:
+                 code: str = "lock.alive", *, who: str | None = None, field: str = "lock", **values: Any) -> None:
         if who is None:
             where = f"lock file {path}" if path else ""
             who = "; ".join(p for p in ((holder.describe() if holder else ""), where) if p)
             who = f" ({who})" if who else ""
-        why = reasons.reason(code, "lock", subject=subject, what=what, who=who, **values)
+        why = reasons.reason(code, field, subject=subject, what=what, who=who, **values)
         super().__init__(why.cli, details={"lock": {"path": path, "holder": holder.to_json() if holder else None}},
                          reason=why)
         self.holder = holder
@@ -290,11 +291,14 @@ class FileLock:
         what: str = "another run holds the lock",
         step: Callable[[str], None] | None = None,
         holder: Holder | None = None,
+        field: str = "lock",
     ) -> None:
         self.path = os.path.abspath(path)
         self.parent = os.path.dirname(self.path)
         self.subject = subject
         self.what = what
+        #: The request field its refusals concern, the same for the probe and acquire.
+        self.field = field
         self._step = step or (lambda label: None)
         self._holder = holder
         self.held: Holder | None = None
@@ -325,11 +329,13 @@ class FileLock:
             code = "lock.alive_not_broken" if break_stale else "lock.alive"
         else:  # DEAD is always taken over, UNKNOWN with break_stale: only UNKNOWN is refused here
             code = "lock.unknown"
-        return LockBusy(self.subject, self.what, self.path, holder, code, why=judgement.reason, file=self.path)
+        return LockBusy(self.subject, self.what, self.path, holder, code, why=judgement.reason, file=self.path,
+                        field=self.field)
 
     def _damaged(self, exc: BaseException) -> LockBusy:
         why = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
-        return LockBusy(self.subject, self.what, None, None, "lock.damaged", why=why, file=self.path)
+        return LockBusy(self.subject, self.what, None, None, "lock.damaged", why=why, file=self.path,
+                        field=self.field)
 
     # ---------------------------------------------------------------- acquire / release
 
@@ -369,9 +375,11 @@ class FileLock:
 
             taken = wait_for(attempt, wait)
         except OSError as exc:
-            raise FvError(f"{self.subject}: cannot take the lock {self.path}: {exc.strerror or exc}") from None
+            raise FvError.of(reasons.reason("lock.cannot_take", self.field, subject=self.subject, file=self.path,
+                                            why=exc.strerror or exc)) from None
         if not taken:
-            raise refusal[0] if refusal else LockBusy(self.subject, self.what, self.path, None, "lock.changing")
+            raise refusal[0] if refusal else LockBusy(self.subject, self.what, self.path, None, "lock.changing",
+                                                      field=self.field)
         self.held = holder
         self.notes = tuple(notes)
         return [n.cli for n in notes]
@@ -481,8 +489,8 @@ class FileLock:
         try:
             os.link(aside, self.path)
         except OSError:
-            raise FvError(f"{self.subject}: the lock changed while breaking it; it is now at {aside} "
-                          f"(move it back to {self.path} if its holder still runs)") from None
+            raise FvError.of(reasons.reason("lock.moved", self.field, subject=self.subject, aside=aside,
+                                            file=self.path)) from None
         os.unlink(aside)
         return False
 

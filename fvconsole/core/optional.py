@@ -15,6 +15,7 @@ import importlib.util
 from types import ModuleType
 
 from fvconsole.core.errors import FvError
+from fvconsole.core.reasons import reason
 
 #: Each extra and the distributions it adds (the names its imports fail on), as in pyproject.toml.
 EXTRAS: dict[str, tuple[str, ...]] = {
@@ -26,11 +27,15 @@ EXTRAS: dict[str, tuple[str, ...]] = {
 
 
 class MissingExtra(FvError):
-    """A package of an extra is not installed: the message names the extra to install."""
+    """A package of an extra is not installed: the message names the extra to install.
+
+    Its ``reason`` (``extra.missing``) lets a front end word it as any other refusal, e.g. when
+    ``--torch-check`` is refused by a migration's execution before it writes.
+    """
 
     def __init__(self, purpose: str, package: str, extra: str) -> None:
-        super().__init__(f"{purpose} needs {package}: pip install 'fvconsole[{extra}]'",
-                         details={"missing_package": package, "extra": extra})
+        why = reason("extra.missing", "extra", purpose=purpose, package=package, extra=extra)
+        super().__init__(why.cli, details={"missing_package": package, "extra": extra}, reason=why)
         self.purpose = purpose
         self.package = package  # one name, or several joined with ", "
         self.extra = extra

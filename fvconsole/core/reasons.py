@@ -200,6 +200,16 @@ KINDS: Mapping[str, Kind] = _kinds(
     Kind("output_dir.name_too_long",
          "{path}: output dir name is too long for its staging dir beside it (at most {limit} bytes)",
          "{path}: output dir name is too long for its staging dir beside it (at most {limit} bytes; --output-dir)"),
+    # migration: execution's re-check that the plan's sources are still what it was made from
+    Kind("recheck.metadata_unreadable", "{path}: cannot read checkpoint metadata ({why})"),
+    Kind("recheck.metadata_changed", "{path}: changed since the plan was made (sha256 {now} != {planned})"),
+    Kind("recheck.config_unreadable", "{path}: cannot read run config ({why})"),
+    Kind("recheck.config_changed", "{path}: run config changed since the plan was made (sha256)"),
+    Kind("recheck.manifest_changed",
+         "{path}: field 'fingerprint' changed since the plan was made ({now} != {planned})"),
+    Kind("recheck.plan_ranks", "plan: field 'ranks' has {count} entries for world size {world_size}"),
+    # a package of an extra is not installed (the demo, the Parquet readers, the torch cross-check)
+    Kind("extra.missing", "{purpose} needs {package}: pip install 'fvconsole[{extra}]'"),
     # locks (a migration's output dir, a cache root); {who} is " (holder; lock file F)" or empty
     Kind("lock.alive", "{subject}: {what}{who}"),
     Kind("lock.alive_not_broken", "{subject}: {what}{who}; it is still running, so it is not broken",
@@ -211,6 +221,9 @@ KINDS: Mapping[str, Kind] = _kinds(
     Kind("lock.damaged", "{subject}: {what} (lock file {file} is unreadable: {why}; once no run is using it, "
          "remove it by hand: rm {file})"),
     Kind("lock.changing", "{subject}: {what}{who}; the lock file keeps changing"),
+    Kind("lock.cannot_take", "{subject}: cannot take the lock {file}: {why}"),
+    Kind("lock.moved", "{subject}: the lock changed while breaking it; it is now at {aside} "
+         "(move it back to {file} if its holder still runs)"),
     Kind("lock.evicting", "{subject}: {what}{who}", "{subject}: {what}{who}; re-run with --wait SECONDS to wait for it",
          WAIT),
     Kind("lock.evicting_waited", "{subject}: {what}{who}; it did not finish within {wait}s",

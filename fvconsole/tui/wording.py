@@ -67,6 +67,12 @@ _TEXTS = {
     # why a planned entry goes: the eviction dialog's names for its selectors
     "evict.key": "marked",
     "evict.nothing_selected": "nothing selected: mark entries, or choose invalid, a cap or a free-space target",
+    # execution re-checked the preview's sources: the console's way on is a new preview
+    "recheck.metadata_changed": "{path}: changed since the preview (sha256 {now} ≠ {planned}); "
+                                "Preview (ctrl+r) again",
+    "recheck.config_changed": "{path}: run config changed since the preview; Preview (ctrl+r) again",
+    "recheck.manifest_changed": "{path}: the manifest's fingerprint changed since the preview "
+                                "({now} ≠ {planned}); Preview (ctrl+r) again",
     "staging.crashed_here": "{path}: staging dir of a crashed migration on this host (pid {pid}); Execute removes it",
     "publish.not_synced": "{path}: new set published but syncing {parent} failed ({why}); check the set "
                           "(Checkpoints view) before resuming from it",

@@ -60,7 +60,8 @@ def lock_path(out: str) -> str:
 
 def migration_lock(out: str, step: Any = None) -> FileLock:
     """The lock that serialises executions on ``out`` (any host sharing the filesystem)."""
-    return FileLock(lock_path(out), subject=os.path.abspath(out), what="another migration holds the lock", step=step)
+    return FileLock(lock_path(out), subject=os.path.abspath(out), what="another migration holds the lock", step=step,
+                    field="output_dir")
 
 
 @dataclass(frozen=True)

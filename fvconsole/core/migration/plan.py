@@ -9,7 +9,7 @@ shuffled shard per data-parallel group: O(row groups + ranks) (:mod:`fvconsole.c
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from fvconsole.core import streaming
@@ -314,7 +314,7 @@ def _plan(req: MigrationRequest, progress: Progress | None, *, output_rules: boo
         if review is not None:
             col.notes.extend(review.notes)
             if review.refusal:
-                col.add(replace(review.refusal, field="output_dir"))
+                col.add(review.refusal)
         if not col.refusals:
             topo, shards, spw, yielded = layout
             plan = MigrationPlan(

@@ -34,7 +34,7 @@ from fvconsole.core.migration.output_dir import (
 from fvconsole.core.migration.publish import after_publish, fsync_dir, publish, remove_set_dir
 from fvconsole.core.migration.receipt import WrittenSidecar, build_receipt, receipt_bytes
 from fvconsole.core.progress import Progress, no_progress
-from fvconsole.core.reasons import Reason, reason
+from fvconsole.core.reasons import Reason, invalid, reason
 from fvconsole.core.safe_read import sha256_regular_file
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
@@ -55,29 +55,36 @@ def _write_file_atomic(directory: str, name: str, data: bytes, sync_file: bool =
 
 
 def _recheck_sources(plan: MigrationPlan) -> None:
-    """The checkpoint metadata, config and manifest must still be what the plan was made from."""
+    """The checkpoint metadata, config and manifest must still be what the plan was made from.
+
+    Each refusal is a :class:`Reason` about the field the preview would name (``metadata.json``,
+    ``config``, ``manifest``), so a front end words it as it words the preview's refusals.
+    """
     meta = os.path.join(plan.checkpoint, "metadata.json")
-    try:
-        meta_sha = sha256_regular_file(meta)
-    except OSError as exc:
-        raise FvError(f"{meta}: cannot read checkpoint metadata ({exc.strerror})") from None
+    meta_sha = _sha256_now(meta, "metadata.json", "recheck.metadata_unreadable")
     if meta_sha != plan.checkpoint_metadata_sha256:
-        raise FvError(f"{meta}: changed since the plan was made (sha256 {meta_sha[:12]} != {plan.checkpoint_metadata_sha256[:12]})")
+        raise FvError.of(reason("recheck.metadata_changed", "metadata.json", path=meta, now=meta_sha[:12],
+                                planned=plan.checkpoint_metadata_sha256[:12]))
     if plan.config_path and plan.config_sha256:
-        try:
-            cfg_sha = sha256_regular_file(plan.config_path)
-        except OSError as exc:
-            raise FvError(f"{plan.config_path}: cannot read run config ({exc.strerror})") from None
+        cfg_sha = _sha256_now(plan.config_path, "config", "recheck.config_unreadable")
         if cfg_sha != plan.config_sha256:
-            raise FvError(f"{plan.config_path}: run config changed since the plan was made (sha256)")
+            raise FvError.of(reason("recheck.config_changed", "config", path=plan.config_path))
     if plan.manifest_sha256 and _manifest_bytes_unchanged(plan.manifest_path, plan.manifest_sha256):
         return
     fingerprint = _manifest_fingerprint_now(plan.manifest_path)
     if fingerprint != plan.manifest_fingerprint:
-        raise FvError(
-            f"{plan.manifest_path}: field 'fingerprint' changed since the plan was made "
-            f"({fingerprint[:12]} != {plan.manifest_fingerprint[:12]})"
-        )
+        raise FvError.of(reason("recheck.manifest_changed", "manifest", path=plan.manifest_path,
+                                now=fingerprint[:12], planned=plan.manifest_fingerprint[:12]))
+
+
+def _sha256_now(path: str, field: str, unreadable: str) -> str:
+    """sha256 of the regular file ``path`` now; a refusal about ``field`` when it cannot be read."""
+    try:
+        return sha256_regular_file(path)
+    except OSError as exc:
+        raise FvError.of(reason(unreadable, field, path=path, why=exc.strerror or exc)) from None
+    except FvError as exc:  # no longer a regular file, or grown past the cap
+        raise FvError.of(exc.reason or invalid(field, exc.message)) from None
 
 
 def _manifest_bytes_unchanged(path: str, planned_sha256: str) -> bool:
@@ -102,7 +109,10 @@ def _manifest_fingerprint_now(path: str) -> str:
     """
     from fvconsole.core.manifest import compute_fingerprint, load_manifest
 
-    manifest = load_manifest(path)
+    try:
+        manifest = load_manifest(path)
+    except FvError as exc:  # the preview's refusal of an unusable manifest, under the same field
+        raise FvError.of(exc.reason or invalid("training.data.streaming_manifest_path", exc.message)) from None
     stored = str(manifest.fingerprint)
     recomputed = compute_fingerprint(manifest.raw["row_groups"])
     return stored if recomputed == stored else recomputed
@@ -211,7 +221,7 @@ def _precheck(plan: MigrationPlan) -> tuple[str, str, str]:
     check_destination(out, plan.checkpoint, plan.dataset_root, plan.request.overwrite)
     _recheck_sources(plan)
     if not plan.ranks or len(plan.ranks) != plan.world_size:
-        raise FvError(f"plan: field 'ranks' has {len(plan.ranks)} entries for world size {plan.world_size}")
+        raise FvError.of(reason("recheck.plan_ranks", "plan", count=len(plan.ranks), world_size=plan.world_size))
     return out, os.path.dirname(out), os.path.basename(out)
 
 
@@ -270,7 +280,8 @@ def execute_migration(
 ) -> MigrationResult:
     """Write exactly ``plan``'s sidecars and receipt to ``plan.output_dir``.
 
-    Refusals (FvError) happen before anything is written, including "another migration holds
+    Refusals (FvError, each carrying its ``reason``: the preview's codes for the output dir
+    rules and the lock) happen before anything is written, including "another migration holds
     the output dir's lock". A lock whose holder is provably dead (this host identity; the PID
     gone, a zombie or reused) is taken over (``break_lock``: also one of another host or
     container, on the operator's word); each such note goes to ``on_lock_note`` (else to
