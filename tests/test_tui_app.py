@@ -268,7 +268,9 @@ async def test_v_verifies_the_entry_under_the_cursor_and_shows_the_problem(work:
             await settle(app, pilot)
             detail = str(app.query_one("#cache-detail").render())
             assert "verify" in detail and expect in detail, detail
-        assert any("1 of 1 failed verification" in m for m in notifications(app))
+            assert detail.index(expect) < detail.index("manifest.json"), detail  # seen first, not after the files
+        assert any("1 of 1 failed verification" in m and f"{bad_shard}: '{DISAGREEING_PARAM}'" in m
+                   for m in notifications(app))
 
 
 async def evict_marked(app: FvConsoleApp, pilot, keys: list[str]) -> None:

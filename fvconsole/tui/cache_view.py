@@ -430,8 +430,10 @@ class CacheView(BaseView):
             self._verified[result.key] = (message.stamps.get(result.key), result)
         bad = [r for r in message.results if not r.ok]
         if bad:
+            first = bad[0].problems[0].text() if bad[0].problems else "not ok"
             self.notify(f"{len(bad)} of {len(message.results)} failed verification: "
-                        + ", ".join(r.key for r in bad[:3]) + (" …" if len(bad) > 3 else ""), severity="error")
+                        + ", ".join(r.key for r in bad[:3]) + (" …" if len(bad) > 3 else "")
+                        + f"; first: {first} (the entry's detail lists every problem)", severity="error")
         else:
             self.notify(f"verified {len(message.results)}: every shard agrees with its manifest", timeout=4)
         self._refresh_detail()
@@ -458,6 +460,7 @@ class CacheView(BaseView):
 
     def _detail_text(self, entry: CacheEntry, detail: CacheEntryDetail, width: int) -> PlainText:
         text = self._entry_text(entry, width)
+        self._verification_text(entry, text)  # first: what `v` found is what the operator pressed it for
         text.append("\nmanifest.json\n", style="bold underline")
         summary = detail.summary
         if summary is not None:
@@ -476,7 +479,6 @@ class CacheView(BaseView):
             text.append(f"  {human_bytes(size):>10}  {name}\n")
         for name in detail.other[:8]:
             text.append(f"  {name}  (not a regular file: not followed, not counted)\n", style="yellow")
-        self._verification_text(entry, text)
         return text
 
     # ------------------------------------------------------------ marking
