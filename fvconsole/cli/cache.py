@@ -66,6 +66,9 @@ LS_HELP = f"""\
 List the entries of a weight shard cache root (default ${ENV_ROOT}) with their size,
 status (complete / partial / incomplete / empty / invalid), shards present and last use
 (manifest mtime). Read-only: never reads shard data, never changes an mtime or atime.
+Entries open or mapped by a live process on this node are listed as in use (pid and
+command); foreign directories are flagged, since FastVideo's own GC counts them and may
+delete them.
 
 --format prometheus writes node-exporter textfile-collector metrics (bytes and entries
 per status, cap, filesystem free and size, oldest last-used age; per entry with

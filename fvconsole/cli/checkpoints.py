@@ -341,9 +341,11 @@ def register(sub: argparse._SubParsersAction) -> None:
     ls = commands.add_parser(
         "ls",
         help="list checkpoints newest first",
-        description="List checkpoint-<step> dirs newest first: completeness (dcp/.metadata and one "
-        "rng_state per rank), dataloader-state kind, sidecars, size. Warns when FastVideo's "
-        '"latest" resume would pick an interrupted checkpoint.',
+        description="List checkpoint-<step> dirs newest first: completeness (dcp/.metadata and one\n"
+        "rng_state per rank), dataloader-state kind, the legacy loader (streaming: migratable;\n"
+        "map-style: not, and why), sidecars, size. Then the disk budget: the output dir's free\n"
+        "space and how many more saves of the latest complete one's size fit. Warns when\n"
+        'FastVideo\'s "latest" resume would pick an interrupted checkpoint.',
         epilog=LS_EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
