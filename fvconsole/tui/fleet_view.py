@@ -45,7 +45,7 @@ WRITE_ACTIONS = (
      "evict each node down to its cap ($FASTVIDEO_WEIGHT_SHARD_CACHE_MAX_GB on that node)"),
 )
 NODE_COLUMNS = (("node", "node", 12), ("slurm", "slurm", 16), ("entries", "entries", 9), ("size", "size", 11), ("reclaimable", "reclaimable", 13),
-                ("over cap", "over_cap", 10), ("free", "free", 11), ("statuses / error", "statuses", 60))
+                ("over cap", "over_cap", 10), ("free", "free", 11), ("status or error", "statuses", 60))
 
 
 #: The remedies the fleet view can say what to do for (it has no force or lock controls).

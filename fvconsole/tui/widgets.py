@@ -526,8 +526,10 @@ class FastTable(DataTable):
         for key, least in self._shrink.items():
             if total() > room and key in widths:
                 widths[key] = max(least, widths[key] - (total() - room))
-        if self._flex in widths and total() < room:
-            widths[self._flex] += room - total()
+        if self._flex in widths and total() != room:
+            # What is left, or, when even the narrowest columns do not fit, narrower than its
+            # least: its cells then end with a visible "…" instead of running off the edge.
+            widths[self._flex] = max(1, widths[self._flex] + room - total())
         if frozenset(hidden) != self._hidden:
             self._hidden = frozenset(hidden)
             self._fitting = True
