@@ -11,7 +11,7 @@ import stat
 from dataclasses import dataclass, field
 from typing import Any
 
-from fvconsole.core.cache.files import CacheFileError, read_manifest, read_safetensors_header
+from fvconsole.core.cache.files import CacheFileError, Opened, read_manifest, read_safetensors_header
 from fvconsole.core.cache.model import CacheEntry, ManifestSummary
 from fvconsole.core.untrusted import INT64_MAX
 
@@ -89,17 +89,20 @@ def _sort_files(listing: list[tuple[str, os.stat_result]], dir_mtime: float) -> 
 
 def classify_entry(key: str, path: str, listing: list[tuple[str, os.stat_result]], dir_mtime: float,
                    now: float, grace: float, check_headers: bool = True, owner_uid: int | None = None, *,
-                   dir_fd: int | None = None) -> CacheEntry:
+                   dir_fd: int | None = None, opened: dict[str, Opened] | None = None) -> CacheEntry:
     """Turn one entry's listing into a CacheEntry with a status and a human explanation.
 
     ``dir_fd``: the entry directory as listed, open; its files are read relative to it.
+    ``opened``: files the listing already opened (``files.list_fd_opening``), read through
+    their fds; the caller closes them.
     """
+    opened = {} if opened is None else opened
     files = _sort_files(listing, dir_mtime)
-    manifest, error = _load_manifest(path, key, files, dir_fd)
+    manifest, error = _load_manifest(path, key, files, dir_fd, opened.get("manifest.json"))
     num_shards = manifest["num_shards"] if manifest else _inferred_num_shards(files.shards)
     present, shard_files = _present_shards(files.shards, num_shards, files.notes)
     if error is None and check_headers:
-        error = _first_bad_header(path, shard_files, dir_fd)
+        error = _first_bad_header(path, shard_files, dir_fd, opened)
     writing_age = _writing_age(files.tmp, now, grace)
     status, explanation = _status(files, manifest, error, num_shards, present, writing_age)
     if not listing:
@@ -116,16 +119,16 @@ def classify_entry(key: str, path: str, listing: list[tuple[str, os.stat_result]
     )
 
 
-def _load_manifest(path: str, key: str, files: _Files,
-                   dir_fd: int | None = None) -> tuple[dict[str, Any] | None, str | None]:
+def _load_manifest(path: str, key: str, files: _Files, dir_fd: int | None = None,
+                   opened: Opened | None = None) -> tuple[dict[str, Any] | None, str | None]:
     """(valid manifest, None) or (None, what is wrong); (None, None) when there is none."""
     if files.manifest_problem:
         return None, files.manifest_problem
     if files.manifest is None:
         return None, None
     try:
-        data = (read_manifest(f"{path}/manifest.json") if dir_fd is None
-                else read_manifest("manifest.json", dir_fd=dir_fd))
+        data = (read_manifest(f"{path}/manifest.json") if dir_fd is None and opened is None
+                else read_manifest("manifest.json", dir_fd=dir_fd, opened=opened))
     except CacheFileError as exc:
         return None, str(exc)
     except OSError as exc:
@@ -168,13 +171,15 @@ def _present_shards(shards: list[tuple[int, int, str]], num_shards: int | None,
     return _shared(tuple(order)), _shared(tuple(_shared(present[i]) for i in order))
 
 
-def _first_bad_header(path: str, shard_files: tuple[str, ...], dir_fd: int | None = None) -> str | None:
+def _first_bad_header(path: str, shard_files: tuple[str, ...], dir_fd: int | None = None,
+                      opened: dict[str, Opened] | None = None) -> str | None:
     for name in shard_files:
         try:
-            if dir_fd is None:
+            file = opened.get(name) if opened else None
+            if dir_fd is None and file is None:
                 read_safetensors_header(f"{path}/{name}")
             else:
-                read_safetensors_header(name, dir_fd=dir_fd)
+                read_safetensors_header(name, dir_fd=dir_fd, opened=file)
         except CacheFileError as exc:
             return f"{name}: {exc}"
         except FileNotFoundError:

@@ -18,6 +18,15 @@ from fvconsole.core.untrusted import UntrustedError, decode
 MAX_HEADER_BYTES = 100 * 2**20
 #: A manifest larger than this is refused rather than parsed (real ones are a few MB).
 MAX_MANIFEST_BYTES = 512 * 2**20
+#: The first read of a shard: its length field and, when they fit, the whole header (one
+#: ``pread`` instead of two for the usual small header; never more than this of tensor data).
+HEAD_READ_BYTES = 64 * 2**10
+#: Files a listing opens as it lists them (their ``fstat`` replaces the listing's ``lstat``);
+#: past this many in one directory the rest are ``lstat``'ed as before (bounded open fds).
+MAX_OPENED = 16
+
+#: A file opened by :func:`list_fd_opening`: its fd and the ``fstat`` of that fd (a regular file).
+Opened = tuple[int, os.stat_result]
 
 
 class CacheFileError(ValueError):
@@ -81,6 +90,58 @@ def list_fd(fd: int) -> list[tuple[str, os.stat_result]]:
     return out
 
 
+def list_fd_opening(fd: int, want: Callable[[str], bool]) -> tuple[list[tuple[str, os.stat_result]], dict[str, Opened]]:
+    """:func:`list_fd`, but a regular file whose name ``want`` takes is opened (as
+    :func:`open_readonly` does) and ``fstat``'ed instead of ``lstat``'ed: a scan reads those
+    anyway, and one ``fstat`` of the open file gives the same fields as the ``lstat`` would.
+
+    Returns the listing and the open files by name (the caller closes them; at most
+    :data:`MAX_OPENED`). A file that cannot be opened (a symlink or FIFO swapped in, no
+    permission) is ``lstat``'ed as by :func:`list_fd`, and its reader meets the same trouble.
+    """
+    out: list[tuple[str, os.stat_result]] = []
+    opened: dict[str, Opened] = {}
+    append = out.append
+    try:
+        with os.scandir(fd) as it:
+            for item in it:
+                name = item.name
+                if len(opened) < MAX_OPENED and want(name) and item.is_file(follow_symlinks=False):
+                    try:
+                        child = open_readonly(name, dir_fd=fd)
+                    except FileNotFoundError:
+                        continue
+                    except OSError:
+                        pass  # lstat it below; the reader reports the same error
+                    else:
+                        try:
+                            st = os.fstat(child)
+                        except BaseException:
+                            os.close(child)
+                            raise
+                        if stat.S_ISREG(st.st_mode):
+                            opened[name] = (child, st)
+                        else:
+                            os.close(child)  # not a symlink (O_NOFOLLOW): this is its lstat
+                        append((name, st))
+                        continue
+                try:
+                    append((name, item.stat(follow_symlinks=False)))
+                except FileNotFoundError:
+                    continue
+    except BaseException:
+        close_opened(opened)
+        raise
+    return out, opened
+
+
+def close_opened(opened: dict[str, Opened]) -> None:
+    """Close every file :func:`list_fd_opening` opened."""
+    for child, _ in opened.values():
+        os.close(child)
+    opened.clear()
+
+
 def _regular_size(fd: int, what: str) -> int:
     st = os.fstat(fd)
     if not stat.S_ISREG(st.st_mode):
@@ -100,17 +161,23 @@ def _pread_exact(fd: int, length: int, offset: int) -> bytes:
     return b"".join(chunks)
 
 
-def read_manifest(path: str, *, dir_fd: int | None = None) -> dict[str, Any]:
-    """Parse a manifest.json once (CacheFileError when it is not a JSON object); ``dir_fd`` as :func:`open_readonly`."""
+def read_manifest(path: str, *, dir_fd: int | None = None, opened: Opened | None = None) -> dict[str, Any]:
+    """Parse a manifest.json once (CacheFileError when it is not a JSON object); ``dir_fd`` as
+    :func:`open_readonly`; ``opened``: the file as :func:`list_fd_opening` opened it (read, not closed)."""
+    if opened is not None:
+        return _json_object(_manifest_bytes(opened[0], opened[1].st_size), "manifest.json")
     fd = open_readonly(path, dir_fd=dir_fd)
     try:
-        size = _regular_size(fd, "manifest.json")
-        if size > MAX_MANIFEST_BYTES:
-            raise CacheFileError(f"manifest.json is {size} bytes (more than {MAX_MANIFEST_BYTES})")
-        raw = _pread_exact(fd, size, 0)
+        raw = _manifest_bytes(fd, _regular_size(fd, "manifest.json"))
     finally:
         os.close(fd)
     return _json_object(raw, "manifest.json")
+
+
+def _manifest_bytes(fd: int, size: int) -> bytes:
+    if size > MAX_MANIFEST_BYTES:
+        raise CacheFileError(f"manifest.json is {size} bytes (more than {MAX_MANIFEST_BYTES})")
+    return _pread_exact(fd, size, 0)
 
 
 def _json_object(raw: bytes, what: str) -> dict[str, Any]:
@@ -130,37 +197,49 @@ def _json_object(raw: bytes, what: str) -> dict[str, Any]:
     return data
 
 
-def read_safetensors_header(path: str, *, dir_fd: int | None = None) -> dict[str, Any]:
+def read_safetensors_header(path: str, *, dir_fd: int | None = None, opened: Opened | None = None) -> dict[str, Any]:
     """The JSON header of a safetensors file, validated against the file size.
 
-    Reads 8 bytes plus the header: never tensor data, so it is cheap on a 10 GB shard.
+    Reads at most :data:`HEAD_READ_BYTES` first, then the rest of a longer header: never more
+    tensor data than that, so it is cheap on a 10 GB shard. ``opened`` as :func:`read_manifest`.
     """
-    header, data_bytes = read_header_table(path, dir_fd=dir_fd)
+    header, data_bytes = read_header_table(path, dir_fd=dir_fd, opened=opened)
     _check_tensor_table(header, data_bytes=data_bytes)
     return header
 
 
-def read_header_table(path: str, *, dir_fd: int | None = None) -> tuple[dict[str, Any], int]:
+def read_header_table(path: str, *, dir_fd: int | None = None,
+                      opened: Opened | None = None) -> tuple[dict[str, Any], int]:
     """(the header as a JSON object, the size of the data section after it), unchecked.
 
     For a caller that reports every tensor's trouble itself (``cache verify``); the header
-    length is still bounded and must fit in the file.
+    length is still bounded and must fit in the file. ``opened`` as :func:`read_manifest`.
     """
-    fd = open_readonly(path, dir_fd=dir_fd)
-    try:
-        size = _regular_size(fd, "shard")
-        head = _pread_exact(fd, 8, 0)
-        if len(head) < 8:
-            raise CacheFileError(f"{size} bytes, shorter than the 8-byte header length")
-        length = int.from_bytes(head, "little")
-        if length > MAX_HEADER_BYTES:
-            raise CacheFileError(f"header length {length} exceeds {MAX_HEADER_BYTES} bytes")
-        if 8 + length > size:
-            raise CacheFileError(f"header length {length} runs past the end of the file ({size} bytes)")
-        raw = _pread_exact(fd, length, 8)
-    finally:
-        os.close(fd)
+    if opened is not None:
+        raw, size, length = _header_bytes(opened[0], opened[1].st_size)
+    else:
+        fd = open_readonly(path, dir_fd=dir_fd)
+        try:
+            raw, size, length = _header_bytes(fd, _regular_size(fd, "shard"))
+        finally:
+            os.close(fd)
     return _json_object(raw, "header"), size - 8 - length
+
+
+def _header_bytes(fd: int, size: int) -> tuple[bytes, int, int]:
+    """(header bytes, file size, header length): one read of the first HEAD_READ_BYTES, which
+    holds the whole header when it is that small; a second read for the rest of a longer one."""
+    first = _pread_exact(fd, min(size, HEAD_READ_BYTES), 0)
+    if len(first) < 8:
+        raise CacheFileError(f"{size} bytes, shorter than the 8-byte header length")
+    length = int.from_bytes(first[:8], "little")
+    if length > MAX_HEADER_BYTES:
+        raise CacheFileError(f"header length {length} exceeds {MAX_HEADER_BYTES} bytes")
+    if 8 + length > size:
+        raise CacheFileError(f"header length {length} runs past the end of the file ({size} bytes)")
+    if 8 + length <= len(first):
+        return first[8:8 + length], size, length
+    return first[8:] + _pread_exact(fd, 8 + length - len(first), len(first)), size, length
 
 
 def read_through(path: str, progress: Callable[[int], None] | None = None, chunk: int = 1 << 22) -> int:

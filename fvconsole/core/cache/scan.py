@@ -1,7 +1,8 @@
 """Scan a weight shard cache root into immutable records (docs/formats.md §6).
 
-Cost per entry: one ``scandir`` of the entry (one lstat per file, dirs opened O_NOATIME), one
-manifest read and one bounded header read per shard. Nothing is followed through a
+Cost per entry: one ``scandir`` of the entry (dirs opened O_NOATIME; one lstat per file, but
+the manifest and shards, which are read anyway, are opened as listed and fstat'ed instead),
+one manifest read and one bounded header read per shard (a single pread when it is small). Nothing is followed through a
 symlink, no shard data is read, and no mtime/atime the cache relies on is changed.
 Entries are flat: only what is directly inside counts, a subdirectory is foreign content
 that is noted but never walked (so any depth of tree scans in one listing). Mount points
@@ -17,8 +18,8 @@ import stat
 import time
 from typing import NamedTuple
 
-from fvconsole.core.cache.entry import STATUSES, classify_entry, compact_indices
-from fvconsole.core.cache.files import iter_fd, list_dir, list_fd, open_readonly
+from fvconsole.core.cache.entry import SHARD_RE, STATUSES, classify_entry, compact_indices
+from fvconsole.core.cache.files import close_opened, iter_fd, list_dir, list_fd_opening, open_readonly
 from fvconsole.core.cache.lock import LOCK_NAME
 from fvconsole.core.cache.model import CacheEntry, CacheScan, Leftover, ManifestSummary
 from fvconsole.core.errors import FvError
@@ -192,9 +193,10 @@ def scan_entry(child: Child, now: float, grace: float, check_headers: bool,
     if stat.S_ISLNK(child.st.st_mode):
         return _symlink_entry(child)
     fd = None
+    opened: dict = {}
     try:
         fd = open_readonly(child.path if parent_fd is None else child.name, directory=True, dir_fd=parent_fd)
-        listing = list_fd(fd)
+        listing, opened = list_fd_opening(fd, _read_by_scan if check_headers else _is_manifest)
     except FileNotFoundError:
         if fd is not None:
             os.close(fd)
@@ -208,8 +210,9 @@ def scan_entry(child: Child, now: float, grace: float, check_headers: bool,
     else:
         try:
             entry = classify_entry(child.name, child.path, listing, child.st.st_mtime, now, grace, check_headers,
-                                   owner_uid=child.st.st_uid, dir_fd=fd)
+                                   owner_uid=child.st.st_uid, dir_fd=fd, opened=opened)
         finally:
+            close_opened(opened)
             os.close(fd)
     found = mounts_inside(child, listing, mounts, root_dev)
     notes = [f"subdirectory {name}/ is not cache content (not counted, not scanned; removed with the entry)"
@@ -220,6 +223,15 @@ def scan_entry(child: Child, now: float, grace: float, check_headers: bool,
     if not notes and not holders:
         return entry
     return dataclasses.replace(entry, mounts=found, problems=entry.problems + tuple(notes), in_use_by=holders)
+
+
+def _is_manifest(name: str) -> bool:
+    return name == "manifest.json"
+
+
+def _read_by_scan(name: str) -> bool:
+    """The files a scan with header checks reads: opened as listed (their fstat is their lstat)."""
+    return name == "manifest.json" or SHARD_RE.fullmatch(name) is not None
 
 
 def entry_holders(processes: ProcessUse, real_path: str, listing: list[tuple[str, os.stat_result]]) -> tuple:
