@@ -22,6 +22,9 @@ NOT_EMITTED: dict[str, dict[str, str]] = {
     "core/cache/plan.py:EvictionPlan": {
         "real_root": "the resolved path execution re-checks against; `root` is the path as given",
     },
+    "core/checkpoints.py:CheckpointInfo": {
+        "run_kind": "legacy checkpoints only: `checkpoints ls --json` adds it to each checkpoint as `run_kind`",
+    },
     "core/fleet/aggregate.py:NodeCacheSummary": {
         "node": "the key of its object in the parent's `summary`",
         "reason": "`error` as data for the console; the JSON carries its text as `error`",

@@ -91,3 +91,28 @@ def test_the_console_shows_the_loader_and_why_map_style_is_not_migratable(runs, 
             assert "migrate to rank-local sidecars (m)" not in detail
 
     asyncio.run(asyncio.wait_for(main(), 120))
+
+
+def test_ls_reads_each_metadata_json_once(runs, tmp_path, cli) -> None:
+    """The listing's one read of a checkpoint's metadata.json gives its run kind too (it was read
+    twice: once by the inspection, again for the loader column)."""
+    import collections
+    import sys
+
+    _, mapped, rank_local = runs
+    opened: list[str] = []
+    active = [True]
+
+    def hook(event: str, args: tuple) -> None:
+        if active[0] and event == "open" and str(args[0]).endswith("metadata.json"):
+            opened.append(str(args[0]))
+
+    sys.addaudithook(hook)  # cannot be removed: switched off below
+    try:
+        for argv in (["checkpoints", "ls", str(tmp_path / "m")], ["checkpoints", "ls", str(tmp_path / "m"), "--json"]):
+            opened.clear()
+            code, _, _ = cli(argv)
+            assert code == 0
+            assert collections.Counter(opened) == {f"{mapped}/metadata.json": 1, f"{rank_local}/metadata.json": 1}
+    finally:
+        active[0] = False

@@ -154,10 +154,11 @@ def _ls(args: argparse.Namespace) -> int:
 
 
 def legacy_run_kinds(infos: Sequence[Any]) -> dict[str, Any]:
-    """The run kind (streaming or map-style loader) of every legacy checkpoint, by path."""
+    """The run kind (streaming or map-style loader) of every legacy checkpoint, by path
+    (found by the listing's one read of its ``metadata.json``)."""
     from fvconsole.core.run_kind import checkpoint_run_kind
 
-    return {i.path: checkpoint_run_kind(i.path) for i in infos if i.kind == "legacy"}
+    return {i.path: i.run_kind or checkpoint_run_kind(i.path) for i in infos if i.kind == "legacy"}
 
 
 def loader_cell(kind: Any) -> str:

@@ -22,6 +22,7 @@ from fvconsole.core.fields_json import fields_json
 from fvconsole.core.inert_pickle import AS_DICT, AS_GLOBAL, InertObject, Limits, PickleRefused, load_recorded
 from fvconsole.core.inert_pickle import load as load_pickle
 from fvconsole.core.migration.files import SIDECAR_RE
+from fvconsole.core.run_kind import RunKind, checkpoint_run_kind, run_kind
 from fvconsole.core.safe_read import read_regular_file, short_repr
 from fvconsole.core.untrusted import load_file
 from fvconsole.core.walk import tree_size
@@ -57,13 +58,16 @@ class CheckpointInfo:
     mtime: float | None = None
     #: False when ``bytes`` is not the whole tree's (a symlinked checkpoint, a walk over its bound).
     size_complete: bool = True
+    #: A legacy checkpoint's loader (``core.run_kind``), from the ``metadata.json`` read above
+    #: (a listing reads it once); None otherwise. Not in ``to_json``: the CLI adds it as ``run_kind``.
+    run_kind: RunKind | None = None
 
     @property
     def name(self) -> str:
         return os.path.basename(self.path)
 
     def to_json(self) -> dict:
-        return fields_json(self, name=self.name)
+        return fields_json(self, omit=("run_kind",), name=self.name)
 
 
 def checkpoint_step(path: str | os.PathLike[str]) -> int | None:
@@ -289,13 +293,15 @@ def inspect_checkpoint(path: str | os.PathLike[str], *, read_dcp: bool = True,
     rng, sidecars, has_dcp, has_meta = _scan_rank_files(path)
     metadata_step: int | None = None
     config: Any = None
+    meta_error: str | None = None
     if has_meta:
         try:
             meta = read_metadata(path)
             metadata_step = meta["step"]
             config = meta.get("config")
         except FvError as exc:
-            problems.append(str(exc))
+            meta_error = str(exc)
+            problems.append(meta_error)
     else:
         problems.append("metadata.json is missing")
     if metadata_step is not None and metadata_step != step:
@@ -330,6 +336,14 @@ def inspect_checkpoint(path: str | os.PathLike[str], *, read_dcp: bool = True,
         except FvError as exc:
             problems.append(str(exc))
             kind = "unknown"
+    loader: RunKind | None = None
+    if kind == "legacy":  # as run_kind.checkpoint_run_kind, without reading metadata.json again
+        if metadata_step is not None:
+            loader = run_kind(config)
+        elif meta_error is not None:
+            loader = RunKind("unknown", None, False, meta_error)
+        else:
+            loader = checkpoint_run_kind(path)
     try:
         mtime: float | None = os.stat(path).st_mtime
     except OSError:
@@ -354,6 +368,7 @@ def inspect_checkpoint(path: str | os.PathLike[str], *, read_dcp: bool = True,
         has_dcp_metadata=dcp_meta,
         dataloader_keys=loader_keys,
         mtime=mtime,
+        run_kind=loader,
     )
 
 

@@ -13,7 +13,6 @@ import os
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from fvconsole.core.checkpoints import read_metadata
 from fvconsole.core.errors import FvError
 from fvconsole.core.fields_json import fields_json
 
@@ -50,7 +49,12 @@ def run_kind(config: Any) -> RunKind:
 
 
 def checkpoint_run_kind(checkpoint_dir: str | os.PathLike[str]) -> RunKind:
-    """The run kind of one checkpoint; unknown (with why) when ``metadata.json`` is unreadable."""
+    """The run kind of one checkpoint; unknown (with why) when ``metadata.json`` is unreadable.
+
+    A listing has it already: ``CheckpointInfo.run_kind`` (``metadata.json`` read once).
+    """
+    from fvconsole.core.checkpoints import read_metadata  # checkpoints imports this module
+
     try:
         return run_kind(read_metadata(checkpoint_dir).get("config"))
     except FvError as exc:

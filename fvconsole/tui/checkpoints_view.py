@@ -69,7 +69,7 @@ def list_checkpoint_rows(path: str) -> list[CheckpointRow]:
     for info in discover_checkpoints(path):
         published, problem, kind = None, None, None
         if info.kind == "legacy":
-            kind = checkpoint_run_kind(info.path)
+            kind = info.run_kind or checkpoint_run_kind(info.path)
             try:
                 published = published_for(info.path, info.step)
             except FvError as exc:
