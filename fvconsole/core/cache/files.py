@@ -39,18 +39,19 @@ def open_readonly(path: str, *, directory: bool = False, dir_fd: int | None = No
     ``dir_fd``: ``path`` is a name relative to that directory (a scan opens an entry's files
     relative to the entry it listed: no path walk per file, and never another directory's).
     """
-    flags = os.O_RDONLY | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0)
-    if directory:
-        flags |= os.O_DIRECTORY
-    else:
-        flags |= getattr(os, "O_NONBLOCK", 0)  # a FIFO swapped in after the listing cannot hang us
-    noatime = getattr(os, "O_NOATIME", 0)
-    if noatime:
+    flags = _DIR_FLAGS if directory else _FILE_FLAGS
+    if _NOATIME:
         try:
-            return os.open(path, flags | noatime, dir_fd=dir_fd)
+            return os.open(path, flags | _NOATIME, dir_fd=dir_fd)
         except PermissionError:
             pass  # EPERM: not the owner; retry politely without O_NOATIME
     return os.open(path, flags, dir_fd=dir_fd)
+
+
+_BASE_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0)
+_DIR_FLAGS = _BASE_FLAGS | os.O_DIRECTORY
+_FILE_FLAGS = _BASE_FLAGS | getattr(os, "O_NONBLOCK", 0)  # a FIFO swapped in after the listing cannot hang us
+_NOATIME = getattr(os, "O_NOATIME", 0)
 
 
 def iter_fd(fd: int) -> Iterator[tuple[str, os.stat_result]]:
@@ -151,6 +152,13 @@ def _regular_size(fd: int, what: str) -> int:
 
 def _pread_exact(fd: int, length: int, offset: int) -> bytes:
     chunks = []
+    if 0 < length <= 1 << 24:  # the usual case: one pread returns it all
+        first = os.pread(fd, length, offset)
+        if len(first) == length or not first:
+            return first
+        chunks.append(first)
+        length -= len(first)
+        offset += len(first)
     while length > 0:
         chunk = os.pread(fd, min(length, 1 << 24), offset)
         if not chunk:
