@@ -390,8 +390,9 @@ class CheckpointsView(BaseView):
                         f"({published.created_at_utc})\n", style=style)
             text.append(fitted(published.output_dir, width) + "\n")
             text.append("resume with (view 2, y copies it):\n", style="grey62")
-            text.append(EXPORT_PREFIX + fitted(shlex.quote(published.output_dir), width, len(EXPORT_PREFIX)) + "\n",
-                        style="cyan")
+            # Whole, never shortened: an operator may select and paste it (a "…" in it would
+            # point FastVideo at a path that does not exist).
+            text.append(export_line(published.output_dir) + "\n", style="cyan")
         kind = row.run_kind
         if kind is not None and kind.loader == "map-style":
             text.append("✗ map-style loader: not migratable\n", style="bold red")
