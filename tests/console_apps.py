@@ -43,7 +43,19 @@ def work_copy(demo_ws: DemoWorkspace, base: Path, cache_name: str = "shard-cache
     paths = {"config": demo_ws.config_path, "output": str(base / "output"), "cache": str(base / cache_name)}
     shutil.copytree(demo_ws.output_dir, paths["output"], symlinks=True)
     shutil.copytree(demo_ws.cache_root, paths["cache"], symlinks=True)
+    _still_writing(paths["cache"])
     return paths
+
+
+def _still_writing(cache: str) -> None:
+    """The demo's entry being written is still being written when the test starts: its ``.tmp``
+    file is fresh again. The session's demo may be many minutes old on a busy machine, and a
+    ``.tmp`` older than the grace period is a crashed write, not one in progress."""
+    for entry in os.scandir(cache):
+        if entry.is_dir(follow_symlinks=False):
+            for name in os.listdir(entry.path):
+                if name.endswith(".safetensors.tmp"):
+                    os.utime(os.path.join(entry.path, name))
 
 
 def run_console(work: dict[str, str], size: tuple[int, int], body: Callable[[FvConsoleApp, object], Awaitable[None]],
