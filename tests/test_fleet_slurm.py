@@ -307,6 +307,11 @@ def test_documented_epilog_evicts_after_a_job(slurm_cluster: SlurmCluster, tmp_p
             deadline = time.monotonic() + 60
             while not _journal_lines(journal) and time.monotonic() < deadline:
                 time.sleep(0.3)
+            # The journal line is written under the evictor's lock: wait for the lock file and the
+            # holder record to go too (the epilog is still finishing), as the statvfs below counts them.
+            held = (root / ".fvconsole-evictor.lock", shm / ".wcache.fvconsole-evictor")
+            while any(p.exists() for p in held) and time.monotonic() < deadline:
+                time.sleep(0.1)
         [line] = _journal_lines(journal)
         assert line["items"] == keys[:1], (line, log.read_text() if log.exists() else "no log")
         assert line["details"]["node"] == "n2" and line["details"]["free_target_reached"] is True
