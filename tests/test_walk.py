@@ -93,3 +93,20 @@ def test_find_files_lists_what_os_walk_lists(tmp_path) -> None:
     assert len(expected) == 4  # y, z, linked, dangling: not w (behind a symlinked dir), not dir.parquet
     capped = find_files(top, ".parquet", max_entries=2)
     assert not capped.complete and "over 2 entries" in capped.note
+
+
+def test_checkpoints_ls_leaves_the_atimes_of_what_it_lists_alone(tmp_path, cli) -> None:
+    """Listing must not change what it lists: no directory's atime moves (relatime would move an
+    atime older than the mtime on the first read)."""
+    out = tmp_path / "output"
+    for step in (1, 2):
+        (out / f"checkpoint-{step}" / "dcp").mkdir(parents=True)
+        (out / f"checkpoint-{step}" / "metadata.json").write_text("{}")
+    dirs = [out, out / "checkpoint-1", out / "checkpoint-2"]
+    for d in dirs:
+        mtime = os.stat(d).st_mtime_ns
+        os.utime(d, ns=(mtime - 10**10, mtime))
+    before = {d: os.stat(d).st_atime_ns for d in dirs}
+    code, listed, _ = cli(["checkpoints", "ls", str(out)])
+    assert code == 0 and "checkpoint-2" in listed
+    assert {d: os.stat(d).st_atime_ns for d in dirs} == before

@@ -25,7 +25,7 @@ from fvconsole.core.migration.files import SIDECAR_RE
 from fvconsole.core.run_kind import RunKind, checkpoint_run_kind, run_kind
 from fvconsole.core.safe_read import read_regular_file, short_repr
 from fvconsole.core.untrusted import load_file
-from fvconsole.core.walk import tree_size
+from fvconsole.core.walk import listing, tree_size
 
 CHECKPOINT_RE = re.compile(r"^checkpoint-(\d+)$")
 RNG_RE = re.compile(r"^rng_state_rank(\d+)\.pt$")
@@ -251,7 +251,7 @@ def _scan_rank_files(path: str) -> tuple[set[int], set[int], bool, bool]:
     rng: set[int] = set()
     sidecars: set[int] = set()
     has_dcp = has_meta = False
-    with os.scandir(path) as it:
+    with listing(path) as it:
         for entry in it:
             name = entry.name
             if name == "dcp":
@@ -376,11 +376,11 @@ def checkpoint_dirs(output_dir: str | os.PathLike[str]) -> list[str]:
     """``checkpoint-<step>`` children of an output dir, highest step first."""
     base = os.fspath(output_dir)
     found: list[tuple[int, str]] = []
-    with os.scandir(base) as it:
+    with listing(base) as it:
         for entry in it:
             match = CHECKPOINT_RE.match(entry.name)
             if match and entry.is_dir():
-                found.append((int(match.group(1)), entry.path))
+                found.append((int(match.group(1)), os.path.join(base, entry.name)))
     found.sort(key=lambda item: (-item[0], item[1]))
     return [p for _, p in found]
 

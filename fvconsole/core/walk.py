@@ -9,8 +9,10 @@ minutes. Directories are opened ``O_NOFOLLOW|O_DIRECTORY`` and, where permitted,
 
 from __future__ import annotations
 
+import contextlib
 import os
 import stat
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 #: Entries (files and directories) one walk lists before it gives up; a DCP checkpoint of a
@@ -31,8 +33,8 @@ class TreeSize:
     note: str | None = None
 
 
-def _open_dir(path: str) -> int:
-    flags = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0)
+def _open_dir(path: str, *, follow: bool = False) -> int:
+    flags = os.O_RDONLY | os.O_DIRECTORY | (0 if follow else os.O_NOFOLLOW) | getattr(os, "O_CLOEXEC", 0)
     noatime = getattr(os, "O_NOATIME", 0)
     if noatime:
         try:
@@ -40,6 +42,22 @@ def _open_dir(path: str) -> int:
         except PermissionError:
             pass  # not the owner: without O_NOATIME
     return os.open(path, flags)
+
+
+@contextlib.contextmanager
+def listing(path: str) -> Iterator[Iterator[os.DirEntry[str]]]:
+    """``os.scandir(path)`` that leaves the directory's atime alone (``O_NOATIME`` where allowed).
+
+    Why: listing must not change what it lists; a plain ``scandir`` by name updates the atime
+    of every checkpoint dir ``checkpoints ls`` reads. ``path`` is followed if it is a symlink,
+    as ``scandir(path)`` does; each entry's ``path`` is its name only (join it yourself).
+    """
+    fd = _open_dir(path, follow=True)
+    try:
+        with os.scandir(fd) as it:
+            yield it
+    finally:
+        os.close(fd)
 
 
 def tree_size(path: str | os.PathLike[str], *, max_entries: int | None = None,
