@@ -244,3 +244,17 @@ def test_entry_taken_by_another_evictor_during_the_recheck_is_already_evicted(tm
     assert result.evicted == () and result.ok
     assert [(s.key, s.reason) for s in result.skipped] == [(key, "already evicted (by another evictor)")]
     assert hidden.is_dir()  # the other evictor's directory is left to it
+
+
+def test_the_dry_run_leaves_the_atimes_of_the_entries_it_checked_alone(tmp_path, cli) -> None:
+    """The removability check walks each planned entry; a dry run must not move its atimes."""
+    root = tmp_path / "cache"
+    entry = write_cache_entry(root, num_shards=2, status="incomplete", seed=4)
+    paths = [entry, *(os.path.join(entry, n) for n in os.listdir(entry))]
+    for p in paths:  # relatime moves an atime older than the mtime on the first read
+        mtime = os.lstat(p).st_mtime_ns
+        os.utime(p, ns=(mtime - 10**10, mtime), follow_symlinks=False)
+    before = {p: os.lstat(p).st_atime_ns for p in paths}
+    code, out, _ = cli(["cache", "evict", str(root), "--invalid"])
+    assert code == 0 and os.path.basename(entry) in out
+    assert {p: os.lstat(p).st_atime_ns for p in paths} == before
