@@ -203,10 +203,12 @@ def rebuild(pkl: bytes = pickle.dumps({"a": 1}, protocol=2), version: bytes = b"
     buffer = io.BytesIO()
     method = zipfile.ZIP_DEFLATED if compress else zipfile.ZIP_STORED
     with zipfile.ZipFile(buffer, "w", compression=method) as archive:
-        archive.writestr("archive/data.pkl", pkl)
-        archive.writestr("archive/version", version)
-        for name, data in extra or []:
-            archive.writestr(f"archive/{name}", data)
+        for name, data in [("data.pkl", pkl), ("version", version), *(extra or [])]:
+            # A fixed timestamp: the bytes are the test's id, and two xdist workers collecting
+            # a second apart must see the same ids.
+            info = zipfile.ZipInfo(f"archive/{name}", date_time=(1980, 1, 1, 0, 0, 0))
+            info.compress_type = method
+            archive.writestr(info, data)
     return buffer.getvalue()
 
 
