@@ -36,15 +36,16 @@ class SrunResult:
     start_error: str | None = None  # srun could not be started at all
 
 
-def terminate(proc: subprocess.Popen) -> None:
-    """SIGTERM srun's process group (srun cancels the step on the nodes), then SIGKILL."""
+def terminate(proc: subprocess.Popen, grace: float = KILL_GRACE) -> None:
+    """SIGTERM the process group of ``proc`` (started in its own session; srun then cancels the
+    step on the nodes), then, ``grace`` seconds later, SIGKILL."""
     for sig in (signal.SIGTERM, signal.SIGKILL):
         try:
             os.killpg(proc.pid, sig)
         except ProcessLookupError:
             return
         try:
-            proc.wait(timeout=KILL_GRACE)
+            proc.wait(timeout=grace)
             return
         except subprocess.TimeoutExpired:
             continue

@@ -21,7 +21,6 @@ import os
 import re
 import selectors
 import shutil
-import signal
 import subprocess
 import threading
 import time
@@ -31,6 +30,7 @@ from typing import Any
 
 from fvconsole.core.errors import FvError
 from fvconsole.core.fleet.hostlist import compress_hostlist, expand_hostlist
+from fvconsole.core.fleet.process import terminate
 from fvconsole.core.printable import printable
 
 #: squeue's format: job name last, the job id again after it (the record's end, see module doc).
@@ -256,19 +256,6 @@ def _last_line(data: bytes) -> str:
     return printable(lines[-1][:300]) if lines else ""
 
 
-def _stop(proc: subprocess.Popen) -> None:
-    for sig in (signal.SIGTERM, signal.SIGKILL):
-        try:
-            os.killpg(proc.pid, sig)
-        except ProcessLookupError:
-            return
-        try:
-            proc.wait(timeout=2)
-            return
-        except subprocess.TimeoutExpired:
-            continue
-
-
 def run_bounded(argv: Sequence[str], timeout: float, max_output: int) -> tuple[str | None, str]:
     """(stdout, "") of a command that exited 0 within ``timeout`` with at most ``max_output`` bytes,
     else (None, why). Never raises for what the command does."""
@@ -309,7 +296,7 @@ def run_bounded(argv: Sequence[str], timeout: float, max_output: int) -> tuple[s
                 why = f"{name} did not answer within {timeout:g}s"
     finally:
         if proc.returncode is None:
-            _stop(proc)
+            terminate(proc, grace=2)
         for pipe in (proc.stdout, proc.stderr):
             pipe.close()
     if why:
