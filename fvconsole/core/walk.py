@@ -12,7 +12,7 @@ from __future__ import annotations
 import contextlib
 import os
 import stat
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 #: Entries (files and directories) one walk lists before it gives up; a DCP checkpoint of a
@@ -60,6 +60,39 @@ def listing(path: str) -> Iterator[Iterator[os.DirEntry[str]]]:
         os.close(fd)
 
 
+def _walk(top: str, visit: Callable[[str, os.DirEntry[str]], bool], open_top: Callable[[str], int],
+          max_entries: int, max_depth: int) -> str | None:
+    """The bounded stack walk both callers share: ``visit(dir, entry)`` says whether to descend.
+
+    Returns None when every entry was listed, else which bound stopped it (``"entries"`` or
+    ``"depth"``). Unreadable directories are skipped. Below the top, directories are opened
+    ``O_NOFOLLOW`` (and ``O_NOATIME`` where allowed); ``open_top`` opens the top itself.
+    """
+    listed = 0
+    stack: list[tuple[str, int]] = [(top, 0)]
+    while stack:
+        current, depth = stack.pop()
+        try:
+            fd = _open_dir(current) if depth else open_top(current)
+        except OSError:
+            continue
+        try:
+            with os.scandir(fd) as it:
+                for entry in it:
+                    listed += 1
+                    if listed > max_entries:
+                        return "entries"
+                    if visit(current, entry):
+                        if depth + 1 > max_depth:
+                            return "depth"
+                        stack.append((os.path.join(current, entry.name), depth + 1))
+        except OSError:
+            pass
+        finally:
+            os.close(fd)
+    return None
+
+
 def tree_size(path: str | os.PathLike[str], *, max_entries: int | None = None,
               max_depth: int | None = None) -> TreeSize:
     """Sum of the sizes of what lies below ``path`` (lstat: a symlink counts as itself, never followed).
@@ -69,8 +102,6 @@ def tree_size(path: str | os.PathLike[str], *, max_entries: int | None = None,
     below ``max_depth`` (default :data:`MAX_ENTRIES`, :data:`MAX_DEPTH`), with ``complete=False`` and a note.
     """
     top = os.fspath(path)
-    max_entries = MAX_ENTRIES if max_entries is None else max_entries
-    max_depth = MAX_DEPTH if max_depth is None else max_depth
     try:
         st = os.lstat(top)
     except OSError:
@@ -79,39 +110,28 @@ def tree_size(path: str | os.PathLike[str], *, max_entries: int | None = None,
         return TreeSize(0, 0, False, "size unknown: a symlink (not followed)")
     if not stat.S_ISDIR(st.st_mode):
         return TreeSize(st.st_size, 1) if stat.S_ISREG(st.st_mode) else TreeSize(0, 0)
-    total = files = listed = 0
-    stack: list[tuple[str, int]] = [(top, 0)]
-    note = None
-    while stack and note is None:
-        current, depth = stack.pop()
+    total = files = 0
+
+    def visit(_current: str, entry: os.DirEntry[str]) -> bool:
+        nonlocal total, files
         try:
-            fd = _open_dir(current)
+            child = entry.stat(follow_symlinks=False)
         except OSError:
-            continue
-        try:
-            with os.scandir(fd) as it:
-                for entry in it:
-                    listed += 1
-                    if listed > max_entries:
-                        note = f"size unknown: over {max_entries} files"
-                        break
-                    try:
-                        child = entry.stat(follow_symlinks=False)
-                    except OSError:
-                        continue
-                    if stat.S_ISDIR(child.st_mode):
-                        if depth + 1 > max_depth:
-                            note = f"size unknown: deeper than {max_depth} directories"
-                            break
-                        stack.append((os.path.join(current, entry.name), depth + 1))
-                    else:
-                        total += child.st_size
-                        files += 1
-        except OSError:
-            pass
-        finally:
-            os.close(fd)
-    return TreeSize(total, files, note is None, note)
+            return False
+        if stat.S_ISDIR(child.st_mode):
+            return True
+        total += child.st_size
+        files += 1
+        return False
+
+    max_entries = MAX_ENTRIES if max_entries is None else max_entries  # read at call time: tests lower it
+    max_depth = MAX_DEPTH if max_depth is None else max_depth
+    stopped = _walk(top, visit, _open_dir, max_entries, max_depth)
+    if stopped is None:
+        return TreeSize(total, files)
+    note = (f"size unknown: over {max_entries} files" if stopped == "entries"
+            else f"size unknown: deeper than {max_depth} directories")
+    return TreeSize(total, files, False, note)
 
 
 @dataclass(frozen=True)
@@ -133,42 +153,28 @@ def find_files(top: str | os.PathLike[str], suffix: str, *, max_entries: int | N
     it is a symlink, like ``os.walk``; nothing below it is followed. Bounded as
     :func:`tree_size`; unreadable directories are skipped, as ``os.walk`` skips them.
     """
+    found: list[str] = []
+
+    def visit(current: str, entry: os.DirEntry[str]) -> bool:
+        try:
+            is_dir = entry.is_dir()  # follows a symlink, as os.walk's classification does
+        except OSError:
+            is_dir = False
+        if is_dir:
+            # os.walk(followlinks=False) lists a symlink to a directory as one, never enters it
+            return not entry.is_symlink()
+        if entry.name.endswith(suffix):
+            found.append(os.path.join(current, entry.name))
+        return False
+
+    def open_top(path: str) -> int:
+        return os.open(path, os.O_RDONLY | os.O_DIRECTORY | getattr(os, "O_CLOEXEC", 0))
+
     max_entries = MAX_ENTRIES if max_entries is None else max_entries
     max_depth = MAX_DEPTH if max_depth is None else max_depth
-    found: list[str] = []
-    listed = 0
-    note = None
-    stack: list[tuple[str, int]] = [(os.fspath(top), 0)]
-    while stack and note is None:
-        current, depth = stack.pop()
-        try:
-            fd = _open_dir(current) if depth else os.open(current, os.O_RDONLY | os.O_DIRECTORY
-                                                          | getattr(os, "O_CLOEXEC", 0))
-        except OSError:
-            continue
-        try:
-            with os.scandir(fd) as it:
-                for entry in it:
-                    listed += 1
-                    if listed > max_entries:
-                        note = f"not every file listed: over {max_entries} entries"
-                        break
-                    path = os.path.join(current, entry.name)
-                    try:
-                        is_dir = entry.is_dir()  # follows a symlink, as os.walk's classification does
-                    except OSError:
-                        is_dir = False
-                    if is_dir:
-                        if entry.is_symlink():
-                            continue  # os.walk(followlinks=False) lists it as a directory, never enters it
-                        if depth + 1 > max_depth:
-                            note = f"not every file listed: deeper than {max_depth} directories"
-                            break
-                        stack.append((path, depth + 1))
-                    elif entry.name.endswith(suffix):
-                        found.append(path)
-        except OSError:
-            pass
-        finally:
-            os.close(fd)
-    return FoundFiles(tuple(found), note is None, note)
+    stopped = _walk(os.fspath(top), visit, open_top, max_entries, max_depth)
+    if stopped is None:
+        return FoundFiles(tuple(found))
+    note = (f"not every file listed: over {max_entries} entries" if stopped == "entries"
+            else f"not every file listed: deeper than {max_depth} directories")
+    return FoundFiles(tuple(found), False, note)
