@@ -289,7 +289,7 @@ class _Machine:
                 push = stack.append
             elif op == 0x29:  # EMPTY_TUPLE
                 push(())
-            elif op == 0x81:  # NEWOBJ
+            elif op == 0x81 or op == 0x52:  # NEWOBJ, REDUCE
                 args = stack.pop()
                 func = stack[-1]
                 if type(func) is InertGlobal and type(args) is tuple:
@@ -320,13 +320,6 @@ class _Machine:
                 push({})
             elif op == 0x85:  # TUPLE1
                 stack[-1] = (stack[-1],)
-            elif op == 0x52:  # REDUCE
-                args = stack.pop()
-                func = stack[-1]
-                if type(func) is InertGlobal and type(args) is tuple:
-                    stack[-1] = InertObject(func, args)
-                else:
-                    stack[-1] = self._call(func, args)
             elif op == 0x86:  # TUPLE2
                 second = stack.pop()
                 stack[-1] = (stack[-1], second)
