@@ -49,6 +49,28 @@ async def select_checkpoint(app: FvConsoleApp, pilot, step: int) -> None:
     await settle(app, pilot)
 
 
+async def preview_300(app: FvConsoleApp, pilot, output_dir: str | None = None) -> str:
+    """Start, open checkpoint-300's migration form (in ``output_dir`` if given) and preview: → the output dir."""
+    await started(app, pilot)
+    await select_checkpoint(app, pilot, 300)
+    await pilot.press("m")
+    await settle(app, pilot)
+    if output_dir is not None:
+        app.query_one("#mig-output").value = output_dir
+    out = app.query_one(MigrationView).query_one("#mig-output").value
+    await pilot.press("ctrl+r")
+    await settle(app, pilot)
+    return out
+
+
+async def execute_confirmed(app: FvConsoleApp, pilot) -> None:
+    """Execute, then confirm in the modal (its focus starts on Cancel)."""
+    await pilot.press("ctrl+e")
+    await settle(app, pilot)
+    await pilot.press("left", "enter")
+    await settle(app, pilot)
+
+
 def notifications(app: FvConsoleApp) -> list[str]:
     return [n.message for n in app._notifications]
 
@@ -113,22 +135,13 @@ async def test_what_execution_finds_is_shown_as_the_command_line_prints_it(work:
     (``migrate --yes`` prints it as a warning; the console had dropped execution's own findings)."""
     app = make_app(**work)
     async with app.run_test(size=SIZE) as pilot:
-        await started(app, pilot)
-        await select_checkpoint(app, pilot, 300)
-        await pilot.press("m")
-        await settle(app, pilot)
-        out = app.query_one(MigrationView).query_one("#mig-output").value
-        await pilot.press("ctrl+r")
-        await settle(app, pilot)
+        out = await preview_300(app, pilot)
         assert app.query_one("#mig-ranks").row_count == 8
         os.makedirs(os.path.dirname(out), exist_ok=True)
         other = os.path.join(os.path.dirname(out),
                              f".{os.path.basename(out)}.fvconsole-staging-login2-0123456789ab-4242-feed")
         os.mkdir(other)
-        await pilot.press("ctrl+e")
-        await settle(app, pilot)
-        await pilot.press("left", "enter")
-        await settle(app, pilot)
+        await execute_confirmed(app, pilot)
         banner = " ".join(str(app.query_one("#mig-banner").render()).split())
         assert "✓ done: 8 sidecars" in banner, banner
         assert "staging dir of another host or container (login2, pid 4242)" in banner, banner
@@ -142,19 +155,11 @@ async def test_a_run_config_edited_after_the_preview_is_refused_in_the_consoles_
     work = dict(work, config=str(shutil.copy2(work["config"], tmp_path / "run.yaml")))  # edited here: a copy
     app = make_app(**work)
     async with app.run_test(size=SIZE) as pilot:
-        await started(app, pilot)
-        await select_checkpoint(app, pilot, 300)
-        await pilot.press("m")
-        await settle(app, pilot)
-        await pilot.press("ctrl+r")
-        await settle(app, pilot)
+        await preview_300(app, pilot)
         assert app.query_one("#mig-ranks").row_count == 8
         with open(work["config"], "a", encoding="utf-8") as fh:
             fh.write("# edited after the preview\n")
-        await pilot.press("ctrl+e")
-        await settle(app, pilot)
-        await pilot.press("left", "enter")
-        await settle(app, pilot)
+        await execute_confirmed(app, pilot)
         banner = app.query_one("#mig-banner")
         text = " ".join(str(banner.render()).split())
         assert f"✗ {work['config']}: run config changed since the preview; Preview (ctrl+r) again" in text, text
@@ -341,12 +346,7 @@ async def test_read_only_refuses_migration_and_eviction(work: dict[str, str]) ->
     before = set(os.listdir(work["cache"]))
     app = make_app(**work, read_only=True)
     async with app.run_test(size=SIZE) as pilot:
-        await started(app, pilot)
-        await select_checkpoint(app, pilot, 300)
-        await pilot.press("m")
-        await settle(app, pilot)
-        await pilot.press("ctrl+r")
-        await settle(app, pilot)
+        await preview_300(app, pilot)
         assert app.query_one("#mig-execute").disabled
         await pilot.press("ctrl+e")
         await settle(app, pilot)
@@ -553,17 +553,6 @@ async def test_escape_leaves_a_form_field_so_view_keys_work(work: dict[str, str]
 # --------------------------------------------------------------------------- preview parity
 
 
-async def preview_300(app: FvConsoleApp, pilot, output_dir: str | None = None) -> None:
-    await started(app, pilot)
-    await select_checkpoint(app, pilot, 300)
-    await pilot.press("m")
-    await settle(app, pilot)
-    if output_dir is not None:
-        app.query_one("#mig-output").value = output_dir
-    await pilot.press("ctrl+r")
-    await settle(app, pilot)
-
-
 async def test_preview_refuses_foreign_output_dir_like_the_cli_dry_run(work: dict[str, str], tmp_path,
                                                                        capsys) -> None:
     out = tmp_path / "sidecars"
@@ -674,23 +663,14 @@ async def test_a_migration_that_takes_over_a_dead_runs_lock_says_so(work: dict[s
     monkeypatch.setenv("FVCONSOLE_JOURNAL", str(journal))
     app = make_app(**work)
     async with app.run_test(size=SIZE) as pilot:
-        await started(app, pilot)
-        await select_checkpoint(app, pilot, 300)
-        await pilot.press("m")
-        await settle(app, pilot)
-        out = app.query_one(MigrationView).query_one("#mig-output").value
-        await pilot.press("ctrl+r")
-        await settle(app, pilot)
+        out = await preview_300(app, pilot)
         assert app.query_one("#mig-ranks").row_count == 8
         os.makedirs(os.path.dirname(out), exist_ok=True)
         pid = killed_holder("import sys; from fvconsole.core.migration.output_dir import migration_lock; "
                             "migration_lock(sys.argv[1]).acquire(); print('held', flush=True); sys.stdin.read()", out)
         lock_file = os.path.join(os.path.dirname(out), f".{os.path.basename(out)}.fvconsole-lock")
         assert json.loads(Path(lock_file).read_text())["pid"] == pid  # the dead run's lock, as it left it
-        await pilot.press("ctrl+e")
-        await settle(app, pilot)
-        await pilot.press("left", "enter")
-        await settle(app, pilot)
+        await execute_confirmed(app, pilot)
         banner = " ".join(str(app.query_one("#mig-banner").render()).split())
         assert "✓ done: 8 sidecars" in banner, banner
         assert f"took over the stale lock of pid {pid} " in banner and "no longer running" in banner, banner
