@@ -157,7 +157,7 @@ def test_planned_evictions_warnings_and_partial_failures_are_worded_without_flag
     from fvconsole.core.cache.freespace import FreeSpacePlan, FreeTarget
     from fvconsole.core.errors import PartialFailure
     from fvconsole.tui.base import describe_error
-    from fvconsole.tui.wording import evict_reason_text, free_space_text, note_text
+    from fvconsole.tui.wording import evict_reason_text, free_space_text, reason_text
 
     now = 1_800_000_000.0
     keys = [os.path.basename(write_cache_entry(tmp_path, seed=s, num_shards=1, tensor_bytes=1024,
@@ -176,7 +176,7 @@ def test_planned_evictions_warnings_and_partial_failures_are_worded_without_flag
                               "(8.0 GiB short; kept, in-use and mounted entries stay)")
     assert free_space_text(free).startswith("target 10.0 GiB free (min free 8 GiB and 30%) cannot be reached")
     staging = reason("staging.crashed_here", "output_dir", path="/o/.x", pid=7)
-    assert staging.cli.endswith("; --yes removes it") and note_text(staging).endswith("; Execute removes it")
+    assert staging.cli.endswith("; --yes removes it") and reason_text(staging).endswith("; Execute removes it")
     failed = PartialFailure.of(reason("publish.not_as_written", "output_dir", path="/o", problem="rank1 differs",
                                       more="", kept=""), report={"stage": "verifying"})
     assert str(failed).endswith("do not resume from it (re-run with --overwrite)") and failed.exit_code == 3

@@ -242,17 +242,12 @@ def _report(plan: Any, preview: Any) -> Block:
         "",
     ]
     head, omitted, tail = head_tail(list(plan.ranks))
-    rows = [_rank_row(c) for c in head]
+    rows: list[Any] = [c.cells() for c in head]
     if omitted:
         rows.append(["...", f"{omitted} more", "", "", "", "", ""])
-    rows += [_rank_row(c) for c in tail]
+    rows += [c.cells() for c in tail]
     lines.append(format_table(
         ["rank", "sp group", "rg position", "row offset", "yielded", "next sample", "next rg"], rows,
         right=(0, 1, 2, 3, 4, 5, 6),
     ))
     return block(lines)
-
-
-def _rank_row(c: Any) -> list:
-    return [c.rank, c.sp_group_index, c.row_group_position, c.row_offset, c.yielded_samples,
-            c.next_sample_index, c.next_row_group if c.next_row_group >= 0 else "-"]

@@ -85,10 +85,9 @@ def holders_text(holders: tuple[Holder, ...]) -> tuple[str, str, str, str]:
     return first.how, str(first.pid), first.command, more
 
 
-def scan_processes(*, proc: str = PROC, max_processes: int = MAX_PROCESSES, max_fds: int = MAX_FDS,
-                   exclude: Iterable[int] = ()) -> ProcessUse:
+def scan_processes(*, proc: str = PROC, max_processes: int = MAX_PROCESSES, max_fds: int = MAX_FDS) -> ProcessUse:
     """One bounded pass over every process's fds and maps (this process excluded)."""
-    skip = {os.getpid(), *exclude}
+    me = os.getpid()
     by_inode: dict[tuple[int, int], set[Holder]] = {}
     by_path: dict[str, set[Holder]] = {}
     try:
@@ -99,7 +98,7 @@ def scan_processes(*, proc: str = PROC, max_processes: int = MAX_PROCESSES, max_
     fds_left = max_fds
     capped = None
     for pid in pids:
-        if pid in skip:
+        if pid == me:
             continue
         if seen >= max_processes:
             capped = f"stopped after {max_processes} processes"

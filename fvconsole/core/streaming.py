@@ -169,6 +169,12 @@ class RankCursor:
     def to_json(self) -> dict:
         return fields_json(self)
 
+    def cells(self) -> tuple[str, ...]:
+        """Its row of the per-rank table, in both front ends (``-``: no next row group)."""
+        return (str(self.rank), str(self.sp_group_index), str(self.row_group_position), str(self.row_offset),
+                str(self.yielded_samples), str(self.next_sample_index),
+                str(self.next_row_group) if self.next_row_group >= 0 else "-")
+
 
 def shard_layout(rows: Sequence[int] | Any, topo: Topology) -> tuple[list[range], int]:
     """(one contiguous shard per SP group, samples_per_worker) — computed once per plan."""

@@ -43,7 +43,7 @@ from fvconsole.tui.evict_dialog import EvictOptions, EvictScreen, EvictSelection
 from fvconsole.tui.modals import ConfirmScreen, ErrorScreen
 from fvconsole.tui.plain import PlainText, fitted
 from fvconsole.tui.widgets import FastTable, FitStatic, PlainStatic, ProgressRow, UsageBar
-from fvconsole.tui.wording import free_target_text, skip_text, skipped_reason
+from fvconsole.tui.wording import free_target_text, skip_text
 
 STATUS_STYLE = {"complete": "green", "partial": "cyan", "incomplete": "yellow", "empty": "yellow", "invalid": "bold red"}
 MARK = "●"
@@ -637,7 +637,7 @@ class CacheView(BaseView):
         newly_skipped = result.skipped[len(plan.skipped):]
         now = state.now()
         for skipped in newly_skipped[:12]:
-            line = skip_text(skipped_reason(skipped), None, now, plan.grace_seconds)
+            line = skip_text(skipped.why, None, now, plan.grace_seconds)
             text.append(f"  – {skipped.key}  left in place: {line}\n", style="yellow")
         self.query_one("#cache-result", PlainStatic).update(text)
         self.query_one("#cache-result-scroll").display = True

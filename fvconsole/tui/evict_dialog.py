@@ -29,7 +29,7 @@ from fvconsole.tui.base import describe_error
 from fvconsole.tui.modals import Dialog
 from fvconsole.tui.plain import PlainText, one_line
 from fvconsole.tui.widgets import PlainStatic, UsageBar
-from fvconsole.tui.wording import evict_reason_text, free_space_text, skip_text, skipped_reason
+from fvconsole.tui.wording import evict_reason_text, free_space_text, skip_text
 
 #: How often the preview is planned again (ages and "in use" move on).
 PREVIEW_TICK = 2.0
@@ -85,8 +85,7 @@ def preview_text(scan: CacheScan, plan: EvictionPlan, now: float, limit: int = 8
     if plan.skipped:
         text.append(f"{len(plan.skipped)} left in place:\n", style="yellow")
         for skipped in list(plan.skipped)[:limit]:
-            reason = skipped_reason(skipped)
-            line = skip_text(reason, scan.get(skipped.key), now, plan.grace_seconds)
+            line = skip_text(skipped.why, scan.get(skipped.key), now, plan.grace_seconds)
             text.append(f"  {skipped.key}  {line}\n", style="yellow")
         if len(plan.skipped) > limit:
             text.append(f"  … {len(plan.skipped) - limit} more\n", style="yellow")
@@ -226,7 +225,7 @@ def confirm_body(plan: EvictionPlan, scan: CacheScan | None, now: float) -> list
         body.append(f"Left in place ({len(plan.skipped)}):")
         for skipped in list(plan.skipped)[:6]:
             entry = scan.get(skipped.key) if scan is not None else None
-            body.append(f"  {skipped.key}  {one_line(skip_text(skipped_reason(skipped), entry, now, plan.grace_seconds), 69)}")
+            body.append(f"  {skipped.key}  {one_line(skip_text(skipped.why, entry, now, plan.grace_seconds), 69)}")
         if len(plan.skipped) > 6:
             body.append(f"  … {len(plan.skipped) - 6} more")
     body.append("Each entry is re-checked right before deletion; symlinks are never followed.")

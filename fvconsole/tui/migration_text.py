@@ -13,10 +13,9 @@ from fvconsole.core.migration.published import PublishedSet
 from fvconsole.core.migration.sample_ids import NextSampleIds
 from fvconsole.core.migration.write import MigrationResult
 from fvconsole.core.reasons import Reason
-from fvconsole.core.streaming import RankCursor
 from fvconsole.tui.checkpoints_view import export_line, render_mismatches
 from fvconsole.tui.plain import PlainText
-from fvconsole.tui.wording import note_text, refusal_text
+from fvconsole.tui.wording import reason_text, refusal_text
 
 #: The per-rank table: (label, key, width).
 RANK_COLUMNS = (
@@ -31,15 +30,6 @@ ID_PENDING, ID_NONE = "…", "-"
 COLUMN_VERDICTS = {"match": "match", "rebuild": "manifest rebuilt at resume", "not-checked": "differ, not checked"}
 #: Refusal fields that stop the config comparison (no run config or no embedded config to compare).
 NOT_COMPARED_FIELDS = ("config", "checkpoint", "metadata.json", "metadata.config")
-
-
-def rank_row(cursor: RankCursor, next_id: str = ID_PENDING) -> tuple[str, ...]:
-    """One row of the per-rank table (strings: cheap to filter and render)."""
-    return (
-        str(cursor.rank), str(cursor.sp_group_index), str(cursor.row_group_position), str(cursor.row_offset),
-        str(cursor.yielded_samples), str(cursor.next_sample_index),
-        str(cursor.next_row_group) if cursor.next_row_group >= 0 else "-", next_id,
-    )
 
 
 def rank_sort_key(index: int) -> Any:
@@ -78,7 +68,7 @@ def plan_summary(plan: MigrationPlan, ids_note: str | None = None) -> Text:
     if plan.columns is not None and plan.columns.verdict == "rebuild":  # "not-checked" is a warning above
         text.append(f"ⓘ {plan.columns.message}\n", style="grey62")
     for note in plan.notes:
-        text.append(f"⚠ {note_text(note)}\n", style="yellow")
+        text.append(f"⚠ {reason_text(note)}\n", style="yellow")
     if ids_note:
         text.append(f"ⓘ {ids_note}\n", style="grey62")
     return text
@@ -125,7 +115,7 @@ def plan_banner(plan: MigrationPlan, notes: Sequence[Reason], read_only: bool) -
     text = PlainText(f"✓ plan ready: {plan.world_size} sidecars for step {plan.step} → ")
     text.append(plan.output_dir, style="bold")
     for note in notes:
-        text.append(f"\n⚠ {note_text(note)}", style="yellow")
+        text.append(f"\n⚠ {reason_text(note)}", style="yellow")
     if not read_only:
         text.append("\nReview, then Execute (ctrl+e).", style="italic")
     return text
@@ -137,7 +127,7 @@ def executed_banner(result: MigrationResult) -> Text:
     sidecars = len(result.receipt.get("sidecars", []))
     text = PlainText(f"✓ done: {sidecars} sidecars + receipt written; the next step is below (y copies it)")
     for note in result.found_by_execution:
-        text.append(f"\n⚠ {note_text(note)}", style="yellow")
+        text.append(f"\n⚠ {reason_text(note)}", style="yellow")
     return text
 
 

@@ -383,7 +383,7 @@ class MigrationView(BaseView):
         plan = preview.plan
         self._set_banner(mt.plan_banner(plan, preview.notes, self.read_only), "ok")
         self.query_one("#mig-summary", PlainStatic).update(mt.plan_summary(plan))
-        self._rank_rows = [mt.rank_row(cursor) for cursor in plan.ranks]
+        self._rank_rows = [(*cursor.cells(), mt.ID_PENDING) for cursor in plan.ranks]
         self.apply_filter(self.filter_text)
         self.query_one("#mig-execute", Button).disabled = self.read_only
         focused = self.app.focused

@@ -138,11 +138,11 @@ def fit_path(path: str, width: int) -> str:
     return "…" + end
 
 
-def fitted(path: str, width: int, used: int = 0) -> str:
-    """``path`` printable and fitted (:func:`fit_path`) into what is left of a ``width``-cell
-    line after ``used`` cells: a path on a line of a panel (``FitStatic``) that would wrap
-    mid-name. At least the last component's tail is kept (``…ckpoint-300``)."""
-    return fit_path(printable(path), max(width - used, MIN_PARTIAL + 1))
+def fitted(path: str, width: int) -> str:
+    """``path`` printable and fitted (:func:`fit_path`) into a ``width``-cell line: a path on a
+    line of a panel (``FitStatic``) that would wrap mid-name. At least the last component's
+    tail is kept (``…ckpoint-300``)."""
+    return fit_path(printable(path), max(width, MIN_PARTIAL + 1))
 
 
 def fit_cell(text: str, width: int) -> str:

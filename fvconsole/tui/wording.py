@@ -13,7 +13,7 @@ from collections.abc import Mapping
 
 from fvconsole.core.cache import CacheEntry
 from fvconsole.core.cache.freespace import FreeSpacePlan, FreeTarget
-from fvconsole.core.cache.plan import SYMLINK_NOTE, PlannedEviction, SkippedEntry, protection_reason
+from fvconsole.core.cache.plan import SYMLINK_NOTE, PlannedEviction, protection_reason
 from fvconsole.core.reasons import (
     BREAK_LOCK,
     FORCE,
@@ -101,11 +101,6 @@ def refusal_text(reason: Reason) -> str:
     return f"{field_label(reason.field)}: {reason_text(reason)}"
 
 
-def skipped_reason(skipped: SkippedEntry) -> Reason:
-    """A skip as data."""
-    return skipped.why
-
-
 def skip_text(reason: Reason, entry: CacheEntry | None = None, now: float | None = None,
               grace: float | None = None) -> str:
     """Why a cache entry is left in place; an in-use reason is worded with the time *now*."""
@@ -135,8 +130,3 @@ def free_space_text(free: FreeSpacePlan) -> str:
 def free_target_text(target: FreeTarget) -> str:
     """A free-space target as the eviction dialog's fields name it: ``min free 8 GiB and 30%``."""
     return min_free_words(target.values(), flags=False)
-
-
-def note_text(note: Reason) -> str:
-    """A warning of the core in the console's words."""
-    return reason_text(note)

@@ -79,10 +79,6 @@ class SkippedEntry:
     def code(self) -> str:
         return self.why.code
 
-    @property
-    def remedy(self) -> str | None:
-        return self.why.remedy
-
     def to_json(self) -> dict[str, Any]:
         return fields_json(self, omit=("why",), reason=self.reason)
 

@@ -81,10 +81,6 @@ class Refusal:
     def code(self) -> str:
         return self.why.code
 
-    @property
-    def remedy(self) -> str | None:
-        return self.why.remedy
-
     def to_json(self) -> dict:
         return {"field": self.field, "message": self.message}
 
