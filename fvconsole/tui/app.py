@@ -15,7 +15,7 @@ import signal
 import threading
 import time
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from typing import Any, ClassVar
 
 from textual import events, work
@@ -87,12 +87,11 @@ class FvConsoleApp(App[int]):
         Binding("q", "quit", "Quit", tooltip="quit"),
     ]
 
+    @dataclass
     class StateLoaded(Message):
         """The run config was read (or failed to be) and the paths resolved."""
 
-        def __init__(self, state: ConsoleState) -> None:
-            super().__init__()
-            self.state = state
+        state: ConsoleState
 
     def __init__(self, state: ConsoleState, **kwargs: Any) -> None:
         super().__init__(**kwargs)

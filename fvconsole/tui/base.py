@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from typing import Any, ClassVar
 
 from textual import events
@@ -44,12 +45,11 @@ class ViewMessage(Message, bubble=False):
     """A worker's result for the view that started it (never bubbles to the app)."""
 
 
+@dataclass
 class WorkFailed(ViewMessage):
     """A worker raised: ``error`` is shown as a notification unless the view handles it."""
 
-    def __init__(self, error: BaseException) -> None:
-        super().__init__()
-        self.error = error
+    error: BaseException
 
 
 class BaseView(Vertical):

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterable
+from dataclasses import dataclass
 from typing import Any, ClassVar
 
 from rich.text import Text
@@ -138,34 +139,29 @@ class CacheView(BaseView):
                              ("f", "evict to free space"))],
     ]
 
+    @dataclass
     class Scanned(ViewMessage):
-        def __init__(self, scan: CacheScan) -> None:
-            super().__init__()
-            self.scan = scan
+        scan: CacheScan
 
+    @dataclass
     class ScanFailed(ViewMessage):
-        def __init__(self, error: BaseException) -> None:
-            super().__init__()
-            self.error = error
+        error: BaseException
 
+    @dataclass
     class DetailRead(ViewMessage):
-        def __init__(self, entry: CacheEntry, detail: CacheEntryDetail) -> None:
-            super().__init__()
-            self.entry = entry
-            self.detail = detail
+        entry: CacheEntry
+        detail: CacheEntryDetail
 
+    @dataclass
     class Verified(ViewMessage):
-        def __init__(self, results: tuple[EntryVerification, ...], stamps: dict[str, int | None]) -> None:
-            super().__init__()
-            self.results = results
-            self.stamps = stamps
+        results: tuple[EntryVerification, ...]
+        stamps: dict[str, int | None]
 
+    @dataclass
     class Planned(ViewMessage):
-        def __init__(self, options: EvictOptions, scan: CacheScan, plan: EvictionPlan) -> None:
-            super().__init__()
-            self.options = options
-            self.scan = scan
-            self.plan = plan
+        options: EvictOptions
+        scan: CacheScan
+        plan: EvictionPlan
 
     class Evicted(ViewMessage):
         def __init__(self, done: LockedEviction) -> None:
@@ -174,10 +170,9 @@ class CacheView(BaseView):
             self.plan: EvictionPlan = done.plan
             self.result: EvictionResult = done.result
 
+    @dataclass
     class EvictFailed(ViewMessage):
-        def __init__(self, error: BaseException) -> None:
-            super().__init__()
-            self.error = error
+        error: BaseException
 
     def __init__(self, **kwargs: Any) -> None:
         super().__init__(**kwargs)

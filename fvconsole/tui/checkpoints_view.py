@@ -158,22 +158,19 @@ class CheckpointsView(BaseView):
                 tooltip="copy the selected checkpoint's full path (a long one is shortened in the middle on screen)"),
     ]
 
+    @dataclass
     class Listed(ViewMessage):
-        def __init__(self, path: str, rows: list[CheckpointRow]) -> None:
-            super().__init__()
-            self.path = path
-            self.rows = rows
+        path: str
+        rows: list[CheckpointRow]
 
+    @dataclass
     class ListFailed(ViewMessage):
-        def __init__(self, error: BaseException) -> None:
-            super().__init__()
-            self.error = error
+        error: BaseException
 
+    @dataclass
     class DetailRead(ViewMessage):
-        def __init__(self, row: CheckpointRow, detail: CheckpointDetail) -> None:
-            super().__init__()
-            self.row = row
-            self.detail = detail
+        row: CheckpointRow
+        detail: CheckpointDetail
 
     def __init__(self, **kwargs: Any) -> None:
         super().__init__(**kwargs)

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import os
 import shutil
+from dataclasses import dataclass
 from typing import Any, ClassVar
 
 from rich.text import Text
@@ -82,27 +83,23 @@ class FleetView(BaseView):
         *[Binding(key, f"refuse('{label.lower()}')", label, show=False) for _a, key, label, _h in WRITE_ACTIONS],
     ]
 
+    @dataclass
     class Scanned(ViewMessage):
-        def __init__(self, view: Any) -> None:
-            super().__init__()
-            self.view = view
+        view: Any
 
+    @dataclass
     class Previewed(ViewMessage):
-        def __init__(self, what: str, root: str, plan: Any) -> None:
-            super().__init__()
-            self.what = what
-            self.root = root
-            self.plan = plan
+        what: str
+        root: str
+        plan: Any
 
+    @dataclass
     class Executed(ViewMessage):
-        def __init__(self, result: Any) -> None:
-            super().__init__()
-            self.result = result
+        result: Any
 
+    @dataclass
     class Failed(ViewMessage):
-        def __init__(self, error: BaseException) -> None:
-            super().__init__()
-            self.error = error
+        error: BaseException
 
     @classmethod
     def for_state(cls, state: Any, **kwargs: Any) -> FleetView:

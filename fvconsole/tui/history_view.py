@@ -9,6 +9,7 @@ lines over 64 KiB skipped) in a worker; lines that are not records are counted a
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 from typing import Any, ClassVar
 
 from rich.text import Text
@@ -109,16 +110,14 @@ class HistoryView(BaseView):
     PANES: ClassVar[dict[str, str]] = {"hist-detail-scroll": "record"}
     BINDINGS: ClassVar[list] = []
 
+    @dataclass
     class Read(ViewMessage):
-        def __init__(self, read: JournalRead) -> None:
-            super().__init__()
-            self.read = read
+        read: JournalRead
 
+    @dataclass
     class ReadFailed(ViewMessage):
-        def __init__(self, path: str, error: BaseException) -> None:
-            super().__init__()
-            self.path = path
-            self.error = error
+        path: str
+        error: BaseException
 
     def __init__(self, **kwargs: Any) -> None:
         super().__init__(**kwargs)

@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import os
 import shlex
+from dataclasses import dataclass
 from typing import Any, ClassVar
 
 from rich.text import Text
@@ -111,34 +112,29 @@ class MigrationView(BaseView):
                 tooltip="copy the export FASTVIDEO_DATALOADER_STATE_DIR=… line to the clipboard"),
     ]
 
+    @dataclass
     class Previewed(ViewMessage):
-        def __init__(self, preview: MigrationPreview) -> None:
-            super().__init__()
-            self.preview = preview
+        preview: MigrationPreview
 
+    @dataclass
     class Executed(ViewMessage):
-        def __init__(self, result: MigrationResult, journal: JournalWrite | None = None) -> None:
-            super().__init__()
-            self.result = result
-            self.journal = journal
+        result: MigrationResult
+        journal: JournalWrite | None = None
 
+    @dataclass
     class Verified(ViewMessage):
-        def __init__(self, result: VerifyResult) -> None:
-            super().__init__()
-            self.result = result
+        result: VerifyResult
 
+    @dataclass
     class ActionFailed(ViewMessage):
-        def __init__(self, error: BaseException, journal: JournalWrite | None = None) -> None:
-            super().__init__()
-            self.error = error
-            self.journal = journal  # a migration that failed part-way is journaled too
+        error: BaseException
+        journal: JournalWrite | None = None  # a migration that failed part-way is journaled too
 
+    @dataclass
     class NextIdsRead(ViewMessage):
-        def __init__(self, plan: MigrationPlan, result: NextSampleIds | None, error: BaseException | None = None) -> None:
-            super().__init__()
-            self.plan = plan
-            self.result = result
-            self.error = error
+        plan: MigrationPlan
+        result: NextSampleIds | None
+        error: BaseException | None = None
 
     def __init__(self, **kwargs: Any) -> None:
         super().__init__(**kwargs)

@@ -18,6 +18,7 @@ import inspect
 import os
 import threading
 from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
 from typing import Any, ClassVar, TypeVar
 
 from rich.cells import cell_len
@@ -441,12 +442,11 @@ class FastTable(DataTable):
                 tooltip="sort by the first column (step, key, rank, node); again: reverse"),
     ]
 
+    @dataclass
     class Sorted(Message):
         """The sort column or direction changed: the owner reorders and refills."""
 
-        def __init__(self, table: FastTable) -> None:
-            super().__init__()
-            self.table = table
+        table: FastTable
 
         @property
         def control(self) -> FastTable:
