@@ -230,9 +230,14 @@ def scale_cases(root: str, cache_entries: int, checkpoints: int, repeat: int) ->
     if doc["entry_count"] != cache_entries or {e["status"] for e in doc["entries"]} != {"complete"}:
         raise AssertionError("cache ls --json did not list every entry as complete")
     mib = rss / 2**20
+    # Judged on wall time, what the operator waits for: a large root is listed by one process per
+    # allowed CPU (core/cache/parallel.py), so the CPU column is the sum over them and exceeds it.
+    from fvconsole.core.cache.parallel import MAX_WORKERS, allowed_cpus
+
+    lanes = min(allowed_cpus(), MAX_WORKERS + 1)
     rows = [Row(f"`fvconsole cache ls --json` {cache_entries:,} entries (CLI)", ls.wall, None, "", "<10 s, <200 MB",
-                ls.cpu < 10 and mib < 200, f"peak RSS {mib:.0f} MB; {os.path.getsize(out) / 2**20:.0f} MB of JSON; "
-                f"root built in {t_build:.0f} s", ls.cpu)]
+                ls.wall < 10 and mib < 200, f"wall; {lanes} listing process(es), CPU summed over them; peak RSS "
+                f"{mib:.0f} MB; {os.path.getsize(out) / 2**20:.0f} MB of JSON; root built in {t_build:.0f} s", ls.cpu)]
     t_build, ckpts = timed(lambda: inputs.checkpoints_dir(os.path.join(root, "ckpts"), checkpoints))
     listing = os.path.join(root, "checkpoints.json")
     # The DCP verdict cache (core/dcp_verdicts.py) in a dir of this case's own: "first" empties

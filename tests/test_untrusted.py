@@ -199,3 +199,57 @@ def test_the_shared_decoder_decodes_as_json_loads(data: bytes | str) -> None:
             decode(data, "d.json", "doc")
     else:
         assert decode(data, "d.json", "doc") == expected
+
+
+# ----------------------------------------------------------------- the small-document fast path
+
+_json_values = st.recursive(
+    st.none() | st.booleans() | st.integers(-(2**70), 2**70) | st.floats(allow_nan=False, allow_infinity=False)
+    | st.text(max_size=8),
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=6), inner, max_size=4),
+    max_leaves=30)
+_tails = st.sampled_from(["", " ", "\n\t\r ", "x", "\x1c", "\u2028", "{}", ",", "]", "NaN", "\x00"])
+_inserts = st.sampled_from(["", "NaN", "Infinity", "-Infinity", "1e400", "-1e999", "[" * 120, "\ud800", "\\ud800",
+                            "\x01", "tru", "\"", "01"])
+
+
+def _reference(data: bytes):
+    """What the strict decoder says of ``data``: its value, or None when it refuses (hand-written from
+    the json module's documented hooks, not from fvconsole)."""
+    def refuse(name):
+        raise ValueError(name)
+
+    def finite(text):
+        value = float(text)
+        if value in (float("inf"), float("-inf")):
+            raise ValueError(text)
+        return value
+
+    try:
+        value = json.loads(data, parse_constant=refuse, parse_float=finite)
+    except (ValueError, RecursionError):
+        return None
+    depth, level = 0, [value]
+    while level:
+        depth += 1
+        level = [c for v in level for c in (v.values() if isinstance(v, dict) else v if isinstance(v, list) else ())
+                 if isinstance(c, (dict, list))]
+    return None if depth > 100 else (value,)
+
+
+@settings(max_examples=600, deadline=None)
+@given(value=st.dictionaries(st.text(max_size=6), _json_values, max_size=5), tail=_tails, insert=_inserts,
+       at=st.integers(0, 200))
+def test_small_objects_decode_as_the_strict_decoder_says(value, tail, insert, at) -> None:
+    text = json.dumps(value)
+    text = text[:at] + insert + text[at:] if insert and at < len(text) else text
+    data = (text + tail).encode("utf-8", "surrogatepass")
+    expected = _reference(data)
+    try:
+        got = (decode(data, "f.json", "doc"),)
+    except UntrustedError:
+        got = None
+    if expected is None:
+        assert got is None
+    else:
+        assert got is not None and json.dumps(got[0]) == json.dumps(expected[0])

@@ -85,6 +85,31 @@ def _loads(data: bytes | str) -> Any:
     return _DECODER.decode(data.decode(json.detect_encoding(data), "surrogatepass"))
 
 
+_SCAN = _DECODER.scan_once
+_JSON_SPACE = " \t\n\r"
+
+
+def _small_object(data: bytes, max_depth: int | None) -> Any:
+    """The usual small document (a cache manifest, a shard header: 400,000 of them in one listing),
+    decoded with the strict decoder's own scanner and no pre-scan; None when it needs the full path.
+
+    No pre-scan is needed: ``data`` holds at most MIN_ITEMS bytes, so it cannot hold more containers
+    and items than the bound allows. Anything unusual (not UTF-8, a syntax error, trailing text, a
+    bad number, deep enough to need the depth walk) is None, and :func:`decode` then decodes it
+    step by step, words the error its own way or walks the depth.
+    """
+    if max_depth is not None and len(data) > max_depth and data.count(b"{") + data.count(b"[") > max_depth:
+        return None
+    try:
+        text = data.decode("utf-8", "surrogatepass")
+        value, end = _SCAN(text, 0)
+    except (ValueError, StopIteration, RecursionError, MemoryError):
+        return None
+    if end != len(text) and text[end:].strip(_JSON_SPACE):
+        return None
+    return value
+
+
 def _one_line(exc: BaseException) -> str:
     return " ".join(str(exc).split())[:200]
 
@@ -158,6 +183,10 @@ def decode(
     if max_bytes is not None and len(data) > max_bytes:
         raise UntrustedError(f"{shown}: {what} is larger than {max_bytes} bytes; refusing to read it",
                              detail=f"larger than {max_bytes} bytes")
+    if type(data) is bytes and len(data) <= MIN_ITEMS and data[:1] == b"{" and items_per_byte >= 0:
+        value = _small_object(data, max_depth)
+        if value is not None:
+            return value
     opens, count = _pre_scan(data, items_per_byte, MIN_ITEMS)
     if count is not None:
         why = f"too many items for its size: {count} in {len(data)} bytes"

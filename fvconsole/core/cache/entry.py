@@ -8,7 +8,6 @@ from __future__ import annotations
 import os
 import re
 import stat
-from dataclasses import dataclass, field
 from typing import Any
 
 from fvconsole.core.cache.files import CacheFileError, Opened, read_manifest, read_safetensors_header
@@ -47,29 +46,35 @@ def _shared(value: Any) -> Any:
     return value
 
 
-@dataclass
 class _Files:
     """The entry's files sorted by role (mutable scratch, local to one classification)."""
 
-    size: int = 0
-    disk: int = 0
-    newest: float | None = None
-    manifest: os.stat_result | None = None
-    manifest_problem: str | None = None
-    shards: list[tuple[int, int, str]] = field(default_factory=list)
-    tmp: list[tuple[str, float]] = field(default_factory=list)
-    notes: list[str] = field(default_factory=list)
+    __slots__ = ("size", "disk", "newest", "manifest", "manifest_problem", "shards", "tmp", "notes")
+
+    def __init__(self, newest: float | None) -> None:
+        self.size = 0
+        self.disk = 0
+        self.newest = newest
+        self.manifest: os.stat_result | None = None
+        self.manifest_problem: str | None = None
+        self.shards: list[tuple[int, int, str]] = []
+        self.tmp: list[tuple[str, float]] = []
+        self.notes: list[str] = []
 
 
 def _sort_files(listing: list[tuple[str, os.stat_result]], dir_mtime: float) -> _Files:
-    files = _Files(newest=dir_mtime)
+    files = _Files(dir_mtime)
+    size = disk = 0
+    newest = dir_mtime
     for name, st in listing:
-        regular = stat.S_ISREG(st.st_mode)
+        mode = st.st_mode & 0o170000
+        regular = mode == stat.S_IFREG
         if regular:
-            files.size += st.st_size
-            files.disk += st.st_blocks * 512 if st.st_nlink == 1 else 0  # as scan.disk_size
-            files.newest = max(files.newest or st.st_mtime, st.st_mtime)
-        elif stat.S_ISLNK(st.st_mode):
+            size += st.st_size
+            disk += st.st_blocks * 512 if st.st_nlink == 1 else 0  # as scan.disk_size
+            mtime = st.st_mtime
+            newest = max(newest or mtime, mtime)
+        elif mode == stat.S_IFLNK:
             files.notes.append(f"{name} is a symlink (not followed, not counted)")
         if name == "manifest.json":
             if regular:
@@ -84,6 +89,7 @@ def _sort_files(listing: list[tuple[str, os.stat_result]], dir_mtime: float) -> 
             files.shards.append((int(match.group(1)), int(match.group(2)), name))
         elif name.endswith(".tmp"):
             files.tmp.append((name, st.st_mtime))
+    files.size, files.disk, files.newest = size, disk, newest
     return files
 
 
@@ -114,8 +120,8 @@ def classify_entry(key: str, path: str, listing: list[tuple[str, os.stat_result]
         writing=writing_age is not None, explanation=explanation,
         manifest_mtime_ns=files.manifest.st_mtime_ns if files.manifest else None,
         newest_mtime=files.newest, shard_files=shard_files,
-        tmp_files=tuple(sorted(name for name, _ in files.tmp)),
-        problems=tuple(files.notes), summary=_summary(manifest), disk_bytes=files.disk, owner_uid=owner_uid,
+        tmp_files=tuple(sorted(name for name, _ in files.tmp)) if files.tmp else (),
+        problems=tuple(files.notes) if files.notes else (), summary=_summary(manifest), disk_bytes=files.disk, owner_uid=owner_uid,
     )
 
 

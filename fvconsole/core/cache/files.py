@@ -52,14 +52,17 @@ _BASE_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0)
 _DIR_FLAGS = _BASE_FLAGS | os.O_DIRECTORY
 _FILE_FLAGS = _BASE_FLAGS | getattr(os, "O_NONBLOCK", 0)  # a FIFO swapped in after the listing cannot hang us
 _NOATIME = getattr(os, "O_NOATIME", 0)
+_FILE_OPEN_FLAGS = _FILE_FLAGS | _NOATIME
 
 
-def iter_fd(fd: int) -> Iterator[tuple[str, os.stat_result]]:
+def iter_fd(fd: int, skip: Callable[[str], bool] | None = None) -> Iterator[tuple[str, os.stat_result]]:
     """(name, lstat) of every child of the directory open as ``fd``, as it reads (a root of 200,000
     entries is never held as one list); ``fd`` stays open: a scan opens the children relative to it.
-    Children removed between readdir and lstat are left out."""
+    Children removed between readdir and lstat are left out; so are names ``skip`` takes (not stat'ed)."""
     with os.scandir(fd) as it:
         for item in it:
+            if skip is not None and skip(item.name):
+                continue
             try:
                 yield item.name, item.stat(follow_symlinks=False)
             except FileNotFoundError:
@@ -99,28 +102,33 @@ def list_fd_opening(fd: int, want: Callable[[str], bool]) -> tuple[list[tuple[st
     Returns the listing and the open files by name (the caller closes them; at most
     :data:`MAX_OPENED`). A file that cannot be opened (a symlink or FIFO swapped in, no
     permission) is ``lstat``'ed as by :func:`list_fd`, and its reader meets the same trouble.
+    The scan's hot path (200,000 entries): :func:`open_readonly` is written out here.
     """
     out: list[tuple[str, os.stat_result]] = []
     opened: dict[str, Opened] = {}
     append = out.append
+    fstat, open_ = os.fstat, os.open
     try:
         with os.scandir(fd) as it:
             for item in it:
                 name = item.name
-                if len(opened) < MAX_OPENED and want(name) and item.is_file(follow_symlinks=False):
+                if want(name) and len(opened) < MAX_OPENED and item.is_file(follow_symlinks=False):
                     try:
-                        child = open_readonly(name, dir_fd=fd)
+                        try:
+                            child = open_(name, _FILE_OPEN_FLAGS, dir_fd=fd)
+                        except PermissionError:
+                            child = open_(name, _FILE_FLAGS, dir_fd=fd)  # not the owner: without O_NOATIME
                     except FileNotFoundError:
                         continue
                     except OSError:
                         pass  # lstat it below; the reader reports the same error
                     else:
                         try:
-                            st = os.fstat(child)
+                            st = fstat(child)
                         except BaseException:
                             os.close(child)
                             raise
-                        if stat.S_ISREG(st.st_mode):
+                        if st.st_mode & 0o170000 == stat.S_IFREG:
                             opened[name] = (child, st)
                         else:
                             os.close(child)  # not a symlink (O_NOFOLLOW): this is its lstat

@@ -182,6 +182,8 @@ def _number(value: Any) -> str | None:
 
 
 def _strings(values: tuple[Any, ...]) -> str | None:
+    if not values:
+        return "[]"
     if not all(type(v) is str for v in values):
         return None
     return "[" + ", ".join(map(_esc, values)) + "]"
@@ -201,32 +203,60 @@ def _counts(pairs: tuple[Any, ...]) -> str | None:
     return "{" + ", ".join(parts) + "}"
 
 
+#: Texts of the values entries share (``core/cache/entry._shared``: an explanation, a tuple of shard
+#: names, a dtype table), by object identity: the value is kept alongside, so its id cannot be reused.
+#: Identity, not equality: ``(0,) == (False,)`` but their JSON differs. One table per way of
+#: rendering (the one empty tuple is both a list of names and a dtype table). Bounded like the values.
+_TEXTS: dict[Any, dict[int, tuple[Any, str | None]]] = {}
+_TEXTS_MAX = 8192
+
+
+def _memo(value: Any, render: Any) -> str | None:
+    """``render(value)``, remembered for this very object (immutable: a str or a tuple of str/int)."""
+    table = _TEXTS.get(render)
+    if table is None:
+        table = _TEXTS[render] = {}
+    kept = table.get(id(value))
+    if kept is not None and kept[0] is value:
+        return kept[1]
+    text = render(value)
+    if len(table) < _TEXTS_MAX:
+        table[id(value)] = (value, text)
+    return text
+
+
+def _esc_str(value: Any) -> str | None:
+    return _esc(value) if type(value) is str else None
+
+
 def _entry_text(e: CacheEntry) -> str | None:
     """The fields of ``CacheEntry.to_json`` in sorted key order, or None when one is not of the common shape."""
     if e.in_use_by or type(e.bytes) is not int or type(e.writing) is not bool or type(e.is_symlink) is not bool:
         return None
-    strings = (e.key, e.path, e.status, e.explanation)
-    if not all(type(v) is str for v in strings) or not all(type(i) is int for i in e.shards_present):
+    if type(e.key) is not str or type(e.path) is not str or type(e.status) is not str:
+        return None
+    if not all(type(i) is int for i in e.shards_present):
         return None
     if e.symlink_target is not None and type(e.symlink_target) is not str:
         return None
+    explanation = _memo(e.explanation, _esc_str)
     numbers = [_number(v) for v in (e.disk_bytes, e.last_used, e.manifest_mtime_ns, e.newest_mtime, e.num_shards,
                                     e.owner_uid)]
-    lists = [_strings(v) for v in (e.mounts, e.problems, e.shard_files, e.tmp_files)]
-    if None in numbers or None in lists:
+    lists = [_strings(e.mounts), _strings(e.problems), _memo(e.shard_files, _strings), _strings(e.tmp_files)]
+    if explanation is None or None in numbers or None in lists:
         return None
     disk, last_used, mtime_ns, newest, num_shards, owner_uid = numbers
     mounts, problems, shard_files, tmp_files = lists
     summary = "null"
     if e.summary is not None:
         sm = e.summary
-        dtypes, kinds = _counts(sm.dtypes), _counts(sm.kinds)
+        dtypes, kinds = _memo(sm.dtypes, _counts), _memo(sm.kinds, _counts)
         if dtypes is None or kinds is None or type(sm.numel) is not int or type(sm.params) is not int:
             return None
         summary = f'{{"dtypes": {dtypes}, "kinds": {kinds}, "numel": {int.__repr__(sm.numel)}, "params": {int.__repr__(sm.params)}}}'
     target = "null" if e.symlink_target is None else _esc(e.symlink_target)
     present = "[" + ", ".join(map(int.__repr__, e.shards_present)) + "]"
-    return (f'{{"bytes": {int.__repr__(e.bytes)}, "disk_bytes": {disk}, "explanation": {_esc(e.explanation)}, '
+    return (f'{{"bytes": {int.__repr__(e.bytes)}, "disk_bytes": {disk}, "explanation": {explanation}, '
             f'"in_use_by": [], "is_symlink": {"true" if e.is_symlink else "false"}, "key": {_esc(e.key)}, '
             f'"last_used": {last_used}, "manifest_mtime_ns": {mtime_ns}, "mounts": {mounts}, '
             f'"newest_mtime": {newest}, "num_shards": {num_shards}, "owner_uid": {owner_uid}, "path": {_esc(e.path)}, '

@@ -16,8 +16,10 @@ import os
 import re
 import stat
 import time
+from collections.abc import Callable
 from typing import NamedTuple
 
+from fvconsole.core.cache import parallel
 from fvconsole.core.cache.entry import SHARD_RE, STATUSES, classify_entry, compact_indices
 from fvconsole.core.cache.files import close_opened, iter_fd, list_dir, list_fd_opening, open_readonly
 from fvconsole.core.cache.lock import LOCK_NAME
@@ -58,7 +60,6 @@ def scan_cache(root: str | os.PathLike[str], grace_seconds: float = DEFAULT_GRAC
     """
     root_path = os.path.abspath(os.path.expanduser(os.fspath(root)))
     root_st = _require_directory(root_path)
-    root_dev = root_st.st_dev
     real_root = os.path.realpath(root_path)
     now = time.time() if now is None else now
     entries: list[CacheEntry] = []
@@ -74,7 +75,7 @@ def scan_cache(root: str | os.PathLike[str], grace_seconds: float = DEFAULT_GRAC
     try:
         mounts = mounts_by_child(mount_points() or (), real_root)
         use = (scan_processes() if processes is None else processes).under(real_root)
-        _scan_children(root_fd, root_path, real_root, root_dev, now, grace_seconds, check_headers, mounts, use,
+        _scan_children(root_fd, root_path, real_root, root_st, now, grace_seconds, check_headers, mounts, use,
                        entries, leftovers, foreign, gc_counted, errors)
     finally:
         os.close(root_fd)
@@ -96,31 +97,60 @@ def scan_cache(root: str | os.PathLike[str], grace_seconds: float = DEFAULT_GRAC
     )
 
 
-def _scan_children(root_fd: int, root_path: str, real_root: str, root_dev: int, now: float, grace_seconds: float,
-                   check_headers: bool, mounts: dict[str, tuple[str, ...]], use: ProcessUse,
+def _scan_children(root_fd: int, root_path: str, real_root: str, root_st: os.stat_result, now: float,
+                   grace_seconds: float, check_headers: bool, mounts: dict[str, tuple[str, ...]], use: ProcessUse,
                    entries: list[CacheEntry], leftovers: list[Leftover], foreign: list[str],
                    gc_counted: list[str], errors: list[str]) -> None:
-    """Every child of the root open as ``root_fd``, read as listed (200,000 entries are never one list)."""
+    """Every child of the root open as ``root_fd``, read as listed (200,000 entries are never one list).
+
+    A large root is shared with forked workers (core/cache/parallel.py): each lists the key-shaped
+    names of its digits; the parent lists the rest, then merges (or rescans a failed worker's share)."""
+    root_dev = root_st.st_dev
+
+    def scan_names(fd: int, skip: Callable[[str], bool] | None, share: parallel.Share,
+                   leftovers: list[Leftover] | None = None) -> None:
+        try:
+            for name, st in iter_fd(fd, skip):
+                child = Child(name, _join(root_path, name), st)
+                kind = classify_child(name, st)
+                if kind == "entry":
+                    entry = scan_entry(child, now, grace_seconds, check_headers, share.errors,
+                                       mounts=mounts.get(name, ()), root_dev=root_dev, processes=use,
+                                       real_path=_join(real_root, name), parent_fd=fd)
+                    if entry is not None:
+                        share.entries.append(entry)
+                elif kind == "leftover" and leftovers is not None:
+                    leftover = _scan_leftover(child, share.errors, mounts.get(name, ()), root_dev)
+                    if leftover is not None:
+                        leftovers.append(leftover)
+                elif kind == "foreign":
+                    share.foreign.append(name)
+                    if counted_by_fastvideo_gc(child):
+                        share.gc_counted.append(name)
+        except OSError as exc:  # the root's getdents failing part-way: what was read stands
+            share.errors.append(f"{root_path}: listing the root stopped part-way ({exc.strerror}); "
+                                "entries after that are missing")
+
+    def not_mine(digits: frozenset[str]) -> Callable[[str], bool]:
+        return lambda name: not (name[-1:] in digits and KEY_RE.fullmatch(name) is not None)
+
+    mine = parallel.Share(entries, foreign, gc_counted, errors)
+    lanes = parallel.digit_lanes(parallel.lanes_for(root_st))
+    workers = parallel.start(root_fd, lanes[1:], scan_names, not_mine)
     try:
-        for name, st in iter_fd(root_fd):
-            child = Child(name, _join(root_path, name), st)
-            kind = classify_child(name, st)
-            if kind == "entry":
-                entry = scan_entry(child, now, grace_seconds, check_headers, errors,
-                                   mounts=mounts.get(name, ()), root_dev=root_dev, processes=use,
-                                   real_path=_join(real_root, name), parent_fd=root_fd)
-                if entry is not None:
-                    entries.append(entry)
-            elif kind == "leftover":
-                leftover = _scan_leftover(child, errors, mounts.get(name, ()), root_dev)
-                if leftover is not None:
-                    leftovers.append(leftover)
-            elif kind == "foreign":
-                foreign.append(name)
-                if counted_by_fastvideo_gc(child):
-                    gc_counted.append(name)
-    except OSError as exc:  # the root's getdents failing part-way: what was read stands
-        errors.append(f"{root_path}: listing the root stopped part-way ({exc.strerror}); entries after that are missing")
+        theirs = frozenset().union(*(w.digits for w in workers))
+        scan_names(root_fd, (lambda name: name[-1:] in theirs and KEY_RE.fullmatch(name) is not None)
+                   if theirs else None, mine, leftovers)
+        while workers:
+            worker = workers.pop(0)
+            if not parallel.collect(worker, mine):
+                fd = open_readonly(".", directory=True, dir_fd=root_fd)
+                try:
+                    scan_names(fd, not_mine(worker.digits), mine)
+                finally:
+                    os.close(fd)
+    finally:
+        parallel.stop(workers)
 
 
 def _join(directory: str, name: str) -> str:
@@ -214,12 +244,16 @@ def scan_entry(child: Child, now: float, grace: float, check_headers: bool,
         finally:
             close_opened(opened)
             os.close(fd)
+    holders = entry_holders(processes, real_path or child.path, listing) if processes is not None else ()
+    if not mounts and (root_dev is None or child.st.st_dev == root_dev) and not any(
+            st.st_mode & 0o170000 == stat.S_IFDIR for _, st in listing):
+        # The usual entry: no subdirectory and no mount (mounts_inside would find none).
+        return dataclasses.replace(entry, in_use_by=holders) if holders else entry
     found = mounts_inside(child, listing, mounts, root_dev)
     notes = [f"subdirectory {name}/ is not cache content (not counted, not scanned; removed with the entry)"
              for name, st in listing if stat.S_ISDIR(st.st_mode) and name not in found]
     notes += [f"{'the entry itself' if m == '.' else m} is a mount point: eviction never crosses it, "
               "so this entry is never evicted" for m in found]
-    holders = entry_holders(processes, real_path or child.path, listing) if processes is not None else ()
     if not notes and not holders:
         return entry
     return dataclasses.replace(entry, mounts=found, problems=entry.problems + tuple(notes), in_use_by=holders)
