@@ -125,6 +125,7 @@ def start(root_fd: int, digit_sets: list[frozenset[str]], scan_share: ShareScan,
 def _worker_main(root_fd: int, out: int, scan_share: ShareScan, skip: Callable[[str], bool]) -> None:
     code = 1
     try:
+        _close_all_but(root_fd, out)  # a lock the caller holds (an evictor's) is never kept alive by a worker
         fd = open_readonly(".", directory=True, dir_fd=root_fd)  # its own offset in the same directory
         if _same_file(os.fstat(fd), os.fstat(root_fd)):
             share = Share()
@@ -138,6 +139,15 @@ def _worker_main(root_fd: int, out: int, scan_share: ShareScan, skip: Callable[[
         code = 1
     finally:
         os._exit(code)
+
+
+def _close_all_but(*keep: int) -> None:
+    low = 3
+    for fd in sorted(keep):
+        if fd >= low:
+            os.closerange(low, fd)
+            low = fd + 1
+    os.closerange(low, 1 << 20)
 
 
 def _same_file(a: os.stat_result, b: os.stat_result) -> bool:
