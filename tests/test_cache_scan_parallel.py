@@ -40,6 +40,27 @@ SCRIPT = textwrap.dedent("""
     if mode == "failing-worker":
         parallel._worker_main = lambda *args: os._exit(3)
     use = ProcessUse()
+    if mode == "interrupted":  # the parent (only) is interrupted at its third entry
+        from fvconsole.core.cache import scan as scan_module
+        parent, real_scan_entry, seen = os.getpid(), scan_module.scan_entry, []
+        def interrupted(*args, **kwargs):
+            seen.append(1)
+            if os.getpid() == parent and len(seen) == 3:
+                raise KeyboardInterrupt
+            return real_scan_entry(*args, **kwargs)
+        scan_module.scan_entry = interrupted
+        fds = len(os.listdir("/proc/self/fd"))
+        try:
+            scan_cache(root, now=2e9, processes=use)
+        except KeyboardInterrupt:
+            pass
+        try:
+            os.waitpid(-1, 0)
+            left = "a child is left"
+        except ChildProcessError:
+            left = None
+        print(json.dumps({"forks": len(forks), "left": left, "fds_added": len(os.listdir("/proc/self/fd")) - fds}))
+        sys.exit(0)
     forked = scan_cache(root, now=2e9, processes=use)
     forked_count = len(forks)
     try:
@@ -107,3 +128,9 @@ def test_a_failed_worker_share_is_listed_by_the_parent(mixed_root):
     assert got["forks"] == 3 and got["left"] is None
     assert _comparable(got["forked"]) == _comparable(got["serial"])
     assert len(got["forked"]["entries"]) == len(expected) + 1
+
+
+def test_an_interrupted_scan_leaves_no_worker_and_no_fd(mixed_root):
+    root, _ = mixed_root
+    got = _run(root, "interrupted")
+    assert got == {"forks": 3, "left": None, "fds_added": 0}

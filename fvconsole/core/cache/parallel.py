@@ -166,7 +166,7 @@ def collect(worker: Worker, into: Share) -> bool:
     got = Share()
     complete = False
     try:
-        with os.fdopen(worker.fd, "rb", buffering=1 << 20) as pipe:
+        with os.fdopen(worker.fd, "rb", buffering=1 << 20, closefd=False) as pipe:
             while True:
                 head = pipe.read(_FRAME.size)
                 if len(head) < _FRAME.size:
@@ -183,7 +183,12 @@ def collect(worker: Worker, into: Share) -> bool:
                     complete = True
     except (OSError, EOFError, ValueError, TypeError):
         complete = False
-    if not _reaped_ok(worker.pid) or not complete:
+    if not complete:  # a worker still writing into a pipe nobody reads would never exit
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(worker.pid, signal.SIGKILL)
+    reaped = _reaped_ok(worker.pid)
+    worker.pid = 0  # reaped: stop() must not signal a pid that may be reused
+    if not reaped or not complete:
         return False
     into.entries.extend(got.entries)
     into.foreign.extend(got.foreign)
@@ -201,14 +206,16 @@ def _reaped_ok(pid: int) -> bool:
 
 
 def stop(workers: list[Worker]) -> None:
-    """Kill and reap workers that were not collected (the scan was interrupted or failed)."""
+    """Kill and reap the workers not yet reaped (the scan was interrupted) and close every pipe."""
     for worker in workers:
-        with contextlib.suppress(ProcessLookupError):
-            os.kill(worker.pid, signal.SIGKILL)
-        with contextlib.suppress(ChildProcessError):
-            os.waitpid(worker.pid, 0)
+        if worker.pid:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(worker.pid, signal.SIGKILL)
+            with contextlib.suppress(ChildProcessError):
+                os.waitpid(worker.pid, 0)
         with contextlib.suppress(OSError):
             os.close(worker.fd)
+    workers.clear()
 
 
 def _entry_fields(entry: CacheEntry) -> tuple:

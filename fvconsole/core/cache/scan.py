@@ -141,8 +141,7 @@ def _scan_children(root_fd: int, root_path: str, real_root: str, root_st: os.sta
         theirs = frozenset().union(*(w.digits for w in workers))
         scan_names(root_fd, (lambda name: name[-1:] in theirs and KEY_RE.fullmatch(name) is not None)
                    if theirs else None, mine, leftovers)
-        while workers:
-            worker = workers.pop(0)
+        for worker in workers:
             if not parallel.collect(worker, mine):
                 fd = open_readonly(".", directory=True, dir_fd=root_fd)
                 try:
