@@ -261,23 +261,22 @@ class Fields:
             return default
         return value
 
-    def str(self, key: str, default: Any = _MISSING, *, max_len: int = 1 << 16) -> Any:
+    def _typed(self, key: str, default: Any, kind: type, what: str) -> Any:
+        """The field if its type is exactly ``kind`` (``what`` names it in the message), or ``default``."""
         value = self._get(key, default)
-        if value is default and default is not _MISSING:
+        if (value is default and default is not _MISSING) or type(value) is kind:
             return value
-        if type(value) is not str:
-            self.fail(key, f"must be a string (got {type_name(value)})")
-        if len(value) > max_len:
+        self.fail(key, f"must be {what} (got {type_name(value)})")
+
+    def str(self, key: str, default: Any = _MISSING, *, max_len: int = 1 << 16) -> Any:
+        value = self._typed(key, default, str, "a string")
+        if value is not default and len(value) > max_len:
             self.fail(key, f"is longer than {max_len} characters")
         return value
 
     def int(self, key: str, default: Any = _MISSING, *, min: int = 0, max: int = INT64_MAX) -> Any:
-        value = self._get(key, default)
-        if value is default and default is not _MISSING:
-            return value
-        if type(value) is not int:
-            self.fail(key, f"must be an integer (got {type_name(value)})")
-        if not min <= value <= max:
+        value = self._typed(key, default, int, "an integer")
+        if value is not default and not min <= value <= max:
             self.fail(key, f"is out of range (must be {min}..{max})")
         return value
 
@@ -296,28 +295,13 @@ class Fields:
         return number
 
     def bool(self, key: str, default: Any = _MISSING) -> Any:
-        value = self._get(key, default)
-        if value is default and default is not _MISSING:
-            return value
-        if type(value) is not bool:
-            self.fail(key, f"must be true or false (got {type_name(value)})")
-        return value
+        return self._typed(key, default, bool, "true or false")
 
     def object(self, key: str, default: Any = _MISSING) -> Any:
-        value = self._get(key, default)
-        if value is default and default is not _MISSING:
-            return value
-        if type(value) is not dict:
-            self.fail(key, f"must be an object (got {type_name(value)})")
-        return value
+        return self._typed(key, default, dict, "an object")
 
     def list(self, key: str, default: Any = _MISSING) -> Any:
-        value = self._get(key, default)
-        if value is default and default is not _MISSING:
-            return value
-        if type(value) is not list:
-            self.fail(key, f"must be a list (got {type_name(value)})")
-        return value
+        return self._typed(key, default, list, "a list")
 
     def strings(self, key: str, default: Any = _MISSING, *, max_len: int = 1 << 16) -> Any:
         """A list of strings, as a tuple."""

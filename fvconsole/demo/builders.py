@@ -190,11 +190,16 @@ def scan_manifest(dataset_root: str | os.PathLike[str], columns: Sequence[str] |
                 }
             )
             sample_start += rows
+    return _manifest(root, columns, sample_start, row_groups)
+
+
+def _manifest(root: str, columns: Sequence[str], total_rows: int, row_groups: list[dict[str, Any]]) -> dict:
+    """A manifest document in FastVideo's shape, its fingerprint computed as FastVideo does."""
     return {
         "version": MANIFEST_VERSION,
         "dataset_root": root,
         "columns": list(columns),
-        "total_rows": sample_start,
+        "total_rows": total_rows,
         "row_groups": row_groups,
         "fingerprint": manifest_fingerprint(row_groups),
     }
@@ -259,14 +264,7 @@ def synthetic_manifest(
             }
         )
         sample_start += n
-    return {
-        "version": MANIFEST_VERSION,
-        "dataset_root": dataset_root,
-        "columns": list(columns),
-        "total_rows": sample_start,
-        "row_groups": row_groups,
-        "fingerprint": manifest_fingerprint(row_groups),
-    }
+    return _manifest(dataset_root, columns, sample_start, row_groups)
 
 
 # --------------------------------------------------------------------------- run configs

@@ -99,11 +99,16 @@ def render_mismatches(mismatches: tuple[Mismatch, ...] | None, limit: int = 40) 
         text.append(f"    checkpoint={m.checkpoint!r}  config={m.config!r}\n", style="red")
     if other:
         text.append(f"{len(other)} other difference(s) (not critical):\n", style="yellow")
-    for m in other[:limit]:
-        text.append(f"  {m.path}: checkpoint={m.checkpoint!r} config={m.config!r}\n", style="grey62")
-    if len(other) > limit:
-        text.append(f"  … {len(other) - limit} more\n", style="grey62")
+    _mismatch_lines(text, other, limit, "grey62")
     return text
+
+
+def _mismatch_lines(text: Text, mismatches: list[Mismatch], limit: int, style: str, more: str = "") -> None:
+    """One line per mismatch (at most ``limit``), then how many more."""
+    for m in mismatches[:limit]:
+        text.append(f"  {m.path}: checkpoint={m.checkpoint!r} config={m.config!r}\n", style=style)
+    if len(mismatches) > limit:
+        text.append(f"  … {len(mismatches) - limit} more{more}\n", style=style)
 
 
 def critical_first(mismatches: tuple[Mismatch, ...] | None, limit: int = 3) -> Text:
@@ -117,10 +122,7 @@ def critical_first(mismatches: tuple[Mismatch, ...] | None, limit: int = 3) -> T
     if not critical:
         return text
     text.append(f"✗ {len(critical)} critical mismatch(es): migration will refuse\n", style="bold red")
-    for m in critical[:limit]:
-        text.append(f"  {m.path}: checkpoint={m.checkpoint!r} config={m.config!r}\n", style="red")
-    if len(critical) > limit:
-        text.append(f"  … {len(critical) - limit} more in the report below\n", style="red")
+    _mismatch_lines(text, critical, limit, "red", " in the report below")
     return text
 
 

@@ -11,6 +11,7 @@ from collections.abc import Iterable, Mapping
 from fvconsole.core.cache import flags
 from fvconsole.core.cache.durations import quote_input
 from fvconsole.core.errors import FvError, UsageError
+from fvconsole.core.fsutil import is_within
 from fvconsole.core.reasons import Reason, invalid, reason
 
 ENV_ROOT = "FASTVIDEO_WEIGHT_SHARD_CACHE"
@@ -91,10 +92,6 @@ def home_dirs(env: Mapping[str, str] | None = None) -> set[str]:
     return {os.path.realpath(h) for h in homes if h}
 
 
-def _under(path: str, top: str) -> bool:
-    return path == top or path.startswith(top.rstrip(os.sep) + os.sep)
-
-
 def _real(paths: Iterable[str]) -> set[str]:
     """Each path and its real path (/bin may be a symlink to /usr/bin, /var/run to /run)."""
     return {p for path in paths for p in (path, os.path.realpath(path))}
@@ -107,10 +104,10 @@ def system_root_reason(real_root: str) -> str | None:
     for home in sorted(home_dirs()):
         if real_root == home:
             return "is the home directory; refusing to evict there"
-        if _under(home, real_root):
+        if is_within(home, real_root):
             return f"contains the home directory {home}; refusing to evict there"
     for top in sorted(_real(SYSTEM_TREES)):
-        if _under(real_root, top):
+        if is_within(real_root, top):
             return f"is a system directory ({top}); refusing to evict there"
     if real_root in _real(SYSTEM_DIRS):
         return "is a system directory; refusing to evict there (use a directory inside it)"
