@@ -21,7 +21,7 @@ from fvconsole.core.fleet.ops import SrunDispatcher
 from fvconsole.core.fleet.slurm_state import SlurmQuery
 from fvconsole.demo.cache_builders import make_key, write_cache_entry
 from fvconsole.tui.fleet_view import FleetView
-from fvconsole.tui.headless import settle
+from fvconsole.tui.headless import press, settle
 from fvconsole.tui.modals import ConfirmScreen
 
 pytestmark = pytest.mark.tui
@@ -64,8 +64,7 @@ async def test_scan_shows_matrix_and_pathology(fleet: dict) -> None:
         view = await open_fleet(app, pilot, fleet["root"])
         view.dispatcher = SrunDispatcher(timeout=60, srun=fleet["srun"])
         view.query_one("#fleet-nodes", Input).focus()
-        await pilot.press("enter")
-        await settle(app, pilot)
+        await press(app, pilot, "enter")
         result = view.view_result
         assert result is not None and result.exit_code == 0
         matrix = view.query_one("#fleet-matrix", DataTable)
@@ -89,16 +88,14 @@ async def test_evict_preview_confirm_cancel_then_execute(fleet: dict) -> None:
         view.action_scan()
         await settle(app, pilot)
         view.query_one("#fleet-matrix", DataTable).focus()
-        await pilot.press("i")
-        await settle(app, pilot)
+        await press(app, pilot, "i")
         assert isinstance(app.screen, ConfirmScreen)
         assert app.focused is not None and app.focused.id == "cancel"
         await pilot.press("enter")  # Enter on the focused Cancel: nothing happens
         await settle(app, pilot)
         assert not isinstance(app.screen, ConfirmScreen)
         assert _entries(fleet["base"], "a2") == sorted([KEY, OTHER])
-        await pilot.press("i")
-        await settle(app, pilot)
+        await press(app, pilot, "i")
         assert isinstance(app.screen, ConfirmScreen)
         body = str(app.screen.query_one("#dialog-body Static", Static).render())
         assert "a[2-3]" in body and KEY in body
@@ -125,8 +122,7 @@ async def test_failed_node_is_shown_and_read_only_refuses(fleet: dict) -> None:
         assert "does not exist" in str(nodes.get_row("a3")[-1])
         assert view.view_result.exit_code == 3
         view.query_one("#fleet-matrix", DataTable).focus()
-        await pilot.press("i")
-        await settle(app, pilot)
+        await press(app, pilot, "i")
         assert not isinstance(app.screen, ConfirmScreen)
         assert any("read-only" in n.message for n in app._notifications)
         assert _entries(fleet["base"], "a2") == sorted([KEY, OTHER])
@@ -185,8 +181,7 @@ async def test_filter_and_r_rescan_in_fleet_view(fleet: dict) -> None:
         assert matrix.row_count == 2 and app.focused is matrix
         third = make_key("tui-third")
         write_cache_entry(fleet["base"] / "a3" / "wc", third, num_shards=1, status="complete", tensor_bytes=256)
-        await pilot.press("r")
-        await settle(app, pilot)
+        await press(app, pilot, "r")
         assert {r.value for r in matrix.rows} == {KEY, OTHER, third}
 
 
@@ -213,8 +208,7 @@ async def test_scan_shows_slurm_state_and_busy_nodes(fleet: dict) -> None:
         view.dispatcher = SrunDispatcher(timeout=60, srun=fleet["srun"],
                                          slurm=SlurmQuery(squeue=squeue, sinfo=sinfo))
         view.query_one("#fleet-nodes", Input).focus()
-        await pilot.press("enter")
-        await settle(app, pilot)
+        await press(app, pilot, "enter")
         nodes = view.query_one("#fleet-node-table", DataTable)
         assert [str(nodes.get_row(n)[1]) for n in ("a1", "a2", "a3")] == [
             "allocated · busy", "allocated · busy", "mixed"]
@@ -226,11 +220,9 @@ async def test_scan_shows_slurm_state_and_busy_nodes(fleet: dict) -> None:
         detail = str(view.query_one("#fleet-detail", Static).render())
         assert "⚑ node busy: job 77 alice (train|x) running on a[1-2], the cache owner's" in detail
         assert "job 78 bob (eval\\x1b]0;pwn\\x07) running on a3" in detail and "\x1b" not in detail
-        await pilot.press("i")
-        await settle(app, pilot)
+        await press(app, pilot, "i")
         assert isinstance(app.screen, ConfirmScreen)
         body = str(app.screen.query_one("#dialog-body Static").render())
         assert "⚠ node busy: a2: job 77 alice (train|x) of the planned entries' owner" in body
         assert "a3" not in body.split("⚠", 1)[1]  # bob's job makes no warning
-        await pilot.press("escape")
-        await settle(app, pilot)
+        await press(app, pilot, "escape")

@@ -18,7 +18,7 @@ from fvconsole.demo.workspace import DemoWorkspace
 from fvconsole.tui.app import FvConsoleApp
 from fvconsole.tui.cache_view import CacheView
 from fvconsole.tui.evict_dialog import EvictScreen
-from fvconsole.tui.headless import settle, started
+from fvconsole.tui.headless import press, settle, started
 from fvconsole.tui.migration_view import MigrationView
 from fvconsole.tui.modals import ConfirmScreen, HelpScreen, PathsScreen
 from fvconsole.tui.state import ConsoleState
@@ -53,22 +53,18 @@ async def preview_300(app: FvConsoleApp, pilot, output_dir: str | None = None) -
     """Start, open checkpoint-300's migration form (in ``output_dir`` if given) and preview: → the output dir."""
     await started(app, pilot)
     await select_checkpoint(app, pilot, 300)
-    await pilot.press("m")
-    await settle(app, pilot)
+    await press(app, pilot, "m")
     if output_dir is not None:
         app.query_one("#mig-output").value = output_dir
     out = app.query_one(MigrationView).query_one("#mig-output").value
-    await pilot.press("ctrl+r")
-    await settle(app, pilot)
+    await press(app, pilot, "ctrl+r")
     return out
 
 
 async def execute_confirmed(app: FvConsoleApp, pilot) -> None:
     """Execute, then confirm in the modal (its focus starts on Cancel)."""
-    await pilot.press("ctrl+e")
-    await settle(app, pilot)
-    await pilot.press("left", "enter")
-    await settle(app, pilot)
+    await press(app, pilot, "ctrl+e")
+    await press(app, pilot, "left", "enter")
 
 
 def notifications(app: FvConsoleApp) -> list[str]:
@@ -190,16 +186,14 @@ async def test_cancel_writes_nothing_and_mismatch_is_reported(work: dict[str, st
         view.query_one("#mig-step").value = "301"
         await pilot.pause()
         assert app.query_one("#mig-ranks").row_count == 0  # an edited form shows no stale plan
-        await pilot.press("ctrl+r")
-        await settle(app, pilot)
+        await press(app, pilot, "ctrl+r")
         banner = str(app.query_one("#mig-banner").render())
         assert "REFUSED" in banner and "step" in banner
         assert app.query_one("#mig-execute").disabled
         # An override that is not YAML is refused naming it; the configs were not compared.
         view.query_one("#mig-step").value = "300"
         view.query_one("#mig-overrides").value = "training.data.seed=["
-        await pilot.press("ctrl+r")
-        await settle(app, pilot)
+        await press(app, pilot, "ctrl+r")
         banner = " ".join(str(app.query_one("#mig-banner").render()).split())
         assert "REFUSED" in banner and "training.data.seed=[" in banner
         report = str(app.query_one("#mig-mismatch").render())
@@ -224,15 +218,13 @@ async def test_evict_two_marked_entries(work: dict[str, str]) -> None:
             table.move_cursor(row=table.get_row_index(key))
             await pilot.press("space")
         assert view.marked == set(complete), (app.focused, notifications(app))
-        await pilot.press("e")
-        await settle(app, pilot)
+        await press(app, pilot, "e")
         assert isinstance(app.screen, EvictScreen)
         await pilot.press("enter")  # Continue: the plan of the dialog goes to the confirmation
         await settle(app, pilot)
         assert isinstance(app.screen, ConfirmScreen)
         assert app.focused.id == "cancel"
-        await pilot.press("left", "enter")
-        await settle(app, pilot)
+        await press(app, pilot, "left", "enter")
         result = str(app.query_one("#cache-result").render())
         assert "evicted 2" in result and "✗" not in result
         assert {e.key for e in view._entries}.isdisjoint(complete)
@@ -269,8 +261,7 @@ async def test_v_verifies_the_entry_under_the_cursor_and_shows_the_problem(work:
         for key, expect in ((bad, f"✗ {bad_shard}: '{DISAGREEING_PARAM}': dtype"), (good, "✓ ")):
             table.move_cursor(row=table.get_row_index(key))
             await settle(app, pilot)
-            await pilot.press("v")
-            await settle(app, pilot)
+            await press(app, pilot, "v")
             detail = str(app.query_one("#cache-detail").render())
             assert "verify" in detail and expect in detail, detail
             assert detail.index(expect) < detail.index("manifest.json"), detail  # seen first, not after the files
@@ -280,20 +271,16 @@ async def test_v_verifies_the_entry_under_the_cursor_and_shows_the_problem(work:
 
 async def evict_marked(app: FvConsoleApp, pilot, keys: list[str]) -> None:
     """Mark ``keys`` in view 3, then e, Continue, and confirm (Cancel has the focus: left, Enter)."""
-    await pilot.press("3")
-    await settle(app, pilot)
+    await press(app, pilot, "3")
     table = app.query_one("#cache-table")
     table.focus()
     for key in keys:
         table.move_cursor(row=table.get_row_index(key))
         await pilot.press("space")
-    await pilot.press("e")
-    await settle(app, pilot)
-    await pilot.press("enter")
-    await settle(app, pilot)
+    await press(app, pilot, "e")
+    await press(app, pilot, "enter")
     assert isinstance(app.screen, ConfirmScreen)
-    await pilot.press("left", "enter")
-    await settle(app, pilot)
+    await press(app, pilot, "left", "enter")
 
 
 async def test_eviction_takes_the_roots_lock_and_journals_like_the_cli(work: dict[str, str], tmp_path,
@@ -348,16 +335,13 @@ async def test_read_only_refuses_migration_and_eviction(work: dict[str, str]) ->
     async with app.run_test(size=SIZE) as pilot:
         await preview_300(app, pilot)
         assert app.query_one("#mig-execute").disabled
-        await pilot.press("ctrl+e")
-        await settle(app, pilot)
+        await press(app, pilot, "ctrl+e")
         assert not isinstance(app.screen, ConfirmScreen)
         app.query_one(MigrationView).action_execute()  # what the command palette calls
         await settle(app, pilot)
         assert not isinstance(app.screen, ConfirmScreen)
-        await pilot.press("3")
-        await settle(app, pilot)
-        await pilot.press("space", "e", "i", "c")
-        await settle(app, pilot)
+        await press(app, pilot, "3")
+        await press(app, pilot, "space", "e", "i", "c")
         app.query_one(CacheView).action_evict_invalid()
         await settle(app, pilot)
         assert not isinstance(app.screen, ConfirmScreen)
@@ -515,8 +499,7 @@ async def test_palette_has_fleet_actions_and_picked_root_reaches_fleet(work: dic
         assert fleet_root.value == work["cache"]
         new_root = str(tmp_path / "other-cache")
         os.mkdir(new_root)
-        await pilot.press("escape", "o")
-        await settle(app, pilot)
+        await press(app, pilot, "escape", "o")
         assert isinstance(app.screen, PathsScreen)
         app.screen.query_one("#path-cache_root").value = new_root
         await pilot.press("enter")
@@ -524,8 +507,7 @@ async def test_palette_has_fleet_actions_and_picked_root_reaches_fleet(work: dic
         assert app.state.cache_root == new_root
         assert fleet_root.value == new_root
         fleet_root.value = "/scratch/{node}/wc"  # an edited (per-node) root is not overwritten
-        await pilot.press("escape", "o")
-        await settle(app, pilot)
+        await press(app, pilot, "escape", "o")
         app.screen.query_one("#path-cache_root").value = work["cache"]
         await pilot.press("enter")
         await started(app, pilot)
@@ -574,8 +556,7 @@ async def test_preview_refuses_foreign_output_dir_like_the_cli_dry_run(work: dic
         assert cli_text.replace(" (--output-dir)", "").split(": ", 1)[1] in text and "--" not in text
         assert app.query_one("#mig-execute").disabled
         assert app.query_one("#mig-ranks").row_count == 0
-        await pilot.press("ctrl+e")
-        await settle(app, pilot)
+        await press(app, pilot, "ctrl+e")
         assert not isinstance(app.screen, ConfirmScreen)
     assert sorted(os.listdir(out)) == ["notes.txt"]
 
@@ -600,8 +581,7 @@ async def test_verify_shows_fastvideos_validation_when_it_holds(work: dict[str, 
         doc["results"][2]["sidecar_sha256"] = "f" * 64
         with open(receipt, "w") as fh:
             json.dump(doc, fh)
-        await pilot.press("ctrl+y")
-        await settle(app, pilot)
+        await press(app, pilot, "ctrl+y")
         banner = " ".join(str(app.query_one("#mig-banner").render()).split())
         assert "verify failed" in banner and "rank 2: dataloader_state_rank2.pt sha256" in banner
 

@@ -18,7 +18,7 @@ from textual.widgets import Button, DataTable
 
 from fvconsole.demo.workspace import DemoWorkspace
 from fvconsole.tui.app import FvConsoleApp
-from fvconsole.tui.headless import settle, started
+from fvconsole.tui.headless import press, settle, started
 from fvconsole.tui.state import ConsoleState
 
 pytestmark = pytest.mark.tui
@@ -71,8 +71,7 @@ async def check_buttons(app: FvConsoleApp, pilot, name: str) -> None:
 
 
 async def open_dialog(app: FvConsoleApp, pilot, *keys: str) -> None:
-    await pilot.press(*keys)
-    await settle(app, pilot)
+    await press(app, pilot, *keys)
 
 
 def test_every_dialog_keeps_its_buttons_on_screen_at_80x24(work: dict[str, str]) -> None:

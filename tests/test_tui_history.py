@@ -23,7 +23,7 @@ from fvconsole.core.journal import MIGRATE, JournalRecord, append_record
 from fvconsole.demo.workspace import DemoWorkspace
 from fvconsole.tui.app import FvConsoleApp
 from fvconsole.tui.evict_dialog import EvictScreen
-from fvconsole.tui.headless import settle, started
+from fvconsole.tui.headless import press, settle, started
 from fvconsole.tui.history_view import HistoryView
 from fvconsole.tui.modals import ConfirmScreen
 
@@ -99,16 +99,14 @@ async def test_history_view_shows_the_journal_newest_first(work: dict[str, str],
         assert "\x1b" not in text and "\x07" not in text
         assert not any(span.style and "link" in str(span.style) for span in detail.spans)
         # The CLI's migration: its command and every file written, in the detail pane.
-        await pilot.press("G")
-        await settle(app, pilot)
+        await press(app, pilot, "G")
         migration = expected[-1]
         text = app.query_one("#hist-detail").render().plain
         assert migration["command"] in text.replace("\n", "")
         assert all(f"  {item}\n" in text for item in migration["items"]) and "migration_receipt.json" in text
         # `/` filters (k9s style), Esc clears.
         await pilot.press("slash")
-        await pilot.press(*"cache evict")
-        await settle(app, pilot)
+        await press(app, pilot, *"cache evict")
         assert [r.action for r in view.records] == ["cache evict"]
         assert "1 shown (filter 'cache evict')" in rendered(app, "#hist-banner")
         await pilot.press("escape")
@@ -116,8 +114,7 @@ async def test_history_view_shows_the_journal_newest_first(work: dict[str, str],
         # `r` reads the journal again: a new CLI eviction shows up on top.
         assert cli_main(["cache", "evict", work["cache"], "--older-than", "1s", "--yes", "--json",
                          "--journal", str(journal)]) == 0
-        await pilot.press("r")
-        await settle(app, pilot)
+        await press(app, pilot, "r")
         assert len(view.records) == 4 and view.records[0].command.endswith(f"--journal {journal}")
     capsys.readouterr()
 
@@ -191,8 +188,7 @@ async def test_a_console_migration_is_journaled_like_migrate_yes(work: dict[str,
         assert line.query_one("PlainStatic").size.height == 1
         await pilot.press("y")
         assert app._clipboard == export
-        await pilot.press("5")
-        await settle(app, pilot)
+        await press(app, pilot, "5")
         assert [r.action for r in app.query_one(HistoryView).records] == ["migrate"]
     [record] = lines(journal)
     written = sorted(os.listdir(out))
@@ -237,14 +233,11 @@ def shm(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
 
 async def open_free_dialog(app: FvConsoleApp, pilot, percent: str) -> EvictScreen:
     await started(app, pilot)
-    await pilot.press("3")
-    await settle(app, pilot)
-    await pilot.press("f")
-    await settle(app, pilot)
+    await press(app, pilot, "3")
+    await press(app, pilot, "f")
     screen = app.screen
     assert isinstance(screen, EvictScreen) and app.focused.id == "evict-free-pct"
-    await pilot.press(*percent)
-    await settle(app, pilot)
+    await press(app, pilot, *percent)
     return screen
 
 
@@ -259,17 +252,14 @@ async def test_free_space_target_in_the_eviction_dialog(shm: Path, tmp_path: Pat
         assert [line.split()[0] for line in preview.splitlines() if "free space #" in line] == [key_of("A"), key_of("B")]
         assert "--min-free" not in preview
         assert "filesystem free 7.0 MiB of 20.0 MiB → about 13.0 MiB" in str(screen.query_one("#evict-usage").render())
-        await pilot.press("enter")
-        await settle(app, pilot)
+        await press(app, pilot, "enter")
         assert isinstance(app.screen, ConfirmScreen) and app.focused.id == "cancel"
         await pilot.press("enter")  # the default is Cancel: nothing deleted
         await settle(app, pilot)
         assert len(os.listdir(shm)) == 6
         await open_free_dialog(app, pilot, "60")
-        await pilot.press("enter")
-        await settle(app, pilot)
-        await pilot.press("left", "enter")
-        await settle(app, pilot)
+        await press(app, pilot, "enter")
+        await press(app, pilot, "left", "enter")
         result = rendered(app, "#cache-result")
         assert "evicted 2 entries" in result and "(min free 60%): reached" in result
     assert sorted(os.listdir(shm)) == sorted(key_of(n) for n in "CDEF")
@@ -287,8 +277,7 @@ async def test_an_unreachable_target_is_said_so_before_anything_is_deleted(shm: 
         preview = " ".join(screen.query_one("#evict-preview").render().plain.split())
         assert "✗ target 19.0 MiB free (min free 95%) cannot be reached" in preview
         assert "5 to evict" in preview and "in use" in preview
-        await pilot.press("escape")
-        await settle(app, pilot)
+        await press(app, pilot, "escape")
     assert len(os.listdir(shm)) == 6
 
 

@@ -23,7 +23,7 @@ from fvconsole.core.migration.output_dir import staging_name
 from fvconsole.demo.workspace import DemoWorkspace
 from fvconsole.tui.app import FvConsoleApp
 from fvconsole.tui.evict_dialog import EvictScreen
-from fvconsole.tui.headless import settle, started
+from fvconsole.tui.headless import press, started
 from fvconsole.tui.state import ConsoleState
 
 pytestmark = pytest.mark.tui
@@ -86,33 +86,26 @@ async def test_no_command_line_flag_reaches_the_console(demo_ws: DemoWorkspace, 
         async with app.run_test(size=(200, 60)) as pilot:
             await started(app, pilot)
             # Shard cache: mark C, evict marked, with a min-free target of 80% (16 MiB of 20: C and A).
-            await pilot.press("3")
-            await settle(app, pilot)
+            await press(app, pilot, "3")
             table = app.query_one("#cache-table")
             table.move_cursor(row=table.get_row_index(key_of("C")))
-            await pilot.press("space", "e")
-            await settle(app, pilot)
+            await press(app, pilot, "space", "e")
             assert isinstance(app.screen, EvictScreen)
             app.screen.query_one("#evict-free-pct").focus()
-            await pilot.press(*"80")
-            await settle(app, pilot)
+            await press(app, pilot, *"80")
             preview = " ".join(app.screen.query_one("#evict-preview").render().plain.split())
             assert f"{key_of('C')} 3.0 MiB marked" in preview, preview  # the console's word for --key
             assert f"{key_of('A')} 4.0 MiB free space #1" in preview and "(min free 80%)" in preview, preview
             assert "target 16.0 MiB free (min free 80%)" in preview, preview
             assert_no_flag(app, "eviction preview")
-            await pilot.press("escape")
-            await settle(app, pilot)
+            await press(app, pilot, "escape")
             assert sorted(os.listdir(root)) == sorted(key_of(n) for n in ENTRIES)  # nothing evicted
             # Migration: the preview finds the crashed staging dir and says what the console does about it.
-            await pilot.press("1")
-            await settle(app, pilot)
+            await press(app, pilot, "1")
             ckpt = app.query_one("#ckpt-table")
             ckpt.move_cursor(row=ckpt.get_row_index(next(k for k in ckpt.rows if k.value.endswith("checkpoint-300"))))
-            await pilot.press("m")
-            await settle(app, pilot)
-            await pilot.press("ctrl+r")
-            await settle(app, pilot)
+            await press(app, pilot, "m")
+            await press(app, pilot, "ctrl+r")
             text = assert_no_flag(app, "migration preview")
             banner = " ".join(str(app.query_one("#mig-banner").render()).split())
             assert "plan ready" in banner and "staging dir of a crashed migration on this host" in banner, banner

@@ -22,7 +22,7 @@ from fvconsole.demo.workspace import DemoWorkspace
 from fvconsole.tui import cache_view, state
 from fvconsole.tui.app import FvConsoleApp
 from fvconsole.tui.evict_dialog import EvictScreen
-from fvconsole.tui.headless import settle
+from fvconsole.tui.headless import press, settle
 from fvconsole.tui.modals import ConfirmScreen, HelpScreen
 
 pytestmark = pytest.mark.tui
@@ -74,8 +74,7 @@ def test_every_view_is_usable_at_80x24(work: dict[str, str]) -> None:
     async def body(app: FvConsoleApp, pilot) -> None:
         for digit, table_id, detail_id in (("1", "#ckpt-table", "#ckpt-detail-scroll"),
                                            ("3", "#cache-table", "#cache-detail-scroll")):
-            await pilot.press(digit)
-            await settle(app, pilot)
+            await press(app, pilot, digit)
             table, detail = app.query_one(table_id), app.query_one(detail_id)
             assert inside(app, table) and table.region.height >= 5, (table_id, table.region)
             # The detail pane goes below the table at narrow widths: the whole width, not a sliver.
@@ -84,19 +83,16 @@ def test_every_view_is_usable_at_80x24(work: dict[str, str]) -> None:
         footer_keys = list(app.screen.query("FooterKey"))
         assert footer_keys and all(inside(app, key) for key in footer_keys), "the footer is cut"
         # Migration: preview, then the rank table is on screen with its cursor.
-        await pilot.press("1")
-        await settle(app, pilot)
+        await press(app, pilot, "1")
         table = app.query_one("#ckpt-table")
         table.move_cursor(row=row_keys(table).index(os.path.join(work["output"], "checkpoint-300")))
-        await pilot.press("m", "ctrl+r")
-        await settle(app, pilot)
+        await press(app, pilot, "m", "ctrl+r")
         ranks = app.query_one("#mig-ranks")
         assert app.focused is ranks and ranks.row_count == 8
         assert inside(app, ranks) and ranks.region.height >= 9, ranks.region  # header + the 8 ranks
         assert ranks.virtual_size.width <= ranks.region.width, "rank table columns cut off at 80 columns"
         # The help dialog's Close button is on screen.
-        await pilot.press("question_mark")
-        await settle(app, pilot)
+        await press(app, pilot, "question_mark")
         assert isinstance(app.screen, HelpScreen)
         assert inside(app, app.screen.query_one("#close"))
 
@@ -110,8 +106,7 @@ def test_paths_keep_their_end_when_narrow_and_show_whole_when_wide(work: dict[st
     async def open_form(app: FvConsoleApp, pilot) -> None:
         table = app.query_one("#ckpt-table")
         table.move_cursor(row=row_keys(table).index(os.path.join(work["output"], "checkpoint-300")))
-        await pilot.press("m")
-        await settle(app, pilot)
+        await press(app, pilot, "m")
 
     async def narrow(app: FvConsoleApp, pilot) -> None:
         await open_form(app, pilot)
@@ -137,8 +132,7 @@ def test_paths_keep_their_end_when_narrow_and_show_whole_when_wide(work: dict[st
 
 def test_escape_returns_to_the_table_and_digits_type_in_fields(work: dict[str, str]) -> None:
     async def body(app: FvConsoleApp, pilot) -> None:
-        await pilot.press("2")
-        await settle(app, pilot)
+        await press(app, pilot, "2")
         for selector in ("#mig-overwrite", "#mig-verify", "#mig-step", "#mig-output"):
             app.query_one(selector).focus()
             await pilot.pause()
@@ -148,15 +142,13 @@ def test_escape_returns_to_the_table_and_digits_type_in_fields(work: dict[str, s
         await pilot.press("3", "1")
         assert app.query_one("#views").active == "migration"
         assert app.query_one("#mig-step").value.endswith("31")
-        await pilot.press("4")
-        await settle(app, pilot)
+        await press(app, pilot, "4")
         app.query_one("#fleet-job").focus()
         await pilot.press("1", "2")
         assert app.query_one("#views").active == "fleet" and app.query_one("#fleet-job").value.endswith("12")
         await pilot.press("escape")
         assert app.focused is app.query_one("#fleet-matrix")
-        await pilot.press("1")
-        await settle(app, pilot)
+        await press(app, pilot, "1")
         app.query_one("#ckpt-detail-scroll").focus()
         await pilot.press("escape")
         assert app.focused is app.query_one("#ckpt-table")
@@ -180,8 +172,7 @@ def test_sort_by_any_column_with_keys_and_header_clicks(work: dict[str, str]) ->
     by_size = [e.key for e in sorted(entries, key=lambda e: e.bytes, reverse=True)]
 
     async def body(app: FvConsoleApp, pilot) -> None:
-        await pilot.press("3")
-        await settle(app, pilot)
+        await press(app, pilot, "3")
         table = app.query_one("#cache-table")
         await pilot.press("s")  # ncdu: largest first
         assert row_keys(table) == by_size
@@ -196,8 +187,7 @@ def test_sort_by_any_column_with_keys_and_header_clicks(work: dict[str, str]) ->
         assert row_keys(table) == by_size
         assert "▼" in str(table.columns[list(table.columns)[3]].label)
         checkpoints = app.query_one("#ckpt-table")
-        await pilot.press("1")
-        await settle(app, pilot)
+        await press(app, pilot, "1")
         await pilot.press("greater_than_sign")  # htop: choose the sort column (the first: step, ascending)
         assert [int(k.rsplit("-", 1)[1]) for k in row_keys(checkpoints)] == [100, 200, 300, 400, 500]
         await pilot.press("less_than_sign")  # left of the first: the last column, age (youngest first)
@@ -214,36 +204,29 @@ def test_refusals_and_skips_name_the_consoles_controls_not_cli_flags(work: dict[
         seen: list[str] = []
         table = app.query_one("#ckpt-table")
         table.move_cursor(row=row_keys(table).index(os.path.join(work["output"], "checkpoint-300")))
-        await pilot.press("m")
-        await settle(app, pilot)
+        await press(app, pilot, "m")
         app.query_one("#mig-step").value = "301"
-        await pilot.press("ctrl+r")
-        await settle(app, pilot)
+        await press(app, pilot, "ctrl+r")
         banner = str(app.query_one("#mig-banner").render())
         assert "the form says 301" in banner and "metadata.json says step 300" in banner
         seen.append(screen_text(app))
         app.query_one("#mig-step").value = "300"
-        await pilot.press("ctrl+r")
-        await settle(app, pilot)
-        await pilot.press("ctrl+e")
-        await settle(app, pilot)
-        await pilot.press("left", "enter")
-        await settle(app, pilot)
+        await press(app, pilot, "ctrl+r")
+        await press(app, pilot, "ctrl+e")
+        await press(app, pilot, "left", "enter")
         await pilot.press("ctrl+r")  # the set exists now: refused unless "overwrite" is ticked
         await settle(app, pilot)
         banner = str(app.query_one("#mig-banner").render())
         assert "tick “overwrite existing sidecars”" in banner, banner
         seen.append(screen_text(app))
-        await pilot.press("3")
-        await settle(app, pilot)
+        await press(app, pilot, "3")
         await pilot.press("i")  # the demo cache has an entry being written: skipped as in use
         await settle(app, pilot)
         assert isinstance(app.screen, EvictScreen)
         preview = str(app.screen.query_one("#evict-preview").render())
         assert "in use" in preview and "tick “force”" in preview, preview
         seen.append(screen_text(app))
-        await pilot.press("enter")
-        await settle(app, pilot)
+        await press(app, pilot, "enter")
         assert isinstance(app.screen, ConfirmScreen)
         seen.append(screen_text(app))
         seen += [str(n.message) for n in app._notifications]
@@ -263,8 +246,7 @@ def test_marks_show_a_running_count_and_size_with_select_all_invert_clear(work: 
         return str(app.query_one("#cache-status").render())
 
     async def body(app: FvConsoleApp, pilot) -> None:
-        await pilot.press("3")
-        await settle(app, pilot)
+        await press(app, pilot, "3")
         table = app.query_one("#cache-table")
         keys = row_keys(table)
         await pilot.press("home", "space", "space")
@@ -277,8 +259,7 @@ def test_marks_show_a_running_count_and_size_with_select_all_invert_clear(work: 
         await pilot.press("U")
         assert app.query_one(cache_view.CacheView).marked == set()
         assert "none marked" in status(app)
-        await pilot.press("slash", *"invalid", "enter")
-        await settle(app, pilot)
+        await press(app, pilot, "slash", *"invalid", "enter")
         await pilot.press("A")
         invalid = {k for k, e in entries.items() if e.status == "invalid"}
         assert invalid and app.query_one(cache_view.CacheView).marked == invalid
@@ -310,10 +291,8 @@ def test_evict_to_a_cap_set_in_the_dialog_with_force(work: dict[str, str]) -> No
     assert expected_plain != expected_forced
 
     async def body(app: FvConsoleApp, pilot) -> None:
-        await pilot.press("3")
-        await settle(app, pilot)
-        await pilot.press("c")
-        await settle(app, pilot)
+        await press(app, pilot, "3")
+        await press(app, pilot, "c")
         dialog = app.screen
         assert isinstance(dialog, EvictScreen) and app.focused is dialog.query_one("#evict-cap")
         dialog.query_one("#evict-cap").value = repr(cap_bytes / 2**30)
@@ -328,12 +307,10 @@ def test_evict_to_a_cap_set_in_the_dialog_with_force(work: dict[str, str]) -> No
         preview = str(dialog.query_one("#evict-preview").render())
         assert f"{len(expected_forced)} to evict" in preview
         dialog.query_one("#evict-continue").focus()
-        await pilot.press("enter")
-        await settle(app, pilot)
+        await press(app, pilot, "enter")
         assert isinstance(app.screen, ConfirmScreen) and app.focused.id == "cancel"
         assert "force" in str(app.screen.query_one("#dialog-body PlainStatic").render())
-        await pilot.press("left", "enter")
-        await settle(app, pilot)
+        await press(app, pilot, "left", "enter")
 
     run(work, (200, 60), body)
     assert sorted(set(os.listdir(work["cache"])) & {e.key for e in entries}) == sorted(
@@ -360,8 +337,7 @@ def test_a_migrated_checkpoint_is_recognised_and_offered_after_a_restart(work: d
         await settle(app, pilot)
         assert export in str(app.query_one("#ckpt-detail").render())
         # The form offers the last migration, from its receipt.
-        await pilot.press("2")
-        await settle(app, pilot)
+        await press(app, pilot, "2")
         assert app.query_one("#mig-checkpoint").value == ckpt
         assert app.query_one("#mig-output").value == out
         assert (app.query_one("#mig-step").value, app.query_one("#mig-world").value,
@@ -374,8 +350,7 @@ def test_a_migrated_checkpoint_is_recognised_and_offered_after_a_restart(work: d
         await pilot.press("y")
         assert app._clipboard == export
         assert any("copied" in str(n.message) for n in app._notifications)
-        await pilot.press("ctrl+y")
-        await settle(app, pilot)
+        await press(app, pilot, "ctrl+y")
         assert "verify: 8 sidecar(s) match" in str(app.query_one("#mig-banner").render())
 
     run(work, (200, 60), body)
@@ -387,15 +362,12 @@ def test_a_filter_with_no_match_clears_detail_and_counts(work: dict[str, str]) -
         table.move_cursor(row=1)
         await settle(app, pilot)
         assert "checkpoint-" in str(app.query_one("#ckpt-detail").render())
-        await pilot.press("slash", *"zzz")
-        await settle(app, pilot)
+        await press(app, pilot, "slash", *"zzz")
         assert table.row_count == 0
         assert "No checkpoint matches 'zzz'" in str(app.query_one("#ckpt-detail").render())
         assert "0 shown" in str(app.query_one("#ckpt-banner").render())
-        await pilot.press("escape", "3")
-        await settle(app, pilot)
-        await pilot.press("slash", *"nothing-like-this")
-        await settle(app, pilot)
+        await press(app, pilot, "escape", "3")
+        await press(app, pilot, "slash", *"nothing-like-this")
         assert app.query_one("#cache-table").row_count == 0
         assert "No entry matches" in str(app.query_one("#cache-detail").render())
         assert "0 of 11 shown" in str(app.query_one("#cache-status").render())
@@ -412,8 +384,7 @@ def test_ages_tick_and_the_cache_refreshes_by_itself(work: dict[str, str], monke
     state.freeze_clock(start)
 
     async def body(app: FvConsoleApp, pilot) -> None:
-        await pilot.press("3")
-        await settle(app, pilot)
+        await press(app, pilot, "3")
         table = app.query_one("#cache-table")
         newest = max((e for e in scan_cache(work["cache"]).entries if e.last_used), key=lambda e: e.last_used)
         before = str(table.get_row(newest.key)[-1])
@@ -448,8 +419,7 @@ def test_the_fleet_view_says_what_it_needs_before_the_first_scan(work: dict[str,
     monkeypatch.setenv("PATH", "/nonexistent")
 
     async def body(app: FvConsoleApp, pilot) -> None:
-        await pilot.press("4")
-        await settle(app, pilot)
+        await press(app, pilot, "4")
         text = " ".join(str(app.query_one("#fleet-status").render()).split())
         assert "srun" in text and "not found" in text
         assert "job id" in text and "node list" in text and "cache root" in text

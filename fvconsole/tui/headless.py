@@ -34,6 +34,12 @@ async def settle(app: Any, pilot: Any, rounds: int = 200) -> None:
     raise RuntimeError("workers never settled")
 
 
+async def press(app: Any, pilot: Any, *keys: str) -> None:
+    """Press ``keys``, then wait until what they started has settled."""
+    await pilot.press(*keys)
+    await settle(app, pilot)
+
+
 async def started(app: Any, pilot: Any) -> None:
     """Wait until the console loaded its paths and every view finished loading."""
     for _ in range(1000):
@@ -149,8 +155,7 @@ async def tour(app: Any, pilot: Any, shot: Callable[[str], None], fleet: Fleet) 
         shot(name)
 
     async def keys(*names: str) -> None:
-        await pilot.press(*names)
-        await settle(app, pilot)
+        await press(app, pilot, *names)
 
     await started(app, pilot)
     await select_row(app, pilot, "#ckpt-table", "checkpoint-200")

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 from console_apps import make_app
 
-from fvconsole.tui.headless import settle
+from fvconsole.tui.headless import press, settle
 
 from .workspace import MigrationWorkspace, cheap_entries
 
@@ -52,20 +52,17 @@ def test_cache_root_vanishes(tmp_path: Path, trials) -> None:
         app = make_app(None, None, root)
         async with app.run_test(size=SIZE) as pilot:
             await started(app, pilot)
-            await pilot.press("3")
-            await settle(app, pilot)
+            await press(app, pilot, "3")
             assert app.query_one("#cache-table").row_count == 50
             shutil.rmtree(root)
             for keys in (("r",), ("3", "r"), ("down", "space", "r")):
-                await pilot.press(*keys)
-                await settle(app, pilot)
+                await press(app, pilot, *keys)
                 assert app.is_running
             assert app.query_one("#cache-table").row_count == 0
             assert str(root) in text_of(app, "#cache-root-line")
             trials.add("stays up, root shown as missing")
             cheap_entries(root, 7, prefix="back")
-            await pilot.press("r")
-            await settle(app, pilot)
+            await press(app, pilot, "r")
             assert app.query_one("#cache-table").row_count == 7
             trials.add("recovers when the root returns")
 
@@ -96,8 +93,7 @@ def test_corrupt_checkpoint_metadata(ws: MigrationWorkspace, tmp_path: Path, tri
             detail = text_of(app, "#ckpt-detail")
             assert detail
             for keys in (("m",), ("2",), ("1",), ("r",)):
-                await pilot.press(*keys)
-                await settle(app, pilot)
+                await press(app, pilot, *keys)
                 assert app.is_running
             trials.add("stays up, both checkpoints listed")
 
@@ -114,21 +110,18 @@ def test_ten_thousand_entries(tmp_path: Path, trials) -> None:
         app = make_app(None, None, root)
         async with app.run_test(size=SIZE) as pilot:
             await started(app, pilot)
-            await pilot.press("3")
-            await settle(app, pilot)
+            await press(app, pilot, "3")
             table = app.query_one("#cache-table")
             assert table.row_count == 10_000
             table.move_cursor(row=9_999)
             await settle(app, pilot)
-            await pilot.press("up")
-            await settle(app, pilot)
+            await press(app, pilot, "up")
             assert table.cursor_row == 9_998
             highlighted = table.coordinate_to_cell_key((9_998, 0)).row_key.value
             assert highlighted in text_of(app, "#cache-detail"), "detail pane does not follow the cursor"
             await pilot.press("slash")
             await pilot.press(*keys[1234][:6])
-            await pilot.press("enter")
-            await settle(app, pilot)
+            await press(app, pilot, "enter")
             assert 1 <= table.row_count < 10_000
             assert app.is_running
             trials.add("stays up, all 10,000 listed and filterable")
