@@ -57,7 +57,7 @@ from fvconsole.core.cache.metrics import prometheus_text
 from fvconsole.core.cache.selectors import INVALID_SELECTS
 from fvconsole.core.cache.verify import CacheVerification, verify_cache
 from fvconsole.core.errors import EXIT_OK, EXIT_REFUSED, FvError, PartialFailure, UsageError
-from fvconsole.core.humanize import age_since, head_tail, human_bytes
+from fvconsole.core.humanize import age_since, head_tail, human_bytes, utc_text
 from fvconsole.core.interrupts import Interrupted
 
 _NOTE_WIDTH = 72
@@ -274,7 +274,7 @@ def _say_listing(rendered: Block, watching: bool) -> None:
         write_out("\x1b[H\x1b[2J")
         say(rendered, "", "(watching; Ctrl-C to stop)")
     else:  # a log: one timestamped block per scan
-        say(f"=== {time.strftime('%Y-%m-%dT%H:%M:%SZ', time.gmtime())} ===", rendered, "")
+        say(f"=== {utc_text(time.time())} ===", rendered, "")
     sys.stdout.flush()
 
 
@@ -311,7 +311,7 @@ def _watch(args: argparse.Namespace, fmt: str, root: str, grace: float) -> int:
 
 
 def _watch_error(fmt: str, exc: FvError) -> None:
-    stamp = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+    stamp = utc_text(time.time())
     if fmt == "json":
         emit_json({"error": exc.message, "time": stamp})
     say(f"error: {stamp}: {exc.message} (still watching)", err=True)

@@ -1,4 +1,4 @@
-"""Human formatting of sizes, ages and durations: the one place both front ends take it from.
+"""Human formatting of sizes, ages, durations and UTC stamps: the one place both front ends take it from.
 
 Rich-free on purpose (the core imports no UI library), so the CLI, the console and core
 messages (plan reasons) word sizes and times identically.
@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Sequence
+from datetime import datetime, timezone
 from typing import Any, TypeVar
 
 _T = TypeVar("_T")
@@ -49,6 +50,11 @@ def age_since(epoch_seconds: float | None, now: float | None = None) -> str:
     if epoch_seconds is None:
         return "-"
     return human_age((now if now is not None else time.time()) - epoch_seconds)
+
+
+def utc_text(epoch: float) -> str:
+    """``2026-11-18T12:00:00Z``: how journal lines, lock holders, exports and logs stamp a time."""
+    return datetime.fromtimestamp(epoch, timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def format_duration(seconds: float) -> str:

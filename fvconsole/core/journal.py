@@ -45,12 +45,12 @@ import stat
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from datetime import datetime, timezone
 from typing import Any
 
 from fvconsole.core.atomic import fsync_dir
 from fvconsole.core.fields_json import fields_json
 from fvconsole.core.host import current_identity, user_name
+from fvconsole.core.humanize import utc_text
 from fvconsole.core.locks import lock_open_file, unlock_open_file
 from fvconsole.core.output_file import OutputRefused, open_append
 from fvconsole.core.safe_read import file_kind
@@ -90,10 +90,6 @@ def journal_path(arg: str | None, env: Mapping[str, str] | None = None) -> str:
     return os.path.abspath(os.path.expanduser(arg)) if arg else default_journal_path(env)
 
 
-def _utc(epoch: float) -> str:
-    return datetime.fromtimestamp(epoch, timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
 @dataclass(frozen=True)
 class JournalRecord:
     """One journal line. ``items``: what was removed or written (entry keys, file names,
@@ -124,7 +120,7 @@ class JournalRecord:
 
     @property
     def time_text(self) -> str:
-        return _utc(self.time)
+        return utc_text(self.time)
 
     @property
     def item_count(self) -> int:

@@ -61,7 +61,6 @@ import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import datetime, timezone
 from enum import Enum
 from typing import Any, TypeVar
 
@@ -69,6 +68,7 @@ from fvconsole.core import reasons
 from fvconsole.core.atomic import fsync_dir, write_all
 from fvconsole.core.errors import FvError
 from fvconsole.core.host import HostIdentity, current_identity, pid_alive, process_start_time, user_name
+from fvconsole.core.humanize import utc_text
 from fvconsole.core.printable import printable
 from fvconsole.core.reasons import Reason
 from fvconsole.core.untrusted import MAX_EPOCH, MAX_PID, Fields, UntrustedError, decode
@@ -133,7 +133,7 @@ class Holder:
 
     @property
     def since_text(self) -> str:
-        return datetime.fromtimestamp(self.since, timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+        return utc_text(self.since)
 
     def describe(self) -> str:
         """``pid P on host H since T`` (user, command: see ``to_json``), safe to print."""

@@ -13,10 +13,10 @@ from __future__ import annotations
 import csv
 import io
 from collections.abc import Mapping
-from datetime import datetime, timezone
 from typing import Any
 
 from fvconsole.core.fleet.aggregate import FleetCacheView
+from fvconsole.core.humanize import utc_text
 
 COLUMNS = ("node", "outcome", "root", "key", "status", "bytes", "last_used_utc", "writing",
            "shards_present", "num_shards", "fs_free_bytes", "error")
@@ -39,7 +39,7 @@ def _utc(epoch: Any) -> str:
     if isinstance(epoch, bool) or not isinstance(epoch, (int, float)):
         return ""
     try:
-        return datetime.fromtimestamp(epoch, timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+        return utc_text(epoch)
     except (OverflowError, OSError, ValueError):
         return ""
 
