@@ -57,8 +57,7 @@ def short(value: Any, width: int = 48) -> str:
 
 def mismatch_rows(mismatches: Sequence[Any]) -> list[list[str]]:
     rows = []
-    for m in mismatches:
-        data = m.to_json() if hasattr(m, "to_json") else dict(m)
+    for data in mismatches_json(mismatches):
         missing = data.get("missing")
         ck = "<missing>" if missing in ("checkpoint", "both") else short(data.get("checkpoint"))
         cfg = "<missing>" if missing in ("config", "both") else short(data.get("config"))
