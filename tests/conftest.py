@@ -21,7 +21,7 @@ emulated cluster) all run in one worker, one after another (``xdist_group_of``).
 in this process (``--snapshot-update`` needs it; so may a single file).
 
 Plain helpers live in modules named after what they hold: ``console_apps`` (``make_app``, the
-console on given paths; ``run_console``; ``wait_until``, a condition against a deadline;
+console on given paths; ``run_console`` and ``running``, that console started; ``wait_until``, a condition against a deadline;
 ``work_copy``, a test's own copy of a demo's output dir and cache), ``mounts`` (real tmpfs and
 bind mounts), ``lean_checks`` (what a lean install must hold and show),
 ``migration_runs`` (real legacy

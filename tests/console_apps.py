@@ -1,5 +1,5 @@
 """The console under test: ``make_app`` (the real ``FvConsoleApp`` on given paths), ``run_console``
-(that app started headless at a size, then a test's body), ``read_until`` (what the console in a pseudo-terminal drew, up to a needle), ``wait_until`` (a condition awaited
+(that app started headless at a size, then a test's body), ``running`` (the same as an ``async with``, for a test's own body), ``read_until`` (what the console in a pseudo-terminal drew, up to a needle), ``wait_until`` (a condition awaited
 against a deadline, never a fixed number of pauses: a loaded machine only takes longer) and ``work_copy`` (one test's own copy
 of a demo workspace's output dir and cache, which tests may migrate into and evict from while
 the session's workspace stays as built)."""
@@ -7,11 +7,12 @@ the session's workspace stays as built)."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import select
 import shutil
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -62,16 +63,23 @@ def run_console(work: dict[str, str], size: tuple[int, int], body: Callable[[FvC
                 timeout: float = 300) -> None:
     """``make_app(**work)`` under ``App.run_test(size=size)``: once its paths loaded
     (``headless.started``), ``await body(app, pilot)``; all of it within ``timeout`` seconds."""
-    from fvconsole.tui.headless import started
-
     app = make_app(**work)
 
     async def main() -> None:
-        async with app.run_test(size=size) as pilot:
-            await started(app, pilot)
+        async with running(app, size) as pilot:
             await body(app, pilot)
 
     asyncio.run(asyncio.wait_for(main(), timeout))
+
+
+@contextlib.asynccontextmanager
+async def running(app: FvConsoleApp, size: tuple[int, int]) -> AsyncIterator[object]:
+    """``app.run_test(size=size)``, entered once the console loaded its paths (``headless.started``): the pilot."""
+    from fvconsole.tui.headless import started
+
+    async with app.run_test(size=size) as pilot:
+        await started(app, pilot)
+        yield pilot
 
 
 async def wait_until(pilot: object, condition: Callable[[], object], what: str, timeout: float = 120.0) -> None:

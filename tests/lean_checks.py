@@ -41,15 +41,13 @@ def importable(names: tuple[str, ...] = HEAVY) -> list[str]:
 async def preview_next_ids(app: Any, pilot: Any, checkpoint: str = "checkpoint-300") -> list[str]:
     """In a started console: open the migration of the checkpoint whose path ends in
     ``checkpoint``, preview it (ctrl+r) and return each rank's "next id" cell."""
-    from fvconsole.tui.headless import settle, started
+    from fvconsole.tui.headless import press, started
 
     await started(app, pilot)
     table = app.query_one("#ckpt-table")
     table.move_cursor(row=table.get_row_index(next(k.value for k in table.rows if k.value.endswith(checkpoint))))
-    await pilot.press("m")
-    await settle(app, pilot)
-    await pilot.press("ctrl+r")
-    await settle(app, pilot)
+    await press(app, pilot, "m")
+    await press(app, pilot, "ctrl+r")
     ranks = app.query_one("#mig-ranks")
     return [str(ranks.get_row_at(i)[-1]) for i in range(ranks.row_count)]
 

@@ -91,8 +91,7 @@ async def test_evict_preview_confirm_cancel_then_execute(fleet: dict) -> None:
         await press(app, pilot, "i")
         assert isinstance(app.screen, ConfirmScreen)
         assert app.focused is not None and app.focused.id == "cancel"
-        await pilot.press("enter")  # Enter on the focused Cancel: nothing happens
-        await settle(app, pilot)
+        await press(app, pilot, "enter")  # Enter on the focused Cancel: nothing happens
         assert not isinstance(app.screen, ConfirmScreen)
         assert _entries(fleet["base"], "a2") == sorted([KEY, OTHER])
         await press(app, pilot, "i")

@@ -154,7 +154,7 @@ def test_the_console_preview_says_the_manifest_is_rebuilt(tmp_path) -> None:
     from console_apps import make_app
 
     from fvconsole.demo.builders import run_config, write_run_config
-    from fvconsole.tui.headless import settle, started
+    from fvconsole.tui.headless import press, started
 
     built = build_run(tmp_path / "run", steps=(2,), num_gpus=WORLD, files=2, row_groups_per_file=2,
                       **{TYPE: "text_only"})
@@ -166,10 +166,8 @@ def test_the_console_preview_says_the_manifest_is_rebuilt(tmp_path) -> None:
         app = make_app(config=built.config_path, output=built.output_dir)
         async with app.run_test(size=(120, 40)) as pilot:
             await started(app, pilot)
-            await pilot.press("m")
-            await settle(app, pilot)
-            await pilot.press("ctrl+r")
-            await settle(app, pilot)
+            await press(app, pilot, "m")
+            await press(app, pilot, "ctrl+r")
             summary = " ".join(str(app.query_one("#mig-summary").render()).split())
             assert "Parquet columns manifest rebuilt at resume (text_only)" in summary
             assert "FastVideo will rebuild the manifest at resume (fingerprint unchanged" in summary

@@ -9,7 +9,7 @@ import shutil
 from pathlib import Path
 
 import pytest
-from console_apps import make_app, work_copy
+from console_apps import make_app, running, work_copy
 from migration_runs import migrate_argv
 from rich.console import Console
 
@@ -78,31 +78,25 @@ async def test_migration_through_modal_equals_cli(work: dict[str, str], tmp_path
     import torch
 
     app = make_app(**work)
-    async with app.run_test(size=SIZE) as pilot:
-        await started(app, pilot)
+    async with running(app, SIZE) as pilot:
         await select_checkpoint(app, pilot, 300)
         detail = str(app.query_one("#ckpt-detail").render())
         assert "matches" in detail and "dataloader.*" in detail
-        await pilot.press("m")
-        await settle(app, pilot)
+        await press(app, pilot, "m")
         assert app.query_one("#views").active == "migration"
         view = app.query_one(MigrationView)
         out = view.query_one("#mig-output").value
         assert out.endswith(os.path.join("dataloader-state", "checkpoint-300"))
         assert view.query_one("#mig-consumed").value == "600"
-        await pilot.press("ctrl+r")
-        await settle(app, pilot)
+        await press(app, pilot, "ctrl+r")
         assert app.query_one("#mig-ranks").row_count == 8
-        await pilot.press("ctrl+e")
-        await settle(app, pilot)
+        await press(app, pilot, "ctrl+e")
         assert isinstance(app.screen, ConfirmScreen)
         assert app.focused.id == "cancel"
-        await pilot.press("left", "enter")
-        await settle(app, pilot)
+        await press(app, pilot, "left", "enter")
         assert not isinstance(app.screen, ConfirmScreen)
         assert app.query_one("#mig-export").text == "export FASTVIDEO_DATALOADER_STATE_DIR=" + out
-        await pilot.press("ctrl+y")
-        await settle(app, pilot)
+        await press(app, pilot, "ctrl+y")
         assert "verify: 8 sidecar(s) match" in str(app.query_one("#mig-banner").render())
 
     cli_out = str(tmp_path / "cli-sidecars")
@@ -165,20 +159,15 @@ async def test_a_run_config_edited_after_the_preview_is_refused_in_the_consoles_
 
 async def test_cancel_writes_nothing_and_mismatch_is_reported(work: dict[str, str]) -> None:
     app = make_app(**work)
-    async with app.run_test(size=SIZE) as pilot:
-        await started(app, pilot)
+    async with running(app, SIZE) as pilot:
         await select_checkpoint(app, pilot, 200)
         detail = str(app.query_one("#ckpt-detail").render())
         assert "critical mismatch" in detail and "training.data.seed" in detail
         await select_checkpoint(app, pilot, 300)
-        await pilot.press("m")
-        await settle(app, pilot)
-        await pilot.press("ctrl+r")
-        await settle(app, pilot)
-        await pilot.press("ctrl+e")
-        await settle(app, pilot)
-        await pilot.press("enter")  # focus starts on Cancel
-        await settle(app, pilot)
+        await press(app, pilot, "m")
+        await press(app, pilot, "ctrl+r")
+        await press(app, pilot, "ctrl+e")
+        await press(app, pilot, "enter")  # focus starts on Cancel
         assert written_sets(work) == []
         # A bad integer names the field; a step that does not match is a refusal banner.
         view = app.query_one(MigrationView)
@@ -206,10 +195,8 @@ async def test_cancel_writes_nothing_and_mismatch_is_reported(work: dict[str, st
 async def test_evict_two_marked_entries(work: dict[str, str]) -> None:
     before = set(os.listdir(work["cache"]))
     app = make_app(**work)
-    async with app.run_test(size=SIZE) as pilot:
-        await started(app, pilot)
-        await pilot.press("3")
-        await settle(app, pilot)
+    async with running(app, SIZE) as pilot:
+        await press(app, pilot, "3")
         view = app.query_one(CacheView)
         complete = [e.key for e in view._entries if e.status == "complete"][:2]
         assert len(complete) == 2
@@ -220,8 +207,7 @@ async def test_evict_two_marked_entries(work: dict[str, str]) -> None:
         assert view.marked == set(complete), (app.focused, notifications(app))
         await press(app, pilot, "e")
         assert isinstance(app.screen, EvictScreen)
-        await pilot.press("enter")  # Continue: the plan of the dialog goes to the confirmation
-        await settle(app, pilot)
+        await press(app, pilot, "enter")  # Continue: the plan of the dialog goes to the confirmation
         assert isinstance(app.screen, ConfirmScreen)
         assert app.focused.id == "cancel"
         await press(app, pilot, "left", "enter")
@@ -246,10 +232,8 @@ async def test_v_verifies_the_entry_under_the_cursor_and_shows_the_problem(work:
         return out
 
     app = make_app(**work)
-    async with app.run_test(size=(200, 60)) as pilot:
-        await started(app, pilot)
-        await pilot.press("3")
-        await settle(app, pilot)
+    async with running(app, (200, 60)) as pilot:
+        await press(app, pilot, "3")
         view = app.query_one(CacheView)
         complete = [e for e in view._entries if e.status == "complete"]
         seen = {e.key: header_dtypes(e.path) for e in complete}
@@ -291,8 +275,7 @@ async def test_eviction_takes_the_roots_lock_and_journals_like_the_cli(work: dic
     monkeypatch.setenv("FVCONSOLE_JOURNAL", str(journal))
     before = set(os.listdir(work["cache"]))
     app = make_app(**work)
-    async with app.run_test(size=SIZE) as pilot:
-        await started(app, pilot)
+    async with running(app, SIZE) as pilot:
         view = app.query_one(CacheView)
         victim = next(e.key for e in view._entries if e.status == "complete")
         with EvictorLock(work["cache"], command="fvconsole cache evict --yes (cron)"):
@@ -312,14 +295,11 @@ async def test_eviction_takes_the_roots_lock_and_journals_like_the_cli(work: dic
 
 async def test_filter_rebuilds_table(work: dict[str, str]) -> None:
     app = make_app(**work)
-    async with app.run_test(size=SIZE) as pilot:
-        await started(app, pilot)
-        await pilot.press("3")
-        await settle(app, pilot)
+    async with running(app, SIZE) as pilot:
+        await press(app, pilot, "3")
         table = app.query_one("#cache-table")
         total = table.row_count
-        await pilot.press("slash", *"invalid")
-        await settle(app, pilot)
+        await press(app, pilot, "slash", *"invalid")
         assert 0 < table.row_count < total
         assert all("invalid" in str(table.get_row_at(i)[2]) for i in range(table.row_count))
         await pilot.press("escape")
@@ -366,8 +346,7 @@ async def test_broken_manifest_and_metadata_show_errors(tmp_path) -> None:
     with open(os.path.join(run.checkpoint(4), "metadata.json"), "w") as fh:
         fh.write("[]")
     app = make_app(run.config_path, run.output_dir, tmp_path / "nope")
-    async with app.run_test(size=SIZE) as pilot:
-        await started(app, pilot)
+    async with running(app, SIZE) as pilot:
         assert any("nope" in m for m in notifications(app))  # missing cache root reported
         await select_checkpoint(app, pilot, 4)
         assert "metadata.json" in str(app.query_one("#ckpt-detail").render())
@@ -375,32 +354,25 @@ async def test_broken_manifest_and_metadata_show_errors(tmp_path) -> None:
         view.prefill(run.checkpoint(4), 4)
         view.query_one("#mig-output").value = str(tmp_path / "side")
         await pilot.press("2")
-        await pilot.press("ctrl+r")
-        await settle(app, pilot)
+        await press(app, pilot, "ctrl+r")
         shown = str(app.query_one("#mig-banner").render()) + " ".join(notifications(app))
         assert "manifest" in shown
         assert app.is_running
-        await pilot.press("1")
-        await settle(app, pilot)
+        await press(app, pilot, "1")
         assert app.query_one("#views").active == "checkpoints"
     assert not os.path.exists(tmp_path / "side")
 
 
 async def test_cache_root_vanishing_keeps_app_up(work: dict[str, str]) -> None:
     app = make_app(**work)
-    async with app.run_test(size=SIZE) as pilot:
-        await started(app, pilot)
-        await pilot.press("3")
-        await settle(app, pilot)
+    async with running(app, SIZE) as pilot:
+        await press(app, pilot, "3")
         shutil.rmtree(work["cache"])
-        await pilot.press("i")  # the dialog plans on the scan on screen; continuing rescans
-        await settle(app, pilot)
+        await press(app, pilot, "i")  # the dialog plans on the scan on screen; continuing rescans
         assert isinstance(app.screen, EvictScreen)
-        await pilot.press("enter")
-        await settle(app, pilot)
+        await press(app, pilot, "enter")
         assert not isinstance(app.screen, (EvictScreen, ConfirmScreen))
-        await pilot.press("r")
-        await settle(app, pilot)
+        await press(app, pilot, "r")
         assert app.is_running
         assert any(work["cache"] in m for m in notifications(app)), (notifications(app), app.screen)
         assert app.query_one("#cache-table").row_count == 0
@@ -411,11 +383,9 @@ async def test_cache_root_vanishing_keeps_app_up(work: dict[str, str]) -> None:
 
 async def test_missing_paths_are_picked_in_app(demo_ws: DemoWorkspace) -> None:
     app = FvConsoleApp(ConsoleState())
-    async with app.run_test(size=SIZE) as pilot:
-        await started(app, pilot)
+    async with running(app, SIZE) as pilot:
         assert any("not set" in m for m in notifications(app))
-        await pilot.press("o")
-        await settle(app, pilot)
+        await press(app, pilot, "o")
         assert isinstance(app.screen, PathsScreen)
         box = app.screen.query_one("#path-config")
         box.value = demo_ws.config_path[:-2]
@@ -455,12 +425,10 @@ async def test_help_and_palette_list_every_binding(work: dict[str, str]) -> None
     bindings = declared_bindings()
     assert len(bindings) > 25
     app = make_app(**work)
-    async with app.run_test(size=(200, 60)) as pilot:
-        await started(app, pilot)
+    async with running(app, (200, 60)) as pilot:
         await pilot.press("4")
         await pilot.press("escape")  # from the fleet form back to its table, so ? is a key, not text
-        await pilot.press("question_mark")
-        await settle(app, pilot)
+        await press(app, pilot, "question_mark")
         assert isinstance(app.screen, HelpScreen)
         keys = app.screen.query_one("#help-keys")
         console = Console(width=keys.size.width, file=io.StringIO(), record=True, color_system=None)
@@ -486,8 +454,7 @@ async def test_palette_has_fleet_actions_and_picked_root_reaches_fleet(work: dic
     from fvconsole.tui.fleet_view import FleetView
 
     app = make_app(**work)
-    async with app.run_test(size=SIZE) as pilot:
-        await started(app, pilot)
+    async with running(app, SIZE) as pilot:
         titles = {c.title: c for c in app.get_system_commands(app.screen)}
         for title in ("Fleet", "Fleet: Scan", "Fleet: Evict invalid", "Fleet: Evict key", "Fleet: Evict to cap"):
             assert title in titles
@@ -518,17 +485,14 @@ async def test_palette_has_fleet_actions_and_picked_root_reaches_fleet(work: dic
 
 async def test_escape_leaves_a_form_field_so_view_keys_work(work: dict[str, str]) -> None:
     app = make_app(**work)
-    async with app.run_test(size=SIZE) as pilot:
-        await started(app, pilot)
-        await pilot.press("2")
-        await settle(app, pilot)
+    async with running(app, SIZE) as pilot:
+        await press(app, pilot, "2")
         app.query_one("#mig-step").focus()
         await pilot.press("1")
         assert app.query_one("#mig-step").value == "1"  # typing in a field is typing
         await pilot.press("escape")
         assert app.focused is app.query_one("#mig-ranks")
-        await pilot.press("1")
-        await settle(app, pilot)
+        await press(app, pilot, "1")
         assert app.query_one("#views").active == "checkpoints"
 
 
@@ -564,14 +528,11 @@ async def test_preview_refuses_foreign_output_dir_like_the_cli_dry_run(work: dic
 async def test_verify_shows_fastvideos_validation_when_it_holds(work: dict[str, str]) -> None:
     validated = os.path.join(work["output"], "dataloader-state", "validated-100")
     app = make_app(**work)
-    async with app.run_test(size=SIZE) as pilot:
-        await started(app, pilot)
+    async with running(app, SIZE) as pilot:
         await select_checkpoint(app, pilot, 100)
-        await pilot.press("m")
-        await settle(app, pilot)
+        await press(app, pilot, "m")
         app.query_one("#mig-output").value = validated
-        await pilot.press("ctrl+y")
-        await settle(app, pilot)
+        await press(app, pilot, "ctrl+y")
         banner = " ".join(str(app.query_one("#mig-banner").render()).split())
         assert "verify: 8 sidecar(s) match" in banner
         assert "validated in FastVideo's loader on 8 ranks at 20" in banner
@@ -673,8 +634,7 @@ async def test_an_eviction_that_takes_over_a_dead_evictors_record_says_so(work: 
     record = record_path(os.path.realpath(work["cache"]))
     assert json.loads(Path(record).read_text())["pid"] == pid  # the dead evictor's record, as it left it
     app = make_app(**work)
-    async with app.run_test(size=SIZE) as pilot:
-        await started(app, pilot)
+    async with running(app, SIZE) as pilot:
         view = app.query_one(CacheView)
         victim = next(e.key for e in view._entries if e.status == "complete")
         await evict_marked(app, pilot, [victim])

@@ -13,12 +13,12 @@ import os
 from collections.abc import Awaitable, Callable
 
 import pytest
-from console_apps import run_console, work_copy
+from console_apps import run_console, running, work_copy
 from textual.widgets import Button, DataTable
 
 from fvconsole.demo.workspace import DemoWorkspace
 from fvconsole.tui.app import FvConsoleApp
-from fvconsole.tui.headless import press, settle, started
+from fvconsole.tui.headless import press, settle
 from fvconsole.tui.state import ConsoleState
 
 pytestmark = pytest.mark.tui
@@ -296,14 +296,10 @@ def test_read_only_palette_actions_say_why_like_their_key(work: dict[str, str]) 
                                     cache_root=work["cache"], read_only=True))
 
     async def main() -> None:
-        async with app.run_test(size=(120, 40)) as pilot:
-            await started(app, pilot)
-            await pilot.press("ctrl+p")
-            await settle(app, pilot)
-            await pilot.press(*"Evict marked")
-            await settle(app, pilot)
-            await pilot.press("enter")
-            await settle(app, pilot)
+        async with running(app, (120, 40)) as pilot:
+            await press(app, pilot, "ctrl+p")
+            await press(app, pilot, *"Evict marked")
+            await press(app, pilot, "enter")
             assert any("read-only" in m and "evict marked" in m for m in messages(app)), messages(app)
 
     asyncio.run(asyncio.wait_for(main(), 120))

@@ -13,7 +13,7 @@ import os
 from pathlib import Path
 
 import pytest
-from console_apps import make_app, work_copy
+from console_apps import make_app, running, work_copy
 from migration_runs import migrate_argv
 from mounts import tmpfs
 from sized_cache import MIB, fs_free, key_of, sized_entry
@@ -80,10 +80,8 @@ async def test_history_view_shows_the_journal_newest_first(work: dict[str, str],
     written = [line for line in journal.read_text().splitlines() if line.startswith("{")]
     expected = [json.loads(line) for line in written][::-1]  # newest first
     app = make_app(**work, journal=str(journal))
-    async with app.run_test(size=(80, 24)) as pilot:
-        await started(app, pilot)
-        await pilot.press("5")
-        await settle(app, pilot)
+    async with running(app, (80, 24)) as pilot:
+        await press(app, pilot, "5")
         view = app.query_one(HistoryView)
         assert app.focused is app.query_one("#hist-table")
         assert [(r.action, r.target) for r in view.records] == [(e["action"], e["target"]) for e in expected]
@@ -122,10 +120,8 @@ async def test_history_view_shows_the_journal_newest_first(work: dict[str, str],
 async def test_a_missing_journal_says_where_it_looks_and_how_to_change_it(work: dict[str, str], tmp_path) -> None:
     journal = tmp_path / "nowhere" / "journal.jsonl"
     app = make_app(**work, journal=str(journal))
-    async with app.run_test(size=(80, 24)) as pilot:
-        await started(app, pilot)
-        await pilot.press("5")
-        await settle(app, pilot)
+    async with running(app, (80, 24)) as pilot:
+        await press(app, pilot, "5")
         banner = rendered(app, "#hist-banner")
         assert "No journal yet" in banner and "--journal PATH" in banner and "$FVCONSOLE_JOURNAL" in banner
         assert str(journal) in banner.replace("\n", "")
@@ -137,10 +133,8 @@ async def test_a_journal_that_is_not_a_file_is_an_error_not_a_crash(work: dict[s
     fifo = tmp_path / "journal.fifo"
     os.mkfifo(fifo)
     app = make_app(**work, journal=str(fifo))
-    async with app.run_test(size=(80, 24)) as pilot:
-        await started(app, pilot)
-        await pilot.press("5")
-        await settle(app, pilot)
+    async with running(app, (80, 24)) as pilot:
+        await press(app, pilot, "5")
         assert "cannot read the journal" in rendered(app, "#hist-banner")
         assert any("not a regular file" in m for m in notifications(app))
 
@@ -163,23 +157,18 @@ async def migrate_in_console(app: FvConsoleApp, pilot) -> None:
     key = next(k for k in table.rows if k.value.endswith("checkpoint-300"))
     table.move_cursor(row=table.get_row_index(key))
     await settle(app, pilot)
-    await pilot.press("m")
-    await settle(app, pilot)
-    await pilot.press("ctrl+r")
-    await settle(app, pilot)
-    await pilot.press("ctrl+e")
-    await settle(app, pilot)
+    await press(app, pilot, "m")
+    await press(app, pilot, "ctrl+r")
+    await press(app, pilot, "ctrl+e")
     assert isinstance(app.screen, ConfirmScreen) and app.focused.id == "cancel"
-    await pilot.press("left", "enter")
-    await settle(app, pilot)
+    await press(app, pilot, "left", "enter")
 
 
 async def test_a_console_migration_is_journaled_like_migrate_yes(work: dict[str, str], tmp_path: Path) -> None:
     journal = tmp_path / "journal.jsonl"
     out = os.path.join(work["output"], "dataloader-state", "checkpoint-300")
     app = make_app(**work, journal=str(journal))
-    async with app.run_test(size=(80, 24)) as pilot:
-        await started(app, pilot)
+    async with running(app, (80, 24)) as pilot:
         await migrate_in_console(app, pilot)
         export = f"export FASTVIDEO_DATALOADER_STATE_DIR={out}"
         # The export line: one line, never wrapped at 80 columns (it scrolls sideways), copied whole by y.
@@ -206,8 +195,7 @@ async def test_a_journal_that_cannot_be_written_is_reported_and_the_migration_st
     journal.mkdir()
     out = os.path.join(work["output"], "dataloader-state", "checkpoint-300")
     app = make_app(**work, journal=str(journal))
-    async with app.run_test(size=(120, 40)) as pilot:
-        await started(app, pilot)
+    async with running(app, (120, 40)) as pilot:
         await migrate_in_console(app, pilot)
         [warning] = [m for m in notifications(app) if m.startswith("journal ")]
         assert str(journal) in warning and "the migration itself stands" in warning
@@ -254,8 +242,7 @@ async def test_free_space_target_in_the_eviction_dialog(shm: Path, tmp_path: Pat
         assert "filesystem free 7.0 MiB of 20.0 MiB → about 13.0 MiB" in str(screen.query_one("#evict-usage").render())
         await press(app, pilot, "enter")
         assert isinstance(app.screen, ConfirmScreen) and app.focused.id == "cancel"
-        await pilot.press("enter")  # the default is Cancel: nothing deleted
-        await settle(app, pilot)
+        await press(app, pilot, "enter")  # the default is Cancel: nothing deleted
         assert len(os.listdir(shm)) == 6
         await open_free_dialog(app, pilot, "60")
         await press(app, pilot, "enter")

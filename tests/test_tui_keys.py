@@ -16,7 +16,7 @@ import time
 import unicodedata
 
 import pytest
-from console_apps import make_app, work_copy
+from console_apps import make_app, running, work_copy
 from textual import events
 from textual.keys import REPLACED_KEYS, _character_to_key, _get_unicode_name_from_key
 
@@ -88,8 +88,7 @@ def test_a_key_right_after_quit_is_no_traceback(demo_ws: DemoWorkspace, tmp_path
 
     async def body() -> None:
         app = app_on_copy(demo_ws, tmp_path)
-        async with app.run_test(size=(80, 24)) as pilot:
-            await started(app, pilot)
+        async with running(app, (80, 24)) as pilot:
             send_burst(app, ["q", second, second])
             await drain(app, pilot)
         assert app.return_code in (0, None)
@@ -107,8 +106,7 @@ def test_quit_while_a_form_is_filled_leaves_no_warning_on_the_terminal(demo_ws: 
 
     async def body() -> None:
         app = app_on_copy(demo_ws, tmp_path)
-        async with app.run_test(size=(80, 24)) as pilot:
-            await started(app, pilot)
+        async with running(app, (80, 24)) as pilot:
             send_burst(app, keys)
             await drain(app, pilot)
 
@@ -151,8 +149,7 @@ def test_keys_typed_right_after_slash_go_to_the_filter_not_to_actions(demo_ws: D
 
     async def body() -> None:
         app = app_on_copy(demo_ws, tmp_path)
-        async with app.run_test(size=(100, 30)) as pilot:
-            await started(app, pilot)
+        async with running(app, (100, 30)) as pilot:
             send_burst(app, [view_key])
             await drain(app, pilot)
             main_screen = app.screen

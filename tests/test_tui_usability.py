@@ -214,14 +214,12 @@ def test_refusals_and_skips_name_the_consoles_controls_not_cli_flags(work: dict[
         await press(app, pilot, "ctrl+r")
         await press(app, pilot, "ctrl+e")
         await press(app, pilot, "left", "enter")
-        await pilot.press("ctrl+r")  # the set exists now: refused unless "overwrite" is ticked
-        await settle(app, pilot)
+        await press(app, pilot, "ctrl+r")  # the set exists now: refused unless "overwrite" is ticked
         banner = str(app.query_one("#mig-banner").render())
         assert "tick “overwrite existing sidecars”" in banner, banner
         seen.append(screen_text(app))
         await press(app, pilot, "3")
-        await pilot.press("i")  # the demo cache has an entry being written: skipped as in use
-        await settle(app, pilot)
+        await press(app, pilot, "i")  # the demo cache has an entry being written: skipped as in use
         assert isinstance(app.screen, EvictScreen)
         preview = str(app.screen.query_one("#evict-preview").render())
         assert "in use" in preview and "tick “force”" in preview, preview

@@ -80,15 +80,14 @@ def test_history_skips_a_damaged_line_with_one_warning(tmp_path: Path, capsys, f
 
 async def test_the_history_view_skips_a_damaged_line(tmp_path: Path) -> None:
     from fvconsole.tui.app import FvConsoleApp
-    from fvconsole.tui.headless import settle, started
+    from fvconsole.tui.headless import press, started
     from fvconsole.tui.state import ConsoleState
 
     path = _journal(tmp_path, _line("epoch", "1e400"))
     app = FvConsoleApp(ConsoleState(journal_path=str(path)))
     async with app.run_test(size=(100, 30)) as pilot:
         await started(app, pilot)
-        await pilot.press("5")
-        await settle(app, pilot)
+        await press(app, pilot, "5")
         assert app.query_one("#hist-table").row_count == 2
         banner = str(app.query_one("#hist-banner").render())
         assert "1 malformed line skipped" in banner

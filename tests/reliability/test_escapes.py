@@ -307,17 +307,15 @@ def has_link(text) -> bool:
 @pytest.mark.tui
 @pytest.mark.fault("security", "dataset ids `[/]s52`, `[link=...]`, escapes in the console's next-id column")
 def test_console_next_id_column_shows_ids_literally(run: dict, tmp_path: Path, trials) -> None:
-    from fvconsole.tui.headless import settle
+    from fvconsole.tui.headless import press
 
     async def body() -> None:
         app = make_app(run["config"], run["output"], None)
         async with app.run_test(size=SIZE) as pilot:
             await started(app, pilot)
-            await pilot.press("m")
-            await settle(app, pilot)
+            await press(app, pilot, "m")
             app.query_one("#mig-output").value = str(tmp_path / "out")
-            await pilot.press("ctrl+r")
-            await settle(app, pilot)
+            await press(app, pilot, "ctrl+r")
             assert app.is_running
             table = app.query_one("#mig-ranks")
             assert table.row_count == WORLD
@@ -358,7 +356,7 @@ def test_console_checkpoint_detail_escapes_keys(run: dict, trials) -> None:
 @pytest.mark.tui
 @pytest.mark.fault("security", "escapes and markup in cache file names, symlink targets and error notifications")
 def test_console_cache_view_escapes_names(tmp_path: Path, trials) -> None:
-    from fvconsole.tui.headless import settle
+    from fvconsole.tui.headless import press, settle
 
     root = tmp_path / "cache"
     keys = hostile_cache(root)
@@ -367,8 +365,7 @@ def test_console_cache_view_escapes_names(tmp_path: Path, trials) -> None:
         app = make_app(None, None, str(root))
         async with app.run_test(size=SIZE) as pilot:
             await started(app, pilot)
-            await pilot.press("3")
-            await settle(app, pilot)
+            await press(app, pilot, "3")
             table = app.query_one("#cache-table")
             for key in (keys["with_file"], keys["link"]):
                 table.move_cursor(row=table.get_row_index(key))
@@ -385,7 +382,7 @@ def test_console_cache_view_escapes_names(tmp_path: Path, trials) -> None:
 @pytest.mark.tui
 @pytest.mark.fault("security", "markup and escapes in an error notification (a cache root named `[/]...`)")
 def test_console_error_notification_is_plain_text(tmp_path: Path, trials) -> None:
-    from fvconsole.tui.headless import settle
+    from fvconsole.tui.headless import press
 
     missing = tmp_path / f"[/]gone[link=https://evil]x{HOSTILE}"
 
@@ -393,8 +390,7 @@ def test_console_error_notification_is_plain_text(tmp_path: Path, trials) -> Non
         app = make_app(None, None, str(missing))
         async with app.run_test(size=SIZE, notifications=True) as pilot:
             await started(app, pilot)
-            await pilot.press("3")
-            await settle(app, pilot)
+            await press(app, pilot, "3")
             await pilot.pause(0.1)
             assert app.is_running
             messages = [n.message for n in app._notifications]
@@ -411,7 +407,7 @@ def test_console_error_notification_is_plain_text(tmp_path: Path, trials) -> Non
 @pytest.mark.tui
 @pytest.mark.fault("security", "escapes in a checkpoints path: paths bar, migration form inputs, plan banner")
 def test_console_paths_with_escapes_are_drawn_escaped_and_kept_exact(run: dict, tmp_path: Path, trials) -> None:
-    from fvconsole.tui.headless import settle
+    from fvconsole.tui.headless import press
 
     output = tmp_path / f"runs{HOSTILE}"
     shutil.copytree(run["output"], output)
@@ -422,12 +418,10 @@ def test_console_paths_with_escapes_are_drawn_escaped_and_kept_exact(run: dict, 
         async with app.run_test(size=SIZE) as pilot:
             await started(app, pilot)
             assert f"runs{SHOWN}" in str(app.query_one("#paths").render())
-            await pilot.press("m")
-            await settle(app, pilot)
+            await press(app, pilot, "m")
             assert app.query_one("#mig-checkpoint").value == checkpoint  # the value stays exact
             assert_screen_clean(app)
-            await pilot.press("ctrl+r")
-            await settle(app, pilot)
+            await press(app, pilot, "ctrl+r")
             assert app.query_one("#mig-ranks").row_count == WORLD, str(app.query_one("#mig-banner").render())
             assert f"runs{SHOWN}" in str(app.query_one("#mig-banner").render())
             assert_screen_clean(app)
