@@ -19,7 +19,7 @@ from textual import events
 from textual.binding import Binding, BindingType
 from textual.containers import Vertical
 from textual.message import Message
-from textual.widgets import Input
+from textual.widgets import DataTable, Input
 from textual.worker import get_current_worker
 
 from fvconsole.core.errors import FvError
@@ -67,6 +67,8 @@ class BaseView(Vertical):
     #: must show by more than a colour (a monochrome terminal, a colour-blind operator): the
     #: focused pane's title reads ``▶ name ◀`` and its border turns heavy (views.tcss).
     PANES: ClassVar[dict[str, str]] = {}
+    #: The id of the view's table: where Esc and showing the view put the focus.
+    TABLE: ClassVar[str] = ""
 
     filter_text: str = ""
     _writing = False
@@ -205,3 +207,4 @@ class BaseView(Vertical):
 
     def focus_table(self) -> None:
         """Focus the view's table (Esc)."""
+        self.query_one(f"#{self.TABLE}", DataTable).focus()

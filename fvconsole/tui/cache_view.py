@@ -109,6 +109,7 @@ class CacheView(BaseView):
 
     TITLE = "3 Shard cache"
     PANES: ClassVar[dict[str, str]] = {"cache-detail-scroll": "entry detail"}
+    TABLE = "cache-table"
     write_actions = frozenset(SELECTIONS)
 
     BINDINGS: ClassVar[list[BindingType]] = [
@@ -208,9 +209,6 @@ class CacheView(BaseView):
             table.add_column(label, key=key, width=width)
         self.set_interval(AUTO_REFRESH, self._tick)
         self._show_status()
-
-    def focus_table(self) -> None:
-        self.query_one("#cache-table", DataTable).focus()
 
     # ------------------------------------------------------------ scanning
 

@@ -153,6 +153,7 @@ class CheckpointsView(BaseView):
 
     TITLE = "1 Checkpoints"
     PANES: ClassVar[dict[str, str]] = {"ckpt-detail-scroll": "checkpoint detail"}
+    TABLE = "ckpt-table"
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("m,enter", "migrate", "Migrate",
                 tooltip="migrate the selected checkpoint: view 2 opens with the form filled in"),
@@ -194,9 +195,6 @@ class CheckpointsView(BaseView):
         for label, key, width in COLUMNS:
             table.add_column(label, key=key, width=width)
         self.set_interval(AGE_TICK, self._tick_ages)
-
-    def focus_table(self) -> None:
-        self.query_one("#ckpt-table", DataTable).focus()
 
     # ------------------------------------------------------------ loading
 

@@ -74,6 +74,7 @@ class FleetView(BaseView):
 
     TITLE = "4 Fleet"
     PANES: ClassVar[dict[str, str]] = {"fleet-detail-scroll": "key detail"}
+    TABLE = "fleet-matrix"
     write_actions = frozenset(action for action, _key, _label, _help in WRITE_ACTIONS)
 
     BINDINGS: ClassVar[list[BindingType]] = [
@@ -189,9 +190,6 @@ class FleetView(BaseView):
     def focus_main(self) -> None:
         target = "#fleet-matrix" if self._view is not None else "#fleet-job"
         self.query_one(target).focus()
-
-    def focus_table(self) -> None:
-        self.query_one("#fleet-matrix", DataTable).focus()
 
     def offer_cache_root(self, old: str | None, new: str | None) -> None:
         """A cache root picked with `o`: use it here too, unless the field was edited (e.g. a {node} root)."""

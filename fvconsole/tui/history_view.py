@@ -108,6 +108,7 @@ class HistoryView(BaseView):
 
     TITLE = "5 History"
     PANES: ClassVar[dict[str, str]] = {"hist-detail-scroll": "record"}
+    TABLE = "hist-table"
     BINDINGS: ClassVar[list] = []
 
     @dataclass
@@ -141,9 +142,6 @@ class HistoryView(BaseView):
         table = self.query_one("#hist-table", FastTable)
         for label, key, width in COLUMNS:
             table.add_column(label, key=key, width=width)
-
-    def focus_table(self) -> None:
-        self.query_one("#hist-table", DataTable).focus()
 
     # ------------------------------------------------------------ reading
 

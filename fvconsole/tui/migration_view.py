@@ -96,6 +96,7 @@ class MigrationView(BaseView):
     """Form, preview (refusals, mismatches, summary, per-rank table), execute, verify."""
 
     TITLE = "2 Migration"
+    TABLE = "mig-ranks"
     write_actions = frozenset({"execute"})
     refuse_action = "refuse_execute"
 
@@ -200,9 +201,6 @@ class MigrationView(BaseView):
         """The rank table once there is a plan, else Preview (Enter previews; 1-4 still switch views)."""
         target = "#mig-ranks" if self._rank_rows else "#mig-preview"
         self.query_one(target).focus()
-
-    def focus_table(self) -> None:
-        self.query_one("#mig-ranks", FastTable).focus()
 
     # ------------------------------------------------------------ form
 
