@@ -18,7 +18,7 @@ from fvconsole.demo.workspace import DemoWorkspace
 from fvconsole.tui.app import FvConsoleApp
 from fvconsole.tui.cache_view import CacheView
 from fvconsole.tui.evict_dialog import EvictScreen
-from fvconsole.tui.headless import press, settle, started
+from fvconsole.tui.headless import press, select_row, settle, started
 from fvconsole.tui.migration_view import MigrationView
 from fvconsole.tui.modals import ConfirmScreen, HelpScreen, PathsScreen
 from fvconsole.tui.state import ConsoleState
@@ -39,14 +39,8 @@ def written_sets(paths: dict[str, str]) -> list[str]:
     return sorted(set(os.listdir(root)) - {"validated-100"}) if os.path.isdir(root) else []
 
 
-def row_key_ending(table, suffix: str) -> str:
-    return next(k.value for k in table.rows if k.value.endswith(suffix))
-
-
 async def select_checkpoint(app: FvConsoleApp, pilot, step: int) -> None:
-    table = app.query_one("#ckpt-table")
-    table.move_cursor(row=table.get_row_index(row_key_ending(table, f"checkpoint-{step}")))
-    await settle(app, pilot)
+    await select_row(app, pilot, "#ckpt-table", f"checkpoint-{step}")
 
 
 async def preview_300(app: FvConsoleApp, pilot, output_dir: str | None = None) -> str:

@@ -23,7 +23,7 @@ from fvconsole.core.journal import MIGRATE, JournalRecord, append_record
 from fvconsole.demo.workspace import DemoWorkspace
 from fvconsole.tui.app import FvConsoleApp
 from fvconsole.tui.evict_dialog import EvictScreen
-from fvconsole.tui.headless import press, settle, started
+from fvconsole.tui.headless import press, select_row, started
 from fvconsole.tui.history_view import HistoryView
 from fvconsole.tui.modals import ConfirmScreen
 
@@ -153,10 +153,7 @@ def test_journal_before_the_command_counts_like_after_it(work: dict[str, str], t
 
 
 async def migrate_in_console(app: FvConsoleApp, pilot) -> None:
-    table = app.query_one("#ckpt-table")
-    key = next(k for k in table.rows if k.value.endswith("checkpoint-300"))
-    table.move_cursor(row=table.get_row_index(key))
-    await settle(app, pilot)
+    await select_row(app, pilot, "#ckpt-table", "checkpoint-300")
     await press(app, pilot, "m")
     await press(app, pilot, "ctrl+r")
     await press(app, pilot, "ctrl+e")
