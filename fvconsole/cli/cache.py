@@ -57,7 +57,7 @@ from fvconsole.core.cache.metrics import prometheus_text
 from fvconsole.core.cache.selectors import INVALID_SELECTS
 from fvconsole.core.cache.verify import CacheVerification, verify_cache
 from fvconsole.core.errors import EXIT_OK, EXIT_REFUSED, FvError, PartialFailure, UsageError
-from fvconsole.core.humanize import age_since, head_tail, human_bytes, utc_text
+from fvconsole.core.humanize import age_since, elided, human_bytes, utc_text
 from fvconsole.core.interrupts import Interrupted
 
 _NOTE_WIDTH = 72
@@ -383,15 +383,13 @@ def _ls_extras(scan: CacheScan) -> list[str]:
         lines.append("leftovers of interrupted evictions (removed by the next `cache evict`):")
         lines += [f"  {x.name}  {human_bytes(x.bytes)}" for x in scan.leftovers]
     if scan.foreign:
-        head, omitted, tail = head_tail(scan.foreign)
-        more = [f"  ... {omitted} more"] if omitted else []
         counted = set(scan.foreign_gc_counted)
 
         def shown(name: str) -> str:
             return f"  {name}  (FastVideo's GC counts this and may delete it)" if name in counted else f"  {name}"
 
         lines.append("foreign (not cache entries; never touched by fvconsole):")
-        lines += [shown(n) for n in head] + more + [shown(n) for n in tail]
+        lines += elided(scan.foreign, shown, lambda n: f"  ... {n} more")
     mounted = [(e.key, e.mounts) for e in scan.entries if e.mounts]
     mounted += [(x.name, x.mounts) for x in scan.leftovers if x.mounts]
     if mounted:

@@ -52,7 +52,7 @@ from fvconsole.core.fleet.ops import (
 from fvconsole.core.fleet.outcomes import NodeOutcome
 from fvconsole.core.fleet.record import fleet_eviction_record
 from fvconsole.core.fleet.selection import NodeSelection, check_selection_args, find_srun, select_nodes
-from fvconsole.core.humanize import head_tail, human_bytes
+from fvconsole.core.humanize import elided, head_tail, human_bytes
 
 #: Node rows printed without --full: every failed node up to this many, and ok nodes head + tail.
 FAILED_ROWS = 20
@@ -278,17 +278,12 @@ def render_fleet_ls(view: FleetCacheView, root: str, *, full: bool = False) -> B
                               rows, right=(2, 3, 4, 5, 6)))
     lines += slurm_lines(view)
     if view.keys:
-        head, omitted_keys, tail = head_tail(list(view.keys), head=20, tail=5)
-
         def key_row(r: KeyRow) -> tuple[Any, ...]:
             busy = [node for node, _status in r.statuses if view.entry_busy(node, r.key)]
             text = _statuses_text(r) + (f"; node busy on {compress_hostlist(busy)}" if busy else "")
             return (r.key, len(r.statuses), human_bytes(r.total_bytes), text)
 
-        key_rows = [key_row(r) for r in head]
-        if omitted_keys:
-            key_rows.append((f"... {omitted_keys} more keys", "", "", ""))
-        key_rows += [key_row(r) for r in tail]
+        key_rows = elided(view.keys, key_row, lambda n: (f"... {n} more keys", "", "", ""), 20, 5)
         lines += ["", format_table(("KEY", "NODES", "SIZE", "STATUS BY NODE"), key_rows, right=(1, 2))]
     else:
         lines.append("(no cache entries on any node)")
@@ -322,14 +317,9 @@ def slurm_lines(view: FleetCacheView) -> list[str]:
     if state.note:
         lines.append(state.note)
     busy_ids = {j.job_id for jobs, _keys in view.busy.values() for j in jobs}
-    head, omitted, tail = head_tail(list(state.jobs), JOB_ROWS, 5)
     wanted = set(view.selection.nodes)
-    rows: list[tuple[Any, ...]] = []
-    for job in head:
-        rows.append(_job_row(job, wanted, busy_ids))
-    if omitted:
-        rows.append((f"... {omitted} more jobs", "", "", "", "", ""))
-    rows += [_job_row(job, wanted, busy_ids) for job in tail]
+    rows = elided(state.jobs, lambda job: _job_row(job, wanted, busy_ids),
+                  lambda n: (f"... {n} more jobs", "", "", "", "", ""), JOB_ROWS, 5)
     if rows:
         lines += ["", format_table(("JOB", "USER", "NAME", "STATE", "NODES", "NOTE"), rows)]
     elif state.jobs_known:

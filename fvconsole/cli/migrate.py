@@ -15,7 +15,7 @@ from fvconsole.cli.common import Block, block, emit_json, format_table, progress
 from fvconsole.cli.journaling import add_journal_args, journal_json, journal_target, warn_if_unwritten
 from fvconsole.cli.outcome import command_line, record_write
 from fvconsole.core.errors import FvError
-from fvconsole.core.humanize import head_tail
+from fvconsole.core.humanize import elided
 from fvconsole.core.interrupts import Interrupted
 
 DESCRIPTION = """\
@@ -241,11 +241,7 @@ def _report(plan: Any, preview: Any) -> Block:
         f"({plan.epoch_progress * 100:.1f}% of the epoch)",
         "",
     ]
-    head, omitted, tail = head_tail(list(plan.ranks))
-    rows: list[Any] = [c.cells() for c in head]
-    if omitted:
-        rows.append(["...", f"{omitted} more", "", "", "", "", ""])
-    rows += [c.cells() for c in tail]
+    rows = elided(plan.ranks, lambda c: c.cells(), lambda n: ("...", f"{n} more", "", "", "", "", ""))
     lines.append(format_table(
         ["rank", "sp group", "rg position", "row offset", "yielded", "next sample", "next rg"], rows,
         right=(0, 1, 2, 3, 4, 5, 6),

@@ -6,7 +6,7 @@ import argparse
 
 from fvconsole.cli.checkpoints import add_set_option
 from fvconsole.cli.common import Block, block, command_failed, emit_json, format_table, say
-from fvconsole.core.humanize import head_tail
+from fvconsole.core.humanize import elided
 
 VERIFY_EPILOG = """\
 examples:
@@ -86,14 +86,10 @@ def _report(result, deep: bool) -> Block:
         lines.append(f"plan: step {result.step}, world size {result.world_size}")
     lines += [f"warning: {w}" for w in result.warnings]
     if result.ranks:
-        head, omitted, tail = head_tail(list(result.ranks))
         headers = ["rank", "ok", "rg position", "row offset", "yielded", "next sample"]
         if deep:
             headers.append("next id")
-        rows = [_row(r, deep) for r in head]
-        if omitted:
-            rows.append(["...", f"{omitted} more"] + [""] * (len(headers) - 2))
-        rows += [_row(r, deep) for r in tail]
+        rows = elided(result.ranks, lambda r: _row(r, deep), lambda n: ["...", f"{n} more"] + [""] * (len(headers) - 2))
         lines.append(format_table(headers, rows, right=(0, 2, 3, 4, 5)))
     upstream = result.upstream_validation
     if upstream is not None:
@@ -101,12 +97,8 @@ def _report(result, deep: bool) -> Block:
     if result.ok:
         lines.append(f"OK: {len(result.ranks)} sidecars and the receipt match the plan")
     else:
-        head, omitted, tail = head_tail(list(result.problems), head=20, tail=5)
         lines.append(f"FAILED: {len(result.problems)} problem(s):")
-        lines += [f"  - {p}" for p in head]
-        if omitted:
-            lines.append(f"  ... {omitted} more")
-        lines += [f"  - {p}" for p in tail]
+        lines += elided(result.problems, lambda p: f"  - {p}", lambda n: f"  ... {n} more", 20, 5)
     return block(lines)
 
 

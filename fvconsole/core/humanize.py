@@ -7,11 +7,12 @@ messages (plan reasons) word sizes and times identically.
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from datetime import datetime, timezone
 from typing import Any, TypeVar
 
 _T = TypeVar("_T")
+_R = TypeVar("_R")
 _BINARY_UNITS = ("KiB", "MiB", "GiB", "TiB", "PiB", "EiB")
 
 
@@ -77,4 +78,11 @@ def head_tail(items: Sequence[_T], head: int = 8, tail: int = 4) -> tuple[list[_
     return list(items[:head]), len(items) - head - tail, list(items[-tail:])
 
 
-__all__: Any = ["age_since", "format_duration", "head_tail", "human_age", "human_bytes"]
+def elided(items: Sequence[_T], row: Callable[[_T], _R], more: Callable[[int], _R], head: int = 8,
+           tail: int = 4) -> list[_R]:
+    """``row`` of the first ``head`` and last ``tail`` items (:func:`head_tail`), ``more(n)`` between when n are left out."""
+    first, omitted, last = head_tail(items, head, tail)
+    return [*map(row, first), *([more(omitted)] if omitted else []), *map(row, last)]
+
+
+__all__: Any = ["age_since", "elided", "format_duration", "head_tail", "human_age", "human_bytes", "utc_text"]

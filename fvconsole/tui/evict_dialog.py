@@ -23,7 +23,7 @@ from fvconsole.core.cache import CacheScan, EvictionPlan, EvictionSelectors, cap
 from fvconsole.core.cache.freespace import FreeTarget, parse_min_free_gb, parse_min_free_percent
 from fvconsole.core.cache.roots import parse_max_gb
 from fvconsole.core.errors import FvError
-from fvconsole.core.humanize import head_tail, human_bytes
+from fvconsole.core.humanize import elided, head_tail, human_bytes
 from fvconsole.tui import state
 from fvconsole.tui.base import describe_error
 from fvconsole.tui.modals import Dialog
@@ -214,11 +214,8 @@ def confirm_body(plan: EvictionPlan, scan: CacheScan | None, now: float) -> list
             f"freeing {human_bytes(plan.freed_bytes)}:"]
     if plan.free_space is not None:
         body.insert(0, free_space_line(plan).plain.rstrip("\n"))
-    head, omitted, tail = head_tail(list(plan.evict), 10, 3)
-    body += [f"  {p.key} {human_bytes(p.bytes):>10}  {one_line(evict_reason_text(p), 58)}" for p in head]
-    if omitted:
-        body.append(f"  … {omitted} more")
-    body += [f"  {p.key} {human_bytes(p.bytes):>10}  {one_line(evict_reason_text(p), 58)}" for p in tail]
+    body += elided(plan.evict, lambda p: f"  {p.key} {human_bytes(p.bytes):>10}  {one_line(evict_reason_text(p), 58)}",
+                   lambda n: f"  … {n} more", 10, 3)
     if plan.force:
         body.append("force: entries that look in use are deleted too.")
     if plan.skipped:

@@ -25,7 +25,7 @@ from textual.widgets import Button, DataTable, Input, Label
 
 from fvconsole.core.cache.selectors import INVALID_SELECTS, RECLAIMABLE_SUM, EvictionSelectors
 from fvconsole.core.fleet.hostlist import compress_hostlist
-from fvconsole.core.humanize import head_tail, human_bytes
+from fvconsole.core.humanize import elided, human_bytes
 from fvconsole.core.printable import printable
 from fvconsole.core.reasons import WAIT
 from fvconsole.tui import state
@@ -475,11 +475,7 @@ class FleetView(BaseView):
                 f"({compress_hostlist(busy_nodes)}) under {printable(root)}, "
                 f"freeing {human_bytes(preview.freed_bytes)}:"]
         rows = [o for o in preview.outcomes if o.ok and plans.get(o.node)]
-        head, omitted, tail = head_tail(rows, 10, 3)
-        body += [self._node_line(o) for o in head]
-        if omitted:
-            body.append(f"  … {omitted} more nodes")
-        body += [self._node_line(o) for o in tail]
+        body += elided(rows, self._node_line, lambda n: f"  … {n} more nodes", 10, 3)
         if failed:
             body.append(f"{len(failed)} node(s) failed to plan and will not be touched: "
                         f"{compress_hostlist(o.node for o in failed)}")
