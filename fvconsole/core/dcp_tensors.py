@@ -14,10 +14,10 @@ import os
 from dataclasses import dataclass
 from typing import Any
 
-from fvconsole.core.checkpoints import DCP_LIMITS, MAX_DCP_METADATA_BYTES, _dcp_global
+from fvconsole.core.checkpoints import DCP_LIMITS, MAX_DCP_METADATA_BYTES, _dcp_errors, _dcp_global
 from fvconsole.core.errors import FvError
 from fvconsole.core.fields_json import fields_json
-from fvconsole.core.inert_pickle import InertGlobal, InertObject, PickleRefused
+from fvconsole.core.inert_pickle import InertGlobal, InertObject
 from fvconsole.core.inert_pickle import load as load_pickle
 from fvconsole.core.safe_read import read_regular_file
 
@@ -112,8 +112,8 @@ def _tensor(key: str, meta: Any) -> DcpTensor | None:
     return DcpTensor(key=key, dtype=dtype, shape=shape, bytes=None if size is None else numel * size)
 
 
-def _read(meta: str) -> DcpTensors:
-    obj = load_pickle(read_regular_file(meta, "DCP metadata", MAX_DCP_METADATA_BYTES), _dcp_global, DCP_LIMITS)
+def _read(data: bytes) -> DcpTensors:
+    obj = load_pickle(data, _dcp_global, DCP_LIMITS)
     if not isinstance(obj, InertObject) or obj.cls.name != "Metadata":
         raise ValueError("top-level object is not a DCP Metadata")
     table = _state_dict(obj).get("state_dict_metadata")
@@ -136,16 +136,11 @@ def _read(meta: str) -> DcpTensors:
 def dcp_tensors(checkpoint_dir: str | os.PathLike[str]) -> DcpTensors:
     """The tensors of ``<checkpoint_dir>/dcp/.metadata``; FvError naming the file when unreadable."""
     meta = os.path.join(os.fspath(checkpoint_dir), "dcp", ".metadata")
-    try:
-        return _read(meta)
-    except FvError:
-        raise
-    except FileNotFoundError:
-        raise FvError(f"{meta}: cannot read DCP metadata (missing)") from None
-    except OSError as exc:
-        raise FvError(f"{meta}: cannot read DCP metadata ({exc.strerror or exc})") from None
-    except PickleRefused as exc:
-        raise FvError(f"{meta}: unreadable DCP metadata: the pickle {exc}") from None
-    except Exception as exc:  # noqa: BLE001 - a damaged pickle can raise anything
-        reason = " ".join(f"{type(exc).__name__}: {exc}".split())[:200]
-        raise FvError(f"{meta}: unreadable DCP metadata ({reason})") from None
+    with _dcp_errors(meta):  # as dcp_state_keys words a decode that fails
+        try:
+            data = read_regular_file(meta, "DCP metadata", MAX_DCP_METADATA_BYTES)
+        except FileNotFoundError:
+            raise FvError(f"{meta}: cannot read DCP metadata (missing)") from None
+        except OSError as exc:
+            raise FvError(f"{meta}: cannot read DCP metadata ({exc.strerror or exc})") from None
+        return _read(data)
