@@ -37,11 +37,6 @@ class KeyHelp:
         return " / ".join(self.keys)
 
 
-def key_name(key: str) -> str:
-    """``question_mark`` → ``?``; other names as Textual spells them (``ctrl+r``)."""
-    return KEY_NAMES.get(key, key)
-
-
 def own_bindings(cls: type) -> list[Binding]:
     """The bindings ``cls`` declares itself (not the ones it inherits)."""
     return [b for b in cls.__dict__.get("BINDINGS", []) if isinstance(b, Binding)]
@@ -63,7 +58,7 @@ def key_help(classes: Iterable[type], merge: bool = True) -> list[KeyHelp]:
                 continue
             help_text = binding.tooltip or binding.description
             slot = help_text if merge else binding.action
-            keys = tuple(key_name(k.strip()) for k in binding.key.split(","))
+            keys = tuple(KEY_NAMES.get(k, k) for k in map(str.strip, binding.key.split(",")))
             found = rows.get(slot)
             if found is not None:
                 keys = found.keys + tuple(k for k in keys if k not in found.keys)

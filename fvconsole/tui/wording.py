@@ -81,10 +81,6 @@ _TEXTS = {
 }
 
 
-def field_label(field: str) -> str:
-    return FIELD_LABELS.get(field, field)
-
-
 def with_remedy(text: str, remedy: str | None, remedies: Mapping[str, str] = REMEDIES) -> str:
     return f"{text}; {remedies[remedy]}" if remedy in remedies else text
 
@@ -98,7 +94,7 @@ def reason_text(reason: Reason, remedies: Mapping[str, str] = REMEDIES) -> str:
 
 def refusal_text(reason: Reason) -> str:
     """``<field>: <what>; <what to do here>`` for the migration banner."""
-    return f"{field_label(reason.field)}: {reason_text(reason)}"
+    return f"{FIELD_LABELS.get(reason.field, reason.field)}: {reason_text(reason)}"
 
 
 def skip_text(reason: Reason, entry: CacheEntry | None = None, now: float | None = None,
