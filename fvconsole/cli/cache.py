@@ -57,7 +57,7 @@ from fvconsole.core.cache.metrics import prometheus_text
 from fvconsole.core.cache.selectors import INVALID_SELECTS
 from fvconsole.core.cache.verify import CacheVerification, verify_cache
 from fvconsole.core.errors import EXIT_OK, EXIT_REFUSED, FvError, PartialFailure, UsageError
-from fvconsole.core.humanize import age_since, elided, human_bytes, utc_text
+from fvconsole.core.humanize import age_since, clipped, elided, human_bytes, utc_text
 from fvconsole.core.interrupts import Interrupted
 
 _NOTE_WIDTH = 72
@@ -342,10 +342,6 @@ def ls_payload(scan: CacheScan, entries: list, *, with_entries: bool = True) -> 
     return payload
 
 
-def _short(text: str, width: int = _NOTE_WIDTH) -> str:
-    return text if len(text) <= width else text[: width - 1] + "…"
-
-
 #: What `cache ls` leaves out first when the terminal is narrow (the note wraps instead, down to a point).
 LS_DROPPABLE = ("WRITING", "SHARDS", "STATUS")
 
@@ -355,7 +351,7 @@ def render_ls(scan: CacheScan, entries: list, *, width: int | None = None) -> Bl
         (e.key, e.status, human_bytes(e.bytes),
          f"{len(e.shards_present)}/{e.num_shards if e.num_shards is not None else '?'}",
          age_since(e.last_used, scan.scanned_at) if e.last_used is not None else "never",
-         "yes" if e.writing else "", _short(e.explanation))
+         "yes" if e.writing else "", clipped(e.explanation, _NOTE_WIDTH))
         for e in entries
     ]
     lines = [f"cache {scan.root} on {socket.gethostname()}"]
@@ -504,7 +500,7 @@ def _warn_unreachable(plan: EvictionPlan, result: EvictionResult | None = None) 
 def _skipped_table(skipped: tuple, width: int | None = None) -> list[str]:
     if not skipped:
         return []
-    return ["skipped:", format_table(("KEY", "REASON"), [(s.key, _short(s.reason, 100)) for s in skipped],
+    return ["skipped:", format_table(("KEY", "REASON"), [(s.key, clipped(s.reason, 100)) for s in skipped],
                                      width=width, wrap="REASON")]
 
 
@@ -525,7 +521,7 @@ def render_plan(plan: EvictionPlan, *, width: int | None = None) -> Block:
     lines += _free_line(plan)
     if plan.evict:
         lines.append(format_table(("KEY", "SIZE", "REASON"),
-                                  [(p.key, human_bytes(p.bytes), _short(p.reason, 100)) for p in plan.evict], right=(1,),
+                                  [(p.key, human_bytes(p.bytes), clipped(p.reason, 100)) for p in plan.evict], right=(1,),
                                   width=width, wrap="REASON"))
     else:
         lines.append("nothing to evict")
@@ -540,7 +536,7 @@ def render_result(result: EvictionResult, plan: EvictionPlan | None = None, *, w
     lines = [f"evicted {_n(len(result.evicted), 'entry', 'entries')} from {result.root} on {socket.gethostname()}"]
     if result.evicted:
         lines.append(format_table(("KEY", "FREED", "REASON"),
-                                  [(e.key, human_bytes(e.bytes), _short(e.reason, 100)) for e in result.evicted], right=(1,),
+                                  [(e.key, human_bytes(e.bytes), clipped(e.reason, 100)) for e in result.evicted], right=(1,),
                                   width=width, wrap="REASON"))
     lines += _skipped_table(result.skipped, width)
     lines += [f"error: {err}" for err in result.errors]

@@ -71,6 +71,11 @@ def format_duration(seconds: float) -> str:
     return "".join(parts)
 
 
+def clipped(text: str, width: int) -> str:
+    """``text`` if it fits in ``width`` characters, else its start ending with ``…`` (never cut without a mark)."""
+    return text if len(text) <= width else text[: width - 1] + "…"
+
+
 def head_tail(items: Sequence[_T], head: int = 8, tail: int = 4) -> tuple[list[_T], int, list[_T]]:
     """Split a long list into (head, number omitted, tail) for readable summaries."""
     if len(items) <= head + tail + 1:
@@ -85,4 +90,4 @@ def elided(items: Sequence[_T], row: Callable[[_T], _R], more: Callable[[int], _
     return [*map(row, first), *([more(omitted)] if omitted else []), *map(row, last)]
 
 
-__all__: Any = ["age_since", "elided", "format_duration", "head_tail", "human_age", "human_bytes", "utc_text"]
+__all__: Any = ["age_since", "clipped", "elided", "format_duration", "head_tail", "human_age", "human_bytes", "utc_text"]

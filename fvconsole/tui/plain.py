@@ -22,6 +22,7 @@ from rich.cells import cell_len
 from rich.highlighter import Highlighter
 from rich.text import Text
 
+from fvconsole.core.humanize import clipped
 from fvconsole.core.printable import pictured, printable
 
 #: Characters that markup parsing would change: tags (``[``), emoji codes (``:name:``).
@@ -175,5 +176,4 @@ def _tail_cells(text: str, width: int) -> str:
 
 def one_line(text: str, width: int = 78) -> str:
     """``text`` on one line of at most ``width`` characters (reasons can be paragraphs)."""
-    line = " ".join(str(text).split())
-    return line if len(line) <= width else line[: width - 1] + "…"
+    return clipped(" ".join(str(text).split()), width)

@@ -31,6 +31,7 @@ from typing import Any
 from fvconsole.core.errors import FvError
 from fvconsole.core.fleet.hostlist import compress_hostlist, expand_hostlist
 from fvconsole.core.fleet.process import terminate
+from fvconsole.core.humanize import clipped
 from fvconsole.core.printable import printable
 
 #: squeue's format: job name last, the job id again after it (the record's end, see module doc).
@@ -51,10 +52,6 @@ MAX_PROBLEMS = 5
 
 _JOB_HEAD = re.compile(r"(\d+(?:[_+]\d+)?)\|(\d*)\|([^|\n]*)\|([A-Z_]+)\|([^|\n]*)\|")
 _NODE_LINE = re.compile(r"([^|\s]+)\|([A-Za-z_]+[*~#!%$@^+-]*)")
-
-
-def _cut(text: str) -> str:
-    return text if len(text) <= MAX_NAME else text[:MAX_NAME - 1] + "…"
 
 
 @dataclass(frozen=True)
@@ -181,7 +178,7 @@ def parse_squeue(text: str) -> tuple[tuple[SlurmJob, ...], tuple[str, ...]]:
         except FvError as exc:
             problem(first_line, record, exc.message)
             continue
-        jobs.append(SlurmJob(job_id, int(uid) if uid else None, _cut(user), _cut(name), state, nodes))
+        jobs.append(SlurmJob(job_id, int(uid) if uid else None, clipped(user, MAX_NAME), clipped(name, MAX_NAME), state, nodes))
     if head is not None:
         problem(first_line, record, "a job line without its end")
     if bad > MAX_PROBLEMS:
