@@ -27,7 +27,8 @@ bind mounts), ``lean_checks`` (what a lean install must hold and show),
 ``migration_runs`` (real legacy
 runs, requests, plans, migrate/verify command lines), ``fastvideo_reference`` (the
 independent FastVideo oracle), ``reliability.harness`` (tree digests, CLI runs, the error
-contract), ``slurm_cluster``.
+contract), ``slurm_cluster``, ``suite_timeline`` (with ``FVCONSOLE_TEST_TIMELINE=FILE``, each test's
+wall and CPU time, and the summary of a run: docs/development.md, "Suite time").
 """
 
 from __future__ import annotations
@@ -44,6 +45,7 @@ from mounts import Mounter, require_mount
 from reliability.harness import CliResult, run_inproc
 from reliability.workspace import WORLD, MigrationWorkspace, build_migration_workspace
 from slurm_cluster import write_fake_srun
+from suite_timeline import record
 
 if TYPE_CHECKING:
     from fvconsole.demo.workspace import DemoWorkspace
@@ -82,6 +84,13 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     if hasattr(config, "workerinput"):  # the same stable order in every worker, as xdist requires
         rank = {"serial": 0}
         items.sort(key=lambda item: rank.get(groups[item], 1 if groups[item] != item.nodeid else 2))
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> Iterator[None]:
+    """With ``FVCONSOLE_TEST_TIMELINE=FILE``: each test's wall and CPU time into FILE
+    (tests/suite_timeline.py, which also summarises it); without it, nothing."""
+    yield from record(item.nodeid, xdist_group_of(item))
 
 
 @pytest.hookimpl(tryfirst=True)
