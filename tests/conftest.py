@@ -14,7 +14,7 @@
   ``demo_ws`` the default one. A module needing another world size or path overrides ``ws`` /
   ``demo_ws`` with a one-line fixture calling the factory.
 
-Parallel runs (``-n 2 --dist loadgroup``, pyproject.toml's addopts): the tests of a file that use
+Parallel runs (``-n 3 --dist loadgroup``, pyproject.toml's addopts): the tests of a file that use
 a module-scoped fixture run in one worker, so it is built once; every other test is its own
 group, so the workers balance; the tests marked ``serial`` (and every ``slurm`` test: one shared
 emulated cluster) all run in one worker, one after another (``xdist_group_of``). ``-n 0`` runs
@@ -60,7 +60,7 @@ SHARED_SCOPES = frozenset({"module", "class"})
 def xdist_group_of(item: pytest.Item) -> str:
     """"serial" for the ``serial`` and ``slurm`` tests (one worker, one after another); its file
     for a test that uses a module- (or class-) scoped fixture, so the file's tests share one
-    build of it; else the test alone, so the two workers balance to the test."""
+    build of it; else the test alone, so the workers balance to the test."""
     if item.get_closest_marker("serial") or item.get_closest_marker("slurm"):
         return "serial"
     info = getattr(item, "_fixtureinfo", None)
@@ -75,7 +75,8 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     """Give every test its xdist group before xdist reads them (``--dist loadgroup``); without
     ``-n`` the marks do nothing. In a worker, the groups that cannot be split (the serial one,
     then each file sharing a module fixture) come first and the single tests last: xdist hands
-    out groups in this order, so the long indivisible ones start at once and the single tests
+    out the groups with the most tests first (its default ``--loadscope-reorder``) and those of
+    equal size in this order, so the long indivisible ones start at once and the single tests
     fill the gaps at the end instead of one worker finishing a large file alone."""
     groups = {}
     for item in items:
