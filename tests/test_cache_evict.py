@@ -136,7 +136,7 @@ def test_two_evictor_processes_racing_remove_each_entry_once(tmp_path):
     assert set(evicted[0]).isdisjoint(evicted[1])
     assert sorted(evicted[0] + evicted[1]) == sorted(keys)
     assert results[0]["errors"] == [] and results[1]["errors"] == []
-    for r, other in zip(results, reversed(procs)):
+    for r, other in zip(results, reversed(procs), strict=True):
         # Every other entry was skipped by this evictor, with a benign reason: the other took it
         # first, or the other had its files open while re-checking it (seen as a live holder).
         assert all("already evicted" in s["reason"] or "changed since plan" in s["reason"]
