@@ -52,7 +52,6 @@ _BASE_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0)
 _DIR_FLAGS = _BASE_FLAGS | os.O_DIRECTORY
 _FILE_FLAGS = _BASE_FLAGS | getattr(os, "O_NONBLOCK", 0)  # a FIFO swapped in after the listing cannot hang us
 _NOATIME = getattr(os, "O_NOATIME", 0)
-_FILE_OPEN_FLAGS = _FILE_FLAGS | _NOATIME
 
 
 def iter_fd(fd: int, skip: Callable[[str], bool] | None = None) -> Iterator[tuple[str, os.stat_result]]:
@@ -102,22 +101,18 @@ def list_fd_opening(fd: int, want: Callable[[str], bool]) -> tuple[list[tuple[st
     Returns the listing and the open files by name (the caller closes them; at most
     :data:`MAX_OPENED`). A file that cannot be opened (a symlink or FIFO swapped in, no
     permission) is ``lstat``'ed as by :func:`list_fd`, and its reader meets the same trouble.
-    The scan's hot path (200,000 entries): :func:`open_readonly` is written out here.
     """
     out: list[tuple[str, os.stat_result]] = []
     opened: dict[str, Opened] = {}
     append = out.append
-    fstat, open_ = os.fstat, os.open
+    fstat = os.fstat
     try:
         with os.scandir(fd) as it:
             for item in it:
                 name = item.name
                 if want(name) and len(opened) < MAX_OPENED and item.is_file(follow_symlinks=False):
                     try:
-                        try:
-                            child = open_(name, _FILE_OPEN_FLAGS, dir_fd=fd)
-                        except PermissionError:
-                            child = open_(name, _FILE_FLAGS, dir_fd=fd)  # not the owner: without O_NOATIME
+                        child = open_readonly(name, dir_fd=fd)
                     except FileNotFoundError:
                         continue
                     except OSError:
