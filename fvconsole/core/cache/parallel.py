@@ -67,8 +67,8 @@ def lanes_for(root_st: os.stat_result) -> int:
     """How many processes should list this root (1: serial)."""
     if not hasattr(os, "fork") or threading.active_count() != 1:
         return 1
-    subdirs = root_st.st_nlink - 2
-    if 0 <= subdirs < MIN_PARALLEL_ENTRIES and root_st.st_nlink != 1:  # nlink 1: a filesystem that does not count
+    # A filesystem that does not count subdirectories (btrfs) gives a directory nlink 1: -1 here.
+    if 0 <= root_st.st_nlink - 2 < MIN_PARALLEL_ENTRIES:
         return 1
     return max(1, min(allowed_cpus(), MAX_WORKERS + 1))
 
@@ -127,14 +127,13 @@ def _worker_main(root_fd: int, out: int, scan_share: ShareScan, skip: Callable[[
     try:
         _close_all_but(root_fd, out)  # a lock the caller holds (an evictor's) is never kept alive by a worker
         fd = open_readonly(".", directory=True, dir_fd=root_fd)  # its own offset in the same directory
-        if _same_file(os.fstat(fd), os.fstat(root_fd)):
-            share = Share()
-            scan_share(fd, skip, share)
-            entries = share.entries
-            for i in range(0, len(entries), BATCH):
-                _send(out, ("entries", [_entry_fields(e) for e in entries[i:i + BATCH]]))
-            _send(out, ("rest", (share.foreign, share.gc_counted, share.errors)))
-            code = 0
+        share = Share()
+        scan_share(fd, skip, share)
+        entries = share.entries
+        for i in range(0, len(entries), BATCH):
+            _send(out, ("entries", [_entry_fields(e) for e in entries[i:i + BATCH]]))
+        _send(out, ("rest", (share.foreign, share.gc_counted, share.errors)))
+        code = 0
     except BaseException:  # noqa: BLE001 - anything at all: the parent scans this share again
         code = 1
     finally:
@@ -148,10 +147,6 @@ def _close_all_but(*keep: int) -> None:
             os.closerange(low, fd)
             low = fd + 1
     os.closerange(low, 1 << 20)
-
-
-def _same_file(a: os.stat_result, b: os.stat_result) -> bool:
-    return (a.st_dev, a.st_ino) == (b.st_dev, b.st_ino)
 
 
 def _send(fd: int, message: Any) -> None:
