@@ -218,29 +218,15 @@ def _best_measured(cmd: list[str], out_file: str, repeat: int, env: dict[str, st
     return Timing(min(t.wall for t, _ in runs), min(t.cpu for t, _ in runs)), min(r for _, r in runs)
 
 
-@contextlib.contextmanager
-def _tmpfs_dir(fallback: str) -> Iterator[str]:
-    """A temp dir on /dev/shm (removed after), or ``fallback`` where there is no writable tmpfs."""
-    import tempfile
-
-    from benchmarks.cases_sidecars import TMPFS
-
-    if not (os.path.isdir(TMPFS) and os.access(TMPFS, os.W_OK)):
-        yield fallback
-        return
-    with tempfile.TemporaryDirectory(prefix="fvconsole-bench-", dir=TMPFS) as shm:
-        yield shm
-
-
 def scale_cases(root: str, cache_entries: int, checkpoints: int, repeat: int) -> list[Row]:
     """The listings at scale (issue 19 item 9): `cache ls --json` of many entries (time and peak
     memory, output checked entry for entry) and `checkpoints ls` of many real checkpoints."""
     os.makedirs(root, exist_ok=True)
     # On tmpfs where there is one, as FastVideo's node-local caches are (/dev/shm): a root on a
     # disk measures the page cache (200,000 directories fall out of it under memory pressure).
-    with _tmpfs_dir(root) as where:
-        cache = os.path.join(where, "cache")
-        medium = "tmpfs" if where != root else "the temp dir's filesystem"
+    with inputs.tmpfs_dir() as shm:
+        cache = os.path.join(shm or root, "cache")
+        medium = "tmpfs" if shm else "the temp dir's filesystem"
         t_build, _ = timed(lambda: inputs.cache_root(cache, cache_entries, 1))
         out = os.path.join(root, "ls.json")
         ls, rss = _best_measured([sys.executable, "-m", "fvconsole", "cache", "ls", cache, "--json"], out, repeat)

@@ -17,7 +17,6 @@ from __future__ import annotations
 import json
 import os
 import sys
-import tempfile
 from collections.abc import Callable
 
 from benchmarks import inputs
@@ -57,9 +56,6 @@ def _fastest(cmd: list[str] | Callable[[int], list[str]], repeat: int) -> Timing
     return Timing(min(t.wall for t in runs), min(t.cpu for t in runs))
 
 
-TMPFS = "/dev/shm"
-
-
 def sidecar_cases(root: str, ranks: int, repeat: int) -> list[Row]:
     """Both rows on ``root``'s disk, then again on tmpfs when there is one.
 
@@ -67,8 +63,8 @@ def sidecar_cases(root: str, ranks: int, repeat: int) -> list[Row]:
     writes to it; on tmpfs fsync is free, which leaves what each side computes and imports.
     """
     rows = _cases(root, ranks, repeat, "")
-    if os.path.isdir(TMPFS) and os.access(TMPFS, os.W_OK):
-        with tempfile.TemporaryDirectory(prefix="fvconsole-bench-", dir=TMPFS) as shm:
+    with inputs.tmpfs_dir() as shm:
+        if shm is not None:
             rows += _cases(shm, ranks, repeat, ", tmpfs")
     return rows
 
