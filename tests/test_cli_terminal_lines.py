@@ -17,6 +17,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from terminals import read_until_closed
 
 from fvconsole.demo.cache_builders import write_cache_entry
 
@@ -32,17 +33,8 @@ def _terminal_output(command: list[str]) -> tuple[int, str]:
     env = {**os.environ, "COLUMNS": "200", "LINES": "50"}
     proc = subprocess.Popen(command, stdin=slave, stdout=slave, stderr=slave, env=env, close_fds=True)
     os.close(slave)
-    chunks = []
-    while True:
-        try:
-            data = os.read(master, 65536)
-        except OSError:  # EIO: the child closed the terminal
-            break
-        if not data:
-            break
-        chunks.append(data)
-    os.close(master)
-    return proc.wait(timeout=60), b"".join(chunks).decode("utf-8", "replace")
+    received = read_until_closed(master)
+    return proc.wait(timeout=60), received.decode("utf-8", "replace")
 
 
 def _lines_seen(received: str) -> list[str]:

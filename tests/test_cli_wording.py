@@ -13,6 +13,7 @@ import time
 from pathlib import Path
 
 import pytest
+from terminals import read_until_closed
 
 from fvconsole.cli import main
 from fvconsole.demo.builders import build_run
@@ -35,18 +36,7 @@ def _on_a_terminal(argv: list[str], columns: int) -> str:
     proc = subprocess.Popen([sys.executable, "-m", "fvconsole", *argv], stdin=follower, stdout=follower,
                             stderr=subprocess.PIPE, env=env)
     os.close(follower)
-    out = b""
-    try:
-        while True:
-            try:
-                chunk = os.read(leader, 65536)
-            except OSError:  # EIO: the child closed the terminal
-                break
-            if not chunk:
-                break
-            out += chunk
-    finally:
-        os.close(leader)
+    out = read_until_closed(leader)
     assert proc.wait(timeout=60) == 0, proc.stderr.read()
     return out.decode().replace("\r\n", "\n")
 
