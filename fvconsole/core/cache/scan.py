@@ -131,21 +131,24 @@ def _scan_children(root_fd: int, root_path: str, real_root: str, root_st: os.sta
             share.errors.append(f"{root_path}: listing the root stopped part-way ({exc.strerror}); "
                                 "entries after that are missing")
 
-    def not_mine(digits: frozenset[str]) -> Callable[[str], bool]:
-        return lambda name: not (name[-1:] in digits and KEY_RE.fullmatch(name) is not None)
+    def keys_ending_in(digits: frozenset[str]) -> Callable[[str], bool]:
+        return lambda name: name[-1:] in digits and KEY_RE.fullmatch(name) is not None
+
+    def all_but_keys_ending_in(digits: frozenset[str]) -> Callable[[str], bool]:
+        theirs = keys_ending_in(digits)
+        return lambda name: not theirs(name)
 
     mine = parallel.Share(entries, foreign, gc_counted, errors)
     lanes = parallel.digit_lanes(parallel.lanes_for(root_st))
-    workers = parallel.start(root_fd, lanes[1:], scan_names, not_mine)
+    workers = parallel.start(root_fd, lanes[1:], scan_names, all_but_keys_ending_in)
     try:
         theirs = frozenset().union(*(w.digits for w in workers))
-        scan_names(root_fd, (lambda name: name[-1:] in theirs and KEY_RE.fullmatch(name) is not None)
-                   if theirs else None, mine, leftovers)
+        scan_names(root_fd, keys_ending_in(theirs) if theirs else None, mine, leftovers)
         for worker in workers:
             if not parallel.collect(worker, mine):
                 fd = open_readonly(".", directory=True, dir_fd=root_fd)
                 try:
-                    scan_names(fd, not_mine(worker.digits), mine)
+                    scan_names(fd, all_but_keys_ending_in(worker.digits), mine)
                 finally:
                     os.close(fd)
     finally:
