@@ -120,8 +120,8 @@ def classify_entry(key: str, path: str, listing: list[tuple[str, os.stat_result]
         writing=writing_age is not None, explanation=explanation,
         manifest_mtime_ns=files.manifest.st_mtime_ns if files.manifest else None,
         newest_mtime=files.newest, shard_files=shard_files,
-        tmp_files=tuple(sorted(name for name, _ in files.tmp)) if files.tmp else (),
-        problems=tuple(files.notes) if files.notes else (), summary=_summary(manifest), disk_bytes=files.disk, owner_uid=owner_uid,
+        tmp_files=tuple(sorted(name for name, _ in files.tmp)),
+        problems=tuple(files.notes), summary=_summary(manifest), disk_bytes=files.disk, owner_uid=owner_uid,
     )
 
 
