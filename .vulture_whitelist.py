@@ -1,6 +1,6 @@
 """What vulture cannot see being used, each with the reason (``[tool.vulture]`` in pyproject.toml).
 
-vulture reads this file as code: every name below counts as used. ``tests/test_dead_code.py``
+vulture reads this file as code: every name below counts as used. ``tests/architecture/test_dead_code.py``
 also *executes* it, so an entry whose object is renamed or removed fails the suite instead of
 excusing nothing. Textual's by-name hooks (``on_*``, ``action_*``, ``compose``, ``BINDINGS``...)
 are ``ignore_names`` patterns in pyproject.toml, not lines here.
@@ -22,11 +22,11 @@ from textual.widgets import DataTable, Input, TabbedContent
 from fvconsole.cli import InstalledVersion
 from fvconsole.cli.completion import PrintCompletion
 from fvconsole.cli.streams import _Stdout
-from fvconsole.core.checkpoints import CheckpointInfo
+from fvconsole.core.checkpoints.listing import CheckpointInfo
 from fvconsole.core.migration.output_dir import OutputState
 from fvconsole.core.migration.sample_ids import NextSampleIds
 from fvconsole.demo.workspace import DemoWorkspace
-from fvconsole.tui import headless, wording
+from fvconsole.tui import wording
 from fvconsole.tui.app import FvConsoleApp
 from fvconsole.tui.base import BaseView
 from fvconsole.tui.fleet_view import FleetView
@@ -70,10 +70,9 @@ Text().no_wrap  # Rich reads it when rendering: FastTable's fitted cells never w
 DataTable()._require_update_dimensions  # DataTable re-measures on its next render when set (FastTable's column widths)
 
 # Data read outside the package: by the JSON a user gets, by the tests, by the docs.
-_fields(CheckpointInfo).dataloader_keys  # `checkpoints ls --json` emits it (to_json: every field, via core/fields_json.py)
+_fields(CheckpointInfo).dataloader_keys  # `checkpoints ls --json` emits it (to_json: every field, via core/shared/fields_json.py)
 _fields(DemoWorkspace).created_at  # `fvconsole demo --json` prints it (to_json is the instance __dict__)
-_fields(NextSampleIds).row_groups_read  # part of the result; tests/test_tui_app.py checks how many were read
-FleetView.view_result  # the fleet view's last result, which tests/test_fleet_tui.py reads
-headless.TOUR_SHOTS  # the tour's shot names (docs/development.md); tests/test_tui_snapshots.py checks them
-wording.CONTROLS  # remedy -> console control; tests/test_reasons_receipts.py checks each control exists
+_fields(NextSampleIds).row_groups_read  # part of the result; tests/tui/test_tui_app.py checks how many were read
+FleetView.view_result  # the fleet view's last result, which tests/tui/test_fleet_tui.py reads
+wording.CONTROLS  # remedy -> console control; tests/migration/test_reasons_receipts.py checks each control exists
 _fields(OutputState).upstream_receipts  # new with issue 22 item 3 (06dc9b1): recorded, not read yet; its owner uses or drops it

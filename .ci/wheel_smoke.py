@@ -11,7 +11,7 @@ safetensors, numpy or pyarrow, yet every printed command must work here exactly 
 `q`; a migration preview in it, headless, shows "install fvconsole[parquet]" as each next
 id). `--version` must print the installed version; the demo and `verify --deep` must refuse
 in one line naming the extra to install. Standard library only, and `tests/lean_checks.py`
-(what the lean install must hold and show, shared with `tests/test_lean_install.py`; standard
+(what the lean install must hold and show, shared with `tests/architecture/test_lean_install.py`; standard
 library and fvconsole only): it checks the venv, so it must not need anything of its own.
 """
 

@@ -43,7 +43,7 @@ class Sizes:
     fleet_nodes: int = 1000
     fleet_per_node_sample: int = 100  # per-node fan-out costs >= 0.3 s per node: measured on a subset
     sidecar_ranks: int = 1024  # `migrate --yes` / `sidecars verify` end to end
-    scale_cache_entries: int = 200_000  # `cache ls --json` at scale (issue 19 item 9)
+    scale_cache_entries: int = 20_000  # `cache ls --json` at scale, serial (issue 28 item 6)
     scale_checkpoints: int = 20_000  # `checkpoints ls` at scale
 
 

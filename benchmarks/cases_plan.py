@@ -52,7 +52,7 @@ def _check_agree(states: list[dict], cursors: Any, ranks: list[int], label: str)
 
 def plan_case(ranks: int, row_groups: int, sp: int, baseline_ranks: int | None, repeat: int = 3) -> Row:
     """fvconsole's plan (shard once, walk once per SP group) vs the per-rank recomputation."""
-    from fvconsole.core.streaming import Topology, compute_cursors, shard_layout
+    from fvconsole.core.formats.streaming import Topology, compute_cursors, shard_layout
 
     manifest = inputs.synthetic_manifest(row_groups, "/data/bench-plan")
     rows = [g["rows"] for g in manifest["row_groups"]]
@@ -89,7 +89,7 @@ def _judge(row: Row, met: bool) -> Row:
 
 def fingerprint_case(row_groups: int, repeat: int = 2) -> list[Row]:
     """The manifest fingerprint: fastjson (stdlib fast path; orjson when present) vs json.dumps."""
-    from fvconsole.core import fastjson
+    from fvconsole.core.formats import fastjson
 
     manifest = inputs.synthetic_manifest(row_groups, "/data/bench-fp")
     groups = manifest["row_groups"]
@@ -139,7 +139,7 @@ def dry_run_case(root: str, ranks: int, row_groups: int, baseline_ranks: int, re
 @contextlib.contextmanager
 def _stdlib_fingerprint() -> Iterator[None]:
     """Undo the fastjson integration (manifest.compute_fingerprint) to show what it buys."""
-    from fvconsole.core import fastjson, manifest
+    from fvconsole.core.formats import fastjson, manifest
 
     original = manifest.compute_fingerprint
     manifest.compute_fingerprint = fastjson.stdlib_fingerprint

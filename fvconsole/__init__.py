@@ -1,6 +1,6 @@
 """fvconsole: the operations console for FastVideo training runs."""
 
-#: The source tree's version (pyproject.toml's, checked by tests/test_fresh_venv.py).
+#: The source tree's version (pyproject.toml's, checked by tests/architecture/test_fresh_venv.py).
 __version__ = "0.1.0"
 
 

@@ -4,7 +4,7 @@
     python scripts/console_keys.py            # print the table
     python scripts/console_keys.py --update   # replace it between the keys-table markers
 
-tests/test_tui_units.py fails when the page and the bindings disagree.
+tests/tui/test_tui_units.py fails when the page and the bindings disagree.
 """
 
 from __future__ import annotations

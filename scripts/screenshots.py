@@ -5,7 +5,7 @@
 
 Builds the demo workspace under a long, realistic path (``DIR/lustre/fsw/portfolios/...``,
 default DIR /tmp/fvconsole-screenshots, rebuilt each run), walks the real app through every
-view and dialog with ``tui.headless.tour`` (the walk the snapshot tests take) with the clock,
+view and dialog with ``tests/tour.py``'s ``tour`` (the walk the snapshot tests take) with the clock,
 the time zone and the free space frozen, and saves the stops the docs show: at 120x40, and a
 few at 80x24. Reruns write identical SVGs.
 """
@@ -20,8 +20,9 @@ import sys
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
+sys.path.insert(0, os.path.join(ROOT, "tests"))  # the tour (tests/tour.py) is not shipped
 
-from fvconsole.tui import headless  # noqa: E402 - after the sys.path line above
+import tour as headless  # noqa: E402 - after the sys.path lines above
 
 #: (terminal size, stops of the tour saved at that size, file name suffix)
 SHOTS = (

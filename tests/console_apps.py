@@ -75,7 +75,7 @@ def run_console(work: dict[str, str], size: tuple[int, int], body: Callable[[FvC
 @contextlib.asynccontextmanager
 async def running(app: FvConsoleApp, size: tuple[int, int]) -> AsyncIterator[object]:
     """``app.run_test(size=size)``, entered once the console loaded its paths (``headless.started``): the pilot."""
-    from fvconsole.tui.headless import started
+    from tour import started
 
     async with app.run_test(size=size) as pilot:
         await started(app, pilot)

@@ -1,5 +1,5 @@
 """What a lean install (the wheel without extras) must hold and show, checked once for two callers:
-``tests/test_lean_install.py`` (the extras made unimportable in this venv) and
+``tests/architecture/test_lean_install.py`` (the extras made unimportable in this venv) and
 ``.ci/wheel_smoke.py`` (a brand-new venv holding only the built wheel).
 
 The standard library and ``fvconsole`` only: wheel_smoke imports this module in the lean venv,
@@ -41,7 +41,7 @@ def importable(names: tuple[str, ...] = HEAVY) -> list[str]:
 async def preview_next_ids(app: Any, pilot: Any, checkpoint: str = "checkpoint-300") -> list[str]:
     """In a started console: open the migration of the checkpoint whose path ends in
     ``checkpoint``, preview it (ctrl+r) and return each rank's "next id" cell."""
-    from fvconsole.tui.headless import press, started
+    from tour import press, started
 
     await started(app, pilot)
     table = app.query_one("#ckpt-table")

@@ -25,9 +25,8 @@ from fvconsole.cli.streams import (
     write_err,
     write_out,
 )
-from fvconsole.core import interrupts
-from fvconsole.core.errors import EXIT_PARTIAL, EXIT_REFUSED, EXIT_USAGE, FvError
-from fvconsole.core.printable import printable
+from fvconsole.core.journal import as_interrupted, interrupt_handlers
+from fvconsole.core.shared import EXIT_PARTIAL, EXIT_REFUSED, EXIT_USAGE, FvError, printable
 
 # Subcommand modules, in the order `--help` lists them. Each defines register(subparsers).
 _COMMAND_MODULES = ("checkpoints", "migrate", "sidecars", "cache", "fleet", "history", "demo")
@@ -178,7 +177,7 @@ def _report_interrupt(args: argparse.Namespace | None, exc: KeyboardInterrupt, *
     Before anything was changed the exit code is the shell's 128 + signal (130, 143, 129),
     with what the cleanup did (a write command) or "nothing was changed" (--yes).
     """
-    stop = interrupts.as_interrupted(exc)
+    stop = as_interrupted(exc)
     done = write_done(args) or stop.done
     if done:
         message, code = f"interrupted by {stop.name}; {done}", EXIT_PARTIAL
@@ -236,7 +235,7 @@ def _dispatch(argv: list[str], handlers: contextlib.ExitStack) -> CommandOutcome
         if args.command is not None:
             # A subcommand: SIGTERM/SIGHUP unwind like Ctrl-C (cleanup, one line, exit code),
             # until its outcome is reported. The console (no command) keeps Textual's handling.
-            handlers.enter_context(interrupts.handlers())
+            handlers.enter_context(interrupt_handlers())
         code = _run(args)
         flush_stdout()
         return CommandOutcome(code)

@@ -1,6 +1,6 @@
 """`fvconsole cache ls|evict`: inspect and trim the weight shard cache (docs/formats.md §6).
 
-Standard library only at import time (sizes by `core/humanize.py`), so `cache ls --json` starts
+Standard library only at import time (sizes by `core/shared/humanize.py`), so `cache ls --json` starts
 fast on every node of a job (`srun --ntasks-per-node=1 fvconsole cache ls --json`).
 """
 
@@ -37,28 +37,39 @@ from fvconsole.core.cache import (
     DEFAULT_GRACE_SECONDS,
     ENV_MAX_GB,
     ENV_ROOT,
+    INVALID_SELECTS,
     CacheEntry,
     CacheScan,
+    CacheVerification,
     EvictionPlan,
     EvictionResult,
     EvictionSelectors,
+    StoppedEviction,
     cap_bytes,
     default_max_gb,
+    evict_under_lock,
     gc_sort_key,
     parse_duration,
     plan_eviction,
+    probe_evictor,
+    prometheus_text,
     resolve_root,
     scan_cache,
+    verify_cache,
 )
-from fvconsole.core.cache.evict import StoppedEviction
-from fvconsole.core.cache.lock import probe_evictor
-from fvconsole.core.cache.locked import evict_under_lock
-from fvconsole.core.cache.metrics import prometheus_text
-from fvconsole.core.cache.selectors import INVALID_SELECTS
-from fvconsole.core.cache.verify import CacheVerification, verify_cache
-from fvconsole.core.errors import EXIT_OK, EXIT_REFUSED, FvError, PartialFailure, UsageError
-from fvconsole.core.humanize import age_since, clipped, elided, human_bytes, utc_text
-from fvconsole.core.interrupts import Interrupted
+from fvconsole.core.journal import Interrupted
+from fvconsole.core.shared import (
+    EXIT_OK,
+    EXIT_REFUSED,
+    FvError,
+    PartialFailure,
+    UsageError,
+    age_since,
+    clipped,
+    elided,
+    human_bytes,
+    utc_text,
+)
 
 _NOTE_WIDTH = 72
 
@@ -287,7 +298,7 @@ def _watch(args: argparse.Namespace, fmt: str, root: str, grace: float) -> int:
     """
     import signal
 
-    from fvconsole.core.interrupts import as_interrupted
+    from fvconsole.core.journal import as_interrupted
 
     done = 0
     last = EXIT_OK

@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from fvconsole.cli.common import Block, block, emit_json, format_table, say
-from fvconsole.core.humanize import head_tail, human_bytes
+from fvconsole.core.shared import head_tail, human_bytes
 
 LS_EPILOG = """\
 examples:
@@ -105,8 +105,7 @@ def ls_warnings(infos: Sequence[Any]) -> list[str]:
 
 
 def _ls(args: argparse.Namespace) -> int:
-    from fvconsole.core.checkpoints import discover_checkpoints
-    from fvconsole.core.disk_budget import disk_budget
+    from fvconsole.core.checkpoints import discover_checkpoints, disk_budget
 
     infos = sorted(discover_checkpoints(args.dir), key=lambda i: i.step, reverse=True)
     warnings = ls_warnings(infos)
@@ -155,7 +154,7 @@ def _ls(args: argparse.Namespace) -> int:
 def legacy_run_kinds(infos: Sequence[Any]) -> dict[str, Any]:
     """The run kind (streaming or map-style loader) of every legacy checkpoint, by path
     (found by the listing's one read of its ``metadata.json``)."""
-    from fvconsole.core.run_kind import checkpoint_run_kind
+    from fvconsole.core.checkpoints import checkpoint_run_kind
 
     return {i.path: i.run_kind or checkpoint_run_kind(i.path) for i in infos if i.kind == "legacy"}
 
@@ -191,7 +190,7 @@ def dcp_summary(keys: Sequence[str]) -> dict:
 
 def critical_values(config: Any) -> dict:
     """The checkpoint's embedded values on the docs/formats.md §2 critical paths."""
-    from fvconsole.core.runconfig import CRITICAL_PATHS, get_path
+    from fvconsole.core.formats import CRITICAL_PATHS, get_path
 
     if not isinstance(config, dict):
         return {}
@@ -199,9 +198,8 @@ def critical_values(config: Any) -> dict:
 
 
 def _show(args: argparse.Namespace) -> int:
-    from fvconsole.core.checkpoints import dcp_state_keys, inspect_checkpoint, read_metadata
-    from fvconsole.core.errors import FvError
-    from fvconsole.core.run_kind import run_kind
+    from fvconsole.core.checkpoints import dcp_state_keys, inspect_checkpoint, read_metadata, run_kind
+    from fvconsole.core.shared import FvError
 
     info = inspect_checkpoint(args.checkpoint)
     metadata_error = None
@@ -221,7 +219,7 @@ def _show(args: argparse.Namespace) -> int:
         dcp_error = " ".join(str(exc).split())
     mismatches = None
     if args.config:
-        from fvconsole.core.runconfig import compare_configs, load_run_config
+        from fvconsole.core.formats import compare_configs, load_run_config
 
         cfg = load_run_config(args.config, args.overrides)
         mismatches = compare_configs(embedded if isinstance(embedded, dict) else {}, cfg.data)
@@ -278,8 +276,8 @@ def run_kind_line(kind: Any) -> str:
 
 def _read_tensors(checkpoint: str) -> tuple[Any, str | None]:
     """The DCP tensors, or why not (an unreadable DCP is reported like the key summary's)."""
-    from fvconsole.core.dcp_tensors import dcp_tensors
-    from fvconsole.core.errors import FvError
+    from fvconsole.core.checkpoints import dcp_tensors
+    from fvconsole.core.shared import FvError
 
     try:
         return dcp_tensors(checkpoint), None

@@ -2,7 +2,7 @@
 
 Human text reaches the terminal only through :func:`say` (and the usage errors of
 ``cli.parser.CliParser``): every untrusted string in it (file names, config keys and values,
-dataset ids, DCP keys) shows its control characters escaped (``core.printable``). JSON output
+dataset ids, DCP keys) shows its control characters escaped (``core.shared.terminal_text``). JSON output
 (:func:`emit_json`) stays exact.
 """
 
@@ -17,9 +17,7 @@ from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 from fvconsole.cli.streams import write_err, write_out, write_status
-from fvconsole.core.errors import EXIT_PARTIAL, FvError, PartialFailure
-from fvconsole.core.humanize import human_bytes
-from fvconsole.core.printable import printable
+from fvconsole.core.shared import EXIT_PARTIAL, FvError, PartialFailure, human_bytes, printable
 
 
 class Block(str):

@@ -39,7 +39,7 @@ def _mark_paths(parser: argparse.ArgumentParser, shtab: object) -> None:
 
 def completion_script(parser: argparse.ArgumentParser, shell: str) -> str:
     """The completion script for ``shell`` (bash, zsh or fish)."""
-    from fvconsole.core.errors import FvError
+    from fvconsole.core.shared import FvError
 
     try:
         import shtab

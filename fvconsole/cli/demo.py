@@ -78,8 +78,7 @@ def run_demo(args: argparse.Namespace) -> int:
     from fvconsole.cli import has_terminal
     from fvconsole.cli.outcome import record_write
     from fvconsole.cli.streams import write_err, write_out
-    from fvconsole.core.printable import printable
-    from fvconsole.core.removal import remove_empty_dir
+    from fvconsole.core.shared import printable, remove_empty_dir
     from fvconsole.demo import require_demo_extra
     from fvconsole.demo.workspace import DemoBuildFailed, build_demo_workspace
 

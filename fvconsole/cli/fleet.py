@@ -25,11 +25,8 @@ from fvconsole.cli.journaling import add_journal_args, journal_json, write_journ
 from fvconsole.cli.outcome import command_line, record_write
 from fvconsole.cli.selectors import add_key_option, add_selector_args, parse_keys, selectors_from_args
 from fvconsole.cli.streams import write_out
-from fvconsole.core.cache import flags
-from fvconsole.core.cache.selectors import RECLAIMABLE_SUM
-from fvconsole.core.errors import UsageError
-from fvconsole.core.fleet.aggregate import FleetCacheView, KeyRow
-from fvconsole.core.fleet.dispatch import (
+from fvconsole.core.cache import RECLAIMABLE_SUM, flags
+from fvconsole.core.fleet import (
     AUTO,
     DEFAULT_PARALLEL,
     DEFAULT_TIMEOUT,
@@ -37,22 +34,26 @@ from fvconsole.core.fleet.dispatch import (
     MAX_NODE_OUTPUT,
     SINGLE_STEP_MIN_NODES,
     DispatchOptions,
-)
-from fvconsole.core.fleet.eviction import FleetEvictionPlan, FleetEvictionResult
-from fvconsole.core.fleet.export import fleet_csv
-from fvconsole.core.fleet.hostlist import compress_hostlist
-from fvconsole.core.fleet.ops import (
+    FleetCacheView,
+    FleetEvictionPlan,
+    FleetEvictionResult,
     FleetVerification,
+    KeyRow,
+    NodeOutcome,
+    NodeSelection,
+    check_selection_args,
+    compress_hostlist,
     execute_fleet_eviction,
+    find_srun,
     fleet_cache_root,
+    fleet_csv,
+    fleet_eviction_record,
     fleet_ls,
     fleet_verify,
     preview_fleet_eviction,
+    select_nodes,
 )
-from fvconsole.core.fleet.outcomes import NodeOutcome
-from fvconsole.core.fleet.record import fleet_eviction_record
-from fvconsole.core.fleet.selection import NodeSelection, check_selection_args, find_srun, select_nodes
-from fvconsole.core.humanize import elided, head_tail, human_bytes
+from fvconsole.core.shared import UsageError, elided, head_tail, human_bytes
 
 #: Node rows printed without --full: every failed node up to this many, and ok nodes head + tail.
 FAILED_ROWS = 20

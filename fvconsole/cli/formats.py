@@ -1,6 +1,6 @@
 """``--format`` (with ``--json`` as its alias) and ``--output FILE`` for the listing commands.
 
-``--output`` goes through the output-file door (:mod:`fvconsole.core.output_file`): a regular
+``--output`` goes through the output-file door (:mod:`fvconsole.core.shared.output_file`): a regular
 file (or an absent path) is replaced atomically (temp in the same directory, fsync, rename),
 so a reader such as node-exporter's textfile collector, which reads ``*.prom`` files at any
 moment, sees the previous file or the new one, never half of one; a FIFO or character device
@@ -11,8 +11,7 @@ from __future__ import annotations
 
 import argparse
 
-from fvconsole.core.errors import UsageError
-from fvconsole.core.output_file import write_output
+from fvconsole.core.shared import UsageError, write_output
 
 
 def add_format_args(parser: argparse.ArgumentParser, choices: tuple[str, ...], *, output: bool = False) -> None:
@@ -35,5 +34,5 @@ def output_format(args: argparse.Namespace) -> str:
 
 
 def write_output_file(path: str, text: str) -> None:
-    """``--output FILE``: ``text`` to the file through the output-file door (``core.output_file``)."""
+    """``--output FILE``: ``text`` to the file through the output-file door (``core.shared.output_file``)."""
     write_output(path, text.encode("utf-8"), "--output")

@@ -1,6 +1,6 @@
 """The journal from the command line: ``--journal PATH`` / ``--no-journal``, and reporting a failed append.
 
-Each write command builds its record with :mod:`fvconsole.core.journal` after its action
+Each write command builds its record with :mod:`fvconsole.core.journal.log` after its action
 and hands it here. A journal that cannot be written is a warning on stderr (and
 ``journal.written: false`` in JSON); the action and the exit code stand.
 """

@@ -14,9 +14,8 @@ from fvconsole.cli.checkpoints import add_set_option, format_mismatches, mismatc
 from fvconsole.cli.common import Block, block, emit_json, format_table, progress_printer, say, whole_number
 from fvconsole.cli.journaling import add_journal_args, journal_json, journal_target, warn_if_unwritten
 from fvconsole.cli.outcome import command_line, record_write
-from fvconsole.core.errors import FvError
-from fvconsole.core.humanize import elided
-from fvconsole.core.interrupts import Interrupted
+from fvconsole.core.journal import Interrupted
+from fvconsole.core.shared import FvError, elided
 
 DESCRIPTION = """\
 Recompute every rank's streaming-dataloader cursor for a legacy checkpoint and write
@@ -93,7 +92,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def _request(args: argparse.Namespace) -> Any:
-    from fvconsole.core.migration.plan import MigrationRequest
+    from fvconsole.core.migration import MigrationRequest
 
     return MigrationRequest(
         config_path=args.config,
@@ -109,7 +108,7 @@ def _request(args: argparse.Namespace) -> Any:
 
 
 def _run(args: argparse.Namespace) -> int:
-    from fvconsole.core.migration.plan import plan_migration
+    from fvconsole.core.migration import plan_migration
 
     preview = plan_migration(_request(args), break_lock=args.break_lock)
     mismatches = mismatches_json(preview.mismatches)
@@ -128,7 +127,7 @@ def _run(args: argparse.Namespace) -> int:
                 f"dry run: nothing written; re-run with --yes to write {plan.world_size} sidecars "
                 f"to {os.path.abspath(plan.output_dir)}")
         return 0
-    from fvconsole.core.migration.run import run_migration
+    from fvconsole.core.migration import run_migration
 
     base = {"executed": False, "plan": plan.to_json(), "mismatches": mismatches, "receipt": None, "warnings": warnings}
     if not args.json:
@@ -151,7 +150,7 @@ def _run(args: argparse.Namespace) -> int:
     except FvError as exc:
         _describe_failure(exc, base)
         raise
-    except Interrupted as stop:  # Ctrl-C, SIGTERM, SIGHUP (fvconsole.core.interrupts)
+    except Interrupted as stop:  # Ctrl-C, SIGTERM, SIGHUP (fvconsole.core.journal.interrupts)
         _describe_stop(stop, base)
         raise
     result = run.result
@@ -171,9 +170,8 @@ def _describe_failure(exc: FvError, base: dict[str, Any]) -> None:
     A re-check right before writing refuses with a reason (the preview's code and field for the
     same rule), so its refusal object is the preview's shape: ``Refusal(reason).to_json()``.
     """
-    from fvconsole.core.migration.failure import MigrationFailed
-    from fvconsole.core.migration.plan import Refusal
-    from fvconsole.core.reasons import invalid
+    from fvconsole.core.migration import MigrationFailed, Refusal
+    from fvconsole.core.shared import invalid
 
     merged = dict(base)
     if isinstance(exc, MigrationFailed):
@@ -187,7 +185,7 @@ def _describe_failure(exc: FvError, base: dict[str, Any]) -> None:
 
 def _describe_stop(stop: Interrupted, base: dict[str, Any]) -> None:
     """The command's JSON for an interruption: once execution had begun writing, where and its journal line."""
-    from fvconsole.core.migration.failure import MigrationFailure
+    from fvconsole.core.migration import MigrationFailure
 
     failure = stop.partial if isinstance(stop.partial, MigrationFailure) else None
     merged = dict(base, executed=bool(failure and failure.output_dir_changed))
@@ -199,8 +197,8 @@ def _describe_stop(stop: Interrupted, base: dict[str, Any]) -> None:
 
 
 def _refuse(args: argparse.Namespace, preview: Any, refusals: list, mismatches: list, warnings: list) -> None:
-    from fvconsole.core.migration.plan import Refusal
-    from fvconsole.core.reasons import invalid
+    from fvconsole.core.migration import Refusal
+    from fvconsole.core.shared import invalid
 
     if not refusals:
         refusals = [Refusal(invalid("plan", "no plan could be computed"))]

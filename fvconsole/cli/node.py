@@ -29,8 +29,8 @@ from typing import Any
 
 from fvconsole.cli.outcome import CommandOutcome
 from fvconsole.cli.streams import stdout_copy
-from fvconsole.core.fleet.frames import result_lines, start_line
-from fvconsole.core.untrusted import UntrustedError, decode, decode_object
+from fvconsole.core.fleet import result_lines, start_line
+from fvconsole.core.shared import UntrustedError, decode, decode_object
 
 NODE_PLACEHOLDER = "{node}"
 _SNIPPET = 300
@@ -86,7 +86,7 @@ def envelope(node: str, code: int, stdout: str, reason: dict[str, Any] | None = 
 
 def request_for(node: str, table_text: str) -> list[str] | None:
     """This node's arguments from a ``--per-node`` table (None: the table does not name it)."""
-    from fvconsole.core.fleet.hostlist import expand_hostlist
+    from fvconsole.core.fleet import expand_hostlist
 
     table = decode_object(table_text, "--per-node", "table")
     for hostlist, args in table.items():
@@ -170,7 +170,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Run the command for this node and print its frames; exit 0 once it ran (or timed out).
 
     The command runs in the main thread, so SIGTERM from ``scancel`` or a step's teardown
-    reaches it as an orderly interruption (:mod:`fvconsole.core.interrupts`): an eviction
+    reaches it as an orderly interruption (:mod:`fvconsole.core.journal.interrupts`): an eviction
     stops between files, unlocks, journals and reports exit 3 or 143 like on a login node.
     The time limit is a watchdog thread.
     """

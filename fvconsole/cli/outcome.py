@@ -18,9 +18,9 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
-    from fvconsole.core.reasons import Reason
+    from fvconsole.core.shared import Reason
 
-#: A journal line must stay short (core.journal.LINE_MAX): a longer command line is cut here.
+#: A journal line must stay short (core.journal.log.LINE_MAX): a longer command line is cut here.
 COMMAND_MAX = 1000
 #: Namespace attributes: the command line as given, and what the command has written.
 _ARGV = "_fvconsole_argv"

@@ -11,6 +11,7 @@ import argparse
 
 from fvconsole.core.cache import (
     ENV_MAX_GB,
+    INVALID_SELECTS,
     KEY_RE,
     EvictionSelectors,
     FreeTarget,
@@ -21,8 +22,7 @@ from fvconsole.core.cache import (
     parse_min_free_percent,
 )
 from fvconsole.core.cache import flags as f
-from fvconsole.core.cache.selectors import INVALID_SELECTS
-from fvconsole.core.errors import UsageError
+from fvconsole.core.shared import UsageError
 
 #: ``--max-gb`` given without a value.
 _FROM_ENV = "from-env"

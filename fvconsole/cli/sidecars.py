@@ -6,7 +6,7 @@ import argparse
 
 from fvconsole.cli.checkpoints import add_set_option
 from fvconsole.cli.common import Block, block, command_failed, emit_json, format_table, say
-from fvconsole.core.humanize import elided
+from fvconsole.core.shared import elided
 
 VERIFY_EPILOG = """\
 examples:
@@ -63,7 +63,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def _verify(args: argparse.Namespace) -> int:
-    from fvconsole.core.migration.verify import verify_sidecars
+    from fvconsole.core.migration import verify_sidecars
 
     result = verify_sidecars(
         args.config, args.checkpoint, args.sidecar_dir, overrides=tuple(args.overrides), deep=args.deep,

@@ -4,7 +4,7 @@ This is the one module that writes to the standard streams: everything else in t
 prints through :func:`write_out` / :func:`write_err` (or ``cli.common.say`` on top of them),
 so that a stdout whose encoding cannot show a character (``PYTHONIOENCODING=ascii``, a
 ``C`` locale without UTF-8 mode) gets it backslash-escaped instead of a UnicodeEncodeError
-(`tests/test_doors.py` checks that nothing else calls ``print`` or ``sys.stdout.write``).
+(`tests/architecture/test_doors.py` checks that nothing else calls ``print`` or ``sys.stdout.write``).
 
 Why: a command's result goes to stdout, and stdout can fail (`> /dev/full`, a reader that
 left, `>&-`). That failure must be told apart from a failing input file (OSError with a

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from types import ModuleType
 
-from fvconsole.core.optional import require, require_all
+from fvconsole.core.shared.optional import require, require_all
 
 #: What building the demo (real DCP checkpoints, Parquet, safetensors) imports.
 DEMO_MODULES = ("torch", "torch.distributed.checkpoint", "safetensors.torch", "numpy", "pyarrow.parquet")

@@ -17,14 +17,20 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from fvconsole.core.atomic import atomic_write_bytes
-from fvconsole.core.runconfig import get_path
-from fvconsole.core.streaming import contiguous_shards, dataset_state, samples_per_worker, shard_order, walk
+from fvconsole.core.formats.runconfig import get_path
+from fvconsole.core.formats.streaming import (
+    contiguous_shards,
+    dataset_state,
+    samples_per_worker,
+    shard_order,
+    walk,
+)
+from fvconsole.core.shared.atomic import atomic_write_bytes
 from fvconsole.demo import demo_module
 
 MANIFEST_VERSION = 2
 #: FastVideo's t2v projection (``training.data.preprocessed_data_type`` not set), typed from
-#: upstream's ``pyarrow_schema_t2v`` like the table in ``core/parquet_columns.py``.
+#: upstream's ``pyarrow_schema_t2v`` like the table in ``core/formats/parquet_columns.py``.
 DEFAULT_COLUMNS = ("id", "vae_latent_bytes", "vae_latent_shape", "vae_latent_dtype", "text_embedding_bytes",
                    "text_embedding_shape", "text_embedding_dtype", "file_name", "caption", "media_type", "width",
                    "height", "num_frames", "duration_sec", "fps")
@@ -60,9 +66,9 @@ def dataset_file_names(files: int) -> list[str]:
 
 def parquet_schema(data_type: str = "t2v") -> Any:
     """The pyarrow schema of FastVideo's ``pyarrow_schema_<data_type>`` (docs/formats.md §4): the
-    columns of :data:`fvconsole.core.parquet_columns.COLUMNS`, each typed as FastVideo types it
+    columns of :data:`fvconsole.core.formats.parquet_columns.COLUMNS`, each typed as FastVideo types it
     (a tensor as ``*_bytes`` binary, ``*_shape`` list<int64>, ``*_dtype`` string)."""
-    from fvconsole.core.parquet_columns import COLUMNS
+    from fvconsole.core.formats.parquet_columns import COLUMNS
 
     pa = demo_module("pyarrow")
 
@@ -573,10 +579,10 @@ def write_validated_set(config_path: str, checkpoint: str, sidecar_dir: str, *, 
     ``scripts/train/validate_streaming_dataloader_sidecars.py`` (docs/formats.md §3), as if every
     rank had resumed in FastVideo's loader where its cursor says. Returns the receipt's path.
     """
-    from fvconsole.core.atomic import atomic_write_json
     from fvconsole.core.migration.plan import MigrationRequest, plan_migration
     from fvconsole.core.migration.upstream_receipt import UPSTREAM_SCHEMA
     from fvconsole.core.migration.write import execute_migration
+    from fvconsole.core.shared.atomic import atomic_write_json
 
     preview = plan_migration(MigrationRequest(
         config_path=config_path, checkpoint=checkpoint, output_dir=sidecar_dir, expected_step=step,

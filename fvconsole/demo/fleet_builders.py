@@ -17,7 +17,7 @@ import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from fvconsole.core.removal import remove_tree
+from fvconsole.core.shared.removal import remove_tree
 
 FLEET_NODES = tuple(f"gpu{i:03d}" for i in range(1, 9))
 

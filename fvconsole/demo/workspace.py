@@ -28,11 +28,11 @@ import time
 from dataclasses import dataclass
 from datetime import datetime, timezone
 
-from fvconsole.core.atomic import atomic_write_json
-from fvconsole.core.errors import FvError
-from fvconsole.core.mounts import mount_points
-from fvconsole.core.removal import remove_empty_dir, remove_tree
-from fvconsole.core.untrusted import load_file
+from fvconsole.core.shared.atomic import atomic_write_json
+from fvconsole.core.shared.errors import FvError
+from fvconsole.core.shared.mounts import mount_points
+from fvconsole.core.shared.removal import remove_empty_dir, remove_tree
+from fvconsole.core.shared.untrusted import load_file
 
 MARKER = ".fvconsole-demo.json"
 #: Everything a build makes at the top of DIR (besides the marker); the marker records it.
@@ -156,7 +156,7 @@ def _check_no_mounts(root: str) -> None:
 
 
 def _clear_previous(root: str, marker: DemoMarker, *, keep_marker: bool) -> None:
-    """Remove what a demo build made in ``root`` (``core.removal``: no symlink followed, no mount crossed).
+    """Remove what a demo build made in ``root`` (``core.shared.removal``: no symlink followed, no mount crossed).
 
     With ``keep_marker`` the marker stays, so a clear that fails part-way still leaves a
     directory the same command can rebuild.

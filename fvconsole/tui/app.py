@@ -28,10 +28,9 @@ from textual.screen import Screen
 from textual.widgets import Footer, Header, Input, TabbedContent, TabPane, Tabs
 from textual.worker import get_current_worker
 
-from fvconsole.core.migration.defaults import config_output_dir
-from fvconsole.core.migration.published import PublishedSet, latest
-from fvconsole.core.printable import printable
-from fvconsole.core.runconfig import load_run_config
+from fvconsole.core.formats import load_run_config
+from fvconsole.core.migration import PublishedSet, config_output_dir, latest
+from fvconsole.core.shared import printable
 from fvconsole.tui import keymap
 from fvconsole.tui.base import BaseView, describe_error
 from fvconsole.tui.cache_view import CacheView

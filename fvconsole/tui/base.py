@@ -22,7 +22,7 @@ from textual.message import Message
 from textual.widgets import DataTable, Input
 from textual.worker import get_current_worker
 
-from fvconsole.core.errors import FvError
+from fvconsole.core.shared import FvError
 from fvconsole.tui.wording import reason_text
 
 

@@ -22,22 +22,23 @@ from textual.containers import Container, Vertical, VerticalScroll
 from textual.widgets import DataTable, Input
 
 from fvconsole.core.cache import (
+    INVALID_SELECTS,
     CacheEntry,
+    CacheEntryDetail,
     CacheScan,
+    EntryVerification,
     EvictionPlan,
     EvictionResult,
+    LockedEviction,
+    cache_entry_detail,
     cap_bytes,
     default_max_gb,
+    evict_under_lock,
     gc_sort_key,
     scan_cache,
+    verify_entry,
 )
-from fvconsole.core.cache.detail import CacheEntryDetail, cache_entry_detail
-from fvconsole.core.cache.locked import LockedEviction, evict_under_lock
-from fvconsole.core.cache.selectors import INVALID_SELECTS
-from fvconsole.core.cache.verify import EntryVerification, verify_entry
-from fvconsole.core.errors import FvError
-from fvconsole.core.humanize import head_tail, human_age, human_bytes
-from fvconsole.core.progress import Progress
+from fvconsole.core.shared import FvError, Progress, head_tail, human_age, human_bytes
 from fvconsole.tui import state
 from fvconsole.tui.base import BaseView, ViewMessage
 from fvconsole.tui.evict_dialog import EvictOptions, EvictScreen, EvictSelection, confirm_body, plan_for

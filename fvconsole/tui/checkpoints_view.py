@@ -14,13 +14,17 @@ from textual.binding import Binding, BindingType
 from textual.containers import Container, VerticalScroll
 from textual.widgets import DataTable, Input
 
-from fvconsole.core.checkpoint_detail import CheckpointDetail, checkpoint_detail
-from fvconsole.core.checkpoints import CheckpointInfo, discover_checkpoints
-from fvconsole.core.errors import FvError
-from fvconsole.core.humanize import human_age, human_bytes
-from fvconsole.core.migration.published import PublishedSet, published_for
-from fvconsole.core.run_kind import RunKind, checkpoint_run_kind
-from fvconsole.core.runconfig import Mismatch, RunConfig
+from fvconsole.core.checkpoints import (
+    CheckpointDetail,
+    CheckpointInfo,
+    RunKind,
+    checkpoint_detail,
+    checkpoint_run_kind,
+    discover_checkpoints,
+)
+from fvconsole.core.formats import Mismatch, RunConfig
+from fvconsole.core.migration import PublishedSet, published_for
+from fvconsole.core.shared import FvError, human_age, human_bytes
 from fvconsole.tui import state
 from fvconsole.tui.base import BaseView, ViewMessage
 from fvconsole.tui.plain import PlainText, fitted

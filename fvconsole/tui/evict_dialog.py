@@ -19,11 +19,18 @@ from textual.binding import Binding
 from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.widgets import Button, Checkbox, Input, Label
 
-from fvconsole.core.cache import CacheScan, EvictionPlan, EvictionSelectors, cap_bytes, plan_eviction
-from fvconsole.core.cache.freespace import FreeTarget, parse_min_free_gb, parse_min_free_percent
-from fvconsole.core.cache.roots import parse_max_gb
-from fvconsole.core.errors import FvError
-from fvconsole.core.humanize import elided, head_tail, human_bytes
+from fvconsole.core.cache import (
+    CacheScan,
+    EvictionPlan,
+    EvictionSelectors,
+    FreeTarget,
+    cap_bytes,
+    parse_max_gb,
+    parse_min_free_gb,
+    parse_min_free_percent,
+    plan_eviction,
+)
+from fvconsole.core.shared import FvError, elided, head_tail, human_bytes
 from fvconsole.tui import state
 from fvconsole.tui.base import describe_error
 from fvconsole.tui.modals import Dialog

@@ -23,11 +23,9 @@ from textual.binding import Binding, BindingType
 from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.widgets import Button, DataTable, Input, Label
 
-from fvconsole.core.cache.selectors import INVALID_SELECTS, RECLAIMABLE_SUM, EvictionSelectors
-from fvconsole.core.fleet.hostlist import compress_hostlist
-from fvconsole.core.humanize import elided, human_bytes
-from fvconsole.core.printable import printable
-from fvconsole.core.reasons import WAIT
+from fvconsole.core.cache import INVALID_SELECTS, RECLAIMABLE_SUM, EvictionSelectors
+from fvconsole.core.fleet import compress_hostlist
+from fvconsole.core.shared import WAIT, elided, human_bytes, printable
 from fvconsole.tui import state
 from fvconsole.tui.base import BaseView, ViewMessage, describe_error
 from fvconsole.tui.modals import ConfirmScreen
@@ -126,7 +124,7 @@ class FleetView(BaseView):
     @property
     def dispatcher(self) -> Any:
         if self._dispatcher is None:
-            from fvconsole.core.fleet.ops import SrunDispatcher
+            from fvconsole.core.fleet import SrunDispatcher
 
             self._dispatcher = SrunDispatcher()
         return self._dispatcher

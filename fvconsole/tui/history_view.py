@@ -2,7 +2,7 @@
 
 Newest first, with a detail pane holding the whole record. The journal may be a team's
 shared file, so every field is untrusted: cells and the detail are plain text (never markup,
-controls escaped). Reading is ``core.journal.read_journal`` (bounded: the last 64 MiB,
+controls escaped). Reading is ``core.journal.log.read_journal`` (bounded: the last 64 MiB,
 lines over 64 KiB skipped) in a worker; lines that are not records are counted and said so.
 """
 
@@ -18,8 +18,8 @@ from textual.app import ComposeResult
 from textual.containers import Container, VerticalScroll
 from textual.widgets import DataTable, Input
 
-from fvconsole.core.humanize import human_bytes
 from fvconsole.core.journal import ENV_JOURNAL, JournalRead, JournalRecord, read_journal
+from fvconsole.core.shared import human_bytes
 from fvconsole.tui.base import BaseView, ViewMessage, describe_error
 from fvconsole.tui.plain import PlainText
 from fvconsole.tui.widgets import FastTable, PlainStatic

@@ -8,11 +8,14 @@ from typing import Any
 
 from rich.text import Text
 
-from fvconsole.core.migration.plan import MigrationPlan, MigrationPreview
-from fvconsole.core.migration.published import PublishedSet
-from fvconsole.core.migration.sample_ids import NextSampleIds
-from fvconsole.core.migration.write import MigrationResult
-from fvconsole.core.reasons import Reason
+from fvconsole.core.migration import (
+    MigrationPlan,
+    MigrationPreview,
+    MigrationResult,
+    NextSampleIds,
+    PublishedSet,
+)
+from fvconsole.core.shared import Reason
 from fvconsole.tui.checkpoints_view import export_line, render_mismatches
 from fvconsole.tui.plain import PlainText
 from fvconsole.tui.wording import reason_text, refusal_text

@@ -22,17 +22,25 @@ from textual.widget import Widget
 from textual.widgets import Button, Checkbox, Input, Label
 from textual.widgets.data_table import ColumnKey
 
-from fvconsole.core.errors import FvError, PartialFailure
 from fvconsole.core.journal import JournalWrite
-from fvconsole.core.migration.defaults import MigrationDefaults, migration_defaults
-from fvconsole.core.migration.failure import MigrationFailed
-from fvconsole.core.migration.plan import MigrationPlan, MigrationPreview, MigrationRequest, plan_migration
-from fvconsole.core.migration.published import PublishedSet, defaults_from_published
-from fvconsole.core.migration.run import run_migration
-from fvconsole.core.migration.sample_ids import NextSampleIds, next_sample_ids
-from fvconsole.core.migration.verify import VerifyResult, verify_sidecars
-from fvconsole.core.migration.write import MigrationResult
-from fvconsole.core.progress import Progress
+from fvconsole.core.migration import (
+    MigrationDefaults,
+    MigrationFailed,
+    MigrationPlan,
+    MigrationPreview,
+    MigrationRequest,
+    MigrationResult,
+    NextSampleIds,
+    PublishedSet,
+    VerifyResult,
+    defaults_from_published,
+    migration_defaults,
+    next_sample_ids,
+    plan_migration,
+    run_migration,
+    verify_sidecars,
+)
+from fvconsole.core.shared import FvError, PartialFailure, Progress
 from fvconsole.tui import migration_text as mt
 from fvconsole.tui.base import BaseView, ViewMessage, describe_error
 from fvconsole.tui.checkpoints_view import export_line

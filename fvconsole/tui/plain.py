@@ -5,7 +5,7 @@ console they must not be parsed as Rich/Textual markup (a dataset id ``[/]s52`` 
 ``MarkupError`` and crashed the app; ``[link=...]x[/link]`` became a link) and must not reach
 the terminal raw (Rich passes ESC through, so an OSC sequence retitled the terminal).
 
-The console's choke points use these helpers, all built on ``core.printable``:
+The console's choke points use these helpers, all built on ``core.shared.terminal_text``:
 
 - :class:`PlainText` composes text from data (views build their panels with it);
 - :func:`plain_content` is what :class:`~fvconsole.tui.widgets.PlainStatic` shows;
@@ -22,8 +22,7 @@ from rich.cells import cell_len
 from rich.highlighter import Highlighter
 from rich.text import Text
 
-from fvconsole.core.humanize import clipped
-from fvconsole.core.printable import pictured, printable
+from fvconsole.core.shared import clipped, pictured, printable
 
 #: Characters that markup parsing would change: tags (``[``), emoji codes (``:name:``).
 _MARKUP = re.compile(r"[\[:]")

@@ -11,8 +11,8 @@ import time
 from dataclasses import dataclass, replace
 from typing import Any
 
-from fvconsole.core.cache.roots import DEFAULT_MAX_GB, ENV_ROOT, default_max_gb
-from fvconsole.core.errors import FvError
+from fvconsole.core.cache import DEFAULT_MAX_GB, ENV_ROOT, default_max_gb
+from fvconsole.core.shared import FvError
 
 #: Clock used for ages; screenshots freeze it so reruns render identical SVGs.
 _frozen_now: float | None = None
@@ -92,7 +92,7 @@ class ConsoleState:
     checkpoints_path: str | None = None
     cache_root: str | None = None
     read_only: bool = False
-    run_config: Any = None  # core.runconfig.RunConfig once loaded
+    run_config: Any = None  # core.formats.runconfig.RunConfig once loaded
     config_error: str | None = None
     #: ``--journal PATH``; None: ``$FVCONSOLE_JOURNAL``, else the XDG default (see :meth:`journal`).
     journal_path: str | None = None

@@ -6,7 +6,7 @@ Progress pattern (reusable by every view)::
     progress = self.query_one(ProgressRow).start("writing …")   # on the event loop
     self.run_in_thread(lambda: core_op(plan, progress=progress), ...)
 
-``ThreadProgress`` is a ``core.progress.Progress`` callable: safe to call from the worker
+``ThreadProgress`` is a ``core.shared.progress.Progress`` callable: safe to call from the worker
 thread, it throttles updates to whole percents and marshals them to the event loop.
 """
 
@@ -34,8 +34,7 @@ from textual.visual import visualize
 from textual.widget import Widget
 from textual.widgets import DataTable, Input, ProgressBar, Static
 
-from fvconsole.core.humanize import human_bytes
-from fvconsole.core.printable import printable
+from fvconsole.core.shared import human_bytes, printable
 from fvconsole.tui.plain import ControlPictures, PlainText, fit_cell, fit_path, plain_content, table_cell
 
 _T = TypeVar("_T")

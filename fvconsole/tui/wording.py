@@ -1,6 +1,6 @@
 """How the console words the core's refusals and skips: with its own controls, never CLI flags.
 
-The core hands over :class:`~fvconsole.core.reasons.Reason` values (a code, the values it
+The core hands over :class:`~fvconsole.core.shared.reasons.Reason` values (a code, the values it
 names, the option that would lift it); the command line words them with flags, the console
 here from the code, the values and the remedy alone, with the names of its form fields,
 checkboxes and dialogs. A code without a console text of its own is shown by its flag-free
@@ -11,10 +11,15 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from fvconsole.core.cache import CacheEntry
-from fvconsole.core.cache.freespace import FreeSpacePlan, FreeTarget
-from fvconsole.core.cache.plan import SYMLINK_NOTE, PlannedEviction, protection_reason
-from fvconsole.core.reasons import (
+from fvconsole.core.cache import (
+    SYMLINK_NOTE,
+    CacheEntry,
+    FreeSpacePlan,
+    FreeTarget,
+    PlannedEviction,
+    protection_reason,
+)
+from fvconsole.core.shared import (
     BREAK_LOCK,
     FORCE,
     OVERWRITE,

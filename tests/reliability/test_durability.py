@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from fvconsole.core import durable
+from fvconsole.core.shared import durable
 
 from .harness import (
     CliResult,

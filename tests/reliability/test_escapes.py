@@ -22,7 +22,7 @@ import pytest
 from console_apps import make_app
 from migration_runs import migrate_argv
 
-from fvconsole.core.printable import printable
+from fvconsole.core.shared.terminal_text import printable
 
 from .harness import CliResult, run_inproc
 
@@ -265,7 +265,7 @@ SIZE = (160, 48)
 
 
 async def started(app, pilot) -> None:
-    from fvconsole.tui.headless import settle
+    from tour import settle
 
     for _ in range(1000):
         if app.loaded:
@@ -307,7 +307,7 @@ def has_link(text) -> bool:
 @pytest.mark.tui
 @pytest.mark.fault("security", "dataset ids `[/]s52`, `[link=...]`, escapes in the console's next-id column")
 def test_console_next_id_column_shows_ids_literally(run: dict, tmp_path: Path, trials) -> None:
-    from fvconsole.tui.headless import press
+    from tour import press
 
     async def body() -> None:
         app = make_app(run["config"], run["output"], None)
@@ -356,7 +356,7 @@ def test_console_checkpoint_detail_escapes_keys(run: dict, trials) -> None:
 @pytest.mark.tui
 @pytest.mark.fault("security", "escapes and markup in cache file names, symlink targets and error notifications")
 def test_console_cache_view_escapes_names(tmp_path: Path, trials) -> None:
-    from fvconsole.tui.headless import press, settle
+    from tour import press, settle
 
     root = tmp_path / "cache"
     keys = hostile_cache(root)
@@ -382,7 +382,7 @@ def test_console_cache_view_escapes_names(tmp_path: Path, trials) -> None:
 @pytest.mark.tui
 @pytest.mark.fault("security", "markup and escapes in an error notification (a cache root named `[/]...`)")
 def test_console_error_notification_is_plain_text(tmp_path: Path, trials) -> None:
-    from fvconsole.tui.headless import press
+    from tour import press
 
     missing = tmp_path / f"[/]gone[link=https://evil]x{HOSTILE}"
 
@@ -407,7 +407,7 @@ def test_console_error_notification_is_plain_text(tmp_path: Path, trials) -> Non
 @pytest.mark.tui
 @pytest.mark.fault("security", "escapes in a checkpoints path: paths bar, migration form inputs, plan banner")
 def test_console_paths_with_escapes_are_drawn_escaped_and_kept_exact(run: dict, tmp_path: Path, trials) -> None:
-    from fvconsole.tui.headless import press
+    from tour import press
 
     output = tmp_path / f"runs{HOSTILE}"
     shutil.copytree(run["output"], output)

@@ -281,7 +281,7 @@ def test_full_journal_filesystem_never_undoes_an_eviction(tmp_path: Path, trials
 
 APPENDER = """
 import sys
-from fvconsole.core.journal import JournalRecord, append_record
+from fvconsole.core.journal.log import JournalRecord, append_record
 me = int(sys.argv[2])
 for i in range(int(sys.argv[3])):
     items = tuple(f"{me:04d}{i:04d}{n:08d}" for n in range(200))  # shortened to fit: lines near 4 KiB

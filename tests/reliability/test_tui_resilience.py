@@ -15,8 +15,7 @@ from pathlib import Path
 
 import pytest
 from console_apps import make_app
-
-from fvconsole.tui.headless import press, settle
+from tour import press, settle
 
 from .workspace import MigrationWorkspace, cheap_entries
 

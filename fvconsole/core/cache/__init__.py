@@ -6,8 +6,16 @@ Pure standard library: safetensors headers and manifests are parsed with ``json`
 
 from __future__ import annotations
 
-from fvconsole.core.cache.durations import parse_duration
-from fvconsole.core.cache.evict import EvictedEntry, EvictionResult, execute_eviction, remove_tree
+from fvconsole.core.cache import flags
+from fvconsole.core.cache.detail import CacheEntryDetail, cache_entry_detail
+from fvconsole.core.cache.durations import is_duration, parse_duration, quote_input
+from fvconsole.core.cache.evict import (
+    EvictedEntry,
+    EvictionResult,
+    StoppedEviction,
+    execute_eviction,
+    remove_tree,
+)
 from fvconsole.core.cache.freespace import (
     FreeSpacePlan,
     FreeTarget,
@@ -16,7 +24,18 @@ from fvconsole.core.cache.freespace import (
     parse_min_free_percent,
 )
 from fvconsole.core.cache.gc_order import gc_sort_key, lru_walk
-from fvconsole.core.cache.plan import EvictionPlan, PlannedEviction, SkippedEntry, plan_eviction
+from fvconsole.core.cache.lock import probe_evictor
+from fvconsole.core.cache.locked import LockedEviction, evict_under_lock
+from fvconsole.core.cache.metrics import prometheus_text
+from fvconsole.core.cache.model import CacheEntry, CacheScan
+from fvconsole.core.cache.plan import (
+    SYMLINK_NOTE,
+    EvictionPlan,
+    PlannedEviction,
+    SkippedEntry,
+    plan_eviction,
+    protection_reason,
+)
 from fvconsole.core.cache.roots import (
     DEFAULT_MAX_GB,
     ENV_MAX_GB,
@@ -29,23 +48,68 @@ from fvconsole.core.cache.roots import (
 from fvconsole.core.cache.scan import (
     DEFAULT_GRACE_SECONDS,
     KEY_RE,
-    CacheEntry,
-    CacheScan,
     Leftover,
     ManifestSummary,
     compact_indices,
     scan_cache,
 )
-from fvconsole.core.cache.selectors import EvictionSelectors
-from fvconsole.core.humanize import format_duration
+from fvconsole.core.cache.selectors import INVALID_SELECTS, RECLAIMABLE_SUM, EvictionSelectors
+from fvconsole.core.cache.verify import (
+    CacheVerification,
+    EntryVerification,
+    verify_cache,
+    verify_entry,
+)
 
 __all__ = [
-    "DEFAULT_GRACE_SECONDS", "DEFAULT_MAX_GB", "ENV_MAX_GB", "ENV_ROOT", "KEY_RE",
-    "CacheEntry", "CacheScan", "EvictedEntry", "EvictionPlan", "EvictionResult", "EvictionSelectors", "FreeSpacePlan", "FreeTarget",
+    "CacheEntry",
+    "CacheEntryDetail",
+    "CacheScan",
+    "CacheVerification",
+    "DEFAULT_GRACE_SECONDS",
+    "DEFAULT_MAX_GB",
+    "ENV_MAX_GB",
+    "ENV_ROOT",
+    "EntryVerification",
+    "EvictedEntry",
+    "EvictionPlan",
+    "EvictionResult",
+    "EvictionSelectors",
+    "FreeSpacePlan",
+    "FreeTarget",
+    "INVALID_SELECTS",
+    "KEY_RE",
     "Leftover",
-    "ManifestSummary", "PlannedEviction", "SkippedEntry",
-    "cap_bytes", "compact_indices", "default_max_gb", "execute_eviction", "format_duration", "free_space_walk",
-    "gc_sort_key", "lru_walk", "parse_duration", "parse_max_gb", "parse_min_free_gb",
-    "parse_min_free_percent", "plan_eviction", "remove_tree",
-    "resolve_root", "scan_cache",
+    "LockedEviction",
+    "ManifestSummary",
+    "PlannedEviction",
+    "RECLAIMABLE_SUM",
+    "SYMLINK_NOTE",
+    "SkippedEntry",
+    "StoppedEviction",
+    "cache_entry_detail",
+    "cap_bytes",
+    "compact_indices",
+    "default_max_gb",
+    "evict_under_lock",
+    "execute_eviction",
+    "flags",
+    "free_space_walk",
+    "gc_sort_key",
+    "is_duration",
+    "lru_walk",
+    "parse_duration",
+    "parse_max_gb",
+    "parse_min_free_gb",
+    "parse_min_free_percent",
+    "plan_eviction",
+    "probe_evictor",
+    "prometheus_text",
+    "protection_reason",
+    "quote_input",
+    "remove_tree",
+    "resolve_root",
+    "scan_cache",
+    "verify_cache",
+    "verify_entry",
 ]

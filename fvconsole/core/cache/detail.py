@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 from fvconsole.core.cache.files import list_dir
 from fvconsole.core.cache.model import CacheEntry, ManifestSummary
-from fvconsole.core.errors import FvError
+from fvconsole.core.shared.errors import FvError
 
 
 @dataclass(frozen=True)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 import re
 
-from fvconsole.core.errors import UsageError
+from fvconsole.core.shared.errors import UsageError
 
 _UNITS = {"s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0, "w": 604800.0}
 _PART = re.compile(r"(\d+(?:\.\d+)?)([smhdw])")

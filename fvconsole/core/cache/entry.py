@@ -12,7 +12,7 @@ from typing import Any
 
 from fvconsole.core.cache.files import CacheFileError, Opened, read_manifest, read_safetensors_header
 from fvconsole.core.cache.model import CacheEntry, ManifestSummary
-from fvconsole.core.untrusted import INT64_MAX
+from fvconsole.core.shared.untrusted import INT64_MAX
 
 FORMAT_VERSION = 1
 SHARD_RE = re.compile(r"shard(\d+)-of-(\d+)\.safetensors")

@@ -19,7 +19,6 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from fvconsole.core import interrupts
 from fvconsole.core.cache.files import list_dir
 from fvconsole.core.cache.plan import (
     EvictionPlan,
@@ -41,13 +40,14 @@ from fvconsole.core.cache.scan import (
     manifest_mtime_ns,
     mounts_inside,
 )
-from fvconsole.core.fields_json import fields_json
-from fvconsole.core.humanize import human_age
-from fvconsole.core.mounts import mount_points, mounts_by_child
-from fvconsole.core.process_use import ProcessUse, scan_processes
-from fvconsole.core.progress import Progress, no_progress
-from fvconsole.core.reasons import Reason
-from fvconsole.core.removal import PartialRemoval, remove_tree
+from fvconsole.core.journal import interrupts
+from fvconsole.core.shared.fields_json import fields_json
+from fvconsole.core.shared.humanize import human_age
+from fvconsole.core.shared.mounts import mount_points, mounts_by_child
+from fvconsole.core.shared.process_use import ProcessUse, scan_processes
+from fvconsole.core.shared.progress import Progress, no_progress
+from fvconsole.core.shared.reasons import Reason
+from fvconsole.core.shared.removal import PartialRemoval, remove_tree
 
 __all__ = ["EvictedEntry", "EvictionResult", "PartialRemoval", "execute_eviction", "remove_tree"]
 

@@ -11,8 +11,8 @@ import stat
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from fvconsole.core.safe_read import short_repr
-from fvconsole.core.untrusted import UntrustedError, decode
+from fvconsole.core.shared.safe_read import short_repr
+from fvconsole.core.shared.untrusted import UntrustedError, decode
 
 #: A safetensors header longer than this is treated as corrupt, not read.
 MAX_HEADER_BYTES = 100 * 2**20

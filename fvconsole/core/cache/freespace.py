@@ -25,10 +25,10 @@ from fvconsole.core.cache import flags
 from fvconsole.core.cache.durations import quote_input
 from fvconsole.core.cache.model import CacheEntry
 from fvconsole.core.cache.roots import GIB, parse_max_gb
-from fvconsole.core.errors import UsageError
-from fvconsole.core.fields_json import fields_json
-from fvconsole.core.humanize import human_bytes
-from fvconsole.core.reasons import MIN_FREE_GB, MIN_FREE_PERCENT, Reason, min_free_words, reason
+from fvconsole.core.shared.errors import UsageError
+from fvconsole.core.shared.fields_json import fields_json
+from fvconsole.core.shared.humanize import human_bytes
+from fvconsole.core.shared.reasons import MIN_FREE_GB, MIN_FREE_PERCENT, Reason, min_free_words, reason
 
 
 def parse_min_free_gb(text: str, flag: str = flags.MIN_FREE_GB) -> float:

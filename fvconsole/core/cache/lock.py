@@ -3,7 +3,7 @@
 Why: a cron job, a Slurm epilog and an operator may all evict the same node-local root, and
 two executions at once would plan against the same free space and race entry by entry.
 Executions therefore serialise on an exclusive OFD write lock
-(:class:`fvconsole.core.locks.OwnerLock`) of ``<root>/.fvconsole-evictor.lock``: taking it
+(:class:`fvconsole.core.shared.locks.OwnerLock`) of ``<root>/.fvconsole-evictor.lock``: taking it
 needs the file open for writing, so only a user who can write the cache root can take it (a
 user who can merely read the root cannot block its evictor, as anyone could with a
 ``flock`` of the root directory); the kernel drops it when the holder dies however it dies;
@@ -17,7 +17,7 @@ says so (a warning, ``lock.held: false`` in JSON) rather than refusing every evi
 that root.
 
 The lock cannot say who holds it, so the holder also writes a record (a
-:class:`~fvconsole.core.locks.Holder`: host identity, pid, start time, user, time, command)
+:class:`~fvconsole.core.shared.locks.Holder`: host identity, pid, start time, user, time, command)
 to ``.<root name>.fvconsole-evictor`` in the root's *parent* directory, atomically (temp +
 rename), and removes it before unlocking. The record is advisory, only for the refusal
 message; a record left by a holder that died is taken over with a note (it is the lock that
@@ -40,11 +40,11 @@ import secrets
 import time
 from dataclasses import dataclass
 
-from fvconsole.core.errors import FvError
-from fvconsole.core.fields_json import fields_json
-from fvconsole.core.host import current_identity, host_label, pid_alive
-from fvconsole.core.interrupts import deferred
-from fvconsole.core.locks import (
+from fvconsole.core.journal.interrupts import deferred
+from fvconsole.core.shared.errors import FvError
+from fvconsole.core.shared.fields_json import fields_json
+from fvconsole.core.shared.host import current_identity, host_label, pid_alive
+from fvconsole.core.shared.locks import (
     Holder,
     Liveness,
     LockBusy,

@@ -8,7 +8,7 @@ in execution order. ``plan_eviction`` and ``execute_eviction`` themselves stay f
 and journal side effects (tests and tools call them directly).
 
 Blocking (waits up to ``wait`` seconds, then removes files): the console calls it from a
-thread worker. Raises :class:`~fvconsole.core.locks.LockBusy` (exit 1) when another
+thread worker. Raises :class:`~fvconsole.core.shared.locks.LockBusy` (exit 1) when another
 eviction holds the root, FvError for a refused root; never prints.
 """
 
@@ -22,10 +22,10 @@ from fvconsole.core.cache.lock import EvictorLock, LockState
 from fvconsole.core.cache.plan import EvictionPlan
 from fvconsole.core.cache.record import eviction_record
 from fvconsole.core.cache.roots import check_root_early
-from fvconsole.core.errors import EXIT_OK, EXIT_PARTIAL
-from fvconsole.core.interrupts import Interrupted, deferred
-from fvconsole.core.journal import JournalWrite, append_record
-from fvconsole.core.progress import Progress
+from fvconsole.core.journal.interrupts import Interrupted, deferred
+from fvconsole.core.journal.log import JournalWrite, append_record
+from fvconsole.core.shared.errors import EXIT_OK, EXIT_PARTIAL
+from fvconsole.core.shared.progress import Progress
 
 
 @dataclass(frozen=True)

@@ -10,8 +10,8 @@ from functools import cached_property
 from json.encoder import encode_basestring_ascii as _esc
 from typing import Any
 
-from fvconsole.core.fields_json import fields_json
-from fvconsole.core.process_use import Holder
+from fvconsole.core.shared.fields_json import fields_json
+from fvconsole.core.shared.process_use import Holder
 
 #: What ``json.dumps(obj, sort_keys=True, default=str)`` builds anew for every call (the CLI's JSON).
 _SORTED_ENCODER = json.JSONEncoder(sort_keys=True, default=str)
@@ -55,7 +55,7 @@ class CacheEntry:
     mounts: tuple[str, ...] = ()
     #: What removing it gives back to the filesystem (see ``scan.disk_size``); None: unknown.
     disk_bytes: int | None = None
-    #: Live processes on this node holding one of its files open or mapped (core/process_use.py).
+    #: Live processes on this node holding one of its files open or mapped (core/shared/process_use.py).
     in_use_by: tuple[Holder, ...] = ()
     #: Who owns the entry directory on this node (its lstat's uid): a job of that user on the
     #: node may be loading from it (the fleet's "node busy", core/fleet/slurm_state.py).

@@ -12,13 +12,13 @@ from fvconsole.core.cache.roots import cap_bytes, default_max_gb, root_refusal
 from fvconsole.core.cache.scan import CacheEntry, CacheScan, Leftover
 from fvconsole.core.cache.selectors import RECLAIMABLE_STATUSES, EvictionSelectors
 from fvconsole.core.cache.verify import failed_verification
-from fvconsole.core.errors import FvError
-from fvconsole.core.fields_json import fields_json
-from fvconsole.core.host import pid_alive
-from fvconsole.core.humanize import format_duration, human_age, human_bytes
-from fvconsole.core.process_use import Holder, holders_text
-from fvconsole.core.reasons import Reason, reason
-from fvconsole.core.removal import removal_obstacle
+from fvconsole.core.shared.errors import FvError
+from fvconsole.core.shared.fields_json import fields_json
+from fvconsole.core.shared.host import pid_alive
+from fvconsole.core.shared.humanize import format_duration, human_age, human_bytes
+from fvconsole.core.shared.process_use import Holder, holders_text
+from fvconsole.core.shared.reasons import Reason, reason
+from fvconsole.core.shared.removal import removal_obstacle
 
 #: What a planned symlinked entry's reason says after its selectors (no flag: both front ends use it).
 SYMLINK_NOTE = "a symlink: only the link is removed, its target is never touched"
@@ -68,7 +68,7 @@ class SkippedEntry:
 
     @classmethod
     def of(cls, key: str, code: str, **values: Any) -> SkippedEntry:
-        """The skip ``code`` (a ``skip.*`` code of :mod:`fvconsole.core.reasons`) of entry ``key``."""
+        """The skip ``code`` (a ``skip.*`` code of :mod:`fvconsole.core.shared.reasons`) of entry ``key``."""
         return cls(key, reason(code, "key", key=key, **values))
 
     @property
@@ -144,7 +144,7 @@ def protection_reason(entry: CacheEntry, now: float, grace: float) -> str | None
 
 def removal_skip(key: str, path: str) -> SkippedEntry | None:
     """``not removable by alice: <path> (why)``: what this process could not remove of an entry, checked
-    before anything of it is touched (``core.removal.removal_obstacle``); None when all of it can go."""
+    before anything of it is touched (``core.shared.removal.removal_obstacle``); None when all of it can go."""
     found = removal_obstacle(path)
     if found is None:
         return None

@@ -6,7 +6,7 @@ import os
 
 from fvconsole.core.cache.evict import EvictionResult
 from fvconsole.core.cache.plan import EvictionPlan
-from fvconsole.core.journal import CACHE_EVICT, JournalRecord, result_for, shorten
+from fvconsole.core.journal.log import CACHE_EVICT, JournalRecord, result_for, shorten
 
 
 def eviction_record(plan: EvictionPlan, result: EvictionResult, *, command: str, exit_code: int,

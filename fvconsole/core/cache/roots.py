@@ -10,9 +10,9 @@ from collections.abc import Iterable, Mapping
 
 from fvconsole.core.cache import flags
 from fvconsole.core.cache.durations import quote_input
-from fvconsole.core.errors import FvError, UsageError
-from fvconsole.core.fsutil import is_within
-from fvconsole.core.reasons import Reason, invalid, reason
+from fvconsole.core.shared.errors import FvError, UsageError
+from fvconsole.core.shared.fsutil import is_within
+from fvconsole.core.shared.reasons import Reason, invalid, reason
 
 ENV_ROOT = "FASTVIDEO_WEIGHT_SHARD_CACHE"
 ENV_MAX_GB = "FASTVIDEO_WEIGHT_SHARD_CACHE_MAX_GB"

@@ -16,17 +16,15 @@ import os
 import re
 import stat
 import time
-from collections.abc import Callable
 from typing import NamedTuple
 
-from fvconsole.core.cache import parallel
 from fvconsole.core.cache.entry import SHARD_RE, STATUSES, classify_entry, compact_indices
 from fvconsole.core.cache.files import close_opened, iter_fd, list_dir, list_fd_opening, open_readonly
 from fvconsole.core.cache.lock import LOCK_NAME
 from fvconsole.core.cache.model import CacheEntry, CacheScan, Leftover, ManifestSummary
-from fvconsole.core.errors import FvError
-from fvconsole.core.mounts import mount_points, mounts_by_child
-from fvconsole.core.process_use import ProcessUse, scan_processes
+from fvconsole.core.shared.errors import FvError
+from fvconsole.core.shared.mounts import mount_points, mounts_by_child
+from fvconsole.core.shared.process_use import ProcessUse, scan_processes
 
 DEFAULT_GRACE_SECONDS = 600.0
 KEY_RE = re.compile(r"[0-9a-f]{16}")
@@ -101,58 +99,29 @@ def _scan_children(root_fd: int, root_path: str, real_root: str, root_st: os.sta
                    grace_seconds: float, check_headers: bool, mounts: dict[str, tuple[str, ...]], use: ProcessUse,
                    entries: list[CacheEntry], leftovers: list[Leftover], foreign: list[str],
                    gc_counted: list[str], errors: list[str]) -> None:
-    """Every child of the root open as ``root_fd``, read as listed (200,000 entries are never one list).
-
-    A large root is shared with forked workers (core/cache/parallel.py): each lists the key-shaped
-    names of its digits; the parent lists the rest, then merges (or rescans a failed worker's share)."""
+    """Every child of the root open as ``root_fd``, read as listed (a large root is never one list)."""
     root_dev = root_st.st_dev
-
-    def scan_names(fd: int, skip: Callable[[str], bool] | None, share: parallel.Share,
-                   leftovers: list[Leftover] | None = None) -> None:
-        try:
-            for name, st in iter_fd(fd, skip):
-                child = Child(name, _join(root_path, name), st)
-                kind = classify_child(name, st)
-                if kind == "entry":
-                    entry = scan_entry(child, now, grace_seconds, check_headers, share.errors,
-                                       mounts=mounts.get(name, ()), root_dev=root_dev, processes=use,
-                                       real_path=_join(real_root, name), parent_fd=fd)
-                    if entry is not None:
-                        share.entries.append(entry)
-                elif kind == "leftover" and leftovers is not None:
-                    leftover = _scan_leftover(child, share.errors, mounts.get(name, ()), root_dev)
-                    if leftover is not None:
-                        leftovers.append(leftover)
-                elif kind == "foreign":
-                    share.foreign.append(name)
-                    if counted_by_fastvideo_gc(child):
-                        share.gc_counted.append(name)
-        except OSError as exc:  # the root's getdents failing part-way: what was read stands
-            share.errors.append(f"{root_path}: listing the root stopped part-way ({exc.strerror}); "
-                                "entries after that are missing")
-
-    def keys_ending_in(digits: frozenset[str]) -> Callable[[str], bool]:
-        return lambda name: name[-1:] in digits and KEY_RE.fullmatch(name) is not None
-
-    def all_but_keys_ending_in(digits: frozenset[str]) -> Callable[[str], bool]:
-        theirs = keys_ending_in(digits)
-        return lambda name: not theirs(name)
-
-    mine = parallel.Share(entries, foreign, gc_counted, errors)
-    lanes = parallel.digit_lanes(parallel.lanes_for(root_st))
-    workers = parallel.start(root_fd, lanes[1:], scan_names, all_but_keys_ending_in)
     try:
-        theirs = frozenset().union(*(w.digits for w in workers))
-        scan_names(root_fd, keys_ending_in(theirs) if theirs else None, mine, leftovers)
-        for worker in workers:
-            if not parallel.collect(worker, mine):
-                fd = open_readonly(".", directory=True, dir_fd=root_fd)
-                try:
-                    scan_names(fd, all_but_keys_ending_in(worker.digits), mine)
-                finally:
-                    os.close(fd)
-    finally:
-        parallel.stop(workers)
+        for name, st in iter_fd(root_fd, None):
+            child = Child(name, _join(root_path, name), st)
+            kind = classify_child(name, st)
+            if kind == "entry":
+                entry = scan_entry(child, now, grace_seconds, check_headers, errors,
+                                   mounts=mounts.get(name, ()), root_dev=root_dev, processes=use,
+                                   real_path=_join(real_root, name), parent_fd=root_fd)
+                if entry is not None:
+                    entries.append(entry)
+            elif kind == "leftover":
+                leftover = _scan_leftover(child, errors, mounts.get(name, ()), root_dev)
+                if leftover is not None:
+                    leftovers.append(leftover)
+            elif kind == "foreign":
+                foreign.append(name)
+                if counted_by_fastvideo_gc(child):
+                    gc_counted.append(name)
+    except OSError as exc:  # the root's getdents failing part-way: what was read stands
+        errors.append(f"{root_path}: listing the root stopped part-way ({exc.strerror}); "
+                      "entries after that are missing")
 
 
 def _join(directory: str, name: str) -> str:
@@ -271,7 +240,7 @@ def _read_by_scan(name: str) -> bool:
 
 
 def entry_holders(processes: ProcessUse, real_path: str, listing: list[tuple[str, os.stat_result]]) -> tuple:
-    """Live processes holding one of the entry's files open or mapped (see core/process_use.py)."""
+    """Live processes holding one of the entry's files open or mapped (see core/shared/process_use.py)."""
     if not processes.by_inode and not processes.by_path:
         return ()
     return processes.holders(real_path, listing)

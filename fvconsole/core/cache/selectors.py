@@ -14,9 +14,9 @@ from typing import Any
 
 from fvconsole.core.cache import flags
 from fvconsole.core.cache.freespace import FreeTarget
-from fvconsole.core.errors import UsageError
-from fvconsole.core.fields_json import fields_json
-from fvconsole.core.reasons import reason
+from fvconsole.core.shared.errors import UsageError
+from fvconsole.core.shared.fields_json import fields_json
+from fvconsole.core.shared.reasons import reason
 
 #: The statuses ``--invalid`` selects: entries FastVideo can never load from (an empty one is a
 #: skipped write). An entry still being written (within ``--grace``) is skipped unless ``--force``.

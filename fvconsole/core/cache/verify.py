@@ -25,9 +25,9 @@ from fvconsole.core.cache.files import (
     read_through,
 )
 from fvconsole.core.cache.model import CacheEntry, CacheScan
-from fvconsole.core.fields_json import fields_json
-from fvconsole.core.safe_read import short_repr
-from fvconsole.core.untrusted import INT64_MAX
+from fvconsole.core.shared.fields_json import fields_json
+from fvconsole.core.shared.safe_read import short_repr
+from fvconsole.core.shared.untrusted import INT64_MAX
 
 #: FastVideo's ``_ALLOWED_NEW_PARAM_PATTERNS`` (shard_cache.py, mirroring fsdp_load): a
 #: parameter whose name contains one of these may be absent and is zero-initialised.

@@ -10,3 +10,72 @@ shape); :mod:`.aggregate` (pure fleet views over per-node JSON); :mod:`.ops` (``
 ls``, the console's dispatcher) and :mod:`.eviction` (preview plan -> execution result).
 Nothing here imports the CLI or the console.
 """
+
+from __future__ import annotations
+
+from fvconsole.core.fleet.aggregate import FleetCacheView, KeyRow
+from fvconsole.core.fleet.dispatch import (
+    AUTO,
+    DEFAULT_PARALLEL,
+    DEFAULT_TIMEOUT,
+    FANOUTS,
+    MAX_NODE_OUTPUT,
+    SINGLE_STEP_MIN_NODES,
+    DispatchOptions,
+)
+from fvconsole.core.fleet.eviction import (
+    FleetEvictionPlan,
+    FleetEvictionResult,
+    execute_fleet_eviction,
+    preview_fleet_eviction,
+)
+from fvconsole.core.fleet.export import fleet_csv
+from fvconsole.core.fleet.frames import result_lines, start_line
+from fvconsole.core.fleet.hostlist import compress_hostlist, expand_hostlist
+from fvconsole.core.fleet.ops import (
+    FleetVerification,
+    SrunDispatcher,
+    fleet_cache_root,
+    fleet_ls,
+    fleet_verify,
+)
+from fvconsole.core.fleet.outcomes import NodeOutcome
+from fvconsole.core.fleet.record import fleet_eviction_record
+from fvconsole.core.fleet.selection import (
+    NodeSelection,
+    check_selection_args,
+    find_srun,
+    select_nodes,
+)
+
+__all__ = [
+    "AUTO",
+    "DEFAULT_PARALLEL",
+    "DEFAULT_TIMEOUT",
+    "DispatchOptions",
+    "FANOUTS",
+    "FleetCacheView",
+    "FleetEvictionPlan",
+    "FleetEvictionResult",
+    "FleetVerification",
+    "KeyRow",
+    "MAX_NODE_OUTPUT",
+    "NodeOutcome",
+    "NodeSelection",
+    "SINGLE_STEP_MIN_NODES",
+    "SrunDispatcher",
+    "check_selection_args",
+    "compress_hostlist",
+    "execute_fleet_eviction",
+    "expand_hostlist",
+    "find_srun",
+    "fleet_cache_root",
+    "fleet_csv",
+    "fleet_eviction_record",
+    "fleet_ls",
+    "fleet_verify",
+    "preview_fleet_eviction",
+    "result_lines",
+    "select_nodes",
+    "start_line",
+]

@@ -14,12 +14,12 @@ from typing import Any
 
 from fvconsole.core.cache.gc_order import GcItem, lru_walk
 from fvconsole.core.cache.selectors import RECLAIMABLE_STATUSES
-from fvconsole.core.errors import EXIT_OK, EXIT_PARTIAL, EXIT_REFUSED
 from fvconsole.core.fleet.dispatch import FleetRun, NodeSelection
 from fvconsole.core.fleet.hostlist import compress_hostlist
 from fvconsole.core.fleet.outcomes import KINDS, NodeOutcome
 from fvconsole.core.fleet.slurm_state import SlurmJob, SlurmState
-from fvconsole.core.reasons import Reason
+from fvconsole.core.shared.errors import EXIT_OK, EXIT_PARTIAL, EXIT_REFUSED
+from fvconsole.core.shared.reasons import Reason
 
 #: Statuses meaning "this node's copy has its manifest.json".
 WITH_MANIFEST = ("complete", "partial")

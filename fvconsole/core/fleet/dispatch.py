@@ -30,13 +30,13 @@ from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass, field, replace
 
-from fvconsole.core.errors import UsageError
 from fvconsole.core.fleet.demux import StepDemux
 from fvconsole.core.fleet.hostlist import compress_hostlist
 from fvconsole.core.fleet.outcomes import KINDS, NodeOutcome, classify, from_envelope
 from fvconsole.core.fleet.process import Running, run_srun
 from fvconsole.core.fleet.selection import NodeSelection, find_srun
-from fvconsole.core.progress import Progress, no_progress
+from fvconsole.core.shared.errors import UsageError
+from fvconsole.core.shared.progress import Progress, no_progress
 
 DEFAULT_TIMEOUT = 60.0
 DEFAULT_PARALLEL = 32

@@ -13,8 +13,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from fvconsole.core.reasons import parse_reason
-from fvconsole.core.untrusted import UntrustedError
+from fvconsole.core.shared.untrusted import UntrustedError, parse_reason
 
 #: Byte counts and sizes beyond this are not sizes (and would overflow float formatting).
 MAX_INT = 1 << 63

@@ -9,7 +9,7 @@ cannot widen what was previewed. The node re-checks each entry right before dele
 (an entry used since the preview is skipped), as single-node eviction always does, under
 that root's eviction lock (``--wait S`` from ``execute_flags`` lets it wait for another
 evictor). The nodes write no journal lines (``--no-journal``): the login side records the
-fleet eviction once, with every node's outcome (``core.journal.fleet_eviction_record``).
+fleet eviction once, with every node's outcome (``core.journal.log.fleet_eviction_record``).
 """
 
 from __future__ import annotations
@@ -20,15 +20,15 @@ from functools import cached_property
 from typing import Any
 
 from fvconsole.core.cache.selectors import EvictionSelectors
-from fvconsole.core.errors import UsageError
 from fvconsole.core.fleet.aggregate import entry_owner, exit_code_for, freed_bytes_of, planned_keys
 from fvconsole.core.fleet.dispatch import DispatchOptions, NodeSelection, build_steps, run_steps
 from fvconsole.core.fleet.documents import EVICT
 from fvconsole.core.fleet.hostlist import compress_hostlist
 from fvconsole.core.fleet.outcomes import NodeOutcome
 from fvconsole.core.fleet.slurm_state import DEFAULT_QUERY, SlurmJob, SlurmQuery, SlurmState, read_slurm_state
-from fvconsole.core.printable import printable
-from fvconsole.core.progress import Progress
+from fvconsole.core.shared.errors import UsageError
+from fvconsole.core.shared.progress import Progress
+from fvconsole.core.shared.terminal_text import printable
 
 NO_NODE_PLANNED = "no node could plan the eviction; nothing was executed"
 

@@ -16,7 +16,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from fvconsole.core.fleet.aggregate import FleetCacheView
-from fvconsole.core.humanize import utc_text
+from fvconsole.core.shared.humanize import utc_text
 
 COLUMNS = ("node", "outcome", "root", "key", "status", "bytes", "last_used_utc", "writing",
            "shards_present", "num_shards", "fs_free_bytes", "error")

@@ -25,7 +25,7 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from fvconsole.core.untrusted import UntrustedError, decode
+from fvconsole.core.shared.untrusted import UntrustedError, decode
 
 MARKER = "FVNODE"
 START = "start"

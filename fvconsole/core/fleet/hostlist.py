@@ -13,7 +13,7 @@ import itertools
 import re
 from collections.abc import Iterable, Iterator
 
-from fvconsole.core.errors import FvError
+from fvconsole.core.shared.errors import FvError
 
 #: Refuse expressions that would expand to more names than any GPU cluster has.
 MAX_HOSTS = 100_000

@@ -10,7 +10,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from fvconsole.core.errors import UsageError
 from fvconsole.core.fleet.aggregate import FleetCacheView, aggregate_ls
 from fvconsole.core.fleet.dispatch import (
     AUTO,
@@ -32,8 +31,9 @@ from fvconsole.core.fleet.eviction import (
 from fvconsole.core.fleet.outcomes import NodeOutcome
 from fvconsole.core.fleet.selection import select_nodes
 from fvconsole.core.fleet.slurm_state import DEFAULT_QUERY, SlurmQuery, read_slurm_state
-from fvconsole.core.progress import Progress
-from fvconsole.core.reasons import reason
+from fvconsole.core.shared.errors import UsageError
+from fvconsole.core.shared.progress import Progress
+from fvconsole.core.shared.reasons import reason
 
 ENV_ROOT = "FASTVIDEO_WEIGHT_SHARD_CACHE"
 

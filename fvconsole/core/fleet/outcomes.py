@@ -18,7 +18,8 @@ from typing import Any
 
 from fvconsole.core.fleet.demux import NodeStream
 from fvconsole.core.fleet.documents import check_document, check_envelope
-from fvconsole.core.reasons import Reason, reason_from_json
+from fvconsole.core.shared.reasons import Reason
+from fvconsole.core.shared.untrusted import reason_from_json
 
 KINDS = ("ok", "failed", "timeout", "invalid", "unreachable")
 

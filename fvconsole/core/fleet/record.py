@@ -10,7 +10,7 @@ from typing import Any
 
 from fvconsole.core.fleet.eviction import FleetEvictionResult
 from fvconsole.core.fleet.hostlist import compress_hostlist
-from fvconsole.core.journal import FLEET_EVICT, JournalRecord, result_for, shorten
+from fvconsole.core.journal.log import FLEET_EVICT, JournalRecord, result_for, shorten
 
 
 def fleet_eviction_record(result: FleetEvictionResult, *, command: str) -> JournalRecord:

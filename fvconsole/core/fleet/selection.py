@@ -9,10 +9,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from fvconsole.core.errors import FvError, UsageError
-from fvconsole.core.fields_json import fields_json
 from fvconsole.core.fleet.hostlist import compress_hostlist, expand_hostlist
-from fvconsole.core.reasons import reason
+from fvconsole.core.shared.errors import FvError, UsageError
+from fvconsole.core.shared.fields_json import fields_json
+from fvconsole.core.shared.reasons import reason
 
 _JOB_ID = re.compile(r"^\d+([_+]\d+)?$")
 

@@ -28,11 +28,11 @@ from collections.abc import Collection, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from fvconsole.core.errors import FvError
 from fvconsole.core.fleet.hostlist import compress_hostlist, expand_hostlist
 from fvconsole.core.fleet.process import terminate
-from fvconsole.core.humanize import clipped
-from fvconsole.core.printable import printable
+from fvconsole.core.shared.errors import FvError
+from fvconsole.core.shared.humanize import clipped
+from fvconsole.core.shared.terminal_text import printable
 
 #: squeue's format: job name last, the job id again after it (the record's end, see module doc).
 SQUEUE_FORMAT = "%i|%U|%u|%T|%N|%j|%i"

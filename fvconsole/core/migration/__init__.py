@@ -13,5 +13,45 @@ The modules, in the order a migration uses them:
   :mod:`.sample_ids` (each rank's next sample id, for ``verify --deep`` and the console).
 - :mod:`.faults`: the test-only fault hook (kill or pause at a file-system step).
 
-The cursor arithmetic itself is :mod:`fvconsole.core.streaming`.
+The cursor arithmetic itself is :mod:`fvconsole.core.formats.streaming`.
 """
+
+from __future__ import annotations
+
+from fvconsole.core.migration.defaults import MigrationDefaults, config_output_dir, migration_defaults
+from fvconsole.core.migration.failure import MigrationFailed, MigrationFailure
+from fvconsole.core.migration.plan import MigrationPlan, MigrationPreview, plan_migration
+from fvconsole.core.migration.published import (
+    PublishedSet,
+    defaults_from_published,
+    latest,
+    published_for,
+)
+from fvconsole.core.migration.request import MigrationRequest, Refusal
+from fvconsole.core.migration.run import run_migration
+from fvconsole.core.migration.sample_ids import NextSampleIds, next_sample_ids
+from fvconsole.core.migration.verify import VerifyResult, verify_sidecars
+from fvconsole.core.migration.write import MigrationResult
+
+__all__ = [
+    "MigrationDefaults",
+    "MigrationFailed",
+    "MigrationFailure",
+    "MigrationPlan",
+    "MigrationPreview",
+    "MigrationRequest",
+    "MigrationResult",
+    "NextSampleIds",
+    "PublishedSet",
+    "Refusal",
+    "VerifyResult",
+    "config_output_dir",
+    "defaults_from_published",
+    "latest",
+    "migration_defaults",
+    "next_sample_ids",
+    "plan_migration",
+    "published_for",
+    "run_migration",
+    "verify_sidecars",
+]

@@ -1,7 +1,7 @@
 """What FastVideo's streaming loader will do at resume with the manifest's ``columns``.
 
 FastVideo keeps the manifest only while its ``columns`` equal the run's projection
-(``training.data.preprocessed_data_type``, :mod:`fvconsole.core.parquet_columns`), as lists;
+(``training.data.preprocessed_data_type``, :mod:`fvconsole.core.formats.parquet_columns`), as lists;
 otherwise it rebuilds it: it lists every ``*.parquet`` under the dataset root (``os.walk``,
 realpaths, sorted), reads each footer, fails on the first file that lacks a projected column,
 and writes row groups from the footers and ``os.stat``. The fingerprint hashes the row groups
@@ -20,14 +20,14 @@ import os
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from fvconsole.core.errors import FvError
-from fvconsole.core.fsutil import real
-from fvconsole.core.manifest import MAX_EXAMPLES, Manifest, compute_fingerprint
-from fvconsole.core.optional import MissingExtra, require
-from fvconsole.core.parquet_columns import TYPE_PATH, DataType
-from fvconsole.core.progress import Progress, no_progress
-from fvconsole.core.safe_read import open_regular
-from fvconsole.core.walk import find_files
+from fvconsole.core.formats.manifest import MAX_EXAMPLES, Manifest, compute_fingerprint
+from fvconsole.core.formats.parquet_columns import TYPE_PATH, DataType
+from fvconsole.core.shared.errors import FvError
+from fvconsole.core.shared.fsutil import real
+from fvconsole.core.shared.optional import MissingExtra, require
+from fvconsole.core.shared.progress import Progress, no_progress
+from fvconsole.core.shared.safe_read import open_regular
+from fvconsole.core.shared.walk import find_files
 
 Verdict = Literal["match", "rebuild", "fail", "fingerprint-changes", "not-checked"]
 #: A Parquet footer (its schema and row-group metadata) larger than this is not read.

@@ -7,7 +7,7 @@ import os
 from dataclasses import dataclass
 from typing import Any
 
-from fvconsole.core.runconfig import RunConfig
+from fvconsole.core.formats.runconfig import RunConfig
 
 #: Sidecar sets go beside the checkpoints, in ``<output_dir>/dataloader-state/checkpoint-<step>``.
 SIDECAR_SUBDIR = "dataloader-state"

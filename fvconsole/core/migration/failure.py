@@ -11,11 +11,11 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
-from fvconsole.core.errors import PartialFailure
+from fvconsole.core.shared.errors import PartialFailure
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
-    from fvconsole.core.journal import JournalWrite
-    from fvconsole.core.reasons import Reason
+    from fvconsole.core.journal.log import JournalWrite
+    from fvconsole.core.shared.reasons import Reason
 
 #: The scalars of a failure a failed migration's journal line keeps.
 JOURNALED = ("stage", "output_dir_changed", "sidecars_written", "sidecars_total", "previous_set", "new_set",

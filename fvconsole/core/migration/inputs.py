@@ -12,14 +12,21 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from fvconsole.core.errors import FvError
-from fvconsole.core.parquet_columns import COLUMNS, DEFAULT_TYPE, TYPE_PATH, DataType, data_type
-from fvconsole.core.reasons import reason
-from fvconsole.core.runconfig import MISSING, Mismatch, RunConfig, compare_configs, get_path, load_run_config
-from fvconsole.core.safe_read import sha256_regular_file
+from fvconsole.core.formats.parquet_columns import COLUMNS, DEFAULT_TYPE, TYPE_PATH, DataType, data_type
+from fvconsole.core.formats.runconfig import (
+    MISSING,
+    Mismatch,
+    RunConfig,
+    compare_configs,
+    get_path,
+    load_run_config,
+)
+from fvconsole.core.shared.errors import FvError
+from fvconsole.core.shared.reasons import reason
+from fvconsole.core.shared.safe_read import sha256_regular_file
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
-    from fvconsole.core.migration.plan import Collector, MigrationRequest
+    from fvconsole.core.migration.request import Collector, MigrationRequest
 
 
 @dataclass
@@ -128,7 +135,7 @@ class CheckpointFacts:
 
 def inspect_source(ckpt: str, col: Collector) -> CheckpointFacts:
     """Directory name, dcp/, metadata.json and its embedded config; kind and completeness."""
-    from fvconsole.core.checkpoints import checkpoint_step, inspect_checkpoint, read_metadata
+    from fvconsole.core.checkpoints.listing import checkpoint_step, inspect_checkpoint, read_metadata
 
     facts = CheckpointFacts(ckpt, dir_step=checkpoint_step(ckpt))
     if not os.path.isdir(ckpt):

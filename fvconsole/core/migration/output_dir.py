@@ -3,9 +3,9 @@
 One module for every rule about ``--output-dir`` so that the dry run refuses exactly what
 execution would, and execution re-checks the same rules right before it writes and again
 before it publishes. The output dir is usually on a filesystem shared by several hosts, so
-a PID means nothing by itself (:mod:`fvconsole.core.host`): executions on one output dir
+a PID means nothing by itself (:mod:`fvconsole.core.shared.host`): executions on one output dir
 serialise through the lock file ``.<outname>.fvconsole-lock`` beside it
-(:mod:`fvconsole.core.locks`), and the staging dirs beside it
+(:mod:`fvconsole.core.shared.locks`), and the staging dirs beside it
 (``.<outname>.fvconsole-staging-<host>-<identity key>-<pid>-<rand>``) say whose they are.
 """
 
@@ -18,14 +18,14 @@ import stat
 from dataclasses import dataclass
 from typing import Any
 
-from fvconsole.core.errors import FvError
-from fvconsole.core.fsutil import is_within, real
-from fvconsole.core.host import HostIdentity, current_identity, pid_alive
-from fvconsole.core.locks import FileLock
-from fvconsole.core.migration.files import RECEIPT_NAME, classify_entry
+from fvconsole.core.formats.sidecar_files import RECEIPT_NAME, classify_entry
 from fvconsole.core.migration.upstream_receipt import find_upstream_receipts
-from fvconsole.core.mounts import place_of, same_place
-from fvconsole.core.reasons import Reason, invalid, reason
+from fvconsole.core.shared.errors import FvError
+from fvconsole.core.shared.fsutil import is_within, real
+from fvconsole.core.shared.host import HostIdentity, current_identity, pid_alive
+from fvconsole.core.shared.locks import FileLock
+from fvconsole.core.shared.mounts import place_of, same_place
+from fvconsole.core.shared.reasons import Reason, invalid, reason
 
 STAGING_TAG = ".fvconsole-staging-"
 LOCK_TAG = ".fvconsole-lock"
@@ -126,7 +126,7 @@ def mount_point_of(path: str) -> str | None:
 
     Publishing renames the staging dir onto ``path`` (or swaps the two), which the kernel
     refuses for a mount point (EBUSY). ``st_dev`` alone misses a bind mount of the same
-    filesystem, so the mount ids are compared too (:mod:`fvconsole.core.mounts`).
+    filesystem, so the mount ids are compared too (:mod:`fvconsole.core.shared.mounts`).
     """
     flags = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
     try:

@@ -3,7 +3,7 @@
 The preview reads the checkpoint (never writes), the run config and the manifest, and
 collects *all* applicable refusals rather than stopping at the first, so one dry run tells
 an operator everything that is wrong. The plan splits the row groups once and walks one
-shuffled shard per data-parallel group: O(row groups + ranks) (:mod:`fvconsole.core.streaming`).
+shuffled shard per data-parallel group: O(row groups + ranks) (:mod:`fvconsole.core.formats.streaming`).
 """
 
 from __future__ import annotations
@@ -12,77 +12,19 @@ import os
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from fvconsole.core import streaming
-from fvconsole.core.errors import FvError
-from fvconsole.core.fsutil import real
+from fvconsole.core.formats import streaming
+from fvconsole.core.formats.runconfig import Mismatch
+from fvconsole.core.formats.sidecar_files import SIDECAR_VERSION
+from fvconsole.core.formats.streaming import RankCursor, Topology, compute_cursors, shard_layout
 from fvconsole.core.migration import inputs, output_dir
-from fvconsole.core.migration.files import SIDECAR_VERSION
-from fvconsole.core.progress import Progress, no_progress
-from fvconsole.core.reasons import Reason, invalid, reason
-from fvconsole.core.runconfig import Mismatch
-from fvconsole.core.streaming import RankCursor, Topology, compute_cursors, shard_layout
+from fvconsole.core.migration.request import Collector, MigrationRequest, Refusal
+from fvconsole.core.shared.errors import FvError
+from fvconsole.core.shared.fsutil import real
+from fvconsole.core.shared.progress import Progress, no_progress
+from fvconsole.core.shared.reasons import Reason, reason
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
     from fvconsole.core.migration.columns import ColumnCheck
-
-
-@dataclass(frozen=True)
-class MigrationRequest:
-    """What the operator asks for; the three expected/consumed numbers are confirmations."""
-
-    config_path: str
-    checkpoint: str
-    output_dir: str
-    expected_step: int
-    expected_world_size: int
-    consumed_batches_per_rank: int
-    overrides: tuple[str, ...] = ()
-    overwrite: bool = False
-    skip_source_check: bool = False
-
-    def to_json(self) -> dict:
-        return {
-            "config_path": self.config_path,
-            "checkpoint": self.checkpoint,
-            "output_dir": self.output_dir,
-            "expected_step": self.expected_step,
-            "expected_world_size": self.expected_world_size,
-            "consumed_batches_per_rank": self.consumed_batches_per_rank,
-            "overrides": list(self.overrides),
-            "overwrite": self.overwrite,
-            "skip_source_check": self.skip_source_check,
-        }
-
-
-@dataclass(frozen=True)
-class Refusal:
-    """One reason not to migrate (``why``: code, values, flag-free detail, remedy) that each front end words.
-
-    ``message``, the command line's wording, starts with the field and names both values;
-    ``to_json`` is the field and that message.
-    """
-
-    why: Reason
-
-    @property
-    def field(self) -> str:
-        return self.why.field
-
-    @property
-    def message(self) -> str:
-        return f"{self.why.field}: {self.why.cli}"
-
-    @property
-    def reason(self) -> Reason:
-        """``why`` under the name :class:`~fvconsole.core.errors.FvError` gives it."""
-        return self.why
-
-    @property
-    def code(self) -> str:
-        return self.why.code
-
-    def to_json(self) -> dict:
-        return {"field": self.field, "message": self.message}
 
 
 @dataclass(frozen=True)
@@ -232,25 +174,6 @@ class MigrationPreview:
         }
 
 
-class Collector:
-    """Accumulates refusals and warnings, each a :class:`Reason`."""
-
-    def __init__(self) -> None:
-        self.refusals: list[Refusal] = []
-        self.notes: list[Reason] = []
-
-    def refuse(self, field_name: str, message: str) -> None:
-        """A refusal with no code of its own: ``message`` names no flag and no remedy."""
-        self.add(invalid(field_name, message))
-
-    def add(self, why: Reason) -> None:
-        self.refusals.append(Refusal(why))
-
-    def warn(self, message: str) -> None:
-        """A warning with no code of its own: ``message`` names no flag."""
-        self.notes.append(invalid("warning", message))
-
-
 def plan_migration(req: MigrationRequest, progress: Progress | None = None, *,
                    break_lock: bool = False) -> MigrationPreview:
     """Dry run: all refusals that apply, warnings, the mismatch report, and the plan iff none refuse.
@@ -361,7 +284,7 @@ def _check_confirmations(req: MigrationRequest, step: int | None, params: inputs
 
 def _load_manifest(req: MigrationRequest, params: inputs.Params, col: Collector, progress: Progress) -> Any:
     """The manifest named by the config, its integrity and (unless skipped) its source check."""
-    from fvconsole.core.manifest import check_manifest, load_manifest
+    from fvconsole.core.formats.manifest import check_manifest, load_manifest
 
     if params.manifest_path is None:
         return None
@@ -386,8 +309,8 @@ def _load_manifest(req: MigrationRequest, params: inputs.Params, col: Collector,
 
 def _check_columns(params: inputs.Params, manifest: Any, col: Collector, progress: Progress) -> ColumnCheck | None:
     """The manifest's columns against the run's projection: a refusal when FastVideo could not resume."""
+    from fvconsole.core.formats.parquet_columns import TYPE_PATH
     from fvconsole.core.migration.columns import check_columns
-    from fvconsole.core.parquet_columns import TYPE_PATH
 
     if manifest is None or params.data_type is None:
         return None

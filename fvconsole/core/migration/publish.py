@@ -15,14 +15,14 @@ import stat
 from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
-from fvconsole.core import atomic
+from fvconsole.core.formats.sidecar_files import classify_entry, sha256_bytes
 from fvconsole.core.migration import faults
 from fvconsole.core.migration.failure import MigrationFailed, MigrationFailure
-from fvconsole.core.migration.files import classify_entry, sha256_bytes
 from fvconsole.core.migration.output_dir import check_destination, staging_name
 from fvconsole.core.migration.upstream_receipt import find_upstream_receipts
-from fvconsole.core.reasons import reason
-from fvconsole.core.removal import remove_flat_dir
+from fvconsole.core.shared import atomic
+from fvconsole.core.shared.reasons import reason
+from fvconsole.core.shared.removal import remove_flat_dir
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
     from fvconsole.core.migration.plan import MigrationPlan
@@ -32,7 +32,7 @@ MAX_PUBLISHED_BYTES = 64 << 20
 
 
 def fsync_dir(path: str, label: str) -> None:
-    """``core.atomic.fsync_dir`` as one step of the fault hook."""
+    """``core.shared.atomic.fsync_dir`` as one step of the fault hook."""
     faults.point(label)
     atomic.fsync_dir(path)
 
@@ -41,7 +41,7 @@ def remove_set_dir(path: str) -> bool:
     """Delete a staging/old-set dir: only our file names, never following symlinks or crossing a mount.
 
     FastVideo's validation receipts of the old set go with it (they vouch for its files only).
-    Returns False (and leaves the dir) if anything unexpected is inside (``core.removal``).
+    Returns False (and leaves the dir) if anything unexpected is inside (``core.shared.removal``).
     """
     upstream = set(find_upstream_receipts(path))
     return remove_flat_dir(path, lambda name: classify_entry(name) != "foreign" or name in upstream, faults.point)

@@ -14,11 +14,11 @@ import os
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from fvconsole.core.errors import FvError
+from fvconsole.core.formats.sidecar_files import RECEIPT_NAME, SIDECAR_RE
 from fvconsole.core.migration.defaults import MigrationDefaults, suggest_output_dir
-from fvconsole.core.migration.files import RECEIPT_NAME, SIDECAR_RE
 from fvconsole.core.migration.receipt import MAX_RECEIPT_BYTES, RECEIPT_SCHEMA
-from fvconsole.core.untrusted import Fields, load_file
+from fvconsole.core.shared.errors import FvError
+from fvconsole.core.shared.untrusted import Fields, load_file
 
 
 @dataclass(frozen=True)

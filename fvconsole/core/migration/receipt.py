@@ -14,10 +14,10 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any
 
-from fvconsole.core.errors import FvError
-from fvconsole.core.migration.files import RECEIPT_NAME, SIDECAR_VERSION
-from fvconsole.core.safe_read import short_repr
-from fvconsole.core.untrusted import load_file
+from fvconsole.core.formats.sidecar_files import RECEIPT_NAME, SIDECAR_VERSION
+from fvconsole.core.shared.errors import FvError
+from fvconsole.core.shared.safe_read import short_repr
+from fvconsole.core.shared.untrusted import load_file
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
     from fvconsole.core.migration.plan import MigrationPlan

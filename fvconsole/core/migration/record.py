@@ -11,10 +11,10 @@ import os
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from fvconsole.core.interrupts import Interrupted
-from fvconsole.core.journal import MIGRATE, JournalRecord, result_for, shorten
+from fvconsole.core.formats.sidecar_files import RECEIPT_NAME, sidecar_name
+from fvconsole.core.journal.interrupts import Interrupted
+from fvconsole.core.journal.log import MIGRATE, JournalRecord, result_for, shorten
 from fvconsole.core.migration.failure import MigrationFailed, MigrationFailure
-from fvconsole.core.migration.files import RECEIPT_NAME, sidecar_name
 from fvconsole.core.migration.plan import MigrationPlan
 from fvconsole.core.migration.write import MigrationResult
 

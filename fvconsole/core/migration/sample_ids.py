@@ -11,9 +11,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from fvconsole.core.errors import FvError
-from fvconsole.core.optional import MissingExtra, require
-from fvconsole.core.safe_read import open_regular, short_repr
+from fvconsole.core.shared.errors import FvError
+from fvconsole.core.shared.optional import MissingExtra, require
+from fvconsole.core.shared.safe_read import open_regular, short_repr
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
     from fvconsole.core.migration.plan import MigrationPlan
@@ -27,7 +27,7 @@ def add_next_sample_ids(plan: MigrationPlan, rows: list[dict], problems: list[st
     every id wrong) are appended to ``problems`` rather than raised. Without pyarrow (the
     ``parquet`` extra) nothing is read: :class:`MissingExtra` names the extra to install.
     """
-    from fvconsole.core.manifest import load_manifest
+    from fvconsole.core.formats.manifest import load_manifest
 
     _parquet()
 

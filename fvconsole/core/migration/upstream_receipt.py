@@ -9,7 +9,7 @@ sidecar dir is part of the set, not foreign; ``sidecars verify`` checks that it 
 the files as they are now: a sidecar rewritten, a config edited or a checkpoint re-saved after
 the validation makes the receipt say nothing any more, and verification fails naming the rank.
 
-Finding one reads only ``*.json`` regular files in the dir, each bounded (``core.untrusted``).
+Finding one reads only ``*.json`` regular files in the dir, each bounded (``core.shared.untrusted``).
 """
 
 from __future__ import annotations
@@ -19,11 +19,11 @@ import stat
 from dataclasses import dataclass, field
 from typing import Any
 
-from fvconsole.core.errors import FvError
-from fvconsole.core.fields_json import fields_json
-from fvconsole.core.migration.files import RECEIPT_NAME, SIDECAR_RE, sidecar_name
-from fvconsole.core.safe_read import short_repr
-from fvconsole.core.untrusted import INT64_MAX, Fields, load_file
+from fvconsole.core.formats.sidecar_files import RECEIPT_NAME, SIDECAR_RE, sidecar_name
+from fvconsole.core.shared.errors import FvError
+from fvconsole.core.shared.fields_json import fields_json
+from fvconsole.core.shared.safe_read import short_repr
+from fvconsole.core.shared.untrusted import INT64_MAX, Fields, load_file
 
 UPSTREAM_SCHEMA = "fastvideo-streaming-dataloader-sidecar-validation/v1"
 #: The receipt holds ~300 bytes per rank (sorted keys, indent 2); this allows 100k ranks.

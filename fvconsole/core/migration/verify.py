@@ -14,10 +14,8 @@ from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from fvconsole.core import torch_zip
-from fvconsole.core.errors import FvError
-from fvconsole.core.fields_json import fields_json
-from fvconsole.core.migration.files import (
+from fvconsole.core.formats import torch_zip
+from fvconsole.core.formats.sidecar_files import (
     RECEIPT_NAME,
     SIDECAR_RE,
     classify_entry,
@@ -34,9 +32,11 @@ from fvconsole.core.migration.upstream_receipt import (
     check_upstream_receipt,
     find_upstream_receipts,
 )
-from fvconsole.core.optional import require
-from fvconsole.core.progress import Progress, no_progress
-from fvconsole.core.safe_read import file_kind
+from fvconsole.core.shared.errors import FvError
+from fvconsole.core.shared.fields_json import fields_json
+from fvconsole.core.shared.optional import require
+from fvconsole.core.shared.progress import Progress, no_progress
+from fvconsole.core.shared.safe_read import file_kind
 
 
 @dataclass(frozen=True)
@@ -89,7 +89,7 @@ def _checkpoint_step(checkpoint: str) -> int:
     match = re.match(r"^checkpoint-(\d+)$", os.path.basename(os.path.abspath(checkpoint)))
     if match:
         return int(match.group(1))
-    from fvconsole.core.checkpoints import read_metadata
+    from fvconsole.core.checkpoints.listing import read_metadata
 
     step = read_metadata(checkpoint).get("step")
     if not isinstance(step, int) or isinstance(step, bool):
@@ -106,7 +106,7 @@ def recompute_plan(
     verified is the output dir, so no output dir rule (existing sidecars, overwrite, the
     lock) applies to it. The step comes from the checkpoint, the confirmations from the config.
     """
-    from fvconsole.core.runconfig import load_run_config
+    from fvconsole.core.formats.runconfig import load_run_config
 
     cfg = load_run_config(config_path, overrides)
     step = _checkpoint_step(checkpoint)

@@ -16,13 +16,11 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from fvconsole.core import durable, interrupts, torch_zip
-from fvconsole.core.atomic import atomic_write_bytes
-from fvconsole.core.errors import FvError, PartialFailure
-from fvconsole.core.host import current_identity
+from fvconsole.core.formats import torch_zip
+from fvconsole.core.formats.sidecar_files import RECEIPT_NAME, read_sidecar_bytes, sha256_bytes, sidecar_name
+from fvconsole.core.journal import interrupts
 from fvconsole.core.migration import faults
 from fvconsole.core.migration.failure import MigrationFailed, MigrationFailure
-from fvconsole.core.migration.files import RECEIPT_NAME, read_sidecar_bytes, sha256_bytes, sidecar_name
 from fvconsole.core.migration.output_dir import (
     check_destination,
     migration_lock,
@@ -33,9 +31,13 @@ from fvconsole.core.migration.output_dir import (
 )
 from fvconsole.core.migration.publish import after_publish, fsync_dir, publish, remove_set_dir
 from fvconsole.core.migration.receipt import WrittenSidecar, build_receipt, receipt_bytes
-from fvconsole.core.progress import Progress, no_progress
-from fvconsole.core.reasons import Reason, invalid, reason
-from fvconsole.core.safe_read import sha256_regular_file
+from fvconsole.core.shared import durable
+from fvconsole.core.shared.atomic import atomic_write_bytes
+from fvconsole.core.shared.errors import FvError, PartialFailure
+from fvconsole.core.shared.host import current_identity
+from fvconsole.core.shared.progress import Progress, no_progress
+from fvconsole.core.shared.reasons import Reason, invalid, reason
+from fvconsole.core.shared.safe_read import sha256_regular_file
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
     from fvconsole.core.migration.plan import MigrationPlan
@@ -45,10 +47,10 @@ PARALLEL_THRESHOLD = 16
 
 
 def _write_file_atomic(directory: str, name: str, data: bytes, sync_file: bool = True) -> str:
-    """``core.atomic`` write of one file of the set, each step through the fault hook; returns its path.
+    """``core.shared.atomic`` write of one file of the set, each step through the fault hook; returns its path.
 
     The caller makes the directory durable once for many files: an fsync of the dir, or
-    (``sync_file=False``) one syncfs covering every file's data too (:mod:`fvconsole.core.durable`).
+    (``sync_file=False``) one syncfs covering every file's data too (:mod:`fvconsole.core.shared.durable`).
     """
     return atomic_write_bytes(os.path.join(directory, name), data, sync_dir=False, sync_file=sync_file,
                               step=faults.point)
@@ -94,7 +96,7 @@ def _manifest_bytes_unchanged(path: str, planned_sha256: str) -> bool:
     no need to parse and hash a manifest of up to a million row groups again. Any
     difference (or a read error) is judged by :func:`_manifest_fingerprint_now`.
     """
-    from fvconsole.core.manifest import manifest_bytes_sha256
+    from fvconsole.core.formats.manifest import manifest_bytes_sha256
 
     try:
         return manifest_bytes_sha256(path) == planned_sha256
@@ -107,7 +109,7 @@ def _manifest_fingerprint_now(path: str) -> str:
 
     A stored field that no longer matches its own row groups is reported as that mismatch.
     """
-    from fvconsole.core.manifest import compute_fingerprint, load_manifest
+    from fvconsole.core.formats.manifest import compute_fingerprint, load_manifest
 
     try:
         manifest = load_manifest(path)
@@ -353,7 +355,7 @@ def _execute_locked(
 
     Interrupted (Ctrl-C, SIGTERM, SIGHUP) while staging: the staging dir is removed and the
     output dir is unchanged. A signal once publishing has begun waits until the set is
-    published, synced and verified (:func:`fvconsole.core.interrupts.deferred`), then stops
+    published, synced and verified (:func:`fvconsole.core.journal.interrupts.deferred`), then stops
     the run with the published set reported.
     """
     check_destination(out, plan.checkpoint, plan.dataset_root, plan.request.overwrite)  # now that we hold the lock

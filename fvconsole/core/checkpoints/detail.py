@@ -1,0 +1,76 @@
+"""What a detail pane shows for one checkpoint: metadata keys, DCP key groups, config mismatches.
+
+Kept apart from ``core.checkpoints.listing`` (listing) because it reads more per checkpoint and is
+asked for one checkpoint at a time, when an operator selects it. Problems are collected,
+never raised: an operator looks at a checkpoint precisely when something is wrong with it.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+
+from fvconsole.core.checkpoints.listing import dcp_key_summary, read_metadata
+from fvconsole.core.checkpoints.tensors import dcp_tensors
+from fvconsole.core.formats.runconfig import Mismatch, RunConfig, compare_configs
+from fvconsole.core.shared.errors import FvError
+
+
+@dataclass(frozen=True)
+class CheckpointDetail:
+    """Metadata, DCP key summary and the config comparison of one checkpoint."""
+
+    path: str
+    metadata_step: int | None
+    metadata_keys: tuple[str, ...]
+    dcp_key_groups: tuple[tuple[str, int], ...]  # (top-level key, number of entries)
+    dcp_key_count: int
+    #: Tensor bytes per first key component (model, optimizer, ema, ...): what a save costs.
+    dcp_totals: tuple[tuple[str, int], ...]
+    dcp_total_bytes: int | None  # None: the tensors could not be read
+    mismatches: tuple[Mismatch, ...] | None  # None: no run config to compare with
+    problems: tuple[str, ...]
+
+
+def checkpoint_detail(path: str, run_config: RunConfig | None) -> CheckpointDetail:
+    """Read ``metadata.json`` and ``dcp/.metadata`` of ``path`` and compare with ``run_config``."""
+    problems: list[str] = []
+    metadata: dict = {}
+    try:
+        metadata = read_metadata(path)
+    except (FvError, OSError) as exc:
+        problems.append(str(exc))
+    groups: dict[str, int] = {}
+    try:
+        groups = dcp_key_summary(path)
+    except (FvError, OSError) as exc:
+        problems.append(str(exc))
+    except Exception as exc:  # noqa: BLE001 - a corrupt pickle raises many types
+        problems.append(f"{os.path.join(path, 'dcp', '.metadata')}: unreadable ({type(exc).__name__}: {exc})")
+    totals: tuple[tuple[str, int], ...] = ()
+    total_bytes: int | None = None
+    if groups:  # else the key summary's problem already says why the metadata is unreadable
+        try:
+            tensors = dcp_tensors(path)
+            totals, total_bytes = tensors.totals, tensors.total_bytes
+        except FvError as exc:
+            problems.append(str(exc))
+    mismatches = None
+    embedded = metadata.get("config")
+    if run_config is not None and isinstance(embedded, dict):
+        mismatches = tuple(compare_configs(embedded, run_config.data))
+    elif run_config is not None:
+        problems.append(f"{os.path.join(path, 'metadata.json')}: field 'config' missing: "
+                        "cannot compare with the run config")
+    step = metadata.get("step")
+    return CheckpointDetail(
+        path=path,
+        metadata_step=step if isinstance(step, int) and not isinstance(step, bool) else None,
+        metadata_keys=tuple(sorted(metadata)),
+        dcp_key_groups=tuple(groups.items()),
+        dcp_key_count=sum(groups.values()),
+        dcp_totals=totals,
+        dcp_total_bytes=total_bytes,
+        mismatches=mismatches,
+        problems=tuple(problems),
+    )

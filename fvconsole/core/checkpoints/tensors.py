@@ -1,0 +1,146 @@
+"""Every tensor of a checkpoint's ``dcp/.metadata``: key, dtype, shape, bytes; totals per top-level key.
+
+What an operator budgets disk with ("the optimizer is twice the model"): torch's own
+``FileSystemReader.read_metadata`` would answer it, but it is a plain ``pickle.load`` (it runs
+whatever a planted file asks for) and costs a torch import. This reads the same pickle with
+the inert reader (``core.formats.inert_pickle``) under the same caps as ``core.checkpoints.listing``, and
+walks only the fixed shape of torch's dataclasses (``TensorStorageMetadata.properties`` /
+``.size``), so a hostile graph is never walked recursively.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from typing import Any
+
+from fvconsole.core.checkpoints.listing import DCP_LIMITS, MAX_DCP_METADATA_BYTES, _dcp_errors, _dcp_global
+from fvconsole.core.formats.inert_pickle import InertGlobal, InertObject
+from fvconsole.core.formats.inert_pickle import load as load_pickle
+from fvconsole.core.shared.errors import FvError
+from fvconsole.core.shared.fields_json import fields_json
+from fvconsole.core.shared.safe_read import read_regular_file
+
+#: Bytes per element of torch's dtypes (``torch.<name>.itemsize``); a dtype not here has
+#: ``bytes: None`` (shown as "?"), never a guess.
+ELEMENT_SIZE: dict[str, int] = {
+    "float64": 8, "float32": 4, "float16": 2, "bfloat16": 2,
+    "complex128": 16, "complex64": 8, "complex32": 4,
+    "int64": 8, "int32": 4, "int16": 2, "int8": 1,
+    "uint64": 8, "uint32": 4, "uint16": 2, "uint8": 1, "bool": 1,
+    "float8_e4m3fn": 1, "float8_e4m3fnuz": 1, "float8_e5m2": 1, "float8_e5m2fnuz": 1,
+    "float8_e8m0fnu": 1, "qint8": 1, "quint8": 1, "qint32": 4,
+}
+#: A tensor has at most this many dimensions (torch's own limit is 64).
+MAX_DIMS = 64
+
+
+@dataclass(frozen=True)
+class DcpTensor:
+    """One tensor of the checkpoint (its global shape: all ranks' shards together)."""
+
+    key: str
+    dtype: str  # torch's name without "torch.", e.g. "bfloat16"
+    shape: tuple[int, ...]
+    bytes: int | None  # numel x element size; None for a dtype of unknown size
+
+    def to_json(self) -> dict[str, Any]:
+        return fields_json(self)
+
+
+@dataclass(frozen=True)
+class DcpTensors:
+    """The tensors of ``dcp/.metadata``, sorted by key, and bytes per first key component."""
+
+    tensors: tuple[DcpTensor, ...]
+    totals: tuple[tuple[str, int], ...]  # (first component of the key, bytes), sorted
+    total_bytes: int
+    unknown_size: int  # tensors whose dtype has no known element size (not in the totals)
+
+    def totals_json(self) -> dict[str, int]:
+        return dict(self.totals)
+
+
+def _state_dict(obj: Any) -> dict:
+    """A dataclass's pickled state as one dict (with slots it is a (dict, slots) pair)."""
+    state = obj.state if isinstance(obj, InertObject) else None
+    if isinstance(state, tuple):
+        merged: dict = {}
+        for part in state:
+            if isinstance(part, dict):
+                merged.update(part)
+        return merged
+    return state if isinstance(state, dict) else {}
+
+
+def _dtype(props: Any) -> str:
+    """``TensorProperties``'s dtype: its ``__getstate__`` tuple starts with it (or a ``dtype`` field)."""
+    state = props.state if isinstance(props, InertObject) else None
+    value = state[0] if isinstance(state, tuple) and state else _state_dict(props).get("dtype")
+    if isinstance(value, InertGlobal) and value.module == "torch":
+        return value.name
+    raise ValueError("TensorProperties has no torch dtype")
+
+
+def _shape(size: Any) -> tuple[int, ...]:
+    """``torch.Size(dims)`` pickles as a call with one tuple of ints."""
+    if isinstance(size, InertObject) and size.args and isinstance(size.args[0], tuple | list):
+        dims = size.args[0]
+    elif isinstance(size, tuple | list):
+        dims = size
+    else:
+        raise ValueError("size is not a torch.Size")
+    if len(dims) > MAX_DIMS or not all(isinstance(d, int) and not isinstance(d, bool) and d >= 0 for d in dims):
+        raise ValueError("size is not a tuple of non-negative ints")
+    return tuple(dims)
+
+
+def _tensor(key: str, meta: Any) -> DcpTensor | None:
+    """A ``TensorStorageMetadata`` entry as a DcpTensor; None for bytes (pickled objects)."""
+    if not isinstance(meta, InertObject) or meta.cls.name != "TensorStorageMetadata":
+        return None
+    state = _state_dict(meta)
+    try:
+        dtype = _dtype(state.get("properties"))
+        shape = _shape(state.get("size"))
+    except ValueError as exc:
+        raise ValueError(f"key {key!r}: {exc}") from None
+    numel = 1
+    for dim in shape:
+        numel *= dim
+    size = ELEMENT_SIZE.get(dtype)
+    return DcpTensor(key=key, dtype=dtype, shape=shape, bytes=None if size is None else numel * size)
+
+
+def _read(data: bytes) -> DcpTensors:
+    obj = load_pickle(data, _dcp_global, DCP_LIMITS)
+    if not isinstance(obj, InertObject) or obj.cls.name != "Metadata":
+        raise ValueError("top-level object is not a DCP Metadata")
+    table = _state_dict(obj).get("state_dict_metadata")
+    if not isinstance(table, dict) or not all(isinstance(k, str) for k in table):
+        raise ValueError("Metadata has no state_dict_metadata mapping of string keys")
+    tensors = tuple(t for key in sorted(table) if (t := _tensor(key, table[key])) is not None)
+    totals: dict[str, int] = {}
+    for t in tensors:
+        if t.bytes is not None:
+            top = t.key.split(".", 1)[0]
+            totals[top] = totals.get(top, 0) + t.bytes
+    return DcpTensors(
+        tensors=tensors,
+        totals=tuple(sorted(totals.items())),
+        total_bytes=sum(totals.values()),
+        unknown_size=sum(1 for t in tensors if t.bytes is None),
+    )
+
+
+def dcp_tensors(checkpoint_dir: str | os.PathLike[str]) -> DcpTensors:
+    """The tensors of ``<checkpoint_dir>/dcp/.metadata``; FvError naming the file when unreadable."""
+    meta = os.path.join(os.fspath(checkpoint_dir), "dcp", ".metadata")
+    with _dcp_errors(meta):  # as dcp_state_keys words a decode that fails
+        try:
+            data = read_regular_file(meta, "DCP metadata", MAX_DCP_METADATA_BYTES)
+        except FileNotFoundError:
+            raise FvError(f"{meta}: cannot read DCP metadata (missing)") from None
+        except OSError as exc:
+            raise FvError(f"{meta}: cannot read DCP metadata ({exc.strerror or exc})") from None
+        return _read(data)

@@ -1,0 +1,293 @@
+"""Run configs (YAML), launch-time dotted overrides, and the checkpoint-vs-config mismatch report.
+
+FastVideo embeds the config *after* launch overrides in ``metadata.json``; a YAML file on disk
+can differ from it exactly by those overrides, so the same ``a.b.c=value`` syntax is accepted
+here to reproduce what was launched.
+"""
+
+from __future__ import annotations
+
+import copy
+import hashlib
+import os
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from fvconsole.core.shared.errors import FvError
+from fvconsole.core.shared.fields_json import fields_json
+from fvconsole.core.shared.safe_read import read_regular_file
+
+#: docs/formats.md §2: the keys that decide the streaming dataloader layout, in this order.
+CRITICAL_PATHS: tuple[str, ...] = (
+    "training.distributed.num_gpus",
+    "training.distributed.sp_size",
+    "training.data.data_path",
+    "training.data.dataloader_type",
+    "training.data.streaming_manifest_path",
+    "training.data.streaming_read_batch_size",
+    "training.data.streaming_shuffle_row_groups",
+    "training.data.dataloader_num_workers",
+    "training.data.train_batch_size",
+    "training.data.seed",
+    "training.loop.gradient_accumulation_steps",
+)
+
+
+#: Read limit: far above any real file, far below what would exhaust memory.
+MAX_CONFIG_BYTES = 64 * 2**20
+
+
+class _Missing:
+    """Sentinel type for an absent key (prints as ``<missing>``)."""
+
+    _instance: _Missing | None = None
+
+    def __new__(cls) -> _Missing:
+        if cls._instance is None:
+            cls._instance = super().__new__(cls)
+        return cls._instance
+
+    def __repr__(self) -> str:
+        return "<missing>"
+
+    def __bool__(self) -> bool:
+        return False
+
+
+MISSING: Any = _Missing()
+
+
+def get_path(mapping: Any, dotted: str, default: Any = MISSING) -> Any:
+    """Value at a dotted path, or ``default`` when any step is absent or not a mapping."""
+    node = mapping
+    for key in dotted.split("."):
+        if not isinstance(node, Mapping) or key not in node:
+            return default
+        node = node[key]
+    return node
+
+
+@dataclass(frozen=True)
+class RunConfig:
+    """A loaded run config: the mapping after overrides, plus where it came from."""
+
+    path: str | None
+    data: dict = field(repr=False)
+    sha256: str | None
+    overrides: tuple[str, ...] = ()
+
+    def get(self, dotted: str, default: Any = MISSING) -> Any:
+        return get_path(self.data, dotted, default)
+
+    def to_json(self) -> dict:
+        return fields_json(self, omit=("data",))
+
+
+def _parse_override(text: str) -> tuple[list[str], Any]:
+    from fvconsole.core.formats.bounded_yaml import (
+        MAX_YAML_DEPTH,
+        YamlBoundsError,
+        load_yaml,
+        yaml_error_line,
+    )
+
+    key, sep, raw = text.partition("=")
+    key = key.strip()
+    if key.startswith("--"):
+        key = key[2:]
+    parts = key.split(".")
+    if not sep or not key or any(not p.strip() for p in parts):
+        raise FvError(f"override {text!r}: expected dotted.key=value")
+    if len(parts) > MAX_YAML_DEPTH:
+        raise FvError(f"override {text[:80]!r}...: key has more than {MAX_YAML_DEPTH} parts")
+    import yaml
+
+    try:
+        value = load_yaml(raw) if raw.strip() else ""
+    except YamlBoundsError as exc:
+        raise FvError(f"override {text[:200]!r}: value refused ({yaml_error_line(exc)})") from None
+    except (yaml.YAMLError, ValueError, RecursionError) as exc:
+        # ValueError: a date like 2001-02-30 or an integer beyond Python's digit limit.
+        reason = " ".join(str(getattr(exc, "problem", None) or exc).split())[:200]
+        raise FvError(f"override {text!r}: value is not valid YAML ({reason})") from None
+    return [p.strip() for p in parts], value
+
+
+def apply_overrides(data: Mapping[str, Any], overrides: Sequence[str]) -> dict:
+    """Deep copy of ``data`` with each ``a.b.c=yaml-value`` applied (intermediates created)."""
+    result = copy.deepcopy(dict(data))
+    for text in overrides:
+        parts, value = _parse_override(text)
+        node: Any = result
+        for depth, key in enumerate(parts[:-1]):
+            if key not in node:
+                node[key] = {}
+            node = node[key]
+            if not isinstance(node, dict):
+                prefix = ".".join(parts[: depth + 1])
+                raise FvError(f"override {text!r}: {prefix} is a {type(node).__name__}, not a mapping")
+        node[parts[-1]] = value
+    return result
+
+
+def load_run_config(path: str | os.PathLike[str], overrides: Sequence[str] = ()) -> RunConfig:
+    """Read a YAML run config (must be a mapping) and apply dotted overrides.
+
+    Alias expansion and nesting are bounded while composing (``core.formats.bounded_yaml``), and the
+    result after overrides once more, so every later walk of the tree is bounded too.
+    """
+    import yaml
+
+    from fvconsole.core.formats.bounded_yaml import (
+        YamlBoundsError,
+        load_yaml,
+        require_bounded_tree,
+        yaml_error_line,
+    )
+
+    shown = os.fspath(path)
+    try:
+        raw = read_regular_file(os.path.expanduser(shown), "run config", MAX_CONFIG_BYTES)
+    except OSError as exc:
+        raise FvError(f"{shown}: cannot read run config ({exc.strerror or exc})") from None
+    try:
+        data = load_yaml(raw.decode("utf-8"))
+    except UnicodeDecodeError:
+        raise FvError(f"{shown}: run config is not UTF-8 text") from None
+    except YamlBoundsError as exc:
+        raise FvError(f"{shown}: run config refused at {yaml_error_line(exc)}") from None
+    except yaml.YAMLError as exc:
+        raise FvError(f"{shown}: invalid YAML at {yaml_error_line(exc)}") from None
+    except (ValueError, RecursionError, MemoryError) as exc:
+        # PyYAML raises plain ValueError for e.g. an impossible date or a 5000-digit integer.
+        reason = " ".join(f"{type(exc).__name__}: {exc}".split())[:200]
+        raise FvError(f"{shown}: invalid YAML value ({reason})") from None
+    if not isinstance(data, dict):
+        raise FvError(f"{shown}: run config must be a YAML mapping, got {type(data).__name__}")
+    data = apply_overrides(data, overrides)
+    require_bounded_tree(data, shown, "run config" + (" with its overrides" if overrides else ""))
+    return RunConfig(
+        path=os.path.abspath(os.path.expanduser(shown)),
+        data=data,
+        sha256=hashlib.sha256(raw).hexdigest(),
+        overrides=tuple(overrides),
+    )
+
+
+# --------------------------------------------------------------------------- comparison
+
+
+@dataclass(frozen=True)
+class Mismatch:
+    """One differing key between the checkpoint's embedded config and the run config."""
+
+    path: str
+    checkpoint: Any
+    config: Any
+    critical: bool
+
+    @property
+    def missing(self) -> str | None:
+        """Which side lacks the key ("checkpoint", "config" or "both"), if any."""
+        if self.checkpoint is MISSING and self.config is MISSING:
+            return "both"
+        if self.checkpoint is MISSING:
+            return "checkpoint"
+        if self.config is MISSING:
+            return "config"
+        return None
+
+    def to_json(self) -> dict:
+        # Hand-written: MISSING is emitted as null and `missing` only when a side lacks the key.
+        out = {
+            "path": self.path,
+            "checkpoint": None if self.checkpoint is MISSING else _jsonable(self.checkpoint),
+            "config": None if self.config is MISSING else _jsonable(self.config),
+            "critical": self.critical,
+        }
+        if self.missing:
+            out["missing"] = self.missing
+        return out
+
+    def describe(self) -> str:
+        """``path: checkpoint=..., config=...`` for one-line messages."""
+        left = "<missing>" if self.checkpoint is MISSING else repr(self.checkpoint)
+        right = "<missing>" if self.config is MISSING else repr(self.config)
+        return f"{self.path}: checkpoint={left}, config={right}"
+
+
+def _jsonable(value: Any) -> Any:
+    """Plain JSON types (YAML may produce dates, sets, tuples...)."""
+    if value is None or isinstance(value, (bool, int, float, str)):
+        return value
+    if isinstance(value, Mapping):
+        return {str(k): _jsonable(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple, set, frozenset)):
+        return [_jsonable(v) for v in value]
+    return str(value)
+
+
+def _norm_path(value: Any) -> Any:
+    if isinstance(value, str):
+        try:
+            return os.path.realpath(os.path.expanduser(value))
+        except ValueError:  # a NUL byte: no such path exists, so compare the raw text
+            return value
+    return value
+
+
+def _norm_type(value: Any) -> Any:
+    if isinstance(value, str):
+        return "".join(value.split()).lower()
+    return value
+
+
+_NORMALIZERS = {
+    "training.data.data_path": _norm_path,
+    "training.data.dataloader_type": _norm_type,
+}
+
+
+def _same(a: Any, b: Any) -> bool:
+    """Equality that keeps bool apart from int (``True != 1`` for config purposes)."""
+    if isinstance(a, bool) or isinstance(b, bool):
+        return type(a) is type(b) and a == b
+    return a == b
+
+
+def _leaves(mapping: Mapping[str, Any], prefix: str, out: dict[str, Any]) -> None:
+    for key, value in mapping.items():
+        dotted = f"{prefix}{key}"
+        if isinstance(value, Mapping) and value:
+            _leaves(value, dotted + ".", out)
+        else:
+            out[dotted] = value
+
+
+def compare_configs(checkpoint_cfg: Mapping[str, Any], run_cfg: Mapping[str, Any]) -> tuple[Mismatch, ...]:
+    """Critical mismatches (CRITICAL_PATHS order) then non-critical leaf differences (sorted)."""
+    rows: list[Mismatch] = []
+    for path in CRITICAL_PATHS:
+        old = get_path(checkpoint_cfg, path)
+        new = get_path(run_cfg, path)
+        if old is MISSING or new is MISSING:
+            # Absent on either side (or both) cannot be shown equal: always a row.
+            rows.append(Mismatch(path, old, new, True))
+            continue
+        norm = _NORMALIZERS.get(path, lambda v: v)
+        if not _same(norm(old), norm(new)):
+            rows.append(Mismatch(path, old, new, True))
+    critical = set(CRITICAL_PATHS)
+    left: dict[str, Any] = {}
+    right: dict[str, Any] = {}
+    _leaves(checkpoint_cfg, "", left)
+    _leaves(run_cfg, "", right)
+    for path in sorted(set(left) | set(right)):
+        if path in critical or any(path.startswith(c + ".") for c in critical):
+            continue
+        old = left.get(path, MISSING)
+        new = right.get(path, MISSING)
+        if old is MISSING or new is MISSING or not _same(old, new):
+            rows.append(Mismatch(path, old, new, False))
+    return tuple(rows)

@@ -1,0 +1,89 @@
+"""The shared layer every domain package stands on: errors and reasons, and the doors.
+
+Each hazard has exactly one module here that every caller uses (tests/architecture/test_doors.py
+proves nothing goes around it):
+
+- reading an input file: :mod:`.safe_read` (regular files only, bounded, O_NOATIME);
+- decoding an untrusted document: :mod:`.untrusted`;
+- replacing a file: :mod:`.atomic` (temp file, fsync, rename) and :mod:`.output_file` (a path
+  the user named); :mod:`.durable` (when a directory's writes are on disk);
+- deleting: :mod:`.removal` (fd-based, never through a symlink, never across a mount);
+- taking a lock: :mod:`.locks` (holder records that say which host and process hold them);
+- printing untrusted text: :mod:`.printable`;
+- which processes hold a file open or mapped: :mod:`.process_use`;
+- bounded directory walks: :mod:`.walk`.
+
+Beside them: :mod:`.errors` (exit codes), :mod:`.reasons` (refusals as data), :mod:`.humanize`
+(sizes, ages, plurals, elision), :mod:`.host`, :mod:`.mounts`, :mod:`.fields_json`,
+:mod:`.progress`, :mod:`.optional` (the extras: torch, pyarrow, ...), :mod:`.fsutil`.
+Nothing here imports another package of ``fvconsole.core``.
+"""
+
+from __future__ import annotations
+
+from fvconsole.core.shared.errors import (
+    EXIT_OK,
+    EXIT_PARTIAL,
+    EXIT_REFUSED,
+    EXIT_USAGE,
+    FvError,
+    PartialFailure,
+    UsageError,
+)
+from fvconsole.core.shared.humanize import (
+    age_since,
+    clipped,
+    elided,
+    head_tail,
+    human_age,
+    human_bytes,
+    utc_text,
+)
+from fvconsole.core.shared.output_file import write_output
+from fvconsole.core.shared.progress import Progress
+from fvconsole.core.shared.reasons import (
+    BREAK_LOCK,
+    FORCE,
+    OVERWRITE,
+    SKIP_SOURCE_CHECK,
+    WAIT,
+    Reason,
+    invalid,
+    min_free_words,
+)
+from fvconsole.core.shared.removal import remove_empty_dir
+from fvconsole.core.shared.terminal_text import pictured, printable
+from fvconsole.core.shared.untrusted import UntrustedError, decode, decode_object
+
+__all__ = [
+    "BREAK_LOCK",
+    "EXIT_OK",
+    "EXIT_PARTIAL",
+    "EXIT_REFUSED",
+    "EXIT_USAGE",
+    "FORCE",
+    "FvError",
+    "OVERWRITE",
+    "PartialFailure",
+    "Progress",
+    "Reason",
+    "SKIP_SOURCE_CHECK",
+    "UntrustedError",
+    "UsageError",
+    "WAIT",
+    "age_since",
+    "clipped",
+    "decode",
+    "decode_object",
+    "elided",
+    "head_tail",
+    "human_age",
+    "human_bytes",
+    "invalid",
+    "min_free_words",
+    "pictured",
+    "printable",
+    "remove_empty_dir",
+    "utc_text",
+    "write_output",
+]

@@ -1,0 +1,57 @@
+"""Errors that front ends turn into exit codes and one-line messages."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:  # pragma: no cover - typing only
+    from fvconsole.core.shared.reasons import Reason
+
+EXIT_OK = 0
+EXIT_REFUSED = 1
+EXIT_USAGE = 2
+EXIT_PARTIAL = 3
+
+
+class FvError(Exception):
+    """A refusal caused by input the user controls: exit 1, one line, nothing written.
+
+    The message must name the file and/or field at fault, e.g.
+    ``"metadata.json: field 'step' must be an integer (got 'abc')"``.
+    """
+
+    exit_code = EXIT_REFUSED
+
+    def __init__(self, message: str, *, details: dict[str, Any] | None = None, reason: Reason | None = None) -> None:
+        super().__init__(message)
+        self.message = message
+        self.details = dict(details or {})
+        #: The refusal as data (code, values, remedy) for front ends that word it themselves.
+        self.reason = reason
+
+    @classmethod
+    def of(cls, reason: Reason, **kwargs: Any) -> FvError:
+        """The error for ``reason``: its message is the command line's wording."""
+        return cls(reason.cli, reason=reason, **kwargs)
+
+    def __str__(self) -> str:
+        return self.message
+
+
+class UsageError(FvError):
+    """The command line itself is wrong (exit 2)."""
+
+    exit_code = EXIT_USAGE
+
+
+class PartialFailure(FvError):
+    """Execution started, did part of its work, then failed (exit 3).
+
+    ``report`` says what was done, for the JSON output and the operator.
+    """
+
+    exit_code = EXIT_PARTIAL
+
+    def __init__(self, message: str, *, report: dict[str, Any] | None = None, reason: Reason | None = None) -> None:
+        super().__init__(message, details=report, reason=reason)
+        self.report = dict(report or {})

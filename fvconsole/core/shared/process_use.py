@@ -1,0 +1,194 @@
+"""Which files live processes on this node hold open or memory-mapped: the one door to /proc/<pid>/fd|maps.
+
+FastVideo refreshes a cache entry's mtimes only after a load succeeded, and a cold load of a
+large model takes many minutes: during it the only evidence of use is the process state.
+One pass over ``/proc`` builds a map (st_dev, st_ino) -> holders (and real path -> holders,
+for filesystems whose maps device differs from ``st_dev``), so a scan asks it per entry
+without touching ``/proc`` again. Every read is bounded: at most ``max_processes``
+processes, ``max_fds`` descriptors and ``MAX_MAPS_BYTES`` of maps per process. What could
+not be read (another user's process without the privilege, a cap reached) makes the check
+``partial``, which callers show as a scan-level warning. A PID means nothing on another
+host: the answer is about this node only. Pure reading, never an open of the held files.
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+from fvconsole.core.shared.fields_json import fields_json
+
+PROC = "/proc"
+#: Caps on one pass (a node runs a few thousand processes; a hostile one cannot make us read forever).
+MAX_PROCESSES = 32_768
+MAX_FDS = 1_000_000
+MAX_MAPS_BYTES = 16 * 2**20
+MAX_COMMAND = 64
+
+OPEN, MAPPED = "open", "mapped"
+
+
+@dataclass(frozen=True, order=True)
+class Holder:
+    """A live process holding a file: its pid, its command (``/proc/<pid>/comm``, untrusted) and how."""
+
+    pid: int
+    command: str
+    how: str  # OPEN or MAPPED
+
+    def to_json(self) -> dict[str, Any]:
+        return fields_json(self)
+
+
+@dataclass(frozen=True)
+class ProcessUse:
+    """The result of one pass over /proc: who holds which file, and whether the pass saw everything."""
+
+    by_inode: dict[tuple[int, int], frozenset[Holder]] = field(default_factory=dict)
+    by_path: dict[str, frozenset[Holder]] = field(default_factory=dict)
+    processes: int = 0
+    unreadable: int = 0
+    #: Why the pass did not see every process (None: it did).
+    partial: str | None = None
+
+    def holders(self, directory: str, listing: Iterable[tuple[str, os.stat_result]]) -> tuple[Holder, ...]:
+        """Holders of any regular file of ``listing`` ((name, lstat) pairs of the real path ``directory``), sorted."""
+        found: set[Holder] = set()
+        by_inode, by_path = self.by_inode, self.by_path
+        for name, st in listing:
+            if not stat.S_ISREG(st.st_mode):
+                continue
+            held = by_inode.get((st.st_dev, st.st_ino))
+            if held:
+                found |= held
+            if by_path:
+                found |= by_path.get(f"{directory}/{name}", frozenset())
+        return tuple(sorted(found))
+
+    def under(self, directory: str) -> ProcessUse:
+        """The same answer, its path table cut to what lies below ``directory`` (a scan asks only about those)."""
+        prefix = directory.rstrip("/") + "/"
+        paths = {path: held for path, held in self.by_path.items() if path.startswith(prefix)}
+        return ProcessUse(by_inode=self.by_inode, by_path=paths, processes=self.processes,
+                          unreadable=self.unreadable, partial=self.partial)
+
+
+def holders_text(holders: tuple[Holder, ...]) -> tuple[str, str, str, str]:
+    """(how, pid, command, more) for the ``skip.in_use_process`` reason: the first holder, then a count."""
+    first = holders[0]
+    pids = {h.pid for h in holders}
+    rest = len(pids) - 1
+    more = f" and {rest} more process{'es' if rest != 1 else ''}" if rest else ""
+    return first.how, str(first.pid), first.command, more
+
+
+def scan_processes(*, proc: str = PROC, max_processes: int = MAX_PROCESSES, max_fds: int = MAX_FDS) -> ProcessUse:
+    """One bounded pass over every process's fds and maps (this process excluded)."""
+    me = os.getpid()
+    by_inode: dict[tuple[int, int], set[Holder]] = {}
+    by_path: dict[str, set[Holder]] = {}
+    try:
+        pids = sorted(int(name) for name in os.listdir(proc) if name.isdigit())
+    except OSError as exc:
+        return ProcessUse(partial=f"process check skipped: cannot list {proc} ({exc.strerror})")
+    seen = unreadable = 0
+    fds_left = max_fds
+    capped = None
+    for pid in pids:
+        if pid == me:
+            continue
+        if seen >= max_processes:
+            capped = f"stopped after {max_processes} processes"
+            break
+        seen += 1
+        base = f"{proc}/{pid}"
+        command = _command(base)
+        if command is None:
+            continue  # exited since the listing
+        fd_ok, fds_left = _read_fds(base, Holder(pid, command, OPEN), by_inode, by_path, fds_left)
+        maps_ok = _read_maps(base, Holder(pid, command, MAPPED), by_inode, by_path)
+        if fds_left <= 0 and capped is None:
+            capped = f"stopped after {max_fds} file descriptors"
+        if not (fd_ok and maps_ok):
+            unreadable += 1
+        if capped:
+            break
+    partial = None
+    if unreadable or capped:
+        what = [f"{unreadable} process(es) could not be read (other users' or not dumpable: "
+                f"run as their owner or root to see them)"] if unreadable else []
+        what += [capped] if capped else []
+        partial = f"process check partial: {'; '.join(what)} (open or mapped files there are not seen)"
+    freeze = {k: frozenset(v) for k, v in by_inode.items()}
+    return ProcessUse(by_inode=freeze, by_path={k: frozenset(v) for k, v in by_path.items()},
+                      processes=seen, unreadable=unreadable, partial=partial)
+
+
+def _command(base: str) -> str | None:
+    try:
+        with open(f"{base}/comm", "rb") as fh:
+            raw = fh.read(MAX_COMMAND)
+    except FileNotFoundError:
+        return None
+    except OSError:
+        return "?"
+    return raw.decode("utf-8", "replace").rstrip("\n") or "?"
+
+
+def _read_fds(base: str, holder: Holder, by_inode: dict[tuple[int, int], set[Holder]],
+              by_path: dict[str, set[Holder]], budget: int) -> tuple[bool, int]:
+    """(readable, budget left): each fd that names a file is stat'ed through its magic link."""
+    try:
+        fds = os.listdir(f"{base}/fd")
+    except FileNotFoundError:
+        return True, budget  # gone, or a zombie
+    except OSError:
+        return False, budget
+    for fd in fds:
+        if budget <= 0:
+            break
+        budget -= 1
+        link = f"{base}/fd/{fd}"
+        try:
+            target = os.readlink(link)
+        except OSError:
+            continue
+        if not target.startswith("/"):
+            continue  # socket:[..], pipe:[..], anon_inode:..: not a file
+        try:
+            st = os.stat(link)  # the open file itself, even when deleted or renamed since
+        except OSError:
+            continue
+        if stat.S_ISREG(st.st_mode):
+            by_inode.setdefault((st.st_dev, st.st_ino), set()).add(holder)
+            by_path.setdefault(target, set()).add(holder)
+    return True, budget
+
+
+def _read_maps(base: str, holder: Holder, by_inode: dict[tuple[int, int], set[Holder]],
+               by_path: dict[str, set[Holder]]) -> bool:
+    """File-backed mappings: ``addr perms offset major:minor inode path`` per line."""
+    try:
+        with open(f"{base}/maps", "rb") as fh:
+            data = fh.read(MAX_MAPS_BYTES)
+    except FileNotFoundError:
+        return True
+    except OSError:
+        return False
+    for line in data.split(b"\n"):
+        parts = line.split(None, 5)
+        if len(parts) < 6 or parts[4] == b"0":
+            continue
+        try:
+            major, minor = (int(x, 16) for x in parts[3].split(b":"))
+            inode = int(parts[4])
+        except ValueError:
+            continue
+        path = parts[5].decode("utf-8", "surrogateescape")
+        by_inode.setdefault((os.makedev(major, minor), inode), set()).add(holder)
+        if path.startswith("/"):
+            by_path.setdefault(path.removesuffix(" (deleted)"), set()).add(holder)
+    return True

@@ -1,0 +1,144 @@
+"""`checkpoints show --tensors` on real DCP checkpoints: expected values from torch's own reader.
+
+torch's ``FileSystemReader.read_metadata`` (a plain pickle.load) is the independent oracle
+here: key, dtype, global shape, ``numel * itemsize``; the code under test never imports torch.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import warnings
+
+import pytest
+
+from fvconsole.core.checkpoints.tensors import dcp_tensors
+from fvconsole.core.shared.errors import FvError
+from fvconsole.demo.builders import run_config, write_checkpoint
+
+
+def _torch_view(ckpt: str) -> tuple[list[dict], dict[str, int]]:
+    """Every tensor of ``dcp/.metadata`` and the bytes per first key component, as torch reads it."""
+    from torch.distributed.checkpoint import FileSystemReader
+    from torch.distributed.checkpoint.metadata import TensorStorageMetadata
+
+    meta = FileSystemReader(os.path.join(ckpt, "dcp")).read_metadata()
+    tensors, totals = [], {}
+    for key in sorted(meta.state_dict_metadata):
+        item = meta.state_dict_metadata[key]
+        if not isinstance(item, TensorStorageMetadata):
+            continue
+        size = item.size.numel() * item.properties.dtype.itemsize
+        tensors.append({"key": key, "dtype": str(item.properties.dtype).removeprefix("torch."),
+                        "shape": list(item.size), "bytes": size})
+        totals[key.split(".", 1)[0]] = totals.get(key.split(".", 1)[0], 0) + size
+    return tensors, totals
+
+
+def _mixed_dtype_checkpoint(tmp_path) -> str:
+    """A DCP save with bf16, fp16, int64, uint8 and bool tensors, an EMA and a scalar, via torch."""
+    import torch
+    import torch.distributed.checkpoint as dcp
+
+    ckpt = tmp_path / "out" / "checkpoint-7"
+    (ckpt / "dcp").mkdir(parents=True)
+    (ckpt / "metadata.json").write_text(json.dumps({"step": 7}))
+    state = {
+        "model": {"w": torch.zeros(3, 5, dtype=torch.bfloat16), "b": torch.zeros(5, dtype=torch.float16)},
+        "optimizer": {"state": {"w": {"step": torch.tensor(7.0), "exp_avg": torch.zeros(3, 5)}},
+                      "param_groups": [{"lr": 1e-4}]},
+        "ema": {"w": torch.zeros(3, 5, dtype=torch.float64), "mask": torch.ones(2, 2, 2, dtype=torch.bool)},
+        "counters": {"ids": torch.arange(11, dtype=torch.int64), "codes": torch.zeros(0, 4, dtype=torch.uint8)},
+    }
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        dcp.save(state, storage_writer=dcp.FileSystemWriter(str(ckpt / "dcp"), sync_files=False), no_dist=True)
+    return str(ckpt)
+
+
+@pytest.fixture()
+def config(tmp_path):
+    return run_config(data_path=str(tmp_path / "d"), manifest_path=str(tmp_path / "m.json"),
+                      output_dir=str(tmp_path / "out"), num_gpus=2)
+
+
+@pytest.mark.parametrize("kind", ["legacy", "rank-local", "none"])
+def test_tensors_equal_torch_reader_on_demo_checkpoints(tmp_path, config, kind) -> None:
+    ckpt = write_checkpoint(tmp_path / "out", 5, config, kind=kind)
+    expected, totals = _torch_view(ckpt)
+    got = dcp_tensors(ckpt)
+    assert [t.to_json() for t in got.tensors] == expected
+    assert got.totals_json() == totals and got.total_bytes == sum(totals.values())
+
+
+def test_tensors_equal_torch_reader_on_mixed_dtypes(tmp_path) -> None:
+    ckpt = _mixed_dtype_checkpoint(tmp_path)
+    expected, totals = _torch_view(ckpt)
+    got = dcp_tensors(ckpt)
+    assert [t.to_json() for t in got.tensors] == expected
+    assert got.totals_json() == totals
+    assert {t["dtype"] for t in expected} >= {"bfloat16", "float16", "float64", "bool", "int64", "uint8"}
+    assert set(totals) == {"model", "optimizer", "ema", "counters"} and got.unknown_size == 0
+
+
+def test_show_tensors_json_and_text(tmp_path, cli) -> None:
+    ckpt = _mixed_dtype_checkpoint(tmp_path)
+    expected, totals = _torch_view(ckpt)
+    code, out, err = cli(["checkpoints", "show", ckpt, "--tensors", "--json"])
+    assert code == 0, err
+    data = json.loads(out)
+    assert data["tensors"] == expected and data["totals"] == totals
+    code, out, err = cli(["checkpoints", "show", ckpt, "--tensors"])
+    assert code == 0, err
+    rows = {line.split()[0]: line.split() for line in out.splitlines() if line.split()}
+    for t in expected:
+        assert rows[t["key"]][1:3] == [t["dtype"], "x".join(map(str, t["shape"])) or "scalar"]
+    assert "totals per top-level key:" in out and rows["ema"][0] == "ema"
+
+
+def test_show_without_tensors_has_no_tensor_fields(tmp_path, cli) -> None:
+    ckpt = _mixed_dtype_checkpoint(tmp_path)
+    code, out, _ = cli(["checkpoints", "show", ckpt, "--json"])
+    assert code == 0 and "tensors" not in json.loads(out)
+
+
+def test_unreadable_metadata_is_one_line_naming_the_file(tmp_path, cli) -> None:
+    ckpt = _mixed_dtype_checkpoint(tmp_path)
+    meta = os.path.join(ckpt, "dcp", ".metadata")
+    with open(meta, "wb") as fh:
+        fh.write(b"cos\nsystem\n(Vtouch /tmp/x\ntR.")
+    with pytest.raises(FvError, match=r"\.metadata: unreadable DCP metadata"):
+        dcp_tensors(ckpt)
+    code, out, _ = cli(["checkpoints", "show", ckpt, "--tensors", "--json"])
+    data = json.loads(out)
+    assert data["tensors"] is None and ".metadata" in data["tensors_error"]
+
+
+def test_reading_tensors_does_not_import_torch(tmp_path) -> None:
+    import subprocess
+    import sys
+
+    ckpt = _mixed_dtype_checkpoint(tmp_path)
+    code = ("import sys; from fvconsole.core.checkpoints.tensors import dcp_tensors; t = dcp_tensors(sys.argv[1]); "
+            "assert t.tensors; assert 'torch' not in sys.modules, 'torch imported'")
+    subprocess.run([sys.executable, "-c", code, ckpt], check=True, env=dict(os.environ))
+
+
+async def test_console_checkpoint_detail_shows_the_totals(tmp_path) -> None:
+    from tour import settle, started
+
+    from fvconsole.core.shared.humanize import human_bytes
+    from fvconsole.tui.app import FvConsoleApp
+    from fvconsole.tui.state import ConsoleState
+
+    ckpt = _mixed_dtype_checkpoint(tmp_path)
+    _, totals = _torch_view(ckpt)
+    app = FvConsoleApp(ConsoleState(checkpoints_path=str(tmp_path / "out")))
+    async with app.run_test(size=(140, 42)) as pilot:
+        await started(app, pilot)
+        await settle(app, pilot)
+        detail = str(app.query_one("#ckpt-detail").render())
+    assert f"DCP tensor bytes: {human_bytes(sum(totals.values()))}" in detail, detail
+    lines = [line.split() for line in detail.splitlines()]
+    for top, size in totals.items():
+        assert [top, *human_bytes(size).split()] in lines, (top, detail)

@@ -1,0 +1,113 @@
+"""`fvconsole demo`: the workspace it builds is real, varied, and rebuilt only where safe."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+from fvconsole.cli import main
+from fvconsole.demo.workspace import MARKER, build_demo_workspace
+
+
+def test_demo_no_tui_builds_a_realistic_workspace(tmp_path, capsys) -> None:
+    from fvconsole.core.cache import scan_cache
+    from fvconsole.core.checkpoints.listing import discover_checkpoints
+    from fvconsole.core.migration.plan import MigrationRequest, plan_migration
+
+    root = tmp_path / "demo"
+    assert main(["demo", str(root), "--no-tui"]) == 0
+    printed = capsys.readouterr().out
+    assert f"demo workspace: {root}" in printed and "fvconsole migrate --config" in printed
+    infos = {i.step: i for i in discover_checkpoints(str(root / "output"))}
+    assert sorted(infos) == [100, 200, 300, 400, 500]
+    assert [infos[s].kind for s in (100, 200, 300)] == ["legacy"] * 3
+    assert infos[400].kind == "rank-local" and infos[400].complete
+    assert not infos[500].complete
+    scan = scan_cache(str(root / "shard-cache"))
+    assert {"complete", "partial", "incomplete", "invalid"} <= {e.status for e in scan.entries}
+    assert "README.txt" in " ".join(scan.foreign)
+    ages = sorted(scan.scanned_at - e.last_used for e in scan.entries if e.last_used is not None)
+    assert ages[0] < 86400 < ages[-1]  # hours to days
+
+    def preview(step: int):
+        return plan_migration(MigrationRequest(
+            config_path=str(root / "run.yaml"), checkpoint=str(root / "output" / f"checkpoint-{step}"),
+            output_dir=str(tmp_path / "side"), expected_step=step, expected_world_size=8,
+            consumed_batches_per_rank=step * 2))
+
+    # checkpoint-100's set carries FastVideo's validation receipt, and it holds.
+    validated = str(root / "output" / "dataloader-state" / "validated-100")
+    assert f"--sidecar-dir {validated}" in printed
+    assert main(["sidecars", "verify", "--config", str(root / "run.yaml"), "--checkpoint",
+                 str(root / "output" / "checkpoint-100"), "--sidecar-dir", validated]) == 0
+    assert "validated in FastVideo's loader on 8 ranks at " in capsys.readouterr().out
+
+    clean = preview(300)
+    assert clean.refusals == () and clean.plan is not None and clean.plan.world_size == 8
+    assert any(m.critical and m.path == "training.data.seed" for m in preview(200).mismatches)
+
+
+def test_demo_refuses_foreign_dir_and_rebuilds_its_own(tmp_path) -> None:
+    foreign = tmp_path / "mine"
+    foreign.mkdir()
+    (foreign / "notes.txt").write_text("keep me")
+    assert main(["demo", str(foreign), "--no-tui"]) == 1
+    assert os.listdir(foreign) == ["notes.txt"]
+
+    ws = build_demo_workspace(str(tmp_path / "demo"))
+    (tmp_path / "demo" / "output" / "stray").mkdir()
+    again = build_demo_workspace(ws.root)
+    assert os.path.isfile(os.path.join(again.root, MARKER))
+    assert not os.path.exists(os.path.join(again.root, "output", "stray"))
+
+
+@pytest.mark.parametrize("argv", [["demo", "--help"]])
+def test_demo_help_exits_cleanly(argv, capsys) -> None:
+    with pytest.raises(SystemExit) as info:
+        main(argv)
+    assert info.value.code == 0
+    assert "--no-tui" in capsys.readouterr().out
+
+
+# ---------------------------------------------------------------- D28: the demo deletes only what it built
+
+
+def _user_dir(tmp_path, marker: str | None) -> tuple[str, dict[str, str]]:
+    """A user's directory with source files and (maybe) a file named like the demo's marker."""
+    root = tmp_path / "project"
+    (root / "src").mkdir(parents=True)
+    files = {"src/train.py": "print('train')\n", "README.md": "my project\n"}
+    for rel, text in files.items():
+        (root / rel).write_text(text)
+    if marker is not None:
+        (root / MARKER).write_text(marker)
+    return str(root), files
+
+
+@pytest.mark.parametrize("marker", ["{}", "not json", '{"state": "complete"}', "[]",
+                                    '{"token": "0123", "created": ["src"]}',
+                                    '{"token": "' + "a" * 32 + '", "created": ["src", "README.md"]}'])
+def test_demo_refuses_a_marker_that_is_not_the_demos(tmp_path, capsys, marker) -> None:
+    root, files = _user_dir(tmp_path, marker)
+    assert main(["demo", root, "--no-tui"]) == 1
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith(f"error: {root}: directory is not empty and is not a demo workspace")
+    for rel, text in files.items():
+        assert (tmp_path / "project" / rel).read_text() == text
+    assert sorted(os.listdir(root)) == sorted(["src", "README.md", MARKER])
+
+
+def test_demo_rebuild_refuses_what_it_did_not_build(tmp_path, capsys) -> None:
+    ws = build_demo_workspace(str(tmp_path / "demo"))
+    (tmp_path / "demo" / "notes").mkdir()
+    (tmp_path / "demo" / "notes" / "todo.txt").write_text("mine\n")
+    (tmp_path / "demo" / "zz.txt").write_text("mine too\n")
+    before = sorted(os.listdir(ws.root))
+    assert main(["demo", ws.root, "--no-tui"]) == 1
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == [f"error: {ws.root}/notes: not made by the demo (its marker does not list it); the demo "
+                   "deletes only what it built: move it away or choose another DIR"]
+    assert sorted(os.listdir(ws.root)) == before
+    assert (tmp_path / "demo" / "notes" / "todo.txt").read_text() == "mine\n"
+    assert os.path.isdir(os.path.join(ws.root, "output", "checkpoint-300"))  # nothing of the old build went

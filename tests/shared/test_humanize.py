@@ -1,0 +1,36 @@
+"""Human formatting shared by the CLI and the console (expected values worked out by hand)."""
+
+from __future__ import annotations
+
+from fvconsole.core.shared.humanize import age_since, format_duration, head_tail, human_age, human_bytes
+
+
+def test_human_bytes_binary_units() -> None:
+    assert human_bytes(None) == "-"
+    assert human_bytes(0) == "0 B"
+    assert human_bytes(1023) == "1023 B"
+    assert human_bytes(1024) == "1.0 KiB"
+    assert human_bytes(1536) == "1.5 KiB"
+    assert human_bytes(300 * 2**30) == "300.0 GiB"
+    assert human_bytes(2**70) == "1024.0 EiB"
+
+
+def test_ages_and_durations() -> None:
+    assert human_age(None) == "-"
+    assert human_age(-5) == "0s"
+    assert human_age(59.9) == "59s"
+    assert human_age(60) == "1m 0s"
+    assert human_age(119) == "1m 59s"
+    assert human_age(3 * 3600 + 12 * 60 + 59) == "3h 12m"  # two units: the seconds no longer matter
+    assert human_age(7200) == "2h 0m"
+    assert human_age(9 * 86400 + 26) == "9d 0h"  # was "9d26s" in plan reasons
+    assert human_age(3 * 86400 + 23 * 3600) == "3d 23h"
+    assert age_since(1000.0, now=1090.0) == "1m 30s"
+    assert format_duration(0) == "0s"
+    assert format_duration(600) == "10m"
+    assert format_duration(129600) == "1d12h"
+
+
+def test_head_tail() -> None:
+    assert head_tail(list(range(5))) == ([0, 1, 2, 3, 4], 0, [])
+    assert head_tail(list(range(20)), head=2, tail=1) == ([0, 1], 17, [19])
