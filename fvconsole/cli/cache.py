@@ -581,33 +581,41 @@ def run_verify(args: argparse.Namespace) -> int:
 
 
 def verify_failure(result: CacheVerification) -> str:
-    """The `error:` line of a failed verification: how many failed, and the first problem."""
-    failed = [e for e in result.entries if not e.ok]
-    total = len(result.entries) + len(result.missing)
-    head = f"{len(failed) + len(result.missing)} of {total} entries failed verification"
+    """The `error:` line of a failed verification: how many verifiable entries failed, and the first real problem."""
+    failed = result.failed
+    checked = len(result.entries) - len(result.not_verifiable) + len(result.missing)
+    head = f"{len(failed) + len(result.missing)} of {_n(checked, 'verifiable entry', 'verifiable entries')} failed verification"
     if failed:
-        problem = failed[0].problems[0].text() if failed[0].problems else "not ok"
+        problem = failed[0].problems[0].text()
         return f"{head}; first: {failed[0].key}: {problem}"
     return f"{head}; first: {result.missing[0]}: not an entry of {result.root}"
 
 
 def render_verify(result: CacheVerification) -> Block:
-    """One line per entry (ok, or its problem count), then each problem indented under it."""
+    """One line per entry (ok, its problem count, or why it cannot be verified), each problem indented under it."""
     lines: list[str] = []
     for entry in result.entries:
         shards = _n(len(entry.shards_checked), "shard", "shards")
         read = f", {human_bytes(entry.bytes_read)} read" if entry.deep else ""
+        if entry.not_verifiable is not None:
+            lines.append(f"{entry.key}  not verifiable: {entry.not_verifiable}")
+            continue
         if entry.ok:
             lines.append(f"{entry.key}  ok ({shards} checked{read})")
             continue
         lines.append(f"{entry.key}  {_n(len(entry.problems), 'problem', 'problems')} ({shards} checked{read})")
         lines.extend("  " + p.text() for p in entry.problems)  # whole: the problem is the point
     lines.extend(f"{key}  not an entry of {result.root}" for key in result.missing)
-    bad = sum(not e.ok for e in result.entries) + len(result.missing)
+    bad = len(result.failed) + len(result.missing)
+    unverifiable = len(result.not_verifiable)
+    checked = len(result.entries) - unverifiable + len(result.missing)
+    apart = f"; {unverifiable} not verifiable (no manifest.json yet, or empty)" if unverifiable else ""
     if not result.entries and not result.missing:
         lines.append(f"no cache entries in {result.root}")
     elif bad:
-        lines.append(f"{bad} of {len(result.entries) + len(result.missing)} entries failed verification")
+        lines.append(f"{bad} of {_n(checked, 'verifiable entry', 'verifiable entries')} failed verification{apart}")
+    elif checked:
+        lines.append(f"all {_n(checked, 'verifiable entry', 'verifiable entries')} verified{apart}")
     else:
-        lines.append(f"all {_n(len(result.entries), 'entry', 'entries')} verified")
+        lines.append(f"nothing verifiable: {_n(unverifiable, 'entry', 'entries')}, none with a manifest.json yet")
     return block(lines)

@@ -462,11 +462,17 @@ def render_fleet_verify(result: FleetVerification) -> Block:
             lines.append(f"  {where + ': ' if where else ''}{p.get('problem')}")
     for o in result.unanswered:
         lines.append(f"{o.node}  no answer: {o.error}")
+    if result.not_verifiable:
+        nodes = compress_hostlist(dict.fromkeys(node for node, _ in result.not_verifiable))
+        lines.append(f"not verifiable: {_n_entries(len(result.not_verifiable))} on {nodes} without a manifest.json "
+                     "(a write in progress or crashed, an empty entry, or, on a node-local cache, "
+                     "any node but rank 0's)")
     answered = len(result.outcomes) - len(result.unanswered)
     if not answered:
         lines.append(f"no node answered ({len(result.outcomes)} asked): nothing was verified")
     elif not result.failing:
-        lines.append(f"verified on {answered} of {len(result.outcomes)} nodes: every entry agrees with its manifest")
+        lines.append(f"verified on {answered} of {len(result.outcomes)} nodes: every verifiable entry agrees "
+                     "with its manifest")
     else:
         nodes = compress_hostlist(dict.fromkeys(node for node, _ in result.failing))
         lines.append(f"{_n_entries(len(result.failing))} failed verification "

@@ -422,14 +422,21 @@ class CacheView(BaseView):
     def on_cache_view_verified(self, message: Verified) -> None:
         for result in message.results:
             self._verified[result.key] = (message.stamps.get(result.key), result)
-        bad = [r for r in message.results if not r.ok]
+        bad = [r for r in message.results if r.failed]
+        apart = sum(r.not_verifiable is not None for r in message.results)
+        checked = len(message.results) - apart
+        unverifiable = f"; {apart} not verifiable (no manifest.json yet, or empty)" if apart else ""
         if bad:
-            first = bad[0].problems[0].text() if bad[0].problems else "not ok"
-            self.notify(f"{len(bad)} of {len(message.results)} failed verification: "
+            first = bad[0].problems[0].text()
+            self.notify(f"{len(bad)} of {checked} failed verification: "
                         + ", ".join(r.key for r in bad[:3]) + (" …" if len(bad) > 3 else "")
-                        + f"; first: {first} (the entry's detail lists every problem)", severity="error")
+                        + f"; first: {first} (the entry's detail lists every problem){unverifiable}", severity="error")
+        elif checked:
+            self.notify(f"verified {checked}: every shard agrees with its manifest{unverifiable}", timeout=4)
         else:
-            self.notify(f"verified {len(message.results)}: every shard agrees with its manifest", timeout=4)
+            self.notify(f"not verifiable: {message.results[0].not_verifiable}" if apart == 1
+                        else f"none of {apart} is verifiable (no manifest.json yet, or empty)",
+                        severity="warning", timeout=4)
         self._refresh_detail()
 
     def _verification_text(self, entry: CacheEntry, text: PlainText) -> None:
@@ -438,6 +445,9 @@ class CacheView(BaseView):
         if result is None or stamp != entry.manifest_mtime_ns:
             return
         text.append("\nverify\n", style="bold underline")
+        if result.not_verifiable is not None:
+            text.append(f"  not verifiable: {result.not_verifiable}\n", style="yellow")
+            return
         if result.ok:
             text.append(f"  ✓ {len(result.shards_checked)} shard(s) agree with the manifest\n", style="green")
             return

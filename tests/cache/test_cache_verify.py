@@ -165,7 +165,7 @@ def test_deep_progress_ends_at_its_total_when_an_entry_is_not_read(tmp_path: Pat
     total = sum(os.path.getsize(p) for p in shards)
     seen: list[tuple[int, int]] = []
     result = verify_cache(scan_cache(root), deep=True, progress=lambda done, all_, key: seen.append((done, all_)))
-    assert not result.ok and seen[-1] == (total, total)
+    assert result.ok and result.not_verifiable and seen[-1] == (total, total)
     assert all(a <= b for (a, _), (b, _) in zip(seen, seen[1:], strict=False))  # never backwards
 
 
@@ -205,7 +205,7 @@ def test_cli_a_failed_verification_ends_in_one_error_line(entry: str, cli) -> No
     code, out, err = cli(["cache", "verify", root])
     assert code == 1 and f"{SHARD1}: 'final_norm.weight': dtype" in out
     (line,) = err.splitlines()
-    assert line.startswith("error: 1 of 1 entries failed verification") and key in line and SHARD1 in line
+    assert line.startswith("error: 1 of 1 verifiable entry failed verification") and key in line and SHARD1 in line
     code, out, err = cli(["cache", "verify", root, "--json"])
     doc = json.loads(out)
     assert code == 1 and doc["ok"] is False and key in doc["error"] and doc["entries"][0]["key"] == key
@@ -213,6 +213,80 @@ def test_cli_a_failed_verification_ends_in_one_error_line(entry: str, cli) -> No
     code, out, err = cli(["cache", "verify", root, "--key", "0" * 16, "--json"])
     doc = json.loads(out)
     assert code == 1 and doc["missing"] == ["0" * 16] and "0" * 16 in doc["error"]
+
+
+def _unverifiable_root(root: Path) -> dict[str, str]:
+    """One entry of each kind that has nothing to verify the shards against, and a good one."""
+    return {"good": os.path.basename(write_cache_entry(root, "a" * 16, num_shards=2, seed=1)),
+            "crashed": os.path.basename(write_cache_entry(root, "1" * 16, num_shards=2, seed=2, status="incomplete")),
+            "writing": os.path.basename(write_cache_entry(root, "2" * 16, num_shards=2, seed=3, status="writing")),
+            "empty": os.path.basename(write_cache_entry(root, "3" * 16, num_shards=2, status="empty"))}
+
+
+def test_entries_without_a_manifest_are_not_verifiable_not_failed(tmp_path: Path, cli) -> None:
+    """Issue 29 item 1: a write in progress, a crashed write and an empty entry are no failure."""
+    root = tmp_path / "cache"
+    keys = _unverifiable_root(root)
+    assert not (root / keys["crashed"] / "manifest.json").exists() and not os.listdir(root / keys["empty"])
+    result = verify_cache(scan_cache(root))
+    by_key = {e.key: e for e in result.entries}
+    assert result.ok and by_key[keys["good"]].ok and by_key[keys["good"]].not_verifiable is None
+    for name in ("crashed", "writing", "empty"):
+        entry = by_key[keys[name]]
+        assert not entry.ok and not entry.failed and not entry.problems and entry.not_verifiable
+    assert "empty" in by_key[keys["empty"]].not_verifiable
+    code, out, err = cli(["cache", "verify", str(root)])
+    assert code == 0 and err == ""
+    lines = out.splitlines()
+    assert f"{keys['empty']}  not verifiable: empty entry directory (nothing written)" in lines
+    assert any(line.startswith(f"{keys['crashed']}  not verifiable: no manifest.json yet") for line in lines)
+    assert lines[-1] == "all 1 verifiable entry verified; 3 not verifiable (no manifest.json yet, or empty)"
+    code, out, _ = cli(["cache", "verify", str(root), "--json"])
+    doc = json.loads(out)
+    assert code == 0 and doc["ok"] is True
+    verdicts = {e["key"]: (e["ok"], e["not_verifiable"], e["problems"]) for e in doc["entries"]}
+    assert verdicts[keys["good"]] == (True, None, [])
+    assert all(verdicts[keys[n]][0] is False and verdicts[keys[n]][1] and verdicts[keys[n]][2] == []
+               for n in ("crashed", "writing", "empty"))
+    code, out, _ = cli(["cache", "verify", str(root), "--key", keys["empty"]])
+    assert code == 0 and out.splitlines()[-1].startswith("nothing verifiable: 1 entry")
+
+
+def test_the_error_line_leads_with_an_entry_fastvideo_would_load(tmp_path: Path, cli) -> None:
+    """A broken manifest (FastVideo reloads in full) sorts first by key; the error names the shard instead."""
+    from fvconsole.demo.cache_builders import DISAGREEING_PARAM
+
+    root = tmp_path / "cache"
+    keys = _unverifiable_root(root)
+    broken = os.path.basename(write_cache_entry(root, "0" * 16, num_shards=2, seed=4, status="invalid-manifest"))
+    odd = os.path.basename(write_cache_entry(root, "f" * 16, num_shards=2, seed=5, status="disagreeing-shard"))
+    code, out, err = cli(["cache", "verify", str(root)])
+    (line,) = err.splitlines()
+    assert code == 1 and out.splitlines()[-1] == (
+        "2 of 3 verifiable entries failed verification; 3 not verifiable (no manifest.json yet, or empty)")
+    assert line.startswith(f"error: 2 of 3 verifiable entries failed verification; first: {odd}: shard1-of-2.safetensors: "
+                           f"'{DISAGREEING_PARAM}': dtype")
+    assert broken in out and all(keys[n] not in line for n in keys)
+
+
+def test_fleet_cache_verify_keeps_entries_without_a_manifest_apart(tmp_path: Path, srun_on_path: str,
+                                                                   capsys) -> None:
+    """A node-local cache: only rank 0's node has the manifest; every other node's entry is not verifiable."""
+    from fvconsole.cli import main
+    from fvconsole.demo.cache_builders import make_key
+
+    key = make_key("fleet-per-node")
+    write_cache_entry(tmp_path / "a1" / "wcache", key, num_shards=2, seed=1)
+    write_cache_entry(tmp_path / "a2" / "wcache", key, num_shards=2, seed=1, status="incomplete", present=[1])
+    template = str(tmp_path / "{node}" / "wcache")
+    code = main(["fleet", "cache", "verify", "--nodes", "a[1-2]", "--cache-root", template, "--json"])
+    doc = json.loads(capsys.readouterr().out)
+    assert code == 0 and doc["ok"] is True and doc["failing"] == []
+    assert [(n["node"], n["key"]) for n in doc["not_verifiable"]] == [("a2", key)]
+    assert "manifest.json" in doc["not_verifiable"][0]["why"]
+    code = main(["fleet", "cache", "verify", "--nodes", "a[1-2]", "--cache-root", template])
+    out, err = capsys.readouterr()
+    assert code == 0 and err == "" and "not verifiable: 1 entry on a2" in out and "every verifiable entry agrees" in out
 
 
 def test_cli_deep_prints_progress_on_stderr(entry: str, cli) -> None:
@@ -286,12 +360,12 @@ def test_fleet_cache_verify_names_the_node_the_entry_and_the_shard(tmp_path: Pat
     (line,) = err.splitlines()
     assert code == 1 and key in out and line.startswith("error: 1 entry failed verification on a2")
     code = main(["fleet", "cache", "verify", "--nodes", "a1", "--cache-root", template])
-    assert code == 0 and "every entry agrees" in capsys.readouterr().out
+    assert code == 0 and "every verifiable entry agrees" in capsys.readouterr().out
     code = main(["fleet", "cache", "verify", "--nodes", "a1,nosuch1", "--cache-root", template, "--json"])
     doc = json.loads(capsys.readouterr().out)
     assert code == 3 and "error" in doc["nodes"]["nosuch1"]
     code = main(["fleet", "cache", "verify", "--nodes", "nosuch1", "--cache-root", template])
     out, err = capsys.readouterr()
     (line,) = err.splitlines()
-    assert code == 1 and "every entry agrees" not in out and "no node answered" in out
+    assert code == 1 and "agrees" not in out and "no node answered" in out
     assert line.startswith("error: 1 of 1 nodes failed (nosuch1); first: nosuch1: ")

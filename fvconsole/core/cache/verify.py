@@ -72,7 +72,12 @@ class VerifyProblem:
 
 @dataclass(frozen=True, slots=True)
 class EntryVerification:
-    """The verdict on one entry: ``ok`` when nothing disagrees."""
+    """The verdict on one entry: ``ok`` when it was checked and nothing disagrees.
+
+    ``not_verifiable``: why there was nothing to check (no manifest.json yet: a write in
+    progress or a crashed one, or an empty entry). Such an entry is neither ok nor failed:
+    FastVideo never uses it, and on a node-local cache every node but rank 0's has only those.
+    """
 
     key: str
     path: str
@@ -80,10 +85,16 @@ class EntryVerification:
     problems: tuple[VerifyProblem, ...]
     deep: bool = False
     bytes_read: int = 0
+    not_verifiable: str | None = None
 
     @property
     def ok(self) -> bool:
-        return not self.problems
+        return not self.problems and self.not_verifiable is None
+
+    @property
+    def failed(self) -> bool:
+        """Checked, and something disagrees."""
+        return bool(self.problems)
 
     def to_json(self) -> dict[str, Any]:
         return fields_json(self, ok=self.ok)
@@ -100,7 +111,20 @@ class CacheVerification:
 
     @property
     def ok(self) -> bool:
-        return not self.missing and all(e.ok for e in self.entries)
+        """No verifiable entry failed and every asked-for key is an entry (entries not verifiable are no failure)."""
+        return not self.missing and not any(e.failed for e in self.entries)
+
+    @property
+    def failed(self) -> tuple[EntryVerification, ...]:
+        """The entries with a problem, those FastVideo would load first (a usable manifest, shards
+        checked), then those it would reject on their own (a broken manifest): the first is the one
+        an error line should lead with."""
+        bad = [e for e in self.entries if e.failed]
+        return tuple(sorted(bad, key=lambda e: not e.shards_checked))
+
+    @property
+    def not_verifiable(self) -> tuple[EntryVerification, ...]:
+        return tuple(e for e in self.entries if e.not_verifiable is not None)
 
     def to_json(self) -> dict[str, Any]:
         return fields_json(self, ok=self.ok)
@@ -241,11 +265,26 @@ def _manifest_problems(params: dict[str, Any]) -> list[VerifyProblem]:
     return out[:MAX_PROBLEMS_PER_SHARD]
 
 
-def _load(path: str, key: str) -> tuple[dict[str, Any] | None, VerifyProblem | None]:
+#: Why an entry without a manifest cannot be verified (``EntryVerification.not_verifiable``).
+NO_MANIFEST_YET = "no manifest.json yet (a write in progress, a crashed write, or a node other than rank 0's)"
+EMPTY_ENTRY = "empty entry directory (nothing written)"
+
+
+def _without_manifest(path: str) -> str:
+    """Why an entry that has no manifest.json cannot be verified: empty, or written only in part."""
+    try:
+        empty = not list_dir(path)
+    except OSError:
+        empty = False
+    return EMPTY_ENTRY if empty else NO_MANIFEST_YET
+
+
+def _load(path: str, key: str) -> tuple[dict[str, Any] | None, VerifyProblem | str | None]:
+    """(the manifest, None), or (None, the problem), or (None, why it cannot be verified)."""
     try:
         data = read_manifest(os.path.join(path, "manifest.json"))
     except FileNotFoundError:
-        return None, VerifyProblem(None, None, "no manifest.json: nothing to verify the shards against")
+        return None, _without_manifest(path)
     except CacheFileError as exc:
         return None, VerifyProblem("manifest.json", None, str(exc).removeprefix("manifest.json "))
     except OSError as exc:
@@ -285,6 +324,8 @@ def verify_entry(path: str, key: str, *, deep: bool = False, progress: Callable[
         return EntryVerification(key, path, (), (VerifyProblem(None, None, "the entry is a symlink (not followed)"),),
                                  deep=deep)
     manifest, problem = _load(path, key)
+    if isinstance(problem, str):
+        return EntryVerification(key, path, (), (), deep=deep, not_verifiable=problem)
     if manifest is None:
         return EntryVerification(key, path, (), (problem,) if problem else (), deep=deep)
     params = manifest["params"]
@@ -368,7 +409,7 @@ def failed_verification(scan: CacheScan) -> dict[str, str]:
     for entry in scan.entries:
         if entry.status in ("complete", "partial") and not entry.is_symlink:
             result = verify_entry(entry.path, entry.key)
-            if not result.ok:
+            if result.failed:
                 more = len(result.problems) - 1
                 out[entry.key] = result.problems[0].text() + (f" (and {more} more)" if more else "")
     return out

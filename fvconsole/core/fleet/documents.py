@@ -103,6 +103,7 @@ def _check_verify(doc: Mapping[str, Any], ok: bool) -> None:
     for i, entry in enumerate(_items(doc, "entries", required="error" not in doc)):
         _str(entry.get("key"), f"entries[{i}].key", optional=False)
         _bool(entry.get("ok"), f"entries[{i}].ok")
+        _str(entry.get("not_verifiable"), f"entries[{i}].not_verifiable")
         for j, problem in enumerate(_items(entry, "problems", required=False)):
             for name in ("shard", "param", "problem"):
                 _str(problem.get(name), f"entries[{i}].problems[{j}].{name}")

@@ -82,11 +82,21 @@ class FleetVerification:
     def unanswered(self) -> tuple[NodeOutcome, ...]:
         return tuple(o for o in self.outcomes if not self.answered(o))
 
+    def _entries(self) -> tuple[tuple[str, dict[str, Any]], ...]:
+        return tuple((o.node, e) for o in self.outcomes if self.answered(o)
+                     for e in o.output["entries"] if isinstance(e, dict))
+
     @property
     def failing(self) -> tuple[tuple[str, dict[str, Any]], ...]:
-        """(node, entry) for every entry a node reported not ok."""
-        return tuple((o.node, e) for o in self.outcomes if self.answered(o)
-                     for e in o.output["entries"] if isinstance(e, dict) and e.get("ok") is not True)
+        """(node, entry) for every verifiable entry a node reported not ok."""
+        return tuple((node, e) for node, e in self._entries()
+                     if e.get("ok") is not True and e.get("not_verifiable") is None)
+
+    @property
+    def not_verifiable(self) -> tuple[tuple[str, dict[str, Any]], ...]:
+        """(node, entry) for every entry a node could not verify (no manifest.json: normal on a
+        node-local cache on every node but rank 0's), apart from the failures."""
+        return tuple((node, e) for node, e in self._entries() if e.get("not_verifiable") is not None)
 
     @property
     def exit_code(self) -> int:
@@ -99,7 +109,9 @@ class FleetVerification:
         return {"ok": self.exit_code == 0,
                 "nodes": {o.node: o.output if self.answered(o) else o.to_json() for o in self.outcomes},
                 "failing": [{"node": node, "key": e.get("key"), "problems": e.get("problems", [])}
-                            for node, e in self.failing]}
+                            for node, e in self.failing],
+                "not_verifiable": [{"node": node, "key": e.get("key"), "why": e.get("not_verifiable")}
+                                   for node, e in self.not_verifiable]}
 
 
 def fleet_verify(selection: NodeSelection, root: str, options: DispatchOptions | None = None, *,
