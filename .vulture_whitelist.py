@@ -25,8 +25,9 @@ from fvconsole.cli.streams import _Stdout
 from fvconsole.core.checkpoints.listing import CheckpointInfo
 from fvconsole.core.migration.output_dir import OutputState
 from fvconsole.core.migration.sample_ids import NextSampleIds
+from fvconsole.demo import fleet_builders
 from fvconsole.demo.workspace import DemoWorkspace
-from fvconsole.tui import wording
+from fvconsole.tui import state, wording
 from fvconsole.tui.app import FvConsoleApp
 from fvconsole.tui.base import BaseView
 from fvconsole.tui.fleet_view import FleetView
@@ -76,3 +77,8 @@ _fields(NextSampleIds).row_groups_read  # part of the result; tests/tui/test_tui
 FleetView.view_result  # the fleet view's last result, which tests/tui/test_fleet_tui.py reads
 wording.CONTROLS  # remedy -> console control; tests/migration/test_reasons_receipts.py checks each control exists
 _fields(OutputState).upstream_receipts  # new with issue 22 item 3 (06dc9b1): recorded, not read yet; its owner uses or drops it
+# The snapshot tour (tests/tour.py, not shipped) freezes the console's clocks and drives a stand-in fleet.
+state.freeze_clock  # tests/tour.py: frozen_display
+state.freeze_free_space  # tests/tour.py: frozen_display
+state.freeze_process_warnings  # tests/tour.py: frozen_display
+fleet_builders.local_dispatcher  # tests/tour.py: the fleet stop of the tour

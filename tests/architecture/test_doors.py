@@ -420,7 +420,7 @@ DOORS: tuple[Door, ...] = (
          door_seen="it escapes by Unicode category, so it holds no table of characters",
          caught=("BIDI = '\u202e\u2066'\n", "x = s.replace('\u200b', '')\n"),
          passed=("x = '\\\\u200b'\n",),
-         callers=((("fvconsole/tui/plain.py",), "fvconsole.core.shared.terminal_text", frozenset({"printable", "pictured"})),)),
+         callers=((("fvconsole/tui/plain.py",), "fvconsole.core.shared", frozenset({"printable", "pictured"})),)),
     Door("untrusted-documents", "fvconsole/core/shared/untrusted.py",
          "a decoded document is bounded (size, depth, numbers) and its fields typed, one error naming the field",
          json_decoding_scan,

@@ -30,7 +30,7 @@ EXTRA_PACKAGES = frozenset(name for names in EXTRAS.values() for name in names)
 
 REPO = pathlib.Path(__file__).resolve().parents[2]
 PACKAGE = REPO / "fvconsole"
-DOOR = PACKAGE / "core" / "optional.py"
+DOOR = PACKAGE / "core" / "shared" / "optional.py"
 
 
 # ----------------------------------------------------------------------------- the door
