@@ -148,18 +148,24 @@ def _has_write_flag(node: ast.AST) -> bool:
     return any(isinstance(n, ast.Attribute) and n.attr in _WRITE_FLAGS for n in ast.walk(node))
 
 
+def _opens_for_writing(call: ast.Call, tree: ast.AST) -> bool:
+    """Whether an ``os.open`` call has a write flag (flags held in a variable count when any
+    assignment to that name in the module has one)."""
+    flags = call.args[1:2]
+    names = {n.id for arg in flags for n in ast.walk(arg) if isinstance(n, ast.Name)}
+    assigned = [a.value for a in ast.walk(tree) if isinstance(a, (ast.Assign, ast.AnnAssign))
+                and a.value is not None and any(
+                    isinstance(t, ast.Name) and t.id in names
+                    for t in (a.targets if isinstance(a, ast.Assign) else [a.target]))]
+    return any(_has_write_flag(node) for node in [*flags, *assigned])
+
+
 def open_for_writing_scan(rel: str, tree: ast.AST) -> Iterator[Finding]:
     """``os.open`` with a write flag (flags held in a variable count when any assignment to that
     name in the module has one) or ``open(.., "w"/"a"/"x"/"+")``."""
     for call, name in calls(tree):
         if name == "os.open":
-            flags = call.args[1:2]
-            names = {n.id for arg in flags for n in ast.walk(arg) if isinstance(n, ast.Name)}
-            assigned = [a.value for a in ast.walk(tree) if isinstance(a, (ast.Assign, ast.AnnAssign))
-                        and a.value is not None and any(
-                            isinstance(t, ast.Name) and t.id in names
-                            for t in (a.targets if isinstance(a, ast.Assign) else [a.target]))]
-            writes = any(_has_write_flag(node) for node in [*flags, *assigned])
+            writes = _opens_for_writing(call, tree)
         elif name in ("open", "io.open") or name.endswith(".open"):
             # open(path, mode); Path.open(mode): a mode is the second argument, or the first of a method
             first = 0 if name.endswith(".open") and name != "io.open" else 1
@@ -279,6 +285,29 @@ def optional_import_scan(rel: str, tree: ast.AST) -> Iterator[Finding]:
                 yield node.lineno, f"{literal!r} is not a package of the {extra!r} extra", rel
 
 
+def noatime_scan(rel: str, tree: ast.AST) -> Iterator[Finding]:
+    """``O_NOATIME`` named (``os.O_NOATIME``, ``getattr(os, "O_NOATIME", 0)``): the open-then-fall-back rule."""
+    for node in ast.walk(tree):
+        if (isinstance(node, ast.Attribute) and node.attr == "O_NOATIME") or (
+                isinstance(node, ast.Constant) and node.value == "O_NOATIME"):
+            yield node.lineno, "O_NOATIME", rel
+
+
+def read_open_scan(rel: str, tree: ast.AST) -> Iterator[Finding]:
+    """``os.open`` without a write flag (a read-only fd on a file or directory), keyed by (module, function)."""
+    for where, node in in_functions(tree):
+        if isinstance(node, ast.Call) and dotted(node.func) == "os.open" and not _opens_for_writing(node, tree):
+            yield node.lineno, f"({where or 'module level'}) os.open", (rel, where)
+
+
+def listing_scan(rel: str, tree: ast.AST) -> Iterator[Finding]:
+    """A directory listed (``os.scandir``, ``os.listdir``, ``Path.iterdir``), keyed by (module, function)."""
+    for where, node in in_functions(tree):
+        if isinstance(node, ast.Call) and (dotted(node.func) in ("os.scandir", "os.listdir") or (
+                isinstance(node.func, ast.Attribute) and node.func.attr == "iterdir")):
+            yield node.lineno, f"({where or 'module level'}) {ast.unparse(node.func)}", (rel, where)
+
+
 # ----------------------------------------------------------------------------- the table
 
 @dataclass(frozen=True)
@@ -306,8 +335,8 @@ class Door:
 
 
 def _allows(key: Key, finding_key: object) -> bool:
-    if isinstance(key, str) and key.endswith("/") and isinstance(finding_key, str):
-        return finding_key.startswith(key)
+    if isinstance(key, str) and key.endswith("/") and isinstance(finding_key, (str, tuple)):
+        return (finding_key if isinstance(finding_key, str) else finding_key[0]).startswith(key)
     return key == finding_key
 
 
@@ -455,6 +484,55 @@ DOORS: tuple[Door, ...] = (
                  "def f():\n    require('pyarrow', extra='torch', purpose='x')\n"),
          passed=("def f():\n    require('torch', extra='torch', purpose='x')\n",
                  "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    import torch\n")),
+    Door("no-atime", "fvconsole/core/shared/safe_read.py",
+         "reading or listing never moves an atime: one rule for O_NOATIME and its EPERM fall-back (open_noatime)",
+         noatime_scan,
+         caught=("import os\nfd = os.open(p, os.O_RDONLY | os.O_NOATIME)\n",
+                 "import os\nNOATIME = getattr(os, 'O_NOATIME', 0)\n"),
+         passed=("x = 'without O_NOATIME, the atime moves'\n",),
+         callers=((("fvconsole/core/shared/walk.py", "fvconsole/core/shared/removal.py"),
+                   "fvconsole.core.shared.safe_read", frozenset({"open_noatime"})),)),
+    Door("input-files", "fvconsole/core/shared/safe_read.py",
+         "a file found in a directory a user controls is opened one way: never through a symlink, never "
+         "blocking on a FIFO, atime untouched (open_input; open_regular for a named input file)",
+         read_open_scan,
+         allowed={
+             ("fvconsole/core/shared/atomic.py", "fsync_dir"): "a directory fvconsole just wrote into, for fsync",
+             ("fvconsole/core/shared/durable.py", "fsync_at"): "a file fvconsole wrote, for fsync",
+             ("fvconsole/core/migration/write.py", "_execute_locked"): "the staging dir this run just made",
+             ("fvconsole/core/shared/mounts.py", "_read_bounded"): "/proc (no atimes, no symlinks planted)",
+             ("fvconsole/core/shared/locks.py", "read_holder"): "a lock record (the locks door reads its own)",
+             ("fvconsole/core/shared/locks.py", "is_write_locked"): "a lock file, for F_OFD_GETLK only",
+             ("fvconsole/core/cache/lock.py", "EvictorLock.acquire"): "the cache root, to hold the lock file by "
+                                                                      "its directory fd",
+             ("fvconsole/core/journal/log.py", "read_journal"): "the journal, fvconsole's own file",
+         },
+         exempt={"fvconsole/core/shared/removal.py": "the removal door opens through open_noatime itself"},
+         door_seen="it opens through open_noatime, whose os.open calls take their flags as a parameter",
+         caught=("import os\nfd = os.open(p, os.O_RDONLY | os.O_NOFOLLOW)\n",),
+         passed=("import os\nfd = os.open(p, os.O_WRONLY | os.O_CREAT)\n",),
+         callers=((("fvconsole/core/cache/files.py", "fvconsole/core/cache/scan.py", "fvconsole/core/migration/publish.py"),
+                   "fvconsole.core.shared.safe_read", frozenset({"open_input"})),)),
+    Door("listings", "fvconsole/core/shared/walk.py",
+         "listing a directory by name moves its atime: every listing goes through walk.listing (O_NOATIME) or "
+         "lists a directory fd opened by the input-file door",
+         listing_scan,
+         allowed={
+             ("fvconsole/core/cache/files.py", "iter_fd"): "lists a directory fd opened by open_input",
+             ("fvconsole/core/cache/files.py", "list_fd"): "lists a directory fd opened by open_input",
+             ("fvconsole/core/cache/files.py", "list_fd_opening"): "lists a directory fd opened by open_input",
+             ("fvconsole/core/migration/publish.py", "verify_published"): "lists a directory fd opened by open_input",
+             ("fvconsole/core/shared/process_use.py", "scan_processes"): "/proc (no atimes to keep)",
+             ("fvconsole/core/shared/process_use.py", "_read_fds"): "/proc (no atimes to keep)",
+             ("fvconsole/core/shared/locks.py", "_holds_write_lock"): "/proc (no atimes to keep)",
+             ("fvconsole/tui/widgets.py", "complete_path"): "completes the path the operator is typing",
+             "fvconsole/demo/": "fixture builders listing the workspace they build",
+         },
+         exempt={"fvconsole/core/shared/removal.py": "the removal door: lists directory fds it opened through "
+                                                     "open_noatime"},
+         caught=("import os\nnames = os.listdir(p)\n", "import os\nwith os.scandir(p) as it:\n    pass\n",
+                 "names = list(p.iterdir())\n"),
+         passed=("from fvconsole.core.shared.walk import listing\nwith listing(p) as it:\n    pass\n",)),
 )
 
 ROWS = [pytest.param(door, id=door.name) for door in DOORS]

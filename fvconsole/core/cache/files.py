@@ -1,7 +1,9 @@
 """Polite, bounded reads of cache files: never the tensor data, never an mtime/atime change.
 
-Opened with ``O_NOATIME`` where the kernel allows it (owner or CAP_FOWNER; silently
-falls back otherwise) and ``O_NOFOLLOW`` so a planted symlink is never read through.
+Every file and directory is opened by the input-file door (``core/shared/safe_read.py``'s
+``open_input``: ``O_NOFOLLOW``, non-blocking, ``O_NOATIME`` where the kernel allows it); what
+is here is the cache's formats: the caps on a manifest and a safetensors header, and how
+they are read.
 """
 
 from __future__ import annotations
@@ -11,7 +13,7 @@ import stat
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from fvconsole.core.shared.safe_read import short_repr
+from fvconsole.core.shared.safe_read import open_input, short_repr
 from fvconsole.core.shared.untrusted import UntrustedError, decode
 
 #: A safetensors header longer than this is treated as corrupt, not read.
@@ -33,25 +35,6 @@ class CacheFileError(ValueError):
     """A cache file that cannot be used; the message says what is wrong with it."""
 
 
-def open_readonly(path: str, *, directory: bool = False, dir_fd: int | None = None) -> int:
-    """A read-only fd that does not follow symlinks and, when permitted, does not touch atime.
-
-    ``dir_fd``: ``path`` is a name relative to that directory (a scan opens an entry's files
-    relative to the entry it listed: no path walk per file, and never another directory's).
-    """
-    flags = _DIR_FLAGS if directory else _FILE_FLAGS
-    if _NOATIME:
-        try:
-            return os.open(path, flags | _NOATIME, dir_fd=dir_fd)
-        except PermissionError:
-            pass  # EPERM: not the owner; retry politely without O_NOATIME
-    return os.open(path, flags, dir_fd=dir_fd)
-
-
-_BASE_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0)
-_DIR_FLAGS = _BASE_FLAGS | os.O_DIRECTORY
-_FILE_FLAGS = _BASE_FLAGS | getattr(os, "O_NONBLOCK", 0)  # a FIFO swapped in after the listing cannot hang us
-_NOATIME = getattr(os, "O_NOATIME", 0)
 
 
 def iter_fd(fd: int, skip: Callable[[str], bool] | None = None) -> Iterator[tuple[str, os.stat_result]]:
@@ -73,7 +56,7 @@ def list_dir(path: str) -> list[tuple[str, os.stat_result]]:
 
     Children removed between readdir and lstat are left out (they are gone).
     """
-    fd = open_readonly(path, directory=True)
+    fd = open_input(path, directory=True)
     try:
         return list_fd(fd)
     finally:
@@ -95,7 +78,7 @@ def list_fd(fd: int) -> list[tuple[str, os.stat_result]]:
 
 def list_fd_opening(fd: int, want: Callable[[str], bool]) -> tuple[list[tuple[str, os.stat_result]], dict[str, Opened]]:
     """:func:`list_fd`, but a regular file whose name ``want`` takes is opened (as
-    :func:`open_readonly` does) and ``fstat``'ed instead of ``lstat``'ed: a scan reads those
+    :func:`open_input` does) and ``fstat``'ed instead of ``lstat``'ed: a scan reads those
     anyway, and one ``fstat`` of the open file gives the same fields as the ``lstat`` would.
 
     Returns the listing and the open files by name (the caller closes them; at most
@@ -112,7 +95,7 @@ def list_fd_opening(fd: int, want: Callable[[str], bool]) -> tuple[list[tuple[st
                 name = item.name
                 if want(name) and len(opened) < MAX_OPENED and item.is_file(follow_symlinks=False):
                     try:
-                        child = open_readonly(name, dir_fd=fd)
+                        child = open_input(name, dir_fd=fd)
                     except FileNotFoundError:
                         continue
                     except OSError:
@@ -174,10 +157,10 @@ def _pread_exact(fd: int, length: int, offset: int) -> bytes:
 
 def read_manifest(path: str, *, dir_fd: int | None = None, opened: Opened | None = None) -> dict[str, Any]:
     """Parse a manifest.json once (CacheFileError when it is not a JSON object); ``dir_fd`` as
-    :func:`open_readonly`; ``opened``: the file as :func:`list_fd_opening` opened it (read, not closed)."""
+    :func:`open_input`; ``opened``: the file as :func:`list_fd_opening` opened it (read, not closed)."""
     if opened is not None:
         return _json_object(_manifest_bytes(opened[0], opened[1].st_size), "manifest.json")
-    fd = open_readonly(path, dir_fd=dir_fd)
+    fd = open_input(path, dir_fd=dir_fd)
     try:
         raw = _manifest_bytes(fd, _regular_size(fd, "manifest.json"))
     finally:
@@ -229,7 +212,7 @@ def read_header_table(path: str, *, dir_fd: int | None = None,
     if opened is not None:
         raw, size, length = _header_bytes(opened[0], opened[1].st_size)
     else:
-        fd = open_readonly(path, dir_fd=dir_fd)
+        fd = open_input(path, dir_fd=dir_fd)
         try:
             raw, size, length = _header_bytes(fd, _regular_size(fd, "shard"))
         finally:
@@ -259,7 +242,7 @@ def read_through(path: str, progress: Callable[[int], None] | None = None, chunk
     ``cache verify --deep``: an I/O error on a bad block surfaces here as OSError, not in a
     training job's ``safe_open``. ``progress(n)`` is called after each piece.
     """
-    fd = open_readonly(path)
+    fd = open_input(path)
     try:
         _regular_size(fd, "shard")
         offset = 0

@@ -55,6 +55,7 @@ from fvconsole.core.shared.locks import (
     read_holder,
     wait_for,
 )
+from fvconsole.core.shared.walk import listing
 
 RECORD_SUFFIX = ".fvconsole-evictor"
 #: The lock file inside the root (a regular file: FastVideo's GC counts only directories).
@@ -217,7 +218,8 @@ class EvictorLock:
         parent, name = os.path.split(self.record)
         pattern = re.compile(rf"^{re.escape(name)}\.{key}-(\d+)-[0-9a-f]+\.tmp$")
         try:
-            names = os.listdir(parent)
+            with listing(parent) as listed:
+                names = [item.name for item in listed]
         except OSError:
             return
         for entry in names:

@@ -19,12 +19,13 @@ import time
 from typing import NamedTuple
 
 from fvconsole.core.cache.entry import SHARD_RE, STATUSES, classify_entry, compact_indices
-from fvconsole.core.cache.files import close_opened, iter_fd, list_dir, list_fd_opening, open_readonly
+from fvconsole.core.cache.files import close_opened, iter_fd, list_dir, list_fd_opening
 from fvconsole.core.cache.lock import LOCK_NAME
 from fvconsole.core.cache.model import CacheEntry, CacheScan, Leftover, ManifestSummary
 from fvconsole.core.shared.errors import FvError
 from fvconsole.core.shared.mounts import mount_points, mounts_by_child
 from fvconsole.core.shared.process_use import ProcessUse, scan_processes
+from fvconsole.core.shared.safe_read import open_input
 
 DEFAULT_GRACE_SECONDS = 600.0
 KEY_RE = re.compile(r"[0-9a-f]{16}")
@@ -67,7 +68,7 @@ def scan_cache(root: str | os.PathLike[str], grace_seconds: float = DEFAULT_GRAC
     errors: list[str] = []
     try:
         # The root may itself be a symlink the user chose; open its real path.
-        root_fd = open_readonly(real_root, directory=True)
+        root_fd = open_input(real_root, directory=True)
     except OSError as exc:
         raise FvError(f"{root_path}: cannot list cache root ({exc.strerror})") from None
     try:
@@ -196,7 +197,7 @@ def scan_entry(child: Child, now: float, grace: float, check_headers: bool,
     fd = None
     opened: dict = {}
     try:
-        fd = open_readonly(child.path if parent_fd is None else child.name, directory=True, dir_fd=parent_fd)
+        fd = open_input(child.path if parent_fd is None else child.name, directory=True, dir_fd=parent_fd)
         listing, opened = list_fd_opening(fd, _read_by_scan if check_headers else _is_manifest)
     except FileNotFoundError:
         if fd is not None:

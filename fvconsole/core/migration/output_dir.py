@@ -26,6 +26,8 @@ from fvconsole.core.shared.host import HostIdentity, current_identity, pid_alive
 from fvconsole.core.shared.locks import FileLock
 from fvconsole.core.shared.mounts import place_of, same_place
 from fvconsole.core.shared.reasons import Reason, invalid, reason
+from fvconsole.core.shared.safe_read import open_input
+from fvconsole.core.shared.walk import listing
 
 STAGING_TAG = ".fvconsole-staging-"
 LOCK_TAG = ".fvconsole-lock"
@@ -101,7 +103,7 @@ def _output_state(path: str, found: list[Reason]) -> OutputState:
     receipt = False
     upstream = find_upstream_receipts(path)
     try:
-        with os.scandir(path) as entries:
+        with listing(path) as entries:
             for entry in entries:
                 kind = classify_entry(entry.name)
                 regular = entry.is_file(follow_symlinks=False)
@@ -128,13 +130,12 @@ def mount_point_of(path: str) -> str | None:
     refuses for a mount point (EBUSY). ``st_dev`` alone misses a bind mount of the same
     filesystem, so the mount ids are compared too (:mod:`fvconsole.core.shared.mounts`).
     """
-    flags = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
     try:
-        fd = os.open(path, flags)
+        fd = open_input(path, directory=True)
     except OSError:
         return None  # judged (and refused) by the other rules
     try:
-        parent = os.open(os.path.join(path, os.pardir), flags)
+        parent = open_input(os.path.join(path, os.pardir), directory=True)
     except OSError:
         os.close(fd)
         return None
@@ -283,13 +284,13 @@ def staging_dirs(parent: str, outname: str) -> list[StagingDir]:
     pattern = staging_pattern(outname)
     found = []
     try:
-        entries = list(os.scandir(parent))
+        with listing(parent) as listed:
+            dirs = sorted(e.name for e in listed if pattern.match(e.name) and e.is_dir(follow_symlinks=False))
     except OSError:
         return found
-    for entry in sorted(entries, key=lambda e: e.name):
-        match = pattern.match(entry.name)
-        if match and entry.is_dir(follow_symlinks=False):
-            found.append(StagingDir(entry.path, match["host"], match["key"], int(match["pid"])))
+    for name in dirs:
+        match = pattern.match(name)
+        found.append(StagingDir(os.path.join(parent, name), match["host"], match["key"], int(match["pid"])))
     return found
 
 

@@ -23,6 +23,7 @@ from fvconsole.core.migration.upstream_receipt import find_upstream_receipts
 from fvconsole.core.shared import atomic
 from fvconsole.core.shared.reasons import reason
 from fvconsole.core.shared.removal import remove_flat_dir
+from fvconsole.core.shared.safe_read import open_input
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
     from fvconsole.core.migration.plan import MigrationPlan
@@ -119,7 +120,7 @@ def verify_published(out: str, published: tuple[int, int], expected: Mapping[str
     MAX_PUBLISHED_BYTES.
     """
     try:
-        fd = os.open(out, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
+        fd = open_input(out, directory=True)
     except OSError as exc:
         return [f"{out}: cannot open the published dir ({exc.strerror})"]
     try:
@@ -143,7 +144,7 @@ def verify_published(out: str, published: tuple[int, int], expected: Mapping[str
 def _sha256_at(dir_fd: int, name: str) -> str:
     """sha256 of regular file ``name`` in ``dir_fd`` (bounded; a description if unreadable)."""
     try:
-        fd = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK, dir_fd=dir_fd)
+        fd = open_input(name, dir_fd=dir_fd)
     except OSError as exc:
         return f"<unreadable: {exc.strerror}>"
     try:

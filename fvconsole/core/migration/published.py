@@ -19,6 +19,7 @@ from fvconsole.core.migration.defaults import MigrationDefaults, suggest_output_
 from fvconsole.core.migration.receipt import MAX_RECEIPT_BYTES, RECEIPT_SCHEMA
 from fvconsole.core.shared.errors import FvError
 from fvconsole.core.shared.untrusted import Fields, load_file
+from fvconsole.core.shared.walk import listing
 
 
 @dataclass(frozen=True)
@@ -63,7 +64,7 @@ def read_published_set(output_dir: str) -> PublishedSet | None:
     names = [item.get("path") for item in fields["sidecars"] if isinstance(item, dict)]
     listed = {name for name in names if isinstance(name, str) and SIDECAR_RE.match(name)}
     try:
-        with os.scandir(output_dir) as entries:
+        with listing(output_dir) as entries:
             present = sum(1 for e in entries if e.name in listed and e.is_file(follow_symlinks=False))
     except OSError as exc:
         raise FvError(f"{output_dir}: cannot list ({exc.strerror or exc})") from None

@@ -24,6 +24,7 @@ from fvconsole.core.shared.errors import FvError
 from fvconsole.core.shared.fields_json import fields_json
 from fvconsole.core.shared.safe_read import short_repr
 from fvconsole.core.shared.untrusted import INT64_MAX, Fields, load_file
+from fvconsole.core.shared.walk import listing
 
 UPSTREAM_SCHEMA = "fastvideo-streaming-dataloader-sidecar-validation/v1"
 #: The receipt holds ~300 bytes per rank (sorted keys, indent 2); this allows 100k ranks.
@@ -79,7 +80,7 @@ def is_upstream_receipt(path: str) -> bool:
 def find_upstream_receipts(directory: str) -> tuple[str, ...]:
     """Names of the FastVideo validation receipts directly in ``directory`` (sorted)."""
     try:
-        with os.scandir(directory) as entries:
+        with listing(directory) as entries:
             names = [e.name for e in entries if _candidate(e)]
     except OSError:
         return ()

@@ -37,6 +37,7 @@ from fvconsole.core.shared.fields_json import fields_json
 from fvconsole.core.shared.optional import require
 from fvconsole.core.shared.progress import Progress, no_progress
 from fvconsole.core.shared.safe_read import file_kind
+from fvconsole.core.shared.walk import listing
 
 
 @dataclass(frozen=True)
@@ -225,7 +226,7 @@ def _list_dir(
     ``upstream``: FastVideo's validation receipts, part of the set (checked on their own).
     """
     present = set()
-    with os.scandir(directory) as entries:
+    with listing(directory) as entries:
         for entry in sorted(entries, key=lambda e: e.name):
             kind = classify_entry(entry.name)
             if kind == "sidecar":
@@ -246,7 +247,7 @@ def _list_dir(
                 problems.append(f"{entry.name}: foreign file in the sidecar dir")
     parent = os.path.dirname(os.path.abspath(directory))
     pattern = staging_pattern(os.path.basename(os.path.abspath(directory)))
-    with contextlib.suppress(OSError), os.scandir(parent) as entries:
+    with contextlib.suppress(OSError), listing(parent) as entries:
         for entry in entries:
             if pattern.match(entry.name):
                 warnings.append(f"{os.path.join(parent, entry.name)}: staging leftover (a migration is running or crashed)")

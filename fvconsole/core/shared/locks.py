@@ -78,6 +78,7 @@ from fvconsole.core.shared.humanize import utc_text
 from fvconsole.core.shared.reasons import Reason
 from fvconsole.core.shared.terminal_text import printable
 from fvconsole.core.shared.untrusted import MAX_EPOCH, MAX_PID, Fields, UntrustedError, decode
+from fvconsole.core.shared.walk import listing
 
 T = TypeVar("T")
 LOCK_FORMAT = "fvconsole-lock/v1"
@@ -505,7 +506,8 @@ class FileLock:
         pattern = re.compile(rf"^{re.escape(os.path.basename(self.path))}\.([0-9a-f]{{12}})-(\d+)-[0-9a-f]+\.tmp$")
         me = current_identity()
         try:
-            names = os.listdir(self.parent)
+            with listing(self.parent) as listed:
+                names = [item.name for item in listed]
         except FileNotFoundError:
             return
         for name in names:

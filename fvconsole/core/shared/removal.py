@@ -26,23 +26,12 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from fvconsole.core.shared.mounts import STATX_BASIC_STATS, Place, place_of, same_place, statx_raw
+from fvconsole.core.shared.safe_read import open_noatime
 
+#: Directories are opened without moving their atime (``open_noatime``): the removability check
+#: runs in dry runs too, and a dry run must not move the atimes of the directories it only looked at.
 _DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0)
-_NOATIME = getattr(os, "O_NOATIME", 0)
 
-
-def _open(name: str, flags: int, dir_fd: int | None = None) -> int:
-    """``os.open`` of a directory with ``O_NOATIME`` where this process may (owner or CAP_FOWNER).
-
-    Why: the removability check runs in dry runs too; a dry run must not move the atimes of
-    the directories it only looked at.
-    """
-    if _NOATIME:
-        try:
-            return os.open(name, flags | _NOATIME, dir_fd=dir_fd)
-        except PermissionError:
-            pass  # EPERM: not the owner; the plain open below says whether it is allowed at all
-    return os.open(name, flags, dir_fd=dir_fd)
 #: Directory descriptors held at once; deeper levels are closed and re-opened through "..".
 MAX_OPEN_DIRS = 32
 #: Deeper than this a tree is left in place (its walk state would grow without bound).
@@ -83,7 +72,7 @@ def remove_tree(path: str) -> int:
             raise _explained(exc, os.path.basename(path)) from None
         return st.st_size if stat.S_ISREG(st.st_mode) else 0
     # The parent is the cache root as the user named it (it may itself be a symlink).
-    parent_fd = _open(os.path.dirname(path) or ".", _DIR_FLAGS & ~os.O_NOFOLLOW)
+    parent_fd = open_noatime(os.path.dirname(path) or ".", _DIR_FLAGS & ~os.O_NOFOLLOW)
     walk = _Walk(parent_fd)
     try:
         walk.run(os.path.basename(path))
@@ -105,12 +94,12 @@ def remove_flat_dir(path: str, recognised: Callable[[str], bool],
     ``step(label)`` runs before each unlink and the rmdir (the migration's fault hook).
     """
     try:
-        parent_fd = _open(os.path.dirname(path) or ".", _DIR_FLAGS & ~os.O_NOFOLLOW)
+        parent_fd = open_noatime(os.path.dirname(path) or ".", _DIR_FLAGS & ~os.O_NOFOLLOW)
     except OSError:
         return False
     try:
         try:
-            fd = _open(os.path.basename(path), _DIR_FLAGS, dir_fd=parent_fd)
+            fd = open_noatime(os.path.basename(path), _DIR_FLAGS, dir_fd=parent_fd)
         except OSError:
             return False
         clean = same_place(place_of(fd), place_of(parent_fd))
@@ -276,7 +265,7 @@ class _Walk:
         if parent.fd is not None:
             return parent.fd
         try:
-            fd = _open("..", _DIR_FLAGS, dir_fd=child.fd)
+            fd = open_noatime("..", _DIR_FLAGS, dir_fd=child.fd)
             st = os.fstat(fd)
         except OSError as exc:
             self._fail(exc.errno, f"cannot re-open the parent directory ({exc.strerror})", self._rel(child.name))
@@ -308,7 +297,7 @@ class _Walk:
 
     def _open_dir(self, dir_fd: int, name: str, rel: str) -> int | None:
         try:
-            return _open(name, _DIR_FLAGS, dir_fd=dir_fd)
+            return open_noatime(name, _DIR_FLAGS, dir_fd=dir_fd)
         except FileNotFoundError:
             return None
         except OSError as exc:
@@ -375,7 +364,7 @@ def removal_obstacle(path: str) -> Obstacle | None:
     parent = os.path.dirname(path) or "."
     check = _Check(path, _credentials())
     try:
-        parent_fd = _open(parent, _DIR_FLAGS & ~os.O_NOFOLLOW)
+        parent_fd = open_noatime(parent, _DIR_FLAGS & ~os.O_NOFOLLOW)
     except OSError as exc:
         return Obstacle(parent, exc.strerror or "cannot open", check.creds.user)
     try:

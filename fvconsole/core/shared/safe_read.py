@@ -26,6 +26,8 @@ from fvconsole.core.shared.errors import FvError
 
 _OPEN_FLAGS = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0)
 _NOATIME = getattr(os, "O_NOATIME", 0)
+#: What :func:`open_input` adds: never through a symlink planted in a directory a user controls.
+_INPUT_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0)
 _FILE_KINDS = (
     (stat.S_ISDIR, "a directory"),
     (stat.S_ISFIFO, "a FIFO"),
@@ -33,6 +35,33 @@ _FILE_KINDS = (
     (stat.S_ISBLK, "a block device"),
     (stat.S_ISSOCK, "a socket"),
 )
+
+
+def open_noatime(path: str | os.PathLike[str], flags: int, *, dir_fd: int | None = None) -> int:
+    """``os.open`` with ``O_NOATIME`` where this process may (the owner, or CAP_FOWNER), else without.
+
+    Why one rule: reading or listing must not change what it reads (an atime is what
+    FastVideo's GC and an operator's ``ls -lu`` go by); the kernel refuses ``O_NOATIME`` with
+    EPERM to anyone else, and then the plain open says whether reading is allowed at all.
+    """
+    if _NOATIME:
+        try:
+            return os.open(path, flags | _NOATIME, dir_fd=dir_fd)
+        except PermissionError:
+            pass
+    return os.open(path, flags, dir_fd=dir_fd)
+
+
+def open_input(path: str, *, directory: bool = False, dir_fd: int | None = None) -> int:
+    """A read-only fd on a file (or ``directory``) found in a directory a user controls.
+
+    Never through a symlink (``O_NOFOLLOW``), never blocking on a FIFO swapped in after a
+    listing (``O_NONBLOCK`` for files), atime untouched (:func:`open_noatime`). ``dir_fd``:
+    ``path`` is a name inside that directory (a scan opens an entry's files relative to the
+    entry it listed: no path walk per file, and never another directory's).
+    """
+    flags = _INPUT_FLAGS | (os.O_DIRECTORY if directory else getattr(os, "O_NONBLOCK", 0))
+    return open_noatime(path, flags, dir_fd=dir_fd)
 
 
 def file_kind(mode: int) -> str:
@@ -64,12 +93,7 @@ def _open_checked(path: str | os.PathLike[str], what: str, max_bytes: int | None
     Opened non-blocking so a FIFO cannot hang the open; the caller owns (and closes) the fd.
     """
     shown = os.fspath(path)
-    try:  # reading must not change what is read: no atime update where the kernel allows it
-        fd = os.open(path, _OPEN_FLAGS | _NOATIME)
-    except PermissionError:
-        if not _NOATIME:
-            raise
-        fd = os.open(path, _OPEN_FLAGS)  # O_NOATIME needs the owner or CAP_FOWNER
+    fd = open_noatime(path, _OPEN_FLAGS)
     try:
         st = os.fstat(fd)
         if not stat.S_ISREG(st.st_mode):

@@ -15,6 +15,8 @@ import stat
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
+from fvconsole.core.shared.safe_read import open_noatime
+
 #: Entries (files and directories) one walk lists before it gives up; a DCP checkpoint of a
 #: 1,024-rank run has a few thousand files.
 MAX_ENTRIES = 200_000
@@ -35,13 +37,7 @@ class TreeSize:
 
 def _open_dir(path: str, *, follow: bool = False) -> int:
     flags = os.O_RDONLY | os.O_DIRECTORY | (0 if follow else os.O_NOFOLLOW) | getattr(os, "O_CLOEXEC", 0)
-    noatime = getattr(os, "O_NOATIME", 0)
-    if noatime:
-        try:
-            return os.open(path, flags | noatime)
-        except PermissionError:
-            pass  # not the owner: without O_NOATIME
-    return os.open(path, flags)
+    return open_noatime(path, flags)
 
 
 @contextlib.contextmanager
@@ -168,7 +164,7 @@ def find_files(top: str | os.PathLike[str], suffix: str, *, max_entries: int | N
         return False
 
     def open_top(path: str) -> int:
-        return os.open(path, os.O_RDONLY | os.O_DIRECTORY | getattr(os, "O_CLOEXEC", 0))
+        return _open_dir(path, follow=True)
 
     max_entries = MAX_ENTRIES if max_entries is None else max_entries
     max_depth = MAX_DEPTH if max_depth is None else max_depth
