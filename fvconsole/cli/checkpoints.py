@@ -12,6 +12,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from fvconsole.cli.common import Block, block, emit_json, format_table, say
+from fvconsole.cli.prune import register_prune
 from fvconsole.core.shared import head_tail, human_bytes
 
 LS_EPILOG = """\
@@ -332,8 +333,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     """Add `checkpoints ls` and `checkpoints show`."""
     parser = sub.add_parser(
         "checkpoints",
-        help="list and inspect training checkpoints",
-        description="List and inspect FastVideo training checkpoints (read-only).",
+        help="list, inspect and prune training checkpoints",
+        description="List and inspect FastVideo training checkpoints (read-only); prune the ones no keep rule keeps.",
     )
     commands = parser.add_subparsers(dest="checkpoints_command", metavar="SUBCOMMAND", required=True)
     ls = commands.add_parser(
@@ -365,3 +366,4 @@ def register(sub: argparse._SubParsersAction) -> None:
                       help="list every tensor of dcp/.metadata (key, dtype, shape, bytes) and bytes per top-level key")
     show.add_argument("--json", action="store_true", help="print one JSON object")
     show.set_defaults(func=_show)
+    register_prune(commands)

@@ -398,6 +398,9 @@ DOORS: tuple[Door, ...] = (
              "fvconsole/core/cache/evict.py": "renames an entry to .evicting-* inside the cache root (eviction's "
                                               "first step)",
              "fvconsole/core/cache/lock.py": "puts the evictor's holder record into place (the locks door)",
+             "fvconsole/core/retention/execute.py": "renames a checkpoint-<step> dir out of FastVideo's pattern "
+                                                    "inside the output dir (a prune's first step), or back when "
+                                                    "its re-check fails",
              "fvconsole/core/shared/locks.py": "moves a provably dead holder's lock file aside (the locks door)",
              "fvconsole/core/migration/faults.py": "the test-only fault hook's announcement file",
              "fvconsole/demo/cache_builders.py": "writes manifests into the demo's own cache, as FastVideo does",

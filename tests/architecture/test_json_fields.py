@@ -24,6 +24,18 @@ NOT_EMITTED: dict[str, dict[str, str]] = {
     },
     "core/checkpoints/listing.py:CheckpointInfo": {
         "run_kind": "legacy checkpoints only: `checkpoints ls --json` adds it to each checkpoint as `run_kind`",
+        "files": "what retention's scan judges by (`checkpoints prune`); `ls` shows the size",
+        "newest_mtime": "what retention's scan judges ages by; `checkpoints prune` words the age in its reasons",
+    },
+    "core/retention/plan.py:KeptCheckpoint": {
+        "bytes": "the console's size column; the issue's JSON shape is step, path and reason",
+        "complete": "the console's completeness column; the reason says it",
+    },
+    "core/retention/plan.py:DoomedCheckpoint": {
+        "files": "the progress line's count; `bytes` is the JSON's measure",
+        "identity": "(st_dev, st_ino) execution re-checks against; meaningless to another process",
+        "complete": "the reason says it (an interrupted save is selected by --incomplete only)",
+        "leftover": "the reason says it (a leftover of an interrupted prune)",
     },
     "core/fleet/aggregate.py:NodeCacheSummary": {
         "node": "the key of its object in the parent's `summary`",
@@ -76,6 +88,8 @@ CONSTANT_KEYS: dict[tuple[str, str], str] = {
     ("EvictionResult", "executed"): "tells a dry run's object from an execution's (docs/cli.md)",
     ("FleetEvictionPlan", "executed"): "tells a dry run's object from an execution's (docs/cli.md)",
     ("FleetEvictionResult", "executed"): "tells a dry run's object from an execution's (docs/cli.md)",
+    ("PrunePlan", "executed"): "tells a dry run's object from an execution's (docs/cli.md)",
+    ("PruneResult", "executed"): "tells a dry run's object from an execution's (docs/cli.md)",
     ("MigrationResult", "executed"): "tells a dry run's object from an execution's (docs/cli.md)",
     ("EvictionPlan", "errors"): "a dry run has the execution's shape (docs/cli.md: `\"errors\": [...]`); "
                                 "scripts read it in both modes, so it stays although a plan has none",

@@ -68,13 +68,18 @@ class CheckpointInfo:
     #: A legacy checkpoint's loader (``core.checkpoints.kind``), from the ``metadata.json`` read above
     #: (a listing reads it once); None otherwise. Not in ``to_json``: the CLI adds it as ``run_kind``.
     run_kind: RunKind | None = None
+    #: Files the size walk counted, and the newest one's mtime (None: no file, or not walked):
+    #: a checkpoint's age for retention (``core/retention``). Not in ``to_json``: ``checkpoints
+    #: ls`` shows the dir's mtime; ``checkpoints prune`` shows the age it judges by.
+    files: int = 0
+    newest_mtime: float | None = None
 
     @property
     def name(self) -> str:
         return os.path.basename(self.path)
 
     def to_json(self) -> dict:
-        return fields_json(self, omit=("run_kind",), name=self.name)
+        return fields_json(self, omit=("run_kind", "files", "newest_mtime"), name=self.name)
 
 
 def checkpoint_step(path: str | os.PathLike[str]) -> int | None:
@@ -376,6 +381,8 @@ def inspect_checkpoint(path: str | os.PathLike[str], *, read_dcp: bool = True,
         dataloader_keys=loader_keys,
         mtime=mtime,
         run_kind=loader,
+        files=size.files,
+        newest_mtime=size.newest_mtime,
     )
 
 

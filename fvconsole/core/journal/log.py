@@ -71,6 +71,7 @@ _LOCK_WAIT = 2.0
 CACHE_EVICT = "cache evict"
 FLEET_EVICT = "fleet cache evict"
 MIGRATE = "migrate"
+CHECKPOINTS_PRUNE = "checkpoints prune"
 
 
 def default_journal_path(env: Mapping[str, str] | None = None) -> str:

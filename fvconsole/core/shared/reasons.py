@@ -267,6 +267,37 @@ KINDS: Mapping[str, Kind] = _kinds(
          "do not resume from it",
          "{path}: the published set does not read back as written: {problem}{more}{kept}; "
          "do not resume from it (re-run with --overwrite)", OVERWRITE),
+    # retention (``checkpoints prune``): why a checkpoint stays
+    Kind("keep.newest_complete", "the newest complete checkpoint: never deleted"),
+    Kind("keep.in_use", "in use: {how} by pid {pid} ({command}){more}: never deleted"),
+    Kind("keep.published", "its published sidecar set ({path}) is the newest resumable state: never deleted"),
+    Kind("keep.symlink", "a symlink, not a checkpoint directory of this output dir: never deleted"),
+    Kind("keep.mounted", "{where}: never deleted (removal never crosses a mount)"),
+    Kind("keep.not_removable", "not removable by {user}: {path} ({why})"),
+    Kind("keep.last", "one of the {count} newest complete checkpoints", "one of the {count} newest complete "
+         "checkpoints (--keep-last {count})"),
+    Kind("keep.every", "step is a multiple of {every}", "step is a multiple of {every} (--keep-every {every})"),
+    Kind("keep.step", "kept by its step", "kept (--keep {step})"),
+    Kind("keep.recent", "modified {age} ago, not older than {limit}",
+         "modified {age} ago, not older than {limit} (--older-than)"),
+    Kind("keep.age_unknown", "age unknown ({why}): never deleted by age"),
+    Kind("keep.unselected", "complete; no rule selects complete checkpoints",
+         "complete; no rule selects it (--keep-last N or --older-than D select complete checkpoints)"),
+    Kind("keep.incomplete_unselected", "interrupted save; not selected",
+         "interrupted save; --incomplete would select it"),
+    Kind("keep.grace", "interrupted save newer than the newest complete one, modified {age} ago "
+         "(within the {grace} grace: it may still be being written)",
+         "interrupted save newer than the newest complete one, modified {age} ago "
+         "(within --grace {grace}: it may still be being written)"),
+    # retention: why a checkpoint goes
+    Kind("prune.beyond_last", "beyond the {count} newest complete checkpoints",
+         "beyond the {count} newest complete checkpoints (--keep-last {count})"),
+    Kind("prune.older_than", "modified {age} ago, older than {limit}",
+         "modified {age} ago, older than {limit} (--older-than)"),
+    Kind("prune.incomplete", "interrupted save ({why}), modified {age} ago",
+         "interrupted save ({why}), modified {age} ago (--incomplete)"),
+    Kind("prune.leftover", "leftover of an interrupted prune ({name}): finished first"),
+    Kind("prune.changed", "{path}: {why} since the plan; left as it was"),
     # fleet: which nodes
     Kind("fleet.no_selection", "give a node list or a job id to select nodes",
          "give --nodes NODELIST or --job JOBID to select nodes"),

@@ -13,7 +13,7 @@ import contextlib
 import os
 import stat
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from fvconsole.core.shared.safe_read import open_noatime
 
@@ -33,6 +33,9 @@ class TreeSize:
     complete: bool = True
     #: Why the size is not the whole tree's (None when complete).
     note: str | None = None
+    #: The newest mtime of a file listed (None: no file): a checkpoint's age (``core/retention``).
+    #: Not compared: two walks of one tree are equal whenever its files are.
+    newest_mtime: float | None = field(default=None, compare=False)
 
 
 def _open_dir(path: str, *, follow: bool = False) -> int:
@@ -107,9 +110,10 @@ def tree_size(path: str | os.PathLike[str], *, max_entries: int | None = None,
     if not stat.S_ISDIR(st.st_mode):
         return TreeSize(st.st_size, 1) if stat.S_ISREG(st.st_mode) else TreeSize(0, 0)
     total = files = 0
+    newest: float | None = None
 
     def visit(_current: str, entry: os.DirEntry[str]) -> bool:
-        nonlocal total, files
+        nonlocal total, files, newest
         try:
             child = entry.stat(follow_symlinks=False)
         except OSError:
@@ -118,16 +122,18 @@ def tree_size(path: str | os.PathLike[str], *, max_entries: int | None = None,
             return True
         total += child.st_size
         files += 1
+        if newest is None or child.st_mtime > newest:
+            newest = child.st_mtime
         return False
 
     max_entries = MAX_ENTRIES if max_entries is None else max_entries  # read at call time: tests lower it
     max_depth = MAX_DEPTH if max_depth is None else max_depth
     stopped = _walk(top, visit, _open_dir, max_entries, max_depth)
     if stopped is None:
-        return TreeSize(total, files)
+        return TreeSize(total, files, newest_mtime=newest)
     note = (f"size unknown: over {max_entries} files" if stopped == "entries"
             else f"size unknown: deeper than {max_depth} directories")
-    return TreeSize(total, files, False, note)
+    return TreeSize(total, files, False, note, newest)
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,175 @@
+"""`fvconsole checkpoints prune OUTPUT_DIR`: what of a training output dir may go, and removing it.
+
+A dry run unless --yes; the dry run and --yes plan with the same function (``plan_prune``) on
+a fresh scan, --yes under the output dir's lock. Its own module: the plan and result
+renderers beside the options (``checkpoints.py`` lists and shows).
+"""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from fvconsole.cli.common import Block, block, emit_json, format_table, progress_printer, say, whole_number
+from fvconsole.cli.journaling import add_journal_args, journal_json, journal_target, warn_if_unwritten
+from fvconsole.cli.outcome import command_line, record_write
+from fvconsole.core.shared import EXIT_OK, PartialFailure, clipped, human_bytes
+
+PRUNE_HELP = """\
+Delete the checkpoint-<step> dirs of a training output dir that no keep rule keeps.
+A dry run unless --yes: it lists what would go and what stays, and why.
+
+Complete checkpoints are selected by --keep-last N (beyond the N newest complete ones) and
+--older-than D (newest file modified more than D ago); with both, a checkpoint goes only
+when it is beyond the newest N *and* older than D. Interrupted saves (no dcp/.metadata, or
+an rng_state_rank<r>.pt missing) are selected by --incomplete alone; one newer than the
+newest complete checkpoint only once older than --grace (default 10m). --keep-every K
+(complete checkpoints whose step is a multiple of K) and --keep STEP only keep.
+
+Never deleted, whatever the flags: the newest complete checkpoint; one with a file open or
+mapped by a live process on this node (named by pid); the one whose published sidecar set
+(dataloader-state/checkpoint-<step>) is the newest resumable state; a symlink, or anything
+that is not a checkpoint-<step> directory of this output dir; anything across a mount; one
+this user could not remove entirely.
+
+--yes takes the output dir's lock (the one a migration into it takes: a prune and a
+migration exclude each other), plans again under it, renames each victim out of the
+checkpoint-<step> pattern (FastVideo's "latest" and its cleanup never see a half-deleted
+one), re-checks it and removes it with a progress line on stderr. A prune interrupted part-way
+leaves only hidden .checkpoint-<step>.fvconsole-pruning-* leftovers, which the next prune
+removes first. One checkpoint that cannot be removed is reported and the rest go on. Each
+execution that removed something appends one line to the journal (`fvconsole history`).
+
+examples:
+  fvconsole checkpoints prune /runs/gb200/outputs --keep-last 3            # preview only
+  fvconsole checkpoints prune /runs/gb200/outputs --keep-last 3 --keep-every 1000 --yes
+  fvconsole checkpoints prune /runs/gb200/outputs --keep-last 2 --older-than 7d --incomplete --json
+
+exit codes: 0 ok (dry run included), 1 refused (also: another prune or migration holds the
+lock), 2 usage error, 3 failed part-way.
+"""
+
+#: FastVideo's step counter is an int64; a count larger than this is a typo.
+MAX_STEP = 2**63 - 1
+MAX_COUNT = 10**9
+
+
+def _bounded(minimum: int, maximum: int):
+    parse_min = whole_number(minimum)
+
+    def parse(text: str) -> int:
+        value = parse_min(text)
+        if value > maximum:
+            raise argparse.ArgumentTypeError(f"must be <= {maximum}, got {value}")
+        return value
+
+    return parse
+
+
+def register_prune(commands: argparse._SubParsersAction) -> None:
+    """Add `checkpoints prune` to the `checkpoints` subcommands."""
+    prune = commands.add_parser("prune", help="delete checkpoints no keep rule keeps (dry run unless --yes)",
+                                description=PRUNE_HELP, formatter_class=argparse.RawDescriptionHelpFormatter)
+    prune.add_argument("dir", metavar="OUTPUT_DIR", help="training output dir (holds checkpoint-<step> dirs)")
+    prune.add_argument("--keep-last", type=_bounded(1, MAX_COUNT), metavar="N",
+                       help="select complete checkpoints beyond the N newest complete ones")
+    prune.add_argument("--keep-every", type=_bounded(1, MAX_STEP), metavar="K",
+                       help="also keep complete checkpoints whose step is a multiple of K")
+    prune.add_argument("--older-than", metavar="D",
+                       help="select complete checkpoints whose newest file is older than D (e.g. 7d, 12h)")
+    prune.add_argument("--incomplete", action="store_true", help="select interrupted saves")
+    prune.add_argument("--grace", metavar="D", default="10m",
+                       help="an interrupted save newer than the newest complete one goes only once older "
+                            "than D (default 10m: it may still be being written)")
+    prune.add_argument("--keep", metavar="STEP", type=_bounded(0, MAX_STEP), action="append", default=[],
+                       help="keep this step (repeatable)")
+    prune.add_argument("--yes", action="store_true", help="execute (default: dry run)")
+    prune.add_argument("--json", action="store_true", help="print one JSON object")
+    add_journal_args(prune)
+    prune.set_defaults(func=run_prune)
+
+
+def rules_from_args(args: argparse.Namespace) -> Any:
+    """Validate the command line into ``PruneRules`` (usage errors come before any disk access)."""
+    from fvconsole.core.cache import parse_duration
+    from fvconsole.core.retention import PruneRules
+
+    older = parse_duration(args.older_than, "--older-than") if args.older_than is not None else None
+    grace = parse_duration(args.grace, "--grace")
+    return PruneRules(keep_last=args.keep_last, keep_every=args.keep_every, older_than=older,
+                      incomplete=args.incomplete, grace=grace, keep_steps=frozenset(args.keep))
+
+
+def run_prune(args: argparse.Namespace) -> int:
+    """`checkpoints prune`: 0 ok (dry run too), 1 refused, 2 usage, 3 failed part-way."""
+    from fvconsole.core.retention import plan_prune, probe_prune_lock, prune_under_lock, scan_output_dir
+
+    rules = rules_from_args(args)
+
+    def make_plan() -> Any:
+        return plan_prune(scan_output_dir(args.dir), rules)
+
+    if not args.yes:
+        plan = make_plan()
+        lock = probe_prune_lock(plan.output_dir)
+        if args.json:
+            emit_json({**plan.to_json(), "lock": lock.refusal})
+        else:
+            say(render_plan(plan))
+            if lock.refusal:
+                say(f"note: {lock.refusal}; --yes would exit 1", err=True)
+        for note in plan.notes:
+            say(f"warning: {note}", err=True)
+        return EXIT_OK
+    progress = None if args.json else progress_printer("pruning", in_bytes=True, plain_lines=True)
+    done = prune_under_lock(args.dir, make_plan, command=command_line(args), journal_path=journal_target(args),
+                            progress=progress)
+    plan, result = done.plan, done.result
+    for warning in (*done.warnings, *plan.notes):
+        say(f"warning: {warning}", err=True)
+    warn_if_unwritten(done.journal)
+    if result.removed:
+        record_write(args, f"the prune ran: {len(result.removed)} checkpoint(s) removed from {plan.output_dir}")
+    payload = {**plan.to_json(), **result.to_json(), "journal": journal_json(done.journal)}
+    if result.errors:
+        if not args.json:
+            say(render_result(result))
+        raise PartialFailure(f"{plan.output_dir}: {len(result.errors)} checkpoint(s) could not be removed "
+                             f"(first: {result.errors[0]})", report=payload)
+    if args.json:
+        emit_json(payload)
+    else:
+        say(render_result(result))
+    return EXIT_OK
+
+
+def render_plan(plan: Any) -> Block:
+    """What goes, what stays and why, and the bytes freed (dry run)."""
+    lines: list[Any] = [f"prune plan for {plan.output_dir} (dry run)"]
+    if plan.delete:
+        lines.append("delete:")
+        lines.append(format_table(("STEP", "SIZE", "REASON"),
+                                  [(d.step, human_bytes(d.bytes), clipped(d.reason, 160)) for d in plan.delete],
+                                  right=(0, 1), wrap="REASON"))
+    else:
+        lines.append("nothing to delete")
+    if plan.kept:
+        lines.append("keep:")
+        lines.append(format_table(("STEP", "SIZE", "REASON"),
+                                  [(k.step, human_bytes(k.bytes), clipped(k.reason, 160)) for k in plan.kept],
+                                  right=(0, 1), wrap="REASON"))
+    if plan.delete:
+        lines.append(f"would free {human_bytes(plan.freed_bytes)} ({len(plan.delete)} checkpoint(s)); re-run with --yes")
+    return block(lines)
+
+
+def render_result(result: Any) -> Block:
+    lines: list[Any] = [f"pruned {len(result.removed)} checkpoint(s) from {result.output_dir}"]
+    if result.removed:
+        lines.append(format_table(("STEP", "FREED", "REASON"),
+                                  [(r.step, human_bytes(r.bytes), clipped(r.reason, 160)) for r in result.removed],
+                                  right=(0, 1), wrap="REASON"))
+    lines += [f"left in place: {left.why.cli}" for left in result.left]
+    lines += [f"error: {err}" for err in result.errors]
+    lines.append(f"freed {human_bytes(result.freed_bytes)}")
+    return block(lines)

@@ -1,0 +1,36 @@
+"""Checkpoint retention: what of a training output dir may be pruned, and pruning it safely.
+
+- :mod:`.scan`: the output dir's checkpoints with the facts the rules judge (complete or
+  interrupted, bytes, files, age, in use, mounts, symlinks, the published sidecar sets).
+- :mod:`.plan`: ``plan_prune(scan, rules)``, the one judgement the dry run and ``--yes`` share.
+- :mod:`.execute`: leftovers first, then rename out of the ``checkpoint-<step>`` pattern,
+  re-check, remove through the removal door; :mod:`.locked`: under the output dir's lock, with
+  a journal line (:mod:`.record`).
+- :mod:`.fastvideo`: what FastVideo's own cleanup and its ``latest`` resume will do.
+
+The top floor of the core: imports the shared layer, the formats, the journal, checkpoints
+and migration (for the published sets and the output dir's lock).
+"""
+
+from __future__ import annotations
+
+from fvconsole.core.retention.execute import PrunedCheckpoint, PruneResult, execute_prune
+from fvconsole.core.retention.locked import LockedPrune, probe_prune_lock, prune_under_lock
+from fvconsole.core.retention.plan import DEFAULT_GRACE, KeptCheckpoint, PrunePlan, PruneRules, plan_prune
+from fvconsole.core.retention.scan import OutputScan, scan_output_dir
+
+__all__ = [
+    "DEFAULT_GRACE",
+    "KeptCheckpoint",
+    "LockedPrune",
+    "OutputScan",
+    "PruneResult",
+    "PruneRules",
+    "PrunePlan",
+    "PrunedCheckpoint",
+    "execute_prune",
+    "plan_prune",
+    "probe_prune_lock",
+    "prune_under_lock",
+    "scan_output_dir",
+]

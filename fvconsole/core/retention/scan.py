@@ -1,0 +1,196 @@
+"""An output dir as retention sees it: every ``checkpoint-<step>`` with the facts its rules judge.
+
+Why a scan of its own beside ``checkpoints ls``: pruning judges facts a listing does not need
+(who holds a file open or mapped, a mount inside, which published sidecar set is the newest
+resumable state, a checkpoint's age as its newest file's mtime), and the dry run and ``--yes``
+must judge exactly the same frozen value. The DCP metadata is never decoded (a listing of
+2,000 checkpoints must take well under 2 s): a legacy checkpoint is resumable on more than
+one rank only with a published sidecar set, and that set is found through its receipt.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import stat
+import time
+from dataclasses import dataclass
+
+from fvconsole.core.checkpoints.listing import CheckpointInfo, checkpoint_dirs, inspect_checkpoint
+from fvconsole.core.migration.published import published_for
+from fvconsole.core.shared.errors import FvError
+from fvconsole.core.shared.host import HostIdentity, current_identity
+from fvconsole.core.shared.mounts import mount_points, mounts_by_child
+from fvconsole.core.shared.process_use import Holder, ProcessUse, scan_processes
+from fvconsole.core.shared.walk import listing
+
+#: A checkpoint being pruned is first renamed to ``.checkpoint-<step>.fvconsole-pruning-<host>-<key>-<pid>``:
+#: out of FastVideo's ``checkpoint-<step>`` pattern (its "latest", its cleanup and a resume never
+#: see a half-deleted one), saying whose it is, as staging dir names do.
+PRUNING_TAG = ".fvconsole-pruning-"
+LEFTOVER_RE = re.compile(r"^\.checkpoint-(?P<step>\d+)" + re.escape(PRUNING_TAG)
+                         + r"(?P<host>[A-Za-z0-9._-]{1,40})-(?P<key>[0-9a-f]{12})-(?P<pid>\d+)$")
+
+
+def pruning_name(step_name: str, me: HostIdentity | None = None, pid: int | None = None) -> str:
+    """The hidden name a checkpoint dir called ``step_name`` is renamed to before it is removed."""
+    me = me or current_identity()
+    return f".{step_name}{PRUNING_TAG}{me.label}-{me.key}-{os.getpid() if pid is None else pid}"
+
+
+@dataclass(frozen=True)
+class ScannedCheckpoint:
+    """One ``checkpoint-<step>`` of the output dir and everything a retention rule asks of it."""
+
+    info: CheckpointInfo
+    #: The directory entry is a symlink (followed by FastVideo, never deleted here).
+    symlink: bool
+    #: (st_dev, st_ino) of the directory as scanned: execution removes only this very directory.
+    identity: tuple[int, int]
+    #: Mount points at or inside it, relative to it ("." = itself).
+    mounts: tuple[str, ...]
+    #: Live processes on this node holding one of its files open or mapped.
+    holders: tuple[Holder, ...]
+    #: The published sidecar set made for it (its dir), if one is complete.
+    published: str | None
+
+    @property
+    def step(self) -> int:
+        return self.info.step
+
+    @property
+    def path(self) -> str:
+        return self.info.path
+
+    @property
+    def complete(self) -> bool:
+        return self.info.complete
+
+    @property
+    def resumable(self) -> bool:
+        """Complete and able to resume on its world size: rank-local, or legacy with a published set."""
+        return self.complete and (self.info.kind == "rank-local" or self.published is not None)
+
+
+@dataclass(frozen=True)
+class PruneLeftover:
+    """A checkpoint an interrupted prune renamed out of the pattern and did not finish removing."""
+
+    path: str
+    step: int
+    host: str
+    pid: int
+
+
+@dataclass(frozen=True)
+class OutputScan:
+    """The output dir at one moment: its checkpoints newest first, the leftovers, what the scan could not see."""
+
+    output_dir: str
+    checkpoints: tuple[ScannedCheckpoint, ...]
+    leftovers: tuple[PruneLeftover, ...]
+    #: The time the ages are measured from.
+    now: float
+    #: Why the process check did not see every process (None: it did).
+    process_partial: str | None = None
+    #: Problems that do not stop the scan (an unreadable receipt).
+    notes: tuple[str, ...] = ()
+
+
+def scan_output_dir(output_dir: str, *, now: float | None = None, use: ProcessUse | None = None) -> OutputScan:
+    """Scan ``output_dir`` (reads only). FvError when it is not a readable directory."""
+    out = os.path.abspath(os.path.expanduser(output_dir))
+    try:
+        st = os.stat(out)
+    except OSError as exc:
+        raise FvError(f"{out}: cannot read the output dir ({exc.strerror or exc})") from None
+    if not stat.S_ISDIR(st.st_mode):
+        raise FvError(f"{out}: not a directory (expected a training output dir)")
+    if re.match(r"^checkpoint-\d+$", os.path.basename(out)):
+        raise FvError(f"{out}: is a checkpoint-<step> dir; give the training output dir that holds it")
+    real = os.path.realpath(out)
+    try:
+        dirs = checkpoint_dirs(out)
+        leftovers = _leftovers(out)
+    except OSError as exc:
+        raise FvError(f"{out}: cannot list the output dir ({exc.strerror or exc})") from None
+    use = scan_processes() if use is None else use
+    held = _holders_by_child(use.under(real), real)
+    mounted = mounts_by_child(mount_points() or (), real)
+    found, notes = [], []
+    for path in dirs:
+        try:
+            scanned = _scan_one(path, st.st_dev, use, held, mounted, notes)
+        except (FvError, OSError):
+            continue  # vanished since the listing (pruned or renamed by someone else)
+        found.append(scanned)
+    return OutputScan(out, tuple(found), leftovers, time.time() if now is None else now,
+                      use.partial, tuple(notes))
+
+
+def _scan_one(path: str, out_dev: int, use: ProcessUse, held: dict[str, set[Holder]],
+              mounted: dict[str, tuple[str, ...]], notes: list[str]) -> ScannedCheckpoint:
+    name = os.path.basename(path)
+    lst = os.lstat(path)
+    symlink = stat.S_ISLNK(lst.st_mode)
+    info = inspect_checkpoint(path, read_dcp=False)
+    mounts = set(mounted.get(name, ()))
+    if not symlink and lst.st_dev != out_dev:
+        mounts.add(".")
+    holders = set(held.get(name, ()))
+    if not symlink:
+        holders |= _inode_holders(use, path)
+    published = None
+    if info.complete and info.kind != "rank-local" and not symlink:
+        try:
+            found = published_for(path, info.step)
+        except FvError as exc:
+            notes.append(str(exc))
+            found = None
+        if found is not None and found.complete:
+            published = found.output_dir
+    return ScannedCheckpoint(info, symlink, (lst.st_dev, lst.st_ino), tuple(sorted(mounts)),
+                             tuple(sorted(holders)), published)
+
+
+def _holders_by_child(use: ProcessUse, real: str) -> dict[str, set[Holder]]:
+    """Holders by path, grouped by the child of the output dir the held file lies in (one pass)."""
+    prefix = real.rstrip("/") + "/"
+    grouped: dict[str, set[Holder]] = {}
+    for path, holders in use.by_path.items():
+        child = path[len(prefix):].split("/", 1)[0]
+        grouped.setdefault(child, set()).update(holders)
+    return grouped
+
+
+def holders_of(use: ProcessUse, path: str) -> tuple[Holder, ...]:
+    """Live processes holding a file of the checkpoint dir ``path`` open or mapped (execution's re-check)."""
+    real = os.path.realpath(path)
+    found = set().union(*use.under(real).by_path.values()) if use.by_path else set()
+    return tuple(sorted(found | _inode_holders(use, path)))
+
+
+def _inode_holders(use: ProcessUse, path: str) -> set[Holder]:
+    """Holders found by file identity in the checkpoint and its ``dcp/`` (a bind mount's paths differ)."""
+    if not use.by_inode:
+        return set()
+    found: set[Holder] = set()
+    for directory in (path, os.path.join(path, "dcp")):
+        try:
+            with listing(directory) as entries:
+                pairs = [(e.name, e.stat(follow_symlinks=False)) for e in entries]
+        except OSError:
+            continue
+        found.update(use.holders(directory, pairs))
+    return found
+
+
+def _leftovers(out: str) -> tuple[PruneLeftover, ...]:
+    found = []
+    with listing(out) as entries:
+        for entry in entries:
+            match = LEFTOVER_RE.match(entry.name)
+            if match and entry.is_dir(follow_symlinks=False):
+                found.append(PruneLeftover(os.path.join(out, entry.name), int(match["step"]), match["host"],
+                                           int(match["pid"])))
+    return tuple(sorted(found, key=lambda item: item.path))
