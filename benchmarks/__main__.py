@@ -18,8 +18,8 @@ from dataclasses import dataclass
 
 from benchmarks.harness import Row, format_machine, format_table, machine_info
 
-CASES = ("fingerprint", "plan", "dryrun", "dcpkeys", "execute", "sidecars", "cache", "scale", "startup", "tui",
-         "fleet")
+CASES = ("fingerprint", "plan", "dryrun", "dcpkeys", "execute", "sidecars", "cache", "headers", "scale", "startup",
+         "tui", "fleet")
 
 
 @dataclass(frozen=True)
@@ -77,6 +77,7 @@ def _runners(sizes: Sizes, tmp: str) -> dict[str, Callable[[], list[Row]]]:
         "sidecars": lambda: cases_sidecars.sidecar_cases(f"{tmp}/sidecars", sizes.sidecar_ranks, sizes.repeat),
         "cache": lambda: cases_io.cache_scan_case(f"{tmp}/cache", sizes.cache_entries, sizes.cache_shards,
                                                   sizes.repeat),
+        "headers": lambda: cases_io.header_case(f"{tmp}/headers", max(2, sizes.repeat)),
         "scale": lambda: cases_io.scale_cases(f"{tmp}/scale", sizes.scale_cache_entries, sizes.scale_checkpoints,
                                               min(2, sizes.repeat)),
         "startup": lambda: cases_io.startup_case(f"{tmp}/startup", max(3, sizes.repeat)),

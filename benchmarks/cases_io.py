@@ -257,3 +257,54 @@ def scale_cases(root: str, cache_entries: int, checkpoints: int, repeat: int) ->
                         "", "<5 s", ck.cpu < 5, f"peak RSS {rss / 2**20:.0f} MB; real DCP checkpoints (2 ranks), each .metadata with its own path and save_id; "
                         f"built in {t_build:.0f} s", ck.cpu))
     return rows
+
+
+def _hostile_shard(entry: str, shard: str, header: dict) -> int:
+    """Replace ``shard``'s header by ``header`` (its tensor data kept); the header's size in bytes."""
+    path = os.path.join(entry, shard)
+    with open(path, "rb") as handle:
+        data = handle.read()
+    length = int.from_bytes(data[:8], "little")
+    raw = json.dumps(header).encode()
+    with open(path, "wb") as handle:
+        handle.write(len(raw).to_bytes(8, "little") + raw + data[8 + length:])
+    return len(raw)
+
+
+def header_case(root: str, repeat: int) -> list[Row]:
+    """`cache verify` of one entry whose shard has a ~1 MB hostile header, vs safetensors' own
+    (Rust) reader refusing the same file (issue 29 item 2: linear in the header's size)."""
+    from safetensors import safe_open
+
+    from fvconsole.core.cache.verify import verify_entry
+    from fvconsole.demo.cache_builders import write_cache_entry
+
+    cases = {
+        "80,000 dims of 2^62": {"w": {"dtype": "F32", "shape": [2**62] * 80_000, "data_offsets": [0, 4]}},
+        "6,000 tensors x 8 dims": {f"t{i}": {"dtype": "F32", "shape": [2**40] * 8, "data_offsets": [4 * i, 4 * i + 4]}
+                                   for i in range(6_000)},
+    }
+    rows = []
+    for label, header in cases.items():
+        entry = write_cache_entry(os.path.join(root, label.split()[0].replace(",", "")), num_shards=2, seed=1)
+        size = _hostile_shard(entry, "shard1-of-2.safetensors", header)
+        key = os.path.basename(entry)
+        result = verify_entry(entry, key)
+        if result.ok:
+            raise AssertionError(f"{label}: a hostile header verified")
+
+        def refuse(path: str = os.path.join(entry, "shard1-of-2.safetensors"), label: str = label) -> None:
+            try:
+                with safe_open(path, framework="np") as handle:
+                    list(handle.keys())
+            except Exception:  # noqa: BLE001 - safetensors raises its own SafetensorError
+                return
+            raise AssertionError(f"{label}: safetensors read a hostile header")
+
+        fv = measure(lambda entry=entry, key=key: verify_entry(entry, key), repeat)
+        base = measure(refuse, repeat)
+        rows.append(Row(f"`cache verify` of a {size / 2**20:.1f} MB header: {label}", fv.wall, base.wall,
+                        "safetensors safe_open refusing it", "<0.5 s", fv.cpu < 0.5,
+                        f"{len(result.problems)} problem(s) reported; every number typed and range-checked",
+                        fv.cpu, base.cpu))
+    return rows

@@ -13,7 +13,7 @@ from typing import Any
 
 from fvconsole.cli.common import Block, block, emit_json, format_table, say
 from fvconsole.cli.prune import register_prune
-from fvconsole.core.shared import head_tail, human_bytes
+from fvconsole.core.shared import elided, head_tail, human_bytes
 
 LS_EPILOG = """\
 examples:
@@ -306,6 +306,10 @@ def tensor_lines(tensors: Any, error: str | None) -> list[str | Block]:
               format_table(["top-level key", "bytes"], [[k, human_bytes(v)] for k, v in tensors.totals], right=(1,))]
     if tensors.unknown_size:
         lines.append(f"{tensors.unknown_size} tensor(s) of a dtype of unknown element size are not in the totals")
+    if tensors.damaged:
+        lines.append(f"{tensors.damaged} tensor(s) with a problem are not in the totals:")
+        damaged = [t for t in tensors.tensors if t.problem is not None]
+        lines += elided(damaged, lambda t: f"  {short(t.key, 80)}: {t.problem}", lambda n: f"  ... {n} more", 20, 5)
     return lines
 
 

@@ -47,6 +47,12 @@ def test_dcp_keys_case_times_the_core_reader_against_torch(tmp_path) -> None:
     assert json.loads((tmp_path / "core.json").read_text()) == json.loads((tmp_path / "torch.json").read_text())
 
 
+def test_header_case_reports_both_hostile_headers(tmp_path) -> None:
+    """The case cross-checks that fvconsole fails the entry and safetensors refuses the file."""
+    rows = cases_io.header_case(str(tmp_path), repeat=1)
+    assert len(rows) == 2 and all(r.fv_cpu is not None and "safe_open" in r.baseline for r in rows)
+
+
 def test_plan_case_reports_a_ratio() -> None:
     row = cases_plan.plan_case(16, 600, 4, None, repeat=1)
     assert row.ratio is not None and row.ratio > 0

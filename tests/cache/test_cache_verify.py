@@ -369,3 +369,86 @@ def test_fleet_cache_verify_names_the_node_the_entry_and_the_shard(tmp_path: Pat
     (line,) = err.splitlines()
     assert code == 1 and "agrees" not in out and "no node answered" in out
     assert line.startswith("error: 1 of 1 nodes failed (nosuch1); first: nosuch1: ")
+
+
+# ---------------------------------------------------------------- hostile headers (issue 29 item 2)
+
+def _rewrite_header(path: str, change) -> None:
+    """Rewrite a real shard's JSON header through ``change(header)``, its tensor data kept as it is.
+
+    The header is read as the format says (8-byte little-endian length, then JSON), not by the
+    code under test.
+    """
+    data = Path(path).read_bytes()
+    times = os.stat(path)
+    length = int.from_bytes(data[:8], "little")
+    header = json.loads(data[8:8 + length])
+    change(header)
+    raw = json.dumps(header).encode()
+    Path(path).write_bytes(len(raw).to_bytes(8, "little") + raw + data[8 + length:])
+    os.utime(path, ns=(times.st_atime_ns, times.st_mtime_ns))  # the entry's age as it was
+
+
+def _set(name: str, field: str, value):
+    def change(header: dict) -> None:
+        header[name][field] = value
+    return change
+
+
+HOSTILE_HEADERS = {
+    "dtype a list": _set("final_norm.weight", "dtype", ["F32"]),
+    "dtype an object": _set("final_norm.weight", "dtype", {"F32": 1}),
+    "elements beyond int64": _set("final_norm.weight", "shape", [2**32, 2**32]),
+    "bytes beyond int64": _set("final_norm.weight", "shape", [2**62]),
+    "a dim beyond int64": _set("final_norm.weight", "shape", [2**64]),
+    "a 4000-digit dim": _set("final_norm.weight", "shape", [10**4000]),
+    "60,000 dims": _set("final_norm.weight", "shape", [2**62] * 60_000),
+    "a 4000-digit offset": _set("final_norm.weight", "data_offsets", [0, 10**4000]),
+}
+
+
+@pytest.mark.parametrize("case", sorted(HOSTILE_HEADERS))
+def test_a_hostile_header_number_is_that_tensors_problem(entry: str, case: str) -> None:
+    path = os.path.join(entry, SHARD1)
+    _rewrite_header(path, HOSTILE_HEADERS[case])
+    assert _safe_open_refuses(path)  # safetensors' own reader: the file is unusable
+    result = verify_entry(entry, os.path.basename(entry))
+    named = [p for p in result.problems if p.shard == SHARD1 and p.param == "final_norm.weight"]
+    assert named, result.problems
+    assert all(len(p.text()) < 400 for p in result.problems)  # bounded lines, whatever the numbers
+    others = [p for p in result.problems if p.shard != SHARD1]
+    assert others == []  # the other shards verified as before
+    json.dumps(result.to_json())  # every number in the verdict can be written
+
+
+def test_the_cli_keeps_going_past_an_entry_with_a_hostile_header(tmp_path: Path, cli) -> None:
+    """cache ls, cache verify, cache evict --invalid --verify: one bad entry is that entry's problem."""
+    root = tmp_path / "cache"
+    old = 1_000_000_000.0
+    good = os.path.basename(write_cache_entry(root, "a" * 16, num_shards=2, seed=1, last_used=old))
+    bad = write_cache_entry(root, "b" * 16, num_shards=2, seed=2, last_used=old)
+    odd = os.path.basename(write_cache_entry(root, "c" * 16, num_shards=2, seed=3, status="disagreeing-shard",
+                                             last_used=old))
+    _rewrite_header(os.path.join(bad, "shard0-of-2.safetensors"), HOSTILE_HEADERS["60,000 dims"])
+    bad = os.path.basename(bad)
+    code, out, err = cli(["cache", "verify", str(root), "--json"])
+    doc = json.loads(out)
+    assert code == 1 and "internal error" not in err
+    verdicts = {e["key"]: e["ok"] for e in doc["entries"]}
+    assert verdicts == {good: True, bad: False, odd: False}
+    code, out, err = cli(["cache", "evict", str(root), "--invalid", "--verify", "--json"])
+    assert code == 0, err
+    assert {e["key"] for e in json.loads(out)["evict"]} == {bad, odd}
+    code, out, err = cli(["cache", "ls", str(root), "--json"])
+    assert code == 0 and {e["key"] for e in json.loads(out)["entries"]} == {good, bad, odd}
+
+
+def test_a_60000_dim_header_is_judged_as_its_size_says(tmp_path: Path) -> None:
+    """A 1 MB header is a verdict, not a minute of bignum multiplication (the time is a benchmark row)."""
+    root = tmp_path / "cache"
+    entry = write_cache_entry(root, "d" * 16, num_shards=2, seed=4)
+    shard = os.path.join(entry, "shard1-of-2.safetensors")
+    _rewrite_header(shard, _set("final_norm.weight", "shape", [2**62] * 80_000))
+    assert os.path.getsize(shard) > 2**20
+    (problem,) = [p for p in verify_entry(entry, "d" * 16).problems if "elements" in p.problem]
+    assert "80000 dims" in problem.problem

@@ -17,8 +17,8 @@ from fvconsole.core.shared.errors import FvError
 from fvconsole.demo.builders import run_config, write_checkpoint
 
 
-def _torch_view(ckpt: str) -> tuple[list[dict], dict[str, int]]:
-    """Every tensor of ``dcp/.metadata`` and the bytes per first key component, as torch reads it."""
+def _torch_view(ckpt: str, skip: frozenset[str] = frozenset()) -> tuple[list[dict], dict[str, int]]:
+    """Every tensor of ``dcp/.metadata`` (but ``skip``) and the bytes per first key component, as torch reads it."""
     from torch.distributed.checkpoint import FileSystemReader
     from torch.distributed.checkpoint.metadata import TensorStorageMetadata
 
@@ -26,11 +26,11 @@ def _torch_view(ckpt: str) -> tuple[list[dict], dict[str, int]]:
     tensors, totals = [], {}
     for key in sorted(meta.state_dict_metadata):
         item = meta.state_dict_metadata[key]
-        if not isinstance(item, TensorStorageMetadata):
+        if key in skip or not isinstance(item, TensorStorageMetadata):
             continue
         size = item.size.numel() * item.properties.dtype.itemsize
         tensors.append({"key": key, "dtype": str(item.properties.dtype).removeprefix("torch."),
-                        "shape": list(item.size), "bytes": size})
+                        "shape": list(item.size), "bytes": size, "problem": None})
         totals[key.split(".", 1)[0]] = totals.get(key.split(".", 1)[0], 0) + size
     return tensors, totals
 
@@ -142,3 +142,48 @@ async def test_console_checkpoint_detail_shows_the_totals(tmp_path) -> None:
     lines = [line.split() for line in detail.splitlines()]
     for top, size in totals.items():
         assert [top, *human_bytes(size).split()] in lines, (top, detail)
+
+
+def _hostile_sizes(ckpt: str, sizes: dict) -> None:
+    """Rewrite ``dcp/.metadata`` with torch's own pickle of it, some tensors' ``size`` replaced."""
+    import pickle
+
+    from torch.distributed.checkpoint import FileSystemReader
+
+    meta = FileSystemReader(os.path.join(ckpt, "dcp")).read_metadata()
+    for key, size in sizes.items():
+        meta.state_dict_metadata[key].size = size
+    with open(os.path.join(ckpt, "dcp", ".metadata"), "wb") as fh:
+        pickle.dump(meta, fh)
+
+
+def test_one_hostile_tensor_size_is_that_tensors_problem(tmp_path, cli) -> None:
+    """Issue 29 item 2: sizes beyond 64 bits, element or byte counts past int64, too many dims."""
+    import torch
+
+    ckpt = _mixed_dtype_checkpoint(tmp_path)
+    hostile = {
+        "model.w": (2**64, 1),                      # a dim no torch.Size can hold
+        "model.b": torch.Size([2**40, 2**40]),      # 2**80 elements
+        "ema.w": torch.Size([2**61]),               # float64: 2**64 bytes
+        "ema.mask": (2**62,) * 60_000,              # the product torch would take a minute to build
+        "counters.ids": tuple([1] * 65),            # more dims than torch allows
+    }
+    _hostile_sizes(ckpt, hostile)
+    expected, totals = _torch_view(ckpt, skip=frozenset(hostile))  # torch's Size.numel cannot take those
+    got = dcp_tensors(ckpt)
+    by_key = {t.key: t for t in got.tensors}
+    assert set(hostile) <= set(by_key) and got.damaged == len(hostile)
+    for key in hostile:
+        assert by_key[key].problem and by_key[key].bytes is None, key
+    assert [t.to_json() for t in got.tensors if t.key not in hostile] == expected
+    assert got.totals_json() == totals
+    code, out, err = cli(["checkpoints", "show", ckpt, "--tensors", "--json"])
+    assert code == 0, err
+    doc = json.loads(out)
+    assert doc["tensors_error"] is None and {t["key"] for t in doc["tensors"] if t["problem"]} == set(hostile)
+    code, out, err = cli(["checkpoints", "show", ckpt, "--tensors"])
+    assert code == 0 and "internal error" not in err
+    assert f"{len(hostile)} tensor(s) with a problem are not in the totals:" in out
+    assert max(map(len, out.splitlines())) < 400
+

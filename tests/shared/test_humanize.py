@@ -34,3 +34,10 @@ def test_ages_and_durations() -> None:
 def test_head_tail() -> None:
     assert head_tail(list(range(5))) == ([0, 1, 2, 3, 4], 0, [])
     assert head_tail(list(range(20)), head=2, tail=1) == ([0, 1], 17, [19])
+
+
+def test_a_size_beyond_any_file_is_words_not_an_overflow() -> None:
+    """A float division of a 2000-bit count overflowed (issue 29 item 2); no such size is ever real."""
+    assert human_bytes(2**2000) == "more than 2^128 B"
+    assert human_bytes(-(2**2000)) == "-more than 2^128 B"
+    assert human_bytes(2**100) == f"{2**100 / 2**60:.1f} EiB"

@@ -253,3 +253,44 @@ def test_small_objects_decode_as_the_strict_decoder_says(value, tail, insert, at
         assert got is None
     else:
         assert got is not None and json.dumps(got[0]) == json.dumps(expected[0])
+
+
+# ---------------------------------------------------------------- shapes (issue 29 item 2)
+
+_DIMS = st.lists(st.one_of(st.integers(0, 2**70), st.booleans(), st.floats(allow_nan=False), st.text(max_size=2)),
+                 max_size=12)
+
+
+@given(_DIMS, st.sampled_from([list, tuple]))
+@settings(max_examples=300, deadline=None)
+def test_a_shape_is_64_bit_sizes_and_its_count_is_the_product_or_none(dims: list, kind: type) -> None:
+    """The oracle is math.prod of what Python itself calls ints in range; bools are never sizes."""
+    from fvconsole.core.shared.untrusted import byte_count, element_count, int64_dims
+
+    value = kind(dims)
+    usable = all(type(d) is int and 0 <= d <= INT64_MAX for d in dims)
+    assert int64_dims(value) == (tuple(dims) if usable else None)
+    assert int64_dims(value, max_dims=3) == (tuple(dims) if usable and len(dims) <= 3 else None)
+    if usable:
+        product = math.prod(dims)
+        count = element_count(tuple(dims))
+        assert count == (product if product <= INT64_MAX else None)
+        for size in (1, 2, 8, 16) if count is not None else ():
+            assert byte_count(count, size) == (product * size if product * size <= INT64_MAX else None)
+
+
+def test_a_shape_that_is_not_a_list_is_none() -> None:
+    from fvconsole.core.shared.untrusted import int64_dims
+
+    assert [int64_dims(v) for v in ("12", {"0": 1}, 3, None, b"\x01")] == [None] * 5
+
+
+def test_the_element_count_of_60000_huge_dims_is_none_and_cheap() -> None:
+    """The plain product of these is a 3.7-million-bit integer (over a minute to build); the
+    count stops at the first product past 64 bits, and a zero dim anywhere makes it 0."""
+    from fvconsole.core.shared.untrusted import element_count
+
+    dims = (2**62,) * 60_000
+    assert element_count(dims) is None
+    assert element_count((*dims, 0)) == 0
+    assert element_count(()) == 1

@@ -12,7 +12,8 @@ from typing import Any
 
 from fvconsole.core.cache.files import CacheFileError, Opened, read_manifest, read_safetensors_header
 from fvconsole.core.cache.model import CacheEntry, ManifestSummary
-from fvconsole.core.shared.untrusted import INT64_MAX
+from fvconsole.core.shared.safe_read import short_repr
+from fvconsole.core.shared.untrusted import element_count, int64_dims
 
 FORMAT_VERSION = 1
 SHARD_RE = re.compile(r"shard(\d+)-of-(\d+)\.safetensors")
@@ -242,6 +243,11 @@ def _incomplete_explanation(shard_count: int, writing_age: float | None) -> str:
     return "no manifest.json and no shards: a write that crashed before finishing (or never started)"
 
 
+def _word(value: Any) -> str:
+    """A manifest field counted by its value: a string as it is, anything else as its bounded repr."""
+    return value if type(value) is str else short_repr(value)
+
+
 def _summary(manifest: dict[str, Any] | None) -> ManifestSummary | None:
     if manifest is None:
         return None
@@ -251,7 +257,7 @@ def _summary(manifest: dict[str, Any] | None) -> ManifestSummary | None:
     for info in manifest["params"].values():
         if not isinstance(info, dict):
             continue
-        dtype, kind = str(info.get("dtype")), str(info.get("kind"))
+        dtype, kind = _word(info.get("dtype")), _word(info.get("kind"))
         dtypes[dtype] = dtypes.get(dtype, 0) + 1
         kinds[kind] = kinds.get(kind, 0) + 1
         numel += _numel(info.get("global_shape"))
@@ -264,11 +270,6 @@ def _numel(shape: Any) -> int:
 
     A shape of ``[10**300] * 20`` made a 6000-digit count that ``str`` and ``json.dumps`` refuse.
     """
-    if not isinstance(shape, list) or not all(_is_int(d) and 0 <= d <= INT64_MAX for d in shape):
-        return 0
-    total = 1
-    for d in shape:
-        total *= d
-        if total > INT64_MAX:
-            return 0
-    return total
+    dims = int64_dims(shape) if type(shape) is list else None
+    count = element_count(dims) if dims is not None else None
+    return count or 0

@@ -263,7 +263,7 @@ def _check_tensor_table(header: dict[str, Any], data_bytes: int) -> None:
         if name == "__metadata__":
             continue
         if not isinstance(info, dict) or not {"dtype", "shape", "data_offsets"} <= info.keys():
-            raise CacheFileError(f"tensor {name!r} lacks dtype/shape/data_offsets")
+            raise CacheFileError(f"tensor {short_repr(name)} lacks dtype/shape/data_offsets")
         offsets = info["data_offsets"]
         if (
             not isinstance(offsets, list)
@@ -274,5 +274,6 @@ def _check_tensor_table(header: dict[str, Any], data_bytes: int) -> None:
             raise CacheFileError(f"tensor {short_repr(name)} has bad data_offsets {short_repr(offsets)}")
         if offsets[1] > data_bytes:
             raise CacheFileError(
-                f"tensor {name!r} ends at byte {offsets[1]} of a {data_bytes}-byte data section (truncated)"
+                f"tensor {short_repr(name)} ends at byte {short_repr(offsets[1])} of a {data_bytes}-byte "
+                "data section (truncated)"
             )

@@ -27,7 +27,7 @@ from fvconsole.core.cache.files import (
 from fvconsole.core.cache.model import CacheEntry, CacheScan
 from fvconsole.core.shared.fields_json import fields_json
 from fvconsole.core.shared.safe_read import short_repr
-from fvconsole.core.shared.untrusted import INT64_MAX
+from fvconsole.core.shared.untrusted import INT64_MAX, byte_count, element_count, int64_dims
 
 #: FastVideo's ``_ALLOWED_NEW_PARAM_PATTERNS`` (shard_cache.py, mirroring fsdp_load): a
 #: parameter whose name contains one of these may be absent and is zero-initialised.
@@ -136,16 +136,11 @@ def _is_int(value: Any) -> bool:
 
 def _shape(value: Any) -> list[int] | None:
     """A shape list of 64-bit non-negative ints, else None."""
-    if type(value) is not list or not all(_is_int(d) and 0 <= d <= INT64_MAX for d in value):
-        return None
-    return value
+    return value if type(value) is list and int64_dims(value) is not None else None
 
 
-def _numel(shape: list[int]) -> int:
-    total = 1
-    for d in shape:
-        total *= d
-    return total
+#: Dims of a shape shown in a message (a hostile header's 60,000 are counted, not listed).
+SHOWN_DIMS = 8
 
 
 def _expected(name: str, info: Any) -> tuple[str, list[int]] | str:
@@ -169,7 +164,12 @@ def _expected(name: str, info: Any) -> tuple[str, list[int]] | str:
 
 
 def _shape_text(shape: Any) -> str:
-    return "[" + ", ".join(str(d) for d in shape) + "]" if type(shape) is list else short_repr(shape)
+    """A checked shape as ``[4, 8]``; a long one as its first dims and its length."""
+    if type(shape) is not list:
+        return short_repr(shape)
+    if len(shape) <= SHOWN_DIMS:
+        return "[" + ", ".join(str(d) for d in shape) + "]"
+    return "[" + ", ".join(str(d) for d in shape[:SHOWN_DIMS]) + f", ... ({len(shape)} dims)]"
 
 
 def _tensor_problems(name: str, info: Any, want: tuple[str, list[int]], torch_dtype: str) -> list[str]:
@@ -179,7 +179,9 @@ def _tensor_problems(name: str, info: Any, want: tuple[str, list[int]], torch_dt
     problems = []
     code, shape = want
     got_dtype = info.get("dtype")
-    if got_dtype != code:
+    if type(got_dtype) is not str:
+        problems.append(f"dtype {short_repr(got_dtype)} in the header is not a string")
+    elif got_dtype != code:
         problems.append(f"dtype: manifest {torch_dtype} ({code}), shard {short_repr(got_dtype)}")
     got_shape = _shape(info.get("shape"))
     if got_shape is None:
@@ -192,9 +194,25 @@ def _tensor_problems(name: str, info: Any, want: tuple[str, list[int]], torch_dt
 def _offsets(info: Any) -> tuple[int, int] | None:
     offsets = info.get("data_offsets") if type(info) is dict else None
     if (type(offsets) is list and len(offsets) == 2 and all(_is_int(o) for o in offsets)
-            and 0 <= offsets[0] <= offsets[1]):
+            and 0 <= offsets[0] <= offsets[1] <= INT64_MAX):
         return offsets[0], offsets[1]
     return None
+
+
+def _size_problem(info: dict[str, Any], held: int) -> str | None:
+    """What is wrong with a tensor's byte length against its dtype and shape (None: it fits, or
+    the dtype or shape is wrong, which the comparison with the manifest reports)."""
+    dtype = info.get("dtype")
+    size = ELEMENT_BYTES.get(dtype) if type(dtype) is str else None
+    shape = _shape(info.get("shape"))
+    if size is None or shape is None:
+        return None
+    elements = element_count(shape)
+    need = byte_count(elements, size) if elements is not None else None
+    if need is None:
+        return (f"shape {_shape_text(shape)} holds more than {INT64_MAX} "
+                f"{'elements' if elements is None else 'bytes'} (safetensors refuses it)")
+    return None if held == need else f"holds {held} bytes, its dtype and shape need {need}"
 
 
 def _layout_problems(header: dict[str, Any], data_bytes: int) -> list[tuple[str | None, str]]:
@@ -213,11 +231,9 @@ def _layout_problems(header: dict[str, Any], data_bytes: int) -> list[tuple[str 
             problems.append((name, f"bad data_offsets {short_repr(info.get('data_offsets') if type(info) is dict else info)}"))
             continue
         spans.append((offsets[0], offsets[1], name))
-        size = ELEMENT_BYTES.get(info.get("dtype"))
-        shape = _shape(info.get("shape"))
-        if size is not None and shape is not None and offsets[1] - offsets[0] != _numel(shape) * size:
-            problems.append((name, f"holds {offsets[1] - offsets[0]} bytes, its dtype and shape need "
-                                   f"{_numel(shape) * size}"))
+        problem = _size_problem(info, offsets[1] - offsets[0])
+        if problem is not None:
+            problems.append((name, problem))
     end = 0
     for start, stop, name in sorted(spans):
         if start != end:

@@ -20,6 +20,7 @@ from fvconsole.core.formats.inert_pickle import load as load_pickle
 from fvconsole.core.shared.errors import FvError
 from fvconsole.core.shared.fields_json import fields_json
 from fvconsole.core.shared.safe_read import read_regular_file
+from fvconsole.core.shared.untrusted import INT64_MAX, byte_count, element_count, int64_dims
 
 #: Bytes per element of torch's dtypes (``torch.<name>.itemsize``); a dtype not here has
 #: ``bytes: None`` (shown as "?"), never a guess.
@@ -40,9 +41,12 @@ class DcpTensor:
     """One tensor of the checkpoint (its global shape: all ranks' shards together)."""
 
     key: str
-    dtype: str  # torch's name without "torch.", e.g. "bfloat16"
+    dtype: str  # torch's name without "torch.", e.g. "bfloat16"; "?" when the file's is not one
     shape: tuple[int, ...]
-    bytes: int | None  # numel x element size; None for a dtype of unknown size
+    bytes: int | None  # numel x element size; None for a dtype of unknown size, or a problem
+    #: Why this tensor's entry cannot be used (a size beyond 64 bits, no torch dtype): the
+    #: tensor's problem, never the whole listing's.
+    problem: str | None = None
 
     def to_json(self) -> dict[str, Any]:
         return fields_json(self)
@@ -56,6 +60,7 @@ class DcpTensors:
     totals: tuple[tuple[str, int], ...]  # (first component of the key, bytes), sorted
     total_bytes: int
     unknown_size: int  # tensors whose dtype has no known element size (not in the totals)
+    damaged: int = 0  # tensors with a problem (not in the totals either)
 
     def totals_json(self) -> dict[str, int]:
         return dict(self.totals)
@@ -83,33 +88,45 @@ def _dtype(props: Any) -> str:
 
 
 def _shape(size: Any) -> tuple[int, ...]:
-    """``torch.Size(dims)`` pickles as a call with one tuple of ints."""
+    """``torch.Size(dims)`` pickles as a call with one tuple of ints (each a 64-bit size, as torch's)."""
     if isinstance(size, InertObject) and size.args and isinstance(size.args[0], tuple | list):
         dims = size.args[0]
     elif isinstance(size, tuple | list):
         dims = size
     else:
         raise ValueError("size is not a torch.Size")
-    if len(dims) > MAX_DIMS or not all(isinstance(d, int) and not isinstance(d, bool) and d >= 0 for d in dims):
-        raise ValueError("size is not a tuple of non-negative ints")
-    return tuple(dims)
+    shape = int64_dims(dims, MAX_DIMS)
+    if shape is None:
+        raise ValueError(f"size is not a tuple of at most {MAX_DIMS} sizes in 0..{INT64_MAX}")
+    return shape
 
 
 def _tensor(key: str, meta: Any) -> DcpTensor | None:
-    """A ``TensorStorageMetadata`` entry as a DcpTensor; None for bytes (pickled objects)."""
+    """A ``TensorStorageMetadata`` entry as a DcpTensor; None for bytes (pickled objects).
+
+    A damaged entry is a DcpTensor with its ``problem``: the other tensors still count.
+    """
     if not isinstance(meta, InertObject) or meta.cls.name != "TensorStorageMetadata":
         return None
     state = _state_dict(meta)
     try:
         dtype = _dtype(state.get("properties"))
+    except ValueError as exc:
+        return DcpTensor(key=key, dtype="?", shape=(), bytes=None, problem=str(exc))
+    try:
         shape = _shape(state.get("size"))
     except ValueError as exc:
-        raise ValueError(f"key {key!r}: {exc}") from None
-    numel = 1
-    for dim in shape:
-        numel *= dim
+        return DcpTensor(key=key, dtype=dtype, shape=(), bytes=None, problem=str(exc))
+    numel = element_count(shape)
+    if numel is None:
+        return DcpTensor(key=key, dtype=dtype, shape=shape, bytes=None,
+                         problem=f"size has more than {INT64_MAX} elements")
     size = ELEMENT_SIZE.get(dtype)
-    return DcpTensor(key=key, dtype=dtype, shape=shape, bytes=None if size is None else numel * size)
+    nbytes = None if size is None else byte_count(numel, size)
+    if size is not None and nbytes is None:
+        return DcpTensor(key=key, dtype=dtype, shape=shape, bytes=None,
+                         problem=f"size holds more than {INT64_MAX} bytes of {dtype}")
+    return DcpTensor(key=key, dtype=dtype, shape=shape, bytes=nbytes)
 
 
 def _read(data: bytes) -> DcpTensors:
@@ -122,14 +139,15 @@ def _read(data: bytes) -> DcpTensors:
     tensors = tuple(t for key in sorted(table) if (t := _tensor(key, table[key])) is not None)
     totals: dict[str, int] = {}
     for t in tensors:
-        if t.bytes is not None:
+        if t.bytes is not None and t.problem is None:
             top = t.key.split(".", 1)[0]
             totals[top] = totals.get(top, 0) + t.bytes
     return DcpTensors(
         tensors=tensors,
         totals=tuple(sorted(totals.items())),
         total_bytes=sum(totals.values()),
-        unknown_size=sum(1 for t in tensors if t.bytes is None),
+        unknown_size=sum(1 for t in tensors if t.bytes is None and t.problem is None),
+        damaged=sum(1 for t in tensors if t.problem is not None),
     )
 
 

@@ -23,6 +23,8 @@ def human_bytes(n: int | float | None) -> str:
     value = int(n)
     if abs(value) < 1024:
         return f"{value} B"
+    if value.bit_length() > 128:  # no file is this large; a float division would overflow
+        return f"{'-' if value < 0 else ''}more than 2^128 B"
     unit = 1024
     for suffix in _BINARY_UNITS:
         if abs(value) < unit * 1024 or suffix == _BINARY_UNITS[-1]:

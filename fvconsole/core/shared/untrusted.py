@@ -228,6 +228,45 @@ def load_file(path: str | os.PathLike[str], what: str, max_bytes: int, max_depth
     return decode(data, os.fspath(path), what, max_depth=max_depth)
 
 
+def int64_dims(value: Any, max_dims: int | None = None) -> tuple[int, ...] | None:
+    """A shape read from an untrusted document (a safetensors header, a pickled ``torch.Size``):
+    a list or tuple of ints in ``0..INT64_MAX`` (never a bool), at most ``max_dims`` of them; else None.
+
+    Why here: a dim beyond 64 bits is one no tensor library can hold, and every size computed
+    from it (elements, bytes) is a number nothing downstream can use or print.
+    """
+    if type(value) not in (list, tuple) or (max_dims is not None and len(value) > max_dims):
+        return None
+    for d in value:
+        if type(d) is not int or not 0 <= d <= INT64_MAX:
+            return None
+    return tuple(value)
+
+
+def element_count(dims: tuple[int, ...] | list[int]) -> int | None:
+    """The product of ``dims`` (each in ``0..INT64_MAX``), or None when it exceeds INT64_MAX.
+
+    Linear in ``len(dims)``: it stops at the first product past the bound, so no step multiplies
+    numbers of more than 128 bits (the plain product of 60,000 dims of 2**62 is a 3.7-million-bit
+    integer built by 60,000 ever longer multiplications: over a minute, then unprintable).
+    A shape with a zero dim has no elements, whatever the others are.
+    """
+    if 0 in dims:
+        return 0
+    total = 1
+    for d in dims:
+        total *= d
+        if total > INT64_MAX:
+            return None
+    return total
+
+
+def byte_count(elements: int, element_bytes: int) -> int | None:
+    """``elements * element_bytes``, or None when it exceeds INT64_MAX (no file holds more bytes)."""
+    total = elements * element_bytes
+    return total if 0 <= total <= INT64_MAX else None
+
+
 def type_name(value: Any) -> str:
     """A JSON value's type in JSON's words ("object", "list", "string", ...)."""
     return {dict: "object", list: "list", str: "string", int: "integer", float: "number", bool: "boolean",
