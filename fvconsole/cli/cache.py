@@ -26,6 +26,7 @@ from fvconsole.cli.common import (
     say,
     seconds,
     terminal_width,
+    warn,
     whole_number,
 )
 from fvconsole.cli.formats import add_format_args, output_format, write_output_file
@@ -136,7 +137,8 @@ never do); another --yes on the same root waits up to --wait SECONDS (default 0)
 naming the holder. Each execution that removed something appends one line to the journal
 (see --journal; `fvconsole history` lists it).
 
-exit codes: 0 ok (dry run included), 1 refused (also: another eviction holds the root),
+exit codes: 0 ok (dry run included), 1 refused (also: another eviction holds the root, or
+a --key that is not an entry, as `cache verify --key` does),
 2 usage error, 3 failed part-way.
 """
 
@@ -268,7 +270,9 @@ def _show_ls(args: argparse.Namespace, fmt: str, scan: CacheScan, *, watching: b
         rendered = render_ls(scan, entries, width=None if args.output else _width(args))
         if not args.output:
             _say_listing(rendered, watching)
+            warn(*scan.errors, *scan.warnings)
             return
+        warn(*scan.errors, *scan.warnings)
         text = rendered + "\n"
     if args.output:
         write_output_file(args.output, text)
@@ -358,11 +362,13 @@ LS_DROPPABLE = ("WRITING", "SHARDS", "STATUS")
 
 
 def render_ls(scan: CacheScan, entries: list, *, width: int | None = None) -> Block:
+    """The listing; fitted to a terminal's ``width`` (a long note clipped, then wrapped), or whole
+    without one (piped, ``--wide``, ``--output``): every note in full, one row per line."""
     rows = [
         (e.key, e.status, human_bytes(e.bytes),
          f"{len(e.shards_present)}/{e.num_shards if e.num_shards is not None else '?'}",
          age_since(e.last_used, scan.scanned_at) if e.last_used is not None else "never",
-         "yes" if e.writing else "", clipped(e.explanation, _NOTE_WIDTH))
+         "yes" if e.writing else "", e.explanation if width is None else clipped(e.explanation, _NOTE_WIDTH))
         for e in entries
     ]
     lines = [f"cache {scan.root} on {socket.gethostname()}"]
@@ -406,7 +412,6 @@ def _ls_extras(scan: CacheScan) -> list[str]:
     if held:
         lines.append("in use by live processes on this node (not evicted without --force):")
         lines += [f"  {e.key}: {holders_line(e.in_use_by)}" for e in held]  # block() sanitises
-    lines += [f"warning: {err}" for err in (*scan.errors, *scan.warnings)]
     return lines
 
 
@@ -430,9 +435,20 @@ class Selection:
     force: bool
 
     def plan(self) -> EvictionPlan:
-        """Scan the root and plan (read-only)."""
+        """Scan the root and plan (read-only).
+
+        A ``--key`` that names no entry refuses the whole command (exit 1, nothing evicted), as
+        ``cache verify --key`` does: it is a typo or the wrong root, and an eviction that went on
+        without it would report success for what the operator did not ask for.
+        """
         scan = scan_cache(self.root, self.grace)
-        return plan_eviction(scan, self.selectors, grace_seconds=self.grace, force=self.force)
+        plan = plan_eviction(scan, self.selectors, grace_seconds=self.grace, force=self.force)
+        missing = [s.key for s in plan.skipped if s.code == "skip.missing"]
+        if missing:
+            more = f" (+{len(missing) - 1} more)" if len(missing) > 1 else ""
+            raise FvError(f"{missing[0]}: not an entry of {self.root} (--key){more}; nothing evicted",
+                          details={"missing": missing})
+        return plan
 
 
 def parse_selection(args: argparse.Namespace) -> Selection:
@@ -467,8 +483,7 @@ def run_evict(args: argparse.Namespace) -> int:
         _describe_stop(stop)
         raise
     plan, result, state = done.plan, done.result, done.lock
-    for problem in done.warnings:
-        say(f"warning: {problem}", err=True)
+    warn(*done.warnings)
     warn_if_unwritten(done.journal)
     journal = done.journal
     if result.evicted:
@@ -502,10 +517,10 @@ def _warn_unreachable(plan: EvictionPlan, result: EvictionResult | None = None) 
     if free is None:
         return
     if result is None and not free.reached:
-        say(f"warning: {plan.root}: {free.summary()}", err=True)
+        warn(f"{plan.root}: {free.summary()}")
     elif result is not None and result.target_reached is False:
-        say(f"warning: {plan.root}: the free-space target ({human_bytes(free.target_bytes)}) was not reached: "
-            f"{human_bytes(result.fs_free_after)} free after the eviction", err=True)
+        warn(f"{plan.root}: the free-space target ({human_bytes(free.target_bytes)}) was not reached: "
+             f"{human_bytes(result.fs_free_after)} free after the eviction")
 
 
 def _skipped_table(skipped: tuple, width: int | None = None) -> list[str]:

@@ -11,7 +11,7 @@ import os
 from collections.abc import Sequence
 from typing import Any
 
-from fvconsole.cli.common import Block, block, emit_json, format_table, say
+from fvconsole.cli.common import Block, block, emit_json, format_table, say, warn
 from fvconsole.cli.prune import register_prune
 from fvconsole.core.shared import elided, head_tail, human_bytes
 
@@ -147,8 +147,7 @@ def _ls(args: argparse.Namespace) -> int:
     for i in infos:
         if i.path in kinds and not kinds[i.path].migratable:
             say(f"note: {i.path}: not migratable: {kinds[i.path].why}")
-    for w in warnings:
-        say(f"warning: {w}")
+    warn(*warnings)
     return 0
 
 
@@ -249,7 +248,7 @@ def _show(args: argparse.Namespace) -> int:
         say(run_kind_line(run_kind(embedded)))
     for p in getattr(info, "problems", ()):
         if metadata_error is None or p != str(metadata_error):  # that one is the error line, said once
-            say(f"warning: {p}")
+            warn(p)
     say("", "embedded config (critical paths):")
     values = critical_values(embedded)
     say(format_table(["path", "value"], [[k, short(v, 80)] for k, v in values.items()]) if values else "  (none)")

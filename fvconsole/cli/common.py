@@ -16,7 +16,7 @@ import threading
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
-from fvconsole.cli.streams import write_err, write_out, write_status
+from fvconsole.cli.streams import flush_stdout, write_err, write_out, write_status
 from fvconsole.core.shared import EXIT_PARTIAL, FvError, PartialFailure, human_bytes, printable
 
 
@@ -37,6 +37,16 @@ def block(lines: Iterable[str]) -> Block:
 def say(*lines: str, err: bool = False) -> None:
     """Print lines of human text on stdout (stderr with ``err``); no argument prints an empty line."""
     (write_err if err else write_out)(block(lines) + "\n")
+
+
+def warn(*messages: str) -> None:
+    """One ``warning: ...`` line per message, on stderr, for every command alike: a warning is a
+    diagnostic, so a pipe or a file of the command's output (``cache ls > listing``) holds the
+    result only. stdout is flushed first, so on a terminal the warning follows what came before."""
+    if not messages:
+        return
+    flush_stdout()
+    say(*(f"warning: {m}" for m in messages), err=True)
 
 
 def emit_json(payload: Any) -> None:

@@ -19,6 +19,7 @@ from fvconsole.cli.common import (
     progress_printer,
     say,
     seconds,
+    warn,
 )
 from fvconsole.cli.formats import add_format_args, output_format, write_output_file
 from fvconsole.cli.journaling import add_journal_args, journal_json, write_journal
@@ -383,6 +384,7 @@ def run_fleet_evict(args: argparse.Namespace) -> int:
             doc["journal"] = journal_json(journal)
     else:
         say(render_fleet_evict(result, root))
+        warn(*plan.warnings)
     return _finish(result.exit_code, result.outcomes, doc)
 
 
@@ -406,8 +408,6 @@ def render_fleet_evict(result: FleetEvictionPlan | FleetEvictionResult, root: st
         rows.append((f"... {omitted} more nodes", "", "", ""))
     lines.append(format_table(("NODE", "ENTRIES", verb.upper(), "KEYS"), rows, right=(1, 2)))
     lines.append(f"{verb} {human_bytes(result.freed_bytes)} across {len(result.outcomes)} nodes")
-    plan = result if isinstance(result, FleetEvictionPlan) else result.plan
-    lines += [f"warning: {w}" for w in plan.warnings]
     if not any(o.ok for o in result.outcomes):
         lines.append("no node could plan the eviction; nothing was executed")
     elif not result.executed and any((o.output or {}).get("evict") for o in result.outcomes if o.ok):

@@ -7,7 +7,7 @@ import os
 import time
 from datetime import datetime, timezone
 
-from fvconsole.cli.common import Block, block, emit_json, format_table, say, whole_number
+from fvconsole.cli.common import Block, block, emit_json, format_table, say, warn, whole_number
 from fvconsole.core.cache import is_duration, parse_duration, quote_input
 from fvconsole.core.journal import ENV_JOURNAL, JournalRead, JournalRecord, journal_path, read_journal
 from fvconsole.core.shared import EXIT_OK, FvError, UsageError, human_bytes
@@ -88,6 +88,8 @@ def run_history(args: argparse.Namespace) -> int:
         emit_json(doc)
     else:
         say(render_history(read, records, source=journal_source(getattr(args, "journal", None))))
+        if read.malformed:
+            warn(f"{read.malformed} malformed line(s) skipped")
     return EXIT_OK
 
 
@@ -111,8 +113,6 @@ def render_history(read: JournalRead, records: tuple[JournalRecord, ...], *, sou
                                   [_row(r) for r in records], right=(5,)))
     else:
         lines.append("(no matching records)")
-    if read.malformed:
-        lines.append(f"warning: {read.malformed} malformed line(s) skipped")
     if read.skipped_bytes:
         lines.append(f"note: the oldest {human_bytes(read.skipped_bytes)} of the journal were not read "
                      "(only its last part is)")

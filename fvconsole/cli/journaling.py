@@ -10,7 +10,7 @@ from __future__ import annotations
 import argparse
 from collections.abc import Callable
 
-from fvconsole.cli.common import say
+from fvconsole.cli.common import warn
 from fvconsole.core.journal import ENV_JOURNAL, JournalRecord, JournalWrite, append_record, journal_path
 
 
@@ -32,7 +32,7 @@ def journal_target(args: argparse.Namespace) -> str | None:
 
 def warn_if_unwritten(result: JournalWrite | None) -> None:
     if result is not None and not result.written:
-        say(f"warning: journal {result.path}: {result.error}; the action itself is done and stands", err=True)
+        warn(f"journal {result.path}: {result.error}; the action itself is done and stands")
 
 
 def write_journal(args: argparse.Namespace, build: Callable[[], JournalRecord]) -> JournalWrite | None:

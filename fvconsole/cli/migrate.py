@@ -11,7 +11,16 @@ import sys
 from typing import Any
 
 from fvconsole.cli.checkpoints import add_set_option, format_mismatches, mismatches_json
-from fvconsole.cli.common import Block, block, emit_json, format_table, progress_printer, say, whole_number
+from fvconsole.cli.common import (
+    Block,
+    block,
+    emit_json,
+    format_table,
+    progress_printer,
+    say,
+    warn,
+    whole_number,
+)
 from fvconsole.cli.journaling import add_journal_args, journal_json, journal_target, warn_if_unwritten
 from fvconsole.cli.outcome import command_line, record_write
 from fvconsole.core.journal import Interrupted
@@ -117,35 +126,37 @@ def _run(args: argparse.Namespace) -> int:
     if refusals or preview.plan is None:
         _refuse(args, preview, refusals, mismatches, warnings)
     plan = preview.plan
-    extra = [n.cli for n in plan.output_dir_notes]
+    extra = [n.cli for n in (*plan.notes, *plan.output_dir_notes)]
     if not args.yes:
         if args.json:
             emit_json({"executed": False, "plan": plan.to_json(), "mismatches": mismatches,
                        "receipt": None, "warnings": warnings})
         else:
-            say(_report(plan, preview), *[f"warning: {w}" for w in extra], "",
-                f"dry run: nothing written; re-run with --yes to write {plan.world_size} sidecars "
+            say(_report(plan, preview))
+            warn(*extra)
+            say("", f"dry run: nothing written; re-run with --yes to write {plan.world_size} sidecars "
                 f"to {os.path.abspath(plan.output_dir)}")
         return 0
     from fvconsole.core.migration import run_migration
 
     base = {"executed": False, "plan": plan.to_json(), "mismatches": mismatches, "receipt": None, "warnings": warnings}
     if not args.json:
-        say(_report(plan, preview), *[f"warning: {w}" for w in extra])
+        say(_report(plan, preview))
+        warn(*extra)
 
-    def warn(why: Any) -> None:  # execution's own findings (staging dirs left alone), once each
+    def execution_warning(why: Any) -> None:  # execution's own findings (staging dirs left alone), once each
         warnings.append(why.cli)
         if not args.json:
-            say(f"warning: {why.cli}")
+            warn(why.cli)
 
     def lock_note(why: Any) -> None:  # a killed run's lock taken over: on stderr, also under --json
         warnings.append(why.cli)
-        say(f"warning: {why.cli}", err=True)
+        warn(why.cli)
 
     try:
         progress = None if args.json and not sys.stderr.isatty() else progress_printer("writing sidecars", plain_lines=True)
         run = run_migration(plan, command=command_line(args), journal_path=journal_target(args), progress=progress,
-                            workers=args.workers, break_lock=args.break_lock, on_warning=warn,
+                            workers=args.workers, break_lock=args.break_lock, on_warning=execution_warning,
                             on_lock_note=lock_note, torch_check=args.torch_check)
     except FvError as exc:
         _describe_failure(exc, base)
@@ -204,10 +215,10 @@ def _refuse(args: argparse.Namespace, preview: Any, refusals: list, mismatches: 
         refusals = [Refusal(invalid("plan", "no plan could be computed"))]
     if not args.json:
         lines = [format_mismatches(preview.mismatches)] if preview.mismatches else []
-        lines += [f"warning: {w}" for w in warnings]
-        lines.append(f"refused ({len(refusals)} reason(s)); nothing written:")
-        lines += [f"  - {r.message}" for r in refusals]
-        say(*lines)
+        if lines:
+            say(*lines)
+        warn(*warnings)
+        say(f"refused ({len(refusals)} reason(s)); nothing written:", *[f"  - {r.message}" for r in refusals])
     first = refusals[0].message
     more = f" (+{len(refusals) - 1} more refusal(s))" if len(refusals) > 1 else ""
     raise FvError(
@@ -225,7 +236,6 @@ def _report(plan: Any, preview: Any) -> Block:
         lines += [format_mismatches(preview.mismatches), ""]
     else:
         lines += ["config: the run config equals the checkpoint's embedded config (all keys)", ""]
-    lines += [f"warning: {n.cli}" for n in plan.notes]
     groups = plan.world_size // plan.sp_world_size if plan.sp_world_size else plan.world_size
     lines += [
         f"checkpoint: {plan.checkpoint} (step {plan.step})",

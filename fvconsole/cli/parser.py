@@ -152,10 +152,13 @@ def parse_command_line(parser: argparse.ArgumentParser, argv: Sequence[str]) -> 
             args, extras = parser.parse_known_args(list(argv))
         except CliUsageError as exc:
             entered = entered or [parser]
-            if exc.message.startswith("the following arguments are required"):
-                unknown, hint = _suggestion(_unknown_options(argv, entered), entered, argv)
-                if hint:
-                    raise CliUsageError(f"{exc.message}; unrecognized: {unknown}{hint}", exc.parser) from None
+            unknown, hint = _suggestion(_unknown_options(argv, entered), entered, argv)
+            if hint and exc.message.startswith("the following arguments are required"):
+                raise CliUsageError(f"{exc.message}; unrecognized: {unknown}{hint}", exc.parser) from None
+            if hint and exc.message.startswith("argument COMMAND: invalid choice"):
+                # `--confg X`: argparse took the misspelled option's value for the command;
+                # the misspelling is the error the user made.
+                raise CliUsageError(f"unrecognized arguments: {unknown}{hint}", exc.parser) from None
             raise
         entered = entered or [parser]
         if extras:

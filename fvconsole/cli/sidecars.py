@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 
 from fvconsole.cli.checkpoints import add_set_option
-from fvconsole.cli.common import Block, block, command_failed, emit_json, format_table, say
+from fvconsole.cli.common import Block, block, command_failed, emit_json, format_table, say, warn
 from fvconsole.core.shared import elided
 
 VERIFY_EPILOG = """\
@@ -71,6 +71,7 @@ def _verify(args: argparse.Namespace) -> int:
     )
     if not args.json:
         say(_report(result, args.deep))
+        warn(*result.warnings)
     if not result.ok:
         first = result.problems[0] if result.problems else "unknown problem"
         raise command_failed(1, f"verification failed ({len(result.problems)} problem(s)); first: {first}",
@@ -84,7 +85,6 @@ def _report(result, deep: bool) -> Block:
     lines = [f"sidecar dir: {result.sidecar_dir}"]
     if result.step is not None:
         lines.append(f"plan: step {result.step}, world size {result.world_size}")
-    lines += [f"warning: {w}" for w in result.warnings]
     if result.ranks:
         headers = ["rank", "ok", "rg position", "row offset", "yielded", "next sample"]
         if deep:

@@ -95,7 +95,8 @@ def test_terminal_watch_redraws_and_ctrl_c_exits_0(tmp_path: Path) -> None:
     assert b"(watching; Ctrl-C to stop)" in seen
     proc.send_signal(signal.SIGINT)
     assert proc.wait(timeout=30) == 0
-    assert proc.stderr.read() == b""  # no traceback, no "interrupted"
+    # No traceback, no "interrupted": at most the scans' warnings (this machine's /proc may be partial).
+    assert all(line.startswith(b"warning: ") for line in proc.stderr.read().splitlines())
     os.close(leader)
 
 

@@ -264,3 +264,48 @@ def test_ls_json_streamed_is_byte_for_byte_one_json_dumps(cache, capsys, monkeyp
     out_file = root.parent / "ls.json"
     code, _, _ = _run(capsys, "cache", "ls", str(root), "--json", "--output", str(out_file))
     assert code == 0 and out_file.read_text() == whole
+
+
+def test_ls_notes_are_whole_when_piped_and_with_wide(cache, capsys, monkeypatch):
+    # Piped (the in-process run's stdout is no terminal): each note whole, on its entry's one line.
+    root, keys = cache
+    code, payload, _ = _json(capsys, "cache", "ls", str(root), "--json")
+    notes = {e["key"]: e["explanation"] for e in payload["entries"]}
+    long_notes = {k: n for k, n in notes.items() if len(n) > 72}
+    assert long_notes, notes  # the fixture has notes longer than a clipped column
+    for argv in (("cache", "ls", str(root)), ("cache", "ls", str(root), "--wide")):
+        code, out, _ = _run(capsys, *argv)
+        assert code == 0 and "…" not in out
+        rows = {line.split()[0]: line for line in out.splitlines() if line[:16] in notes}
+        for key, note in long_notes.items():
+            assert rows[key].endswith(note), (rows[key], note)
+
+
+def test_evict_key_that_is_no_entry_refuses_as_verify_does(cache, capsys):
+    root, keys = cache
+    absent = make_key("absent")
+    before = sorted(os.listdir(root))
+    code, _, err = _run(capsys, "cache", "verify", str(root), "--key", absent)
+    assert code == 1 and absent in err
+    for extra in ((), ("--yes",), ("--invalid", "--yes")):
+        code, out, err = _run(capsys, "cache", "evict", str(root), "--key", absent, *extra)
+        assert code == 1, (extra, out, err)
+        assert err.splitlines() == [f"error: {absent}: not an entry of {root} (--key); nothing evicted"]
+        assert sorted(os.listdir(root)) == before  # the invalid entry and the leftover too
+    code, payload, err = _json(capsys, "cache", "evict", str(root), "--key", absent, "--key", keys["complete0"],
+                               "--json")
+    assert code == 1 and payload["missing"] == [absent] and payload["error"] in err
+
+
+def test_warnings_go_to_stderr_for_every_listing(cache, capsys, monkeypatch):
+    # A scan that could not see every process warns: on stderr, never among the listing's lines
+    # (this machine's /proc may be whole, so the pass over it is replaced by a partial one).
+    root, _ = cache
+    from fvconsole.core.cache import scan
+    from fvconsole.core.shared.process_use import ProcessUse
+
+    monkeypatch.setattr(scan, "scan_processes", lambda: ProcessUse(partial="process check partial: test"))
+    for argv in (("cache", "ls", str(root)), ("cache", "ls", str(root), "--wide")):
+        code, out, err = _run(capsys, *argv)
+        assert code == 0 and out.strip() and "warning:" not in out, argv
+        assert err.splitlines() == ["warning: process check partial: test"], argv

@@ -27,7 +27,8 @@ def test_ls_table_newest_first_and_latest_warning(legacy, tmp_path, cli) -> None
     assert lines[0].split()[:3] == ["step", "complete", "kind"]
     assert lines[2].split()[:3] == ["10", "NO", "legacy"]
     assert lines[3].split()[:3] == [str(STEP), "yes", "legacy"]
-    assert any(line.startswith("warning:") and "checkpoint-10" in line and "latest" in line for line in lines)
+    assert not any(line.startswith("warning:") for line in lines)  # warnings go to stderr
+    assert any(line.startswith("warning:") and "checkpoint-10" in line and "latest" in line for line in err.splitlines())
     assert tree_digest(str(tmp_path), mtimes=True, modes=True) == before
 
 

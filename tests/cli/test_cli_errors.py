@@ -50,6 +50,8 @@ def assert_contract(code: int, out: str, err: list[str], *, json_out: bool, hint
         (["migrat", "--json"], "fvconsole", "(did you mean migrate?)"),
         (["cache", "lss"], "fvconsole cache", "(did you mean ls?)"),
         (["fleet", "cache", "evict", "--max-gbb", "3"], "fvconsole fleet cache evict", "(did you mean --max-gb?)"),
+        (["--confg", "run.yaml"], "fvconsole", "unrecognized arguments: --confg (did you mean --config?)"),
+        (["--cache-rot", "/x", "cache", "ls"], "fvconsole", "(did you mean --cache-root?)"),
     ],
 )
 def test_misspellings_get_one_line_and_a_suggestion(argv, hint, suggestion, capsys) -> None:

@@ -151,3 +151,14 @@ def test_migrate_torch_check_writes_a_set_torch_reads(tmp_path, cli) -> None:
     for rank in range(WORLD):
         loaded = torch.load(os.path.join(legacy.out, f"dataloader_state_rank{rank}.pt"), weights_only=True)
         assert loaded["rank"] == rank
+
+
+def test_a_file_given_as_sidecar_dir_is_not_a_directory(migrated, cli, tmp_path) -> None:
+    legacy, _ = migrated
+    a_file = tmp_path / "sidecars.txt"
+    a_file.write_text("not a dir")
+    code, _, err = cli(legacy.verify_argv(sidecar_dir=str(a_file)))
+    assert code == 1
+    assert f"{a_file}: sidecar dir is not a directory" in err
+    code, _, err = cli(legacy.verify_argv(sidecar_dir=str(tmp_path / "absent")))
+    assert code == 1 and "absent: sidecar dir does not exist" in err

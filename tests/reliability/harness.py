@@ -223,13 +223,15 @@ def assert_clean_error(
 ) -> str:
     """The failure contract: allowed exit code, exactly one stderr line `error: ...`, no traceback.
 
+    ``warning:`` lines may come before it: every warning is on stderr (a refused migration still
+    reports the staging dirs it left alone), and none is an error.
     ``names``: at least one of them must appear in that line (the file or field at fault).
     ``progress_ok``: a failure part-way may follow ``progress:`` lines (they are not errors).
     Returns the error line.
     """
     assert result.returncode in codes, result.describe()
     assert "Traceback" not in result.stderr and "Traceback" not in result.stdout, result.describe()
-    lines = [line for line in result.stderr.splitlines() if line.strip()]
+    lines = [line for line in result.stderr.splitlines() if line.strip() and not line.startswith("warning: ")]
     if progress_ok:
         lines = [line for line in lines if not line.startswith("progress:")]
     if result.returncode == 2 and len(lines) == 2:

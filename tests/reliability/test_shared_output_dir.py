@@ -154,7 +154,7 @@ def test_second_host_is_refused_while_the_first_is_staging(
     assert f"(pid {first.pid} on host {socket.gethostname()} since " in line, line
     assert f"; lock file {lock_file(out)})" in line, line
     assert digest_diff(staged, tree_digest(out.parent / staging)) == [], "the other host touched a live staging dir"
-    assert f"{out.parent / staging}: staging dir of another host or container" in second.stdout, second.describe()
+    assert f"{out.parent / staging}: staging dir of another host or container" in second.stderr, second.describe()
     assert not out.exists()
     trials.add("second host refused, staging dir untouched")
 
@@ -192,7 +192,7 @@ def test_killed_run_is_left_alone_by_another_host(
     other = run_elsewhere(ws.migrate_args(out, "--break-lock"))
     assert other.returncode == 0, other.describe()
     assert f"warning: {lock}: broke the lock of pid {killed.pid} on host " in other.stderr, other.stderr
-    assert f"warning: {out.parent / staging}: staging dir of another host or container" in other.stdout
+    assert f"warning: {out.parent / staging}: staging dir of another host or container" in other.stderr
     assert digest_diff(staged, tree_digest(out.parent / staging)) == [], "another host removed a staging dir"
     assert_complete_set(ws, out, capsys)
     trials.add("other host published, staging dir reported and untouched")
@@ -235,8 +235,8 @@ def test_dead_holder_of_this_host_is_taken_over_and_a_live_one_never_broken(
     before = tree_digest(out.parent)
     dry = run_inproc(ws.migrate_args(out, yes=False), capsys)
     assert dry.returncode == 0, dry.describe()
-    assert f"warning: {lock}: stale lock of pid {killed.pid} on host" in dry.stdout, dry.stdout
-    assert "will be taken over: " in dry.stdout and "no longer running" in dry.stdout, dry.stdout
+    assert f"warning: {lock}: stale lock of pid {killed.pid} on host" in dry.stderr, dry.stderr
+    assert "will be taken over: " in dry.stderr and "no longer running" in dry.stderr, dry.stderr
     assert digest_diff(before, tree_digest(out.parent)) == [], "a dry run changed something"
     trials.add("killed holder named; dry run wrote nothing")
 
@@ -281,7 +281,7 @@ def test_lock_of_a_container_is_broken_from_its_host_only_with_break_lock(
     done = run_inproc(ws.migrate_args(out, "--break-lock"), capsys)  # the container is known to be gone
     assert done.returncode == 0, done.describe()
     assert f"warning: {lock}: broke the lock of pid {record['pid']} on host " in done.stderr, done.stderr
-    assert f"warning: {out.parent / staging}: staging dir of another host or container" in done.stdout
+    assert f"warning: {out.parent / staging}: staging dir of another host or container" in done.stderr
     assert digest_diff(staged, tree_digest(out.parent / staging)) == []
     assert_complete_set(ws, out, capsys)
     trials.add("container's staging dir reported and untouched")

@@ -163,7 +163,8 @@ def verify_sidecars(
     if plan is None:
         return VerifyResult(False, tuple(problems), (), tuple(warnings), sidecar_dir)
     if not os.path.isdir(sidecar_dir):
-        problems.append(f"{sidecar_dir}: sidecar dir does not exist")
+        what = "is not a directory" if os.path.lexists(sidecar_dir) else "does not exist"
+        problems.append(f"{sidecar_dir}: sidecar dir {what}")
         return VerifyResult(False, tuple(problems), (), tuple(warnings), sidecar_dir, plan.step, plan.world_size)
     upstream_names = find_upstream_receipts(sidecar_dir)
     listing = _list_dir(sidecar_dir, plan.world_size, problems, warnings, set(upstream_names))
