@@ -22,6 +22,7 @@ from textual.widgets import DataTable, Input, TabbedContent
 from fvconsole.cli import InstalledVersion
 from fvconsole.cli.completion import PrintCompletion
 from fvconsole.cli.streams import _Stdout
+from fvconsole.core.cache.lock import LockState
 from fvconsole.core.checkpoints.listing import CheckpointInfo
 from fvconsole.core.migration.output_dir import OutputState
 from fvconsole.core.migration.sample_ids import NextSampleIds
@@ -72,6 +73,7 @@ DataTable()._require_update_dimensions  # DataTable re-measures on its next rend
 
 # Data read outside the package: by the JSON a user gets, by the tests, by the docs.
 _fields(CheckpointInfo).dataloader_keys  # `checkpoints ls --json` emits it (to_json: every field, via core/shared/fields_json.py)
+_fields(LockState).record_problem  # `cache evict --yes --json` emits it under "lock" (to_json via fields_json)
 _fields(DemoWorkspace).created_at  # `fvconsole demo --json` prints it (to_json is the instance __dict__)
 _fields(NextSampleIds).row_groups_read  # part of the result; tests/tui/test_tui_app.py checks how many were read
 FleetView.view_result  # the fleet view's last result, which tests/tui/test_fleet_tui.py reads

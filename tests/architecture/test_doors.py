@@ -369,16 +369,14 @@ DOORS: tuple[Door, ...] = (
          # Single-file unlinks of fvconsole's own files: (module, function) -> why it is safe.
          allowed={
              ("fvconsole/core/shared/atomic.py", "atomic_write_bytes"): "its own O_EXCL temp file, after a failed write",
-             ("fvconsole/core/cache/lock.py", "EvictorLock._write_record"): "its own temp holder record",
-             ("fvconsole/core/cache/lock.py", "EvictorLock._clean_dead_temps"): "temp holder records of dead "
-                                                                                 "evictors",
-             ("fvconsole/core/cache/lock.py", "EvictorLock.release"): "its own holder record",
+             ("fvconsole/core/shared/locks.py", "HolderRecord.publish"): "its own temp holder record, after a failed "
+                                                                         "write",
+             ("fvconsole/core/shared/locks.py", "HolderRecord.withdraw"): "its own holder record, still under the lock",
+             ("fvconsole/core/shared/locks.py", "clean_dead_temps"): "temp records of this identity's dead runs",
              ("fvconsole/core/shared/locks.py", "FileLock.release"): "its own lock file",
              ("fvconsole/core/shared/locks.py", "FileLock._create"): "its own temp lock record (after link)",
              ("fvconsole/core/shared/locks.py", "FileLock._create_direct"): "its own lock file, after a failed write",
              ("fvconsole/core/shared/locks.py", "FileLock._break"): "a provably dead holder's lock file, moved aside first",
-             ("fvconsole/core/shared/locks.py", "FileLock._clean_own_temps"): "temp lock records of this identity's "
-                                                                       "dead runs",
              ("fvconsole/core/shared/locks.py", "OwnerLock.release"): "its own lock file, unlinked while still locked",
              ("fvconsole/demo/builders.py", "write_checkpoint"): "the .metadata of a checkpoint it just wrote "
                                                                  "(fixture)",
@@ -397,11 +395,11 @@ DOORS: tuple[Door, ...] = (
                                                     "exchange), a directory judged by core/migration/output_dir.py",
              "fvconsole/core/cache/evict.py": "renames an entry to .evicting-* inside the cache root (eviction's "
                                               "first step)",
-             "fvconsole/core/cache/lock.py": "puts the evictor's holder record into place (the locks door)",
              "fvconsole/core/retention/execute.py": "renames a checkpoint-<step> dir out of FastVideo's pattern "
                                                     "inside the output dir (a prune's first step), or back when "
                                                     "its re-check fails",
-             "fvconsole/core/shared/locks.py": "moves a provably dead holder's lock file aside (the locks door)",
+             "fvconsole/core/shared/locks.py": "puts a holder record into place; moves a provably dead holder's lock "
+                                               "file aside (the locks door)",
              "fvconsole/core/migration/faults.py": "the test-only fault hook's announcement file",
              "fvconsole/demo/cache_builders.py": "writes manifests into the demo's own cache, as FastVideo does",
          },
@@ -416,7 +414,6 @@ DOORS: tuple[Door, ...] = (
          open_for_writing_scan,
          allowed={
              "fvconsole/cli/streams.py": "points closed fds 0-2 at /dev/null",
-             "fvconsole/core/cache/lock.py": "the evictor's own holder record, O_EXCL (the locks door)",
              "fvconsole/core/shared/locks.py": "its own lock files: O_EXCL records, the evictor's lock file opened to "
                                         "write-lock it (the locks door)",
              "fvconsole/core/migration/faults.py": "the test-only fault hook's trace and announcement files",
@@ -468,8 +465,6 @@ DOORS: tuple[Door, ...] = (
          # An O_EXCL create of a uniquely named temp file is no lock: (module, name) -> why.
          allowed={
              ("fvconsole/core/shared/atomic.py", "O_EXCL"): "creates its own uniquely named temp file before the rename",
-             ("fvconsole/core/cache/lock.py", "O_EXCL"): "creates the holder record's uniquely named temp file "
-                                                         "(the lock itself is core/shared/locks.py's OwnerLock)",
          },
          caught=("import fcntl\nfcntl.flock(fd, 2)\n", "from fcntl import flock\n", "import fcntl\nfcntl.lockf(fd, 2)\n",
                  "import fcntl\nfcntl.fcntl(fd, fcntl.F_OFD_SETLK, b'')\n",

@@ -31,31 +31,25 @@ Dry runs never take the lock (``probe_evictor`` only reads).
 
 from __future__ import annotations
 
-import contextlib
 import errno
-import json
 import os
-import re
-import secrets
 import time
 from dataclasses import dataclass
 
 from fvconsole.core.journal.interrupts import deferred
 from fvconsole.core.shared.errors import FvError
 from fvconsole.core.shared.fields_json import fields_json
-from fvconsole.core.shared.host import current_identity, host_label, pid_alive
+from fvconsole.core.shared.host import current_identity, host_label
 from fvconsole.core.shared.locks import (
     Holder,
-    Liveness,
+    HolderRecord,
     LockBusy,
     LockFileRefused,
     OwnerLock,
     is_write_locked,
     lock_holder_pids,
-    read_holder,
     wait_for,
 )
-from fvconsole.core.shared.walk import listing
 
 RECORD_SUFFIX = ".fvconsole-evictor"
 #: The lock file inside the root (a regular file: FastVideo's GC counts only directories).
@@ -102,10 +96,10 @@ class EvictorLock:
         self.root = os.path.abspath(root)
         self.real_root = os.path.realpath(self.root)
         self.record = record_path(self.real_root)
+        self._record = HolderRecord(self.record)
         self._command = command
         self._fd: int | None = None
         self._lock: OwnerLock | None = None
-        self._holder: Holder | None = None
         self.state: LockState | None = None
 
     def acquire(self, wait: float = 0.0) -> LockState:
@@ -143,7 +137,8 @@ class EvictorLock:
                     self._lock, self._fd = lock, dir_fd
                 if taken:
                     took_over = self._stale_record_note()
-                    self.state = LockState(True, time.monotonic() - started, None, self._write_record(), took_over)
+                    self.state = LockState(True, time.monotonic() - started, None,
+                                           self._record.publish(Holder.current(self._command)), took_over)
         except LockFileRefused:
             os.close(dir_fd)
             raise
@@ -169,7 +164,7 @@ class EvictorLock:
     def _stale_record_note(self) -> str | None:
         """A record left beside the root although we hold the lock: its holder died (or lost it) without removing it."""
         try:
-            left = read_holder(self.record)
+            left = self._record.read()
         except (OSError, ValueError):
             return None
         return f"{self.record}: took over from {left.describe()}: {left.judge().reason}"
@@ -177,7 +172,7 @@ class EvictorLock:
     def busy(self, wait: float) -> LockBusy:
         """The refusal: who holds the lock, as far as can be told."""
         code, waited = ("lock.evicting_waited", {"wait": f"{wait:g}"}) if wait > 0 else ("lock.evicting", {})
-        holder = live_record(self.record)
+        holder = self._record.live()
         pids, _ = lock_holder_pids(lock_file_path(self.real_root))
         if holder is not None:
             me = current_identity()
@@ -185,7 +180,7 @@ class EvictorLock:
                 return LockBusy(self.root, BUSY, None, holder, code, who=f" ({_other_namespace(holder, pids)})",
                                 **waited)
             return LockBusy(self.root, BUSY, None, holder, code, **waited)
-        damaged = record_problem(self.record)
+        damaged = self._record.problem()
         record = f"its holder record {self.record} is damaged: {damaged}" if damaged else "it left no holder record"
         if pids:
             who = f" (pid {pids[0]} on host {host_label(current_identity().hostname)}; {record})"
@@ -193,57 +188,12 @@ class EvictorLock:
             who = f" ({record})" if damaged else ""
         return LockBusy(self.root, BUSY, None, None, code, who=who, **waited)
 
-    def _write_record(self) -> str | None:
-        """Publish who holds the lock (temp + rename: readers see a whole record or none)."""
-        holder = Holder.current(self._command)
-        data = (json.dumps(holder.to_json(), sort_keys=True) + "\n").encode("utf-8")
-        tmp = f"{self.record}.{holder.identity.key}-{holder.pid}-{secrets.token_hex(4)}.tmp"
-        self._clean_dead_temps(holder.identity.key)
-        try:
-            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
-            try:
-                os.write(fd, data)
-            finally:
-                os.close(fd)
-            os.rename(tmp, self.record)
-        except OSError as exc:
-            with contextlib.suppress(OSError):
-                os.unlink(tmp)
-            return f"{self.record}: cannot write the holder record ({exc.strerror}); the lock still holds"
-        self._holder = holder
-        return None
-
-    def _clean_dead_temps(self, key: str) -> None:
-        """Temp records of this host identity whose writer died between create and rename (SIGKILL)."""
-        parent, name = os.path.split(self.record)
-        pattern = re.compile(rf"^{re.escape(name)}\.{key}-(\d+)-[0-9a-f]+\.tmp$")
-        try:
-            with listing(parent) as listed:
-                names = [item.name for item in listed]
-        except OSError:
-            return
-        for entry in names:
-            match = pattern.match(entry)
-            if match and not pid_alive(int(match.group(1))):
-                with contextlib.suppress(OSError):
-                    os.unlink(os.path.join(parent, entry))
-
     def release(self) -> str | None:
         """Remove our record (still under the lock, so never a successor's), then unlock. Never raises."""
         fd, self._fd = self._fd, None
-        holder, self._holder = self._holder, None
         if fd is None:
             return None
-        problem = None
-        if holder is not None:
-            try:
-                current = read_holder(self.record)
-                if current.token == holder.token:
-                    os.unlink(self.record)
-            except FileNotFoundError:
-                pass
-            except (OSError, ValueError) as exc:
-                problem = f"{self.record}: cannot remove the holder record ({exc}); it is ignored once this process is gone"
+        problem = self._record.withdraw()
         lock, self._lock = self._lock, None
         if lock is not None:
             lock.release()  # unlinks the lock file, then the last close drops the OFD lock
@@ -256,28 +206,6 @@ class EvictorLock:
 
     def __exit__(self, *exc: object) -> None:
         self.release()
-
-
-def live_record(path: str) -> Holder | None:
-    """The holder named in record ``path``, unless it is missing, damaged or provably dead."""
-    try:
-        holder = read_holder(path)
-    except (OSError, ValueError):
-        return None
-    return None if holder.judge().state is Liveness.DEAD else holder
-
-
-def record_problem(path: str) -> str | None:
-    """Why record ``path`` names no holder, when it exists but is damaged (None: absent or usable)."""
-    try:
-        read_holder(path)
-    except (FileNotFoundError, NotADirectoryError):
-        return None
-    except OSError as exc:
-        return exc.strerror or str(exc)
-    except ValueError as exc:
-        return str(exc)
-    return None
 
 
 def _other_namespace(holder: Holder, pids: list[int]) -> str:
@@ -295,7 +223,7 @@ def probe_evictor(root: str) -> Holder | None:
     preview can never make a real eviction wait or be refused.
     """
     real = os.path.realpath(os.path.abspath(root))
-    holder = live_record(record_path(real))
+    holder = HolderRecord(record_path(real)).live()
     if holder is not None and is_write_locked(lock_file_path(real)) is False and holder.identity.same_machine(
             current_identity()):
         return None  # its record survived, but this machine shows no such lock: not running

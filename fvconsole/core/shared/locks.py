@@ -222,6 +222,106 @@ def read_holder(path: str) -> Holder:
         raise ValueError(f"not an fvconsole lock ({_after(exc, path)})") from None
 
 
+def record_bytes(holder: Holder) -> bytes:
+    """The bytes of a holder record (a lock file, or a record beside a locked directory)."""
+    return (json.dumps(holder.to_json(), indent=2, sort_keys=True) + "\n").encode("utf-8")
+
+
+def temp_record_path(path: str, identity: HostIdentity) -> str:
+    """A unique temp name beside record ``path`` that says which identity and pid wrote it."""
+    return f"{path}.{identity.key}-{os.getpid()}-{secrets.token_hex(4)}.tmp"
+
+
+def clean_dead_temps(path: str, step: Callable[[str], None] | None = None) -> None:
+    """Remove temp records of ``path`` (:func:`temp_record_path`) written by this identity's dead runs:
+    a writer killed between create and rename (or link) leaves one."""
+    parent, name = os.path.split(path)
+    key = current_identity().key
+    pattern = re.compile(rf"^{re.escape(name)}\.{re.escape(key)}-(\d+)-[0-9a-f]+\.tmp$")
+    try:
+        with listing(parent) as listed:
+            names = [item.name for item in listed]
+    except OSError:
+        return
+    for entry in names:
+        match = pattern.match(entry)
+        if match and not pid_alive(int(match.group(1))):
+            if step is not None:
+                step(f"unlink {os.path.join(parent, entry)}")
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(os.path.join(parent, entry))
+
+
+class HolderRecord:
+    """An advisory holder record at ``path``: who holds a lock that cannot say so itself (an OFD lock).
+
+    Published whole (a temp file of this identity, then rename: readers see a whole record or
+    none), read back through the untrusted decoder (:func:`read_holder`), removed only while it
+    still names its writer. The lock excludes; the record only names the holder in a refusal.
+    """
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+        self.written: Holder | None = None
+
+    def read(self) -> Holder:
+        """The holder it names (FileNotFoundError if none; ValueError if damaged)."""
+        return read_holder(self.path)
+
+    def live(self) -> Holder | None:
+        """The holder it names, unless it is missing, damaged or provably dead."""
+        try:
+            holder = self.read()
+        except (OSError, ValueError):
+            return None
+        return None if holder.judge().state is Liveness.DEAD else holder
+
+    def problem(self) -> str | None:
+        """Why it names no holder when it exists but is damaged (None: absent or usable)."""
+        try:
+            self.read()
+        except (FileNotFoundError, NotADirectoryError):
+            return None
+        except OSError as exc:
+            return exc.strerror or str(exc)
+        except ValueError as exc:
+            return str(exc)
+        return None
+
+    def publish(self, holder: Holder) -> str | None:
+        """Write ``holder`` in place of whatever record is there; a problem (the lock still holds) or None."""
+        tmp = temp_record_path(self.path, holder.identity)
+        clean_dead_temps(self.path)
+        try:
+            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
+            try:
+                write_all(fd, record_bytes(holder))
+            finally:
+                os.close(fd)
+            os.rename(tmp, self.path)
+        except OSError as exc:
+            with contextlib.suppress(OSError):
+                os.unlink(tmp)
+            return f"{self.path}: cannot write the holder record ({exc.strerror}); the lock still holds"
+        self.written = holder
+        return None
+
+    def withdraw(self) -> str | None:
+        """Remove the record if it is still the one :meth:`publish` wrote (call it while still locked,
+        so it is never a successor's); a problem or None. Never raises."""
+        holder, self.written = self.written, None
+        if holder is None:
+            return None
+        try:
+            if self.read().token == holder.token:
+                os.unlink(self.path)
+        except FileNotFoundError:
+            pass
+        except (OSError, ValueError) as exc:
+            return f"{self.path}: cannot remove the holder record ({exc}); it is ignored once this process is gone"
+        return None
+
+
 # --------------------------------------------------------------------------- refusals
 
 
@@ -355,7 +455,7 @@ class FileLock:
         notes: list[Reason] = []
         refusal: list[FvError] = []
         try:
-            self._clean_own_temps()
+            clean_dead_temps(self.path, self._step)
 
             def attempt() -> bool | None:
                 refusal.clear()
@@ -423,13 +523,10 @@ class FileLock:
 
     # ---------------------------------------------------------------- file operations
 
-    def _temp_name(self, me: HostIdentity) -> str:
-        return f"{self.path}.{me.key}-{os.getpid()}-{secrets.token_hex(4)}.tmp"
-
     def _create(self, holder: Holder) -> bool:
         """Make ``path`` hold ``holder``'s JSON, whole, unless it exists. True if we made it."""
-        data = (json.dumps(holder.to_json(), indent=2, sort_keys=True) + "\n").encode("utf-8")
-        tmp = self._temp_name(holder.identity)
+        data = record_bytes(holder)
+        tmp = temp_record_path(self.path, holder.identity)
         self._step(f"create {tmp}")
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
         try:
@@ -477,7 +574,7 @@ class FileLock:
 
     def _break(self, judged: Holder) -> bool:
         """Remove the lock of ``judged`` (provably dead). False if the lock turned out to be another's."""
-        aside = self._temp_name(current_identity())
+        aside = temp_record_path(self.path, current_identity())
         self._step(f"rename {self.path} -> {aside}")
         try:
             os.rename(self.path, aside)
@@ -500,22 +597,6 @@ class FileLock:
                                             file=self.path)) from None
         os.unlink(aside)
         return False
-
-    def _clean_own_temps(self) -> None:
-        """Temp files of ours whose writer is dead (killed between create and unlink)."""
-        pattern = re.compile(rf"^{re.escape(os.path.basename(self.path))}\.([0-9a-f]{{12}})-(\d+)-[0-9a-f]+\.tmp$")
-        me = current_identity()
-        try:
-            with listing(self.parent) as listed:
-                names = [item.name for item in listed]
-        except FileNotFoundError:
-            return
-        for name in names:
-            match = pattern.match(name)
-            if match and match.group(1) == me.key and not pid_alive(int(match.group(2))):
-                self._step(f"unlink {os.path.join(self.parent, name)}")
-                with contextlib.suppress(FileNotFoundError):
-                    os.unlink(os.path.join(self.parent, name))
 
     def _fsync_parent(self) -> None:
         self._step(f"fsync {self.parent}")
