@@ -18,8 +18,8 @@ from dataclasses import dataclass
 
 from benchmarks.harness import Row, format_machine, format_table, machine_info
 
-CASES = ("fingerprint", "plan", "dryrun", "dcpkeys", "execute", "sidecars", "cache", "headers", "scale", "startup",
-         "tui", "fleet")
+CASES = ("fingerprint", "plan", "dryrun", "reshard", "dcpkeys", "execute", "sidecars", "cache", "headers", "scale",
+         "startup", "tui", "fleet")
 
 
 @dataclass(frozen=True)
@@ -45,11 +45,13 @@ class Sizes:
     sidecar_ranks: int = 1024  # `migrate --yes` / `sidecars verify` end to end
     scale_cache_entries: int = 20_000  # `cache ls --json` at scale, serial (issue 28 item 6)
     scale_checkpoints: int = 20_000  # `checkpoints ls` at scale
+    reshard_ranks: int = 4096  # `migrate` dry run of an elastic resume to twice the ranks (issue 30 item 8)
+    reshard_row_groups: int = 1_000_000
 
 
 FULL = Sizes(1024, 100_000, 128, 4096, 1_000_000, 8, 1024, 0.005, 2000, 32, 4096, 2000, 15, 3)
 QUICK = Sizes(64, 5_000, 16, 256, 20_000, 4, 64, 0.0, 100, 8, 256, 200, 4, 1, 200, 10, sidecar_ranks=64,
-              scale_cache_entries=300, scale_checkpoints=20)
+              scale_cache_entries=300, scale_checkpoints=20, reshard_ranks=64, reshard_row_groups=20_000)
 
 
 def _runners(sizes: Sizes, tmp: str) -> dict[str, Callable[[], list[Row]]]:
@@ -72,6 +74,7 @@ def _runners(sizes: Sizes, tmp: str) -> dict[str, Callable[[], list[Row]]]:
         "plan": plan,
         "dryrun": lambda: cases_plan.dry_run_case(f"{tmp}/e2e", sizes.e2e_ranks, sizes.e2e_row_groups,
                                                   sizes.e2e_baseline_ranks, min(2, sizes.repeat)),
+        "reshard": lambda: cases_plan.reshard_case(f"{tmp}/reshard", sizes.reshard_ranks, sizes.reshard_row_groups),
         "dcpkeys": lambda: [cases_io.dcp_keys_case(f"{tmp}/dcp", max(2, sizes.repeat))],
         "execute": execute,
         "sidecars": lambda: cases_sidecars.sidecar_cases(f"{tmp}/sidecars", sizes.sidecar_ranks, sizes.repeat),

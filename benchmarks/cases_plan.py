@@ -136,6 +136,37 @@ def dry_run_case(root: str, ranks: int, row_groups: int, baseline_ranks: int, re
     return [_with_baseline(row, run, plan_ranks, baseline_ranks), stock]
 
 
+def reshard_case(root: str, ranks: int, row_groups: int) -> list[Row]:
+    """`fvconsole migrate` dry runs of an elastic resume to twice the ranks: every mode's accounting, then one chosen.
+
+    The accounting works on row-group ranges (core/migration/reshard.py); the cross-check is the
+    ranges' own invariant: consumed + to_read - repeated + unread is every row of the manifest.
+    """
+    _t_setup, run = timed(lambda: inputs.migration_run(root, world_size=ranks, num_row_groups=row_groups))
+    out_dir = os.path.join(root, "sidecars")
+    target = ["--set", f"training.distributed.num_gpus={2 * ranks}"]
+    rows = []
+    for label, extra, want in (("all three modes, refused without a mode", [], 1),
+                               ("--reshard nearest", ["--reshard", "nearest"], 0)):
+        out_file = os.path.join(root, "reshard.json")
+        with open(out_file, "wb") as handle:
+            fv_t, code = run_command([sys.executable, "-m", "fvconsole", *run.cli_args(out_dir), *target, *extra,
+                                      "--json"], stdout=handle)
+        if code != want:
+            raise AssertionError(f"reshard dry run ({label}) exited {code}, expected {want}")
+        with open(out_file, encoding="utf-8") as handle:
+            report = json.load(handle)
+        reshard = report["reshard"] if want else report["plan"]["reshard"]
+        total = sum(g["rows"] for g in run.manifest["row_groups"])
+        for mode, acc in reshard["modes"].items():
+            if acc["consumed"] + acc["to_read"] - acc["repeated"] + acc["unread"] != total:
+                raise AssertionError(f"reshard {mode}: the accounting does not cover the manifest's {total} rows")
+        rows.append(Row(f"reshard dry run {ranks} -> {2 * ranks} ranks x {row_groups:,} rg ({label}; CLI)",
+                        fv_t.wall, None, "", "<10 s", fv_t.cpu < 10,
+                        "accounting covers every row: consumed + to_read - repeated + unread", fv_t.cpu))
+    return rows
+
+
 @contextlib.contextmanager
 def _stdlib_fingerprint() -> Iterator[None]:
     """Undo the fastjson integration (manifest.compute_fingerprint) to show what it buys."""

@@ -322,3 +322,115 @@ def gc_cache_root_candidates(root: Path) -> list[tuple[float, int, str]]:
         mtime = manifest.stat().st_mtime if manifest.is_file() else 0.0
         entries.append((mtime, size, child.name))
     return sorted(entries)
+
+
+# --------------------------------------------------------------------------- elastic resume
+
+
+def epoch_samples(manifest: dict[str, Any], *, world_size: int, sp_world_size: int, batch_size: int, seed: int,
+                  shuffle_row_groups: bool, epoch: int, rank: int,
+                  resume: dict[str, Any] | None = None) -> list[int]:
+    """The sample indices one rank's loader yields in ``epoch``, sample by sample, batch by batch.
+
+    The loader's ``__iter__`` transcribed: the shard of the rank's SP group in
+    ``Random(seed + epoch)`` order, read from ``resume``'s ``row_group_position`` /
+    ``row_offset`` / ``yielded_samples`` (or from the start), each row after the offset
+    appended to the batch, a full batch yielded, until ``samples_per_worker`` were yielded.
+    A resume state whose epoch is not ``epoch`` yields nothing here.
+    """
+    shards = contiguous_row_group_shards(manifest["row_groups"], world_size // sp_world_size)
+    spw = samples_per_worker(shards, batch_size)
+    if spw == 0:
+        raise ValueError("Dataset is too small for the requested DP/SP/worker layout")
+    shard = worker_shard(shards, rank // sp_world_size, seed=seed, epoch=epoch, shuffle=shuffle_row_groups)
+    position = offset = yielded = 0
+    if resume is not None:
+        if int(resume["epoch"]) != epoch:
+            return []
+        position, offset, yielded = (int(resume[k]) for k in ("row_group_position", "row_offset", "yielded_samples"))
+    out: list[int] = []
+    batch: list[int] = []
+    while yielded < spw and position < len(shard):
+        item = shard[position]
+        for local in range(offset, int(item["rows"])):
+            batch.append(int(item["sample_start"]) + local)
+            offset = local + 1
+            if len(batch) == batch_size:
+                yielded += batch_size
+                out.extend(batch)
+                batch = []
+                if yielded >= spw:
+                    break
+        if yielded >= spw:
+            break
+        position += 1
+        offset = 0
+    if yielded != spw:
+        raise RuntimeError("Streaming shard ended before producing the balanced sample count")
+    return out
+
+
+def elastic_accounting(manifest: dict[str, Any], *, source: dict[str, Any], target_states: dict[int, dict],
+                       target_world: int, target_sp: int, batch_size: int, seed: int,
+                       shuffle_row_groups: bool) -> dict[str, int]:
+    """consumed / to_read / repeated / unread / unread_without_change, counted sample by sample.
+
+    ``source``: {world_size, sp_world_size, epoch, yielded_samples}: every source DP group
+    yielded its first ``yielded_samples`` of epoch e. ``target_states``: the dataset state each
+    target rank resumes from (its sidecar's ``state``); one rank per target DP group is replayed
+    for the rest of epoch e (SP peers read the same samples).
+    """
+    e = int(source["epoch"])
+    consumed: list[int] = []
+    for group in range(source["world_size"] // source["sp_world_size"]):
+        rank = group * source["sp_world_size"]
+        samples = epoch_samples(manifest, world_size=source["world_size"], sp_world_size=source["sp_world_size"],
+                                batch_size=batch_size, seed=seed, shuffle_row_groups=shuffle_row_groups, epoch=e,
+                                rank=rank)
+        consumed.extend(samples[:source["yielded_samples"]])
+    read: list[int] = []
+    for group in range(target_world // target_sp):
+        rank = group * target_sp
+        read.extend(epoch_samples(manifest, world_size=target_world, sp_world_size=target_sp, batch_size=batch_size,
+                                  seed=seed, shuffle_row_groups=shuffle_row_groups, epoch=e, rank=rank,
+                                  resume=target_states[rank]))
+    counts: dict[int, int] = {}
+    for sample in consumed + read:
+        counts[sample] = counts.get(sample, 0) + 1
+    total = int(manifest["total_rows"])
+    source_shards = contiguous_row_group_shards(manifest["row_groups"], source["world_size"] // source["sp_world_size"])
+    return {
+        "consumed": len(consumed),
+        "to_read": len(read),
+        "repeated": sum(c - 1 for c in counts.values() if c >= 2),
+        "unread": total - len(counts),
+        "unread_without_change": total - source["world_size"] // source["sp_world_size"]
+        * samples_per_worker(source_shards, batch_size),
+    }
+
+
+def elastic_state(manifest: dict[str, Any], mode: str, *, source: dict[str, Any], rank: int, target_world: int,
+                  target_sp: int, batch_size: int, read_batch_size: int, seed: int,
+                  shuffle_row_groups: bool) -> dict[str, Any]:
+    """The dataset state target ``rank`` resumes from under ``mode`` (the issue's definitions, replayed).
+
+    next-epoch: epoch e + 1 from its start; epoch-start: epoch e from its start; nearest: epoch e
+    after y' = floor(source DP groups x source yielded / (target DP groups x batch)) x batch
+    samples, or epoch e + 1 from its start when y' reaches the target's samples_per_worker.
+    """
+    e = int(source["epoch"])
+    groups = target_world // target_sp
+    shards = contiguous_row_group_shards(manifest["row_groups"], groups)
+    spw = samples_per_worker(shards, batch_size)
+    epoch, yielded = {"next-epoch": (e + 1, 0), "epoch-start": (e, 0)}.get(mode, (e, None))
+    if yielded is None:
+        consumed = source["world_size"] // source["sp_world_size"] * source["yielded_samples"]
+        yielded = consumed // (groups * batch_size) * batch_size
+        if yielded >= spw:
+            epoch, yielded = e + 1, 0
+    shard = worker_shard(shards, rank // target_sp, seed=seed, epoch=epoch, shuffle=shuffle_row_groups)
+    position, offset, _next = replay_loader(shard, batch_size, yielded)
+    topology = _topology(rank=rank, world_size=target_world, sp_world_size=target_sp, batch_size=batch_size,
+                         read_batch_size=read_batch_size, seed=seed, shuffle_row_groups=shuffle_row_groups,
+                         samples_per_worker=spw)
+    return dict(_state(manifest, topology, position, offset, yielded), epoch=epoch)

@@ -23,8 +23,12 @@ from fvconsole.cli.common import (
 )
 from fvconsole.cli.journaling import add_journal_args, journal_json, journal_target, warn_if_unwritten
 from fvconsole.cli.outcome import command_line, record_write
+from fvconsole.cli.reshard_text import reshard_lines
 from fvconsole.core.journal import Interrupted
 from fvconsole.core.shared import FvError, elided
+
+#: docs/cli.md "Elastic resume"; the core's MODES (checked by tests/cli/test_cli_reshard.py).
+RESHARD_MODES = ("next-epoch", "epoch-start", "nearest")
 
 DESCRIPTION = """\
 Recompute every rank's streaming-dataloader cursor for a legacy checkpoint and write
@@ -88,6 +92,11 @@ def register(sub: argparse._SubParsersAction) -> None:
              "is gone (a killed run of this host's is taken over without it); a holder seen running "
              "is never broken",
     )
+    parser.add_argument(
+        "--reshard", choices=RESHARD_MODES, metavar="MODE", default=None,
+        help="elastic resume on the run config's world size / sp size: where the new ranks start "
+        "(next-epoch, epoch-start or nearest; a dry run without it shows each mode's accounting)",
+    )
     parser.add_argument("--yes", action="store_true", help="write the sidecars (default: dry run)")
     parser.add_argument(
         "--torch-check", action="store_true",
@@ -113,6 +122,7 @@ def _request(args: argparse.Namespace) -> Any:
         overrides=tuple(args.overrides),
         overwrite=args.overwrite,
         skip_source_check=args.skip_source_check,
+        reshard=args.reshard,
     )
 
 
@@ -218,15 +228,16 @@ def _refuse(args: argparse.Namespace, preview: Any, refusals: list, mismatches: 
         if lines:
             say(*lines)
         warn(*warnings)
+        if preview.reshard is not None:
+            say(*reshard_lines(preview.reshard), "")
         say(f"refused ({len(refusals)} reason(s)); nothing written:", *[f"  - {r.message}" for r in refusals])
     first = refusals[0].message
     more = f" (+{len(refusals) - 1} more refusal(s))" if len(refusals) > 1 else ""
-    raise FvError(
-        first + more,
-        details={"executed": False, "mismatches": mismatches, "refusals": [r.to_json() for r in refusals],
-                 "warnings": warnings,
-                 "columns": None if preview.columns is None else preview.columns.to_json()},
-    )
+    details = {"executed": False, "mismatches": mismatches, "refusals": [r.to_json() for r in refusals],
+               "warnings": warnings, "columns": None if preview.columns is None else preview.columns.to_json()}
+    if preview.reshard is not None:
+        details["reshard"] = preview.reshard.to_json()
+    raise FvError(first + more, details=details)
 
 
 def _report(plan: Any, preview: Any) -> Block:
@@ -249,6 +260,10 @@ def _report(plan: Any, preview: Any) -> Block:
         f"({plan.epoch_progress * 100:.1f}% of the epoch)",
         "",
     ]
+    if plan.reshard is not None:
+        lines[-2:-1] = [f"reshard {plan.reshard.mode}: every rank starts epoch {plan.epoch} at yielded sample "
+                        f"{plan.yielded_samples_per_rank} of {plan.samples_per_worker} per worker",
+                        "", *reshard_lines(plan.reshard)]
     rows = elided(plan.ranks, lambda c: c.cells(), lambda n: ("...", f"{n} more", "", "", "", "", ""))
     lines.append(format_table(
         ["rank", "sp group", "rg position", "row offset", "yielded", "next sample", "next rg"], rows,

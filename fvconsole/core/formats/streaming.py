@@ -62,7 +62,7 @@ def shard_order(shard: range, seed: int, epoch: int, shuffle: bool) -> list[int]
 
 @dataclass(frozen=True, slots=True)
 class Cursor:
-    """Where one shard's reader stands after ``yielded`` samples (epoch 0)."""
+    """Where one shard's reader stands after ``yielded`` samples of an epoch."""
 
     row_group_position: int
     row_offset: int
@@ -115,6 +115,7 @@ def dataset_state(
     row_offset: int,
     yielded_samples: int,
     num_workers: int = 1,
+    epoch: int = 0,
 ) -> dict:
     """The streaming dataset state dict FastVideo's loader reports (docs/formats.md §5)."""
     return {
@@ -133,7 +134,7 @@ def dataset_state(
             "samples_per_worker": int(samples_per_worker),
         },
         "worker_id": 0,
-        "epoch": 0,
+        "epoch": int(epoch),
         "row_group_position": int(row_group_position),
         "row_offset": int(row_offset),
         "yielded_samples": int(yielded_samples),
@@ -185,13 +186,13 @@ def shard_layout(rows: Sequence[int] | Any, topo: Topology) -> tuple[list[range]
 
 
 def compute_cursors(
-    rows: Any, sample_starts: Any, shards: list[range], topo: Topology, yielded: int
+    rows: Any, sample_starts: Any, shards: list[range], topo: Topology, yielded: int, epoch: int = 0
 ) -> tuple[RankCursor, ...]:
-    """One shuffle and one walk per SP group; ranks of a group share the cursor."""
+    """One shuffle and one walk per SP group; ranks of a group share the cursor (``yielded`` samples into ``epoch``)."""
     sp = topo.sp_world_size
     out: list[RankCursor] = []
     for group, shard in enumerate(shards):
-        order = shard_order(shard, topo.seed, 0, topo.shuffle)
+        order = shard_order(shard, topo.seed, epoch, topo.shuffle)
         c = walk(order, rows, yielded)
         nxt = -1 if c.next_row_group < 0 else sample_starts[c.next_row_group] + c.next_row_offset
         for rank in range(group * sp, (group + 1) * sp):

@@ -76,7 +76,8 @@ def _str_param(cfg: Mapping, dotted: str, where: str, col: Collector) -> str | N
     return value
 
 
-def read_params(cfg: Mapping, where: str, col: Collector) -> Params:
+def read_params(cfg: Mapping, where: str, col: Collector, max_workers: int = 0) -> Params:
+    """The run config's values; ``max_workers``: the most ``dataloader_num_workers`` allowed (1: a native reshard)."""
     p = Params()
     p.world = _int_param(cfg, "training.distributed.num_gpus", where, col, 1)
     p.sp = _int_param(cfg, "training.distributed.sp_size", where, col, 1)
@@ -100,10 +101,11 @@ def read_params(cfg: Mapping, where: str, col: Collector) -> Params:
             "training.data.dataloader_type",
             f"is {p.loader_type!r} in {where}; only the 'streaming' dataloader can be migrated",
         )
-    if p.workers is not None and p.workers != 0:
+    if p.workers is not None and p.workers > max_workers:
         col.refuse(
             "training.data.dataloader_num_workers",
-            f"is {p.workers} in {where}; legacy migration requires 0 (one reader per rank)",
+            f"is {p.workers} in {where}; legacy migration requires 0 (one reader per rank)" if max_workers == 0 else
+            f"is {p.workers} in {where}; a reshard requires 0 or 1: FastVideo's dataset state is one worker's cursor",
         )
     if p.world is not None and p.sp is not None and p.world % p.sp:
         col.refuse(
@@ -124,6 +126,10 @@ def _data_type(cfg: Mapping, where: str, col: Collector) -> DataType | None:
     return found
 
 
+#: The two critical keys a reshard may change (docs/formats.md §2).
+TOPOLOGY_PATHS = ("training.distributed.num_gpus", "training.distributed.sp_size")
+
+
 @dataclass
 class CheckpointFacts:
     path: str
@@ -131,6 +137,37 @@ class CheckpointFacts:
     metadata_step: int | None = None
     metadata_sha256: str | None = None
     embedded: dict | None = None
+    #: The checkpoint's kind (docs/formats.md §1), None when it could not be inspected.
+    kind: str | None = None
+    #: A rank-local checkpoint: its sidecar count, and where its refusal goes among the others
+    #: (refused unless the plan reshards: :func:`refuse_rank_local`).
+    rank_sidecars: int = 0
+    rank_local_at: int | None = None
+
+    @property
+    def topology(self) -> tuple[int, int] | None:
+        """(world size, sp size) of the embedded config, when both are valid."""
+        if self.embedded is None:
+            return None
+        world, sp = (get_path(self.embedded, path) for path in TOPOLOGY_PATHS)
+        if any(isinstance(v, bool) or not isinstance(v, int) or v < 1 for v in (world, sp)) or world % sp:
+            return None
+        return world, sp
+
+
+def refuse_rank_local(facts: CheckpointFacts, col: Collector) -> None:
+    """A rank-local checkpoint on its own topology: FastVideo resumes it as it is (refused where it was found)."""
+    if facts.rank_local_at is None:
+        return
+    from fvconsole.core.migration.request import Refusal
+    from fvconsole.core.shared.reasons import invalid
+
+    col.refusals.insert(facts.rank_local_at, Refusal(invalid(
+        "checkpoint.kind",
+        f"{facts.path} already holds {facts.rank_sidecars} rank-local dataloader_state_rank<r>.pt sidecars "
+        "(kind 'rank-local', expected 'legacy'); FastVideo uses them and would ignore migrated ones: "
+        "migration is unnecessary",
+    )))
 
 
 def inspect_source(ckpt: str, col: Collector) -> CheckpointFacts:
@@ -181,13 +218,9 @@ def inspect_source(ckpt: str, col: Collector) -> CheckpointFacts:
                 f"checkpoint {ckpt} is incomplete (interrupted save?): "
                 + "; ".join(p for p in info.problems if "missing" in p or "interrupted" in p)
             )
+        facts.kind = info.kind
         if info.kind == "rank-local":
-            col.refuse(
-                "checkpoint.kind",
-                f"{ckpt} already holds {info.rank_sidecars} rank-local dataloader_state_rank<r>.pt sidecars "
-                "(kind 'rank-local', expected 'legacy'); FastVideo uses them and would ignore migrated ones: "
-                "migration is unnecessary",
-            )
+            facts.rank_sidecars, facts.rank_local_at = info.rank_sidecars, len(col.refusals)
         elif info.kind == "none":
             col.warn(
                 f"checkpoint {ckpt} has no 'dataloader' state in DCP (kind 'none', expected 'legacy'); the "
@@ -215,9 +248,20 @@ def check_steps(req: MigrationRequest, facts: CheckpointFacts, col: Collector) -
     return facts.metadata_step
 
 
+def topology_change(mismatches: tuple[Mismatch, ...]) -> tuple[Mismatch, ...]:
+    """The world-size and sp-size rows a reshard carries over (both sides valid numbers; any other row refuses)."""
+    return tuple(m for m in mismatches if m.critical and m.path in TOPOLOGY_PATHS
+                 and all(isinstance(v, int) and not isinstance(v, bool) and v >= 1 for v in (m.checkpoint, m.config)))
+
+
 def check_config(
     req: MigrationRequest, facts: CheckpointFacts, col: Collector
 ) -> tuple[RunConfig | None, tuple[Mismatch, ...]]:
+    """The run config and its mismatch report; a world/sp change refuses here only as part of another mismatch.
+
+    A topology change alone is the reshard's (the planner refuses it without a mode); with
+    a mode chosen its rows are reported as non-critical.
+    """
     try:
         cfg = load_run_config(req.config_path, req.overrides)
     except FvError as exc:
@@ -226,14 +270,18 @@ def check_config(
     if facts.embedded is None:
         return cfg, ()
     mismatches = compare_configs(facts.embedded, cfg.data)
-    critical = [m for m in mismatches if m.critical]
+    carried = topology_change(mismatches)
+    if carried and req.reshard is not None:
+        mismatches = tuple(Mismatch(m.path, m.checkpoint, m.config, False) if m in carried else m
+                           for m in mismatches)
+    critical = [m for m in mismatches if m.critical and m not in carried]
     if critical:
         col.refuse(
             "config",
             f"run config {cfg.path} differs from the checkpoint's embedded config on {len(critical)} critical "
             "key(s): " + "; ".join(m.describe() for m in critical),
         )
-    others = len(mismatches) - len(critical)
+    others = sum(1 for m in mismatches if not m.critical and m.path not in TOPOLOGY_PATHS)
     if others:
         col.warn(f"{others} non-critical config key(s) differ from the checkpoint's embedded config")
     return cfg, mismatches

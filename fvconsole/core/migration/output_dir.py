@@ -308,3 +308,27 @@ def staging_kept(found: StagingDir, me: HostIdentity | None = None) -> Reason | 
     if pid_alive(found.pid):
         return reason("staging.running", "output_dir", path=found.path, pid=found.pid)
     return None
+
+
+def checkpoint_view_rules(out: str, step: int, run_output_dirs: tuple[str, ...]) -> tuple[Reason, ...]:
+    """Why ``out`` cannot receive a resharded checkpoint view (docs/formats.md §3), beside the rules above.
+
+    FastVideo reads a checkpoint's own ``dataloader_state_rank<r>.pt`` before any override dir,
+    so a native checkpoint's reshard is a new dir FastVideo resumes from: named
+    ``checkpoint-<step>`` (it parses the step from the name), new, and outside every run output
+    dir (its "latest" and its cleanup of old checkpoints would take it for one of the run's).
+    """
+    found = []
+    name = f"checkpoint-{step}"
+    if os.path.basename(out) != name:
+        found.append(invalid("output_dir", f"{out}: a resharded native checkpoint is a checkpoint view FastVideo "
+                                           f"resumes from; name it {name} (FastVideo parses the step from the name)"))
+    if os.path.lexists(out):
+        found.append(invalid("output_dir", f"{out}: already exists; a checkpoint view is written into a new dir"))
+    out_real = real(out)
+    for run_dir in run_output_dirs:
+        if is_within(out_real, run_dir):
+            found.append(invalid("output_dir", f"{out}: inside the run's output dir {run_dir}; FastVideo would take "
+                                               "the view for one of the run's checkpoints (latest, cleanup)"))
+            break
+    return tuple(found)

@@ -13,11 +13,14 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from fvconsole.core.formats import streaming
-from fvconsole.core.formats.runconfig import Mismatch
+from fvconsole.core.formats.runconfig import Mismatch, get_path
 from fvconsole.core.formats.sidecar_files import SIDECAR_VERSION
 from fvconsole.core.formats.streaming import RankCursor, Topology, compute_cursors, shard_layout
 from fvconsole.core.migration import inputs, output_dir
 from fvconsole.core.migration.request import Collector, MigrationRequest, Refusal
+from fvconsole.core.migration.reshard import MODES, Reshard, SourceLoader, TargetLoader, plan_reshard
+from fvconsole.core.migration.source_state import FIELD as SOURCE_FIELD
+from fvconsole.core.migration.source_state import read_source_states
 from fvconsole.core.shared.errors import FvError
 from fvconsole.core.shared.fsutil import real
 from fvconsole.core.shared.progress import Progress, no_progress
@@ -64,6 +67,13 @@ class MigrationPlan:
     manifest_sha256: str = ""
     #: What FastVideo's loader does at resume with the manifest's columns (None: not checked).
     columns: ColumnCheck | None = field(default=None, repr=False)
+    #: The elastic resume (None: the checkpoint's own topology): every mode, the chosen one's start.
+    reshard: Reshard | None = field(default=None, repr=False)
+
+    @property
+    def epoch(self) -> int:
+        """The epoch every rank's state names: 0, or the reshard mode's."""
+        return 0 if self.reshard is None or self.reshard.mode is None else self.reshard.start(self.reshard.mode).epoch
 
     @property
     def epoch_progress(self) -> float:
@@ -96,6 +106,7 @@ class MigrationPlan:
             row_offset=c.row_offset,
             yielded_samples=c.yielded_samples,
             num_workers=1,
+            epoch=self.epoch,
         )
 
     def sidecar_payload(self, rank: int) -> dict:
@@ -137,7 +148,9 @@ class MigrationPlan:
             "output_dir": self.output_dir,
             "columns": None if self.columns is None else self.columns.to_json(),
             "warnings": [n.cli for n in self.notes],
-            "ranks": [c.to_json() for c in self.ranks],
+            "ranks": [c.to_json() for c in self.ranks] if self.reshard is None else
+                     [dict(c.to_json(), epoch=self.epoch) for c in self.ranks],
+            **({} if self.reshard is None else {"reshard": self.reshard.to_json()}),
         }
 
 
@@ -153,6 +166,8 @@ class MigrationPreview:
     plan: MigrationPlan | None
     #: What FastVideo's loader does at resume with the manifest's columns (None: not checked).
     columns: ColumnCheck | None = None
+    #: Every reshard mode's accounting when the topology changes (also beside a refusal; None: no reshard).
+    reshard: Reshard | None = None
 
     @property
     def ok(self) -> bool:
@@ -171,6 +186,7 @@ class MigrationPreview:
             "warnings": list(self.warnings),
             "columns": None if self.columns is None else self.columns.to_json(),
             "plan": None if self.plan is None else self.plan.to_json(),
+            **({} if self.reshard is None else {"reshard": self.reshard.to_json()}),
         }
 
 
@@ -205,6 +221,9 @@ def _plan(req: MigrationRequest, progress: Progress | None, *, output_rules: boo
         for name, value in nul:
             col.refuse(name, f"path contains a NUL byte ({value!r})")
         return MigrationPreview(req, (), tuple(col.refusals), (), None)
+    if req.reshard is not None and req.reshard not in MODES:
+        col.refuse("reshard", f"unknown mode {req.reshard!r}; the modes are {', '.join(MODES)}")
+        return MigrationPreview(req, (), tuple(col.refusals), (), None)
     total = 5
     progress(0, total, "reading checkpoint")
     ckpt = real(req.checkpoint)
@@ -212,21 +231,38 @@ def _plan(req: MigrationRequest, progress: Progress | None, *, output_rules: boo
     step = inputs.check_steps(req, facts, col)
     progress(1, total, "reading run config")
     cfg, mismatches = inputs.check_config(req, facts, col)
-    params = inputs.read_params(cfg.data, cfg.path or req.config_path, col) if cfg is not None else inputs.Params()
-    _check_confirmations(req, step, params, col)
+    resharding = req.reshard is not None or bool(inputs.topology_change(mismatches))
+    native = resharding and facts.kind == "rank-local"
+    if not resharding:
+        inputs.refuse_rank_local(facts, col)
+    params = (inputs.read_params(cfg.data, cfg.path or req.config_path, col, max_workers=1 if native else 0)
+              if cfg is not None else inputs.Params())
+    _check_confirmations(req, step, params, col, facts.topology if resharding else None)
     out = output_dir.resolve(req.output_dir)
     if output_rules:
         data_root = None if params.data_path is None else real(params.data_path)
         for why in output_dir.output_dir_rules(out, ckpt, data_root, req.overwrite).reasons:
             col.add(why)
+        if native and step is not None:
+            for why in output_dir.checkpoint_view_rules(out, step, _run_output_dirs(cfg, facts)):
+                col.add(why)
     progress(2, total, "loading manifest")
     manifest = _load_manifest(req, params, col, progress)
     columns = _check_columns(params, manifest, col, progress)
     progress(4, total, "computing cursors")
-    layout = _layout(req, params, manifest, col)
+    layout = _layout(req, params, manifest, col, resharding)
+    reshard = None
+    if layout is not None and resharding:
+        reshard = _reshard(req, params, manifest, facts, step, layout, col)
+        if reshard is None and not col.refusals:
+            col.refuse("reshard", "the checkpoint's topology (its embedded training.distributed.num_gpus and "
+                       "sp_size) could not be read")
+        if reshard is not None:
+            layout = _Layout(layout.topo, layout.shards, layout.spw,
+                             reshard.start(reshard.mode).yielded_samples if reshard.mode else 0)
     plan = None
     if layout is not None and not col.refusals:
-        if params.world == 1:
+        if params.world == 1 and not resharding:
             col.warn("world size 1: FastVideo can resume this legacy checkpoint without sidecars")
         plan_notes = tuple(col.notes)
         review = output_dir.review(out, break_lock=break_lock) if output_rules else None
@@ -235,7 +271,8 @@ def _plan(req: MigrationRequest, progress: Progress | None, *, output_rules: boo
             if review.refusal:
                 col.add(review.refusal)
         if not col.refusals:
-            topo, shards, spw, yielded = layout
+            topo, shards, spw, yielded = layout.topo, layout.shards, layout.spw, layout.yielded
+            epoch = 0 if reshard is None or reshard.mode is None else reshard.start(reshard.mode).epoch
             plan = MigrationPlan(
                 request=req,
                 checkpoint=ckpt,
@@ -260,19 +297,40 @@ def _plan(req: MigrationRequest, progress: Progress | None, *, output_rules: boo
                 samples_per_worker=spw,
                 num_row_groups=manifest.num_row_groups,
                 total_rows=manifest.total_rows,
-                ranks=compute_cursors(manifest.rows, manifest.sample_starts, shards, topo, yielded),
+                ranks=compute_cursors(manifest.rows, manifest.sample_starts, shards, topo, yielded, epoch),
                 mismatches=mismatches,
                 notes=plan_notes,
                 output_dir_notes=review.notes if review is not None else (),
                 columns=columns,
+                reshard=reshard,
             )
     progress(5, total, "done")
-    return MigrationPreview(req, mismatches, tuple(col.refusals), tuple(col.notes), plan, columns)
+    return MigrationPreview(req, mismatches, tuple(col.refusals), tuple(col.notes), plan, columns, reshard)
 
 
-def _check_confirmations(req: MigrationRequest, step: int | None, params: inputs.Params, col: Collector) -> None:
-    """The operator's --expected-world-size and --consumed-batches-per-rank against the config."""
-    if params.world is not None and req.expected_world_size != params.world:
+def _run_output_dirs(cfg: Any, facts: inputs.CheckpointFacts) -> tuple[str, ...]:
+    """The run's ``training.checkpoint.output_dir``, in the new config and in the checkpoint's (where set)."""
+    found = []
+    for data in (None if cfg is None else cfg.data, facts.embedded):
+        value = None if data is None else get_path(data, "training.checkpoint.output_dir", None)
+        if isinstance(value, str) and value.strip() and "\x00" not in value:
+            found.append(real(os.path.expanduser(value)))
+    found.append(os.path.dirname(facts.path))  # the checkpoint's own parent is a run's output dir
+    return tuple(dict.fromkeys(found))
+
+
+def _check_confirmations(req: MigrationRequest, step: int | None, params: inputs.Params, col: Collector,
+                         source: tuple[int, int] | None = None) -> None:
+    """The operator's --expected-world-size and --consumed-batches-per-rank against the sources.
+
+    ``source``: a reshard's (world size, sp size) from the checkpoint: the expected world size
+    is the checkpoint's, not the new config's.
+    """
+    if source is not None:
+        if req.expected_world_size != source[0]:
+            col.add(reason("expected_world_size.source", "expected_world_size", given=req.expected_world_size,
+                           actual=source[0]))
+    elif params.world is not None and req.expected_world_size != params.world:
         col.add(reason("expected_world_size.config", "expected_world_size", given=req.expected_world_size,
                        actual=params.world))
     if step is not None and params.accum is not None:
@@ -323,20 +381,41 @@ def _check_columns(params: inputs.Params, manifest: Any, col: Collector, progres
     return check
 
 
-def _layout(req: MigrationRequest, params: inputs.Params, manifest: Any,
-            col: Collector) -> tuple[Topology, list[range], int, int] | None:
-    """(topology, shards, samples_per_worker, yielded) when the layout can feed this step, else None."""
+@dataclass(frozen=True)
+class _Layout:
+    """The target topology's shards and samples_per_worker, and how many samples each rank has yielded."""
+
+    topo: Topology
+    shards: list[range]
+    spw: int
+    yielded: int
+
+
+def _groups_refusal(world: int, sp: int, manifest: Any, col: Collector) -> bool:
+    """Some shard would be empty (samples_per_worker 0): refused without building one per group.
+
+    For a typo like 1e11 GPUs, building the (possibly empty) shards would exhaust memory.
+    """
+    if world // sp <= manifest.num_row_groups:
+        return False
+    col.refuse(
+        "samples_per_worker",
+        f"dataset too small: {manifest.num_row_groups} row groups cannot feed {world // sp} data-parallel "
+        f"groups (training.distributed.num_gpus {world} / sp_size {sp}; samples_per_worker 0)",
+    )
+    return True
+
+
+def _layout(req: MigrationRequest, params: inputs.Params, manifest: Any, col: Collector,
+            resharding: bool = False) -> _Layout | None:
+    """The run config's (the target's) layout when it can feed this step, else None.
+
+    ``resharding``: the step is the checkpoint's, on its own layout (:func:`_reshard` checks it).
+    """
     batch, world, sp = params.batch, params.world, params.sp
     if manifest is None or None in (batch, world, sp, params.seed, params.shuffle) or world % sp:
         return None
-    if world // sp > manifest.num_row_groups:
-        # Some shard would be empty: samples_per_worker is 0. Refuse without building one
-        # (possibly empty) shard per group, which for a typo like 1e11 GPUs exhausts memory.
-        col.refuse(
-            "samples_per_worker",
-            f"dataset too small: {manifest.num_row_groups} row groups cannot feed {world // sp} data-parallel "
-            f"groups (training.distributed.num_gpus {world} / sp_size {sp}; samples_per_worker 0)",
-        )
+    if _groups_refusal(world, sp, manifest, col):
         return None
     topo = Topology(world, sp, batch, params.seed, params.shuffle)
     shards, spw = shard_layout(manifest.rows, topo)
@@ -349,10 +428,99 @@ def _layout(req: MigrationRequest, params: inputs.Params, manifest: Any,
         )
     elif req.consumed_batches_per_rank < 0:
         col.refuse("consumed_batches_per_rank", f"must be >= 0 (got {req.consumed_batches_per_rank})")
-    elif yielded >= spw:
+    elif yielded >= spw and not resharding:
         col.refuse(
             "consumed_batches_per_rank",
             f"{req.consumed_batches_per_rank} batches x {batch} = {yielded} samples per rank reaches the "
             f"epoch boundary (samples_per_worker {spw}); only first-epoch cursors can be reconstructed",
         )
-    return topo, shards, spw, yielded
+    return _Layout(topo, shards, spw, yielded)
+
+
+def _reshard(req: MigrationRequest, params: inputs.Params, manifest: Any, facts: inputs.CheckpointFacts,
+             step: int | None, target: _Layout, col: Collector) -> Reshard | None:
+    """Every mode's start and accounting from the checkpoint's loader state to the target's layout.
+
+    The source is the checkpoint's topology (its embedded config) in the epoch its state
+    names: a legacy checkpoint's cursor is computed from the step (epoch 0, as a migration
+    does); a native one's is read from its sidecars. Without a mode the reshard is refused
+    (naming the option) but carried, so the refusal shows every mode's accounting.
+    """
+    source_topology = facts.topology
+    if source_topology is None or step is None or target.spw == 0 or req.consumed_batches_per_rank < 0:
+        return None
+    world, sp = source_topology
+    batch = target.topo.batch_size
+    if _groups_refusal(world, sp, manifest, col):
+        return None
+    topo = Topology(world, sp, batch, params.seed, params.shuffle)
+    shards, spw = shard_layout(manifest.rows, topo)
+    if spw == 0:
+        col.refuse("samples_per_worker", f"the checkpoint's layout (world size {world}, sp size {sp}) has a shard "
+                   f"with fewer than training.data.train_batch_size {batch} rows (samples_per_worker 0)")
+        return None
+    if facts.kind == "rank-local":
+        found = read_source_states(
+            facts.path, step=step, world_size=world, sp_world_size=sp, fingerprint=manifest.fingerprint,
+            topology=streaming.dataset_state(
+                fingerprint="", global_rank=0, world_size=world, sp_world_size=sp, batch_size=batch,
+                read_batch_size=params.read_batch, seed=params.seed, shuffle_row_groups=params.shuffle,
+                samples_per_worker=spw, row_group_position=0, row_offset=0, yielded_samples=0,
+                num_workers=params.workers or 1)["topology"],
+            rows=manifest.rows, shards=shards, seed=params.seed, shuffle=params.shuffle, batch_size=batch)
+        if isinstance(found, str):
+            col.refuse(SOURCE_FIELD, found)
+            return None
+        epoch, yielded = found
+        drawn = epoch * (spw // batch) + yielded // batch
+        if req.consumed_batches_per_rank != drawn:
+            col.add(reason("consumed_batches_per_rank.source", "consumed_batches_per_rank",
+                           given=req.consumed_batches_per_rank, epoch=epoch, yielded=yielded, batch=batch,
+                           per_epoch=spw // batch, actual=drawn))
+        kind = "native"
+    else:
+        epoch, yielded, kind = 0, req.consumed_batches_per_rank * batch, "legacy"
+        if yielded >= spw:
+            col.refuse(
+                "consumed_batches_per_rank",
+                f"{req.consumed_batches_per_rank} batches x {batch} = {yielded} samples per rank reaches the "
+                f"epoch boundary of the checkpoint's layout (samples_per_worker {spw}); a legacy checkpoint's "
+                "cursor can be reconstructed in its first epoch only",
+            )
+            return None
+    found_reshard = plan_reshard(
+        manifest.rows, shards, target.shards,
+        SourceLoader(world, sp, epoch, yielded, spw, kind),
+        TargetLoader(target.topo.world_size, target.topo.sp_world_size, target.spw),
+        batch_size=batch, seed=params.seed, shuffle=params.shuffle,
+    )
+    if req.reshard is None:
+        col.add(reason("reshard.required", "reshard", source_world=world, source_sp=sp,
+                       target_world=target.topo.world_size, target_sp=target.topo.sp_world_size,
+                       modes=", ".join(MODES)))
+        return found_reshard
+    chosen = found_reshard.choose(req.reshard)
+    if chosen.global_batch_before != chosen.global_batch_after:
+        col.warn(f"the global batch changes from {chosen.global_batch_before} (batch {batch} x "
+                 f"{chosen.source.groups} data-parallel groups) to {chosen.global_batch_after} (batch {batch} x "
+                 f"{chosen.target.groups}): the learning-rate schedule sees another batch")
+    missing = [r for r in range(target.topo.world_size)
+               if not os.path.isfile(os.path.join(facts.path, f"rng_state_rank{r}.pt"))]
+    if missing:
+        fallback = ("falls back to rng_state.pt" if os.path.isfile(os.path.join(facts.path, "rng_state.pt"))
+                    else "skips the RNG restore with a warning")
+        col.warn(f"{len(missing)} target rank(s) have no rng_state_rank<r>.pt in the checkpoint "
+                 f"({_rank_ranges(missing)}): FastVideo {fallback} on them")
+    return chosen
+
+
+def _rank_ranges(ranks: list[int], limit: int = 4) -> str:
+    """``ranks 8-15, 20`` for a sorted rank list (the first ``limit`` runs)."""
+    runs: list[list[int]] = []
+    for r in ranks:
+        if runs and r == runs[-1][1] + 1:
+            runs[-1][1] = r
+        else:
+            runs.append([r, r])
+    text = ", ".join(f"{a}-{b}" if a != b else str(a) for a, b in runs[:limit])
+    return "ranks " + text + (" ..." if len(runs) > limit else "")

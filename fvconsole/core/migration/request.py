@@ -24,8 +24,12 @@ class MigrationRequest:
     overrides: tuple[str, ...] = ()
     overwrite: bool = False
     skip_source_check: bool = False
+    #: The elastic-resume mode (``next-epoch``, ``epoch-start``, ``nearest``; None: no reshard chosen).
+    reshard: str | None = None
 
     def to_json(self) -> dict:
+        # ``reshard`` only when chosen: a migration on the checkpoint's own topology prints as it always has.
+        extra = {} if self.reshard is None else {"reshard": self.reshard}
         return {
             "config_path": self.config_path,
             "checkpoint": self.checkpoint,
@@ -36,6 +40,7 @@ class MigrationRequest:
             "overrides": list(self.overrides),
             "overwrite": self.overwrite,
             "skip_source_check": self.skip_source_check,
+            **extra,
         }
 
 

@@ -135,6 +135,22 @@ KINDS: Mapping[str, Kind] = _kinds(
          "{accum} is {actual}",
          "--consumed-batches-per-rank is {given} but step {step} x training.loop.gradient_accumulation_steps "
          "{accum} is {actual}"),
+    Kind("expected_world_size.source",
+         "expected world size is {given} but the checkpoint's world size is {actual} (its embedded "
+         "training.distributed.num_gpus: a reshard confirms the source's)",
+         "--expected-world-size is {given} but the checkpoint's world size is {actual} (its embedded "
+         "training.distributed.num_gpus: a reshard confirms the source's)"),
+    Kind("consumed_batches_per_rank.source",
+         "consumed batches per rank is {given} but the checkpoint's loader state says {actual} "
+         "(epoch {epoch} x {per_epoch} batches + {yielded} samples / batch {batch})",
+         "--consumed-batches-per-rank is {given} but the checkpoint's loader state says {actual} "
+         "(epoch {epoch} x {per_epoch} batches + {yielded} samples / batch {batch})"),
+    Kind("reshard.required",
+         "the run config changes the world size {source_world} -> {target_world} (sp size {source_sp} -> "
+         "{target_sp}): the loader state must be resharded; choose a mode ({modes})",
+         "the run config changes the world size {source_world} -> {target_world} (sp size {source_sp} -> "
+         "{target_sp}): the loader state must be resharded; choose --reshard MODE ({modes}; the accounting "
+         "of each is shown)"),
     Kind("manifest.source", "{problem}", "{problem} (--skip-source-check to proceed anyway)", SKIP_SOURCE_CHECK),
     # migration: the output dir (preview and execution)
     Kind("output_dir.has_sidecars",
