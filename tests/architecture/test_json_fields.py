@@ -65,6 +65,10 @@ NOT_EMITTED: dict[str, dict[str, str]] = {
         "raw": "the decoded document itself (up to 2 GiB)",
         "content_sha256": "the bytes' hash the migration plan re-checks; the plan's JSON emits it",
     },
+    "core/migration/reshard.py:Reshard": {
+        "batch_size": "the plan's `batch_size`; the global batch before and after is in the plan's `warnings`",
+        "starts": "each target rank's `epoch` and `yielded_samples` are in the plan's `ranks`",
+    },
     "core/migration/plan.py:MigrationPlan": {
         "request": "MigrationPreview.to_json emits the request once, beside the plan",
         "mismatches": "MigrationPreview.to_json emits the mismatch report once, beside the plan",

@@ -17,10 +17,9 @@ from fvconsole.core.formats.runconfig import Mismatch, get_path
 from fvconsole.core.formats.sidecar_files import SIDECAR_VERSION
 from fvconsole.core.formats.streaming import RankCursor, Topology, compute_cursors, shard_layout
 from fvconsole.core.migration import inputs, output_dir
+from fvconsole.core.migration.elastic import TargetLayout, groups_refusal, plan_elastic
 from fvconsole.core.migration.request import Collector, MigrationRequest, Refusal
-from fvconsole.core.migration.reshard import MODES, Reshard, SourceLoader, TargetLoader, plan_reshard
-from fvconsole.core.migration.source_state import FIELD as SOURCE_FIELD
-from fvconsole.core.migration.source_state import read_source_states
+from fvconsole.core.migration.reshard import MODES, Reshard
 from fvconsole.core.shared.errors import FvError
 from fvconsole.core.shared.fsutil import real
 from fvconsole.core.shared.progress import Progress, no_progress
@@ -253,12 +252,12 @@ def _plan(req: MigrationRequest, progress: Progress | None, *, output_rules: boo
     layout = _layout(req, params, manifest, col, resharding)
     reshard = None
     if layout is not None and resharding:
-        reshard = _reshard(req, params, manifest, facts, step, layout, col)
+        reshard = plan_elastic(req, params, manifest, facts, step, layout, col)
         if reshard is None and not col.refusals:
             col.refuse("reshard", "the checkpoint's topology (its embedded training.distributed.num_gpus and "
                        "sp_size) could not be read")
         if reshard is not None:
-            layout = _Layout(layout.topo, layout.shards, layout.spw,
+            layout = TargetLayout(layout.topo, layout.shards, layout.spw,
                              reshard.start(reshard.mode).yielded_samples if reshard.mode else 0)
     plan = None
     if layout is not None and not col.refusals:
@@ -381,33 +380,8 @@ def _check_columns(params: inputs.Params, manifest: Any, col: Collector, progres
     return check
 
 
-@dataclass(frozen=True)
-class _Layout:
-    """The target topology's shards and samples_per_worker, and how many samples each rank has yielded."""
-
-    topo: Topology
-    shards: list[range]
-    spw: int
-    yielded: int
-
-
-def _groups_refusal(world: int, sp: int, manifest: Any, col: Collector) -> bool:
-    """Some shard would be empty (samples_per_worker 0): refused without building one per group.
-
-    For a typo like 1e11 GPUs, building the (possibly empty) shards would exhaust memory.
-    """
-    if world // sp <= manifest.num_row_groups:
-        return False
-    col.refuse(
-        "samples_per_worker",
-        f"dataset too small: {manifest.num_row_groups} row groups cannot feed {world // sp} data-parallel "
-        f"groups (training.distributed.num_gpus {world} / sp_size {sp}; samples_per_worker 0)",
-    )
-    return True
-
-
 def _layout(req: MigrationRequest, params: inputs.Params, manifest: Any, col: Collector,
-            resharding: bool = False) -> _Layout | None:
+            resharding: bool = False) -> TargetLayout | None:
     """The run config's (the target's) layout when it can feed this step, else None.
 
     ``resharding``: the step is the checkpoint's, on its own layout (:func:`_reshard` checks it).
@@ -415,7 +389,7 @@ def _layout(req: MigrationRequest, params: inputs.Params, manifest: Any, col: Co
     batch, world, sp = params.batch, params.world, params.sp
     if manifest is None or None in (batch, world, sp, params.seed, params.shuffle) or world % sp:
         return None
-    if _groups_refusal(world, sp, manifest, col):
+    if groups_refusal(world, sp, manifest, col):
         return None
     topo = Topology(world, sp, batch, params.seed, params.shuffle)
     shards, spw = shard_layout(manifest.rows, topo)
@@ -434,93 +408,4 @@ def _layout(req: MigrationRequest, params: inputs.Params, manifest: Any, col: Co
             f"{req.consumed_batches_per_rank} batches x {batch} = {yielded} samples per rank reaches the "
             f"epoch boundary (samples_per_worker {spw}); only first-epoch cursors can be reconstructed",
         )
-    return _Layout(topo, shards, spw, yielded)
-
-
-def _reshard(req: MigrationRequest, params: inputs.Params, manifest: Any, facts: inputs.CheckpointFacts,
-             step: int | None, target: _Layout, col: Collector) -> Reshard | None:
-    """Every mode's start and accounting from the checkpoint's loader state to the target's layout.
-
-    The source is the checkpoint's topology (its embedded config) in the epoch its state
-    names: a legacy checkpoint's cursor is computed from the step (epoch 0, as a migration
-    does); a native one's is read from its sidecars. Without a mode the reshard is refused
-    (naming the option) but carried, so the refusal shows every mode's accounting.
-    """
-    source_topology = facts.topology
-    if source_topology is None or step is None or target.spw == 0 or req.consumed_batches_per_rank < 0:
-        return None
-    world, sp = source_topology
-    batch = target.topo.batch_size
-    if _groups_refusal(world, sp, manifest, col):
-        return None
-    topo = Topology(world, sp, batch, params.seed, params.shuffle)
-    shards, spw = shard_layout(manifest.rows, topo)
-    if spw == 0:
-        col.refuse("samples_per_worker", f"the checkpoint's layout (world size {world}, sp size {sp}) has a shard "
-                   f"with fewer than training.data.train_batch_size {batch} rows (samples_per_worker 0)")
-        return None
-    if facts.kind == "rank-local":
-        found = read_source_states(
-            facts.path, step=step, world_size=world, sp_world_size=sp, fingerprint=manifest.fingerprint,
-            topology=streaming.dataset_state(
-                fingerprint="", global_rank=0, world_size=world, sp_world_size=sp, batch_size=batch,
-                read_batch_size=params.read_batch, seed=params.seed, shuffle_row_groups=params.shuffle,
-                samples_per_worker=spw, row_group_position=0, row_offset=0, yielded_samples=0,
-                num_workers=params.workers or 1)["topology"],
-            rows=manifest.rows, shards=shards, seed=params.seed, shuffle=params.shuffle, batch_size=batch)
-        if isinstance(found, str):
-            col.refuse(SOURCE_FIELD, found)
-            return None
-        epoch, yielded = found
-        drawn = epoch * (spw // batch) + yielded // batch
-        if req.consumed_batches_per_rank != drawn:
-            col.add(reason("consumed_batches_per_rank.source", "consumed_batches_per_rank",
-                           given=req.consumed_batches_per_rank, epoch=epoch, yielded=yielded, batch=batch,
-                           per_epoch=spw // batch, actual=drawn))
-        kind = "native"
-    else:
-        epoch, yielded, kind = 0, req.consumed_batches_per_rank * batch, "legacy"
-        if yielded >= spw:
-            col.refuse(
-                "consumed_batches_per_rank",
-                f"{req.consumed_batches_per_rank} batches x {batch} = {yielded} samples per rank reaches the "
-                f"epoch boundary of the checkpoint's layout (samples_per_worker {spw}); a legacy checkpoint's "
-                "cursor can be reconstructed in its first epoch only",
-            )
-            return None
-    found_reshard = plan_reshard(
-        manifest.rows, shards, target.shards,
-        SourceLoader(world, sp, epoch, yielded, spw, kind),
-        TargetLoader(target.topo.world_size, target.topo.sp_world_size, target.spw),
-        batch_size=batch, seed=params.seed, shuffle=params.shuffle,
-    )
-    if req.reshard is None:
-        col.add(reason("reshard.required", "reshard", source_world=world, source_sp=sp,
-                       target_world=target.topo.world_size, target_sp=target.topo.sp_world_size,
-                       modes=", ".join(MODES)))
-        return found_reshard
-    chosen = found_reshard.choose(req.reshard)
-    if chosen.global_batch_before != chosen.global_batch_after:
-        col.warn(f"the global batch changes from {chosen.global_batch_before} (batch {batch} x "
-                 f"{chosen.source.groups} data-parallel groups) to {chosen.global_batch_after} (batch {batch} x "
-                 f"{chosen.target.groups}): the learning-rate schedule sees another batch")
-    missing = [r for r in range(target.topo.world_size)
-               if not os.path.isfile(os.path.join(facts.path, f"rng_state_rank{r}.pt"))]
-    if missing:
-        fallback = ("falls back to rng_state.pt" if os.path.isfile(os.path.join(facts.path, "rng_state.pt"))
-                    else "skips the RNG restore with a warning")
-        col.warn(f"{len(missing)} target rank(s) have no rng_state_rank<r>.pt in the checkpoint "
-                 f"({_rank_ranges(missing)}): FastVideo {fallback} on them")
-    return chosen
-
-
-def _rank_ranges(ranks: list[int], limit: int = 4) -> str:
-    """``ranks 8-15, 20`` for a sorted rank list (the first ``limit`` runs)."""
-    runs: list[list[int]] = []
-    for r in ranks:
-        if runs and r == runs[-1][1] + 1:
-            runs[-1][1] = r
-        else:
-            runs.append([r, r])
-    text = ", ".join(f"{a}-{b}" if a != b else str(a) for a, b in runs[:limit])
-    return "ranks " + text + (" ..." if len(runs) > limit else "")
+    return TargetLayout(topo, shards, spw, yielded)

@@ -16,6 +16,7 @@ from typing import Any
 
 from fvconsole.core.formats import streaming, torch_zip
 from fvconsole.core.formats.sidecar_files import SIDECAR_VERSION, read_sidecar_bytes, sidecar_name
+from fvconsole.core.formats.streaming import walk as cursor_after
 from fvconsole.core.shared.errors import FvError
 
 FIELD = "checkpoint.dataloader_state"
@@ -104,7 +105,7 @@ def read_source_states(checkpoint: str, *, step: int, world_size: int, sp_world_
         group = rank // sp_world_size
         key = (group, epoch, yielded)
         if key not in walked:
-            c = streaming.walk(streaming.shard_order(shards[group], seed, epoch, shuffle), rows, yielded)
+            c = cursor_after(streaming.shard_order(shards[group], seed, epoch, shuffle), rows, yielded)
             walked[key] = (c.row_group_position, c.row_offset)
         if (position, offset) != walked[key]:
             return (f"{path}: cursor (row_group_position {position}, row_offset {offset}) is not where "

@@ -1,0 +1,139 @@
+"""Planning an elastic resume: the checkpoint's loader as the source, every mode's accounting, its refusals.
+
+The planner (:mod:`.plan`) calls :func:`plan_elastic` when the run config's world size or
+sp size differs from the checkpoint's, or a mode was chosen: the source is the checkpoint's
+own layout in the epoch its loader state names (a legacy checkpoint's computed from the step,
+a native one's read from its sidecars, :mod:`.source_state`), the target the run config's,
+and the arithmetic is :mod:`.reshard`'s.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from fvconsole.core.formats import streaming
+from fvconsole.core.formats.streaming import Topology, shard_layout
+from fvconsole.core.migration.reshard import MODES, Reshard, SourceLoader, TargetLoader, plan_reshard
+from fvconsole.core.migration.source_state import FIELD as SOURCE_FIELD
+from fvconsole.core.migration.source_state import read_source_states
+from fvconsole.core.shared.reasons import reason
+
+if TYPE_CHECKING:  # pragma: no cover - typing only
+    from fvconsole.core.migration import inputs
+    from fvconsole.core.migration.request import Collector, MigrationRequest
+
+
+@dataclass(frozen=True)
+class TargetLayout:
+    """The target topology's shards and samples_per_worker, and how many samples each rank has yielded."""
+
+    topo: Topology
+    shards: list[range]
+    spw: int
+    yielded: int
+
+
+def groups_refusal(world: int, sp: int, manifest: Any, col: Collector) -> bool:
+    """Some shard would be empty (samples_per_worker 0): refused without building one per group.
+
+    For a typo like 1e11 GPUs, building the (possibly empty) shards would exhaust memory.
+    """
+    if world // sp <= manifest.num_row_groups:
+        return False
+    col.refuse(
+        "samples_per_worker",
+        f"dataset too small: {manifest.num_row_groups} row groups cannot feed {world // sp} data-parallel "
+        f"groups (training.distributed.num_gpus {world} / sp_size {sp}; samples_per_worker 0)",
+    )
+    return True
+
+
+def plan_elastic(req: MigrationRequest, params: inputs.Params, manifest: Any, facts: inputs.CheckpointFacts,
+             step: int | None, target: TargetLayout, col: Collector) -> Reshard | None:
+    """Every mode's start and accounting from the checkpoint's loader state to the target's layout.
+
+    The source is the checkpoint's topology (its embedded config) in the epoch its state
+    names: a legacy checkpoint's cursor is computed from the step (epoch 0, as a migration
+    does); a native one's is read from its sidecars. Without a mode the reshard is refused
+    (naming the option) but carried, so the refusal shows every mode's accounting.
+    """
+    source_topology = facts.topology
+    if source_topology is None or step is None or target.spw == 0 or req.consumed_batches_per_rank < 0:
+        return None
+    world, sp = source_topology
+    batch = target.topo.batch_size
+    if groups_refusal(world, sp, manifest, col):
+        return None
+    topo = Topology(world, sp, batch, params.seed, params.shuffle)
+    shards, spw = shard_layout(manifest.rows, topo)
+    if spw == 0:
+        col.refuse("samples_per_worker", f"the checkpoint's layout (world size {world}, sp size {sp}) has a shard "
+                   f"with fewer than training.data.train_batch_size {batch} rows (samples_per_worker 0)")
+        return None
+    if facts.kind == "rank-local":
+        found = read_source_states(
+            facts.path, step=step, world_size=world, sp_world_size=sp, fingerprint=manifest.fingerprint,
+            topology=streaming.dataset_state(
+                fingerprint="", global_rank=0, world_size=world, sp_world_size=sp, batch_size=batch,
+                read_batch_size=params.read_batch, seed=params.seed, shuffle_row_groups=params.shuffle,
+                samples_per_worker=spw, row_group_position=0, row_offset=0, yielded_samples=0,
+                num_workers=params.workers or 1)["topology"],
+            rows=manifest.rows, shards=shards, seed=params.seed, shuffle=params.shuffle, batch_size=batch)
+        if isinstance(found, str):
+            col.refuse(SOURCE_FIELD, found)
+            return None
+        epoch, yielded = found
+        drawn = epoch * (spw // batch) + yielded // batch
+        if req.consumed_batches_per_rank != drawn:
+            col.add(reason("consumed_batches_per_rank.source", "consumed_batches_per_rank",
+                           given=req.consumed_batches_per_rank, epoch=epoch, yielded=yielded, batch=batch,
+                           per_epoch=spw // batch, actual=drawn))
+        kind = "native"
+    else:
+        epoch, yielded, kind = 0, req.consumed_batches_per_rank * batch, "legacy"
+        if yielded >= spw:
+            col.refuse(
+                "consumed_batches_per_rank",
+                f"{req.consumed_batches_per_rank} batches x {batch} = {yielded} samples per rank reaches the "
+                f"epoch boundary of the checkpoint's layout (samples_per_worker {spw}); a legacy checkpoint's "
+                "cursor can be reconstructed in its first epoch only",
+            )
+            return None
+    found_reshard = plan_reshard(
+        manifest.rows, shards, target.shards,
+        SourceLoader(world, sp, epoch, yielded, spw, kind),
+        TargetLoader(target.topo.world_size, target.topo.sp_world_size, target.spw),
+        batch_size=batch, seed=params.seed, shuffle=params.shuffle,
+    )
+    if req.reshard is None:
+        col.add(reason("reshard.required", "reshard", source_world=world, source_sp=sp,
+                       target_world=target.topo.world_size, target_sp=target.topo.sp_world_size,
+                       modes=", ".join(MODES)))
+        return found_reshard
+    chosen = found_reshard.choose(req.reshard)
+    if chosen.global_batch_before != chosen.global_batch_after:
+        col.warn(f"the global batch changes from {chosen.global_batch_before} (batch {batch} x "
+                 f"{chosen.source.groups} data-parallel groups) to {chosen.global_batch_after} (batch {batch} x "
+                 f"{chosen.target.groups}): the learning-rate schedule sees another batch")
+    missing = [r for r in range(target.topo.world_size)
+               if not os.path.isfile(os.path.join(facts.path, f"rng_state_rank{r}.pt"))]
+    if missing:
+        fallback = ("falls back to rng_state.pt" if os.path.isfile(os.path.join(facts.path, "rng_state.pt"))
+                    else "skips the RNG restore with a warning")
+        col.warn(f"{len(missing)} target rank(s) have no rng_state_rank<r>.pt in the checkpoint "
+                 f"({rank_ranges(missing)}): FastVideo {fallback} on them")
+    return chosen
+
+
+def rank_ranges(ranks: list[int], limit: int = 4) -> str:
+    """``ranks 8-15, 20`` for a sorted rank list (the first ``limit`` runs)."""
+    runs: list[list[int]] = []
+    for r in ranks:
+        if runs and r == runs[-1][1] + 1:
+            runs[-1][1] = r
+        else:
+            runs.append([r, r])
+    text = ", ".join(f"{a}-{b}" if a != b else str(a) for a, b in runs[:limit])
+    return "ranks " + text + (" ..." if len(runs) > limit else "")
