@@ -15,7 +15,7 @@ import signal
 import threading
 import time
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from typing import Any, ClassVar
 
 from textual import events, work
@@ -23,7 +23,6 @@ from textual.app import App, ComposeResult, SystemCommand
 from textual.await_complete import AwaitComplete
 from textual.binding import Binding, BindingType
 from textual.command import CommandPalette
-from textual.message import Message
 from textual.screen import Screen
 from textual.widgets import Footer, Header, Input, TabbedContent, TabPane, Tabs
 from textual.worker import get_current_worker
@@ -37,6 +36,7 @@ from fvconsole.tui.cache_view import CacheView
 from fvconsole.tui.checkpoints_view import CheckpointsView
 from fvconsole.tui.fleet_view import FleetView
 from fvconsole.tui.history_view import HistoryView
+from fvconsole.tui.messages import StateLoaded
 from fvconsole.tui.migration_view import MigrationView
 from fvconsole.tui.modals import ConsolePalette, HelpScreen, PathsScreen
 from fvconsole.tui.plain import PlainText
@@ -85,12 +85,6 @@ class FvConsoleApp(App[int]):
         Binding("question_mark", "help", "Help", tooltip="this list of keys"),
         Binding("q", "quit", "Quit", tooltip="quit"),
     ]
-
-    @dataclass
-    class StateLoaded(Message):
-        """The run config was read (or failed to be) and the paths resolved."""
-
-        state: ConsoleState
 
     def __init__(self, state: ConsoleState, **kwargs: Any) -> None:
         super().__init__(**kwargs)
@@ -246,9 +240,9 @@ class FvConsoleApp(App[int]):
         checkpoints = st.checkpoints_path or config_output_dir(run_config)
         resolved = replace(st.with_paths(checkpoints_path=checkpoints), run_config=run_config, config_error=error)
         if not get_current_worker().is_cancelled:
-            self.post_message(self.StateLoaded(resolved))
+            self.post_message(StateLoaded(resolved))
 
-    def on_fv_console_app_state_loaded(self, message: StateLoaded) -> None:
+    def on_state_loaded(self, message: StateLoaded) -> None:
         st = message.state
         self.state = st
         self._render_paths(st)

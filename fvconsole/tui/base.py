@@ -2,7 +2,7 @@
 filter, Esc back to the view's table.
 
 Workers: a view's file-system work runs in ``@work(thread=True)`` methods that call the core
-and post a typed message (``CacheView.Scanned``, ``MigrationView.Previewed`` …) back to the
+and post a typed message (``tui/messages.py``: ``CacheScanned``, ``MigrationPreviewed`` …) back to the
 view with :meth:`BaseView.deliver`; the view handles it on the event loop. A worker superseded
 by a newer one of its group (``exclusive=True``) posts nothing, and a message posted while
 the app shuts down is dropped by Textual, so a late result never reaches a removed widget.
@@ -12,7 +12,6 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
 from typing import Any, ClassVar
 
 from textual import events
@@ -23,6 +22,7 @@ from textual.widgets import DataTable, Input
 from textual.worker import get_current_worker
 
 from fvconsole.core.shared import FvError
+from fvconsole.tui.messages import WorkFailed
 from fvconsole.tui.wording import reason_text
 
 
@@ -39,17 +39,6 @@ def describe_error(exc: BaseException) -> str:
 def pane_title(name: str, focused: bool) -> str:
     """A pane's border title: its name, marked while it has focus."""
     return f"▶ {name} ◀" if focused else name
-
-
-class ViewMessage(Message, bubble=False):
-    """A worker's result for the view that started it (never bubbles to the app)."""
-
-
-@dataclass
-class WorkFailed(ViewMessage):
-    """A worker raised: ``error`` is shown as a notification unless the view handles it."""
-
-    error: BaseException
 
 
 class BaseView(Vertical):

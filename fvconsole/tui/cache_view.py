@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterable
-from dataclasses import dataclass
 from typing import Any, ClassVar
 
 from rich.text import Text
@@ -28,8 +27,6 @@ from fvconsole.core.cache import (
     CacheScan,
     EntryVerification,
     EvictionPlan,
-    EvictionResult,
-    LockedEviction,
     cache_entry_detail,
     cap_bytes,
     default_max_gb,
@@ -40,8 +37,17 @@ from fvconsole.core.cache import (
 )
 from fvconsole.core.shared import FvError, Progress, head_tail, human_age, human_bytes
 from fvconsole.tui import state
-from fvconsole.tui.base import BaseView, ViewMessage
+from fvconsole.tui.base import BaseView
 from fvconsole.tui.evict_dialog import EvictOptions, EvictScreen, EvictSelection, confirm_body, plan_for
+from fvconsole.tui.messages import (
+    CacheDetailRead,
+    CacheEvicted,
+    CacheScanFailed,
+    CacheScanned,
+    CacheVerified,
+    EvictionFailed,
+    EvictionPlanned,
+)
 from fvconsole.tui.modals import ConfirmScreen, ErrorScreen
 from fvconsole.tui.plain import PlainText, fitted
 from fvconsole.tui.widgets import FastTable, FitStatic, PlainStatic, ProgressRow, UsageBar
@@ -141,41 +147,6 @@ class CacheView(BaseView):
                              ("f", "evict to free space"))],
     ]
 
-    @dataclass
-    class Scanned(ViewMessage):
-        scan: CacheScan
-
-    @dataclass
-    class ScanFailed(ViewMessage):
-        error: BaseException
-
-    @dataclass
-    class DetailRead(ViewMessage):
-        entry: CacheEntry
-        detail: CacheEntryDetail
-
-    @dataclass
-    class Verified(ViewMessage):
-        results: tuple[EntryVerification, ...]
-        stamps: dict[str, int | None]
-
-    @dataclass
-    class Planned(ViewMessage):
-        options: EvictOptions
-        scan: CacheScan
-        plan: EvictionPlan
-
-    class Evicted(ViewMessage):
-        def __init__(self, done: LockedEviction) -> None:
-            super().__init__()
-            self.done = done
-            self.plan: EvictionPlan = done.plan
-            self.result: EvictionResult = done.result
-
-    @dataclass
-    class EvictFailed(ViewMessage):
-        error: BaseException
-
     def __init__(self, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self._scan: CacheScan | None = None
@@ -228,17 +199,17 @@ class CacheView(BaseView):
 
     @work(thread=True, exclusive=True, group="cache-scan", exit_on_error=False)
     def scan(self, root: str) -> None:
-        with self.failures(self.ScanFailed):
-            self.deliver(self.Scanned(scan_cache(root, now=state.now())))
+        with self.failures(CacheScanFailed):
+            self.deliver(CacheScanned(scan_cache(root, now=state.now())))
 
-    def on_cache_view_scan_failed(self, message: ScanFailed) -> None:
+    def on_cache_scan_failed(self, message: CacheScanFailed) -> None:
         self._scanning = False
         self.report_error(message.error)
         self.query_one("#cache-root-line", PlainStatic).update(
             PlainText(f"cannot scan: {message.error}", style="bold red"))
         self._show_scan(None)
 
-    def on_cache_view_scanned(self, message: Scanned) -> None:
+    def on_cache_scanned(self, message: CacheScanned) -> None:
         self._scanning = False
         self._show_scan(message.scan)
         self._refresh_detail()
@@ -376,7 +347,7 @@ class CacheView(BaseView):
     @work(thread=True, exclusive=True, group="cache-detail", exit_on_error=False)
     def read_detail(self, entry: CacheEntry) -> None:
         with self.failures():
-            self.deliver(self.DetailRead(entry, cache_entry_detail(entry)))
+            self.deliver(CacheDetailRead(entry, cache_entry_detail(entry)))
 
     def _entry_text(self, entry: CacheEntry, width: int) -> PlainText:
         now = state.now()
@@ -417,9 +388,9 @@ class CacheView(BaseView):
     def verify(self, entries: tuple[CacheEntry, ...]) -> None:
         with self.failures():
             results = tuple(verify_entry(e.path, e.key, is_symlink=e.is_symlink) for e in entries)
-            self.deliver(self.Verified(results, {e.key: e.manifest_mtime_ns for e in entries}))
+            self.deliver(CacheVerified(results, {e.key: e.manifest_mtime_ns for e in entries}))
 
-    def on_cache_view_verified(self, message: Verified) -> None:
+    def on_cache_verified(self, message: CacheVerified) -> None:
         for result in message.results:
             self._verified[result.key] = (message.stamps.get(result.key), result)
         bad = [r for r in message.results if r.failed]
@@ -457,7 +428,7 @@ class CacheView(BaseView):
             text.append(f"  … {len(result.problems) - 20} more (fvconsole cache verify --key {entry.key})\n",
                         style="grey62")
 
-    def on_cache_view_detail_read(self, message: DetailRead) -> None:
+    def on_cache_detail_read(self, message: CacheDetailRead) -> None:
         entry, detail = message.entry, message.detail
         if entry.key == self._selected:
             self.query_one("#cache-detail", FitStatic).show(lambda width: self._detail_text(entry, detail, width))
@@ -582,11 +553,11 @@ class CacheView(BaseView):
     @work(thread=True, exclusive=True, group="cache-plan", exit_on_error=False)
     def plan(self, root: str, options: EvictOptions) -> None:
         """Rescan, then plan on what is there now: the confirmation shows exactly what executes."""
-        with self.failures(self.EvictFailed):
+        with self.failures(EvictionFailed):
             fresh = scan_cache(root, now=state.now())
-            self.deliver(self.Planned(options, fresh, plan_for(fresh, options)))
+            self.deliver(EvictionPlanned(options, fresh, plan_for(fresh, options)))
 
-    def on_cache_view_planned(self, message: Planned) -> None:
+    def on_eviction_planned(self, message: EvictionPlanned) -> None:
         self._busy = False
         self._show_scan(message.scan)
         plan, what = message.plan, message.options.selection.what
@@ -610,12 +581,12 @@ class CacheView(BaseView):
     @work(thread=True, exclusive=True, group="cache-evict", exit_on_error=False)
     def evict(self, plan: EvictionPlan, progress: Progress, command: str, journal: str) -> None:
         """The confirmed plan under the root's evictor lock (not waiting: a busy root is refused), journaled."""
-        with self.failures(self.EvictFailed):
+        with self.failures(EvictionFailed):
             done = evict_under_lock(plan.root, lambda: plan, command=command, force=plan.force,
                                     journal_path=journal, progress=progress)
-            self.deliver(self.Evicted(done))
+            self.deliver(CacheEvicted(done))
 
-    def on_cache_view_evicted(self, message: Evicted) -> None:
+    def on_cache_evicted(self, message: CacheEvicted) -> None:
         self._busy = False
         self.query_one("#cache-progress-row", ProgressRow).stop()
         plan, result = message.plan, message.result
@@ -663,7 +634,7 @@ class CacheView(BaseView):
         self._marked.clear()
         self.refresh_view()
 
-    def on_cache_view_evict_failed(self, message: EvictFailed) -> None:
+    def on_eviction_failed(self, message: EvictionFailed) -> None:
         self._busy = False
         self.query_one("#cache-progress-row", ProgressRow).stop()
         self.report_error(message.error)

@@ -26,7 +26,8 @@ from fvconsole.core.formats import Mismatch, RunConfig
 from fvconsole.core.migration import PublishedSet, published_for
 from fvconsole.core.shared import FvError, human_age, human_bytes
 from fvconsole.tui import state
-from fvconsole.tui.base import BaseView, ViewMessage
+from fvconsole.tui.base import BaseView
+from fvconsole.tui.messages import CheckpointDetailRead, CheckpointsListed, CheckpointsListFailed
 from fvconsole.tui.plain import PlainText, fitted
 from fvconsole.tui.widgets import FastTable, FitStatic
 
@@ -165,20 +166,6 @@ class CheckpointsView(BaseView):
                 tooltip="copy the selected checkpoint's full path (a long one is shortened in the middle on screen)"),
     ]
 
-    @dataclass
-    class Listed(ViewMessage):
-        path: str
-        rows: list[CheckpointRow]
-
-    @dataclass
-    class ListFailed(ViewMessage):
-        error: BaseException
-
-    @dataclass
-    class DetailRead(ViewMessage):
-        row: CheckpointRow
-        detail: CheckpointDetail
-
     def __init__(self, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self._rows: list[CheckpointRow] = []
@@ -216,16 +203,16 @@ class CheckpointsView(BaseView):
 
     @work(thread=True, exclusive=True, group="ckpt-list", exit_on_error=False)
     def list_checkpoints(self, path: str) -> None:
-        with self.failures(self.ListFailed):
-            self.deliver(self.Listed(path, list_checkpoint_rows(path)))
+        with self.failures(CheckpointsListFailed):
+            self.deliver(CheckpointsListed(path, list_checkpoint_rows(path)))
 
-    def on_checkpoints_view_list_failed(self, message: ListFailed) -> None:
+    def on_checkpoints_list_failed(self, message: CheckpointsListFailed) -> None:
         self.report_error(message.error)
         self._banner(PlainText(f"cannot list checkpoints: {message.error}", style="bold red"))
         self._rows = []
         self.apply_filter(self.filter_text)
 
-    def on_checkpoints_view_listed(self, message: Listed) -> None:
+    def on_checkpoints_listed(self, message: CheckpointsListed) -> None:
         self._rows = message.rows
         self.apply_filter(self.filter_text)
         self.app.published_sets_found([r.published for r in message.rows if r.published is not None])
@@ -340,7 +327,7 @@ class CheckpointsView(BaseView):
     @work(thread=True, exclusive=True, group="ckpt-detail", exit_on_error=False)
     def read_detail(self, row: CheckpointRow, run_config: RunConfig | None) -> None:
         with self.failures():
-            self.deliver(self.DetailRead(row, checkpoint_detail(row.info.path, run_config)))
+            self.deliver(CheckpointDetailRead(row, checkpoint_detail(row.info.path, run_config)))
 
     def on_data_table_row_selected(self, event: DataTable.RowSelected) -> None:
         if event.data_table.id == "ckpt-table":
@@ -421,7 +408,7 @@ class CheckpointsView(BaseView):
         text.append("\nConfig mismatch report\n", style="bold underline")
         text.append_text(render_mismatches(detail.mismatches))
 
-    def on_checkpoints_view_detail_read(self, message: DetailRead) -> None:
+    def on_checkpoint_detail_read(self, message: CheckpointDetailRead) -> None:
         self._details[message.row.info.path] = message.detail
         if message.row.info.path == self._selected:
             self._show_summary(message.row, message.detail)

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import os
 import shutil
-from dataclasses import dataclass
 from typing import Any, ClassVar
 
 from rich.text import Text
@@ -27,7 +26,8 @@ from fvconsole.core.cache import INVALID_SELECTS, RECLAIMABLE_SUM, EvictionSelec
 from fvconsole.core.fleet import compress_hostlist
 from fvconsole.core.shared import WAIT, elided, human_bytes, printable
 from fvconsole.tui import state
-from fvconsole.tui.base import BaseView, ViewMessage, describe_error
+from fvconsole.tui.base import BaseView, describe_error
+from fvconsole.tui.messages import FleetExecuted, FleetFailed, FleetPreviewed, FleetScanned
 from fvconsole.tui.modals import ConfirmScreen
 from fvconsole.tui.plain import PlainText
 from fvconsole.tui.widgets import FastTable, PathInput, PlainStatic, ProgressRow, ThreadProgress
@@ -81,24 +81,6 @@ class FleetView(BaseView):
         *[Binding(key, action, label, tooltip=help_text) for action, key, label, help_text in WRITE_ACTIONS],
         *[Binding(key, f"refuse('{label.lower()}')", label, show=False) for _a, key, label, _h in WRITE_ACTIONS],
     ]
-
-    @dataclass
-    class Scanned(ViewMessage):
-        view: Any
-
-    @dataclass
-    class Previewed(ViewMessage):
-        what: str
-        root: str
-        plan: Any
-
-    @dataclass
-    class Executed(ViewMessage):
-        result: Any
-
-    @dataclass
-    class Failed(ViewMessage):
-        error: BaseException
 
     @classmethod
     def for_state(cls, state: Any, **kwargs: Any) -> FleetView:
@@ -247,17 +229,17 @@ class FleetView(BaseView):
     @work(thread=True, exclusive=True, group="fleet-scan", exit_on_error=False)
     def run_scan(self, job: str | None, nodes: str | None, root: str, progress: ThreadProgress) -> None:
         dispatcher = self.dispatcher
-        with self.failures(self.Failed):
+        with self.failures(FleetFailed):
             selection = dispatcher.select(nodes, job)
-            self.deliver(self.Scanned(dispatcher.ls(selection, root, progress)))
+            self.deliver(FleetScanned(dispatcher.ls(selection, root, progress)))
 
-    def on_fleet_view_failed(self, message: Failed) -> None:
+    def on_fleet_failed(self, message: FleetFailed) -> None:
         self._busy = False
         self._stop_progress()
         self.report_error(message.error)
         self._status(PlainText(f"✗ {describe_error(message.error)}", style="bold red"))
 
-    def on_fleet_view_scanned(self, message: Scanned) -> None:
+    def on_fleet_scanned(self, message: FleetScanned) -> None:
         view = message.view
         self._stop_progress()
         self._view = view
@@ -455,10 +437,10 @@ class FleetView(BaseView):
 
     @work(thread=True, exclusive=True, group="fleet-plan", exit_on_error=False)
     def run_preview(self, what: str, root: str, selection: Any, selectors: list[str], progress: ThreadProgress) -> None:
-        with self.failures(self.Failed):
-            self.deliver(self.Previewed(what, root, self.dispatcher.preview(selection, root, selectors, progress)))
+        with self.failures(FleetFailed):
+            self.deliver(FleetPreviewed(what, root, self.dispatcher.preview(selection, root, selectors, progress)))
 
-    def on_fleet_view_previewed(self, message: Previewed) -> None:
+    def on_fleet_previewed(self, message: FleetPreviewed) -> None:
         what, root, preview = message.what, message.root, message.plan
         self._stop_progress()
         plans = preview.node_keys
@@ -516,10 +498,10 @@ class FleetView(BaseView):
 
     @work(thread=True, exclusive=True, group="fleet-evict", exit_on_error=False)
     def run_execute(self, plan: Any, progress: ThreadProgress) -> None:
-        with self.failures(self.Failed):
-            self.deliver(self.Executed(self.dispatcher.execute(plan, progress)))
+        with self.failures(FleetFailed):
+            self.deliver(FleetExecuted(self.dispatcher.execute(plan, progress)))
 
-    def on_fleet_view_executed(self, message: Executed) -> None:
+    def on_fleet_executed(self, message: FleetExecuted) -> None:
         result = message.result
         self._busy = False
         self._stop_progress()

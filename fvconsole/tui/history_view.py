@@ -9,7 +9,6 @@ lines over 64 KiB skipped) in a worker; lines that are not records are counted a
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
 from typing import Any, ClassVar
 
 from rich.text import Text
@@ -20,7 +19,8 @@ from textual.widgets import DataTable, Input
 
 from fvconsole.core.journal import ENV_JOURNAL, JournalRead, JournalRecord, read_journal
 from fvconsole.core.shared import human_bytes
-from fvconsole.tui.base import BaseView, ViewMessage, describe_error
+from fvconsole.tui.base import BaseView, describe_error
+from fvconsole.tui.messages import HistoryRead, HistoryReadFailed
 from fvconsole.tui.plain import PlainText
 from fvconsole.tui.widgets import FastTable, PlainStatic
 
@@ -111,15 +111,6 @@ class HistoryView(BaseView):
     TABLE = "hist-table"
     BINDINGS: ClassVar[list] = []
 
-    @dataclass
-    class Read(ViewMessage):
-        read: JournalRead
-
-    @dataclass
-    class ReadFailed(ViewMessage):
-        path: str
-        error: BaseException
-
     def __init__(self, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self._read: JournalRead | None = None
@@ -153,10 +144,10 @@ class HistoryView(BaseView):
 
     @work(thread=True, exclusive=True, group="hist-read", exit_on_error=False)
     def read(self, path: str) -> None:
-        with self.failures(lambda exc: self.ReadFailed(path, exc)):
-            self.deliver(self.Read(read_journal(path)))
+        with self.failures(lambda exc: HistoryReadFailed(path, exc)):
+            self.deliver(HistoryRead(read_journal(path)))
 
-    def on_history_view_read_failed(self, message: ReadFailed) -> None:
+    def on_history_read_failed(self, message: HistoryReadFailed) -> None:
         self.report_error(message.error)
         self._read = None
         self._records = []
@@ -166,7 +157,7 @@ class HistoryView(BaseView):
         self._banner(text)
         self.apply_filter(self.filter_text)
 
-    def on_history_view_read(self, message: Read) -> None:
+    def on_history_read(self, message: HistoryRead) -> None:
         self._read = message.read
         records = message.read.records
         self._keys = {str(i): r for i, r in enumerate(records)}

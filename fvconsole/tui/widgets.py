@@ -28,6 +28,7 @@ from textual.binding import Binding, BindingType
 from textual.containers import Horizontal, HorizontalScroll
 from textual.geometry import Size
 from textual.message import Message
+from textual.reactive import var
 from textual.strip import Strip
 from textual.suggester import Suggester
 from textual.visual import visualize
@@ -129,6 +130,16 @@ class PlainStatic(Static):
 
     def update(self, content: Any = "", *, layout: bool = True) -> None:
         super().update(plain_content(content), layout=layout)
+
+
+class BoundStatic(PlainStatic):
+    """A PlainStatic whose text is a reactive attribute, so a view binds its state to it
+    (``BoundStatic().data_bind(text=View.summary)``) instead of updating it by hand."""
+
+    text: var[Any] = var(PlainText, always_update=True, init=False)
+
+    def watch_text(self, text: Any) -> None:
+        self.update(text)
 
 
 class FitStatic(PlainStatic):

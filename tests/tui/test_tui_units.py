@@ -101,6 +101,7 @@ def test_rank_table_holds_4096_ranks(tmp_path) -> None:
     from fvconsole.demo import builders
     from fvconsole.demo.builders import synthetic_manifest
     from fvconsole.tui.app import FvConsoleApp
+    from fvconsole.tui.messages import MigrationPreviewed
     from fvconsole.tui.migration_view import MigrationView
     from fvconsole.tui.state import ConsoleState
 
@@ -127,7 +128,7 @@ def test_rank_table_holds_4096_ranks(tmp_path) -> None:
                 await pilot.pause(0.02)
             await pilot.press("2")
             view = app.query_one(MigrationView)
-            view.post_message(MigrationView.Previewed(preview))
+            view.post_message(MigrationPreviewed(preview))
             await pilot.pause()
             await pilot.pause()
             table = app.query_one("#mig-ranks")

@@ -1,0 +1,204 @@
+"""Every message of the console, in one place: what workers and widgets post up to a view.
+
+Data flows down as reactive attributes (a view sets its own reactives; its widgets are bound
+to them or watch them) and events flow up as these messages. A worker never touches a widget:
+it calls the core in its thread and posts one of the messages below to the view that started
+it (``BaseView.deliver``), and the view's handler (``on_<message name>``, from the class name:
+``MigrationPreviewed`` → ``on_migration_previewed``) sets the view's state on the event loop.
+Worker results never bubble (``ViewMessage``); a widget's own messages (``FormEdited``,
+``FormSubmitted``) bubble to the view that holds it. ``FastTable.Sorted`` stays with its table,
+as Textual's widgets keep theirs.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from textual.message import Message
+
+from fvconsole.core.cache import (
+    CacheEntry,
+    CacheEntryDetail,
+    CacheScan,
+    EntryVerification,
+    EvictionPlan,
+    EvictionResult,
+    LockedEviction,
+)
+from fvconsole.core.checkpoints import CheckpointDetail
+from fvconsole.core.journal import JournalRead, JournalWrite
+from fvconsole.core.migration import (
+    MigrationPlan,
+    MigrationPreview,
+    MigrationResult,
+    NextSampleIds,
+    VerifyResult,
+)
+
+if TYPE_CHECKING:
+    from fvconsole.tui.checkpoints_view import CheckpointRow
+    from fvconsole.tui.evict_dialog import EvictOptions
+    from fvconsole.tui.state import ConsoleState
+
+
+class ViewMessage(Message, bubble=False):
+    """A worker's result for the view that started it (never bubbles to the app)."""
+
+
+@dataclass
+class WorkFailed(ViewMessage):
+    """A worker raised: ``error`` is shown as a notification unless the view handles it."""
+
+    error: BaseException
+
+
+@dataclass
+class StateLoaded(Message):
+    """The app's worker read the run config (or failed to) and resolved the paths."""
+
+    state: ConsoleState
+
+
+# ------------------------------------------------------------ view 1: checkpoints
+
+@dataclass
+class CheckpointsListed(ViewMessage):
+    path: str
+    rows: list[CheckpointRow]
+
+
+@dataclass
+class CheckpointsListFailed(ViewMessage):
+    error: BaseException
+
+
+@dataclass
+class CheckpointDetailRead(ViewMessage):
+    row: CheckpointRow
+    detail: CheckpointDetail
+
+
+# ------------------------------------------------------------ view 2: migration
+
+@dataclass
+class MigrationPreviewed(ViewMessage):
+    preview: MigrationPreview
+
+
+@dataclass
+class MigrationExecuted(ViewMessage):
+    result: MigrationResult
+    journal: JournalWrite | None = None
+
+
+@dataclass
+class MigrationVerified(ViewMessage):
+    result: VerifyResult
+
+
+@dataclass
+class MigrationActionFailed(ViewMessage):
+    error: BaseException
+    journal: JournalWrite | None = None  # a migration that failed part-way is journaled too
+
+
+@dataclass
+class NextIdsRead(ViewMessage):
+    plan: MigrationPlan
+    result: NextSampleIds | None
+    error: BaseException | None = None
+
+
+class FormEdited(Message):
+    """A field or box of the migration form changed (the shown plan no longer matches it)."""
+
+
+class FormSubmitted(Message):
+    """Enter in a field of the migration form: preview."""
+
+
+# ------------------------------------------------------------ view 3: shard cache
+
+@dataclass
+class CacheScanned(ViewMessage):
+    scan: CacheScan
+
+
+@dataclass
+class CacheScanFailed(ViewMessage):
+    error: BaseException
+
+
+@dataclass
+class CacheDetailRead(ViewMessage):
+    entry: CacheEntry
+    detail: CacheEntryDetail
+
+
+@dataclass
+class CacheVerified(ViewMessage):
+    results: tuple[EntryVerification, ...]
+    stamps: dict[str, int | None]
+
+
+@dataclass
+class EvictionPlanned(ViewMessage):
+    options: EvictOptions
+    scan: CacheScan
+    plan: EvictionPlan
+
+
+@dataclass
+class CacheEvicted(ViewMessage):
+    done: LockedEviction
+
+    @property
+    def plan(self) -> EvictionPlan:
+        return self.done.plan
+
+    @property
+    def result(self) -> EvictionResult:
+        return self.done.result
+
+
+@dataclass
+class EvictionFailed(ViewMessage):
+    error: BaseException
+
+
+# ------------------------------------------------------------ view 4: fleet
+
+@dataclass
+class FleetScanned(ViewMessage):
+    view: Any
+
+
+@dataclass
+class FleetPreviewed(ViewMessage):
+    what: str
+    root: str
+    plan: Any
+
+
+@dataclass
+class FleetExecuted(ViewMessage):
+    result: Any
+
+
+@dataclass
+class FleetFailed(ViewMessage):
+    error: BaseException
+
+
+# ------------------------------------------------------------ view 5: history
+
+@dataclass
+class HistoryRead(ViewMessage):
+    read: JournalRead
+
+
+@dataclass
+class HistoryReadFailed(ViewMessage):
+    path: str
+    error: BaseException
