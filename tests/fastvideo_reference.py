@@ -434,3 +434,25 @@ def elastic_state(manifest: dict[str, Any], mode: str, *, source: dict[str, Any]
                          read_batch_size=read_batch_size, seed=seed, shuffle_row_groups=shuffle_row_groups,
                          samples_per_worker=spw)
     return dict(_state(manifest, topology, position, offset, yielded), epoch=epoch)
+
+
+def epoch_loader_state(manifest: dict[str, Any], *, rank: int, world_size: int, sp_world_size: int, batch_size: int,
+                       read_batch_size: int, seed: int, shuffle_row_groups: bool, epoch: int,
+                       yielded_samples: int) -> dict[str, Any]:
+    """The dataset state a live loader of ``rank`` reports in ``epoch`` after ``yielded_samples`` (replayed)."""
+    shards = contiguous_row_group_shards(manifest["row_groups"], world_size // sp_world_size)
+    spw = samples_per_worker(shards, batch_size)
+    shard = worker_shard(shards, rank // sp_world_size, seed=seed, epoch=epoch, shuffle=shuffle_row_groups)
+    position, offset, _next = replay_loader(shard, batch_size, yielded_samples)
+    topology = _topology(rank=rank, world_size=world_size, sp_world_size=sp_world_size, batch_size=batch_size,
+                         read_batch_size=read_batch_size, seed=seed, shuffle_row_groups=shuffle_row_groups,
+                         samples_per_worker=spw)
+    return dict(_state(manifest, topology, position, offset, yielded_samples), epoch=epoch)
+
+
+def torchdata_loader_state(dataset_state: dict[str, Any], batches: int) -> dict[str, Any]:
+    """torchdata 0.11's ``StatefulDataLoader.state_dict()`` with no workers: the dataset's state at the top level."""
+    return {"_index_sampler_state": None, "_sampler_iter_state": None, "_sampler_iter_yielded": batches,
+            "_num_yielded": batches, "_IterableDataset_len_called": None, "_shared_seed": None,
+            "fetcher_state": {"dataset_iter_state": None, "fetcher_ended": False}, "dataset_state": dataset_state,
+            "_iterator_finished": False}

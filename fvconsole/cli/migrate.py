@@ -180,6 +180,12 @@ def _run(args: argparse.Namespace) -> int:
     if args.json:
         emit_json(dict(result.to_json(), journal=journal_json(run.journal)))
         return 0
+    if result.plan.links:  # a native checkpoint's reshard: FastVideo resumes from the view itself
+        say("", f"wrote {result.sidecars} sidecars to the checkpoint view {result.output_dir} "
+            f"({len(result.plan.links)} entries linked to {result.plan.checkpoint})",
+            f"receipt: {result.receipt_path}", "next step: resume training with (FASTVIDEO_DATALOADER_STATE_DIR unset)",
+            f"  training.checkpoint.resume_from_checkpoint: {result.output_dir}")
+        return 0
     say("", f"wrote {result.sidecars} sidecars to {result.output_dir}", f"receipt: {result.receipt_path}",
         "next step: resume training with", f"  export FASTVIDEO_DATALOADER_STATE_DIR={result.output_dir}")
     return 0

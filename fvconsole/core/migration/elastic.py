@@ -14,11 +14,13 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from fvconsole.core.formats import streaming
+from fvconsole.core.formats.sidecar_files import classify_entry
 from fvconsole.core.formats.streaming import Topology, shard_layout
 from fvconsole.core.migration.reshard import MODES, Reshard, SourceLoader, TargetLoader, plan_reshard
 from fvconsole.core.migration.source_state import FIELD as SOURCE_FIELD
 from fvconsole.core.migration.source_state import read_source_states
 from fvconsole.core.shared.reasons import reason
+from fvconsole.core.shared.walk import listing
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
     from fvconsole.core.migration import inputs
@@ -137,3 +139,15 @@ def rank_ranges(ranks: list[int], limit: int = 4) -> str:
             runs.append([r, r])
     text = ", ".join(f"{a}-{b}" if a != b else str(a) for a, b in runs[:limit])
     return "ranks " + text + (" ..." if len(runs) > limit else "")
+
+
+def checkpoint_links(checkpoint: str) -> tuple[tuple[str, str], ...]:
+    """What a checkpoint view links: every entry of the source checkpoint but its loader sidecars (and their temps).
+
+    The view's own sidecars replace those; everything else (``dcp/``, ``metadata.json``,
+    ``rng_state_rank<r>.pt``, callback files) is the source's, reached by an absolute symlink.
+    """
+    with listing(checkpoint) as entries:
+        names = sorted(e.name for e in entries if classify_entry(e.name) not in ("sidecar", "temp", "receipt"))
+    return tuple((name, os.path.join(checkpoint, name)) for name in names)
+

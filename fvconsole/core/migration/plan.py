@@ -17,7 +17,7 @@ from fvconsole.core.formats.runconfig import Mismatch, get_path
 from fvconsole.core.formats.sidecar_files import SIDECAR_VERSION
 from fvconsole.core.formats.streaming import RankCursor, Topology, compute_cursors, shard_layout
 from fvconsole.core.migration import inputs, output_dir
-from fvconsole.core.migration.elastic import TargetLayout, groups_refusal, plan_elastic
+from fvconsole.core.migration.elastic import TargetLayout, checkpoint_links, groups_refusal, plan_elastic
 from fvconsole.core.migration.request import Collector, MigrationRequest, Refusal
 from fvconsole.core.migration.reshard import MODES, Reshard
 from fvconsole.core.shared.errors import FvError
@@ -68,6 +68,9 @@ class MigrationPlan:
     columns: ColumnCheck | None = field(default=None, repr=False)
     #: The elastic resume (None: the checkpoint's own topology): every mode, the chosen one's start.
     reshard: Reshard | None = field(default=None, repr=False)
+    #: A native checkpoint's reshard is a checkpoint view: (name, absolute target) of every link
+    #: to the source checkpoint's other entries (empty: a sidecar dir).
+    links: tuple[tuple[str, str], ...] = field(default=(), repr=False)
 
     @property
     def epoch(self) -> int:
@@ -150,6 +153,7 @@ class MigrationPlan:
             "ranks": [c.to_json() for c in self.ranks] if self.reshard is None else
                      [dict(c.to_json(), epoch=self.epoch) for c in self.ranks],
             **({} if self.reshard is None else {"reshard": self.reshard.to_json()}),
+            **({"linked_entries": [name for name, _target in self.links]} if self.links else {}),
         }
 
 
@@ -302,6 +306,7 @@ def _plan(req: MigrationRequest, progress: Progress | None, *, output_rules: boo
                 output_dir_notes=review.notes if review is not None else (),
                 columns=columns,
                 reshard=reshard,
+                links=checkpoint_links(ckpt) if native else (),
             )
     progress(5, total, "done")
     return MigrationPreview(req, mismatches, tuple(col.refusals), tuple(col.notes), plan, columns, reshard)

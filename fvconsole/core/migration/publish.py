@@ -12,7 +12,7 @@ from __future__ import annotations
 import contextlib
 import os
 import stat
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from typing import TYPE_CHECKING
 
 from fvconsole.core.formats.sidecar_files import classify_entry, sha256_bytes
@@ -38,14 +38,16 @@ def fsync_dir(path: str, label: str) -> None:
     atomic.fsync_dir(path)
 
 
-def remove_set_dir(path: str) -> bool:
+def remove_set_dir(path: str, links: Collection[str] = ()) -> bool:
     """Delete a staging/old-set dir: only our file names, never following symlinks or crossing a mount.
 
-    FastVideo's validation receipts of the old set go with it (they vouch for its files only).
+    FastVideo's validation receipts of the old set go with it (they vouch for its files only);
+    ``links``: a checkpoint view's links to its source's entries (unlinked, never followed).
     Returns False (and leaves the dir) if anything unexpected is inside (``core.shared.removal``).
     """
     upstream = set(find_upstream_receipts(path))
-    return remove_flat_dir(path, lambda name: classify_entry(name) != "foreign" or name in upstream, faults.point)
+    return remove_flat_dir(path, lambda name: classify_entry(name) != "foreign" or name in upstream or name in links,
+                           faults.point)
 
 
 def publish(staging: str, out: str, parent: str, outname: str, plan: MigrationPlan) -> str | None:
@@ -82,7 +84,8 @@ def publish(staging: str, out: str, parent: str, outname: str, plan: MigrationPl
 
 
 def after_publish(
-    out: str, parent: str, old: str | None, published: tuple[int, int], expected: Mapping[str, str]
+    out: str, parent: str, old: str | None, published: tuple[int, int], expected: Mapping[str, str],
+    links: Mapping[str, str] | None = None,
 ) -> None:
     """Make the publishing rename durable, re-verify the set, then delete the previous set (if any).
 
@@ -97,7 +100,7 @@ def after_publish(
             reason("publish.not_synced", "output_dir", path=out, parent=parent, why=exc.strerror),
             failure=MigrationFailure("syncing the parent dir", out, True, previous_set=old),
         ) from None
-    problems = verify_published(out, published, expected)
+    problems = verify_published(out, published, expected, links or {})
     if problems:
         more = f" (+{len(problems) - 1} more)" if len(problems) > 1 else ""
         kept = f"; the previous set is kept at {old} (until the next migrate on this host)" if old else ""
@@ -111,7 +114,8 @@ def after_publish(
             fsync_dir(parent, f"fsync {parent}")
 
 
-def verify_published(out: str, published: tuple[int, int], expected: Mapping[str, str]) -> list[str]:
+def verify_published(out: str, published: tuple[int, int], expected: Mapping[str, str],
+                     links: Mapping[str, str] | None = None) -> list[str]:
     """Problems with the set at ``out``: not the dir published, extra/missing entries, other bytes.
 
     ``published`` is the (st_dev, st_ino) of the staging dir that was renamed to ``out``;
@@ -128,7 +132,17 @@ def verify_published(out: str, published: tuple[int, int], expected: Mapping[str
         if (st.st_dev, st.st_ino) != published:
             return [f"{out}: is no longer the directory that was published (replaced after publishing)"]
         names = set(os.listdir(fd))
-        problems = [f"{name}: unexpected entry in the published set" for name in sorted(names - set(expected))]
+        links = links or {}
+        problems = [f"{name}: unexpected entry in the published set"
+                    for name in sorted(names - set(expected) - set(links))]
+        for name, target in sorted(links.items()):
+            try:
+                found = os.readlink(name, dir_fd=fd)
+            except OSError as exc:
+                problems.append(f"{name}: not the link to {target} that was made ({exc.strerror})")
+                continue
+            if found != target:
+                problems.append(f"{name}: links to {found}, not to {target}")
         for name in sorted(expected):
             if name not in names:
                 problems.append(f"{name}: missing from the published set")

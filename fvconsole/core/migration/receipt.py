@@ -84,6 +84,9 @@ def build_receipt(plan: MigrationPlan, written: Sequence[WrittenSidecar]) -> dic
         "num_row_groups": plan.num_row_groups,
         "total_rows": plan.total_rows,
         "output_dir": os.path.abspath(plan.output_dir),
+        # an elastic resume: source and target topology, the mode, its accounting (docs/formats.md §3)
+        **({} if plan.reshard is None else {"reshard": plan.reshard.to_json()}),
+        **({"linked_entries": [name for name, _target in plan.links]} if plan.links else {}),
     }
 
 
@@ -137,4 +140,18 @@ def check_receipt(directory: str, plan: MigrationPlan, problems: list[str]) -> d
         problems.append(f"{RECEIPT_NAME}: field 'sidecars' lists ranks outside the world size: [{shown}]")
     return rows
 
+
+def receipt_reshard_mode(directory: str) -> str | None:
+    """The reshard mode a set's receipt records (None: no receipt, unreadable, or not a reshard).
+
+    Verification recomputes a resharded set with the mode it was written with; an unreadable
+    receipt is reported by :func:`check_receipt`.
+    """
+    try:
+        receipt = load_file(os.path.join(directory, RECEIPT_NAME), "receipt", MAX_RECEIPT_BYTES)
+    except (OSError, FvError):
+        return None
+    reshard = receipt.get("reshard") if isinstance(receipt, dict) else None
+    mode = reshard.get("mode") if isinstance(reshard, dict) else None
+    return mode if isinstance(mode, str) else None
 

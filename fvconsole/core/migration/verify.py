@@ -25,7 +25,7 @@ from fvconsole.core.formats.sidecar_files import (
 )
 from fvconsole.core.migration.output_dir import staging_pattern
 from fvconsole.core.migration.plan import MigrationPlan, MigrationRequest, plan_from_sources
-from fvconsole.core.migration.receipt import check_receipt
+from fvconsole.core.migration.receipt import check_receipt, receipt_reshard_mode
 from fvconsole.core.migration.sample_ids import add_next_sample_ids
 from fvconsole.core.migration.upstream_receipt import (
     UpstreamValidation,
@@ -113,6 +113,13 @@ def recompute_plan(
     step = _checkpoint_step(checkpoint)
     world = _int_field(cfg, config_path, "training.distributed.num_gpus")
     accum = _int_field(cfg, config_path, "training.loop.gradient_accumulation_steps")
+    mode = receipt_reshard_mode(sidecar_dir)
+    if mode is not None:  # a resharded set: the confirmation is the checkpoint's world size
+        from fvconsole.core.checkpoints.listing import read_metadata
+
+        embedded = read_metadata(checkpoint).get("config")
+        world = _int_field(embedded if isinstance(embedded, dict) else {}, f"{checkpoint}/metadata.json",
+                           "training.distributed.num_gpus")
     request = MigrationRequest(
         config_path=config_path,
         checkpoint=checkpoint,
@@ -122,6 +129,7 @@ def recompute_plan(
         consumed_batches_per_rank=step * accum,
         overrides=tuple(overrides),
         skip_source_check=True,
+        reshard=mode,
     )
     preview = plan_from_sources(request)
     problems = [f"cannot recompute the plan: {r.message}" for r in preview.refusals]
@@ -129,7 +137,9 @@ def recompute_plan(
 
 
 def _int_field(cfg: Any, path: str, dotted: str) -> int:
-    value = cfg.get(dotted, None)
+    from fvconsole.core.formats.runconfig import get_path
+
+    value = get_path(cfg.data if hasattr(cfg, "data") else cfg, dotted, None)
     if not isinstance(value, int) or isinstance(value, bool):
         raise FvError(f"{path}: field '{dotted}' must be an integer (got {value!r})")
     return value
@@ -167,7 +177,7 @@ def verify_sidecars(
         problems.append(f"{sidecar_dir}: sidecar dir {what}")
         return VerifyResult(False, tuple(problems), (), tuple(warnings), sidecar_dir, plan.step, plan.world_size)
     upstream_names = find_upstream_receipts(sidecar_dir)
-    listing = _list_dir(sidecar_dir, plan.world_size, problems, warnings, set(upstream_names))
+    listing = _list_dir(sidecar_dir, plan.world_size, problems, warnings, set(upstream_names), dict(plan.links))
     receipt_rows = check_receipt(sidecar_dir, plan, problems)
     rows = []
     digests: dict[int, str | None] = {}
@@ -221,12 +231,16 @@ def _upstream_facts(plan: MigrationPlan, sidecar_dir: str, digests: dict[int, st
 
 def _list_dir(
     directory: str, world: int, problems: list[str], warnings: list[str], upstream: Collection[str] = (),
+    links: Mapping[str, str] | None = None,
 ) -> set[str]:
     """Names of regular sidecar files present; extra/foreign/temp files become problems.
 
     ``upstream``: FastVideo's validation receipts, part of the set (checked on their own).
+    ``links``: a checkpoint view's links (name -> the source entry each must point at), all required.
     """
     present = set()
+    links = links or {}
+    linked = set()
     with listing(directory) as entries:
         for entry in sorted(entries, key=lambda e: e.name):
             kind = classify_entry(entry.name)
@@ -244,8 +258,15 @@ def _list_dir(
                     present.add(entry.name)
             elif kind == "temp":
                 problems.append(f"{entry.name}: leftover temp file from an interrupted write")
+            elif entry.name in links:
+                linked.add(entry.name)
+                target = os.readlink(os.path.join(directory, entry.name)) if entry.is_symlink() else None
+                if target != links[entry.name]:
+                    problems.append(f"{entry.name}: is not the checkpoint view's link to {links[entry.name]}")
             elif kind == "foreign" and entry.name not in upstream:
                 problems.append(f"{entry.name}: foreign file in the sidecar dir")
+    problems.extend(f"{name}: missing (the checkpoint view links every entry of its source)"
+                    for name in sorted(set(links) - linked))
     parent = os.path.dirname(os.path.abspath(directory))
     pattern = staging_pattern(os.path.basename(os.path.abspath(directory)))
     with contextlib.suppress(OSError), listing(parent) as entries:

@@ -361,11 +361,12 @@ def _execute_locked(
     check_destination(out, plan.checkpoint, plan.dataset_root, plan.request.overwrite)  # now that we hold the lock
     staging = os.path.join(parent, staging_name(outname))
     written: list[WrittenSidecar] = []
+    links = dict(plan.links)
     stage = "removing stale staging dirs"
 
     def cleanup_and_fail(exc: BaseException) -> BaseException:
         with interrupts.deferred():  # a second signal must not leave the staging dir half removed
-            removed = remove_set_dir(staging) if os.path.lexists(staging) else True
+            removed = remove_set_dir(staging, links) if os.path.lexists(staging) else True
         if isinstance(exc, KeyboardInterrupt):
             failure = MigrationFailure.unchanged(out, stage, staging, removed, len(written), len(plan.ranks))
             left = "staging dir removed" if removed else f"staging dir left at {staging}"
@@ -386,6 +387,8 @@ def _execute_locked(
             durability = durable.choose(staging_fd)
             stage = "writing sidecars"
             _write_all(staging, plan, progress, workers, written, torch_check, durability.per_file_fsync)
+            stage = "linking the source checkpoint's entries"
+            _link_all(staging, links)
             stage = "making the sidecars durable"
             _make_durable(staging, staging_fd, durability, [w.name for w in written])
         finally:
@@ -409,12 +412,19 @@ def _execute_locked(
             raise cleanup_and_fail(exc) from None
         expected = {w.name: w.sha256 for w in written}
         expected[RECEIPT_NAME] = sha256_bytes(data)
-        after_publish(out, parent, old, (staged.st_dev, staged.st_ino), expected)
+        after_publish(out, parent, old, (staged.st_dev, staged.st_ino), expected, links)
     progress(len(plan.ranks), len(plan.ranks), f"published {out}")
     if held.signum is not None:
         raise interrupts.Interrupted(held.signum, done=_completed(len(written), out),
                                      partial=MigrationFailure.published(out, len(written)))
     return receipt
+
+
+def _link_all(staging: str, links: Mapping[str, str]) -> None:
+    """A checkpoint view's other entries: symlinks to the source checkpoint's (never a copy, never a change to it)."""
+    for name, target in links.items():
+        faults.point(f"symlink {staging}/{name}")
+        os.symlink(target, os.path.join(staging, name))
 
 
 def _make_durable(staging: str, staging_fd: int, durability: durable.Durability, names: list[str]) -> None:
