@@ -69,6 +69,7 @@ from fvconsole.core.shared import (
     clipped,
     elided,
     human_bytes,
+    plural,
     utc_text,
 )
 
@@ -332,11 +333,6 @@ def _watch_error(fmt: str, exc: FvError) -> None:
     say(f"error: {stamp}: {exc.message} (still watching)", err=True)
 
 
-def _n(count: int, one: str, many: str) -> str:
-    """``1 entry`` / ``3 entries``: summaries read as sentences."""
-    return f"{count} {one if count == 1 else many}"
-
-
 def sort_entries(scan: CacheScan, order: str) -> list:
     if order == "size":
         return sorted(scan.entries, key=lambda e: (-e.bytes, e.key))
@@ -387,7 +383,7 @@ def _ls_footer(scan: CacheScan, count: int) -> str:
     cap_text = f"cap {human_bytes(cap)} (${ENV_MAX_GB})" if cap is not None else f"cap unknown ({cap_error})"
     free = (f"; filesystem free {human_bytes(scan.fs_free)} of {human_bytes(scan.fs_total)}"
             if scan.fs_free is not None else "")
-    return f"total {human_bytes(scan.total_bytes)} in {_n(count, 'entry', 'entries')}; {cap_text}{free}"
+    return f"total {human_bytes(scan.total_bytes)} in {plural(count, 'entry', 'entries')}; {cap_text}{free}"
 
 
 def _ls_extras(scan: CacheScan) -> list[str]:
@@ -487,13 +483,13 @@ def run_evict(args: argparse.Namespace) -> int:
     warn_if_unwritten(done.journal)
     journal = done.journal
     if result.evicted:
-        record_write(args, f"the eviction ran: {_n(len(result.evicted), 'entry', 'entries')} evicted from {plan.root}")
+        record_write(args, done.done_text)
     payload = {**result.to_json(), **_node_info(), "cap_bytes": plan.cap_bytes, "lock": state.to_json(),
                "journal": journal_json(journal), "plan_free_target": plan.free_space.to_json() if plan.free_space else None}
     if result.errors:
         if not args.json:
             say(render_result(result, plan, width=_width(args)))
-        raise PartialFailure(f"{plan.root}: {_n(len(result.errors), 'entry', 'entries')} could not be evicted "
+        raise PartialFailure(f"{plan.root}: {plural(len(result.errors), 'entry', 'entries')} could not be evicted "
                              f"(first: {result.errors[0]})", report=payload)
     if args.json:
         emit_json(payload)
@@ -553,13 +549,13 @@ def render_plan(plan: EvictionPlan, *, width: int | None = None) -> Block:
         lines.append("nothing to evict")
     lines += _skipped_table(plan.skipped, width)
     if plan.evict:  # with nothing planned, --yes would do nothing: no call to run it
-        lines.append(f"would free {human_bytes(plan.freed_bytes)} ({_n(len(plan.evict), 'entry', 'entries')}); "
+        lines.append(f"would free {human_bytes(plan.freed_bytes)} ({plural(len(plan.evict), 'entry', 'entries')}); "
                      "re-run with --yes")
     return block(lines)
 
 
 def render_result(result: EvictionResult, plan: EvictionPlan | None = None, *, width: int | None = None) -> Block:
-    lines = [f"evicted {_n(len(result.evicted), 'entry', 'entries')} from {result.root} on {socket.gethostname()}"]
+    lines = [f"evicted {plural(len(result.evicted), 'entry', 'entries')} from {result.root} on {socket.gethostname()}"]
     if result.evicted:
         lines.append(format_table(("KEY", "FREED", "REASON"),
                                   [(e.key, human_bytes(e.bytes), clipped(e.reason, 100)) for e in result.evicted], right=(1,),
@@ -599,7 +595,7 @@ def verify_failure(result: CacheVerification) -> str:
     """The `error:` line of a failed verification: how many verifiable entries failed, and the first real problem."""
     failed = result.failed
     checked = len(result.entries) - len(result.not_verifiable) + len(result.missing)
-    head = f"{len(failed) + len(result.missing)} of {_n(checked, 'verifiable entry', 'verifiable entries')} failed verification"
+    head = f"{len(failed) + len(result.missing)} of {plural(checked, 'verifiable entry', 'verifiable entries')} failed verification"
     if failed:
         problem = failed[0].problems[0].text()
         return f"{head}; first: {failed[0].key}: {problem}"
@@ -610,7 +606,7 @@ def render_verify(result: CacheVerification) -> Block:
     """One line per entry (ok, its problem count, or why it cannot be verified), each problem indented under it."""
     lines: list[str] = []
     for entry in result.entries:
-        shards = _n(len(entry.shards_checked), "shard", "shards")
+        shards = plural(len(entry.shards_checked), "shard")
         read = f", {human_bytes(entry.bytes_read)} read" if entry.deep else ""
         if entry.not_verifiable is not None:
             lines.append(f"{entry.key}  not verifiable: {entry.not_verifiable}")
@@ -618,7 +614,7 @@ def render_verify(result: CacheVerification) -> Block:
         if entry.ok:
             lines.append(f"{entry.key}  ok ({shards} checked{read})")
             continue
-        lines.append(f"{entry.key}  {_n(len(entry.problems), 'problem', 'problems')} ({shards} checked{read})")
+        lines.append(f"{entry.key}  {plural(len(entry.problems), 'problem', 'problems')} ({shards} checked{read})")
         lines.extend("  " + p.text() for p in entry.problems)  # whole: the problem is the point
     lines.extend(f"{key}  not an entry of {result.root}" for key in result.missing)
     bad = len(result.failed) + len(result.missing)
@@ -628,9 +624,9 @@ def render_verify(result: CacheVerification) -> Block:
     if not result.entries and not result.missing:
         lines.append(f"no cache entries in {result.root}")
     elif bad:
-        lines.append(f"{bad} of {_n(checked, 'verifiable entry', 'verifiable entries')} failed verification{apart}")
+        lines.append(f"{bad} of {plural(checked, 'verifiable entry', 'verifiable entries')} failed verification{apart}")
     elif checked:
-        lines.append(f"all {_n(checked, 'verifiable entry', 'verifiable entries')} verified{apart}")
+        lines.append(f"all {plural(checked, 'verifiable entry', 'verifiable entries')} verified{apart}")
     else:
-        lines.append(f"nothing verifiable: {_n(unverifiable, 'entry', 'entries')}, none with a manifest.json yet")
+        lines.append(f"nothing verifiable: {plural(unverifiable, 'entry', 'entries')}, none with a manifest.json yet")
     return block(lines)

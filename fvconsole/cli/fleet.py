@@ -54,7 +54,7 @@ from fvconsole.core.fleet import (
     preview_fleet_eviction,
     select_nodes,
 )
-from fvconsole.core.shared import UsageError, elided, head_tail, human_bytes
+from fvconsole.core.shared import UsageError, elided, head_tail, human_bytes, plural
 
 #: Node rows printed without --full: every failed node up to this many, and ok nodes head + tail.
 FAILED_ROWS = 20
@@ -199,7 +199,7 @@ def _rows(outcomes: list[Any], full: bool) -> tuple[list[Any], int]:
 
 
 def _dispatch_note(fanout: str, job_steps: int) -> str:
-    return f"{fanout} fan-out, {job_steps} job step{'' if job_steps == 1 else 's'}" if fanout else ""
+    return f"{fanout} fan-out, {plural(job_steps, 'job step')}" if fanout else ""
 
 
 # ---------------------------------------------------------------- ls
@@ -271,7 +271,7 @@ def render_fleet_ls(view: FleetCacheView, root: str, *, full: bool = False) -> B
         over = human_bytes(n.over_cap_bytes) if n.over_cap_bytes is not None else "-"
         busy_keys = view.busy.get(n.node, ((), frozenset()))[1]
         if busy_keys:
-            statuses += f"; node busy ({len(busy_keys)} entr{'y' if len(busy_keys) == 1 else 'ies'})"
+            statuses += f"; node busy ({plural(len(busy_keys), 'entry', 'entries')})"
         rows.append((n.node, slurm_cell(view, n.node), n.entries, human_bytes(n.total_bytes),
                      human_bytes(n.reclaimable_bytes), over, free, statuses))
     if omitted:
@@ -440,15 +440,13 @@ def run_fleet_verify(args: argparse.Namespace) -> int:
         problems = [p for p in entry.get("problems", []) if isinstance(p, dict)]
         first = problems[0].get("problem") if problems else "not ok"
         nodes = compress_hostlist(dict.fromkeys(n for n, _ in result.failing))
-        raise command_failed(code, f"{_n_entries(len(result.failing))} failed verification on {nodes}; "
+        raise command_failed(code, f"{plural(len(result.failing), 'entry', 'entries')} failed verification on {nodes}; "
                                    f"first: {node}: {entry.get('key')}: {first}", result.to_json() if args.json else None)
     if args.json:
         emit_json(result.to_json())
     return code
 
 
-def _n_entries(n: int) -> str:
-    return f"{n} entr{'y' if n == 1 else 'ies'}"
 
 
 def render_fleet_verify(result: FleetVerification) -> Block:
@@ -464,7 +462,7 @@ def render_fleet_verify(result: FleetVerification) -> Block:
         lines.append(f"{o.node}  no answer: {o.error}")
     if result.not_verifiable:
         nodes = compress_hostlist(dict.fromkeys(node for node, _ in result.not_verifiable))
-        lines.append(f"not verifiable: {_n_entries(len(result.not_verifiable))} on {nodes} without a manifest.json "
+        lines.append(f"not verifiable: {plural(len(result.not_verifiable), 'entry', 'entries')} on {nodes} without a manifest.json "
                      "(a write in progress or crashed, an empty entry, or, on a node-local cache, "
                      "any node but rank 0's)")
     answered = len(result.outcomes) - len(result.unanswered)
@@ -475,6 +473,6 @@ def render_fleet_verify(result: FleetVerification) -> Block:
                      "with its manifest")
     else:
         nodes = compress_hostlist(dict.fromkeys(node for node, _ in result.failing))
-        lines.append(f"{_n_entries(len(result.failing))} failed verification "
+        lines.append(f"{plural(len(result.failing), 'entry', 'entries')} failed verification "
                      f"on {nodes} ({answered} of {len(result.outcomes)} nodes answered)")
     return block(lines)

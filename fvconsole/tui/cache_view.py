@@ -35,7 +35,7 @@ from fvconsole.core.cache import (
     scan_cache,
     verify_entry,
 )
-from fvconsole.core.shared import FvError, Progress, head_tail, human_age, human_bytes
+from fvconsole.core.shared import FvError, Progress, head_tail, human_age, human_bytes, plural
 from fvconsole.tui import state
 from fvconsole.tui.base import BaseView
 from fvconsole.tui.evict_dialog import EvictOptions, EvictScreen, EvictSelection, confirm_body, plan_for
@@ -266,7 +266,7 @@ class CacheView(BaseView):
     def _root_text(scan: CacheScan, entries: list[CacheEntry], counts: dict[str, int], width: int) -> PlainText:
         """The root (one line, shortened in the middle if it must be) and what the scan found."""
         text = PlainText().append(fitted(scan.root, width), style="bold")
-        text.append(f"\n{len(entries)} entr{'y' if len(entries) == 1 else 'ies'}: ")
+        text.append(f"\n{plural(len(entries), 'entry', 'entries')}: ")
         text.append(", ".join(f"{n} {s}" for s, n in sorted(counts.items())) or "none")
         if any(e.writing for e in entries):
             text.append(" · * being written", style="grey62")
@@ -381,7 +381,7 @@ class CacheView(BaseView):
         if not entries:
             self.notify("select or mark an entry first", severity="warning")
             return
-        self.notify(f"verifying {len(entries)} entr{'y' if len(entries) == 1 else 'ies'} …", timeout=3)
+        self.notify(f"verifying {plural(len(entries), 'entry', 'entries')} …", timeout=3)
         self.verify(tuple(entries))
 
     @work(thread=True, exclusive=True, group="cache-verify", exit_on_error=False)
@@ -591,7 +591,7 @@ class CacheView(BaseView):
         self.query_one("#cache-progress-row", ProgressRow).stop()
         plan, result = message.plan, message.result
         count = len(result.evicted)
-        summary = f"evicted {count} entr{'y' if count == 1 else 'ies'}, freed {human_bytes(result.freed_bytes)}"
+        summary = f"evicted {plural(count, 'entry', 'entries')}, freed {human_bytes(result.freed_bytes)}"
         text = PlainText().append(("✓ " if result.ok else "✗ ") + summary + "\n",
                                   style="bold green" if result.ok else "bold red")
         if plan.free_space is not None:

@@ -30,7 +30,7 @@ from fvconsole.core.cache import (
     parse_min_free_percent,
     plan_eviction,
 )
-from fvconsole.core.shared import FvError, elided, head_tail, human_bytes
+from fvconsole.core.shared import FvError, elided, head_tail, human_bytes, plural
 from fvconsole.tui import state
 from fvconsole.tui.base import describe_error
 from fvconsole.tui.modals import Dialog
@@ -217,7 +217,7 @@ class EvictScreen(Dialog["EvictOptions | None"]):
 
 def confirm_body(plan: EvictionPlan, scan: CacheScan | None, now: float) -> list[str]:
     """The confirmation's lines: what is deleted where, what is skipped and why."""
-    body = [f"Delete {len(plan.evict)} cache entr{'y' if len(plan.evict) == 1 else 'ies'} under", f"  {plan.root}",
+    body = [f"Delete {plural(len(plan.evict), 'cache entry', 'cache entries')} under", f"  {plan.root}",
             f"freeing {human_bytes(plan.freed_bytes)}:"]
     if plan.free_space is not None:
         body.insert(0, free_space_line(plan).plain.rstrip("\n"))

@@ -24,7 +24,7 @@ from textual.widgets import Button, DataTable, Input, Label
 
 from fvconsole.core.cache import INVALID_SELECTS, RECLAIMABLE_SUM, EvictionSelectors
 from fvconsole.core.fleet import compress_hostlist
-from fvconsole.core.shared import WAIT, elided, human_bytes, printable
+from fvconsole.core.shared import WAIT, elided, human_bytes, plural, printable
 from fvconsole.tui import state
 from fvconsole.tui.base import BaseView, describe_error
 from fvconsole.tui.messages import FleetExecuted, FleetFailed, FleetPreviewed, FleetScanned
@@ -55,10 +55,6 @@ def node_error(failed: Any) -> str:
     """Why a node failed: its refusal worded with the console's words when the node sent it as data."""
     reason = getattr(failed, "reason", None)
     return reason_text(reason, FLEET_REMEDIES) if reason is not None else str(failed.error)
-
-
-def _plural(n: int, word: str) -> str:
-    return f"{n} {word}{'' if n == 1 else 's'}"
 
 
 def _plain(value: str, style: str = "") -> Text:
@@ -247,7 +243,7 @@ class FleetView(BaseView):
         text = PlainText().append(compress_hostlist(view.selection.nodes), style="bold")
         if view.selection.job_id:
             text.append(f" (job {view.selection.job_id})")
-        text.append(f" · {_plural(len(view.nodes), 'node')}, {_plural(len(view.keys), 'key')}, "
+        text.append(f" · {plural(len(view.nodes), 'node')}, {plural(len(view.keys), 'key')}, "
                     f"{human_bytes(view.total_bytes)} fleet-wide")
         if failed:
             text.append(f" · {len(failed)} failed: {compress_hostlist(n.node for n in failed)}", style="bold red")
@@ -302,7 +298,7 @@ class FleetView(BaseView):
             busy_keys = view.busy.get(n.node, ((), ()))[1]
             if busy_keys:
                 count = len(busy_keys)
-                statuses.append(f"; node busy ({count} entr{'y' if count == 1 else 'ies'})", style="bold yellow")
+                statuses.append(f"; node busy ({plural(count, 'entry', 'entries')})", style="bold yellow")
             table.add_row(_plain(n.node), self._slurm_cell(view, n.node), str(n.entries), human_bytes(n.total_bytes), human_bytes(n.reclaimable_bytes),
                           human_bytes(n.over_cap_bytes) if n.over_cap_bytes is not None else "-",
                           human_bytes(state.shown_free(n.fs_free)), statuses or "empty", key=n.node)
@@ -451,7 +447,7 @@ class FleetView(BaseView):
                         severity="warning")
             return
         busy_nodes = [n for n, keys in plans.items() if keys]
-        body = [f"Delete cache entries on {_plural(len(busy_nodes), 'node')} "
+        body = [f"Delete cache entries on {plural(len(busy_nodes), 'node')} "
                 f"({compress_hostlist(busy_nodes)}) under {printable(root)}, "
                 f"freeing {human_bytes(preview.freed_bytes)}:"]
         rows = [o for o in preview.outcomes if o.ok and plans.get(o.node)]
@@ -469,13 +465,13 @@ class FleetView(BaseView):
         doc = outcome.output or {}
         items = doc.get("evict") or []
         keys = ", ".join(str(i.get("key")) for i in items[:3]) + (f" +{len(items) - 3}" if len(items) > 3 else "")
-        return printable(f"  {outcome.node}: {len(items)} entr{'y' if len(items) == 1 else 'ies'}, "
+        return printable(f"  {outcome.node}: {plural(len(items), 'entry', 'entries')}, "
                          f"{human_bytes(doc.get('freed_bytes') or 0)} ({keys})")
 
     def _show_preview(self, what: str, preview: Any) -> None:
         text = PlainText().append(f"Fleet eviction preview: {what}\n", style="bold")
         text.append(f"would free {human_bytes(preview.freed_bytes)} across "
-                    f"{_plural(len(preview.outcomes), 'node')}\n", style="bold red" if preview.freed_bytes else "")
+                    f"{plural(len(preview.outcomes), 'node')}\n", style="bold red" if preview.freed_bytes else "")
         for o in preview.outcomes[:24]:
             if o.ok:
                 text.append(self._node_line(o) + "\n")

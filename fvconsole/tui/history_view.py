@@ -18,7 +18,7 @@ from textual.containers import Container, VerticalScroll
 from textual.widgets import DataTable, Input
 
 from fvconsole.core.journal import ENV_JOURNAL, JournalRead, JournalRecord, read_journal
-from fvconsole.core.shared import human_bytes
+from fvconsole.core.shared import human_bytes, plural
 from fvconsole.tui.base import BaseView, describe_error
 from fvconsole.tui.messages import HistoryRead, HistoryReadFailed
 from fvconsole.tui.plain import PlainText
@@ -188,13 +188,13 @@ class HistoryView(BaseView):
             return
         text = PlainText().append("journal ", style="bold").append(read.path).append(f"  (another journal: --journal PATH or ${ENV_JOURNAL} (e.g. a team's shared one))", style="grey62")
         count = len(self._records)
-        text.append(f"\n{count} record{'' if count == 1 else 's'}, {self._order_text()}")
+        text.append(f"\n{plural(count, 'record')}, {self._order_text()}")
         if self.filter_text:
             shown = len(self._shown)
             text.append(f" · {shown} shown (filter '{self.filter_text}')", style="bold" if shown else "bold yellow")
         text.append(" · r reads it again", style="grey62")
         if read.malformed:
-            text.append(f"\n⚠ {read.malformed} malformed line{'' if read.malformed == 1 else 's'} skipped "
+            text.append(f"\n⚠ {plural(read.malformed, 'malformed line')} skipped "
                         "(not a journal record)", style="yellow")
         if read.skipped_bytes:
             text.append(f"\nthe oldest {human_bytes(read.skipped_bytes)} of the journal were not read "

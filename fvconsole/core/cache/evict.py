@@ -42,7 +42,7 @@ from fvconsole.core.cache.scan import (
 )
 from fvconsole.core.journal import interrupts
 from fvconsole.core.shared.fields_json import fields_json
-from fvconsole.core.shared.humanize import human_age
+from fvconsole.core.shared.humanize import human_age, plural
 from fvconsole.core.shared.mounts import mount_points, mounts_by_child
 from fvconsole.core.shared.process_use import ProcessUse, scan_processes
 from fvconsole.core.shared.progress import Progress, no_progress
@@ -97,6 +97,11 @@ class EvictedEntry:
         return fields_json(self, omit=("why", "is_symlink"), reason=self.reason)
 
 
+def evicted_from(count: int, root: str) -> str:
+    """``1 entry evicted from ROOT`` / ``3 entries evicted from ROOT``."""
+    return f"{plural(count, 'entry', 'entries')} evicted from {root}"
+
+
 @dataclass(frozen=True)
 class EvictionResult:
     """What happened; ``errors`` non-empty means it failed part-way (exit 3)."""
@@ -133,6 +138,11 @@ class EvictionResult:
     @property
     def ok(self) -> bool:
         return not self.errors
+
+    @property
+    def evicted_text(self) -> str:
+        """``3 entries evicted from ROOT``: what was done, in one wording for the command line and an interruption's report."""
+        return evicted_from(len(self.evicted), self.root)
 
     def to_json(self) -> dict[str, Any]:
         return fields_json(
@@ -236,7 +246,7 @@ def _interrupted(exc: KeyboardInterrupt, plan: EvictionPlan, item: PlannedEvicti
     else:
         error = f"{item.path}: interrupted by {stop.name} before it was removed; left as it was"
     partial = result((error,))
-    what = f"{len(evicted)} {'entry' if len(evicted) == 1 else 'entries'} evicted from {plan.root}"
+    what = evicted_from(len(evicted), plan.root)
     if left:
         what += f"; {os.path.basename(hidden)} left for the next `cache evict`"
     changed = bool(evicted) or left

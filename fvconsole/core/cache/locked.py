@@ -43,6 +43,12 @@ class LockedEviction:
         return exit_code_of(self.result)
 
     @property
+    def done_text(self) -> str:
+        """``the eviction ran: N entries evicted from ROOT``: what stands whatever happens next (a signal, a
+        failed write of the output)."""
+        return f"the eviction ran: {self.result.evicted_text}"
+
+    @property
     def warnings(self) -> tuple[str, ...]:
         """What both front ends warn of beside the result: exclusion not in force, the record of
         an evictor that died taken over (also journalled), the lock's release failing."""
@@ -95,7 +101,6 @@ def evict_under_lock(root: str, make_plan: Callable[[], EvictionPlan], *, comman
             release_problem = lock.release()
     done = LockedEviction(plan, result, state, journal, release_problem)
     if released.signum is not None:  # arrived while unlocking a finished eviction: it stands
-        what = f"the eviction ran: {len(result.evicted)} entries evicted from {plan.root}"
-        raise Interrupted(released.signum, done=what if changed_anything(result) else None,
+        raise Interrupted(released.signum, done=done.done_text if changed_anything(result) else None,
                           note=None if changed_anything(result) else "nothing was evicted", partial=StoppedEviction(result))
     return done

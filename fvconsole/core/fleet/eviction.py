@@ -27,6 +27,7 @@ from fvconsole.core.fleet.hostlist import compress_hostlist
 from fvconsole.core.fleet.outcomes import NodeOutcome
 from fvconsole.core.fleet.slurm_state import DEFAULT_QUERY, SlurmJob, SlurmQuery, SlurmState, read_slurm_state
 from fvconsole.core.shared.errors import UsageError
+from fvconsole.core.shared.humanize import plural
 from fvconsole.core.shared.progress import Progress
 from fvconsole.core.shared.terminal_text import printable
 
@@ -82,7 +83,7 @@ class FleetEvictionPlan:
                 _job, nodes, count = by_job.get(job.job_id, (job, [], 0))
                 by_job[job.job_id] = (job, [*nodes, node], count + len(keys))
         lines = [f"node busy: {compress_hostlist(nodes)}: {job.text()} of the planned entries' owner "
-                 f"runs there; {count} planned entr{'y' if count == 1 else 'ies'} on "
+                 f"runs there; {plural(count, 'planned entry', 'planned entries')} on "
                  f"{'it' if len(nodes) == 1 else 'them'} may be in use by it (still planned)"
                  for job, nodes, count in by_job.values()]
         if self.slurm is not None and self.slurm.note:

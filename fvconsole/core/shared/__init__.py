@@ -37,6 +37,7 @@ from fvconsole.core.shared.humanize import (
     head_tail,
     human_age,
     human_bytes,
+    plural,
     utc_text,
 )
 from fvconsole.core.shared.output_file import write_output
@@ -82,6 +83,7 @@ __all__ = [
     "invalid",
     "min_free_words",
     "pictured",
+    "plural",
     "printable",
     "remove_empty_dir",
     "utc_text",

@@ -73,6 +73,14 @@ def format_duration(seconds: float) -> str:
     return "".join(parts)
 
 
+def plural(count: int, one: str, many: str | None = None) -> str:
+    """``1 entry`` / ``3 entries``: a count with its noun, so summaries read as sentences.
+
+    ``many`` defaults to ``one`` + "s"; the one spelling of a plural in fvconsole.
+    """
+    return f"{count} {one if count == 1 else (one + 's' if many is None else many)}"
+
+
 def clipped(text: str, width: int) -> str:
     """``text`` if it fits in ``width`` characters, else its start ending with ``…`` (never cut without a mark)."""
     return text if len(text) <= width else text[: width - 1] + "…"

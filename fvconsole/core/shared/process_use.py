@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from fvconsole.core.shared.fields_json import fields_json
+from fvconsole.core.shared.humanize import plural
 
 PROC = "/proc"
 #: Caps on one pass (a node runs a few thousand processes; a hostile one cannot make us read forever).
@@ -81,7 +82,7 @@ def holders_text(holders: tuple[Holder, ...]) -> tuple[str, str, str, str]:
     first = holders[0]
     pids = {h.pid for h in holders}
     rest = len(pids) - 1
-    more = f" and {rest} more process{'es' if rest != 1 else ''}" if rest else ""
+    more = f" and {plural(rest, 'more process', 'more processes')}" if rest else ""
     return first.how, str(first.pid), first.command, more
 
 
