@@ -82,6 +82,54 @@ def test_an_entry_a_live_process_holds_is_in_use_and_skipped_unless_forced(tmp_p
         assert [p.key for p in forced.evict] == [key]
 
 
+def _age(entry: Path, like=None) -> None:
+    """Every file of the entry and the entry three days old again (a rewrite made them new), or as
+    the plan saw them: what the eviction re-checks is then only who holds the entry."""
+    when = time.time() - 3 * DAY
+    for path in [*entry.iterdir(), entry]:
+        os.utime(path, (when, when))
+    if like is not None:
+        (item,) = like.evict
+        manifest = entry / "manifest.json"
+        os.utime(manifest, ns=(item.manifest_mtime_ns, item.manifest_mtime_ns))
+
+
+@pytest.mark.parametrize("how", ["mapped", "open"])
+def test_a_shard_renamed_over_while_held_still_holds_its_entry(tmp_path: Path, how: str) -> None:
+    """Issue 29 item 6: a rewrite renames a new shard over the one a process reads; the process
+    still reads that entry (its fd or mapping names the old inode, ``... (deleted)``), so the
+    entry stays in use by either, through the scan, the plan and the eviction's own re-check."""
+    root = tmp_path / "wcache"
+    key, other = _old_entry(root, 0), _old_entry(root, 1)
+    shard = _shard(root, key)
+    with holding(shard, how) as pid:
+        replacement = shard.with_name(shard.name + ".tmp")
+        replacement.write_bytes(shard.read_bytes())
+        os.replace(replacement, shard)
+        _age(root / key)
+        links = [os.readlink(f"/proc/{pid}/fd/{fd}") for fd in os.listdir(f"/proc/{pid}/fd")]
+        maps = Path(f"/proc/{pid}/maps").read_text()
+        held = links if how == "open" else maps.splitlines()
+        assert any(line.endswith(f"{shard} (deleted)") for line in held)  # the kernel's own words
+        scan = scan_cache(root)
+        entry = scan.get(key)
+        assert entry is not None and [h.to_json() for h in entry.in_use_by] == [
+            {"pid": pid, "command": "fv-loader", "how": how}]
+        assert scan.get(other).in_use_by == ()
+        plan = plan_eviction(scan, EvictionSelectors(keys=(key, other)))
+        assert [p.key for p in plan.evict] == [other] and [s.key for s in plan.skipped] == [key]
+    plan = plan_eviction(scan_cache(root), EvictionSelectors(keys=(key,)))
+    assert [p.key for p in plan.evict] == [key], plan.skipped  # the holder gone: evictable again
+    with holding(shard, how) as pid:
+        replacement = shard.with_name(shard.name + ".tmp")
+        replacement.write_bytes(shard.read_bytes())
+        os.replace(replacement, shard)
+        _age(root / key, like=plan)
+        result = execute_eviction(plan)  # the held shard replaced after the plan: the re-check sees it
+        assert result.evicted == () and [s.key for s in result.skipped] == [key]
+        assert f"pid {pid}" in result.skipped[0].reason
+
+
 def test_a_process_that_maps_the_entry_after_the_plan_stops_its_eviction(tmp_path: Path) -> None:
     root = tmp_path / "wcache"
     key = _old_entry(root)

@@ -164,9 +164,24 @@ def _read_fds(base: str, holder: Holder, by_inode: dict[tuple[int, int], set[Hol
         except OSError:
             continue
         if stat.S_ISREG(st.st_mode):
-            by_inode.setdefault((st.st_dev, st.st_ino), set()).add(holder)
-            by_path.setdefault(target, set()).add(holder)
+            _note(holder, (st.st_dev, st.st_ino), target, by_inode, by_path)
     return True, budget
+
+
+#: What the kernel appends to the path of an fd's or a mapping's file that was unlinked or
+#: renamed over since it was opened (``/proc/<pid>/fd/N`` links and ``/proc/<pid>/maps`` lines).
+DELETED = " (deleted)"
+
+
+def _note(holder: Holder, inode: tuple[int, int], path: str, by_inode: dict[tuple[int, int], set[Holder]],
+          by_path: dict[str, set[Holder]]) -> None:
+    """The one rule for a held file, whether by a descriptor or a mapping: its (device, inode),
+    and its path without the kernel's `` (deleted)`` suffix. A shard replaced (renamed over) while
+    a process reads it is no longer the entry's inode, but the process still reads that entry:
+    its path says so (the descriptor was missed, and evicted, while the mapping was kept)."""
+    by_inode.setdefault(inode, set()).add(holder)
+    if path.startswith("/"):
+        by_path.setdefault(path.removesuffix(DELETED), set()).add(holder)
 
 
 def _read_maps(base: str, holder: Holder, by_inode: dict[tuple[int, int], set[Holder]],
@@ -188,8 +203,6 @@ def _read_maps(base: str, holder: Holder, by_inode: dict[tuple[int, int], set[Ho
             inode = int(parts[4])
         except ValueError:
             continue
-        path = parts[5].decode("utf-8", "surrogateescape")
-        by_inode.setdefault((os.makedev(major, minor), inode), set()).add(holder)
-        if path.startswith("/"):
-            by_path.setdefault(path.removesuffix(" (deleted)"), set()).add(holder)
+        _note(holder, (os.makedev(major, minor), inode), parts[5].decode("utf-8", "surrogateescape"),
+              by_inode, by_path)
     return True
