@@ -114,3 +114,57 @@ def test_tiny_tmpfs_quick(ws: MigrationWorkspace, tmp_path: Path, capsys, trials
         assert result.returncode in (1, 3), result.describe()
         trials.add(judge(result, out, None, mnt))
         assert digest_diff(before, tree_digest(ws.root)) == []
+
+
+def _free(mount: Path) -> tuple[int, int]:
+    """(bytes, inodes) free on ``mount``, as statvfs reports them to root (who runs these tests)."""
+    st = os.statvfs(mount)
+    return st.f_bfree * st.f_frsize, st.f_ffree
+
+
+@pytest.mark.fault("disk full", "a dry run refuses a full output filesystem exactly as --yes does (issue 29 item 5)")
+@pytest.mark.parametrize("shape", ["no bytes", "no inodes"])
+def test_a_dry_run_foresees_a_full_filesystem(ws: MigrationWorkspace, tmp_path: Path, capsys, shape: str) -> None:
+    mnt = tmp_path / "mnt"
+    ctx = tmpfs(mnt, 4 << 20, "nr_inodes=6") if shape == "no inodes" else tmpfs(mnt, 64 << 10)
+    with ctx:
+        out = mnt / "state"
+        if shape == "no bytes":
+            fill(mnt, 1 << 30)
+        free_bytes, free_inodes = _free(mnt)
+        assert (free_bytes if shape == "no bytes" else free_inodes) < ws.world  # too little for the set, by statvfs
+        dry = run_inproc(ws.migrate_args(out, yes=False), capsys)
+        line = assert_clean_error(dry, codes=(1,), names=[str(out)])
+        assert "not enough free space" in line and "inodes" in line
+        free_words = "0 B" if shape == "no bytes" else f"{free_inodes} inodes are free"
+        assert free_words in line, line
+        assert sorted(p.name for p in mnt.iterdir()) == (["filler"] if shape == "no bytes" else [])
+        yes = run_inproc(ws.migrate_args(out), capsys)
+        assert assert_clean_error(yes, codes=(1,), names=[str(out)]) == line  # refused up front, the same words
+        assert sorted(p.name for p in mnt.iterdir()) == (["filler"] if shape == "no bytes" else [])
+
+
+@pytest.mark.fault("disk full", "dry run and --yes agree at every fill level (issue 29 item 5)")
+def test_dry_run_and_yes_agree_at_every_fill_level(ws: MigrationWorkspace, tmp_path: Path, capsys) -> None:
+    """What the dry run accepts, --yes writes; what it refuses for room, --yes refuses before writing."""
+    need = set_size(ws, tmp_path)
+    with tmpfs(tmp_path / "mnt", max(need * 3, 64 << 10)) as mount:
+        out = mount / "state"
+        verdicts = set()
+        for i in range(FILL_STEPS):
+            shutil.rmtree(out, ignore_errors=True)
+            with contextlib.suppress(FileNotFoundError):
+                (mount / "filler").unlink()
+            fill(mount, _free(mount)[0] - int(need * 2 * (i + 1) / FILL_STEPS))
+            dry = run_inproc(ws.migrate_args(out, yes=False), capsys)
+            yes = run_inproc(ws.migrate_args(out), capsys)
+            if dry.returncode == 0:
+                assert yes.returncode == 0, yes.describe()  # never a part-way failure the dry run did not foresee
+                verdicts.add("fits")
+            else:
+                line = assert_clean_error(dry, codes=(1,), names=[str(out)])
+                assert "not enough free space" in line
+                assert assert_clean_error(yes, codes=(1,), names=[str(out)]) == line
+                assert not out.exists() and staging(mount) == []
+                verdicts.add("refused")
+        assert verdicts == {"fits", "refused"}

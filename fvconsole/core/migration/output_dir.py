@@ -15,6 +15,7 @@ import os
 import re
 import secrets
 import stat
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -23,6 +24,7 @@ from fvconsole.core.migration.upstream_receipt import find_upstream_receipts
 from fvconsole.core.shared.errors import FvError
 from fvconsole.core.shared.fsutil import is_within, real
 from fvconsole.core.shared.host import HostIdentity, current_identity, pid_alive
+from fvconsole.core.shared.humanize import human_bytes
 from fvconsole.core.shared.locks import FileLock
 from fvconsole.core.shared.mounts import place_of, same_place
 from fvconsole.core.shared.reasons import Reason, invalid, reason
@@ -264,6 +266,79 @@ def _unwritable_parent(out: str) -> str | None:
     if not os.access(ancestor, os.W_OK | os.X_OK):
         return f"{out}: no permission to create files in {ancestor}"
     return None
+
+
+# --------------------------------------------------------------------------- room
+
+#: Bytes a lock file's holder record takes at most (one block on every filesystem).
+LOCK_RECORD_BYTES = 4096
+
+
+@dataclass(frozen=True)
+class Room:
+    """What writing a set needs on the filesystem of the output dir's parent, and what is free there.
+
+    ``free_inodes`` is None on a filesystem without an inode limit (``f_files`` 0: btrfs, some
+    network filesystems). Free is what this process may use: ``f_bavail``/``f_favail``, or
+    ``f_bfree``/``f_ffree`` for root, whom the reserved blocks are for.
+    """
+
+    where: str
+    files: int
+    need_bytes: int
+    need_inodes: int
+    free_bytes: int
+    free_inodes: int | None
+
+    @property
+    def enough(self) -> bool:
+        return self.need_bytes <= self.free_bytes and (self.free_inodes is None or self.need_inodes <= self.free_inodes)
+
+
+def _blocks(size: int, block: int) -> int:
+    return -(-size // block) * block if size else 0
+
+
+def room_for_set(out: str, files: Sequence[tuple[str, int]], vfs: Callable[[str], os.statvfs_result] = os.statvfs
+                 ) -> Room | None:
+    """What writing ``files`` ((name, bytes): the sidecars and the receipt) beside and into ``out`` needs.
+
+    Counted in the filesystem's own blocks: every file rounded up to whole blocks, the lock
+    file and its holder record, the staging dir and its entries, and each missing parent dir
+    the lock would create. None when the filesystem cannot be asked (the other rules judge
+    a path that does not lead anywhere). ``vfs``: ``os.statvfs`` (a seam for the filesystem).
+    """
+    ancestor, missing = os.path.dirname(out), 0
+    while not os.path.isdir(ancestor) and ancestor != os.path.dirname(ancestor):
+        ancestor, missing = os.path.dirname(ancestor), missing + 1
+    try:
+        st = vfs(ancestor)
+    except OSError:
+        return None
+    block = st.f_frsize or st.f_bsize or 4096
+    entries = sum(8 + -(-len(os.fsencode(name)) // 4) * 4 for name, _ in files)  # ext4's dirent: 8 bytes + name
+    need = (sum(_blocks(size, block) for _, size in files) + _blocks(LOCK_RECORD_BYTES, block)
+            + _blocks(entries + block, block) + missing * block)
+    root = os.geteuid() == 0
+    free = (st.f_bfree if root else st.f_bavail) * block
+    inodes = (st.f_ffree if root else st.f_favail) if st.f_files else None
+    return Room(ancestor, len(files), need, len(files) + 2 + missing, free, inodes)
+
+
+def room_rule(out: str, files: Sequence[tuple[str, int]],
+              vfs: Callable[[str], os.statvfs_result] = os.statvfs) -> Reason | None:
+    """Why the set cannot be written at ``out`` for want of space or inodes (None: it fits).
+
+    The dry run and ``--yes`` both ask this, before anything is written: a full filesystem is a
+    refusal naming what is needed and what is free, never a write that fails part-way.
+    """
+    room = room_for_set(out, files, vfs)
+    if room is None or room.enough:
+        return None
+    return reason("output_dir.no_room", "output_dir", path=out, where=room.where, files=room.files,
+                  need=human_bytes(room.need_bytes), need_inodes=room.need_inodes,
+                  free=human_bytes(room.free_bytes),
+                  free_inodes="unlimited" if room.free_inodes is None else room.free_inodes)
 
 
 # --------------------------------------------------------------------------- staging

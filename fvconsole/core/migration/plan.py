@@ -10,14 +10,16 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
-from fvconsole.core.formats import streaming
+from fvconsole.core.formats import streaming, torch_zip
 from fvconsole.core.formats.runconfig import Mismatch, get_path
-from fvconsole.core.formats.sidecar_files import SIDECAR_VERSION
+from fvconsole.core.formats.sidecar_files import SIDECAR_VERSION, sidecar_name
 from fvconsole.core.formats.streaming import RankCursor, Topology, compute_cursors, shard_layout
 from fvconsole.core.migration import inputs, output_dir
 from fvconsole.core.migration.elastic import TargetLayout, checkpoint_links, groups_refusal, plan_elastic
+from fvconsole.core.migration.receipt import set_files
 from fvconsole.core.migration.request import Collector, MigrationRequest, Refusal
 from fvconsole.core.migration.reshard import MODES, Reshard
 from fvconsole.core.shared.errors import FvError
@@ -121,6 +123,23 @@ class MigrationPlan:
             "state_kind": "dataset",
             "state": self.dataset_state(rank),
         }
+
+    @cached_property
+    def encoded_sidecars(self) -> tuple[tuple[int, str, dict, bytes], ...]:
+        """(rank, file name, payload, its torch.save bytes) for every rank: what execution writes,
+        and what the dry run counts the room for (encoded once: ``--yes`` executes the plan it previewed)."""
+        out = []
+        for cursor in self.ranks:
+            payload = self.sidecar_payload(cursor.rank)
+            out.append((cursor.rank, sidecar_name(cursor.rank), payload, torch_zip.dumps(payload)))
+        return tuple(out)
+
+    @cached_property
+    def set_files(self) -> tuple[tuple[str, int], ...]:
+        """(name, bytes) of every file of the set: the encoded sidecars, the receipt and a checkpoint
+        view's symlinks (an inode each, and their target's length)."""
+        links = tuple((name, len(os.fsencode(target))) for name, target in self.links)
+        return (*set_files(self, self.encoded_sidecars), *links)
 
     def to_json(self) -> dict:
         return {
@@ -308,6 +327,10 @@ def _plan(req: MigrationRequest, progress: Progress | None, *, output_rules: boo
                 reshard=reshard,
                 links=checkpoint_links(ckpt) if native else (),
             )
+            room = output_dir.room_rule(out, plan.set_files) if output_rules else None
+            if room is not None:  # as --yes refuses it, before anything is written
+                col.add(room)
+                plan = None
     progress(5, total, "done")
     return MigrationPreview(req, mismatches, tuple(col.refusals), tuple(col.notes), plan, columns, reshard)
 

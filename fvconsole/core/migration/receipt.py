@@ -94,6 +94,18 @@ def receipt_bytes(receipt: Mapping[str, Any]) -> bytes:
     return (json.dumps(receipt, indent=2, sort_keys=True) + "\n").encode("utf-8")
 
 
+#: Slack on the receipt's planned size: its creation time is written with or without microseconds.
+RECEIPT_SLACK = 64
+
+
+def set_files(plan: MigrationPlan, sidecars: Sequence[tuple[int, str, Any, bytes]]) -> list[tuple[str, int]]:
+    """(name, bytes) of every file of the set ``plan`` writes: the encoded sidecars and the receipt,
+    whose size is known before they are written (a sha256 is always 64 hex digits)."""
+    placeholder = [WrittenSidecar(rank, name, "0" * 64) for rank, name, _, _ in sidecars]
+    receipt = len(receipt_bytes(build_receipt(plan, placeholder))) + RECEIPT_SLACK
+    return [*((name, len(data)) for _, name, _, data in sidecars), (RECEIPT_NAME, receipt)]
+
+
 def check_receipt(directory: str, plan: MigrationPlan, problems: list[str]) -> dict[int, dict]:
     """Receipt presence, schema and headline fields; returns its sidecar rows by rank."""
     path = os.path.join(directory, RECEIPT_NAME)

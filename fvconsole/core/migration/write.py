@@ -12,12 +12,12 @@ lock; every file-system step first calls the test-only fault hook (:mod:`.faults
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from fvconsole.core.formats import torch_zip
-from fvconsole.core.formats.sidecar_files import RECEIPT_NAME, read_sidecar_bytes, sha256_bytes, sidecar_name
+from fvconsole.core.formats.sidecar_files import RECEIPT_NAME, read_sidecar_bytes, sha256_bytes
 from fvconsole.core.journal import interrupts
 from fvconsole.core.migration import faults
 from fvconsole.core.migration.failure import MigrationFailed, MigrationFailure
@@ -25,6 +25,7 @@ from fvconsole.core.migration.output_dir import (
     check_destination,
     migration_lock,
     resolve,
+    room_rule,
     staging_dirs,
     staging_kept,
     staging_name,
@@ -164,8 +165,8 @@ def _default_workers(ranks: int, per_file_fsync: bool) -> int:
 
 
 def _write_all(
-    staging: str, plan: MigrationPlan, progress: Progress, workers: int | None, done: list[WrittenSidecar],
-    torch_check: bool = False, per_file_fsync: bool = True,
+    staging: str, plan: MigrationPlan, jobs: Sequence[tuple[int, str, Any, bytes]], progress: Progress,
+    workers: int | None, done: list[WrittenSidecar], torch_check: bool = False, per_file_fsync: bool = True,
 ) -> None:
     """Write every rank's sidecar (torch.save's format, no torch) into ``done``, in rank order.
 
@@ -179,10 +180,6 @@ def _write_all(
     """
     total = len(plan.ranks)
     workers = workers or _default_workers(total, per_file_fsync)
-    jobs = []
-    for cursor in plan.ranks:
-        payload = plan.sidecar_payload(cursor.rank)
-        jobs.append((cursor.rank, sidecar_name(cursor.rank), payload, torch_zip.dumps(payload)))
     if workers <= 1:
         for rank, name, payload, data in jobs:
             done.append(_checked(rank, name, payload, data, _store(staging, name, data, per_file_fsync), torch_check))
@@ -218,12 +215,19 @@ def _write_all(
 
 
 def _precheck(plan: MigrationPlan) -> tuple[str, str, str]:
-    """Everything that can refuse, before the first write. Returns (out, parent, outname)."""
+    """Everything that can refuse, before the first write (the lock file included). Returns (out, parent, outname).
+
+    The room the set needs is judged by the rule the dry run applies (:func:`room_rule`), so a
+    full filesystem is refused here as there.
+    """
     out = resolve(plan.output_dir)
     check_destination(out, plan.checkpoint, plan.dataset_root, plan.request.overwrite)
     _recheck_sources(plan)
     if not plan.ranks or len(plan.ranks) != plan.world_size:
         raise FvError.of(reason("recheck.plan_ranks", "plan", count=len(plan.ranks), world_size=plan.world_size))
+    room = room_rule(out, plan.set_files)
+    if room is not None:
+        raise FvError.of(room)
     return out, os.path.dirname(out), os.path.basename(out)
 
 
@@ -307,6 +311,7 @@ def execute_migration(
                 on_warning(why)
 
     faults.reset()
+    jobs = plan.encoded_sidecars
     out, parent, outname = _precheck(plan)
     if not os.path.isdir(parent):  # the lock lives in the parent
         try:
@@ -327,7 +332,7 @@ def execute_migration(
             else:
                 warn(note)
         try:
-            receipt = _execute_locked(plan, out, parent, outname, progress, workers, warn, torch_check)
+            receipt = _execute_locked(plan, jobs, out, parent, outname, progress, workers, warn, torch_check)
         except MigrationFailed as exc:
             if notes:
                 exc.took_over("; ".join(n.cli for n in notes))
@@ -348,8 +353,8 @@ def _completed(sidecars: int, out: str) -> str:
 
 
 def _execute_locked(
-    plan: MigrationPlan, out: str, parent: str, outname: str, progress: Progress,
-    workers: int | None, warn: Callable[[Reason], None], torch_check: bool,
+    plan: MigrationPlan, jobs: Sequence[tuple[int, str, Any, bytes]], out: str, parent: str, outname: str,
+    progress: Progress, workers: int | None, warn: Callable[[Reason], None], torch_check: bool,
 ) -> dict:
     """Stage, publish and re-verify, holding the output dir's lock.
 
@@ -386,7 +391,7 @@ def _execute_locked(
             staged = os.fstat(staging_fd)
             durability = durable.choose(staging_fd)
             stage = "writing sidecars"
-            _write_all(staging, plan, progress, workers, written, torch_check, durability.per_file_fsync)
+            _write_all(staging, plan, jobs, progress, workers, written, torch_check, durability.per_file_fsync)
             stage = "linking the source checkpoint's entries"
             _link_all(staging, links)
             stage = "making the sidecars durable"

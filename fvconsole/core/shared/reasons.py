@@ -185,6 +185,9 @@ KINDS: Mapping[str, Kind] = _kinds(
     Kind("output_dir.name_too_long",
          "{path}: output dir name is too long for its staging dir beside it (at most {limit} bytes)",
          "{path}: output dir name is too long for its staging dir beside it (at most {limit} bytes; --output-dir)"),
+    Kind("output_dir.no_room",
+         "{path}: not enough free space on the filesystem of {where}: the lock, the staging dir and {files} files "
+         "need {need} and {need_inodes} inodes; {free} and {free_inodes} inodes are free"),
     # migration: execution's re-check that the plan's sources are still what it was made from
     Kind("recheck.metadata_unreadable", "{path}: cannot read checkpoint metadata ({why})"),
     Kind("recheck.metadata_changed", "{path}: changed since the plan was made (sha256 {now} != {planned})"),
