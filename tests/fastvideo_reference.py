@@ -456,3 +456,44 @@ def torchdata_loader_state(dataset_state: dict[str, Any], batches: int) -> dict[
             "_num_yielded": batches, "_IterableDataset_len_called": None, "_shared_seed": None,
             "fetcher_state": {"dataset_iter_state": None, "fetcher_ended": False}, "dataset_state": dataset_state,
             "_iterator_finished": False}
+
+# --------------------------------------------------------------------------- checkpoint retention
+# FastVideo's ``CheckpointManager._cleanup_old_checkpoints`` and ``_find_latest_checkpoint``
+# (``fastvideo/train/utils/checkpoint.py``), transcribed from their description (issue 31 item 4):
+# the cleanup runs right after a save, so that save is one of the candidates.
+
+CHECKPOINT_DIR = r"^checkpoint-(\d+)$"
+
+
+def cleanup_after_next_save(output_dir: Path, limit_value: Any) -> tuple[int, list[int]]:
+    """(keep_last, steps really removed) by the cleanup that follows the next save.
+
+    ``keep_last = int(limit_value or 0)``; <= 0: no cleanup. Every ``checkpoint-<step>`` that
+    ``Path.is_dir()`` (a symlink to a dir counts) is a candidate; the next save is the newest;
+    all but the newest ``keep_last`` by (step, path) are ``rmtree``d with ``ignore_errors``,
+    which removes nothing of a symlink.
+    """
+    import re
+
+    keep_last = int(limit_value or 0)
+    if keep_last <= 0:
+        return keep_last, []
+    candidates: list[tuple[float, Path]] = []
+    for child in output_dir.iterdir():
+        if child.is_dir() and re.match(CHECKPOINT_DIR, child.name):
+            candidates.append((int(child.name.split("-", 1)[1]), child))
+    candidates.sort(key=lambda item: (item[0], str(item[1])))
+    candidates.append((float("inf"), output_dir / "the-next-save"))
+    doomed = candidates[:-keep_last] if len(candidates) > keep_last else []
+    # shutil.rmtree(symlink, ignore_errors=True) refuses a symlink ("Cannot call rmtree on a
+    # symbolic link") and the error is ignored: it takes a slot and stays.
+    return keep_last, [int(step) for step, path in doomed if not path.is_symlink()]
+
+
+def resume_latest(output_dir: Path) -> int | None:
+    """``resume_from_checkpoint: latest``: the highest step of a ``checkpoint-<step>`` dir with a ``dcp/`` dir."""
+    import re
+
+    found = [(int(child.name.split("-", 1)[1]), child.name) for child in output_dir.iterdir()
+             if child.is_dir() and re.match(CHECKPOINT_DIR, child.name) and (child / "dcp").is_dir()]
+    return max(found)[0] if found else None

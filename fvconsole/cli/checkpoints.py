@@ -109,7 +109,8 @@ def _ls(args: argparse.Namespace) -> int:
     from fvconsole.core.checkpoints import discover_checkpoints, disk_budget
 
     infos = sorted(discover_checkpoints(args.dir), key=lambda i: i.step, reverse=True)
-    warnings = ls_warnings(infos)
+    outlook = _fastvideo_outlook(args, infos)
+    warnings = ls_warnings(infos) + ([w.cli for w in outlook.warnings] if outlook is not None else [])
     latest = _latest_resume(infos)
     budget = disk_budget(args.dir, infos)
     kinds = legacy_run_kinds(infos)
@@ -120,6 +121,7 @@ def _ls(args: argparse.Namespace) -> int:
                                 for i in infos],
                 "latest": latest.path if latest is not None else None,
                 "disk": budget.to_json(),
+                "fastvideo": outlook.to_json() if outlook is not None else None,
                 "warnings": warnings,
             }
         )
@@ -144,11 +146,48 @@ def _ls(args: argparse.Namespace) -> int:
     say(format_table(["step", "complete", "kind", "loader", "sidecars", "rng", "config", "size", "path"], rows,
                      right=(0, 4, 5, 7)))
     say(budget_line(budget))
+    if outlook is not None:
+        say(*fastvideo_lines(outlook))
     for i in infos:
         if i.path in kinds and not kinds[i.path].migratable:
             say(f"note: {i.path}: not migratable: {kinds[i.path].why}")
     warn(*warnings)
     return 0
+
+
+def _fastvideo_outlook(args: argparse.Namespace, infos: Sequence[Any]) -> Any | None:
+    """What FastVideo's cleanup and "latest" will do (None for one checkpoint dir: no output dir to judge)."""
+    from fvconsole.core.checkpoints import checkpoint_step
+    from fvconsole.core.retention import fastvideo_outlook
+
+    if checkpoint_step(args.dir) is not None:
+        return None
+    config = None
+    if args.config:
+        from fvconsole.core.formats import load_run_config
+
+        config = load_run_config(args.config, args.overrides)
+    return fastvideo_outlook(os.path.abspath(os.path.expanduser(args.dir)), infos, config)
+
+
+def fastvideo_lines(outlook: Any) -> list[str]:
+    """``fastvideo:`` lines: the cleanup limit and where it is from, what it deletes, what ``latest`` picks."""
+    source = f" (from {outlook.limit_source})" if outlook.limit_source else " (not set anywhere)"
+    if outlook.cleanup_limit is None:
+        cleanup = "checkpoints_total_limit unreadable: see the warning"
+    elif outlook.cleanup_limit <= 0:
+        cleanup = f"checkpoints_total_limit {outlook.cleanup_limit}{source}: its cleanup deletes nothing"
+    elif outlook.cleanup_deletes or outlook.cleanup_keeps_symlinks:
+        gone = ", ".join(f"checkpoint-{s}" for s in outlook.cleanup_deletes) or "nothing"
+        cleanup = (f"checkpoints_total_limit {outlook.cleanup_limit}{source}: right after the next save its "
+                   f"cleanup deletes {gone}")
+        if outlook.cleanup_keeps_symlinks:
+            cleanup += " (symlinked, kept: " + ", ".join(f"checkpoint-{s}" for s in outlook.cleanup_keeps_symlinks) + ")"
+    else:
+        cleanup = (f"checkpoints_total_limit {outlook.cleanup_limit}{source}: its cleanup after the next save "
+                   "deletes nothing")
+    latest = f"checkpoint-{outlook.latest}" if outlook.latest is not None else "nothing (a fresh start)"
+    return [f"fastvideo: {cleanup}", f"fastvideo: resume_from_checkpoint latest resumes from {latest}"]
 
 
 def legacy_run_kinds(infos: Sequence[Any]) -> dict[str, Any]:
@@ -346,12 +385,19 @@ def register(sub: argparse._SubParsersAction) -> None:
         description="List checkpoint-<step> dirs newest first: completeness (dcp/.metadata and one\n"
         "rng_state per rank), dataloader-state kind, the legacy loader (streaming: migratable;\n"
         "map-style: not, and why), sidecars, size. Then the disk budget: the output dir's free\n"
-        "space and how many more saves of the latest complete one's size fit. Warns when\n"
-        'FastVideo\'s "latest" resume would pick an interrupted checkpoint.',
+        "space and how many more saves of the latest complete one's size fit. Then what FastVideo\n"
+        "itself will do: which checkpoints its cleanup deletes right after the next save (under\n"
+        "training.checkpoint.checkpoints_total_limit of --config, else of the newest checkpoint's\n"
+        'embedded config) and which one its "latest" resume picks. Warns when "latest" would pick an\n'
+        "interrupted checkpoint, or the cleanup would leave fewer complete ones than its limit.",
         epilog=LS_EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     ls.add_argument("dir", metavar="DIR", help="training output dir or one checkpoint-<step> dir")
+    ls.add_argument("--config", metavar="RUN.yaml",
+                    help="read training.checkpoint.checkpoints_total_limit from this run config "
+                         "(default: the newest checkpoint's embedded config)")
+    add_set_option(ls)
     ls.add_argument("--json", action="store_true", help="print one JSON object")
     ls.set_defaults(func=_ls)
     show = commands.add_parser(

@@ -31,6 +31,11 @@ NOT_EMITTED: dict[str, dict[str, str]] = {
         "bytes": "the console's size column; the issue's JSON shape is step, path and reason",
         "complete": "the console's completeness column; the reason says it",
     },
+    "core/retention/fastvideo.py:FastVideoOutlook": {
+        "limit_source": "the text line names it; the issue's JSON shape is cleanup_limit, cleanup_deletes, latest",
+        "cleanup_keeps_symlinks": "the text line names them; they are not in cleanup_deletes (rmtree refuses them)",
+        "warnings": "`checkpoints ls --json` joins them to its own `warnings`",
+    },
     "core/retention/plan.py:DoomedCheckpoint": {
         "files": "the progress line's count; `bytes` is the JSON's measure",
         "identity": "(st_dev, st_ino) execution re-checks against; meaningless to another process",

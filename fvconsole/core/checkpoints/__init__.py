@@ -12,6 +12,7 @@ from fvconsole.core.checkpoints.kind import RunKind, run_kind
 from fvconsole.core.checkpoints.listing import (
     CheckpointInfo,
     checkpoint_run_kind,
+    checkpoint_step,
     dcp_state_keys,
     discover_checkpoints,
     inspect_checkpoint,
@@ -26,6 +27,7 @@ __all__ = [
     "RunKind",
     "checkpoint_detail",
     "checkpoint_run_kind",
+    "checkpoint_step",
     "dcp_state_keys",
     "dcp_tensors",
     "discover_checkpoints",

@@ -15,12 +15,14 @@ and migration (for the published sets and the output dir's lock).
 from __future__ import annotations
 
 from fvconsole.core.retention.execute import PrunedCheckpoint, PruneResult, execute_prune
+from fvconsole.core.retention.fastvideo import FastVideoOutlook, fastvideo_outlook
 from fvconsole.core.retention.locked import LockedPrune, probe_prune_lock, prune_under_lock
 from fvconsole.core.retention.plan import DEFAULT_GRACE, KeptCheckpoint, PrunePlan, PruneRules, plan_prune
 from fvconsole.core.retention.scan import OutputScan, scan_output_dir
 
 __all__ = [
     "DEFAULT_GRACE",
+    "FastVideoOutlook",
     "KeptCheckpoint",
     "LockedPrune",
     "OutputScan",
@@ -29,6 +31,7 @@ __all__ = [
     "PrunePlan",
     "PrunedCheckpoint",
     "execute_prune",
+    "fastvideo_outlook",
     "plan_prune",
     "probe_prune_lock",
     "prune_under_lock",

@@ -317,6 +317,15 @@ KINDS: Mapping[str, Kind] = _kinds(
          "interrupted save ({why}), modified {age} ago (--incomplete)"),
     Kind("prune.leftover", "leftover of an interrupted prune ({name}): finished first"),
     Kind("prune.changed", "{path}: {why} since the plan; left as it was"),
+    # what FastVideo's own cleanup and "latest" resume will do (``checkpoints ls``)
+    Kind("fastvideo.limit_unreadable", "{path} ({source}): FastVideo cannot read it as a number ({why}); "
+         "it would fail before its first save"),
+    Kind("fastvideo.fewer_complete", "FastVideo's cleanup after the next save keeps {left} complete checkpoint(s) "
+         "of its limit {limit}: interrupted saves take its slots (prune them first)",
+         "FastVideo's cleanup after the next save keeps {left} complete checkpoint(s) of its limit {limit}: "
+         "interrupted saves take its slots (`checkpoints prune --incomplete` removes them)"),
+    Kind("fastvideo.deletes_newest_complete", "FastVideo's cleanup after the next save deletes checkpoint-{step}, "
+         "the newest complete checkpoint: if that save is interrupted too, nothing complete is left"),
     # fleet: which nodes
     Kind("fleet.no_selection", "give a node list or a job id to select nodes",
          "give --nodes NODELIST or --job JOBID to select nodes"),
