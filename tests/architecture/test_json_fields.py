@@ -26,6 +26,7 @@ NOT_EMITTED: dict[str, dict[str, str]] = {
         "run_kind": "legacy checkpoints only: `checkpoints ls --json` adds it to each checkpoint as `run_kind`",
         "files": "what retention's scan judges by (`checkpoints prune`); `ls` shows the size",
         "newest_mtime": "what retention's scan judges ages by; `checkpoints prune` words the age in its reasons",
+        "total_limit": "the embedded cleanup limit: `checkpoints ls --json` shows FastVideo's reading of it under `fastvideo`",
     },
     "core/retention/plan.py:KeptCheckpoint": {
         "bytes": "the console's size column; the issue's JSON shape is step, path and reason",

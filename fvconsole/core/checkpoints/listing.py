@@ -73,13 +73,16 @@ class CheckpointInfo:
     #: ls`` shows the dir's mtime; ``checkpoints prune`` shows the age it judges by.
     files: int = 0
     newest_mtime: float | None = None
+    #: The embedded ``training.checkpoint.checkpoints_total_limit`` as written (None: absent), for what
+    #: FastVideo's own cleanup will do (``core/retention/fastvideo.py``) without reading metadata.json again.
+    total_limit: Any = None
 
     @property
     def name(self) -> str:
         return os.path.basename(self.path)
 
     def to_json(self) -> dict:
-        return fields_json(self, omit=("run_kind", "files", "newest_mtime"), name=self.name)
+        return fields_json(self, omit=("run_kind", "files", "newest_mtime", "total_limit"), name=self.name)
 
 
 def checkpoint_step(path: str | os.PathLike[str]) -> int | None:
@@ -287,6 +290,13 @@ def _world_size(config: Any) -> int | None:
     return value
 
 
+def _total_limit(config: Any) -> Any:
+    try:
+        return config["training"]["checkpoint"]["checkpoints_total_limit"]
+    except (KeyError, TypeError):
+        return None
+
+
 def inspect_checkpoint(path: str | os.PathLike[str], *, read_dcp: bool = True,
                        verdicts: VerdictCache | None = None) -> CheckpointInfo:
     """Inspect one ``checkpoint-<step>`` dir. ``read_dcp=False`` skips the DCP metadata (kind may be unknown).
@@ -383,6 +393,7 @@ def inspect_checkpoint(path: str | os.PathLike[str], *, read_dcp: bool = True,
         run_kind=loader,
         files=size.files,
         newest_mtime=size.newest_mtime,
+        total_limit=_total_limit(config),
     )
 
 

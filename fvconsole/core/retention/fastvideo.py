@@ -20,8 +20,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from fvconsole.core.checkpoints.listing import CheckpointInfo, read_metadata
-from fvconsole.core.formats.runconfig import get_path
+from fvconsole.core.checkpoints.listing import CheckpointInfo
 from fvconsole.core.shared.errors import FvError
 from fvconsole.core.shared.reasons import Reason, reason
 from fvconsole.core.shared.walk import listing
@@ -94,13 +93,8 @@ def configured_limit(config: Any, infos: Sequence[CheckpointInfo]) -> tuple[Any,
     if config is not None:
         return config.get(LIMIT_PATH, None), "the run config"
     for info in sorted(infos, key=lambda i: -i.step):
-        if not info.has_config:
-            continue
-        try:
-            embedded = read_metadata(info.path).get("config")
-        except FvError:
-            continue
-        return get_path(embedded, LIMIT_PATH, None), f"the embedded config of {info.name}"
+        if info.has_config:
+            return info.total_limit, f"the embedded config of {info.name}"
     return _MISSING, None
 
 
