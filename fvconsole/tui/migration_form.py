@@ -15,9 +15,9 @@ from typing import Any
 from textual.app import ComposeResult
 from textual.containers import Horizontal, Vertical
 from textual.reactive import var
-from textual.widgets import Button, Checkbox, Input, Label
+from textual.widgets import Button, Checkbox, Input, Label, Select
 
-from fvconsole.core.migration import MigrationDefaults, MigrationRequest
+from fvconsole.core.migration import RESHARD_MODES, MigrationDefaults, MigrationRequest
 from fvconsole.core.shared import FvError
 from fvconsole.tui.messages import FormEdited, FormSubmitted
 from fvconsole.tui.migration_panels import Stage
@@ -51,6 +51,9 @@ class MigrationForm(Vertical):
         self._overrides = Input(placeholder="k.a.b=value …", id="mig-overrides", compact=True)
         self._overwrite = Checkbox("overwrite existing sidecars", id="mig-overwrite", compact=True)
         self._skip_source = Checkbox("skip source check", id="mig-skip-source", compact=True)
+        #: Elastic resume: the mode for a run config of another world size / sp size (blank: none).
+        self._reshard = Select([(f"reshard: {mode}", mode) for mode in RESHARD_MODES], prompt="reshard: none",
+                               id="mig-reshard", compact=True)
         self.preview_button = Button("Preview ^R", id="mig-preview", variant="primary", compact=True)
         self._execute = Button("Execute (read-only)" if read_only else "Execute ^E", id="mig-execute",
                                variant="error", compact=True, disabled=True)
@@ -72,6 +75,7 @@ class MigrationForm(Vertical):
         with Horizontal(id="mig-flags"):
             yield self._overwrite
             yield self._skip_source
+            yield self._reshard
         with Horizontal(id="mig-buttons"):
             yield self.preview_button
             yield self._execute
@@ -138,6 +142,7 @@ class MigrationForm(Vertical):
             expected_step=numbers["expected_step"], expected_world_size=numbers["expected_world_size"],
             consumed_batches_per_rank=numbers["consumed_batches_per_rank"], overrides=overrides,
             overwrite=self._overwrite.value, skip_source_check=self._skip_source.value,
+            reshard=None if self._reshard.is_blank() else str(self._reshard.value),
         )
 
     # ------------------------------------------------------------ up: edits and Enter
@@ -147,6 +152,10 @@ class MigrationForm(Vertical):
         self.post_message(FormEdited())
 
     def on_checkbox_changed(self, event: Checkbox.Changed) -> None:
+        event.stop()
+        self.post_message(FormEdited())
+
+    def on_select_changed(self, event: Select.Changed) -> None:
         event.stop()
         self.post_message(FormEdited())
 

@@ -148,6 +148,16 @@ def confirm_body(plan: MigrationPlan) -> list[str]:
         f"step {plan.step}, world size {plan.world_size}, sp {plan.sp_world_size}, "
         f"{plan.yielded_samples_per_rank} samples consumed per rank",
     ]
+    if plan.reshard is not None and plan.reshard.mode is not None:
+        r, acc = plan.reshard, plan.reshard.accounting(plan.reshard.mode)
+        body += ["",
+                 f"Elastic resume, mode {r.mode}: world size {r.source.world_size} -> {r.target.world_size}, "
+                 f"sp {r.source.sp_world_size} -> {r.target.sp_world_size}; every rank starts epoch {plan.epoch} "
+                 f"at sample {plan.yielded_samples_per_rank}",
+                 f"  epoch {r.source.epoch}: {acc.consumed} consumed, {acc.to_read} to read, {acc.repeated} repeated, "
+                 f"{acc.unread} unread"]
+    if plan.links:
+        body.append(f"A checkpoint view: {len(plan.links)} entries linked to the source (resume_from_checkpoint).")
     if plan.request.overwrite:
         body.append("Existing sidecars in the output dir WILL be replaced (overwrite).")
     return body

@@ -25,6 +25,7 @@ from fvconsole.core.migration import (
     MigrationPreview,
     MigrationRequest,
     PublishedSet,
+    Reshard,
     defaults_from_published,
     migration_defaults,
     next_sample_ids,
@@ -58,6 +59,7 @@ from fvconsole.tui.migration_panels import (
 )
 from fvconsole.tui.modals import ConfirmScreen, ErrorScreen
 from fvconsole.tui.plain import PlainText
+from fvconsole.tui.reshard_panel import ReshardPanel
 from fvconsole.tui.widgets import BoundStatic, ProgressRow
 
 
@@ -105,6 +107,8 @@ class MigrationView(BaseView):
     summary: var[Text] = var(PlainText, always_update=True, init=False)
     mismatch: var[Text] = var(PlainText, always_update=True, init=False)
     receipt: var[ReceiptParts | None] = var(None, always_update=True, init=False)
+    #: The preview's elastic resume (every mode's accounting), None when the topology does not change.
+    reshard: var[Reshard | None] = var(None, always_update=True, init=False)
 
     def __init__(self, **kwargs: Any) -> None:
         super().__init__(**kwargs)
@@ -127,6 +131,7 @@ class MigrationView(BaseView):
             yield self._form
             yield self._progress
             yield self._banner
+            yield ReshardPanel(id="mig-reshard-panel").data_bind(MigrationView.reshard)
             yield ReceiptPanel(id="mig-receipt").data_bind(MigrationView.stage, MigrationView.receipt)
             # The rank table comes first so that, stacked at narrow widths, it follows the banner;
             # at wide widths the summary is docked to its left.
@@ -180,6 +185,7 @@ class MigrationView(BaseView):
         self.rank_rows = ()
         self.summary = PlainText()
         self.mismatch = PlainText()
+        self.reshard = None
         self.verdict = (PlainText(message, style="italic"), "")
 
     # ------------------------------------------------------------ actions
@@ -247,6 +253,7 @@ class MigrationView(BaseView):
         preview = message.preview
         self._preview = preview
         self.mismatch = mt.mismatch_report(preview)
+        self.reshard = preview.reshard
         if preview.plan is None:
             self.verdict = (mt.refusal_banner(preview), "refused")
             self.summary = PlainText()

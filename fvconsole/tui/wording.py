@@ -38,6 +38,7 @@ FIELD_LABELS = {
     "checkpoint": "checkpoint",
     "config": "run config",
     "overrides": "overrides",
+    "reshard": "reshard",
 }
 
 #: The console control that lifts a refusal or skip: remedy -> (widget id, its label).
@@ -65,6 +66,13 @@ _TEXTS = {
     "expected_world_size.config": "the form says {given}, but training.distributed.num_gpus is {actual}",
     "consumed_batches_per_rank.config": "the form says {given}, but step {step} × "
                                         "training.loop.gradient_accumulation_steps {accum} is {actual}",
+    "reshard.required": "the run config changes the world size {source_world} → {target_world} (sp size "
+                        "{source_sp} → {target_sp}): choose a reshard mode in the form; the panel below shows "
+                        "what each one reads twice or skips",
+    "expected_world_size.source": "the form says {given}, but the checkpoint's world size is {actual} "
+                                  "(a reshard confirms the source's)",
+    "consumed_batches_per_rank.source": "the form says {given}, but the checkpoint's loader state says {actual} "
+                                        "(epoch {epoch} × {per_epoch} batches + {yielded} samples / batch {batch})",
     "output_dir.has_sidecars": "{path} already holds {count} sidecars (e.g. {example})",
     "skip.kept": "kept",
     "skip.missing": "no longer in the cache",

@@ -28,6 +28,8 @@ from fvconsole.core.migration.published import (
     published_for,
 )
 from fvconsole.core.migration.request import MigrationRequest, Refusal
+from fvconsole.core.migration.reshard import MODES as RESHARD_MODES
+from fvconsole.core.migration.reshard import Reshard
 from fvconsole.core.migration.run import run_migration
 from fvconsole.core.migration.sample_ids import NextSampleIds, next_sample_ids
 from fvconsole.core.migration.verify import VerifyResult, verify_sidecars
@@ -43,7 +45,9 @@ __all__ = [
     "MigrationResult",
     "NextSampleIds",
     "PublishedSet",
+    "RESHARD_MODES",
     "Refusal",
+    "Reshard",
     "VerifyResult",
     "config_output_dir",
     "defaults_from_published",
