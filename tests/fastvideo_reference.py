@@ -263,23 +263,34 @@ def sha256_file(path: Path) -> str:
 def validation_receipt(config: str, checkpoint: str, sidecar_dir: str, step: int, world_size: int) -> dict[str, Any]:
     """What ``scripts/train/validate_streaming_dataloader_sidecars.py``'s rank 0 writes when every rank resumed
     where expected: resolved paths, each file's sha256 read in 1 MiB chunks, each sidecar's ``state``
-    read with ``torch.load``, the results gathered in rank order."""
+    read with ``torch.load``, the results gathered in rank order. ``next_id`` is the ``id`` of the
+    first sample the resumed loader yields: the worker's shuffled shard from the manifest, then
+    :func:`resume_first_sample` at the sidecar's cursor (the demo datasets' ids are
+    ``sample-%06d`` of the global index)."""
     import torch
+    import yaml
 
     config_path = Path(config).expanduser().resolve()
     checkpoint_dir = Path(checkpoint).expanduser().resolve()
     sidecars = Path(sidecar_dir).expanduser().resolve()
+    data = yaml.safe_load(config_path.read_text(encoding="utf-8"))["training"]["data"]
+    manifest = json.loads(Path(data["streaming_manifest_path"]).read_text(encoding="utf-8"))
     gathered = []
     for rank in range(world_size):
         sidecar_path = sidecars / f"dataloader_state_rank{rank}.pt"
         payload = torch.load(sidecar_path, map_location="cpu", weights_only=False)
+        state, topology = payload["state"], payload["state"]["topology"]
+        shards = contiguous_row_group_shards(manifest["row_groups"], topology["world_size"] // topology["sp_world_size"])
+        shard = worker_shard(shards, topology["sp_group_index"], seed=topology["seed"], epoch=state.get("epoch", 0),
+                             shuffle=topology["shuffle_row_groups"])
+        first = resume_first_sample(shard, state["row_group_position"], state["row_offset"])
         gathered.append({
             "rank": rank,
             "sidecar": sidecar_path.name,
             "sidecar_sha256": sha256_file(sidecar_path),
-            "next_id": f"resumed-{rank}",  # what the real loader yielded first; not compared
-            "row_group_position": payload["state"]["row_group_position"],
-            "row_offset": payload["state"]["row_offset"],
+            "next_id": None if first is None else f"sample-{first:06d}",
+            "row_group_position": state["row_group_position"],
+            "row_offset": state["row_offset"],
         })
     return {
         "schema": VALIDATION_SCHEMA,

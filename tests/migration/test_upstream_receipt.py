@@ -116,3 +116,38 @@ def test_a_json_file_of_another_schema_stays_foreign(validated) -> None:
     result = _verify(legacy)
     assert result.upstream_validation is None
     assert "fastvideo_validation.json: foreign file in the sidecar dir" in result.problems
+
+
+@pytest.mark.parametrize("field", ["row_group_position", "row_offset"])
+def test_a_receipt_that_contradicts_the_sidecar_it_names_fails(validated, cli, field) -> None:
+    """Issue 29 item 4: the validated sha256 is the sidecar's, but the cursor recorded for it is not."""
+    legacy, _, path, receipt = validated
+    row = receipt["results"][3]
+    row[field] += 1
+    write_upstream(path, receipt)
+    problems = [p for p in _verify(legacy).problems if "FastVideo" in p]
+    assert len(problems) == 1 and problems[0].startswith(
+        f"FastVideo's validation receipt fastvideo_validation.json: rank 3: the receipt records {field} {row[field]}, "
+        f"but dataloader_state_rank3.pt, the sidecar it validated, holds {row[field] - 1}")
+    code, out, err = cli(legacy.verify_argv("--json"))
+    assert code == 1 and one_json(out)["upstream_validation"]["ok"] is False and "rank 3" in one_json(out)["error"]
+
+
+def test_with_deep_the_next_id_is_compared_with_the_dataset(validated) -> None:
+    pytest.importorskip("pyarrow")
+    legacy, _, path, receipt = validated
+    result = _verify(legacy, deep=True)
+    assert result.ok, result.problems  # the reference's next ids are the dataset's
+    receipt["results"][2]["next_id"] = "sample-999999"
+    write_upstream(path, receipt)
+    problems = [p for p in _verify(legacy, deep=True).problems if "FastVideo" in p]
+    assert len(problems) == 1 and "rank 2: the receipt records next_id 'sample-999999'" in problems[0]
+    assert _verify(legacy).ok  # without --deep the dataset is not read: nothing to compare the id with
+
+
+def test_a_receipt_row_without_a_position_fails(validated) -> None:
+    legacy, _, path, receipt = validated
+    receipt["results"][1]["row_offset"] = "7"
+    write_upstream(path, receipt)
+    problems = _verify(legacy).upstream_validation.problems
+    assert problems == ("rank 1: the receipt's row_offset '7' is not a position",)

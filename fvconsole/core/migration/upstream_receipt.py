@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import os
 import stat
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -98,10 +99,16 @@ def check_upstream_receipt(
     sidecar_dir: str = "",
     checkpoint: str = "",
     config: str = "",
+    sidecar_cursors: Mapping[int, tuple[Any, Any]] | None = None,
+    next_ids: Mapping[int, Any] | None = None,
 ) -> UpstreamValidation:
     """Compare the receipt at ``path`` with the files as they are now.
 
     ``sidecar_sha256``: each rank's current sidecar digest (None: missing or unreadable).
+    ``sidecar_cursors``: each rank's (row_group_position, row_offset) as its sidecar holds them;
+    ``next_ids``: each rank's next sample id read from the dataset (``--deep``; None: not read).
+    A rank whose sidecar is the one validated (same sha256) must also be where the receipt
+    says the loader resumed: a receipt that contradicts the file it vouches for is a problem.
     The receipt's recorded paths are absolute and resolved; a difference is only a warning
     (the set may have been moved), the hashes are what must match.
     """
@@ -150,12 +157,32 @@ def check_upstream_receipt(
             shown = recorded_sha[:12] if isinstance(recorded_sha, str) else short_repr(recorded_sha)
             problems.append(f"rank {rank}: {name} sha256 {current[:12]} is not the one validated ({shown}): "
                             "the sidecar changed since FastVideo's validation")
+        else:
+            problems.extend(f"rank {rank}: {p}" for p in _contradictions(row, name, (sidecar_cursors or {}).get(rank),
+                                                                         next_ids, rank))
     for rank in sorted(r for r in by_rank if r >= world_size):
         problems.append(f"rank {rank}: validated, but the run has {world_size} ranks")
     for key, now in (("sidecar_dir", sidecar_dir), ("checkpoint", checkpoint), ("config", config)):
         if now and recorded[key] and os.path.realpath(now) != recorded[key]:
             warnings.append(f"{path}: {key} was {recorded[key]} when validated, now {os.path.realpath(now)}")
     return UpstreamValidation(not problems, path, created, len(by_rank), tuple(problems), tuple(warnings))
+
+
+def _contradictions(row: dict[str, Any], name: str, cursor: tuple[Any, Any] | None,
+                    next_ids: Mapping[int, Any] | None, rank: int) -> list[str]:
+    """Where one rank's validated row disagrees with the sidecar it names (and, read, the dataset)."""
+    out = []
+    for key, held in zip(("row_group_position", "row_offset"), cursor or (None, None), strict=True):
+        recorded = row.get(key)
+        if type(recorded) is not int or not 0 <= recorded <= INT64_MAX:
+            out.append(f"the receipt's {key} {short_repr(recorded)} is not a position")
+        elif cursor is not None and recorded != held:
+            out.append(f"the receipt records {key} {recorded}, but {name}, the sidecar it validated, holds "
+                       f"{short_repr(held)}: the receipt contradicts the file it vouches for")
+    if next_ids is not None and next_ids.get(rank) is not None and row.get("next_id") != next_ids[rank]:
+        out.append(f"the receipt records next_id {short_repr(row.get('next_id'))}, but {name} resumes at "
+                   f"{short_repr(next_ids[rank])} in the dataset: the receipt contradicts the file it vouches for")
+    return out
 
 
 def _results_by_rank(results: list[Any], path: str, problems: list[str]) -> dict[int, dict[str, Any]]:

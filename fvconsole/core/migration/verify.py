@@ -11,7 +11,7 @@ import contextlib
 import os
 import re
 from collections.abc import Collection, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from fvconsole.core.formats import torch_zip
@@ -180,15 +180,16 @@ def verify_sidecars(
     listing = _list_dir(sidecar_dir, plan.world_size, problems, warnings, set(upstream_names), dict(plan.links))
     receipt_rows = check_receipt(sidecar_dir, plan, problems)
     rows = []
-    digests: dict[int, str | None] = {}
+    read = _Read()
     for cursor in plan.ranks:
-        rows.append(_verify_rank(sidecar_dir, plan, cursor, listing, receipt_rows, torch_check, digests))
+        rows.append(_verify_rank(sidecar_dir, plan, cursor, listing, receipt_rows, torch_check, read))
         progress(len(rows), plan.world_size, f"checked rank {cursor.rank}")
     if deep:
         add_next_sample_ids(plan, rows, problems)
+        read.next_ids = {row["rank"]: row.get("next_sample_id") for row in rows}
     for row in rows:
         problems.extend(f"rank {row['rank']}: {p}" for p in row["problems"])
-    upstream = _check_upstream(plan, sidecar_dir, upstream_receipt, upstream_names, digests, warnings)
+    upstream = _check_upstream(plan, sidecar_dir, upstream_receipt, upstream_names, read, warnings)
     if upstream is not None:
         shown = os.path.basename(upstream.path)
         problems.extend(f"FastVideo's validation receipt {shown}: {p}" for p in upstream.problems)
@@ -199,9 +200,20 @@ def verify_sidecars(
     )
 
 
+@dataclass
+class _Read:
+    """What verification read of each rank's sidecar, for FastVideo's receipt to be checked against:
+    its sha256 (None: missing or unreadable), its (row_group_position, row_offset), and with
+    ``--deep`` the next sample id the dataset holds at its cursor."""
+
+    digests: dict[int, str | None] = field(default_factory=dict)
+    cursors: dict[int, tuple[Any, Any]] = field(default_factory=dict)
+    next_ids: dict[int, Any] | None = None
+
+
 def _check_upstream(
     plan: MigrationPlan, sidecar_dir: str, given: str | None, found: Sequence[str],
-    digests: dict[int, str | None], warnings: list[str],
+    read: _Read, warnings: list[str],
 ) -> UpstreamValidation | None:
     """FastVideo's validation receipt checked against the current files (None: none given or found)."""
     if given is None and not found:
@@ -209,7 +221,7 @@ def _check_upstream(
     if given is None:
         path = os.path.join(sidecar_dir, found[-1])
         if len(found) > 1:
-            checked = [check_upstream_receipt(os.path.join(sidecar_dir, n), **_upstream_facts(plan, sidecar_dir, digests))
+            checked = [check_upstream_receipt(os.path.join(sidecar_dir, n), **_upstream_facts(plan, sidecar_dir, read))
                        for n in found]
             newest = max(checked, key=lambda u: u.created_at_utc or "")
             others = ", ".join(os.path.basename(u.path) for u in checked if u is not newest)
@@ -218,14 +230,15 @@ def _check_upstream(
             return newest
     else:
         path = given
-    return check_upstream_receipt(path, **_upstream_facts(plan, sidecar_dir, digests))
+    return check_upstream_receipt(path, **_upstream_facts(plan, sidecar_dir, read))
 
 
-def _upstream_facts(plan: MigrationPlan, sidecar_dir: str, digests: dict[int, str | None]) -> dict[str, Any]:
+def _upstream_facts(plan: MigrationPlan, sidecar_dir: str, read: _Read) -> dict[str, Any]:
     return {
         "step": plan.step, "world_size": plan.world_size, "config_sha256": plan.config_sha256,
-        "checkpoint_metadata_sha256": plan.checkpoint_metadata_sha256, "sidecar_sha256": digests,
+        "checkpoint_metadata_sha256": plan.checkpoint_metadata_sha256, "sidecar_sha256": read.digests,
         "sidecar_dir": sidecar_dir, "checkpoint": plan.checkpoint, "config": plan.config_path or "",
+        "sidecar_cursors": read.cursors, "next_ids": read.next_ids,
     }
 
 
@@ -278,7 +291,7 @@ def _list_dir(
 
 def _verify_rank(
     directory: str, plan: MigrationPlan, cursor: Any, present: set[str], receipt_rows: dict[int, dict],
-    torch_check: bool = False, digests: dict[int, str | None] | None = None,
+    torch_check: bool = False, read: _Read | None = None,
 ) -> dict:
     """One rank's row: file present, loads safely, payload equal, sha256 as in the receipt.
 
@@ -310,8 +323,8 @@ def _verify_rank(
         problems.append(f"{name}: unreadable ({reason})")
         return row
     digest = sha256_bytes(data)
-    if digests is not None:
-        digests[cursor.rank] = digest
+    if read is not None:
+        read.digests[cursor.rank] = digest
     if entry is not None:
         if entry.get("sha256") != digest:
             problems.append(f"{name}: sha256 {digest[:12]} does not match the receipt ({str(entry.get('sha256'))[:12]})")
@@ -325,6 +338,9 @@ def _verify_rank(
     except torch_zip.TorchFileError as exc:
         problems.append(f"{name}: refused: {exc}")
         return row
+    state = payload.get("state") if isinstance(payload, dict) else None
+    if read is not None and isinstance(state, dict):
+        read.cursors[cursor.rank] = (state.get("row_group_position"), state.get("row_offset"))
     if torch_check:
         problems.extend(f"{name}: {p}" for p in _torch_check(data, payload))
     problems.extend(f"{name}: {d}" for d in diff_payload(payload, plan.sidecar_payload(cursor.rank)))
