@@ -47,7 +47,7 @@ def test_verify_deep_results_start_on_their_own_line(tmp_path: Path) -> None:
     good = write_cache_entry(root, num_shards=2, seed=1)
     stalled = write_cache_entry(root, num_shards=2, status="incomplete", seed=2)  # shards, no manifest: not read
     code, received = _terminal_output([sys.executable, "-m", "fvconsole", "cache", "verify", str(root), "--deep"])
-    assert code == 1, received
+    assert code == 0, received  # the stalled entry is not verifiable, not a failure (issue 29 item 1)
     lines = _lines_seen(received)
     for line in lines:  # a progress line holds the progress alone
         if PROGRESS.search(line):
