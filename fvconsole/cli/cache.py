@@ -7,7 +7,6 @@ fast on every node of a job (`srun --ntasks-per-node=1 fvconsole cache ls --json
 from __future__ import annotations
 
 import argparse
-import os
 import socket
 import sys
 import time
@@ -30,7 +29,7 @@ from fvconsole.cli.common import (
     whole_number,
 )
 from fvconsole.cli.formats import add_format_args, output_format, write_output_file
-from fvconsole.cli.journaling import add_journal_args, journal_json, journal_target, warn_if_unwritten
+from fvconsole.cli.journaling import add_journal_args, journal_target, warn_if_unwritten
 from fvconsole.cli.outcome import command_line, record_write
 from fvconsole.cli.selectors import add_key_option, add_selector_args, parse_keys, selectors_from_args
 from fvconsole.cli.streams import write_out
@@ -226,10 +225,6 @@ def _root(args: argparse.Namespace) -> str:
     return resolve_root(args.root or getattr(args, "cache_root", None))
 
 
-def _node_info() -> dict[str, Any]:
-    return {"hostname": socket.gethostname(), "node": os.environ.get("SLURMD_NODENAME")}
-
-
 def _env_cap() -> tuple[int | None, str | None]:
     """The cap FastVideo's GC applies here, or (None, why not)."""
     try:
@@ -343,14 +338,8 @@ def sort_entries(scan: CacheScan, order: str) -> list:
 
 def ls_payload(scan: CacheScan, entries: list, *, with_entries: bool = True) -> dict[str, Any]:
     """``cache ls --json``'s object (without ``entries`` when the caller streams them)."""
-    payload = scan.to_json(with_entries=False)
-    if with_entries:
-        payload["entries"] = [e.to_json() for e in entries]
     cap, cap_error = _env_cap()
-    payload.update(_node_info(), cap_bytes=cap, entry_count=len(entries))
-    if cap_error:
-        payload["cap_error"] = cap_error
-    return payload
+    return scan.envelope(entries, cap=cap, cap_error=cap_error, with_entries=with_entries)
 
 
 #: What `cache ls` leaves out first when the terminal is narrow (the note wraps instead, down to a point).
@@ -461,8 +450,7 @@ def run_evict(args: argparse.Namespace) -> int:
         plan = selection.plan()
         running = probe_evictor(plan.root)
         if args.json:
-            emit_json({**plan.to_json(), **_node_info(),
-                       "running_eviction": running.to_json() if running else None})
+            emit_json(plan.envelope(running))
         else:
             say(render_plan(plan, width=_width(args)))
             if running:
@@ -478,14 +466,12 @@ def run_evict(args: argparse.Namespace) -> int:
     except Interrupted as stop:  # Ctrl-C, SIGTERM, SIGHUP: what was evicted so far, as data too
         _describe_stop(stop)
         raise
-    plan, result, state = done.plan, done.result, done.lock
+    plan, result = done.plan, done.result
     warn(*done.warnings)
     warn_if_unwritten(done.journal)
-    journal = done.journal
     if result.evicted:
         record_write(args, done.done_text)
-    payload = {**result.to_json(), **_node_info(), "cap_bytes": plan.cap_bytes, "lock": state.to_json(),
-               "journal": journal_json(journal), "plan_free_target": plan.free_space.to_json() if plan.free_space else None}
+    payload = done.envelope()
     if result.errors:
         if not args.json:
             say(render_result(result, plan, width=_width(args)))
@@ -503,8 +489,7 @@ def _describe_stop(stop: Interrupted) -> None:
     """The eviction's result so far as the interruption's JSON (and a journal warning)."""
     if isinstance(stop.partial, StoppedEviction):
         warn_if_unwritten(stop.journal)
-        stop.details = {**stop.partial.result.to_json(), **_node_info(), "interrupted": stop.partial.where(),
-                        "journal": journal_json(stop.journal)}
+        stop.details = stop.partial.envelope(stop.journal)
 
 
 def _warn_unreachable(plan: EvictionPlan, result: EvictionResult | None = None) -> None:
@@ -581,7 +566,7 @@ def run_verify(args: argparse.Namespace) -> int:
     scan = scan_cache(root, DEFAULT_GRACE_SECONDS, check_headers=False)
     progress = progress_printer("verify", plain_lines=True, in_bytes=True) if args.deep else None
     result = verify_cache(scan, keys, deep=args.deep, progress=progress)
-    doc = {**result.to_json(), **_node_info()}
+    doc = result.envelope()
     if not args.json:
         write_out(render_verify(result) + "\n")
     if not result.ok:

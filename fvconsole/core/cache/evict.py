@@ -41,7 +41,9 @@ from fvconsole.core.cache.scan import (
     mounts_inside,
 )
 from fvconsole.core.journal import interrupts
+from fvconsole.core.journal.log import JournalWrite
 from fvconsole.core.shared.fields_json import fields_json
+from fvconsole.core.shared.host import node_names
 from fvconsole.core.shared.humanize import human_age, plural
 from fvconsole.core.shared.mounts import mount_points, mounts_by_child
 from fvconsole.core.shared.process_use import ProcessUse, scan_processes
@@ -174,6 +176,12 @@ class StoppedEviction:
     def where(self) -> dict[str, Any]:
         """Where it stopped, as data (``{}`` when it had finished)."""
         return {} if self.stopped_at is None else {"stopped_at": self.stopped_at, "leftover": self.leftover}
+
+    def envelope(self, journal: JournalWrite | None) -> dict[str, Any]:
+        """The interrupted ``cache evict --yes --json``'s document: the result so far, the node, where it
+        stopped and the journal line (None: none asked for, or nothing changed)."""
+        return {**self.result.to_json(), **node_names(), "interrupted": self.where(),
+                "journal": journal.to_json() if journal is not None else None}
 
 
 class _Refused(Exception):

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 from fvconsole.core.cache.evict import EvictionResult, StoppedEviction, execute_eviction
 from fvconsole.core.cache.lock import EvictorLock, LockState
@@ -25,6 +26,7 @@ from fvconsole.core.cache.roots import check_root_early
 from fvconsole.core.journal.interrupts import Interrupted, deferred
 from fvconsole.core.journal.log import JournalWrite, append_record
 from fvconsole.core.shared.errors import EXIT_OK, EXIT_PARTIAL
+from fvconsole.core.shared.host import node_names
 from fvconsole.core.shared.progress import Progress
 
 
@@ -41,6 +43,14 @@ class LockedEviction:
     @property
     def exit_code(self) -> int:
         return exit_code_of(self.result)
+
+    def envelope(self) -> dict[str, Any]:
+        """``cache evict --yes --json``'s document: the result, the node, the cap and free-space target the
+        plan went by, how the lock was held and the journal line."""
+        plan = self.plan
+        return {**self.result.to_json(), **node_names(), "cap_bytes": plan.cap_bytes, "lock": self.lock.to_json(),
+                "journal": self.journal.to_json() if self.journal is not None else None,
+                "plan_free_target": plan.free_space.to_json() if plan.free_space else None}
 
     @property
     def done_text(self) -> str:

@@ -11,6 +11,7 @@ from json.encoder import encode_basestring_ascii as _esc
 from typing import Any
 
 from fvconsole.core.shared.fields_json import fields_json
+from fvconsole.core.shared.host import node_names
 from fvconsole.core.shared.process_use import Holder
 
 #: What ``json.dumps(obj, sort_keys=True, default=str)`` builds anew for every call (the CLI's JSON).
@@ -152,6 +153,19 @@ class CacheScan:
     def get(self, key: str) -> CacheEntry | None:
         """The entry named ``key`` (O(1): plans look up thousands of keys)."""
         return self._by_key.get(key)
+
+    def envelope(self, entries: list[CacheEntry], *, cap: int | None, cap_error: str | None,
+                 with_entries: bool = True) -> dict[str, Any]:
+        """``cache ls --json``'s document: the scan, the node, the cap FastVideo's GC applies there
+        (``cap_error``: why it is unknown) and ``entries`` in the listing's order (left out with
+        ``with_entries=False``, for a caller streaming them)."""
+        doc = self.to_json(with_entries=False)
+        if with_entries:
+            doc["entries"] = [e.to_json() for e in entries]
+        doc.update(node_names(), cap_bytes=cap, entry_count=len(entries))
+        if cap_error:
+            doc["cap_error"] = cap_error
+        return doc
 
     def to_json(self, *, with_entries: bool = True) -> dict[str, Any]:
         """The scan as data; ``with_entries=False`` leaves ``entries`` out (a caller streaming them)."""

@@ -26,6 +26,7 @@ from fvconsole.core.cache.files import (
 )
 from fvconsole.core.cache.model import CacheEntry, CacheScan
 from fvconsole.core.shared.fields_json import fields_json
+from fvconsole.core.shared.host import node_names
 from fvconsole.core.shared.safe_read import short_repr
 from fvconsole.core.shared.untrusted import INT64_MAX, byte_count, element_count, int64_dims
 
@@ -125,6 +126,10 @@ class CacheVerification:
     @property
     def not_verifiable(self) -> tuple[EntryVerification, ...]:
         return tuple(e for e in self.entries if e.not_verifiable is not None)
+
+    def envelope(self) -> dict[str, Any]:
+        """``cache verify --json``'s document: the verification and the node it ran on."""
+        return {**self.to_json(), **node_names()}
 
     def to_json(self) -> dict[str, Any]:
         return fields_json(self, ok=self.ok)

@@ -47,6 +47,14 @@ class HostIdentity:
         return self.hostname == other.hostname and self.boot_id == other.boot_id
 
 
+def node_names() -> dict[str, str | None]:
+    """Which node a document comes from: its hostname and Slurm's name for it (None outside a job).
+
+    Every per-node JSON document carries both, so a fleet's answers can be told apart.
+    """
+    return {"hostname": socket.gethostname(), "node": os.environ.get("SLURMD_NODENAME")}
+
+
 def host_label(hostname: str) -> str:
     return _LABEL_UNSAFE.sub("_", hostname)[:LABEL_MAX] or "unknown"
 
