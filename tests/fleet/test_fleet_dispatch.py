@@ -17,6 +17,8 @@ import time
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from fvconsole.cli import main
 from fvconsole.cli.node import envelope, substitute_node
@@ -175,7 +177,7 @@ def test_a_node_over_its_budget_is_cut_off_without_holding_its_output() -> None:
     for _ in range(1000):  # n1 sends a line of 1 MB in pieces; n2 stays quiet
         demux.feed_stdout(b"0: " + b"x" * 1000)
     assert demux.streams["n1"].over_cap and not demux.streams["n2"].over_cap
-    assert len(demux._out._carry) <= 70_000  # never the whole line
+    assert demux._out.held <= 70_000  # never the whole line
     demux.feed_stdout(b"\n" + "".join(f"1: {f}\n" for f in result_lines("n2", {"exit": 0})).encode())
     demux.finish()
     assert demux.streams["n2"].result.payload == {"exit": 0} and demux.settled
@@ -442,3 +444,50 @@ def test_out_of_range_timeout_is_a_usage_error(no_srun: None, value: str, capsys
     err = capsys.readouterr().err
     assert err.startswith("error: --timeout must be a positive number of seconds") and "internal" not in err
     assert err.strip().splitlines()[1:] == ["try: fvconsole fleet cache ls --help"]
+
+
+# ---------------------------------------------------------------- linear line splitting (issue 29 item 3)
+
+@given(st.lists(st.sampled_from([b"a", b"\n", b"0: ", b"FVNODE n1 start", b"x" * 300]), max_size=60),
+       st.lists(st.integers(1, 700), min_size=1, max_size=20))
+@settings(max_examples=300, deadline=None)
+def test_lines_are_the_texts_lines_however_the_bytes_arrive(pieces: list[bytes], cuts: list[int]) -> None:
+    """The oracle is bytes.split: whole lines up to the cap, every byte counted once (an open last line +1)."""
+    from fvconsole.core.fleet import demux
+
+    data = b"".join(pieces)
+    lines = demux._Lines()
+    got, at, i = [], 0, 0
+    while at < len(data):
+        step = cuts[i % len(cuts)]
+        got += lines.feed(data[at:at + step])
+        at, i = at + step, i + 1
+    got += lines.feed(b"", final=True)
+    expected = data.split(b"\n")
+    if expected[-1] == b"":
+        expected.pop()
+    assert [line for line, _, whole in got if whole] == [x for x in expected if len(x) <= demux.MAX_LINE]
+    assert sum(size for _, size, _ in got) == len(data) + (1 if data and not data.endswith(b"\n") else 0)
+
+
+def _split_cost(line_bytes: int, total: int = 4 << 20, piece: int = 16) -> float:
+    """CPU seconds to feed ``total`` bytes of ``line_bytes``-long lines in ``piece``-byte pieces (best of 2)."""
+    data = (b"x" * (line_bytes - 1) + b"\n") * (total // line_bytes)
+    best = float("inf")
+    for _ in range(2):
+        demux = StepDemux(("n1",), cap=1 << 30)
+        started = time.process_time()
+        for at in range(0, len(data), piece):
+            demux.feed_stdout(data[at:at + piece])
+        demux.finish()
+        best = min(best, time.process_time() - started)
+        assert demux.streams["n1"].bytes == len(data)
+    return best
+
+
+def test_a_long_open_line_in_small_pieces_costs_what_short_lines_cost() -> None:
+    """srun forwards output in pieces of <= 1 KiB; the old splitter re-joined the open line (up to
+    64 KiB) for every piece, so 60 KB lines cost ~20x what 1 KB lines cost, byte for byte.
+    Linear: the same bytes in the same pieces cost about the same, whatever the lines' length."""
+    short, long = _split_cost(1_000), _split_cost(60_000)
+    assert long < 5 * short + 0.05, (short, long)

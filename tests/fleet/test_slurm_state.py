@@ -8,6 +8,8 @@ hanging, flooding) and check the one note, never an error.
 
 from __future__ import annotations
 
+import contextlib
+import signal
 import time
 from pathlib import Path
 
@@ -172,3 +174,57 @@ def test_fleet_help_says_what_the_slurm_state_adds(capsys) -> None:
     text = " ".join(capsys.readouterr().out.split())
     assert stop.value.code == 0
     assert "`squeue`" in text and "`sinfo`" in text and "node busy" in text and "SLURM column" in text
+
+
+# ---------------------------------------------------------------- bounded parses (issue 29 item 3)
+
+@contextlib.contextmanager
+def _within(seconds: int):
+    """A hang guard, not a speed target: the old parses of these inputs took hours; the bound is
+    far above what a linear parse needs on a loaded machine (the figures are benchmark business)."""
+    def expire(signum, frame):  # noqa: ARG001 - signal handler signature
+        raise AssertionError(f"parse did not end within {seconds}s: not linear in its input")
+
+    previous = signal.signal(signal.SIGALRM, expire)
+    signal.alarm(seconds)
+    try:
+        yield
+    finally:
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, previous)
+
+
+def test_a_job_name_left_open_by_a_million_lines_is_one_problem() -> None:
+    """The old parser rebuilt and sliced the whole record for each of its lines: quadratic."""
+    text = "1|0|u|RUNNING|n1|" + "x\n" * 1_000_000 + "2|0|root|RUNNING|n2|ok|2\n"
+    with _within(60):
+        jobs, problems = parse_squeue(text)
+    assert jobs == () and len(problems) == 1 and "a job line without its end" in problems[0]
+    assert len(problems[0]) < 200
+    closed = "1|0|u|RUNNING|n1|" + "x\n" * 1_000_000 + "tail|1\n"
+    with _within(60):
+        (job,), problems = parse_squeue(closed)
+    assert problems == () and job.job_id == "1" and job.nodes == ("n1",) and job.name.startswith("x\nx\n")
+
+
+def test_node_lists_expand_to_a_bounded_number_of_names_in_all() -> None:
+    """16 bytes can name 100,000 nodes: 10,000 such lines would have been 10^9 names."""
+    sinfo = "n3|idle\n" + "n[0-99999]|idle\n" * 10_000
+    with _within(60):
+        states, problems = parse_sinfo(sinfo)
+    assert states["n3"] == "idle" and len(states) == 100_000
+    assert problems and "more than 100000 nodes in all" in problems[0]
+    squeue = "".join(f"{i}|0|u|RUNNING|n[0-99999]|job|{i}\n" for i in range(1, 10_001))
+    with _within(60):
+        jobs, problems = parse_squeue(squeue)
+    assert len(jobs) == 1 and problems and "more than 100000 nodes in all" in problems[0]
+    state = slurm_state(["n1", "n2"], "1|0|u|RUNNING|n[1-2]|a|1\n", "n[1-2]|mixed\n")
+    assert state.problems == () and [n.state for n in state.nodes] == ["mixed", "mixed"]
+
+
+def test_a_million_short_lines_are_parsed_as_lines() -> None:
+    with _within(60):
+        jobs, problems = parse_squeue("x\n" * 1_000_000)
+        states, sinfo_problems = parse_sinfo("\n|\n" * 500_000)
+    assert jobs == () and problems[-1] == f"squeue: {1_000_000 - 5} more lines did not parse"
+    assert states == {} and sinfo_problems[-1] == f"sinfo: {500_000 - 5} more lines did not parse"

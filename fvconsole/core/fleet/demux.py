@@ -50,31 +50,57 @@ class _Lines:
 
     Yields ``(line, size, whole)``: an overlong line is handed on once as its head (which
     carries the srun label) with ``whole=False``, then as ``(None, n, False)`` continuations
-    that only count bytes.
+    that only count bytes. Linear in the bytes however they arrive: a line still open is kept
+    as its pieces, and only the new data is searched for its end (srun's output comes in
+    pieces of 1 KiB or less; re-joining a 64 KiB open line for each cost 64 copies of it).
     """
 
     def __init__(self) -> None:
-        self._carry = b""
+        self._open: list[bytes] = []
+        self._open_bytes = 0
         self._skipping = False
 
+    @property
+    def held(self) -> int:
+        """Bytes of the open line kept in memory (at most MAX_LINE)."""
+        return self._open_bytes
+
+    def _take(self, piece: bytes) -> bytes:
+        """The open line with ``piece`` after it, and nothing open any more."""
+        if not self._open:
+            return piece
+        line = b"".join([*self._open, piece])
+        self._open, self._open_bytes = [], 0
+        return line
+
     def feed(self, data: bytes, final: bool = False) -> list[tuple[bytes | None, int, bool]]:
-        parts = (self._carry + data).split(b"\n")
-        self._carry = parts.pop()
-        if final and self._carry:
-            parts.append(self._carry)
-            self._carry = b""
         out: list[tuple[bytes | None, int, bool]] = []
-        for part in parts:
+        start = 0
+        while (end := data.find(b"\n", start)) >= 0:
+            piece = data[start:end]
+            start = end + 1
             if self._skipping:
-                out.append((None, len(part) + 1, False))
+                out.append((None, len(piece) + 1, False))
                 self._skipping = False
             else:
-                out.append((part, len(part) + 1, True))
-        if len(self._carry) > MAX_LINE:
-            head = None if self._skipping else self._carry[:MAX_LINE]
-            out.append((head, len(self._carry), False))
-            self._carry = b""
-            self._skipping = True
+                line = self._take(piece)
+                out.append((line, len(line) + 1, True))
+        rest = data[start:]
+        if self._skipping:
+            if rest:
+                out.append((None, len(rest), False))
+        elif rest:
+            self._open.append(rest)
+            self._open_bytes += len(rest)
+            if self._open_bytes > MAX_LINE:
+                size = self._open_bytes
+                out.append((self._take(b"")[:MAX_LINE], size, False))
+                self._skipping = True
+        if final:
+            if self._open:
+                line = self._take(b"")
+                out.append((line, len(line) + 1, True))
+            self._skipping = False
         return out
 
 

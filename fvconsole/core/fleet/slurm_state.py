@@ -28,7 +28,7 @@ from collections.abc import Collection, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from fvconsole.core.fleet.hostlist import compress_hostlist, expand_hostlist
+from fvconsole.core.fleet.hostlist import MAX_HOSTS, compress_hostlist, expand_hostlist
 from fvconsole.core.fleet.process import terminate
 from fvconsole.core.shared.errors import FvError
 from fvconsole.core.shared.humanize import clipped
@@ -135,18 +135,47 @@ class SlurmState:
 # --------------------------------------------------------------------------- parsing (pure)
 
 
-def parse_squeue(text: str) -> tuple[tuple[SlurmJob, ...], tuple[str, ...]]:
+class _Names:
+    """The node names one output's node lists may expand to, in all.
+
+    Why: one line of ``n[0-99999]|idle`` (16 bytes) is 100,000 names; a budget per expression
+    alone let 8 MiB of such lines cost hours. Real outputs name each selected node a few times
+    (once per partition, once per job on it), so the whole output gets :func:`name_budget`.
+    """
+
+    def __init__(self, budget: int) -> None:
+        self.left = budget
+        self.budget = budget
+
+    def expand(self, text: str, field: str) -> tuple[str, ...]:
+        if self.left <= 0:
+            raise FvError(f"{field}: the node lists of this output name more than {self.budget} nodes in all")
+        nodes = expand_hostlist(text, field)
+        self.left -= len(nodes)
+        return nodes
+
+
+def name_budget(nodes: int) -> int:
+    """Node names an squeue or sinfo output about ``nodes`` selected nodes may expand to."""
+    return MAX_HOSTS + 64 * nodes
+
+
+def parse_squeue(text: str, max_names: int = MAX_HOSTS) -> tuple[tuple[SlurmJob, ...], tuple[str, ...]]:
     """Jobs of ``squeue --noheader -o '%i|%U|%u|%T|%N|%j|%i'`` output, and the lines that did not parse.
 
     A record starts with ``id|uid|user|STATE|nodes|`` and ends at the first line that ends
-    with ``|id``: a newline or ``|`` in a job name is part of the name.
+    with ``|id``: a newline or ``|`` in a job name is part of the name. Linear in the text
+    whatever it holds: a record's lines are kept as a list and only each new line is looked
+    at (a job name left open by a million lines rebuilt and sliced the whole record per line);
+    node lists expand to at most ``max_names`` names in all.
     """
     jobs: list[SlurmJob] = []
     problems: list[str] = []
     bad = 0
     head: re.Match[str] | None = None
-    record = ""
+    record: list[str] = []
     first_line = 0
+    names = _Names(max_names)
 
     def problem(lineno: int, line: str, why: str) -> None:
         nonlocal bad
@@ -163,37 +192,41 @@ def parse_squeue(text: str) -> tuple[tuple[SlurmJob, ...], tuple[str, ...]]:
             if head is None:
                 problem(lineno, line, "not a job line")
                 continue
-            record, first_line = line, lineno
+            record, first_line = [line[head.end():]], lineno
         else:
-            record += "\n" + line
-        job_id = head.group(1)
-        rest = record[head.end():]
-        if not rest.endswith("|" + job_id):
+            record.append(line)
+        end = "|" + head.group(1)
+        if not record[-1].endswith(end):
             continue  # the job name goes on on the next line
-        name = rest[: len(rest) - len(job_id) - 1]
+        rest = "\n".join(record)
+        name = rest[: len(rest) - len(end)]
         job_id, uid, user, state, node_list = head.groups()
+        whole = head.group(0) + rest
         head = None
         try:
-            nodes = expand_hostlist(node_list, f"squeue node list of job {job_id}") if node_list.strip() else ()
+            nodes = names.expand(node_list, f"squeue node list of job {job_id}") if node_list.strip() else ()
         except FvError as exc:
-            problem(first_line, record, exc.message)
+            problem(first_line, whole, exc.message)
             continue
         jobs.append(SlurmJob(job_id, int(uid) if uid else None, clipped(user, MAX_NAME), clipped(name, MAX_NAME), state, nodes))
     if head is not None:
-        problem(first_line, record, "a job line without its end")
+        problem(first_line, head.group(0) + record[0], "a job line without its end")
     if bad > MAX_PROBLEMS:
         problems.append(f"squeue: {bad - MAX_PROBLEMS} more lines did not parse")
     return tuple(jobs), tuple(problems)
 
 
-def parse_sinfo(text: str) -> tuple[dict[str, str], tuple[str, ...]]:
+def parse_sinfo(text: str, max_names: int = MAX_HOSTS) -> tuple[dict[str, str], tuple[str, ...]]:
     """node -> state of ``sinfo --noheader -o '%N|%T'`` output (node lists expanded), and the bad lines.
 
-    A node in two partitions is listed twice with the same state; the first one stands.
+    A node in two partitions is listed twice with the same state; the first one stands. The
+    node lists expand to at most ``max_names`` names in all (linear in the text, not in what
+    its brackets say).
     """
     states: dict[str, str] = {}
     problems: list[str] = []
     bad = 0
+    names = _Names(max_names)
     for lineno, line in enumerate(text.splitlines(), 1):
         if not line.strip():
             continue
@@ -201,7 +234,7 @@ def parse_sinfo(text: str) -> tuple[dict[str, str], tuple[str, ...]]:
         why = "not a node line"
         if match is not None:
             try:
-                for node in expand_hostlist(match.group(1), "sinfo node list"):
+                for node in names.expand(match.group(1), "sinfo node list"):
                     states.setdefault(node, match.group(2))
                 continue
             except FvError as exc:
@@ -217,8 +250,9 @@ def parse_sinfo(text: str) -> tuple[dict[str, str], tuple[str, ...]]:
 def slurm_state(nodes: Sequence[str], squeue_text: str | None, sinfo_text: str | None,
                 unknown: Iterable[str] = ()) -> SlurmState:
     """The state of ``nodes`` from both outputs (None: that call failed, its why in ``unknown``)."""
-    jobs, problems = parse_squeue(squeue_text) if squeue_text is not None else ((), ())
-    states, sinfo_problems = parse_sinfo(sinfo_text) if sinfo_text is not None else ({}, ())
+    budget = name_budget(len(nodes))
+    jobs, problems = parse_squeue(squeue_text, budget) if squeue_text is not None else ((), ())
+    states, sinfo_problems = parse_sinfo(sinfo_text, budget) if sinfo_text is not None else ({}, ())
     wanted = set(nodes)
     by_node: dict[str, list[SlurmJob]] = {}
     for job in jobs:
