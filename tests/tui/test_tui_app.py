@@ -277,7 +277,7 @@ async def test_eviction_takes_the_roots_lock_and_journals_like_the_cli(work: dic
             [busy] = [m for m in notifications(app) if "another eviction is running" in m]
             assert busy.endswith("try again once it has finished") and "--" not in busy, busy
             assert set(os.listdir(work["cache"])) - {".fvconsole-evictor.lock"} == before and not journal.exists()
-        view._marked.clear()
+        view.marked = frozenset()
         await evict_marked(app, pilot, [victim])
         assert "evicted 1" in str(app.query_one("#cache-result").render())
     assert set(os.listdir(work["cache"])) == before - {victim}

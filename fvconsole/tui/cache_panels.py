@@ -1,0 +1,116 @@
+"""The shard cache view's widgets that hold state: the entry table (entries, marks and filter as
+reactive attributes; it refills itself) and the eviction report under it.
+"""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar
+
+from rich.text import Text
+from textual.app import ComposeResult
+from textual.containers import VerticalScroll
+from textual.reactive import var
+from textual.widgets import DataTable
+
+from fvconsole.core.cache import CacheEntry
+from fvconsole.core.shared import human_bytes
+from fvconsole.tui import state
+from fvconsole.tui.cache_text import MARK, age_cell, shards_cell, status_cell
+from fvconsole.tui.widgets import FastTable, PlainStatic
+
+COLUMNS = ((" ", "mark", 1), ("key", "key", 16), ("status", "status", 12), ("size", "size", 11),
+           ("shards", "shards", 8), ("last used", "age", 10))
+
+
+class CacheTable(FastTable):
+    """Cache entries, least recently used first (or by a column), marked ones with ``●``.
+
+    The view sets ``entries`` (a scan), ``marked`` and ``filter_text``; the table refills from
+    them and keeps the cursor on the entry it was on. ``shown`` is what the filter let through,
+    ``selected`` the key under the cursor.
+    """
+
+    entries: var[tuple[CacheEntry, ...]] = var((), always_update=True, init=False)
+    marked: var[frozenset[str]] = var(frozenset(), init=False)
+    filter_text: var[str] = var("", init=False)
+
+    SORT_KEYS: ClassVar[dict[str, Any]] = {
+        "key": lambda e: e.key,
+        "status": lambda e: e.status,
+        "size": lambda e: e.bytes,
+        "shards": lambda e: len(e.shards_present),
+        "age": lambda e: -(e.last_used or 0.0),
+    }
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(cursor_type="row", zebra_stripes=True,
+                         sortable=[key for _l, key, _w in COLUMNS if key != "mark"], **kwargs)
+        self.shown: list[CacheEntry] = []
+        self.selected: str | None = None
+
+    def on_mount(self) -> None:
+        for label, key, width in COLUMNS:
+            self.add_column(label, key=key, width=width)
+
+    def watch_entries(self) -> None:
+        self.refill()
+
+    def watch_filter_text(self) -> None:
+        self.refill()
+
+    def watch_marked(self, old: frozenset[str], new: frozenset[str]) -> None:
+        for key in old ^ new:
+            if key in self.rows:
+                self.update_cell(key, "mark", MARK if key in new else "")
+
+    def on_fast_table_sorted(self) -> None:
+        self.refill()  # and on to the view, whose status line says the order
+
+    def on_data_table_row_highlighted(self, event: DataTable.RowHighlighted) -> None:
+        if event.row_key is not None:
+            self.selected = event.row_key.value
+
+    def refill(self) -> None:
+        previous = self.selected
+        self.clear()
+        now = state.now()
+        text = self.filter_text
+        self.shown = [e for e in self.ordered(self.entries, self.SORT_KEYS)
+                      if not text or text in f"{e.key} {e.status}".lower()]
+        for entry in self.shown:
+            self.add_row(MARK if entry.key in self.marked else "", entry.key, status_cell(entry),
+                         human_bytes(entry.bytes), shards_cell(entry), age_cell(entry, now), key=entry.key)
+        if previous is not None and previous in self.rows:
+            self.move_cursor(row=self.get_row_index(previous))
+        if not self.shown:
+            self.selected = None
+
+    def key_under_cursor(self) -> str | None:
+        if self.row_count == 0:
+            return None
+        return self.coordinate_to_cell_key(self.cursor_coordinate).row_key.value
+
+    def tick_ages(self) -> None:
+        """Ages move on: recompute the age cells of the rows on screen."""
+        now = state.now()
+        top = int(self.scroll_offset.y)
+        for entry in self.shown[max(top - 1, 0): top + self.size.height + 1]:
+            if entry.key in self.rows:
+                self.update_cell(entry.key, "age", age_cell(entry, now))
+
+
+class EvictionReport(VerticalScroll):
+    """What the last eviction did, under the table; hidden until there is one."""
+
+    report: var[Text | None] = var(None, always_update=True, init=False)
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self._text = PlainStatic(id="cache-result")
+
+    def compose(self) -> ComposeResult:
+        yield self._text
+
+    def watch_report(self, report: Text | None) -> None:
+        self._text.update(report or "")
+        self.display = report is not None
