@@ -27,10 +27,10 @@ import tour as headless  # noqa: E402 - after the sys.path lines above
 #: (terminal size, stops of the tour saved at that size, file name suffix)
 SHOTS = (
     ((120, 40), ("checkpoints", "migration-form", "migration-preview", "migration-confirm", "migration-receipt",
-                 "migration-refused", "checkpoints-migrated", "cache", "cache-evict-dialog", "cache-evict-confirm",
+                 "migration-refused", "migration-reshard", "checkpoints-migrated", "cache", "cache-evict-dialog", "cache-evict-confirm",
                  "cache-evicted", "cache-evict-free", "history", "help", "fleet-start", "fleet",
                  "fleet-evict-confirm"), ""),
-    ((80, 24), ("checkpoints", "migration-preview", "migration-receipt", "cache", "cache-evict-dialog",
+    ((80, 24), ("checkpoints", "migration-preview", "migration-receipt", "migration-reshard", "cache", "cache-evict-dialog",
                 "history", "help"), "-80x24"),
 )
 

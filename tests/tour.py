@@ -67,7 +67,7 @@ TOUR_CAP_GB = "0.0004"
 
 TOUR_SHOTS = (
     "checkpoints", "migration-form", "migration-preview", "migration-confirm", "migration-receipt",
-    "migration-refused", "checkpoints-migrated", "cache", "cache-evict-dialog", "cache-evict-confirm",
+    "migration-refused", "migration-reshard", "checkpoints-migrated", "cache", "cache-evict-dialog", "cache-evict-confirm",
     "cache-evicted", "cache-evict-free", "history", "help", "paths", "error", "fleet-start", "fleet",
     "fleet-evict-confirm",
 )
@@ -171,6 +171,14 @@ async def tour(app: Any, pilot: Any, shot: Callable[[str], None], fleet: Fleet) 
     await stop("migration-receipt")
     await keys("ctrl+r")
     await stop("migration-refused")
+    # Elastic resume: the new job's world size as an override, a fresh output dir, a mode chosen.
+    form = app.query_one("#mig-form")
+    form.query_one("#mig-overrides", Input).value = "training.distributed.num_gpus=16"
+    output = form.query_one("#mig-output", Input)
+    output.value = output.value + "-16-gpus"
+    form.query_one("#mig-reshard").value = "nearest"
+    await keys("ctrl+r")
+    await stop("migration-reshard")
     await keys("1")
     await select_row(app, pilot, "#ckpt-table", "checkpoint-300")
     await stop("checkpoints-migrated")
