@@ -35,9 +35,11 @@ from fvconsole.cli.selectors import add_key_option, add_selector_args, parse_key
 from fvconsole.cli.streams import write_out
 from fvconsole.core.cache import (
     DEFAULT_GRACE_SECONDS,
+    DROPPABLE,
     ENV_MAX_GB,
     ENV_ROOT,
     INVALID_SELECTS,
+    LISTING,
     CacheEntry,
     CacheScan,
     CacheVerification,
@@ -49,6 +51,7 @@ from fvconsole.core.cache import (
     default_max_gb,
     evict_under_lock,
     gc_sort_key,
+    listing_cells,
     parse_duration,
     plan_eviction,
     probe_evictor,
@@ -64,15 +67,12 @@ from fvconsole.core.shared import (
     FvError,
     PartialFailure,
     UsageError,
-    age_since,
     clipped,
     elided,
     human_bytes,
     plural,
     utc_text,
 )
-
-_NOTE_WIDTH = 72
 
 LS_HELP = f"""\
 List the entries of a weight shard cache root (default ${ENV_ROOT}) with their size,
@@ -342,24 +342,16 @@ def ls_payload(scan: CacheScan, entries: list, *, with_entries: bool = True) -> 
     return scan.envelope(entries, cap=cap, cap_error=cap_error, with_entries=with_entries)
 
 
-#: What `cache ls` leaves out first when the terminal is narrow (the note wraps instead, down to a point).
-LS_DROPPABLE = ("WRITING", "SHARDS", "STATUS")
-
-
 def render_ls(scan: CacheScan, entries: list, *, width: int | None = None) -> Block:
     """The listing; fitted to a terminal's ``width`` (a long note clipped, then wrapped), or whole
-    without one (piped, ``--wide``, ``--output``): every note in full, one row per line."""
-    rows = [
-        (e.key, e.status, human_bytes(e.bytes),
-         f"{len(e.shards_present)}/{e.num_shards if e.num_shards is not None else '?'}",
-         age_since(e.last_used, scan.scanned_at) if e.last_used is not None else "never",
-         "yes" if e.writing else "", e.explanation if width is None else clipped(e.explanation, _NOTE_WIDTH))
-        for e in entries
-    ]
+    without one (piped, ``--wide``, ``--output``): every note in full, one row per line. Its columns
+    are core/cache/columns.py's (the console's and the fleet CSV's too)."""
+    rows = [listing_cells(e, scan.scanned_at, fitted=width is not None) for e in entries]
     lines = [f"cache {scan.root} on {socket.gethostname()}"]
     if rows:
-        lines.append(format_table(("KEY", "STATUS", "SIZE", "SHARDS", "LAST USED", "WRITING", "NOTE"),
-                                  rows, right=(2,), width=width, droppable=LS_DROPPABLE, wrap="NOTE"))
+        lines.append(format_table(tuple(c.header for c in LISTING), rows,
+                                  right=tuple(i for i, c in enumerate(LISTING) if c.right), width=width,
+                                  droppable=DROPPABLE, wrap=next(c.header for c in LISTING if c.wrap)))
     else:
         lines.append("(no cache entries)")
     lines.append(_ls_footer(scan, len(entries)))

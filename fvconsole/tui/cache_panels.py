@@ -12,14 +12,15 @@ from textual.containers import VerticalScroll
 from textual.reactive import var
 from textual.widgets import DataTable
 
-from fvconsole.core.cache import CacheEntry
-from fvconsole.core.shared import human_bytes
+from fvconsole.core.cache import CONSOLE, CacheEntry
 from fvconsole.tui import state
-from fvconsole.tui.cache_text import MARK, age_cell, shards_cell, status_cell
+from fvconsole.tui.cache_text import MARK, age_cell, status_cell
 from fvconsole.tui.widgets import FastTable, PlainStatic
 
-COLUMNS = ((" ", "mark", 1), ("key", "key", 16), ("status", "status", 12), ("size", "size", 11),
-           ("shards", "shards", 8), ("last used", "age", 10))
+#: The mark, then the listing's columns that the console shows (core/cache/columns.py: header, key, width).
+COLUMNS = ((" ", "mark", 1), *((c.header.lower(), c.key, c.width) for c in CONSOLE))
+#: The console's own cells, by column key (the status coloured, the age "ago"); the others are the listing's.
+CELLS: dict[str, Any] = {"status": lambda entry, _now: status_cell(entry), "age": age_cell}
 
 
 class CacheTable(FastTable):
@@ -34,13 +35,7 @@ class CacheTable(FastTable):
     marked: var[frozenset[str]] = var(frozenset(), init=False)
     filter_text: var[str] = var("", init=False)
 
-    SORT_KEYS: ClassVar[dict[str, Any]] = {
-        "key": lambda e: e.key,
-        "status": lambda e: e.status,
-        "size": lambda e: e.bytes,
-        "shards": lambda e: len(e.shards_present),
-        "age": lambda e: -(e.last_used or 0.0),
-    }
+    SORT_KEYS: ClassVar[dict[str, Any]] = {c.key: c.order for c in CONSOLE}
 
     def __init__(self, **kwargs: Any) -> None:
         super().__init__(cursor_type="row", zebra_stripes=True,
@@ -78,8 +73,8 @@ class CacheTable(FastTable):
         self.shown = [e for e in self.ordered(self.entries, self.SORT_KEYS)
                       if not text or text in f"{e.key} {e.status}".lower()]
         for entry in self.shown:
-            self.add_row(MARK if entry.key in self.marked else "", entry.key, status_cell(entry),
-                         human_bytes(entry.bytes), shards_cell(entry), age_cell(entry, now), key=entry.key)
+            self.add_row(MARK if entry.key in self.marked else "",
+                         *(CELLS.get(c.key, c.cell)(entry, now) for c in CONSOLE), key=entry.key)
         if previous is not None and previous in self.rows:
             self.move_cursor(row=self.get_row_index(previous))
         if not self.shown:

@@ -17,6 +17,7 @@ from fvconsole.core.cache import (
     EntryVerification,
     EvictionPlan,
     EvictionResult,
+    shards_text,
 )
 from fvconsole.core.shared import head_tail, human_age, human_bytes, plural
 from fvconsole.tui import state
@@ -25,11 +26,6 @@ from fvconsole.tui.wording import free_target_text, skip_text
 
 STATUS_STYLE = {"complete": "green", "partial": "cyan", "incomplete": "yellow", "empty": "yellow", "invalid": "bold red"}
 MARK = "●"
-
-
-def shards_cell(entry: CacheEntry) -> str:
-    present = len(entry.shards_present)
-    return f"{present}/{entry.num_shards}" if entry.num_shards is not None else f"{present}/?"
 
 
 def status_cell(entry: CacheEntry) -> Text:
@@ -101,7 +97,7 @@ def entry_text(entry: CacheEntry, scan: CacheScan | None, refresh_every: float |
         text.append("  (being written)", style="grey62")
     text.append("\n" + fitted(entry.path, width) + "\n", style="grey62")
     used = last_used_cell(entry) + (f" ({age_cell(entry, now)})" if entry.last_used is not None else "")
-    text.append(f"size {human_bytes(entry.bytes)}   shards {shards_cell(entry)}   last used {used}\n")
+    text.append(f"size {human_bytes(entry.bytes)}   shards {shards_text(entry)}   last used {used}\n")
     if entry.explanation:
         text.append(f"{entry.explanation}\n", style="italic")
     for holder in entry.in_use_by[:5]:

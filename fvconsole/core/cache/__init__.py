@@ -7,6 +7,7 @@ Pure standard library: safetensors headers and manifests are parsed with ``json`
 from __future__ import annotations
 
 from fvconsole.core.cache import flags
+from fvconsole.core.cache.columns import CONSOLE, DROPPABLE, LISTING, EntryColumn, listing_cells, shards_text
 from fvconsole.core.cache.detail import CacheEntryDetail, cache_entry_detail
 from fvconsole.core.cache.durations import is_duration, parse_duration, quote_input
 from fvconsole.core.cache.evict import (
@@ -62,6 +63,11 @@ from fvconsole.core.cache.verify import (
 )
 
 __all__ = [
+    "CONSOLE",
+    "DROPPABLE",
+    "EntryColumn",
+    "LISTING",
+    "listing_cells",
     "CacheEntry",
     "CacheEntryDetail",
     "CacheScan",
@@ -110,6 +116,7 @@ __all__ = [
     "remove_tree",
     "resolve_root",
     "scan_cache",
+    "shards_text",
     "verify_cache",
     "verify_entry",
 ]

@@ -15,11 +15,12 @@ import io
 from collections.abc import Mapping
 from typing import Any
 
+from fvconsole.core.cache.columns import EXPORTS, export_cells
 from fvconsole.core.fleet.aggregate import FleetCacheView
-from fvconsole.core.shared.humanize import utc_text
 
-COLUMNS = ("node", "outcome", "root", "key", "status", "bytes", "last_used_utc", "writing",
-           "shards_present", "num_shards", "fs_free_bytes", "error")
+#: The node's columns, then each entry's (declared with the listing's: core/cache/columns.py), then the node's again.
+COLUMNS = ("node", "outcome", "root", *(x.name for x in EXPORTS), "fs_free_bytes", "error")
+_BLANK = [None] * len(EXPORTS)
 _FORMULA = ("=", "+", "-", "@", "\t", "\r")
 
 
@@ -35,25 +36,12 @@ def safe_cell(value: Any) -> Any:
     return "'" + text if text.startswith(_FORMULA) else text
 
 
-def _utc(epoch: Any) -> str:
-    if isinstance(epoch, bool) or not isinstance(epoch, (int, float)):
-        return ""
-    try:
-        return utc_text(epoch)
-    except (OverflowError, OSError, ValueError):
-        return ""
-
-
 def _int(value: Any) -> int | None:
     return value if isinstance(value, int) and not isinstance(value, bool) else None
 
 
 def _entry_row(node: str, doc: Mapping[str, Any], entry: Mapping[str, Any]) -> list[Any]:
-    present = entry.get("shards_present")
-    return [node, "ok", doc.get("root"), entry.get("key"), entry.get("status"), _int(entry.get("bytes")),
-            _utc(entry.get("last_used")), entry.get("writing") is True,
-            len(present) if isinstance(present, list) else None, _int(entry.get("num_shards")),
-            _int(doc.get("fs_free_bytes")), None]
+    return [node, "ok", doc.get("root"), *export_cells(entry), _int(doc.get("fs_free_bytes")), None]
 
 
 def fleet_csv(view: FleetCacheView) -> str:
@@ -64,13 +52,11 @@ def fleet_csv(view: FleetCacheView) -> str:
     for outcome in view.outcomes:
         doc = outcome.output if outcome.ok and isinstance(outcome.output, Mapping) else None
         if doc is None:
-            rows = [[outcome.node, outcome.kind, None, None, None, None, None, None, None, None, None,
-                     outcome.error or "failed"]]
+            rows = [[outcome.node, outcome.kind, None, *_BLANK, None, outcome.error or "failed"]]
         else:
             entries = [e for e in doc.get("entries") or [] if isinstance(e, Mapping)]
             rows = [_entry_row(outcome.node, doc, e) for e in entries] or [
-                [outcome.node, "ok", doc.get("root"), None, None, None, None, None, None, None,
-                 _int(doc.get("fs_free_bytes")), None]]
+                [outcome.node, "ok", doc.get("root"), *_BLANK, _int(doc.get("fs_free_bytes")), None]]
         for row in rows:
             writer.writerow([safe_cell(c) for c in row])
     return out.getvalue()
