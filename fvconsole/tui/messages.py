@@ -37,7 +37,7 @@ from fvconsole.core.migration import (
 )
 
 if TYPE_CHECKING:
-    from fvconsole.tui.checkpoints_view import CheckpointRow
+    from fvconsole.tui.checkpoint_rows import CheckpointRow
     from fvconsole.tui.evict_dialog import EvictOptions
     from fvconsole.tui.state import ConsoleState
 

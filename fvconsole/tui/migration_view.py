@@ -36,7 +36,7 @@ from fvconsole.core.migration import (
 from fvconsole.core.shared import FvError, PartialFailure, Progress
 from fvconsole.tui import migration_text as mt
 from fvconsole.tui.base import BaseView, describe_error
-from fvconsole.tui.checkpoints_view import export_line
+from fvconsole.tui.checkpoints_text import export_line
 from fvconsole.tui.messages import (
     FormEdited,
     FormSubmitted,
