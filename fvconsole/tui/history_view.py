@@ -15,6 +15,7 @@ from rich.text import Text
 from textual import work
 from textual.app import ComposeResult
 from textual.containers import Container, VerticalScroll
+from textual.reactive import var
 from textual.widgets import DataTable, Input
 
 from fvconsole.core.journal import ENV_JOURNAL, JournalRead, JournalRecord, read_journal
@@ -103,43 +104,124 @@ def empty_state(path: str) -> PlainText:
     return text
 
 
+def order_text(sort_column: str | None, reverse: bool) -> str:
+    """The order the table shows, as its header arrow does (``newest first`` until a sort)."""
+    if sort_column is None:
+        return "newest first"
+    if sort_column == "time":
+        return "oldest first" if not reverse else "newest first"
+    label = next(label for label, key, _width in COLUMNS if key == sort_column)
+    return f"by {label}, {'descending' if reverse else 'ascending'}"
+
+
+def counts_text(read: JournalRead, count: int, order: str, filter_text: str, shown: int) -> PlainText:
+    """The banner: which journal, how many records in which order, what the filter shows, what was skipped."""
+    if not read.exists:
+        return empty_state(read.path)
+    text = PlainText().append("journal ", style="bold").append(read.path).append(f"  (another journal: --journal PATH or ${ENV_JOURNAL} (e.g. a team's shared one))", style="grey62")
+    text.append(f"\n{plural(count, 'record')}, {order}")
+    if filter_text:
+        text.append(f" · {shown} shown (filter '{filter_text}')", style="bold" if shown else "bold yellow")
+    text.append(" · r reads it again", style="grey62")
+    if read.malformed:
+        text.append(f"\n⚠ {plural(read.malformed, 'malformed line')} skipped "
+                    "(not a journal record)", style="yellow")
+    if read.skipped_bytes:
+        text.append(f"\nthe oldest {human_bytes(read.skipped_bytes)} of the journal were not read "
+                    "(only its last part is)", style="grey62")
+    return text
+
+
+class HistoryTable(FastTable):
+    """The journal's records (row key: position from the oldest, stable on a re-read), newest first
+    until a sort; filtered from memory; the cursor stays on its record."""
+
+    keyed: var[tuple[tuple[str, JournalRecord], ...]] = var((), always_update=True, init=False)
+    filter_text: var[str] = var("", init=False)
+
+    SORT_KEYS: ClassVar[dict[str, Any]] = {
+        "time": lambda r: r[1].time,
+        "who": lambda r: who(r[1]),
+        "action": lambda r: r[1].action,
+        "target": lambda r: r[1].target,
+        "result": lambda r: (r[1].result, r[1].exit_code),
+        "size": lambda r: r[1].bytes,
+        "items": lambda r: r[1].item_count,
+    }
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(cursor_type="row", zebra_stripes=True, **FIT, sortable=[key for _label, key, _w in COLUMNS],
+                         **kwargs)
+        self.shown: list[JournalRecord] = []
+        self.selected: str | None = None
+
+    def on_mount(self) -> None:
+        for label, key, width in COLUMNS:
+            self.add_column(label, key=key, width=width)
+
+    def watch_keyed(self) -> None:
+        self.refill()
+
+    def watch_filter_text(self) -> None:
+        self.refill()
+
+    def on_fast_table_sorted(self) -> None:
+        self.refill()  # and on to the view, whose banner says the order
+
+    def on_data_table_row_highlighted(self, event: DataTable.RowHighlighted) -> None:
+        if event.row_key is not None and event.row_key.value is not None:
+            self.selected = event.row_key.value
+
+    def refill(self) -> None:
+        previous = self.selected
+        self.clear()
+        text = self.filter_text
+        shown = [(key, r) for key, r in self.ordered(self.keyed, self.SORT_KEYS) if not text or text in haystack(r)]
+        self.shown = [r for _key, r in shown]
+        for key, record in shown:
+            self.add_row(time_cell(record), record.action, result_cell(record), human_bytes(record.bytes),
+                         items_cell(record), who(record), record.target, key=key)
+        if previous is not None and previous in self.rows:
+            self.move_cursor(row=self.get_row_index(previous))
+        if not self.shown:
+            self.selected = None
+
+
 class HistoryView(BaseView):
-    """The journal: a table of records, newest first, and the selected record in full."""
+    """The journal: a table of records, newest first, and the selected record in full.
+
+    State: ``journal`` (the last read, a reactive); the table holds the records and the filter.
+    """
 
     TITLE = "5 History"
     PANES: ClassVar[dict[str, str]] = {"hist-detail-scroll": "record"}
     TABLE = "hist-table"
     BINDINGS: ClassVar[list] = []
 
+    journal: var[JournalRead | None] = var(None, always_update=True, init=False)
+
     def __init__(self, **kwargs: Any) -> None:
         super().__init__(**kwargs)
-        self._read: JournalRead | None = None
-        self._records: list[JournalRecord] = []  # newest first
         self._keys: dict[str, JournalRecord] = {}  # row key (position from the oldest: stable on re-read)
-        self._shown: list[JournalRecord] = []
-        self._selected: str | None = None
+        self._banner = PlainStatic(id="hist-banner", classes="banner")
+        self._detail = PlainStatic("Select a record.", id="hist-detail")
 
     def compose(self) -> ComposeResult:
-        yield PlainStatic(id="hist-banner", classes="banner")
+        self.table = HistoryTable(id="hist-table")
+        yield self._banner
         yield Input(placeholder="filter by user, host, action, target, result, command or item (Esc closes)",
                     classes="view-filter")
         with Container(id="hist-main", classes="split"):
-            yield FastTable(id="hist-table", cursor_type="row", zebra_stripes=True, **FIT,
-                            sortable=[key for _label, key, _w in COLUMNS])
+            yield self.table
             with VerticalScroll(id="hist-detail-scroll", classes="detail"):
-                yield PlainStatic("Select a record.", id="hist-detail")
-
-    def on_mount(self) -> None:
-        table = self.query_one("#hist-table", FastTable)
-        for label, key, width in COLUMNS:
-            table.add_column(label, key=key, width=width)
+                yield self._detail
 
     # ------------------------------------------------------------ reading
 
     def refresh_view(self) -> None:
         path = self.app.state.journal()
-        if self._read is None or self._read.path != path:
-            self._banner(PlainText(f"reading {path} …", style="italic"))
+        if self.journal is None or self.journal.path != path:
+            self._banner.update(PlainText(f"reading {path} …", style="italic"))
         self.read(path)
 
     @work(thread=True, exclusive=True, group="hist-read", exit_on_error=False)
@@ -149,108 +231,52 @@ class HistoryView(BaseView):
 
     def on_history_read_failed(self, message: HistoryReadFailed) -> None:
         self.report_error(message.error)
-        self._read = None
-        self._records = []
-        self._keys = {}
         text = PlainText().append(f"cannot read the journal {message.path}\n", style="bold red")
         text.append(describe_error(message.error))
-        self._banner(text)
-        self.apply_filter(self.filter_text)
+        self._banner.update(text)
+        self.journal = None
 
     def on_history_read(self, message: HistoryRead) -> None:
-        self._read = message.read
-        records = message.read.records
+        self.journal = message.read
+
+    def watch_journal(self, read: JournalRead | None) -> None:
+        records = read.records if read is not None else ()
         self._keys = {str(i): r for i, r in enumerate(records)}
-        self._records = list(reversed(records))
-        self.apply_filter(self.filter_text)
-
-    def _order_text(self) -> str:
-        """The order the table shows, as its header arrow does (``newest first`` until a sort)."""
-        table = self.query_one("#hist-table", FastTable)
-        column = table.sort_column
-        if column is None:
-            return "newest first"
-        if column == "time":
-            return "oldest first" if not table.sort_reverse else "newest first"
-        label = next(label for label, key, _width in COLUMNS if key == column)
-        way = "descending" if table.sort_reverse else "ascending"
-        return f"by {label}, {way}"
-
-    def _banner(self, text: Text) -> None:
-        self.query_one("#hist-banner", PlainStatic).update(text)
-
-    def _show_counts(self) -> None:
-        read = self._read
-        if read is None:
-            return
-        if not read.exists:
-            self._banner(empty_state(read.path))
-            return
-        text = PlainText().append("journal ", style="bold").append(read.path).append(f"  (another journal: --journal PATH or ${ENV_JOURNAL} (e.g. a team's shared one))", style="grey62")
-        count = len(self._records)
-        text.append(f"\n{plural(count, 'record')}, {self._order_text()}")
-        if self.filter_text:
-            shown = len(self._shown)
-            text.append(f" · {shown} shown (filter '{self.filter_text}')", style="bold" if shown else "bold yellow")
-        text.append(" · r reads it again", style="grey62")
-        if read.malformed:
-            text.append(f"\n⚠ {plural(read.malformed, 'malformed line')} skipped "
-                        "(not a journal record)", style="yellow")
-        if read.skipped_bytes:
-            text.append(f"\nthe oldest {human_bytes(read.skipped_bytes)} of the journal were not read "
-                        "(only its last part is)", style="grey62")
-        self._banner(text)
-
-    # ------------------------------------------------------------ table
-
-    SORT_KEYS: ClassVar[dict[str, Any]] = {
-        "time": lambda r: r.time,
-        "who": who,
-        "action": lambda r: r.action,
-        "target": lambda r: r.target,
-        "result": lambda r: (r.result, r.exit_code),
-        "size": lambda r: r.bytes,
-        "items": lambda r: r.item_count,
-    }
+        self.table.keyed = tuple(reversed(self._keys.items()))
+        self._shown_changed()
 
     def apply_filter(self, text: str) -> None:
-        table = self.query_one("#hist-table", FastTable)
-        previous = self._selected
-        table.clear()
-        self._shown = [r for r in table.ordered(self._records, self.SORT_KEYS) if not text or text in haystack(r)]
-        index = {id(r): key for key, r in self._keys.items()}
-        for record in self._shown:
-            table.add_row(time_cell(record), record.action, result_cell(record), human_bytes(record.bytes),
-                          items_cell(record), who(record), record.target,
-                          key=index[id(record)])
-        self._show_counts()
-        if previous is not None and previous in table.rows:
-            table.move_cursor(row=table.get_row_index(previous))
-        if not self._shown:
-            self._selected = None
-            if text and self._records:
-                what = f"No record matches '{text}'."
-            elif self._read is not None and self._read.exists:
+        self.table.filter_text = text
+        self._shown_changed()
+
+    def on_fast_table_sorted(self) -> None:
+        self._shown_changed()
+
+    def _shown_changed(self) -> None:
+        """The table refilled: the banner counts it; an empty one says why in the detail pane."""
+        read, table = self.journal, self.table
+        if read is not None:
+            order = order_text(table.sort_column, table.sort_reverse)
+            self._banner.update(counts_text(read, len(self._keys), order, self.filter_text, len(table.shown)))
+        if not table.shown:
+            if table.filter_text and self._keys:
+                what = f"No record matches '{table.filter_text}'."
+            elif read is not None and read.exists:
                 what = "The journal holds no records."
             else:
                 what = "No records."
-            self.query_one("#hist-detail", PlainStatic).update(what)
-
-    def on_fast_table_sorted(self, event: FastTable.Sorted) -> None:
-        self.apply_filter(self.filter_text)
+            self._detail.update(what)
 
     def on_data_table_row_highlighted(self, event: DataTable.RowHighlighted) -> None:
-        if event.data_table.id != "hist-table" or event.row_key is None or event.row_key.value is None:
-            return
-        self._selected = event.row_key.value
         record = self.selected_record()
-        if record is not None:
-            self.query_one("#hist-detail", PlainStatic).update(record_text(record))
+        if event.row_key is not None and record is not None:
+            self._detail.update(record_text(record))
 
     def selected_record(self) -> JournalRecord | None:
-        return self._keys.get(self._selected) if self._selected is not None else None
+        selected = self.table.selected
+        return self._keys.get(selected) if selected is not None else None
 
     @property
     def records(self) -> list[JournalRecord]:
         """What the table shows, in its order (tests read it)."""
-        return list(self._shown)
+        return list(self.table.shown)
