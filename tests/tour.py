@@ -221,3 +221,104 @@ async def tour(app: Any, pilot: Any, shot: Callable[[str], None], fleet: Fleet) 
     await keys("i")
     await stop("fleet-evict-confirm")
     await keys("escape")
+
+
+# ----------------------------------------------------------------------------- table cells
+
+
+def drawn_form_of(drawn: str, value: str) -> bool:
+    """Whether ``drawn`` is ``value`` or a marked shortening of it: its start and ``…``, or a
+    path whose middle is elided (``/tmp/…/output/checkpoint-300``: its start and its end)."""
+    if drawn == value:
+        return True
+    if "…" not in drawn:
+        return False
+    head, _, tail = drawn.rpartition("…")
+    head = head.rstrip("/…")
+    if not tail:
+        return value.startswith(head) and len(head) < len(value)
+    return value.startswith(head) and value.endswith(tail) and len(head) + len(tail) < len(value)
+
+
+def screen_lines(app: Any) -> list[str]:
+    """The screen as lines of text, a character per cell (from the SVG export: the strips the
+    terminal gets; each text run is placed at its column, x / 12.2 px, on its line)."""
+    import html
+    import re
+
+    from rich.cells import cell_len
+
+    width, height = app.size
+    grid = [[" "] * width for _ in range(height)]
+    svg = app.export_screenshot()
+    for m in re.finditer(r'<text [^>]*x="([\d.]+)" y="[\d.]+"[^>]*clip-path="url\(#[\w-]+-line-(\d+)\)">([^<]*)</text>',
+                         svg):
+        col, row = round(float(m.group(1)) / 12.2), int(m.group(2))
+        for char in html.unescape(m.group(3)).replace("\xa0", " "):
+            if 0 <= row < height and col < width:
+                grid[row][col] = char
+                for extra in range(1, cell_len(char)):
+                    if col + extra < width:
+                        grid[row][col + extra] = ""
+            col += cell_len(char)
+    return ["".join(row) for row in grid]
+
+
+def check_cells(app: Any, table_id: Any, lines: list[str] | None = None) -> int:
+    """Every cell of the table ``table_id`` (an id, or the table) on screen is its value or a
+    marked shortening; returns how many were checked. A column that runs past the table's
+    edge counts too: what the screen shows of it must be marked as cut."""
+    from rich.cells import cell_len
+    from textual.widgets import DataTable
+
+    table = app.screen.query_one(table_id, DataTable) if isinstance(table_id, str) else table_id
+    lines = screen_lines(app) if lines is None else lines
+    region = table.content_region
+    pad = table.cell_padding
+    checked = 0
+    first = int(table.scroll_offset.y)
+    for row in range(first, min(table.row_count, first + region.height - 1)):
+        y = region.y + 1 + row - first  # under the header
+        if not 0 <= y < len(lines) or app.screen.get_widget_at(region.x, y)[0] is not table:
+            continue  # scrolled out of its container's view, or under another widget
+        line = lines[y]
+        x = region.x - int(table.scroll_offset.x)
+        values = table.get_row_at(row)
+        for column, value in zip(table.ordered_columns, values, strict=True):
+            width = column.get_render_width(table)
+            plain = value.plain if hasattr(value, "plain") else str(value)
+            start, end = max(x + pad, region.x), min(x + width - pad, region.right)
+            x += width
+            if start >= region.right:
+                break
+            if end <= start:
+                continue
+            drawn = line_slice(line, start, end).strip()
+            if not plain.strip():
+                continue
+            assert drawn_form_of(drawn, plain.strip()), (table.id, column.key.value, drawn, plain, app.size)
+            assert cell_len(drawn) <= width
+            checked += 1
+    return checked
+
+
+def check_tables(app: Any) -> int:
+    """:func:`check_cells` for every table shown on the screen on top; how many cells were checked."""
+    from textual.widgets import DataTable
+
+    lines = screen_lines(app)
+    return sum(check_cells(app, table, lines) for table in app.screen.query(DataTable)
+               if table.display and table.region.width > 0 and table.region.height > 1 and table.visible
+               and table.row_count)
+
+
+def line_slice(line: str, start: int, end: int) -> str:
+    """The cells ``start``..``end`` of a screen line (wide characters count two)."""
+    from rich.cells import cell_len
+
+    out, x = "", 0
+    for char in line:
+        if start <= x < end:
+            out += char
+        x += cell_len(char)
+    return out

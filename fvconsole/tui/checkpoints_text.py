@@ -10,6 +10,7 @@ import shlex
 from collections.abc import Sequence
 from typing import Any
 
+from rich.cells import cell_len
 from rich.text import Text
 
 from fvconsole.core.checkpoints import CheckpointDetail, RunKind
@@ -170,10 +171,15 @@ def migration_status(row: CheckpointRow, text: PlainText, width: int) -> None:
         text.append(f"{mark}: {published.sidecars_present} of {published.world_size} sidecars + receipt "
                     f"({published.created_at_utc})\n", style=style)
         text.append(fitted(published.output_dir, width) + "\n")
-        text.append("resume with (view 2, y copies it):\n", style="grey62")
-        # Whole, never shortened: an operator may select and paste it (a "…" in it would
-        # point FastVideo at a path that does not exist).
-        text.append(export_line(published.output_dir) + "\n", style="cyan")
+        line = export_line(published.output_dir)
+        if cell_len(line) <= width:
+            text.append("resume with (view 2, y copies it):\n", style="grey62")
+            text.append(line + "\n", style="cyan")
+        else:
+            # Never shortened (a "…" in a pasted line points FastVideo at a path that does not
+            # exist) and never wrapped mid-name (a selection would pick up the break): named.
+            text.append("resume with FASTVIDEO_DATALOADER_STATE_DIR set to the dir above "
+                        "(view 2, y copies the export line)\n", style="grey62")
     kind = row.run_kind
     if kind is not None and kind.loader == "map-style":
         text.append("✗ map-style loader: not migratable\n", style="bold red")

@@ -35,7 +35,7 @@ from fvconsole.tui import state
 from fvconsole.tui.base import describe_error
 from fvconsole.tui.modals import Dialog
 from fvconsole.tui.plain import PlainText, one_line
-from fvconsole.tui.widgets import PlainStatic, UsageBar
+from fvconsole.tui.widgets import PlainStatic, TickBox, UsageBar
 from fvconsole.tui.wording import evict_reason_text, free_space_text, skip_text
 
 #: How often the preview is planned again (ages and "in use" move on).
@@ -119,7 +119,7 @@ class EvictScreen(Dialog["EvictOptions | None"]):
                     if self._selection.to_cap:  # the cap selects only in "to cap": elsewhere it is noise
                         yield Label("cap (GiB)", id="evict-cap-label")
                         yield Input(f"{self._cap_gb:g}", id="evict-cap", type="number", compact=True)
-                    yield Checkbox("force: also evict entries that look in use", id="evict-force", compact=True)
+                    yield TickBox("force: also evict entries that look in use", id="evict-force", compact=True)
                 with Horizontal(id="evict-free"):
                     yield Label("min free", classes="evict-free-label")
                     yield Input(id="evict-free-pct", type="number", compact=True, placeholder="-")

@@ -22,7 +22,7 @@ from fvconsole.core.shared import FvError
 from fvconsole.tui.messages import FormEdited, FormSubmitted
 from fvconsole.tui.migration_panels import Stage
 from fvconsole.tui.plain import PlainText
-from fvconsole.tui.widgets import PathInput, PlainStatic
+from fvconsole.tui.widgets import PathInput, PlainStatic, TickBox
 
 INT_FIELDS = (
     ("expected_step", "mig-step", "expected step"),
@@ -48,9 +48,10 @@ class MigrationForm(Vertical):
         self._paths = {field: PathInput(None, placeholder=placeholder, id=wid, compact=True)
                        for field, wid, _label, placeholder in PATH_FIELDS}
         self._numbers = {field: Input(type="integer", id=wid, compact=True) for field, wid, _label in INT_FIELDS}
-        self._overrides = Input(placeholder="k.a.b=value …", id="mig-overrides", compact=True)
-        self._overwrite = Checkbox("overwrite existing sidecars", id="mig-overwrite", compact=True)
-        self._skip_source = Checkbox("skip source check", id="mig-skip-source", compact=True)
+        self._overrides = Input(placeholder="the launch's overrides, e.g. training.data.seed=7 …",
+                                id="mig-overrides", compact=True)
+        self._overwrite = TickBox("overwrite existing sidecars", id="mig-overwrite", compact=True)
+        self._skip_source = TickBox("skip source check", id="mig-skip-source", compact=True)
         #: Elastic resume: the mode for a run config of another world size / sp size (blank: none).
         self._reshard = Select([(f"reshard: {mode}", mode) for mode in RESHARD_MODES], prompt="reshard: none",
                                id="mig-reshard", compact=True)

@@ -287,9 +287,10 @@ class MigrationView(BaseView):
         if self._current_plan() is not message.plan:
             return  # a newer preview (or an edit) superseded this one
         ids = message.result.ids if message.result is not None else {}
+        # No pyarrow (the lean install): each cell says which extra reads the ids. The column is
+        # the table's flex one, already as wide as the room allows (widening it past the fit ran
+        # it off the screen's edge unmarked); narrower, the hint ends in "…" and the summary says it.
         install = mt.install_cell(message.result)
-        if install is not None:  # no pyarrow (the lean install): say which extra reads the ids
-            self.ranks.widen("next_id", len(install))
         # Refilling 4096 rows costs tens of ms: at most once per preview (an equal value is no change).
         self.rank_rows = tuple(row[:-1] + (install or (mt.ID_NONE if ids.get(int(row[0])) is None
                                                        else str(ids[int(row[0])])),)

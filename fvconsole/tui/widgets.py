@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from typing import Any, ClassVar, TypeVar
 
 from rich.cells import cell_len
+from rich.segment import Segment
 from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
@@ -33,7 +34,7 @@ from textual.strip import Strip
 from textual.suggester import Suggester
 from textual.visual import visualize
 from textual.widget import Widget
-from textual.widgets import DataTable, Input, ProgressBar, Static
+from textual.widgets import Checkbox, DataTable, Input, ProgressBar, Static
 
 from fvconsole.core.shared import human_bytes, printable
 from fvconsole.tui.plain import ControlPictures, PlainText, fit_cell, fit_path, plain_content, table_cell
@@ -174,6 +175,19 @@ class FitStatic(PlainStatic):
         if self._build is None or not width:
             return super().get_content_height(container, viewport, width)
         return visualize(self, self._built(width), markup=False).get_height(self.styles, width)
+
+
+class TickBox(Checkbox):
+    """A Checkbox whose glyph says its state without colour: ``▐X▌`` ticked, ``▐ ▌`` not.
+
+    Textual's draws the X in both states and tells them apart by colour alone, which a
+    monochrome terminal, a screenshot in a ticket or a colour-blind operator does not see.
+    """
+
+    @property
+    def _button(self) -> Any:
+        self.BUTTON_INNER = "X" if self.value else " "
+        return super()._button
 
 
 class OneLine(HorizontalScroll):
@@ -623,6 +637,40 @@ class FastTable(DataTable):
         """Every cell (header included) drawn by the one fit rule (:class:`FittedCell`)."""
         row = super()._compute_row_renderables(row_index)
         return type(row)(row.label, [FittedCell(cell) for cell in row.cells])
+
+    def render_line(self, y: int) -> Strip:
+        """A line; when the table is wider than its view, a cell cut at the right edge ends with ``…``.
+
+        A table with more columns than fit (the fleet's key × node matrix) scrolls sideways:
+        the column at the edge is cut by the view, not by :class:`FittedCell`, so it gets its mark here.
+        """
+        strip = super().render_line(y)
+        width = self.size.width
+        scroll_x = int(self.scroll_offset.x)
+        if self.fixed_columns or self.virtual_size.width <= scroll_x + width or width < 2:
+            return strip
+        header = self.header_height if self.show_header else 0
+        try:
+            row_key, offset = self._get_offsets(y if y < header else y + int(self.scroll_offset.y))
+            _fixed, cells = self._render_line_in_row(row_key, offset, self.rich_style,
+                                                     cursor_location=self.cursor_coordinate,
+                                                     hover_location=self.hover_coordinate)
+        except LookupError:
+            return strip
+        edge = scroll_x + width
+        start = 0
+        for cell in cells:  # the cell the edge cuts, and whether text of it lies beyond the edge
+            cell_width = sum(segment.cell_length for segment in cell)
+            if start + cell_width > edge:
+                break
+            start += cell_width
+        else:
+            return strip
+        if not Strip(cell).crop(edge - start, cell_width).text.strip():
+            return strip  # only the cell's padding (or blanks) is beyond: nothing is hidden
+        last = strip.crop(width - 1, width)
+        style = last._segments[0].style if last._segments else None
+        return Strip([*strip.crop(0, width - 1)._segments, Segment("…", style)], width)
 
     # ------------------------------------------------------------ speed
 

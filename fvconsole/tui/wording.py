@@ -89,6 +89,8 @@ _TEXTS = {
     "staging.crashed_here": "{path}: staging dir of a crashed migration on this host (pid {pid}); Execute removes it",
     "publish.not_synced": "{path}: new set published but syncing {parent} failed ({why}); check the set "
                           "(Checkpoints view) before resuming from it",
+    "config.critical_override": "{differs}; if the run was launched with the checkpoint's values, "
+                                "type {overrides} into “overrides”",
     "fleet.no_selection": "fill in job or nodes to select nodes",
     "fleet.no_root": "no cache root: fill in “cache root” or set {env}",
 }

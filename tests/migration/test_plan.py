@@ -118,6 +118,19 @@ def test_critical_config_mismatch_one_refusal_with_rows(run) -> None:
     assert any(m.path == "training.loop.max_train_steps" and not m.critical for m in p.mismatches)
 
 
+def test_a_critical_mismatch_an_override_would_fix_suggests_that_override(run) -> None:
+    # The run was launched with other values than its YAML says: the refusal names the overrides
+    # that make the YAML say what the checkpoint says (in the console's words and the command line's).
+    p = plan_migration(request_for(run, overrides=("training.data.seed=7", "training.data.train_batch_size=3")))
+    r = refusal_for(p, "config")
+    assert r.reason.code == "config.critical_override"
+    assert r.why.detail.endswith("if the run was launched with the checkpoint's values, add the override(s) "
+                                 "training.data.train_batch_size=2 training.data.seed=42")
+    assert r.message.endswith("repeat them: --set training.data.train_batch_size=2 --set training.data.seed=42")
+    fixed = plan_migration(request_for(run, overrides=("training.data.train_batch_size=2", "training.data.seed=42")))
+    assert "config" not in refusal_fields(fixed)
+
+
 def test_launch_overrides_reconcile_yaml_with_embedded_config(tmp_path) -> None:
     # The YAML on disk says 2 GPUs; the checkpoint was launched with --training.distributed.num_gpus 4.
     run = small_run(tmp_path / "run", steps=(2,))

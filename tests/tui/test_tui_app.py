@@ -183,6 +183,21 @@ async def test_cancel_writes_nothing_and_mismatch_is_reported(work: dict[str, st
         assert "not compared" in report and "matches" not in report
 
 
+async def test_a_refusal_an_override_would_fix_suggests_it_in_the_form(work: dict[str, str]) -> None:
+    app = make_app(**work)
+    async with running(app, SIZE) as pilot:
+        view = app.query_one(MigrationView)
+        assert "e.g. training.data.seed=7" in view.query_one("#mig-overrides").placeholder
+        await select_checkpoint(app, pilot, 200)  # saved with seed 7; run.yaml says 42
+        await press(app, pilot, "m")
+        await press(app, pilot, "ctrl+r")
+        banner = " ".join(str(app.query_one("#mig-banner").render()).split())
+        assert "REFUSED" in banner and "type training.data.seed=7 into “overrides”" in banner, banner
+        view.query_one("#mig-overrides").value = "training.data.seed=7"
+        await press(app, pilot, "ctrl+r")
+        assert not app.query_one("#mig-execute").disabled
+
+
 # --------------------------------------------------------------------------- cache
 
 

@@ -15,7 +15,7 @@ from collections.abc import Awaitable, Callable
 import pytest
 from console_apps import run_console, running, work_copy
 from textual.widgets import Button, DataTable
-from tour import press, settle
+from tour import check_cells, drawn_form_of, line_slice, press, screen_lines, settle
 
 from fvconsole.demo.workspace import DemoWorkspace
 from fvconsole.tui.app import FvConsoleApp
@@ -119,20 +119,6 @@ def test_every_dialog_keeps_its_buttons_on_screen_at_80x24(work: dict[str, str])
 # --------------------------------------------------------------------------- table cells
 
 
-def drawn_form_of(drawn: str, value: str) -> bool:
-    """Whether ``drawn`` is ``value`` or a marked shortening of it: its start and ``…``, or a
-    path whose middle is elided (``/tmp/…/output/checkpoint-300``: its start and its end)."""
-    if drawn == value:
-        return True
-    if "…" not in drawn:
-        return False
-    head, _, tail = drawn.rpartition("…")
-    head = head.rstrip("/…")
-    if not tail:
-        return value.startswith(head) and len(head) < len(value)
-    return value.startswith(head) and value.endswith(tail) and len(head) + len(tail) < len(value)
-
-
 def test_drawn_form_of_accepts_only_marked_shortenings() -> None:
     assert drawn_form_of("sample-000284", "sample-000284")
     assert drawn_form_of("sample-0002…", "sample-000284")
@@ -142,72 +128,6 @@ def test_drawn_form_of_accepts_only_marked_shortenings() -> None:
     assert drawn_form_of("…ckpoint-300", "/tmp/a/b/migrated/checkpoint-300")
     assert not drawn_form_of("…/case-006/migrated/s", "/tmp/case-006/migrated/sidecars")
     assert not drawn_form_of("…ecars-of-checkpoint-30", "/tmp/a/sidecars-of-checkpoint-300")
-
-
-def screen_lines(app: FvConsoleApp) -> list[str]:
-    """The screen as lines of text, a character per cell (from the SVG export: the strips the
-    terminal gets; each text run is placed at its column, x / 12.2 px, on its line)."""
-    import html
-    import re
-
-    from rich.cells import cell_len
-
-    width, height = app.size
-    grid = [[" "] * width for _ in range(height)]
-    svg = app.export_screenshot()
-    for m in re.finditer(r'<text [^>]*x="([\d.]+)" y="[\d.]+"[^>]*clip-path="url\(#[\w-]+-line-(\d+)\)">([^<]*)</text>',
-                         svg):
-        col, row = round(float(m.group(1)) / 12.2), int(m.group(2))
-        for char in html.unescape(m.group(3)).replace("\xa0", " "):
-            if 0 <= row < height and col < width:
-                grid[row][col] = char
-                for extra in range(1, cell_len(char)):
-                    if col + extra < width:
-                        grid[row][col + extra] = ""
-            col += cell_len(char)
-    return ["".join(row) for row in grid]
-
-
-def check_cells(app: FvConsoleApp, table_id: str) -> int:
-    """Every cell of ``table_id`` on screen is its value or a marked shortening; returns how many were checked."""
-    from rich.cells import cell_len
-
-    table = app.query_one(table_id, DataTable)
-    lines = screen_lines(app)
-    region = table.content_region
-    pad = table.cell_padding
-    checked = 0
-    for row in range(min(table.row_count, region.height - 1)):
-        y = region.y + 1 + row  # under the header
-        line = lines[y]
-        x = region.x
-        values = table.get_row_at(row)
-        for column, value in zip(table.ordered_columns, values, strict=True):
-            width = column.get_render_width(table)
-            plain = value.plain if hasattr(value, "plain") else str(value)
-            cells = line_slice(line, x + pad, min(x + width - pad, region.right))
-            x += width
-            if x - width >= region.right:
-                break
-            drawn = cells.strip()
-            if not plain.strip():
-                continue
-            assert drawn_form_of(drawn, plain.strip()), (table_id, column.key.value, drawn, plain, app.size)
-            assert cell_len(drawn) <= width
-            checked += 1
-    return checked
-
-
-def line_slice(line: str, start: int, end: int) -> str:
-    """The cells ``start``..``end`` of a screen line (wide characters count two)."""
-    from rich.cells import cell_len
-
-    out, x = "", 0
-    for char in line:
-        if start <= x < end:
-            out += char
-        x += cell_len(char)
-    return out
 
 
 @pytest.mark.parametrize("size", [(80, 24), (120, 40)])

@@ -14,7 +14,7 @@ from collections.abc import Awaitable, Callable
 
 import pytest
 from console_apps import run_console, wait_until, work_copy
-from tour import press, settle
+from tour import line_slice, press, screen_lines, settle
 
 from fvconsole.cli import main as cli_main
 from fvconsole.core.cache import scan_cache
@@ -333,7 +333,7 @@ def test_a_migrated_checkpoint_is_recognised_and_offered_after_a_restart(work: d
         assert str(table.get_row(os.path.join(work["output"], "checkpoint-200"))[2]) == "legacy"
         table.move_cursor(row=row_keys(table).index(ckpt))
         await settle(app, pilot)
-        assert export in str(app.query_one("#ckpt-detail").render())
+        assert "view 2, y copies" in str(app.query_one("#ckpt-detail").render())  # whole or named: see below
         # The form offers the last migration, from its receipt.
         await press(app, pilot, "2")
         assert app.query_one("#mig-checkpoint").value == ckpt
@@ -352,6 +352,31 @@ def test_a_migrated_checkpoint_is_recognised_and_offered_after_a_restart(work: d
         assert "verify: 8 sidecar(s) match" in str(app.query_one("#mig-banner").render())
 
     run(work, (200, 60), body)
+
+
+@pytest.mark.parametrize("size", [(120, 40), (200, 60)])
+def test_the_detail_panes_export_line_is_whole_or_named_never_wrapped(work: dict[str, str], size) -> None:
+    ckpt = os.path.join(work["output"], "checkpoint-300")
+    out = os.path.join(work["output"], "dataloader-state", "checkpoint-300")
+    assert cli_main(["migrate", "--config", work["config"], "--checkpoint", ckpt, "--output-dir", out,
+                     "--expected-step", "300", "--expected-world-size", "8", "--consumed-batches-per-rank", "600",
+                     "--yes"]) == 0
+    export = f"export FASTVIDEO_DATALOADER_STATE_DIR={out}"
+
+    async def body(app: FvConsoleApp, pilot) -> None:
+        table = app.query_one("#ckpt-table")
+        table.move_cursor(row=row_keys(table).index(ckpt))
+        await settle(app, pilot)
+        pane = app.query_one("#ckpt-detail")
+        region = pane.content_region
+        lines = [line_slice(line, region.x, region.right).rstrip() for line in screen_lines(app)[region.y:region.bottom]]
+        if len(export) <= region.width:  # room: the whole line, on one screen line
+            assert export in lines, lines
+        else:  # no room: no piece of it on screen to be selected, the variable named instead
+            assert not any("export FASTVIDEO" in line or line.startswith(out[-12:]) for line in lines), lines
+            assert "FASTVIDEO_DATALOADER_STATE_DIR set to the dir above" in " ".join(lines), lines
+
+    run(work, size, body)
 
 
 def test_a_filter_with_no_match_clears_detail_and_counts(work: dict[str, str]) -> None:
@@ -408,6 +433,50 @@ def test_ages_tick_and_the_cache_refreshes_by_itself(work: dict[str, str], monke
         run(work, (120, 40), body)
     finally:
         state.freeze_clock(None)
+
+
+@pytest.mark.parametrize("size", [(80, 24), (200, 60)])
+def test_ages_are_drawn_whole_at_every_width(work: dict[str, str], size) -> None:
+    # 13 hours on, the demo's oldest entries read "20d 13h ago", "12d 13h ago": 11 cells each.
+    start = scan_cache(work["cache"]).scanned_at
+    state.freeze_clock(start + 13 * 3600)
+
+    async def body(app: FvConsoleApp, pilot) -> None:
+        await press(app, pilot, "3")
+        table = app.query_one("#cache-table")
+        lines = visible_lines(app)
+        ages = [str(table.get_row_at(i)[-1]) for i in range(min(table.row_count, table.size.height - 1))]
+        assert any(len(age) == 11 for age in ages), ages
+        for age in ages:
+            whole = re.compile(rf"(?<!\S){re.escape(age)}(?![\w…])")
+            assert any(whole.search(line) for line in lines), (age, size, [ln for ln in lines if age[:3] in ln])
+
+    try:
+        run(work, size, body)
+    finally:
+        state.freeze_clock(None)
+
+
+def test_checkboxes_show_their_state_in_the_glyph_not_only_its_colour(work: dict[str, str]) -> None:
+    def glyph(box) -> str:
+        return box.render().plain[:3]
+
+    async def body(app: FvConsoleApp, pilot) -> None:
+        await press(app, pilot, "2")
+        for box_id in ("#mig-overwrite", "#mig-skip-source"):
+            box = app.query_one(box_id)
+            assert (box.value, glyph(box)) == (False, "▐ ▌"), box_id
+            box.toggle()
+            await settle(app, pilot)
+            assert (box.value, glyph(box)) == (True, "▐X▌"), box_id
+        await press(app, pilot, "3", "i")
+        force = app.screen.query_one("#evict-force")
+        assert glyph(force) == "▐ ▌"
+        force.toggle()
+        await settle(app, pilot)
+        assert glyph(force) == "▐X▌"
+
+    run(work, (120, 40), body)
 
 
 # --------------------------------------------------------------------------- fleet

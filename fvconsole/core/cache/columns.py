@@ -88,14 +88,16 @@ def _last_used(entry: CacheEntry, now: float) -> str:
 
 LISTING: tuple[EntryColumn, ...] = (
     EntryColumn("KEY", "key", lambda e, _now: e.key, lambda e: e.key, width=16, exports=(Export("key", "key", lambda v: v, 0),)),
-    EntryColumn("STATUS", "status", lambda e, _now: e.status, lambda e: e.status, width=12, drop=3,
+    # The console's widths: each its widest cell ("incomplete*", "1023.9 GiB", and "999d 23h ago", the
+    # widest age below 1000 days, with the console's "ago"); together the 70 columns views.tcss gives.
+    EntryColumn("STATUS", "status", lambda e, _now: e.status, lambda e: e.status, width=11, drop=3,
                 exports=(Export("status", "status", lambda v: v, 1),)),
-    EntryColumn("SIZE", "size", lambda e, _now: human_bytes(e.bytes), lambda e: e.bytes, width=11, right=True,
+    EntryColumn("SIZE", "size", lambda e, _now: human_bytes(e.bytes), lambda e: e.bytes, width=10, right=True,
                 exports=(Export("bytes", "bytes", _int, 2),)),
     EntryColumn("SHARDS", "shards", lambda e, _now: shards_text(e), lambda e: len(e.shards_present), width=8, drop=2,
                 exports=(Export("shards_present", "shards_present", _count, 5),
                          Export("num_shards", "num_shards", _int, 6))),
-    EntryColumn("LAST USED", "age", _last_used, lambda e: -(e.last_used or 0.0), width=10,
+    EntryColumn("LAST USED", "age", _last_used, lambda e: -(e.last_used or 0.0), width=12,
                 exports=(Export("last_used_utc", "last_used", _utc, 3),)),
     EntryColumn("WRITING", "writing", lambda e, _now: "yes" if e.writing else "", lambda e: e.writing, drop=1,
                 exports=(Export("writing", "writing", lambda v: v is True, 4),)),

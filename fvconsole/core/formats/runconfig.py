@@ -198,6 +198,21 @@ class Mismatch:
             return "config"
         return None
 
+    @property
+    def override(self) -> str | None:
+        """``path=value`` that makes the run config say what the checkpoint says (the launch's
+        override that was not repeated), or None when no one override can (a side lacks the key,
+        or the checkpoint's value does not read back the same)."""
+        import json
+
+        if self.missing or isinstance(self.checkpoint, (dict, list)):
+            return None
+        try:
+            text = f"{self.path}={json.dumps(self.checkpoint)}"
+            return text if _parse_override(text)[1] == self.checkpoint else None
+        except (TypeError, ValueError, FvError):
+            return None
+
     def to_json(self) -> dict:
         # Hand-written: MISSING is emitted as null and `missing` only when a side lacks the key.
         out = {

@@ -8,6 +8,7 @@ and returns what it could read (None where a value is missing or invalid, alread
 from __future__ import annotations
 
 import os
+import shlex
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -276,11 +277,14 @@ def check_config(
                            for m in mismatches)
     critical = [m for m in mismatches if m.critical and m not in carried]
     if critical:
-        col.refuse(
-            "config",
-            f"run config {cfg.path} differs from the checkpoint's embedded config on {len(critical)} critical "
-            "key(s): " + "; ".join(m.describe() for m in critical),
-        )
+        differs = (f"run config {cfg.path} differs from the checkpoint's embedded config on {len(critical)} "
+                   "critical key(s): " + "; ".join(m.describe() for m in critical))
+        fixes = [m.override for m in critical]
+        if all(fixes):  # each is a launch override the form or --set can repeat
+            col.add(reason("config.critical_override", "config", differs=differs,
+                           overrides=" ".join(shlex.quote(f) for f in fixes if f)))
+        else:
+            col.refuse("config", differs)
     others = sum(1 for m in mismatches if not m.critical and m.path not in TOPOLOGY_PATHS)
     if others:
         col.warn(f"{others} non-critical config key(s) differ from the checkpoint's embedded config")

@@ -87,6 +87,7 @@ def min_free_words(values: Mapping[str, str], *, flags: bool) -> str:
 DERIVED = {
     "min_free": lambda v: min_free_words(v, flags=False),
     "min_free_flags": lambda v: min_free_words(v, flags=True),
+    "set_flags": lambda v: " ".join(f"--set {o}" for o in v.get("overrides", "").split(" ") if o),
 }
 
 
@@ -120,6 +121,10 @@ INVALID = "invalid"
 #: Every code the core produces. ``{value}`` names a value of the reason.
 KINDS: Mapping[str, Kind] = _kinds(
     Kind(INVALID, "{text}"),
+    # migration: a run config that differs where a launch override would make it agree
+    Kind("config.critical_override",
+         "{differs}; if the run was launched with the checkpoint's values, add the override(s) {overrides}",
+         "{differs}; if the run was launched with the checkpoint's values, repeat them: {set_flags}"),
     # migration: the operator's confirmations
     Kind("expected_step.metadata", "expected step is {given} but metadata.json step is {actual} ({path})",
          "--expected-step is {given} but metadata.json step is {actual} ({path})"),
