@@ -13,7 +13,6 @@ from textual.app import ComposeResult
 from textual.containers import Vertical, VerticalScroll
 from textual.reactive import var
 from textual.widget import Widget
-from textual.widgets.data_table import ColumnKey
 
 from fvconsole.tui import migration_text as mt
 from fvconsole.tui.plain import PlainText
@@ -157,9 +156,3 @@ class RankTable(FastTable):
         if 0 < cursor < len(rows):  # a refill (the ids arrived) keeps the operator's place
             self.move_cursor(row=cursor)
 
-    def widen(self, key: str, width: int) -> None:
-        """Make a column wide enough for ``width`` cells (the "next id" column's install hint)."""
-        column = self.columns.get(ColumnKey(key))
-        if column is not None and column.width < width:
-            column.width = width
-            self.refresh(layout=True)
