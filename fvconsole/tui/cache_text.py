@@ -19,9 +19,9 @@ from fvconsole.core.cache import (
     EvictionResult,
     shards_text,
 )
-from fvconsole.core.shared import head_tail, human_age, human_bytes, plural
+from fvconsole.core.shared import head_tail, human_age, human_bytes, plural, printable
 from fvconsole.tui import state
-from fvconsole.tui.plain import PlainText, fitted
+from fvconsole.tui.plain import PlainText, fit_cell, fitted
 from fvconsole.tui.wording import free_target_text, skip_text
 
 STATUS_STYLE = {"complete": "green", "partial": "cyan", "incomplete": "yellow", "empty": "yellow", "invalid": "bold red"}
@@ -68,7 +68,9 @@ def root_text(scan: CacheScan, entries: Sequence[CacheEntry], width: int) -> Pla
     if held:
         text.append(f" · {held} in use by live processes", style="bold yellow")
     for err in (*scan.errors[:3], *state.shown_warnings(scan)):
-        text.append(f"\n⚠ {err}", style="yellow")
+        # One line each, marked when cut (`cache ls` prints them whole): a warning wrapped over
+        # three lines left an 80x24 cache view four rows of its table.
+        text.append("\n" + fit_cell(f"⚠ {printable(err)}", width), style="yellow")
     return text
 
 

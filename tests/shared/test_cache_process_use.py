@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 import textwrap
@@ -184,12 +185,27 @@ def _fake_proc(tmp_path: Path) -> Path:
 def test_unreadable_processes_make_the_check_partial_and_ls_says_so(tmp_path: Path) -> None:
     use = scan_processes(proc=str(_fake_proc(tmp_path)))
     assert (use.processes, use.unreadable) == (2, 1)
-    assert use.partial is not None and use.partial.startswith("process check partial: 1 process(es) could not be read")
+    # One line naming what was not seen: which process, which part of it (as root: no "other users'").
+    who = "" if os.geteuid() == 0 else " (other users' processes are seen only by root)"
+    assert use.partial == (f"process check partial: the open files of pid 11 (worker) could not be read{who}; "
+                           "files held there are not seen")
     root = tmp_path / "wcache"
     _old_entry(root)
     scan = scan_cache(root, processes=use)
     assert scan.warnings == (use.partial,) and scan.to_json()["warnings"] == [use.partial]
     assert scan.errors == ()
+
+
+def test_several_unreadable_processes_are_named_on_one_line(tmp_path: Path) -> None:
+    proc = _fake_proc(tmp_path)
+    for pid in ("12", "13", "14"):
+        shutil.copytree(proc / "11", proc / pid)
+    (proc / "14" / "maps").unlink()
+    (proc / "14" / "maps").mkdir()  # reading it fails as an unreadable one does
+    use = scan_processes(proc=str(proc))
+    assert use.unreadable == 4 and "\n" not in (use.partial or "")
+    assert use.partial is not None and use.partial.startswith(
+        "process check partial: 4 processes could not be read: pids 11 (worker), 12 (worker), 13 (worker) and 1 more")
 
 
 def test_the_pass_over_proc_is_bounded(tmp_path: Path) -> None:

@@ -435,6 +435,37 @@ def test_ages_tick_and_the_cache_refreshes_by_itself(work: dict[str, str], monke
         state.freeze_clock(None)
 
 
+def test_a_partial_process_check_is_one_line_of_the_cache_header_at_80x24(work: dict[str, str], tmp_path,
+                                                                          monkeypatch) -> None:
+    # A /proc where two processes cannot be read (as another user's are): the pass over it is real.
+    from fvconsole.core.cache import scan as cache_scan
+    from fvconsole.core.shared.process_use import scan_processes
+
+    proc = tmp_path / "proc"
+    for pid in ("10", "11", "12"):
+        (proc / pid).mkdir(parents=True)
+        (proc / pid / "comm").write_text("python\n")
+        (proc / pid / "maps").write_text("")
+        if pid == "10":
+            (proc / pid / "fd").mkdir()
+        else:
+            (proc / pid / "fd").write_text("listing it fails as EACCES does")
+    monkeypatch.setattr(cache_scan, "scan_processes", lambda: scan_processes(proc=str(proc)))
+    state.freeze_process_warnings(False)
+
+    async def body(app: FvConsoleApp, pilot) -> None:
+        await press(app, pilot, "3")
+        header = app.query_one("#cache-root-line")
+        lines = [line for line in header.render().plain.split("\n") if line]
+        warning = [line for line in lines if line.startswith("⚠")]
+        assert len(warning) == 1 and warning[0].startswith("⚠ process check partial: 2 processes"), lines
+        assert len(warning[0]) <= header.content_size.width and warning[0].endswith("…"), warning
+        table = app.query_one("#cache-table")
+        assert table.size.height - 1 >= 5, table.size  # rows shown under its header (4 with a wrapped warning)
+
+    run(work, (80, 24), body)
+
+
 @pytest.mark.parametrize("size", [(80, 24), (200, 60)])
 def test_ages_are_drawn_whole_at_every_width(work: dict[str, str], size) -> None:
     # 13 hours on, the demo's oldest entries read "20d 13h ago", "12d 13h ago": 11 cells each.

@@ -95,7 +95,8 @@ def scan_processes(*, proc: str = PROC, max_processes: int = MAX_PROCESSES, max_
         pids = sorted(int(name) for name in os.listdir(proc) if name.isdigit())
     except OSError as exc:
         return ProcessUse(partial=f"process check skipped: cannot list {proc} ({exc.strerror})")
-    seen = unreadable = 0
+    seen = 0
+    unseen: list[tuple[int, str, str]] = []  # (pid, command, what of it could not be read)
     fds_left = max_fds
     capped = None
     for pid in pids:
@@ -113,19 +114,33 @@ def scan_processes(*, proc: str = PROC, max_processes: int = MAX_PROCESSES, max_
         maps_ok = _read_maps(base, Holder(pid, command, MAPPED), by_inode, by_path)
         if fds_left <= 0 and capped is None:
             capped = f"stopped after {max_fds} file descriptors"
-        if not (fd_ok and maps_ok):
-            unreadable += 1
+        if not (fd_ok and maps_ok) and os.path.exists(base):  # one that exited meanwhile holds nothing
+            unseen.append((pid, command, "maps" if fd_ok else "open files" if maps_ok else "open files and maps"))
         if capped:
             break
-    partial = None
-    if unreadable or capped:
-        what = [f"{unreadable} process(es) could not be read (other users' or not dumpable: "
-                f"run as their owner or root to see them)"] if unreadable else []
-        what += [capped] if capped else []
-        partial = f"process check partial: {'; '.join(what)} (open or mapped files there are not seen)"
     freeze = {k: frozenset(v) for k, v in by_inode.items()}
     return ProcessUse(by_inode=freeze, by_path={k: frozenset(v) for k, v in by_path.items()},
-                      processes=seen, unreadable=unreadable, partial=partial)
+                      processes=seen, unreadable=len(unseen), partial=partial_text(unseen, capped))
+
+
+def partial_text(unseen: list[tuple[int, str, str]], capped: str | None) -> str | None:
+    """One line saying what the pass did not see: which processes, which part of each, and (not
+    root) that they are other users'; None when it saw everything."""
+    if not unseen and not capped:
+        return None
+    parts = []
+    if len(unseen) == 1:
+        pid, command, what = unseen[0]
+        parts.append(f"the {what} of pid {pid} ({command}) could not be read")
+    elif unseen:
+        named = ", ".join(f"{pid} ({command})" for pid, command, _what in unseen[:3])
+        more = f" and {len(unseen) - 3} more" if len(unseen) > 3 else ""
+        parts.append(f"{len(unseen)} processes could not be read: pids {named}{more}")
+    if unseen and os.geteuid() != 0:
+        parts[-1] += " (other users' processes are seen only by root)"
+    if capped:
+        parts.append(capped)
+    return f"process check partial: {'; '.join(parts)}; files held there are not seen"
 
 
 def _command(base: str) -> str | None:
