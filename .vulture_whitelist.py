@@ -32,7 +32,7 @@ from fvconsole.tui import state, wording
 from fvconsole.tui.app import FvConsoleApp
 from fvconsole.tui.base import BaseView
 from fvconsole.tui.fleet_view import FleetView
-from fvconsole.tui.widgets import FastTable, PathSuggester
+from fvconsole.tui.widgets import FastTable, PathSuggester, TickBox
 
 
 def _params(function: Any) -> SimpleNamespace:
@@ -70,6 +70,7 @@ Widget.border_title  # set on the focused pane (tui/base.py): Textual draws it i
 FvConsoleApp.VERTICAL_BREAKPOINTS  # as above, -short/-tall
 Text().no_wrap  # Rich reads it when rendering: FastTable's fitted cells never wrap
 DataTable()._require_update_dimensions  # DataTable re-measures on its next render when set (FastTable's column widths)
+TickBox.BUTTON_INNER  # Textual's ToggleButton draws self.BUTTON_INNER: TickBox sets it to the state (X or blank)
 
 # Data read outside the package: by the JSON a user gets, by the tests, by the docs.
 _fields(CheckpointInfo).dataloader_keys  # `checkpoints ls --json` emits it (to_json: every field, via core/shared/fields_json.py)

@@ -67,8 +67,25 @@ def cli_commands(ws: object) -> list[str]:
         f"fvconsole cache evict {q(root)} --invalid          # dry run; add --yes to delete",
         f"fvconsole cache verify {q(root)}   # exit 1: a complete entry whose shard header disagrees with its manifest",
         f"fvconsole cache evict {q(root)} --invalid --verify   # dry run: that entry selected too",
+        f"{fleet_command(ws)}   # a stand-in fleet: 8 emulated nodes, no Slurm needed",
+        f"{fleet_prefix(ws)} fvconsole fleet cache evict --nodes {q(ws.fleet_nodes)} "  # type: ignore[attr-defined]
+        f"--cache-root {q(ws.fleet_cache_root)} --invalid   # dry run on every node",  # type: ignore[attr-defined]
         f"{reopen_command(ws)}   # the console again",
+        f"{fleet_prefix(ws)} {reopen_command(ws)}   # the console with the stand-in fleet: view 4, nodes "
+        f"{ws.fleet_nodes}, cache root {ws.fleet_cache_root}",  # type: ignore[attr-defined]
     ]
+
+
+def fleet_command(ws: object) -> str:
+    """``fleet cache ls`` of the demo's stand-in fleet, its srun first on PATH."""
+    q = shlex.quote
+    return (f"{fleet_prefix(ws)} fvconsole fleet cache ls --nodes {q(ws.fleet_nodes)} "  # type: ignore[attr-defined]
+            f"--cache-root {q(ws.fleet_cache_root)}")  # type: ignore[attr-defined]
+
+
+def fleet_prefix(ws: object) -> str:
+    """``PATH=<the stand-in fleet's bin>:"$PATH"``: its srun, squeue and sinfo found first."""
+    return f'PATH={shlex.quote(ws.fleet_bin)}:"$PATH"'  # type: ignore[attr-defined]
 
 
 def run_demo(args: argparse.Namespace) -> int:
@@ -94,7 +111,10 @@ def run_demo(args: argparse.Namespace) -> int:
     record_write(args, f"the demo workspace was built in {ws.root}")
     write_out(f"demo workspace: {printable(ws.root)}  (built in {time.monotonic() - started:.1f}s)\n")
     write_out(f"  run config   {printable(ws.config_path)}\n  checkpoints  {printable(ws.output_dir)}\n"
-              f"  shard cache  {printable(ws.cache_root)}\n")
+              f"  shard cache  {printable(ws.cache_root)}\n"
+              f"  fleet        {printable(ws.fleet_cache_root)} on {ws.fleet_nodes}: emulated nodes, "
+              f"no Slurm needed; try it with\n"
+              f"    {printable(fleet_command(ws))}\n")
     terminal = has_terminal()
     if args.no_tui or not terminal:
         if not args.no_tui:

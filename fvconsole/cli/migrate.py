@@ -246,6 +246,11 @@ def _refuse(args: argparse.Namespace, preview: Any, refusals: list, mismatches: 
     raise FvError(first + more, details=details)
 
 
+def _columns_text(columns: Any) -> str:
+    """The columns line; a check that could not run is the plan's warning (on stderr), said once."""
+    return "not checked (see the warning)" if columns.verdict == "not-checked" else columns.message
+
+
 def _report(plan: Any, preview: Any) -> Block:
     """Mismatches, warnings, plan summary and the per-rank table (head/tail for long ones)."""
     lines = []
@@ -258,7 +263,7 @@ def _report(plan: Any, preview: Any) -> Block:
         f"checkpoint: {plan.checkpoint} (step {plan.step})",
         f"manifest:   {plan.manifest_path} ({plan.num_row_groups} row groups, {plan.total_rows} rows, "
         f"fingerprint {plan.manifest_fingerprint[:12]})",
-        *([f"columns:    {plan.columns.message}"] if plan.columns is not None else []),
+        *([f"columns:    {_columns_text(plan.columns)}"] if plan.columns is not None else []),
         f"world size {plan.world_size}, SP size {plan.sp_world_size} ({groups} data-parallel groups), "
         f"batch size {plan.batch_size}, gradient accumulation {plan.gradient_accumulation_steps}",
         f"consumed batches per rank {plan.consumed_batches_per_rank} -> yielded samples per rank "

@@ -37,7 +37,7 @@ from fvconsole.core.shared.untrusted import load_file
 MARKER = ".fvconsole-demo.json"
 #: Everything a build makes at the top of DIR (besides the marker); the marker records it.
 CREATED = ("data", "manifests", "output", "map-style-output", "text-only-output", "run.yaml", "run-text-only.yaml",
-           "shard-cache")
+           "shard-cache", "fleet")
 MAX_MARKER_BYTES = 1 << 20
 _TOKEN = re.compile(r"[0-9a-f]{32}")
 _MARKER_TMP = re.compile(r"\." + re.escape(MARKER) + r"\.[0-9a-f]{8}\.tmp")
@@ -65,6 +65,11 @@ class DemoWorkspace:
     #: FastVideo rebuilds the manifest at resume, with the same fingerprint (the migration says so).
     text_only_config_path: str
     text_only_checkpoint: str
+    #: A stand-in fleet (fleet_builders): per-node roots ``fleet/<node>/wcache`` (``{node}`` in this
+    #: path) and ``fleet/bin`` holding an srun, squeue and sinfo that emulate eight Slurm nodes.
+    fleet_cache_root: str
+    fleet_bin: str
+    fleet_nodes: str  # as a Slurm hostlist
     created_at: float
 
     def to_json(self) -> dict:
@@ -277,12 +282,17 @@ def _build(root: str, now: float) -> DemoWorkspace:
     os.mkdir(os.path.join(cache_root, "old-run-weights"))
     with open(os.path.join(cache_root, "old-run-weights", "notes.txt"), "w", encoding="utf-8") as handle:
         handle.write("someone's copy: fvconsole never touches it, FastVideo's GC counts it and may delete it\n")
+    from fvconsole.core.fleet import compress_hostlist
+    from fvconsole.demo.fleet_builders import build_fleet
+
+    fleet = build_fleet(os.path.join(root, "fleet"), now)
     workspace = DemoWorkspace(
         root=root, dataset_root=dataset, manifest_path=manifest, config_path=config_path, output_dir=output,
         cache_root=cache_root, legacy_checkpoint=os.path.join(output, "checkpoint-300"),
         mismatch_checkpoint=os.path.join(output, "checkpoint-200"),
         sidecar_dir=os.path.join(output, "dataloader-state", "checkpoint-300"), validated_sidecar_dir=validated,
         map_style_output_dir=map_output, text_only_config_path=text_config_path, text_only_checkpoint=text_checkpoint,
+        fleet_cache_root=fleet.root, fleet_bin=os.path.dirname(fleet.srun), fleet_nodes=compress_hostlist(fleet.nodes),
         created_at=now,
     )
     return workspace

@@ -400,10 +400,13 @@ class FvConsoleApp(App[int]):
         if self.exiting:
             return
         ro = " (disabled: read-only)" if self.state.read_only else ""
+        titles = {f"show('{name}')": cls.TITLE for name, cls in VIEWS}
         for row in keymap.key_help([type(self)], merge=False):
             if row.action in ("command_palette", "app.focus_next", "app.focus_previous", "quit"):
                 continue
-            yield SystemCommand(row.description, f"{row.help} ({row.key_text})",
+            # The view keys share one help line (`?`); in the palette each says which view it shows.
+            help_text = f"show view {titles[row.action]} (or click its tab)" if row.action in titles else row.help
+            yield SystemCommand(row.description, f"{help_text} ({row.key_text})",
                                 lambda action=row.action: self.run_action(action))
         for name, cls in VIEWS:
             view = self.query_one(cls)

@@ -216,7 +216,7 @@ class CheckpointsView(BaseView):
             self.notify("select a checkpoint first", severity="warning")
             return
         self.app.copy_to_clipboard(info.path)
-        self.notify(f"copied {info.path}")
+        self.notify(f"sent to the terminal's clipboard: {info.path}")
 
     def action_migrate(self) -> None:
         info = self.selected_info()

@@ -13,7 +13,10 @@ asks in the console's one confirmation dialog (focus on Cancel) before anything 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
+from rich.console import Group
+from rich.table import Table
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical, VerticalScroll
@@ -79,24 +82,38 @@ def free_space_line(plan: EvictionPlan) -> PlainText:
     return PlainText(f"{mark} {free_space_text(free)}\n", style=style)
 
 
-def preview_text(scan: CacheScan, plan: EvictionPlan, now: float, limit: int = 8) -> PlainText:
+def _rows(style: str = "") -> Table:
+    """Entry rows whose reason wraps under itself, never back to the line's first column."""
+    table = Table.grid(padding=(0, 0, 0, 2), pad_edge=True)
+    table.add_column(no_wrap=True, style=style)
+    table.add_column(no_wrap=True, justify="right", style=style)
+    table.add_column(ratio=1, style=style, overflow="fold")
+    return table
+
+
+def preview_text(scan: CacheScan, plan: EvictionPlan, now: float, limit: int = 8) -> Group:
     """What would be evicted and what is left in place (worded with the console's controls)."""
     text = free_space_line(plan)
-    text.append(f"{len(plan.evict)} to evict, frees {human_bytes(plan.freed_bytes)}\n",
+    text.append(f"{len(plan.evict)} to evict, frees {human_bytes(plan.freed_bytes)}",
                 style="bold red" if plan.evict else "bold")
+    parts: list[Any] = [text]
     head, omitted, tail = head_tail(list(plan.evict), limit, 2)
+    evicted = _rows()
     for p in head + tail:
-        text.append(f"  {p.key} {human_bytes(p.bytes):>10}  {evict_reason_text(p)}\n")
+        evicted.add_row(p.key, human_bytes(p.bytes), PlainText(evict_reason_text(p)))
     if omitted:
-        text.append(f"  … {omitted} more\n")
+        evicted.add_row(f"… {omitted} more", "", "")
+    parts.append(evicted)
     if plan.skipped:
-        text.append(f"{len(plan.skipped)} left in place:\n", style="yellow")
+        parts.append(PlainText(f"{len(plan.skipped)} left in place:", style="yellow"))
+        kept = _rows("yellow")
         for skipped in list(plan.skipped)[:limit]:
-            line = skip_text(skipped.why, scan.get(skipped.key), now, plan.grace_seconds)
-            text.append(f"  {skipped.key}  {line}\n", style="yellow")
+            kept.add_row(skipped.key, "", PlainText(skip_text(skipped.why, scan.get(skipped.key), now,
+                                                              plan.grace_seconds)))
         if len(plan.skipped) > limit:
-            text.append(f"  … {len(plan.skipped) - limit} more\n", style="yellow")
-    return text
+            kept.add_row(f"… {len(plan.skipped) - limit} more", "", "")
+        parts.append(kept)
+    return Group(*parts)
 
 
 class EvictScreen(Dialog["EvictOptions | None"]):

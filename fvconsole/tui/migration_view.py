@@ -370,7 +370,8 @@ class MigrationView(BaseView):
             self.notify("nothing to copy yet: write (or verify) a migration first", severity="warning")
             return
         self.app.copy_to_clipboard(self._export)
-        self.notify(f"copied to the clipboard: {self._export}")
+        # OSC 52 asks the terminal; whether it (or tmux) passed it on, the console cannot know.
+        self.notify(f"sent to the terminal's clipboard: {self._export}")
 
     # ------------------------------------------------------------ verify
 

@@ -154,6 +154,8 @@ def help_table(sections: Sequence[tuple[str, Sequence[KeyHelp]]], read_only: boo
         table.add_row(Text(title, style="bold underline"), "")
         for row in rows:
             table.add_row(row.key_text, row.help)
+        if not rows:  # a heading with nothing under it read as a list cut short
+            table.add_row("", Text("no keys of its own: those under Everywhere and Tables apply", style="italic"))
     table.add_row("", "")
     table.add_row("", Text("In a text field keys type text: Esc goes back to the view's table. "
                            "Write actions always ask first, with focus on Cancel.", style="italic"))

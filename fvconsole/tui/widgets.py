@@ -215,6 +215,10 @@ class OneLine(HorizontalScroll):
         return rendered.plain if isinstance(rendered, Text) else str(rendered)
 
 
+#: What the paths line shows for a path that is not set.
+NOT_SET = "not set (press o)"
+
+
 class PathsLine(Widget):
     """``label path   label path …`` on one line; paths that do not fit lose their middle, never their end."""
 
@@ -235,12 +239,15 @@ class PathsLine(Widget):
         width = max(self.size.width, 20)
         labels = [cell_len(f"{label} ") + 3 for label, _path, _style in self._items]
         budget = max(width - sum(labels) - self._suffix.cell_len, 3 * len(self._items))
-        paths = [printable(path) if path else "not set (press o)" for _label, path, _style in self._items]
+        paths = [printable(path) if path else NOT_SET for _label, path, _style in self._items]
         shares = path_shares(paths, budget)
         text = PlainText()
         for (label, path, style), shown, share in zip(self._items, paths, shares, strict=True):
             text.append(f"{label} ", style="bold")
-            text.append(fit_path(shown, share), style=style if path else "yellow")
+            if path:
+                text.append(fit_path(shown, share), style=style)
+            else:  # words, not a path: never elided as one ("…set (press o)")
+                text.append(NOT_SET if share >= len(NOT_SET) else NOT_SET.split(" (", 1)[0], style="yellow")
             text.append("   ")
         text.append_text(self._suffix)
         text.truncate(width)

@@ -186,8 +186,11 @@ def test_columns_that_differ_without_pyarrow_are_a_warning_naming_the_parquet_ex
     other = ("--set", "training.data.preprocessed_data_type=text_only")
     text, as_json = run_without(("pyarrow",), _migrate(run, out, *other), _migrate(run, out, *other, "--json"))
     assert text["code"] == 0 and "Traceback" not in text["stdout"] + text["stderr"]
-    assert "whether every Parquet file has them was not checked (reading Parquet footers needs pyarrow: " \
-           "pip install 'fvconsole[parquet]')" in text["stdout"]
+    # Said once: the warning (stderr), and the columns line points at it.
+    sentence = "whether every Parquet file has them was not checked (reading Parquet footers needs pyarrow: " \
+               "pip install 'fvconsole[parquet]')"
+    assert (text["stdout"] + text["stderr"]).count(sentence) == 1 and sentence in text["stderr"]
+    assert "columns:    not checked (see the warning)" in text["stdout"]
     assert json.loads(as_json["stdout"])["plan"]["columns"]["verdict"] == "not-checked"
 
 

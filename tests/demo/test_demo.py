@@ -111,3 +111,24 @@ def test_demo_rebuild_refuses_what_it_did_not_build(tmp_path, capsys) -> None:
     assert sorted(os.listdir(ws.root)) == before
     assert (tmp_path / "demo" / "notes" / "todo.txt").read_text() == "mine\n"
     assert os.path.isdir(os.path.join(ws.root, "output", "checkpoint-300"))  # nothing of the old build went
+
+
+def test_demo_builds_a_stand_in_fleet_and_prints_the_command_that_tries_it(tmp_path, capsys) -> None:
+    import shutil
+    import subprocess
+    import sys
+
+    root = tmp_path / "demo"
+    assert main(["demo", str(root), "--no-tui"]) == 0
+    printed = capsys.readouterr().out
+    command = next(line.strip() for line in printed.splitlines()
+                   if line.strip().startswith("PATH=") and "fleet cache ls" in line).split("   #")[0]
+    assert command.startswith(f'PATH={root}/fleet/bin:"$PATH" fvconsole fleet cache ls --nodes ')
+    # Run as printed, in a shell, with this interpreter's fvconsole first on PATH.
+    bindir = os.path.dirname(shutil.which("fvconsole") or sys.executable)
+    env = {**os.environ, "PATH": f"{bindir}:{os.environ.get('PATH', '')}"}
+    env.pop("SLURM_JOB_ID", None)
+    proc = subprocess.run(["bash", "-c", command], capture_output=True, text=True, timeout=240, env=env)
+    assert proc.returncode == 0, proc.stderr
+    assert "gpu[001-008] (8 nodes" in proc.stdout and "nodes: 8 ok" in proc.stdout, proc.stdout
+    assert all(f"gpu00{i}" in proc.stdout for i in range(1, 9))

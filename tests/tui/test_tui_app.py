@@ -5,6 +5,7 @@ from __future__ import annotations
 import io
 import json
 import os
+import re
 import shutil
 from pathlib import Path
 
@@ -12,7 +13,7 @@ import pytest
 from console_apps import make_app, running, work_copy
 from migration_runs import migrate_argv
 from rich.console import Console
-from tour import press, select_row, settle, started
+from tour import line_slice, press, screen_lines, select_row, settle, started
 
 from fvconsole.cli import main as cli_main
 from fvconsole.demo.workspace import DemoWorkspace
@@ -455,6 +456,46 @@ async def test_help_and_palette_list_every_binding(work: dict[str, str]) -> None
             if cls.__name__.endswith("View") and cls.__name__ != "BaseView":
                 view_title = cls.TITLE.split(" ", 1)[1]
                 assert f"{view_title}: {binding.description}" in titles, (cls.__name__, binding.key)
+
+
+async def test_help_headings_palette_views_dialog_reasons_and_unset_paths_read_right(work: dict[str, str]) -> None:
+    from fvconsole.tui.app import VIEWS
+
+    app = make_app(**work)
+    async with running(app, (80, 24)) as pilot:
+        # ? : a view with no keys of its own says so under its heading.
+        await press(app, pilot, "question_mark")
+        keys = app.screen.query_one("#help-keys")
+        console = Console(width=keys.size.width, file=io.StringIO(), record=True, color_system=None)
+        console.print(keys.content)
+        text = console.export_text()
+        after = text.rsplit("5 History", 1)[1].lstrip().splitlines()[0]  # the heading: the last one
+        assert "no keys of its own" in after, after
+        await press(app, pilot, "escape")
+        # The palette: each view key says which view it shows.
+        helps = [c.help for c in app.get_system_commands(app.screen) if c.title in
+                 {cls.TITLE.split(" ", 1)[1] for _n, cls in VIEWS}]
+        assert len(helps) == len(VIEWS) == len(set(helps)), helps
+        # The eviction dialog: a long reason wraps under its reason column, not to the line's start.
+        await press(app, pilot, "3", "i")
+        body = app.screen.query_one("#evict-preview")
+        region = body.content_region.intersection(app.screen.query_one("#dialog-body").content_region)
+        lines = [line_slice(line, region.x, region.right).rstrip()
+                 for line in screen_lines(app)[region.y:region.bottom]]
+        lines = [line for line in lines if line.strip() and "▂" not in line and "▃" not in line]
+        heads = re.compile(r"^(\d+ to evict|\d+ left in place|[✓✗] )")
+        entry = re.compile(r"^  [0-9a-f]{16}  ")
+        assert any(entry.match(line) for line in lines), lines
+        for line in lines:
+            assert heads.match(line) or entry.match(line) or line.startswith(" " * 20), (line, lines)
+        await press(app, pilot, "escape")
+
+    # The paths line with nothing set: words, never elided as if a path.
+    bare = make_app()
+    async with running(bare, (80, 24)) as pilot:
+        await settle(bare, pilot)
+        shown = bare.query_one("#paths").render().plain
+        assert "…" not in shown and shown.count("not set") == 3, shown
 
 
 async def test_palette_has_fleet_actions_and_picked_root_reaches_fleet(work: dict[str, str], tmp_path) -> None:

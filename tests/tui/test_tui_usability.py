@@ -347,7 +347,7 @@ def test_a_migrated_checkpoint_is_recognised_and_offered_after_a_restart(work: d
         app.query_one("#mig-ranks").focus()
         await pilot.press("y")
         assert app._clipboard == export
-        assert any("copied" in str(n.message) for n in app._notifications)
+        assert any(f"sent to the terminal's clipboard: {export}" == str(n.message) for n in app._notifications)
         await press(app, pilot, "ctrl+y")
         assert "verify: 8 sidecar(s) match" in str(app.query_one("#mig-banner").render())
 
