@@ -133,7 +133,10 @@ def tui_cases(root: str, ranks: int, cache_entries: int, presses: int) -> list[R
     preview = plan_migration(run.request(os.path.join(root, "mig-out")))
     if preview.plan is None:
         raise AssertionError(f"preview refused: {[r.message for r in preview.refusals]}")
-    mig = asyncio.run(_populate_and_scroll(ConsoleState(), "migration", lambda v: v.on_migration_view_previewed(type(v).Previewed(preview)),
+    from fvconsole.tui.messages import MigrationPreviewed
+
+    mig = asyncio.run(_populate_and_scroll(ConsoleState(), "migration",
+                                           lambda v: v.on_migration_previewed(MigrationPreviewed(preview)),
                                            "#mig-ranks", presses))
     if mig["rows"] != ranks:
         raise AssertionError(f"migration table shows {mig['rows']} rows, expected {ranks}")
