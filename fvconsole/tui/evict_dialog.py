@@ -13,10 +13,8 @@ asks in the console's one confirmation dialog (focus on Cancel) before anything 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
 
-from rich.console import Group
-from rich.table import Table
+from rich.cells import cell_len
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical, VerticalScroll
@@ -38,7 +36,7 @@ from fvconsole.tui import state
 from fvconsole.tui.base import describe_error
 from fvconsole.tui.modals import Dialog
 from fvconsole.tui.plain import PlainText, one_line
-from fvconsole.tui.widgets import PlainStatic, TickBox, UsageBar
+from fvconsole.tui.widgets import FitStatic, TickBox, UsageBar
 from fvconsole.tui.wording import evict_reason_text, free_space_text, skip_text
 
 #: How often the preview is planned again (ages and "in use" move on).
@@ -82,38 +80,37 @@ def free_space_line(plan: EvictionPlan) -> PlainText:
     return PlainText(f"{mark} {free_space_text(free)}\n", style=style)
 
 
-def _rows(style: str = "") -> Table:
-    """Entry rows whose reason wraps under itself, never back to the line's first column."""
-    table = Table.grid(padding=(0, 0, 0, 2), pad_edge=True)
-    table.add_column(no_wrap=True, style=style)
-    table.add_column(no_wrap=True, justify="right", style=style)
-    table.add_column(ratio=1, style=style, overflow="fold")
-    return table
+def _entry_lines(text: PlainText, cells: str, reason: str, width: int, style: str = "") -> None:
+    """``cells`` then ``reason``, the reason wrapped under itself (never back to column 1)."""
+    import textwrap
+
+    indent = cell_len(cells)
+    room = max(width - indent, 20)
+    lines = textwrap.wrap(reason, room, break_on_hyphens=False) or [""]
+    text.append(cells + lines[0] + "\n", style=style)
+    for line in lines[1:]:
+        text.append(" " * indent + line + "\n", style=style)
 
 
-def preview_text(scan: CacheScan, plan: EvictionPlan, now: float, limit: int = 8) -> Group:
-    """What would be evicted and what is left in place (worded with the console's controls)."""
+def preview_text(scan: CacheScan, plan: EvictionPlan, now: float, limit: int = 8, width: int = 76) -> PlainText:
+    """What would be evicted and what is left in place (worded with the console's controls),
+    built for ``width`` cells: a long reason wraps under the reason column."""
     text = free_space_line(plan)
-    text.append(f"{len(plan.evict)} to evict, frees {human_bytes(plan.freed_bytes)}",
+    text.append(f"{len(plan.evict)} to evict, frees {human_bytes(plan.freed_bytes)}\n",
                 style="bold red" if plan.evict else "bold")
-    parts: list[Any] = [text]
     head, omitted, tail = head_tail(list(plan.evict), limit, 2)
-    evicted = _rows()
     for p in head + tail:
-        evicted.add_row(p.key, human_bytes(p.bytes), PlainText(evict_reason_text(p)))
+        _entry_lines(text, f"  {p.key} {human_bytes(p.bytes):>10}  ", evict_reason_text(p), width)
     if omitted:
-        evicted.add_row(f"… {omitted} more", "", "")
-    parts.append(evicted)
+        text.append(f"  … {omitted} more\n")
     if plan.skipped:
-        parts.append(PlainText(f"{len(plan.skipped)} left in place:", style="yellow"))
-        kept = _rows("yellow")
+        text.append(f"{len(plan.skipped)} left in place:\n", style="yellow")
         for skipped in list(plan.skipped)[:limit]:
-            kept.add_row(skipped.key, "", PlainText(skip_text(skipped.why, scan.get(skipped.key), now,
-                                                              plan.grace_seconds)))
+            line = skip_text(skipped.why, scan.get(skipped.key), now, plan.grace_seconds)
+            _entry_lines(text, f"  {skipped.key}  ", line, width, style="yellow")
         if len(plan.skipped) > limit:
-            kept.add_row(f"… {len(plan.skipped) - limit} more", "", "")
-        parts.append(kept)
-    return Group(*parts)
+            text.append(f"  … {len(plan.skipped) - limit} more\n", style="yellow")
+    return text
 
 
 class EvictScreen(Dialog["EvictOptions | None"]):
@@ -145,7 +142,7 @@ class EvictScreen(Dialog["EvictOptions | None"]):
                     yield Label("GiB", classes="evict-free-label")
                 yield UsageBar(id="evict-usage")
             with VerticalScroll(id="dialog-body"):
-                yield PlainStatic(id="evict-preview")
+                yield FitStatic(id="evict-preview")
             with Horizontal(id="dialog-buttons"):
                 yield Button("Continue…", variant="error", id="evict-continue", compact=True)
                 yield Button("Cancel", variant="primary", id="cancel", compact=True)
@@ -182,7 +179,7 @@ class EvictScreen(Dialog["EvictOptions | None"]):
         return EvictOptions(sel, picked, self.query_one("#evict-force", Checkbox).value)
 
     def _update(self) -> None:
-        preview = self.query_one("#evict-preview", PlainStatic)
+        preview = self.query_one("#evict-preview", FitStatic)
         usage = self.query_one("#evict-usage", UsageBar)
         now = state.now()
         try:
@@ -198,7 +195,8 @@ class EvictScreen(Dialog["EvictOptions | None"]):
         fs_free, fs_total = state.free_space(self._scan)
         usage.show_usage(plan.total_bytes, int(cap), fs_free, fs_total, after=plan.total_bytes_after,
                          fs_free_after=plan.fs_free_after)
-        preview.update(preview_text(self._scan, plan, now))
+        scan = self._scan
+        preview.show(lambda width: preview_text(scan, plan, now, width=width))
         self.query_one("#evict-continue", Button).disabled = not plan.evict
 
     def on_input_changed(self, event: Input.Changed) -> None:

@@ -10,12 +10,13 @@ from __future__ import annotations
 
 import asyncio
 import os
+import sys
 from collections.abc import Awaitable, Callable
 
 import pytest
 from console_apps import run_console, running, work_copy
 from textual.widgets import Button, DataTable
-from tour import check_cells, drawn_form_of, line_slice, press, screen_lines, settle
+from tour import check_cells, check_tables, drawn_form_of, line_slice, press, screen_lines, settle
 
 from fvconsole.demo.workspace import DemoWorkspace
 from fvconsole.tui.app import FvConsoleApp
@@ -162,6 +163,23 @@ def test_every_table_cell_is_its_value_or_marked_as_shortened(work: dict[str, st
         await open_fleet(app, pilot, fleet_nodes)
         assert check_cells(app, "#fleet-node-table") >= 3 * 3
         assert check_cells(app, "#fleet-matrix") >= 2 * 3
+
+    run(work, size, body)
+
+
+@pytest.mark.parametrize("size", [(80, 24), (120, 40), (200, 60)])
+def test_the_lean_installs_next_id_cells_are_whole_or_marked(work: dict[str, str], size, monkeypatch) -> None:
+    # Without pyarrow (the base install) every "next id" cell holds the install hint, wider than an
+    # id; at 120x40 it ran off the screen's edge unmarked ("install fvcons"). The snapshot tour
+    # checks every other table at these sizes (tests/tui/test_tui_snapshots.py).
+    from lean_checks import PARQUET_HINT, preview_next_ids
+
+    for name in ("pyarrow", "pyarrow.parquet"):
+        monkeypatch.setitem(sys.modules, name, None)
+
+    async def body(app: FvConsoleApp, pilot) -> None:
+        assert set(await preview_next_ids(app, pilot)) == {PARQUET_HINT}
+        assert check_tables(app) >= 8
 
     run(work, size, body)
 

@@ -13,7 +13,6 @@ import asyncio
 import fcntl
 import os
 import shutil
-import sys
 from collections.abc import Callable, Iterator
 
 import pytest
@@ -88,12 +87,3 @@ def test_every_view_and_dialog(size: tuple[int, int], restore_workspace, snapsho
     mismatched = [name for name, picture in shots.items() if svg(name=name) != picture]
     assert mismatched == [], f"differ from the committed SVGs: {mismatched} (see the snapshot report)"
 
-
-@pytest.mark.parametrize("size", SIZES, ids=[f"{w}x{h}" for w, h in SIZES])
-def test_every_table_cell_is_whole_or_marked_on_the_lean_install(size: tuple[int, int], restore_workspace,
-                                                                  monkeypatch) -> None:
-    # Without pyarrow (the base install) the "next id" cells hold the install hint, wider than an id.
-    for name in ("pyarrow", "pyarrow.parquet"):
-        monkeypatch.setitem(sys.modules, name, None)
-    restore_workspace()
-    assert tuple(take_tour(size)) == headless.TOUR_SHOTS
