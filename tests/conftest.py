@@ -50,6 +50,9 @@ from suite_timeline import record
 if TYPE_CHECKING:
     from fvconsole.demo.workspace import DemoWorkspace
 
+#: A worker's quiet exit (tests/clean_exit.py).
+pytest_plugins = ["clean_exit"]
+
 
 #: Fixture scopes whose value is built once and shared by the tests of one file (or class). Not
 #: "package": grouping by file cannot keep a package's sharing, and the one package fixture
