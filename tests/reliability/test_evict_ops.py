@@ -9,6 +9,7 @@ migration into a tmpfs too small for its sidecars.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
@@ -25,6 +26,7 @@ import pytest
 from mounts import tmpfs
 
 from .harness import (
+    CliResult,
     assert_clean_error,
     cli_env,
     run_cli,
@@ -237,16 +239,28 @@ def test_partial_eviction_is_journaled(immutable_tmpfs: Path, tmp_path: Path, tr
     trials.add("exit 3, journaled as partial")
 
 
-@pytest.mark.fault("disk full", "migrate into a tmpfs too small for its sidecars: exit 3, and the journal says so")
+@pytest.mark.fault("disk full", "the tmpfs fills up after the room check, before the sidecars: exit 3, and the journal says so")
 def test_partial_migration_is_journaled(tmp_path: Path, trials) -> None:
+    """A full filesystem is refused up front (docs/cli.md); one that another writer fills between
+    that check and the writes fails part-way, and is journaled as partial."""
     ws = build_migration_workspace(tmp_path / "ws")
     journal = tmp_path / "journal.jsonl"
-    with tmpfs(tmp_path / "mnt", 64 << 10) as mount:
+    flag = tmp_path / "paused"
+    with tmpfs(tmp_path / "mnt", 256 << 10) as mount:
         out = mount / "state"
-        (mount / "filler").write_bytes(b"\0" * (40 << 10))
-        result = run_cli([*ws.migrate_args(out), "--journal", str(journal)])
-        if result.returncode == 0:
-            pytest.skip("the set fit into the tmpfs after all")
+        env = cli_env({"FVCONSOLE_FAULT_PAUSE_AT": "^mkdir .*fvconsole-staging", "FVCONSOLE_FAULT_PAUSE_FILE": str(flag)})
+        argv = [sys.executable, "-m", "fvconsole", *map(str, ws.migrate_args(out)), "--journal", str(journal)]
+        with subprocess.Popen(argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) as proc:
+            deadline = time.monotonic() + 120
+            while not flag.exists():
+                assert proc.poll() is None and time.monotonic() < deadline, proc.communicate()
+                time.sleep(0.02)
+            with contextlib.suppress(OSError), open(mount / "filler", "wb") as filler:
+                while filler.write(b"\0" * 4096):  # another writer takes what is left
+                    filler.flush()
+            flag.unlink()
+            stdout, stderr = proc.communicate(timeout=120)
+        result = CliResult(tuple(argv), proc.returncode, stdout, stderr)
         line = assert_clean_error(result, codes=(3,), names=[str(out)], progress_ok=True)
     [entry] = _journal(journal)
     assert entry["action"] == "migrate" and entry["result"] == "partial" and entry["exit_code"] == 3
