@@ -145,7 +145,10 @@ def tui_cases(root: str, ranks: int, cache_entries: int, presses: int) -> list[R
     cache = inputs.cache_root(os.path.join(root, "cache"), cache_entries, 2)
     scan = scan_cache(cache)
     state = ConsoleState(cache_root=cache)
-    res = asyncio.run(_populate_and_scroll(state, "cache", lambda v: v._show_scan(scan), "#cache-table", presses))
+    from fvconsole.tui.messages import CacheScanned
+
+    res = asyncio.run(_populate_and_scroll(state, "cache", lambda v: v.on_cache_scanned(CacheScanned(scan)),
+                                           "#cache-table", presses))
     if res["rows"] != cache_entries:
         raise AssertionError(f"cache table shows {res['rows']} rows, expected {cache_entries}")
     rows += _tui_rows(f"TUI cache view, {cache_entries:,} entries", res)
