@@ -18,6 +18,7 @@ from fvconsole.core.formats import Mismatch
 from fvconsole.core.shared import human_age, human_bytes
 from fvconsole.tui.checkpoint_rows import CheckpointRow
 from fvconsole.tui.plain import PlainText, fitted
+from fvconsole.tui.wording import reason_text
 
 
 def render_mismatches(mismatches: tuple[Mismatch, ...] | None, limit: int = 40) -> Text:
@@ -112,7 +113,8 @@ def counts_text(rows: Sequence[CheckpointRow], path: str, filter_text: str, show
     return text
 
 
-def row_cells(row: CheckpointRow, now: float) -> tuple[Any, ...]:
+def row_cells(row: CheckpointRow, now: float, marked: bool = False) -> tuple[Any, ...]:
+    """The table's cells; a checkpoint marked for pruning has ``●`` before its step."""
     info = row.info
     if row.migrated:
         kind = Text("migrated", style="green")
@@ -121,7 +123,7 @@ def row_cells(row: CheckpointRow, now: float) -> tuple[Any, ...]:
     else:
         kind = str(info.kind)
     return (
-        str(info.step),
+        ("● " if marked else "") + str(info.step),
         Text("yes", style="green") if info.complete else Text("NO", style="bold red"),
         kind,
         loader_cell(row.run_kind),
@@ -154,11 +156,23 @@ def summary_text(row: CheckpointRow, detail: CheckpointDetail | None, width: int
     for problem in info.problems:
         text.append(f"⚠ {problem}\n", style="yellow")
     migration_status(row, text, width)
+    retention_status(row, text)
     if detail is None:
         text.append("\nloading detail …", style="italic")
     else:
         detail_text(detail, text)
     return text
+
+
+def retention_status(row: CheckpointRow, text: PlainText) -> None:
+    """Why a prune keeps it, or that it may go (marks: space, prune: p)."""
+    if row.kept_why is None:
+        return
+    if row.kept_why:
+        text.append("retention: kept", style="bold")
+        text.append(f": {reason_text(row.kept_why[0])}\n")
+    else:
+        text.append("retention: may be pruned (space marks it, p prunes the marked)\n", style="grey62")
 
 
 def migration_status(row: CheckpointRow, text: PlainText, width: int) -> None:

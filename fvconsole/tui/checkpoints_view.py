@@ -1,7 +1,7 @@
 """View 1: the checkpoints of a training output dir, newest first, with a detail pane.
 
-State: ``listed`` (the rows of the last listing, a reactive the table is bound to) and the
-details read so far; the wording is ``tui/checkpoints_text.py``'s, the rows
+State: ``listed`` (the rows of the last listing, a reactive the table is bound to), the marks
+(the table's ``marked``) and the details read so far; the prune is ``tui/checkpoint_prune.py``'s; the wording is ``tui/checkpoints_text.py``'s, the rows
 ``tui/checkpoint_rows.py``'s.
 """
 
@@ -22,6 +22,7 @@ from fvconsole.core.shared import human_age
 from fvconsole.tui import checkpoints_text as ct
 from fvconsole.tui import state
 from fvconsole.tui.base import BaseView
+from fvconsole.tui.checkpoint_prune import PruneMarks
 from fvconsole.tui.checkpoint_rows import CheckpointRow, list_checkpoint_rows
 from fvconsole.tui.messages import CheckpointDetailRead, CheckpointsListed, CheckpointsListFailed
 from fvconsole.tui.plain import PlainText
@@ -39,6 +40,8 @@ class CheckpointTable(FastTable):
 
     listed: var[tuple[CheckpointRow, ...]] = var((), always_update=True, init=False)
     filter_text: var[str] = var("", init=False)
+    #: Paths of the checkpoints marked for pruning (space).
+    marked: var[frozenset[str]] = var(frozenset(), init=False)
 
     SORT_KEYS: ClassVar[dict[str, Any]] = {
         "step": lambda r: r.info.step,
@@ -66,6 +69,11 @@ class CheckpointTable(FastTable):
     def watch_filter_text(self) -> None:
         self.refill()
 
+    def watch_marked(self) -> None:
+        now = state.now()
+        for row in self.shown:
+            self.update_cell(row.info.path, "step", ct.row_cells(row, now, row.info.path in self.marked)[0])
+
     def on_fast_table_sorted(self) -> None:
         self.refill()  # and on to the view, whose banner counts what is shown
 
@@ -80,7 +88,7 @@ class CheckpointTable(FastTable):
         text = self.filter_text
         self.shown = [row for row in self.ordered(self.listed, self.SORT_KEYS) if not text or text in ct.haystack(row)]
         for row in self.shown:
-            self.add_row(*ct.row_cells(row, now), key=row.info.path)
+            self.add_row(*ct.row_cells(row, now, row.info.path in self.marked), key=row.info.path)
         if previous is not None and any(r.info.path == previous for r in self.shown):
             self.move_cursor(row=self.get_row_index(previous))
         elif not self.shown:
@@ -94,15 +102,22 @@ class CheckpointTable(FastTable):
                 self.update_cell(row.info.path, "age", human_age(now - row.mtime))
 
 
-class CheckpointsView(BaseView):
+class CheckpointsView(PruneMarks, BaseView):
     """Table of checkpoints + detail (metadata, DCP keys, migration, mismatch report)."""
 
     TITLE = "1 Checkpoints"
     PANES: ClassVar[dict[str, str]] = {"ckpt-detail-scroll": "checkpoint detail"}
     TABLE = "ckpt-table"
+    write_actions = frozenset({"prune_marked"})
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("m,enter", "migrate", "Migrate",
                 tooltip="migrate the selected checkpoint: view 2 opens with the form filled in"),
+        Binding("space", "toggle_mark", "Mark", key_display="␣",
+                tooltip="mark or unmark the selected checkpoint for pruning (then the next row)"),
+        Binding("p", "prune_marked", "Prune marked",
+                tooltip="delete the marked checkpoints: a fresh judgement (the newest complete one, one in use, the "
+                        "newest resumable published set always stay), then confirm"),
+        Binding("p", "refuse('prune')", "Prune marked", show=False),
         Binding("y", "copy_path", "Copy path", show=False,
                 tooltip="copy the selected checkpoint's full path (a long one is shortened in the middle on screen)"),
     ]
@@ -112,6 +127,7 @@ class CheckpointsView(BaseView):
     def __init__(self, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self._details: dict[str, CheckpointDetail] = {}
+        self._pruning = False
         self._banner = FitStatic(id="ckpt-banner", classes="banner")
         self._detail = FitStatic("Select a checkpoint.", id="ckpt-detail")
 

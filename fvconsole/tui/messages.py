@@ -35,6 +35,7 @@ from fvconsole.core.migration import (
     NextSampleIds,
     VerifyResult,
 )
+from fvconsole.core.retention import LockedPrune, PrunePlan
 
 if TYPE_CHECKING:
     from fvconsole.tui.checkpoint_rows import CheckpointRow
@@ -70,6 +71,23 @@ class CheckpointsListed(ViewMessage):
 
 @dataclass
 class CheckpointsListFailed(ViewMessage):
+    error: BaseException
+
+
+@dataclass
+class PrunePlanned(ViewMessage):
+    """The marked checkpoints judged on a fresh scan: what the confirmation shows."""
+
+    plan: PrunePlan
+
+
+@dataclass
+class CheckpointsPruned(ViewMessage):
+    done: LockedPrune
+
+
+@dataclass
+class PruneFailed(ViewMessage):
     error: BaseException
 
 

@@ -28,6 +28,9 @@ NOT_EMITTED: dict[str, dict[str, str]] = {
         "newest_mtime": "what retention's scan judges ages by; `checkpoints prune` words the age in its reasons",
         "total_limit": "the embedded cleanup limit: `checkpoints ls --json` shows FastVideo's reading of it under `fastvideo`",
     },
+    "core/retention/plan.py:PrunePlan": {
+        "planned_at": "a monotonic clock reading: meaningless outside this process",
+    },
     "core/retention/plan.py:KeptCheckpoint": {
         "bytes": "the console's size column; the issue's JSON shape is step, path and reason",
         "complete": "the console's completeness column; the reason says it",

@@ -103,6 +103,8 @@ def test_a_leftover_is_finished_first(out: Path, cli) -> None:
 
 
 def test_a_checkpoint_that_cannot_be_removed_is_reported_and_the_rest_go_on(out: Path, cli) -> None:
+    from dataclasses import replace
+
     from fvconsole.core.retention import PruneRules, execute_prune, plan_prune, scan_output_dir
     from fvconsole.core.shared.process_use import ProcessUse
 
@@ -114,12 +116,31 @@ def test_a_checkpoint_that_cannot_be_removed_is_reported_and_the_rest_go_on(out:
     if subprocess.run(["chattr", "+i", str(stuck)], capture_output=True).returncode != 0:
         pytest.skip("chattr +i is not permitted here")
     try:
-        result = execute_prune(plan)
+        # A plan older than a minute has each victim's removability walked again: 200 goes back untouched.
+        result = execute_prune(replace(plan, planned_at=plan.planned_at - 120))
         assert [r.step for r in result.removed] == [300, 100]
         assert [left.step for left in result.left] == [200] and "not removable" in result.left[0].why.cli
         assert names(out) == ["checkpoint-200", "checkpoint-250", "checkpoint-400"]
+        # A fresh plan sees it: kept, saying why; exit 0.
+        code, stdout, err = cli(["checkpoints", "prune", str(out), "--keep-last", "1", "--json"])
+        [kept] = [k for k in one_json(stdout)["kept"] if k["step"] == 200]
+        assert kept["reason"].startswith("not removable by ") and "stuck" in kept["reason"]
+        # Made unremovable between a fresh plan and its removal: reported (exit 3), the rest went on,
+        # and what stayed is a hidden leftover, never a partly removed checkpoint-<step>.
+        make_checkpoint(out, 150, age=20 * DAY)
+        subprocess.run(["chattr", "-i", str(stuck)], check=True)
+        plan = plan_prune(scan_output_dir(str(out), use=ProcessUse()), PruneRules(keep_last=1))
+        assert [d.step for d in plan.delete] == [200, 150]
+        subprocess.run(["chattr", "+i", str(stuck)], check=True)
+        result = execute_prune(plan)
+        assert [r.step for r in result.removed] == [150] and len(result.errors) == 1
+        assert "checkpoint-200" in result.errors[0] and "left in" in result.errors[0]
+        assert [n for n in names(out) if CHECKPOINT.match(n)] == ["checkpoint-250", "checkpoint-400"]
+        assert [n for n in names(out) if LEFTOVER.match(n)]
     finally:
         subprocess.run(["chattr", "-i", str(stuck)], check=False)
+        for leftover in out.glob(".checkpoint-200.*/dcp/stuck"):
+            subprocess.run(["chattr", "-i", str(leftover)], check=False)
 
 
 def _many_files(out: Path, step: int, files: int) -> None:

@@ -181,3 +181,11 @@ def test_the_json_shape(out: Path) -> None:
     assert set(gone) == {"step", "path", "bytes", "reason"} and gone["step"] == 100
     assert gone["bytes"] == sum(p.stat().st_size for p in (out / "checkpoint-100").rglob("*") if p.is_file())
     assert data["freed_bytes"] == gone["bytes"]
+
+
+def test_marked_checkpoints_go_under_the_rules_that_always_hold(out: Path) -> None:
+    """The console's marks select by step; the newest complete checkpoint and a fresh interrupted save stay."""
+    assert judge(out, marked=frozenset({100, 400, 600, 700})) == ([100, 400], [200, 300, 350, 500, 600, 700])
+    plan = plan_prune(scan_output_dir(str(out), use=ProcessUse()), PruneRules(marked=frozenset({350, 600})))
+    assert [(d.step, d.why[0].code) for d in plan.delete] == [(350, "prune.marked")]
+    assert [k.why[0].code for k in plan.kept if k.step == 600] == ["keep.newest_complete"]

@@ -34,6 +34,10 @@ from fvconsole.core.shared.removal import PartialRemoval, removal_obstacle, remo
 #: counts its files), at most every PROGRESS_EVERY seconds and once when it is gone.
 RemovalProgress = Callable[[int, int, str], None]
 PROGRESS_EVERY = 0.2
+#: A plan judged longer ago than this (seconds) has each victim's removability walked again before
+#: removal (the plan walked it once; a 100,000-file checkpoint takes seconds per walk). Both front ends
+#: plan under the lock right before executing, so only the later victims of a long prune are walked twice.
+REWALK_AFTER = 60.0
 
 
 @dataclass(frozen=True)
@@ -143,7 +147,7 @@ def _prune_one(plan: PrunePlan, item: DoomedCheckpoint, hidden: str,
         if mounted:
             raise _Left(reason("prune.changed", "checkpoint", path=item.path, why="mounted on"))
         os.rename(item.path, hidden)
-        why = _recheck(hidden, item)
+        why = _recheck(hidden, item, walk=time.monotonic() - plan.planned_at > REWALK_AFTER)
         if why is not None:
             _rename_back(hidden, item.path)
             raise _Left(reason("prune.changed", "checkpoint", path=item.path, why=why))
@@ -163,8 +167,8 @@ def _prune_one(plan: PrunePlan, item: DoomedCheckpoint, hidden: str,
     return freed, counted[0]
 
 
-def _recheck(hidden: str, item: DoomedCheckpoint) -> str | None:
-    """Why the renamed victim must not be removed after all (None: it may)."""
+def _recheck(hidden: str, item: DoomedCheckpoint, *, walk: bool) -> str | None:
+    """Why the renamed victim must not be removed after all (None: it may); ``walk``: its removability too."""
     try:
         st = os.lstat(hidden)
     except OSError:
@@ -175,7 +179,7 @@ def _recheck(hidden: str, item: DoomedCheckpoint) -> str | None:
     if held:
         how, pid, command, more = holders_text(held)
         return f"in use: {how} by pid {pid} ({command}){more}"
-    obstacle = removal_obstacle(hidden)
+    obstacle = removal_obstacle(hidden) if walk else None
     if obstacle is not None:
         return f"not removable by {obstacle.user}: {obstacle.path} ({obstacle.why})"
     return None

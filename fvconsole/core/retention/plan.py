@@ -15,6 +15,7 @@ one this process could not remove entirely.
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -40,9 +41,11 @@ class PruneRules:
     incomplete: bool = False
     grace: float = DEFAULT_GRACE
     keep_steps: frozenset[int] = field(default_factory=frozenset)
+    #: Steps the console's operator marked: selected by name, still under every rule that always holds.
+    marked: frozenset[int] = field(default_factory=frozenset)
 
     def to_json(self) -> dict[str, Any]:
-        return fields_json(self, keep_steps=sorted(self.keep_steps))
+        return fields_json(self, keep_steps=sorted(self.keep_steps), marked=sorted(self.marked))
 
 
 @dataclass(frozen=True)
@@ -95,6 +98,8 @@ class PrunePlan:
     delete: tuple[DoomedCheckpoint, ...]
     #: Scan-level warnings (a partial process check, an unreadable receipt).
     notes: tuple[str, ...] = ()
+    #: ``time.monotonic()`` when judged: execution walks a victim's removability again only for an older plan.
+    planned_at: float = field(default_factory=time.monotonic)
 
     @property
     def freed_bytes(self) -> int:
@@ -116,7 +121,9 @@ def plan_prune(scan: OutputScan, rules: PruneRules) -> PrunePlan:
     delete: list[DoomedCheckpoint] = [_leftover(item) for item in scan.leftovers]
     for ck in scan.checkpoints:
         never = _never(ck, newest_complete, resumable)
-        if ck.complete:
+        if ck.step in rules.marked:
+            keeps, goes = _judge_marked(ck, rules, newest_complete, scan.now)
+        elif ck.complete:
             keeps, goes = _judge_complete(ck, rules, last, scan.now)
         else:
             keeps, goes = _judge_incomplete(ck, rules, newest_complete, scan.now)
@@ -208,6 +215,17 @@ def _judge_incomplete(ck: ScannedCheckpoint, rules: PruneRules, newest_complete:
     why = next((p.replace(" (interrupted save)", "") for p in ck.info.problems
                 if "interrupted" in p or "missing" in p), "incomplete")
     return keeps, [reason("prune.incomplete", "incomplete", why=why, age=human_age(age))]
+
+
+def _judge_marked(ck: ScannedCheckpoint, rules: PruneRules, newest_complete: int | None,
+                  now: float) -> tuple[list[Reason], list[Reason]]:
+    """A marked checkpoint goes, unless it is an interrupted save that may still be being written."""
+    keeps: list[Reason] = []
+    if not ck.complete and (newest_complete is None or ck.step > newest_complete):
+        age = _age(ck, now)
+        if age is None or age < rules.grace:
+            keeps.append(reason("keep.grace", "grace", age=human_age(age), grace=format_duration(rules.grace)))
+    return keeps, [reason("prune.marked", "marked")]
 
 
 def _leftover(item: PruneLeftover) -> DoomedCheckpoint:

@@ -171,17 +171,27 @@ def holders_of(use: ProcessUse, path: str) -> tuple[Holder, ...]:
 
 
 def _inode_holders(use: ProcessUse, path: str) -> set[Holder]:
-    """Holders found by file identity in the checkpoint and its ``dcp/`` (a bind mount's paths differ)."""
-    if not use.by_inode:
+    """Holders found by file identity in the checkpoint and its ``dcp/`` (a bind mount's paths differ).
+
+    By the listing's own inode numbers (``getdents``: no ``stat`` per file; a checkpoint may hold
+    100,000 files), and only when some held file is on the checkpoint's device at all.
+    """
+    try:
+        dev = os.stat(path).st_dev
+    except OSError:
+        return set()
+    if not any(held_dev == dev for held_dev, _ in use.by_inode):
         return set()
     found: set[Holder] = set()
     for directory in (path, os.path.join(path, "dcp")):
         try:
             with listing(directory) as entries:
-                pairs = [(e.name, e.stat(follow_symlinks=False)) for e in entries]
+                for entry in entries:
+                    held = use.by_inode.get((dev, entry.inode()))
+                    if held and entry.is_file(follow_symlinks=False):
+                        found |= held
         except OSError:
             continue
-        found.update(use.holders(directory, pairs))
     return found
 
 

@@ -320,6 +320,7 @@ KINDS: Mapping[str, Kind] = _kinds(
          "modified {age} ago, older than {limit} (--older-than)"),
     Kind("prune.incomplete", "interrupted save ({why}), modified {age} ago",
          "interrupted save ({why}), modified {age} ago (--incomplete)"),
+    Kind("prune.marked", "marked for pruning in the console"),
     Kind("prune.leftover", "leftover of an interrupted prune ({name}): finished first"),
     Kind("prune.changed", "{path}: {why} since the plan; left as it was"),
     # what FastVideo's own cleanup and "latest" resume will do (``checkpoints ls``)
