@@ -54,6 +54,14 @@ example (dry run, then write):
   fvconsole migrate ... --yes
   export FASTVIDEO_DATALOADER_STATE_DIR=/shared/gb200/dataloader-state-4000
 
+elastic resume (the new job's world size; the dry run shows every mode's accounting):
+  fvconsole migrate --config run-128gpus.yaml --checkpoint outputs/checkpoint-4000 \
+      --output-dir /shared/gb200/dataloader-state-4000-128 \
+      --expected-step 4000 --expected-world-size 64 --consumed-batches-per-rank 4000
+  fvconsole migrate ... --reshard nearest --yes
+  (a FastVideo-native checkpoint: --output-dir /shared/views/checkpoint-4000, a checkpoint view
+  to resume from with training.checkpoint.resume_from_checkpoint)
+
 exit codes: 0 dry run or written, 1 refused (nothing written; also: another migration
 holds the lock), 2 usage error, 3 failed part-way (the output dir was not changed) or the
 published set did not read back as written (details reported); 143/129/130 stopped by
