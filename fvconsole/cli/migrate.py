@@ -55,8 +55,8 @@ example (dry run, then write):
   export FASTVIDEO_DATALOADER_STATE_DIR=/shared/gb200/dataloader-state-4000
 
 elastic resume (the new job's world size; the dry run shows every mode's accounting):
-  fvconsole migrate --config run-128gpus.yaml --checkpoint outputs/checkpoint-4000 \
-      --output-dir /shared/gb200/dataloader-state-4000-128 \
+  fvconsole migrate --config run-128gpus.yaml --checkpoint outputs/checkpoint-4000 \\
+      --output-dir /shared/gb200/dataloader-state-4000-128 \\
       --expected-step 4000 --expected-world-size 64 --consumed-batches-per-rank 4000
   fvconsole migrate ... --reshard nearest --yes
   (a FastVideo-native checkpoint: --output-dir /shared/views/checkpoint-4000, a checkpoint view
