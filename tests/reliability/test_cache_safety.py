@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import os
 import pwd
+import re
 import resource
 import shutil
 import subprocess
@@ -347,8 +348,10 @@ def test_any_number_is_a_result_or_a_one_line_error(small_cache: Path, capsys, m
     number = number.replace("\x00", "").encode("utf-8", "replace").decode("utf-8")
     before = tree_digest(small_cache)
     # "--flag=value": a value starting with "-" is then never taken for an option by argparse.
+    # An entry that exists: an absent --key is refused before --grace is looked at (issue 29 item 15).
+    key = sorted(p.name for p in small_cache.iterdir() if re.fullmatch(r"[0-9a-f]{16}", p.name))[0]
     for argv in ([f"--max-gb={number}"], [f"--older-than={number}{unit}"],
-                 ["--key", "0" * 16, f"--grace={number}{unit}"]):
+                 ["--key", key, f"--grace={number}{unit}"]):
         result = run_inproc(["cache", "evict", str(small_cache), *argv, "--json"], capsys)
         if result.returncode != 0:
             assert_clean_error(result, codes=(2,), names=[argv[-1].split("=")[0]])
