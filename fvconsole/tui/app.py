@@ -16,7 +16,7 @@ import threading
 import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import replace
-from typing import Any, ClassVar
+from typing import Any, ClassVar, TypeVar
 
 from textual import events, work
 from textual.app import App, ComposeResult, SystemCommand
@@ -51,6 +51,8 @@ VIEWS: tuple[tuple[str, type[BaseView]], ...] = (
     ("checkpoints", CheckpointsView), ("migration", MigrationView), ("cache", CacheView), ("fleet", FleetView),
     ("history", HistoryView),
 )
+
+_V = TypeVar("_V", bound=BaseView)
 
 #: Seconds after SIGTERM/SIGHUP when a console that has still not exited (and runs no write)
 #: is ended with ``os._exit``: the bounded exit takes well under this.
@@ -91,7 +93,9 @@ class FvConsoleApp(App[int]):
         self.state = state
         self.loaded = False  # set once the first state load finished
         self._offer_last_migration = True
-        self._views: list[BaseView] = []  # every view, for the last resort's "a write runs"
+        #: Every view by its tab id, in tab order (composed once: the app reaches a view through this).
+        self.views: dict[str, BaseView] = {}
+        self._paths = PathsLine(id="paths")
 
     @classmethod
     def key_layout(cls) -> list[tuple[str, Sequence[type]]]:
@@ -143,11 +147,13 @@ class FvConsoleApp(App[int]):
 
     def compose(self) -> ComposeResult:
         yield Header()
-        yield PathsLine(id="paths")
-        with TabbedContent(initial="checkpoints", id="views"):
+        yield self._paths
+        self._tabs = TabbedContent(initial="checkpoints", id="views")
+        with self._tabs:
             for i, (name, cls) in enumerate(VIEWS, 1):
                 with TabPane(f"{i} {cls.TITLE.split(' ', 1)[1]}", id=name):
-                    yield cls.for_state(self.state, id=f"view-{name}")
+                    self.views[name] = cls.for_state(self.state, id=f"view-{name}")
+                    yield self.views[name]
         yield Footer(compact=True)
 
     #: Set by the launcher (not under ``run_test``): SIGTERM and SIGHUP end the console like `q`.
@@ -157,7 +163,7 @@ class FvConsoleApp(App[int]):
         self.sub_title = "read-only" if self.state.read_only else ""
         # Tab cycles within the view: the tab bar is reached with 1-5 or a click, never by
         # Tab (focused, it took the view's keys out of the footer and off the keyboard).
-        self.query_one("#views", TabbedContent).query_one(Tabs).can_focus = False
+        self._tabs.query_one(Tabs).can_focus = False
         if self.exit_on_signals:
             self._exit_on_signals()
         self.load_state(self.state)
@@ -174,7 +180,6 @@ class FvConsoleApp(App[int]):
         These run in the main thread wherever it waits; they bound the driver's waits for the
         terminal, ask the loop to exit, and arm the last resort."""
         loop = asyncio.get_running_loop()
-        self._views = list(self.query(BaseView))
         for sig in (signal.SIGTERM, signal.SIGHUP):
             if signal.getsignal(sig) is signal.SIG_IGN:
                 continue
@@ -205,7 +210,7 @@ class FvConsoleApp(App[int]):
         """If the process still runs ``LAST_RESORT`` seconds after the signal, and no write
         runs, put back the terminal's modes and end it: something waits that never returns."""
         time.sleep(LAST_RESORT)
-        while any(view._writing for view in self._views):
+        while any(view._writing for view in self.views.values()):
             time.sleep(0.5)
         driver = self._driver
         if isinstance(driver, ConsoleDriver):
@@ -252,7 +257,7 @@ class FvConsoleApp(App[int]):
         if missing:
             self.notify("not set: " + ", ".join(missing) + ". Press o to pick paths.", severity="warning",
                         timeout=8)
-        for view in self.query(BaseView):
+        for view in self.views.values():
             view.refresh_view()
         self.loaded = True
 
@@ -262,7 +267,7 @@ class FvConsoleApp(App[int]):
             suffix.append("loading … ", style="italic")
         if st.read_only:
             suffix.append(" READ-ONLY ", style="bold black on yellow")
-        self.query_one("#paths", PathsLine).show(
+        self._paths.show(
             [("config", st.config_path, "bold red" if st.config_error else ""),
              ("checkpoints", st.checkpoints_path, ""), ("cache", st.cache_root, "")], suffix)
 
@@ -270,27 +275,27 @@ class FvConsoleApp(App[int]):
         """Checkpoints listed: offer the last migration (from its receipt) once, after a start."""
         if self._offer_last_migration:
             self._offer_last_migration = False
-            self.query_one(MigrationView).offer_published(latest(sets))
+            self.view(MigrationView).offer_published(latest(sets))
 
     def journal_written(self) -> None:
         """A console action appended to the journal: the History view reads it again."""
-        self.query_one(HistoryView).refresh_view()
+        self.view(HistoryView).refresh_view()
 
     def migration_written(self) -> None:
         """A migration published a set: the checkpoints view shows its checkpoint as migrated."""
-        self.query_one(CheckpointsView).refresh_view()
+        self.view(CheckpointsView).refresh_view()
 
     # ------------------------------------------------------------ navigation
 
+    def view(self, cls: type[_V]) -> _V:
+        """The app's one view of class ``cls``."""
+        return next(view for view in self.views.values() if isinstance(view, cls))
+
     def current_view(self) -> BaseView | None:
-        pane = self.query_one("#views", TabbedContent).active_pane
-        if pane is None:
-            return None
-        views = list(pane.query(BaseView))
-        return views[0] if views else None
+        return self.views.get(self._tabs.active)
 
     def action_show(self, name: str) -> None:
-        self.query_one("#views", TabbedContent).active = name
+        self._tabs.active = name
         self._focus_active()
         self.call_after_refresh(self._focus_active)
 
@@ -305,7 +310,7 @@ class FvConsoleApp(App[int]):
 
     def open_migration(self, checkpoint: str, step: int | None) -> None:
         """Switch to the migration view, prefilled from a checkpoint."""
-        self.query_one(MigrationView).prefill(checkpoint, step)
+        self.view(MigrationView).prefill(checkpoint, step)
         self.action_show("migration")
 
     async def _on_key(self, event: events.Key) -> None:
@@ -345,7 +350,7 @@ class FvConsoleApp(App[int]):
             new_state = self.state.with_paths(config_path=result["config"], checkpoints_path=result["checkpoints"],
                                               cache_root=result["cache_root"])
             if new_state.cache_root != st.cache_root:
-                self.query_one(FleetView).offer_cache_root(st.cache_root, new_state.cache_root)
+                self.view(FleetView).offer_cache_root(st.cache_root, new_state.cache_root)
             self.load_state(new_state)
 
         self.push_screen(screen, done)
@@ -356,7 +361,7 @@ class FvConsoleApp(App[int]):
     async def action_quit(self) -> None:
         """Quit; while an eviction or a migration writes, once it has finished (a write is
         never cut in half, and the key is not lost either)."""
-        if any(view._busy for view in self.query(BaseView)):
+        if any(view._busy for view in self.views.values()):
             if not self._quit_pending:
                 self._quit_pending = True
                 self.notify("a write is running: the console quits when it has finished", timeout=30)
@@ -365,7 +370,7 @@ class FvConsoleApp(App[int]):
 
     def quit_after_write(self) -> None:
         """A view's write ended: quit now if ``q`` was pressed meanwhile and nothing else writes."""
-        if self._quit_pending and not self.exiting and not any(view._busy for view in self.query(BaseView)):
+        if self._quit_pending and not self.exiting and not any(view._busy for view in self.views.values()):
             self.notify("the write has finished: quitting")
             self.exit()
 
@@ -409,7 +414,7 @@ class FvConsoleApp(App[int]):
             yield SystemCommand(row.description, f"{help_text} ({row.key_text})",
                                 lambda action=row.action: self.run_action(action))
         for name, cls in VIEWS:
-            view = self.query_one(cls)
+            view = self.views[name]
             title = cls.TITLE.split(" ", 1)[1]
             for row in keymap.key_help([cls], merge=False):
                 suffix = ro if row.action in cls.write_actions else ""

@@ -133,7 +133,7 @@ class FormEdited(Message):
 
 
 class FormSubmitted(Message):
-    """Enter in a field of the migration form: preview."""
+    """Enter in a field of a view's form (migration: preview; fleet: scan)."""
 
 
 # ------------------------------------------------------------ view 3: shard cache

@@ -247,7 +247,7 @@ def test_a_node_refusal_reaches_the_fleet_view_as_data_and_is_worded_without_fla
     from fvconsole.cli.node import _run
     from fvconsole.core.cache.lock import EvictorLock
     from fvconsole.core.fleet.outcomes import from_envelope
-    from fvconsole.tui.fleet_view import node_error
+    from fvconsole.tui.fleet_text import node_error
 
     root = tmp_path / "cache"
     write_cache_entry(str(root), seed=1, num_shards=2, tensor_bytes=256, last_used=1.0)
