@@ -22,23 +22,46 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 #: The steps whose exit code is not 0 by design (the demo's cache has an entry that fails verification).
 EXPECTED_EXIT = {"cache verify": 1}
 
+def plain(match):
+    """A step typed as is: ``fvconsole ...``."""
+    return lambda a: bool(a) and a[0] == "fvconsole" and match(a)
+
+
+def stand_in_fleet(match):
+    """A step with the demo's stand-in srun first on PATH: ``PATH=DIR/fleet/bin:"$PATH" fvconsole ...``."""
+    return lambda a: len(a) > 1 and a[0].startswith("PATH=") and a[1] == "fvconsole" and match(a[1:])
+
+
 # (what the step is, predicate on its argv): the order the demo must print them in.
 STEPS = [
-    ("checkpoints ls", lambda a: a[1:3] == ["checkpoints", "ls"] and "map-style" not in a[3]),
-    ("checkpoints show", lambda a: a[1:3] == ["checkpoints", "show"] and "--tensors" not in a),
-    ("checkpoints show --tensors", lambda a: a[1:3] == ["checkpoints", "show"] and "--tensors" in a),
-    ("checkpoints ls (map-style run)", lambda a: a[1:3] == ["checkpoints", "ls"] and "map-style" in a[3]),
-    ("migrate dry run (text_only run)", lambda a: a[1] == "migrate" and "run-text-only.yaml" in a[3]),
-    ("migrate dry run", lambda a: a[1] == "migrate" and "--yes" not in a),
-    ("migrate --yes", lambda a: a[1] == "migrate" and "--yes" in a),
-    ("sidecars verify", lambda a: a[1:3] == ["sidecars", "verify"] and "validated-100" not in a[-1]),
-    ("sidecars verify (FastVideo's receipt)", lambda a: a[1:3] == ["sidecars", "verify"] and "validated-100" in a[-1]),
-    ("cache ls", lambda a: a[1:3] == ["cache", "ls"]),
-    ("cache evict dry run", lambda a: a[1:3] == ["cache", "evict"] and "--verify" not in a and "--yes" not in a),
-    ("cache verify", lambda a: a[1:3] == ["cache", "verify"]),
-    ("cache evict --verify dry run", lambda a: a[1:3] == ["cache", "evict"] and "--verify" in a and "--yes" not in a),
-    ("console", lambda a: len(a) > 1 and a[1].startswith("--")),
+    ("checkpoints ls", plain(lambda a: a[1:3] == ["checkpoints", "ls"] and "map-style" not in a[3])),
+    ("checkpoints show", plain(lambda a: a[1:3] == ["checkpoints", "show"] and "--tensors" not in a)),
+    ("checkpoints show --tensors", plain(lambda a: a[1:3] == ["checkpoints", "show"] and "--tensors" in a)),
+    ("checkpoints ls (map-style run)", plain(lambda a: a[1:3] == ["checkpoints", "ls"] and "map-style" in a[3])),
+    ("migrate dry run (text_only run)", plain(lambda a: a[1] == "migrate" and "run-text-only.yaml" in a[3])),
+    ("migrate dry run", plain(lambda a: a[1] == "migrate" and "--yes" not in a)),
+    ("migrate --yes", plain(lambda a: a[1] == "migrate" and "--yes" in a)),
+    ("sidecars verify", plain(lambda a: a[1:3] == ["sidecars", "verify"] and "validated-100" not in a[-1])),
+    ("sidecars verify (FastVideo's receipt)",
+     plain(lambda a: a[1:3] == ["sidecars", "verify"] and "validated-100" in a[-1])),
+    ("cache ls", plain(lambda a: a[1:3] == ["cache", "ls"])),
+    ("cache evict dry run", plain(lambda a: a[1:3] == ["cache", "evict"] and "--verify" not in a and "--yes" not in a)),
+    ("cache verify", plain(lambda a: a[1:3] == ["cache", "verify"])),
+    ("cache evict --verify dry run",
+     plain(lambda a: a[1:3] == ["cache", "evict"] and "--verify" in a and "--yes" not in a)),
+    ("fleet cache ls (stand-in fleet)", stand_in_fleet(lambda a: a[1:4] == ["fleet", "cache", "ls"])),
+    ("fleet cache evict dry run (stand-in fleet)",
+     stand_in_fleet(lambda a: a[1:4] == ["fleet", "cache", "evict"] and "--yes" not in a)),
+    ("console", plain(lambda a: len(a) > 1 and a[1].startswith("--"))),
+    ("console (stand-in fleet)", stand_in_fleet(lambda a: len(a) > 1 and a[1].startswith("--"))),
 ]
+#: The steps that need the full install's stand-in fleet (the lean install's smoke run leaves them out).
+FLEET_STEPS = {name for name, _ in STEPS if "stand-in fleet" in name}
+
+
+def step_kinds(argvs: list[list[str]]) -> list[str]:
+    """Each printed command's step name ("?" for one that is no step)."""
+    return [next((name for name, match in STEPS if match(argv)), "?") for argv in argvs]
 
 
 def printed_commands(output: str) -> list[str]:
@@ -66,15 +89,13 @@ def main() -> int:
         return 1
     commands = printed_commands(build.stdout)
     argvs = [shlex.split(c, comments=True) for c in commands]
-    kinds = []
-    for argv in argvs:
-        kinds.append(next((name for name, match in STEPS if argv and argv[0] == "fvconsole" and match(argv)), "?"))
+    kinds = step_kinds(argvs)
     if kinds != [name for name, _ in STEPS]:
         print(f"demo_smoke: the demo printed these steps: {kinds}; expected {[n for n, _ in STEPS]}")
         return 1
     failed = 0
     for command, kind in zip(commands, kinds, strict=True):
-        if kind == "console":
+        if kind.startswith("console"):
             cmd = [sys.executable, os.path.join(HERE, "pty_console.py"), "--expect", "checkpoint(s)",
                    "--expect", "Quit", "--timeout", "120", "--", "bash", "-c", command]
             code = subprocess.run(cmd).returncode
