@@ -35,16 +35,12 @@ class CacheFileError(ValueError):
     """A cache file that cannot be used; the message says what is wrong with it."""
 
 
-
-
-def iter_fd(fd: int, skip: Callable[[str], bool] | None = None) -> Iterator[tuple[str, os.stat_result]]:
-    """(name, lstat) of every child of the directory open as ``fd``, as it reads (a root of 200,000
-    entries is never held as one list); ``fd`` stays open: a scan opens the children relative to it.
-    Children removed between readdir and lstat are left out; so are names ``skip`` takes (not stat'ed)."""
+def iter_fd(fd: int) -> Iterator[tuple[str, os.stat_result]]:
+    """(name, lstat) of every child of the directory open as ``fd``, as it reads (a large root is
+    never held as one list); ``fd`` stays open: a scan opens the children relative to it.
+    Children removed between readdir and lstat are left out."""
     with os.scandir(fd) as it:
         for item in it:
-            if skip is not None and skip(item.name):
-                continue
             try:
                 yield item.name, item.stat(follow_symlinks=False)
             except FileNotFoundError:

@@ -103,7 +103,7 @@ def _scan_children(root_fd: int, root_path: str, real_root: str, root_st: os.sta
     """Every child of the root open as ``root_fd``, read as listed (a large root is never one list)."""
     root_dev = root_st.st_dev
     try:
-        for name, st in iter_fd(root_fd, None):
+        for name, st in iter_fd(root_fd):
             child = Child(name, _join(root_path, name), st)
             kind = classify_child(name, st)
             if kind == "entry":
