@@ -22,10 +22,10 @@ from textual.widgets import DataTable, Input, TabbedContent
 from fvconsole.cli import InstalledVersion
 from fvconsole.cli.completion import PrintCompletion
 from fvconsole.cli.streams import _Stdout
-from fvconsole.core.cache.lock import LockState
 from fvconsole.core.checkpoints.listing import CheckpointInfo
 from fvconsole.core.migration.output_dir import OutputState
 from fvconsole.core.migration.sample_ids import NextSampleIds
+from fvconsole.core.shared.locks import LockState
 from fvconsole.demo import fleet_builders
 from fvconsole.demo.workspace import DemoWorkspace
 from fvconsole.tui import state, wording

@@ -25,8 +25,15 @@ from fvconsole.cli.streams import (
     write_err,
     write_out,
 )
-from fvconsole.core.journal import as_interrupted, interrupt_handlers
-from fvconsole.core.shared import EXIT_PARTIAL, EXIT_REFUSED, EXIT_USAGE, FvError, printable
+from fvconsole.core.shared import (
+    EXIT_PARTIAL,
+    EXIT_REFUSED,
+    EXIT_USAGE,
+    FvError,
+    as_interrupted,
+    interrupt_handlers,
+    printable,
+)
 
 # Subcommand modules, in the order `--help` lists them. Each defines register(subparsers).
 _COMMAND_MODULES = ("checkpoints", "migrate", "sidecars", "cache", "fleet", "history", "demo")

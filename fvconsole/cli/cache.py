@@ -10,7 +10,6 @@ import argparse
 import socket
 import sys
 import time
-from dataclasses import dataclass
 from typing import Any
 
 from fvconsole.cli.common import (
@@ -29,9 +28,14 @@ from fvconsole.cli.common import (
     whole_number,
 )
 from fvconsole.cli.formats import add_format_args, output_format, write_output_file
-from fvconsole.cli.journaling import add_journal_args, journal_target, warn_if_unwritten
-from fvconsole.cli.outcome import command_line, record_write
-from fvconsole.cli.selectors import add_key_option, add_selector_args, parse_keys, selectors_from_args
+from fvconsole.cli.outcome import (
+    add_journal_args,
+    command_line,
+    journal_target,
+    record_write,
+    warn_if_unwritten,
+)
+from fvconsole.cli.selectors import add_key_option, add_selector_args
 from fvconsole.cli.streams import write_out
 from fvconsole.core.cache import (
     DEFAULT_GRACE_SECONDS,
@@ -44,32 +48,32 @@ from fvconsole.core.cache import (
     CacheScan,
     CacheVerification,
     EvictionPlan,
+    EvictionPreview,
+    EvictionRequest,
     EvictionResult,
-    EvictionSelectors,
+    LockedEviction,
     StoppedEviction,
     cap_bytes,
     default_max_gb,
-    evict_under_lock,
     gc_sort_key,
     listing_cells,
-    parse_duration,
-    plan_eviction,
-    probe_evictor,
+    parse_keys,
     prometheus_text,
     resolve_root,
     scan_cache,
     verify_cache,
 )
-from fvconsole.core.journal import Interrupted
 from fvconsole.core.shared import (
     EXIT_OK,
     EXIT_REFUSED,
     FvError,
+    Interrupted,
     PartialFailure,
     UsageError,
     clipped,
     elided,
     human_bytes,
+    parse_duration,
     plural,
     utc_text,
 )
@@ -221,8 +225,13 @@ def _common(parser: argparse.ArgumentParser, *, json_flag: bool = True) -> None:
         parser.add_argument("--json", action="store_true", help="print one JSON object")
 
 
+def _root_arg(args: argparse.Namespace) -> str | None:
+    """ROOT, else the console's ``--cache-root``; the core falls back to $FASTVIDEO_WEIGHT_SHARD_CACHE."""
+    return args.root or getattr(args, "cache_root", None)
+
+
 def _root(args: argparse.Namespace) -> str:
-    return resolve_root(args.root or getattr(args, "cache_root", None))
+    return resolve_root(_root_arg(args))
 
 
 def _env_cap() -> tuple[int | None, str | None]:
@@ -298,7 +307,7 @@ def _watch(args: argparse.Namespace, fmt: str, root: str, grace: float) -> int:
     """
     import signal
 
-    from fvconsole.core.journal import as_interrupted
+    from fvconsole.core.shared import as_interrupted
 
     done = 0
     last = EXIT_OK
@@ -402,79 +411,54 @@ def holders_line(holders: tuple, limit: int = 3) -> str:
 # ---------------------------------------------------------------- evict
 
 
-@dataclass(frozen=True)
-class Selection:
-    """The validated selectors and protections of a `cache evict` command line (no disk access yet)."""
-
-    root: str
-    grace: float
-    selectors: EvictionSelectors
-    force: bool
-
-    def plan(self) -> EvictionPlan:
-        """Scan the root and plan (read-only).
-
-        A ``--key`` that names no entry refuses the whole command (exit 1, nothing evicted), as
-        ``cache verify --key`` does: it is a typo or the wrong root, and an eviction that went on
-        without it would report success for what the operator did not ask for.
-        """
-        scan = scan_cache(self.root, self.grace)
-        plan = plan_eviction(scan, self.selectors, grace_seconds=self.grace, force=self.force)
-        missing = [s.key for s in plan.skipped if s.code == "skip.missing"]
-        if missing:
-            more = f" (+{len(missing) - 1} more)" if len(missing) > 1 else ""
-            raise FvError(f"{missing[0]}: not an entry of {self.root} (--key){more}; nothing evicted",
-                          details={"missing": missing})
-        return plan
-
-
-def parse_selection(args: argparse.Namespace) -> Selection:
-    """Validate the command line (usage errors come before any disk access or lock)."""
-    grace = parse_duration(args.grace, "--grace")
-    picked = selectors_from_args(args)
-    return Selection(root=_root(args), grace=grace, selectors=picked, force=args.force)
-
-
 def run_evict(args: argparse.Namespace) -> int:
     """`cache evict`: 0 ok (dry run too), 1 refused, 2 usage, 3 failed part-way."""
-    selection = parse_selection(args)
+    request = EvictionRequest.from_flags(_root_arg(args), vars(args))
+    width = _width(args)
     if not args.yes:
-        plan = selection.plan()
-        running = probe_evictor(plan.root)
-        if args.json:
-            emit_json(plan.envelope(running))
-        else:
-            say(render_plan(plan, width=_width(args)))
-            if running:
-                say(f"note: an eviction of this root is running now ({running.describe()}); "
-                    "--yes would wait for it (--wait) or exit 1", err=True)
-        _warn_unreachable(plan)
+        _show_preview(request.preview(), as_json=args.json, width=width)
         return EXIT_OK
     # The root's lock is taken before the scan: the plan is made under it (LockBusy: exit 1).
     try:
-        done = evict_under_lock(selection.root, selection.plan, command=command_line(args), wait=args.wait,
-                                force=selection.force, journal_path=journal_target(args),
-                                progress=None if args.json else progress_printer("evicting"))
+        done = request.execute(command=command_line(args), wait=args.wait, journal_path=journal_target(args),
+                               progress=None if args.json else progress_printer("evicting"))
     except Interrupted as stop:  # Ctrl-C, SIGTERM, SIGHUP: what was evicted so far, as data too
         _describe_stop(stop)
         raise
+    if done.result.evicted:
+        record_write(args, done.done_text)
+    _show_result(done, as_json=args.json, width=width)
+    return EXIT_OK
+
+
+def _show_preview(preview: EvictionPreview, *, as_json: bool, width: int | None) -> None:
+    """The dry run: the plan, and the eviction running now, if one is."""
+    if as_json:
+        emit_json(preview.envelope())
+    else:
+        say(render_plan(preview.plan, width=width))
+        if preview.running:
+            say(f"note: an eviction of this root is running now ({preview.running.describe()}); "
+                "--yes would wait for it (--wait) or exit 1", err=True)
+    warn(*preview.warnings)
+
+
+def _show_result(done: LockedEviction, *, as_json: bool, width: int | None) -> None:
+    """What ``--yes`` did, its warnings, and exit 3 (PartialFailure) when an entry could not be evicted."""
     plan, result = done.plan, done.result
     warn(*done.warnings)
     warn_if_unwritten(done.journal)
-    if result.evicted:
-        record_write(args, done.done_text)
     payload = done.envelope()
     if result.errors:
-        if not args.json:
-            say(render_result(result, plan, width=_width(args)))
+        if not as_json:
+            say(render_result(result, plan, width=width))
         raise PartialFailure(f"{plan.root}: {plural(len(result.errors), 'entry', 'entries')} could not be evicted "
                              f"(first: {result.errors[0]})", report=payload)
-    if args.json:
+    if as_json:
         emit_json(payload)
     else:
-        say(render_result(result, plan, width=_width(args)))
-    _warn_unreachable(plan, result)
-    return EXIT_OK
+        say(render_result(result, plan, width=width))
+    warn(*done.missed_target)
 
 
 def _describe_stop(stop: Interrupted) -> None:
@@ -482,18 +466,6 @@ def _describe_stop(stop: Interrupted) -> None:
     if isinstance(stop.partial, StoppedEviction):
         warn_if_unwritten(stop.journal)
         stop.details = stop.partial.envelope(stop.journal)
-
-
-def _warn_unreachable(plan: EvictionPlan, result: EvictionResult | None = None) -> None:
-    """A free-space target that is (or would be) missed: a warning, never an error (see --help)."""
-    free = plan.free_space
-    if free is None:
-        return
-    if result is None and not free.reached:
-        warn(f"{plan.root}: {free.summary()}")
-    elif result is not None and result.target_reached is False:
-        warn(f"{plan.root}: the free-space target ({human_bytes(free.target_bytes)}) was not reached: "
-             f"{human_bytes(result.fs_free_after)} free after the eviction")
 
 
 def _skipped_table(skipped: tuple, width: int | None = None) -> list[str]:

@@ -22,11 +22,10 @@ from fvconsole.cli.common import (
     warn,
 )
 from fvconsole.cli.formats import add_format_args, output_format, write_output_file
-from fvconsole.cli.journaling import add_journal_args, journal_json, write_journal
-from fvconsole.cli.outcome import command_line, record_write
-from fvconsole.cli.selectors import add_key_option, add_selector_args, parse_keys, selectors_from_args
+from fvconsole.cli.outcome import add_journal_args, command_line, journal_json, record_write, write_journal
+from fvconsole.cli.selectors import add_key_option, add_selector_args
 from fvconsole.cli.streams import write_out
-from fvconsole.core.cache import RECLAIMABLE_SUM, flags
+from fvconsole.core.cache import RECLAIMABLE_SUM, EvictionSelectors, flags, parse_keys
 from fvconsole.core.fleet import (
     AUTO,
     DEFAULT_PARALLEL,
@@ -360,7 +359,7 @@ def protections(args: argparse.Namespace) -> list[str]:
 
 def run_fleet_evict(args: argparse.Namespace) -> int:
     """`fleet cache evict`: preview on every node; with --yes execute exactly that plan."""
-    picks = selectors_from_args(args, fleet=True).argv()
+    picks = EvictionSelectors.from_flags(vars(args), fleet=True).argv()
     root = _root(args)
     options = _options(args)
     check_selection_args(args.nodes, args.job)

@@ -8,9 +8,16 @@ import time
 from datetime import datetime, timezone
 
 from fvconsole.cli.common import Block, block, emit_json, format_table, say, warn, whole_number
-from fvconsole.core.cache import is_duration, parse_duration, quote_input
 from fvconsole.core.journal import ENV_JOURNAL, JournalRead, JournalRecord, journal_path, read_journal
-from fvconsole.core.shared import EXIT_OK, FvError, UsageError, human_bytes
+from fvconsole.core.shared import (
+    EXIT_OK,
+    FvError,
+    UsageError,
+    human_bytes,
+    is_duration,
+    parse_duration,
+    quote_input,
+)
 
 HELP = f"""\
 List the journal: one line per executed `cache evict --yes`, `fleet cache evict --yes` and

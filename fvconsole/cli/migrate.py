@@ -21,11 +21,16 @@ from fvconsole.cli.common import (
     warn,
     whole_number,
 )
-from fvconsole.cli.journaling import add_journal_args, journal_json, journal_target, warn_if_unwritten
-from fvconsole.cli.outcome import command_line, record_write
+from fvconsole.cli.outcome import (
+    add_journal_args,
+    command_line,
+    journal_json,
+    journal_target,
+    record_write,
+    warn_if_unwritten,
+)
 from fvconsole.cli.reshard_text import reshard_lines
-from fvconsole.core.journal import Interrupted
-from fvconsole.core.shared import FvError, elided
+from fvconsole.core.shared import FvError, Interrupted, elided
 
 #: docs/cli.md "Elastic resume"; the core's MODES (checked by tests/cli/test_cli_reshard.py).
 RESHARD_MODES = ("next-epoch", "epoch-start", "nearest")
@@ -179,7 +184,7 @@ def _run(args: argparse.Namespace) -> int:
     except FvError as exc:
         _describe_failure(exc, base)
         raise
-    except Interrupted as stop:  # Ctrl-C, SIGTERM, SIGHUP (fvconsole.core.journal.interrupts)
+    except Interrupted as stop:  # Ctrl-C, SIGTERM, SIGHUP (fvconsole.core.shared.interrupts)
         _describe_stop(stop, base)
         raise
     result = run.result

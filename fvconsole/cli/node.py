@@ -170,7 +170,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Run the command for this node and print its frames; exit 0 once it ran (or timed out).
 
     The command runs in the main thread, so SIGTERM from ``scancel`` or a step's teardown
-    reaches it as an orderly interruption (:mod:`fvconsole.core.journal.interrupts`): an eviction
+    reaches it as an orderly interruption (:mod:`fvconsole.core.shared.interrupts`): an eviction
     stops between files, unlocks, journals and reports exit 3 or 143 like on a login node.
     The time limit is a watchdog thread.
     """

@@ -11,8 +11,14 @@ import argparse
 from typing import Any
 
 from fvconsole.cli.common import Block, block, emit_json, format_table, progress_printer, say, whole_number
-from fvconsole.cli.journaling import add_journal_args, journal_json, journal_target, warn_if_unwritten
-from fvconsole.cli.outcome import command_line, record_write
+from fvconsole.cli.outcome import (
+    add_journal_args,
+    command_line,
+    journal_json,
+    journal_target,
+    record_write,
+    warn_if_unwritten,
+)
 from fvconsole.core.shared import EXIT_OK, PartialFailure, clipped, human_bytes
 
 PRUNE_HELP = """\
@@ -91,8 +97,8 @@ def register_prune(commands: argparse._SubParsersAction) -> None:
 
 def rules_from_args(args: argparse.Namespace) -> Any:
     """Validate the command line into ``PruneRules`` (usage errors come before any disk access)."""
-    from fvconsole.core.cache import parse_duration
     from fvconsole.core.retention import PruneRules
+    from fvconsole.core.shared import parse_duration
 
     older = parse_duration(args.older_than, "--older-than") if args.older_than is not None else None
     grace = parse_duration(args.grace, "--grace")

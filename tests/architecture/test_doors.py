@@ -501,7 +501,7 @@ DOORS: tuple[Door, ...] = (
              ("fvconsole/core/shared/mounts.py", "_read_bounded"): "/proc (no atimes, no symlinks planted)",
              ("fvconsole/core/shared/locks.py", "read_holder"): "a lock record (the locks door reads its own)",
              ("fvconsole/core/shared/locks.py", "is_write_locked"): "a lock file, for F_OFD_GETLK only",
-             ("fvconsole/core/cache/lock.py", "EvictorLock.acquire"): "the cache root, to hold the lock file by "
+             ("fvconsole/core/shared/locks.py", "RootLock.acquire"): "the cache root, to hold the lock file by "
                                                                       "its directory fd",
              ("fvconsole/core/journal/log.py", "read_journal"): "the journal, fvconsole's own file",
          },

@@ -15,14 +15,9 @@ import time
 import pytest
 from migration_runs import build_legacy, plan_for, request
 
-from fvconsole.core.cache import (
-    EvictedEntry,
-    EvictionSelectors,
-    PlannedEviction,
-    SkippedEntry,
-    plan_eviction,
-    scan_cache,
-)
+from fvconsole.core.cache import EvictionSelectors, PlannedEviction, plan_eviction, scan_cache
+from fvconsole.core.cache.evict import EvictedEntry
+from fvconsole.core.cache.plan import SkippedEntry
 from fvconsole.core.migration import output_dir, write
 from fvconsole.core.migration.output_dir import migration_lock
 from fvconsole.core.migration.plan import MigrationPlan, MigrationPreview, Refusal, plan_migration

@@ -7,7 +7,8 @@ import subprocess
 import sys
 import time
 
-from fvconsole.core.cache import EvictionSelectors, execute_eviction, plan_eviction, remove_tree, scan_cache
+from fvconsole.core.cache import EvictionSelectors, execute_eviction, plan_eviction, scan_cache
+from fvconsole.core.shared.removal import remove_tree
 from fvconsole.demo.cache_builders import make_key, write_cache_entry
 
 DAY = 86400.0

@@ -17,8 +17,8 @@ import pytest
 from sized_cache import sized_entry
 
 from fvconsole.core.cache import EvictionSelectors, plan_eviction, scan_cache
-from fvconsole.core.cache.lock import EvictorLock, probe_evictor, record_path
 from fvconsole.core.cache.locked import evict_under_lock
+from fvconsole.core.cache.roots import EVICTOR, evictor_lock, probe_evictor
 from fvconsole.core.shared.errors import FvError
 from fvconsole.core.shared.locks import LockBusy
 
@@ -33,8 +33,8 @@ def root(tmp_path: Path) -> Path:
 
 
 def test_record_lives_beside_the_root_and_only_while_held(root: Path) -> None:
-    lock = EvictorLock(str(root), command="fvconsole cache evict --yes")
-    assert record_path(str(root)) == str(root.parent / ".wcache.fvconsole-evictor")
+    lock = evictor_lock(str(root), command="fvconsole cache evict --yes")
+    assert EVICTOR.record(str(root)) == str(root.parent / ".wcache.fvconsole-evictor")
     assert probe_evictor(str(root)) is None
     state = lock.acquire()
     try:
@@ -47,7 +47,7 @@ def test_record_lives_beside_the_root_and_only_while_held(root: Path) -> None:
         assert scan_cache(root).foreign == (), "cache ls lists the lock file"
         assert probe_evictor(str(root)).pid == os.getpid()
         with pytest.raises(LockBusy) as busy:
-            EvictorLock(str(root)).acquire()
+            evictor_lock(str(root)).acquire()
         assert str(busy.value).startswith(f"{root}: another eviction is running (pid {os.getpid()} on host ")
         assert busy.value.holder.command == "fvconsole cache evict --yes"
     finally:
@@ -59,8 +59,8 @@ def test_record_lives_beside_the_root_and_only_while_held(root: Path) -> None:
 def test_a_symlink_to_the_root_is_the_same_lock(root: Path, tmp_path: Path) -> None:
     alias = tmp_path / "alias"
     alias.symlink_to(root)
-    with EvictorLock(str(root)), pytest.raises(LockBusy):
-        EvictorLock(str(alias)).acquire()
+    with evictor_lock(str(root)), pytest.raises(LockBusy):
+        evictor_lock(str(alias)).acquire()
 
 
 def test_locked_eviction_refuses_waits_then_runs_the_confirmed_plan(root: Path, tmp_path: Path) -> None:
@@ -69,7 +69,7 @@ def test_locked_eviction_refuses_waits_then_runs_the_confirmed_plan(root: Path, 
     plan = plan_eviction(scan_cache(root), EvictionSelectors(older_than=2 * DAY - 60))
     keys = [p.key for p in plan.evict]
     assert len(keys) == 2
-    other = EvictorLock(str(root))
+    other = evictor_lock(str(root))
     other.acquire()
     with pytest.raises(LockBusy):
         evict_under_lock(str(root), lambda: plan, command="fvconsole console: evict", journal_path=str(journal))
@@ -82,7 +82,7 @@ def test_locked_eviction_refuses_waits_then_runs_the_confirmed_plan(root: Path, 
     [line] = [json.loads(x) for x in journal.read_text().splitlines()]
     assert line["command"] == "fvconsole console: evict" and line["items"] == keys
     assert done.journal.written and done.release_problem is None
-    assert not Path(record_path(str(root))).exists()
+    assert not Path(EVICTOR.record(str(root))).exists()
     nothing = evict_under_lock(str(root), lambda: plan_eviction(scan_cache(root), EvictionSelectors(older_than=2 * DAY - 60)),
                                command="x", journal_path=str(journal))
     assert nothing.result.evicted == () and nothing.journal is None  # nothing changed: no line
@@ -93,13 +93,13 @@ def test_refused_roots_get_nothing_written_beside_them(tmp_path: Path) -> None:
         evict_under_lock("/etc", lambda: pytest.fail("planned a refused root"), command="x")
     assert not os.path.exists("/.etc.fvconsole-evictor")
     with pytest.raises(FvError, match="does not exist"):
-        EvictorLock(str(tmp_path / "missing")).acquire()
+        evictor_lock(str(tmp_path / "missing")).acquire()
 
 
 def test_wait_gives_up_with_the_holder_named(root: Path) -> None:
-    with EvictorLock(str(root), command="holder"):
+    with evictor_lock(str(root), command="holder"):
         started = time.monotonic()
         with pytest.raises(LockBusy) as busy:
-            EvictorLock(str(root)).acquire(wait=0.3)
+            evictor_lock(str(root)).acquire(wait=0.3)
         assert time.monotonic() - started >= 0.3
         assert "did not finish within --wait 0.3s" in str(busy.value) and busy.value.holder.command == "holder"

@@ -11,7 +11,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from fvconsole.core.cache import EvictionSelectors, lru_walk, plan_eviction, scan_cache
+from fvconsole.core.cache import EvictionSelectors, plan_eviction, scan_cache
+from fvconsole.core.cache.gc_order import lru_walk
 from fvconsole.core.cache.roots import root_refusal
 from fvconsole.core.shared.errors import FvError, UsageError
 from fvconsole.demo.cache_builders import make_key, write_cache_entry

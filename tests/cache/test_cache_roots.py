@@ -7,8 +7,10 @@ import pwd
 
 import pytest
 
-from fvconsole.core.cache import parse_duration, parse_max_gb
-from fvconsole.core.cache.roots import ENV_MAX_GB, default_max_gb, root_refusal
+from fvconsole.core.cache import parse_max_gb
+from fvconsole.core.cache.roots import root_refusal
+from fvconsole.core.cache.selectors import ENV_MAX_GB, default_max_gb
+from fvconsole.core.shared import parse_duration
 from fvconsole.core.shared.errors import FvError, UsageError
 
 REAL_HOME = os.path.realpath(pwd.getpwuid(os.getuid()).pw_dir)

@@ -9,13 +9,10 @@ from pathlib import Path
 
 import pytest
 
-from fvconsole.core.cache import (
-    compact_indices,
-    parse_duration,
-    scan_cache,
-)
+from fvconsole.core.cache import scan_cache
 from fvconsole.core.cache.files import CacheFileError, read_safetensors_header
-from fvconsole.core.cache.scan import Child, scan_entry
+from fvconsole.core.cache.scan import Child, compact_indices, scan_entry
+from fvconsole.core.shared import parse_duration
 from fvconsole.core.shared.errors import FvError, UsageError
 from fvconsole.core.shared.humanize import format_duration
 from fvconsole.demo.cache_builders import make_key, write_cache_entry

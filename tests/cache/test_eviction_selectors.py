@@ -14,7 +14,6 @@ from hypothesis import strategies as st
 
 import fvconsole
 from fvconsole.cli import build_parser, main
-from fvconsole.cli.selectors import selectors_from_args
 from fvconsole.core.cache import EvictionSelectors, FreeTarget, plan_eviction, scan_cache
 from fvconsole.core.shared.errors import UsageError
 from fvconsole.demo.cache_builders import make_key, write_cache_entry
@@ -85,10 +84,10 @@ def test_a_nodes_argv_parses_back_to_the_same_selectors(picked: EvictionSelector
     """What a fleet node is sent selects exactly what the login node validated (floats exactly)."""
     assert set(picked.to_json()) >= {f.name for f in dataclasses.fields(picked)} - {"older_than"} | {"older_than_seconds"}
     args = build_parser().parse_args(["fleet", "cache", "evict", "--nodes", "n1", *picked.argv()])
-    assert selectors_from_args(args, fleet=True) == picked
+    assert EvictionSelectors.from_flags(vars(args), fleet=True) == picked
     node_side = build_parser().parse_args(["cache", "evict", *picked.argv()])
     if not picked.max_gb_from_env:
-        assert selectors_from_args(node_side) == picked
+        assert EvictionSelectors.from_flags(vars(node_side)) == picked
 
 
 def test_nothing_selected_is_the_same_usage_error_everywhere(tmp_path, capsys) -> None:

@@ -116,7 +116,8 @@ FLAG_PLACES = {
     ("dispatch.py", "_srun_argv"), ("dispatch.py", "_single_steps"), ("dispatch.py", "check_options"),
     ("eviction.py", "execution_requests"), ("eviction.py", "preview_fleet_eviction"), ("ops.py", "ls_steps"),
     ("ops.py", "fleet_verify"),
-    ("freespace.py", "parse_min_free_gb"), ("freespace.py", "parse_min_free_percent"), ("roots.py", "parse_max_gb"),
+    ("selectors.py", "parse_min_free_gb"), ("selectors.py", "parse_min_free_percent"), ("selectors.py", "parse_max_gb"),
+    ("locked.py", "from_flags"),  # EvictionRequest.from_flags: a command line's eviction (--grace)
     ("metrics.py", "prometheus_text"),
     ("slurm_state.py", "squeue_argv"), ("slurm_state.py", "sinfo_argv"),  # Slurm's own command lines
 }
@@ -245,13 +246,13 @@ def test_the_published_set_of_a_checkpoint_is_found_through_its_receipt(run: bui
 def test_a_node_refusal_reaches_the_fleet_view_as_data_and_is_worded_without_flags(tmp_path) -> None:
     """A node's `cache evict` refused because another eviction holds the root: the runner sends the reason."""
     from fvconsole.cli.node import _run
-    from fvconsole.core.cache.lock import EvictorLock
+    from fvconsole.core.cache.roots import evictor_lock
     from fvconsole.core.fleet.outcomes import from_envelope
     from fvconsole.tui.fleet_text import node_error
 
     root = tmp_path / "cache"
     write_cache_entry(str(root), seed=1, num_shards=2, tensor_bytes=256, last_used=1.0)
-    with EvictorLock(str(root)):
+    with evictor_lock(str(root)):
         payload = _run("n1", ["cache", "evict", str(root), "--invalid", "--yes", "--json"], None)
     outcome = from_envelope("n1", json.loads(json.dumps(payload)), expects="cache-evict", timeout=5.0)
     assert outcome.kind == "failed" and "re-run with --wait SECONDS" in outcome.error  # the node's CLI words

@@ -126,8 +126,8 @@ def test_holder_in_another_pid_namespace_is_named_as_this_namespace_sees_it(tmp_
         pytest.skip("needs root and unshare(1) for another PID namespace")
     root = tmp_path / "cache"
     cheap_entries(root, 2)
-    code = ("import sys, time\nfrom fvconsole.core.cache.lock import EvictorLock\n"
-            "lock = EvictorLock(sys.argv[1], command='evictor in a container')\nlock.acquire()\n"
+    code = ("import sys, time\nfrom fvconsole.core.cache.roots import evictor_lock\n"
+            "lock = evictor_lock(sys.argv[1], command='evictor in a container')\nlock.acquire()\n"
             "print('held', flush=True)\nsys.stdin.read()\nlock.release()\n")
     with subprocess.Popen(["unshare", "--pid", "--fork", "--mount-proc", sys.executable, "-c", code, str(root)],
                           stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,

@@ -147,18 +147,18 @@ def test_a_damaged_migration_lock_record_is_the_clean_refusal(tmp_path: Path, cl
 def test_a_damaged_evictor_record_never_breaks_a_dry_run(tmp_path: Path, cli, field: str, raw: str) -> None:
     from sized_cache import sized_entry
 
-    from fvconsole.core.cache.lock import EvictorLock, record_path
+    from fvconsole.core.cache.roots import EVICTOR, evictor_lock
 
     root = tmp_path / "wcache"
     for i, key in enumerate("abc"):
         sized_entry(root, key, 1, (3 - i) * 86400.0)
-    record = record_path(os.path.realpath(root))
+    record = EVICTOR.record(os.path.realpath(root))
     Path(record).write_bytes(_holder_record(field, raw))
     code, out, err = cli(["cache", "evict", str(root), "--older-than", "2d"])  # nobody evicts: the record is ignored
     assert code == 0, err
     assert "re-run with --yes" in out
     # Someone evicts (the flock is held) and its record is damaged: the refusal names the record.
-    holder = EvictorLock(str(root), command="cron")
+    holder = evictor_lock(str(root), command="cron")
     holder.acquire()
     try:
         Path(record).write_bytes(_holder_record(field, raw))

@@ -279,7 +279,7 @@ async def evict_marked(app: FvConsoleApp, pilot, keys: list[str]) -> None:
 
 async def test_eviction_takes_the_roots_lock_and_journals_like_the_cli(work: dict[str, str], tmp_path,
                                                                        monkeypatch) -> None:
-    from fvconsole.core.cache.lock import EvictorLock
+    from fvconsole.core.cache.roots import evictor_lock
 
     journal = tmp_path / "journal.jsonl"
     monkeypatch.setenv("FVCONSOLE_JOURNAL", str(journal))
@@ -288,7 +288,7 @@ async def test_eviction_takes_the_roots_lock_and_journals_like_the_cli(work: dic
     async with running(app, SIZE) as pilot:
         view = app.query_one(CacheView)
         victim = next(e.key for e in view._entries if e.status == "complete")
-        with EvictorLock(work["cache"], command="fvconsole cache evict --yes (cron)"):
+        with evictor_lock(work["cache"], command="fvconsole cache evict --yes (cron)"):
             await evict_marked(app, pilot, [victim])
             [busy] = [m for m in notifications(app) if "another eviction is running" in m]
             assert busy.endswith("try again once it has finished") and "--" not in busy, busy
@@ -674,14 +674,14 @@ async def test_an_eviction_that_takes_over_a_dead_evictors_record_says_so(work: 
                                                                           monkeypatch) -> None:
     """D43: `cache evict --yes` warns that it took over the record of an evictor that died; the
     console's result pane and notification said nothing of it."""
-    from fvconsole.core.cache.lock import record_path
+    from fvconsole.core.cache.roots import EVICTOR
 
     journal = tmp_path / "journal.jsonl"
     monkeypatch.setenv("FVCONSOLE_JOURNAL", str(journal))
-    pid = killed_holder("import sys; from fvconsole.core.cache.lock import EvictorLock; "
-                        "EvictorLock(sys.argv[1], command='fvconsole cache evict --yes (killed)').acquire(); "
+    pid = killed_holder("import sys; from fvconsole.core.cache.roots import evictor_lock; "
+                        "evictor_lock(sys.argv[1], command='fvconsole cache evict --yes (killed)').acquire(); "
                         "print('held', flush=True); sys.stdin.read()", work["cache"])
-    record = record_path(os.path.realpath(work["cache"]))
+    record = EVICTOR.record(os.path.realpath(work["cache"]))
     assert json.loads(Path(record).read_text())["pid"] == pid  # the dead evictor's record, as it left it
     app = make_app(**work)
     async with running(app, SIZE) as pilot:

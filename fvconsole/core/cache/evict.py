@@ -40,8 +40,8 @@ from fvconsole.core.cache.scan import (
     manifest_mtime_ns,
     mounts_inside,
 )
-from fvconsole.core.journal import interrupts
 from fvconsole.core.journal.log import JournalWrite
+from fvconsole.core.shared import interrupts
 from fvconsole.core.shared.fields_json import fields_json
 from fvconsole.core.shared.host import node_names
 from fvconsole.core.shared.humanize import human_age, plural

@@ -1,4 +1,4 @@
-"""Free-space targets for eviction: ``--min-free-gb N`` and ``--min-free-percent P``.
+"""Planning to a free-space target (``--min-free-gb N``, ``--min-free-percent P``: ``selectors.FreeTarget``).
 
 Why: node-local caches usually live on tmpfs (``/dev/shm``), which competes with RAM, so
 operators evict "until the node has X free" rather than "until the cache is below X"
@@ -16,71 +16,15 @@ union never evicts more than the target needs.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from fvconsole.core.cache import flags
-from fvconsole.core.cache.durations import quote_input
 from fvconsole.core.cache.model import CacheEntry
-from fvconsole.core.cache.roots import GIB, parse_max_gb
-from fvconsole.core.shared.errors import UsageError
+from fvconsole.core.cache.selectors import FreeTarget
 from fvconsole.core.shared.fields_json import fields_json
 from fvconsole.core.shared.humanize import human_bytes
-from fvconsole.core.shared.reasons import MIN_FREE_GB, MIN_FREE_PERCENT, Reason, min_free_words, reason
-
-
-def parse_min_free_gb(text: str, flag: str = flags.MIN_FREE_GB) -> float:
-    """``--min-free-gb N``: GiB, fractional allowed, with the bounds of ``--max-gb``.
-
-    ``flag``: how the front end names the control in the error (the console: its field).
-    """
-    return parse_max_gb(text, flag)
-
-
-def parse_min_free_percent(text: str, flag: str = flags.MIN_FREE_PERCENT) -> float:
-    """``--min-free-percent P``: a number from 0 to 100 (percent of the filesystem's size)."""
-    try:
-        value = float(text)
-    except (TypeError, ValueError):
-        raise UsageError(f"{flag}: {quote_input(str(text))} is not a number") from None
-    if not math.isfinite(value) or not 0 <= value <= 100:
-        raise UsageError(f"{flag}: {quote_input(str(text))} must be a number from 0 to 100")
-    return value + 0.0
-
-
-@dataclass(frozen=True)
-class FreeTarget:
-    """What must be free on the root's filesystem; with both bounds, the larger one applies."""
-
-    min_free_gb: float | None = None
-    min_free_percent: float | None = None
-
-    def __post_init__(self) -> None:
-        if self.min_free_gb is None and self.min_free_percent is None:
-            raise ValueError("a free-space target needs min_free_gb or min_free_percent")
-
-    def bytes_needed(self, fs_total: int) -> int:
-        """The target in bytes on a filesystem of ``fs_total`` bytes (rounded up)."""
-        wanted = []
-        if self.min_free_gb is not None:
-            wanted.append(math.ceil(self.min_free_gb * GIB))
-        if self.min_free_percent is not None:
-            wanted.append(math.ceil(fs_total * self.min_free_percent / 100))
-        return max(wanted)
-
-    def values(self) -> dict[str, str]:
-        """The target's bounds as a reason's values (each front end words them: :func:`min_free_words`)."""
-        named = {MIN_FREE_GB: self.min_free_gb, MIN_FREE_PERCENT: self.min_free_percent}
-        return {name: f"{value:g}" for name, value in named.items() if value is not None}
-
-    def describe(self) -> str:
-        """``--min-free-percent 30`` / ``--min-free-gb 8``: the command line's words for the target."""
-        return min_free_words(self.values(), flags=True)
-
-    def to_json(self) -> dict[str, Any]:
-        return fields_json(self)
+from fvconsole.core.shared.reasons import Reason, reason
 
 
 @dataclass(frozen=True)

@@ -1,11 +1,19 @@
-"""An eviction as a front end runs it: root lock, plan under it, execute, journal, release.
+"""An eviction as a front end runs it: the request, the root's lock, the plan under it, execute, journal, release.
 
-Why one function: the CLI and the console must do these steps in the same order and journal
-the same fields. The root is checked before anything is written beside it; the plan is made
-(or confirmed) while the lock is held, so a second evictor that waited plans against what
-the first one left; the journal line is appended still under the lock, so a root's lines are
-in execution order. ``plan_eviction`` and ``execute_eviction`` themselves stay free of locks
-and journal side effects (tests and tools call them directly).
+Why one module: the CLI and the console must do these steps in the same order and journal
+the same fields. An :class:`EvictionRequest` is a command line's (or the console dialog's)
+eviction, validated before any disk access; ``request.plan()`` is the dry run's plan and
+``request.execute(...)`` the ``--yes``, through :func:`evict_under_lock`: the root is checked
+before anything is written beside it; the plan is made (or confirmed) while the lock is
+held, so a second evictor that waited plans against what the first one left; the journal
+line is appended still under the lock, so a root's lines are in execution order.
+``plan_eviction`` and ``execute_eviction`` themselves stay free of locks and journal side
+effects (tests and tools call them directly). ``request.preview()`` is the dry run's
+:class:`EvictionPreview`: the plan and the eviction running in the root now, if any.
+
+One evictor per root (``roots.EVICTOR``: an OFD write lock on ``.fvconsole-evictor.lock``
+inside the root, the holder record ``.<root>.fvconsole-evictor`` beside it, through
+``core/shared/locks.py: RootLock``). Dry runs never take it (``roots.probe_evictor`` only reads).
 
 Blocking (waits up to ``wait`` seconds, then removes files): the console calls it from a
 thread worker. Raises :class:`~fvconsole.core.shared.locks.LockBusy` (exit 1) when another
@@ -14,20 +22,99 @@ eviction holds the root, FvError for a refused root; never prints.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import os
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from fvconsole.core.cache import flags
 from fvconsole.core.cache.evict import EvictionResult, StoppedEviction, execute_eviction
-from fvconsole.core.cache.lock import EvictorLock, LockState
-from fvconsole.core.cache.plan import EvictionPlan
-from fvconsole.core.cache.record import eviction_record
-from fvconsole.core.cache.roots import check_root_early
-from fvconsole.core.journal.interrupts import Interrupted, deferred
-from fvconsole.core.journal.log import JournalWrite, append_record
-from fvconsole.core.shared.errors import EXIT_OK, EXIT_PARTIAL
+from fvconsole.core.cache.plan import EvictionPlan, plan_eviction
+from fvconsole.core.cache.roots import check_root_early, evictor_lock, probe_evictor, resolve_root
+from fvconsole.core.cache.scan import DEFAULT_GRACE_SECONDS, scan_cache
+from fvconsole.core.cache.selectors import EvictionSelectors
+from fvconsole.core.journal.log import (
+    CACHE_EVICT,
+    JournalRecord,
+    JournalWrite,
+    append_record,
+    result_for,
+    shorten,
+)
+from fvconsole.core.shared.errors import EXIT_OK, EXIT_PARTIAL, FvError
 from fvconsole.core.shared.host import node_names
+from fvconsole.core.shared.humanize import human_bytes, parse_duration
+from fvconsole.core.shared.interrupts import Interrupted, deferred
+from fvconsole.core.shared.locks import Holder, LockState
 from fvconsole.core.shared.progress import Progress
+
+
+@dataclass(frozen=True)
+class EvictionPreview:
+    """The dry run: the plan, and the eviction of this root running now (what ``--yes`` would wait for)."""
+
+    plan: EvictionPlan
+    running: Holder | None = None
+
+    def envelope(self) -> dict[str, Any]:
+        """``cache evict --json``'s document: the plan, the node, and the eviction running now, if any."""
+        return {**self.plan.to_json(), **node_names(),
+                "running_eviction": self.running.to_json() if self.running else None}
+
+    @property
+    def warnings(self) -> tuple[str, ...]:
+        """A free-space target the plan cannot reach: a warning, never an error (``cache evict --help``)."""
+        free = self.plan.free_space
+        return () if free is None or free.reached else (f"{self.plan.root}: {free.summary()}",)
+
+
+@dataclass(frozen=True)
+class EvictionRequest:
+    """One eviction as asked: the root, what it selects and its protections, validated (no disk access yet).
+
+    ``grace``: entries written or used more recently are skipped; ``force``: also entries in use
+    or being written, and a mount point or empty-looking root.
+    """
+
+    root: str
+    selectors: EvictionSelectors
+    grace: float = DEFAULT_GRACE_SECONDS
+    force: bool = False
+
+    @classmethod
+    def from_flags(cls, root: str | None, values: Mapping[str, Any]) -> EvictionRequest:
+        """A command line's eviction (its values by destination, :meth:`EvictionSelectors.from_flags`'s and
+        ``grace``, ``force``); usage errors (exit 2) before any disk access or lock."""
+        grace = parse_duration(values["grace"], "--grace")
+        selectors = EvictionSelectors.from_flags(values)
+        return cls(resolve_root(root), selectors, grace, bool(values.get("force")))
+
+    def plan(self) -> EvictionPlan:
+        """Scan the root and plan (read-only).
+
+        A ``--key`` that names no entry refuses the whole eviction (exit 1, nothing evicted), as
+        ``cache verify --key`` does: it is a typo or the wrong root, and an eviction that went on
+        without it would report success for what the operator did not ask for.
+        """
+        plan = plan_eviction(scan_cache(self.root, self.grace), self.selectors, grace_seconds=self.grace,
+                             force=self.force)
+        missing = [s.key for s in plan.skipped if s.code == "skip.missing"]
+        if missing:
+            more = f" (+{len(missing) - 1} more)" if len(missing) > 1 else ""
+            raise FvError(f"{missing[0]}: not an entry of {self.root} ({flags.KEY}){more}; nothing evicted",
+                          details={"missing": missing})
+        return plan
+
+    def preview(self) -> EvictionPreview:
+        """The dry run: :meth:`plan`, and the eviction running in the root now (read only, no lock)."""
+        plan = self.plan()
+        return EvictionPreview(plan, probe_evictor(plan.root))
+
+    def execute(self, *, command: str, wait: float = 0.0, journal_path: str | None = None,
+                progress: Progress | None = None) -> LockedEviction:
+        """``--yes``: lock the root, plan afresh under the lock, execute, journal, unlock."""
+        return evict_under_lock(self.root, self.plan, command=command, wait=wait, force=self.force,
+                                journal_path=journal_path, progress=progress)
 
 
 @dataclass(frozen=True)
@@ -64,6 +151,15 @@ class LockedEviction:
         an evictor that died taken over (also journalled), the lock's release failing."""
         return tuple(p for p in (self.lock.problem, self.lock.took_over, self.release_problem) if p)
 
+    @property
+    def missed_target(self) -> tuple[str, ...]:
+        """The free-space target, when the eviction did not reach it: a warning after the result, never an error."""
+        free, result = self.plan.free_space, self.result
+        if free is None or result.target_reached is not False:
+            return ()
+        return (f"{self.plan.root}: the free-space target ({human_bytes(free.target_bytes)}) was not reached: "
+                f"{human_bytes(result.fs_free_after)} free after the eviction",)
+
 
 def exit_code_of(result: EvictionResult) -> int:
     """0, or 3 when some entry could not be removed."""
@@ -86,7 +182,7 @@ def evict_under_lock(root: str, make_plan: Callable[[], EvictionPlan], *, comman
     otherwise a line is appended when something was removed or failed part-way.
     """
     check_root_early(root, force)
-    lock = EvictorLock(root, command=command)
+    lock = evictor_lock(root, command)
     plan = None
     try:
         state = lock.acquire(wait)
@@ -114,3 +210,30 @@ def evict_under_lock(root: str, make_plan: Callable[[], EvictionPlan], *, comman
         raise Interrupted(released.signum, done=done.done_text if changed_anything(result) else None,
                           note=None if changed_anything(result) else "nothing was evicted", partial=StoppedEviction(result))
     return done
+
+
+def eviction_record(plan: EvictionPlan, result: EvictionResult, *, command: str, exit_code: int,
+                    lock_taken_over: str | None = None) -> JournalRecord:
+    """The journal line of one executed eviction: what was removed (entry keys, leftovers by name), the
+    errors, and the free space around it."""
+    items, total = shorten([os.path.basename(e.path) if e.leftover else e.key for e in result.evicted])
+    errors, errors_total = shorten(list(result.errors))
+    free = plan.free_space
+    details = {
+        "real_target": plan.real_root,
+        "node": os.environ.get("SLURMD_NODENAME"),
+        "fs_free_bytes_before": result.fs_free_before,
+        "fs_free_bytes_after": result.fs_free_after,
+        "planned_bytes": result.planned_bytes,
+        "partial_bytes": result.partial_bytes,
+        "skipped": len(result.skipped),
+        "free_target_bytes": free.target_bytes if free else None,
+        "free_target_reached": result.target_reached,
+    }
+    if lock_taken_over:  # the record of an evictor that died, replaced: worth finding in the history
+        details["lock_taken_over"] = lock_taken_over
+    return JournalRecord.now(
+        action=CACHE_EVICT, target=plan.root, result=result_for(exit_code),
+        exit_code=exit_code, bytes=result.freed_bytes, items=items, items_total=total, errors=errors,
+        errors_total=errors_total, command=command, details=details,
+    )

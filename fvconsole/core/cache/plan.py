@@ -6,17 +6,22 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from fvconsole.core.cache.freespace import FreeSpacePlan, FreeTarget, free_space_walk
+from fvconsole.core.cache.freespace import FreeSpacePlan, free_space_walk
 from fvconsole.core.cache.gc_order import gc_sort_key, lru_walk
-from fvconsole.core.cache.roots import cap_bytes, default_max_gb, root_refusal
+from fvconsole.core.cache.roots import root_refusal
 from fvconsole.core.cache.scan import CacheEntry, CacheScan, Leftover
-from fvconsole.core.cache.selectors import RECLAIMABLE_STATUSES, EvictionSelectors
+from fvconsole.core.cache.selectors import (
+    RECLAIMABLE_STATUSES,
+    EvictionSelectors,
+    FreeTarget,
+    cap_bytes,
+    default_max_gb,
+)
 from fvconsole.core.cache.verify import failed_verification
 from fvconsole.core.shared.errors import FvError
 from fvconsole.core.shared.fields_json import fields_json
-from fvconsole.core.shared.host import node_names, pid_alive
+from fvconsole.core.shared.host import pid_alive
 from fvconsole.core.shared.humanize import format_duration, human_age, human_bytes
-from fvconsole.core.shared.locks import Holder as LockHolder
 from fvconsole.core.shared.process_use import Holder, holders_text
 from fvconsole.core.shared.reasons import Reason, reason
 from fvconsole.core.shared.removal import removal_obstacle
@@ -120,11 +125,6 @@ class EvictionPlan:
         if self.fs_free is None:
             return None
         return self.fs_free + sum(p.disk_bytes or 0 for p in self.evict)
-
-    def envelope(self, running: LockHolder | None) -> dict[str, Any]:
-        """The dry run's document (``cache evict --json``): the plan, the node, and the eviction of this
-        root running now (``probe_evictor``), if any."""
-        return {**self.to_json(), **node_names(), "running_eviction": running.to_json() if running else None}
 
     def to_json(self) -> dict[str, Any]:
         # `errors`: a dry run has the execution's shape (docs/cli.md); scripts read it in both.

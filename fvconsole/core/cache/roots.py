@@ -1,28 +1,23 @@
-"""Which cache root to use, which caps are sane, and which roots eviction refuses to touch."""
+"""Which cache root to use, which roots eviction refuses to touch, and the root's one evictor lock."""
 
 from __future__ import annotations
 
 import contextlib
-import math
 import os
 import pwd
 from collections.abc import Iterable, Mapping
 
-from fvconsole.core.cache import flags
-from fvconsole.core.cache.durations import quote_input
 from fvconsole.core.shared.errors import FvError, UsageError
 from fvconsole.core.shared.fsutil import is_within
+from fvconsole.core.shared.locks import Holder, RootLock, RootLockKind
 from fvconsole.core.shared.reasons import Reason, invalid, reason
 
 ENV_ROOT = "FASTVIDEO_WEIGHT_SHARD_CACHE"
-ENV_MAX_GB = "FASTVIDEO_WEIGHT_SHARD_CACHE_MAX_GB"
-DEFAULT_MAX_GB = 300.0
-GIB = 2**30
-#: No filesystem holds 2^60 bytes (1 EiB); a larger cap is a typo (``1e308``), and beyond
-#: float range ``N x 2^30`` is infinity, which no byte count can be compared or printed as.
-MAX_CAP_BYTES = 2**60
-MAX_GB = MAX_CAP_BYTES // GIB
-
+#: One evictor per root (docs/formats.md §6): a cron job, a Slurm epilog and an operator may
+#: all evict one node-local root, and two executions at once would plan against the same free
+#: space and race entry by entry.
+EVICTOR = RootLockKind(name="fvconsole-evictor", noun="cache root", busy="another eviction is running",
+                       code="lock.evicting", unguarded="another eviction of it is not excluded")
 #: Refused as a root together with everything below them: code, configuration and kernel
 #: pseudo-filesystems never hold a weight cache, and a mistyped path there is catastrophic.
 SYSTEM_TREES = ("/bin", "/boot", "/etc", "/lib", "/lib32", "/lib64", "/libx32", "/proc", "/sbin", "/sys", "/usr")
@@ -38,47 +33,6 @@ def resolve_root(arg: str | None, env: Mapping[str, str] | None = None) -> str:
     if not root:
         raise UsageError(f"no cache root: give ROOT or set {ENV_ROOT}")
     return os.path.abspath(os.path.expanduser(root))
-
-
-def _gb_problem(text: str) -> tuple[float | None, str]:
-    """(GiB, "") for a usable cap, else (None, what is wrong with ``text``)."""
-    try:
-        value = float(text)
-    except (TypeError, ValueError):
-        return None, "is not a number of GiB"
-    if not math.isfinite(value) or value < 0:
-        return None, "must be a finite number >= 0"
-    if value > MAX_GB:
-        return None, f"is too large (at most {MAX_GB} GiB = 2^60 bytes)"
-    return value + 0.0, ""  # + 0.0: -0 is 0
-
-
-def default_max_gb(env: Mapping[str, str] | None = None) -> float:
-    """FastVideo's cap in GiB: $FASTVIDEO_WEIGHT_SHARD_CACHE_MAX_GB, default 300.
-
-    FvError (exit 1) naming the variable when it is not a sane cap.
-    """
-    env = os.environ if env is None else env
-    raw = env.get(ENV_MAX_GB)
-    if raw is None or raw.strip() == "":
-        return DEFAULT_MAX_GB
-    value, problem = _gb_problem(raw)
-    if value is None:
-        raise FvError(f"environment {ENV_MAX_GB}: {quote_input(raw)} {problem}")
-    return value
-
-
-def parse_max_gb(text: str, flag: str = flags.MAX_GB) -> float:
-    """A cap in GiB (fractional allowed); UsageError naming the flag otherwise."""
-    value, problem = _gb_problem(text)
-    if value is None:
-        raise UsageError(f"{flag}: {quote_input(str(text))} {problem}")
-    return value
-
-
-def cap_bytes(max_gb: float) -> float:
-    """The cap exactly as FastVideo computes it: ``float(N) * 2**30``."""
-    return float(max_gb) * GIB
 
 
 def home_dirs(env: Mapping[str, str] | None = None) -> set[str]:
@@ -145,3 +99,13 @@ def check_root_early(root: str, force: bool) -> None:
         why = root_refusal(root, real, has_entries=True, force=force)
         if why:
             raise FvError.of(why)
+
+
+def evictor_lock(root: str, command: str | None = None) -> RootLock:
+    """The exclusive eviction lock of ``root`` (not yet taken)."""
+    return RootLock(root, EVICTOR, command=command)
+
+
+def probe_evictor(root: str) -> Holder | None:
+    """Read-only: the eviction running in ``root`` now, as its holder record tells (dry runs, the preview)."""
+    return RootLock.probe(root, EVICTOR)

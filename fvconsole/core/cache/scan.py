@@ -20,8 +20,8 @@ from typing import NamedTuple
 
 from fvconsole.core.cache.entry import SHARD_RE, STATUSES, classify_entry, compact_indices
 from fvconsole.core.cache.files import close_opened, iter_fd, list_dir, list_fd_opening
-from fvconsole.core.cache.lock import LOCK_NAME
 from fvconsole.core.cache.model import CacheEntry, CacheScan, Leftover, ManifestSummary
+from fvconsole.core.cache.roots import EVICTOR
 from fvconsole.core.shared.errors import FvError
 from fvconsole.core.shared.mounts import mount_points, mounts_by_child
 from fvconsole.core.shared.process_use import ProcessUse, scan_processes
@@ -149,7 +149,7 @@ def classify_child(name: str, st: os.stat_result) -> str:
         return "entry"
     if LEFTOVER_RE.fullmatch(name) and is_dir:
         return "leftover"
-    if name == LOCK_NAME and stat.S_ISREG(st.st_mode):
+    if name == EVICTOR.lock_name and stat.S_ISREG(st.st_mode):
         return "lock"
     return "foreign"
 

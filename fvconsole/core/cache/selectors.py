@@ -1,22 +1,30 @@
-"""What an eviction selects, as one value: ``cache evict``, ``fleet cache evict`` and the console build it.
+"""What an eviction selects, as one value: read from its flags, validated, and written back as them.
 
 The selectors combine as a union (``--max-gb``, ``--min-free-gb/--min-free-percent``,
 ``--key``, ``--invalid``, ``--older-than``); ``--keep`` takes entries out of it. Protections
 that change the re-check but never what is selected (``--force``, ``--grace``) are not part
-of it. A fleet node gets the same value as its argv (:meth:`EvictionSelectors.argv`).
+of it. ``cache evict``, ``fleet cache evict`` and the console build the same value
+(:meth:`EvictionSelectors.from_flags` reads a command line's values; the console's dialog
+parses its fields with the same parsers); a fleet node gets it back as its argv
+(:meth:`EvictionSelectors.argv`), so what a node selects is exactly what the login node
+validated. A bad value is a usage error naming its flag, before any disk access or lock.
 """
 
 from __future__ import annotations
 
+import math
+import os
+from collections.abc import Mapping
 from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any
 
 from fvconsole.core.cache import flags
-from fvconsole.core.cache.freespace import FreeTarget
-from fvconsole.core.shared.errors import UsageError
+from fvconsole.core.cache.scan import KEY_RE
+from fvconsole.core.shared.errors import FvError, UsageError
 from fvconsole.core.shared.fields_json import fields_json
-from fvconsole.core.shared.reasons import reason
+from fvconsole.core.shared.humanize import parse_duration, quote_input
+from fvconsole.core.shared.reasons import MIN_FREE_GB, MIN_FREE_PERCENT, min_free_words, reason
 
 #: The statuses ``--invalid`` selects: entries FastVideo can never load from (an empty one is a
 #: skipped write). An entry still being written (within ``--grace``) is skipped unless ``--force``.
@@ -26,6 +34,123 @@ RECLAIMABLE_STATUSES = ("invalid", "incomplete", "empty")
 INVALID_SELECTS = f"{', '.join(RECLAIMABLE_STATUSES[:-1])} and {RECLAIMABLE_STATUSES[-1]} entries"
 #: The same statuses as the sum a fleet's RECLAIMABLE column is.
 RECLAIMABLE_SUM = " + ".join(RECLAIMABLE_STATUSES)
+
+ENV_MAX_GB = "FASTVIDEO_WEIGHT_SHARD_CACHE_MAX_GB"
+DEFAULT_MAX_GB = 300.0
+GIB = 2**30
+#: No filesystem holds 2^60 bytes (1 EiB); a larger cap is a typo (``1e308``), and beyond
+#: float range ``N x 2^30`` is infinity, which no byte count can be compared or printed as.
+MAX_CAP_BYTES = 2**60
+MAX_GB = MAX_CAP_BYTES // GIB
+#: ``--max-gb`` given without a value (argparse's ``const``): the cap of the environment.
+FROM_ENV = "from-env"
+
+
+# --------------------------------------------------------------------------- values
+
+
+def _gb_problem(text: str) -> tuple[float | None, str]:
+    """(GiB, "") for a usable cap, else (None, what is wrong with ``text``)."""
+    try:
+        value = float(text)
+    except (TypeError, ValueError):
+        return None, "is not a number of GiB"
+    if not math.isfinite(value) or value < 0:
+        return None, "must be a finite number >= 0"
+    if value > MAX_GB:
+        return None, f"is too large (at most {MAX_GB} GiB = 2^60 bytes)"
+    return value + 0.0, ""  # + 0.0: -0 is 0
+
+
+def parse_max_gb(text: str, flag: str = flags.MAX_GB) -> float:
+    """A cap in GiB (fractional allowed); UsageError naming ``flag`` (the console: its field) otherwise."""
+    value, problem = _gb_problem(text)
+    if value is None:
+        raise UsageError(f"{flag}: {quote_input(str(text))} {problem}")
+    return value
+
+
+def parse_min_free_gb(text: str, flag: str = flags.MIN_FREE_GB) -> float:
+    """``--min-free-gb N``: GiB, fractional allowed, with the bounds of ``--max-gb``."""
+    return parse_max_gb(text, flag)
+
+
+def parse_min_free_percent(text: str, flag: str = flags.MIN_FREE_PERCENT) -> float:
+    """``--min-free-percent P``: a number from 0 to 100 (percent of the filesystem's size)."""
+    try:
+        value = float(text)
+    except (TypeError, ValueError):
+        raise UsageError(f"{flag}: {quote_input(str(text))} is not a number") from None
+    if not math.isfinite(value) or not 0 <= value <= 100:
+        raise UsageError(f"{flag}: {quote_input(str(text))} must be a number from 0 to 100")
+    return value + 0.0
+
+
+def parse_keys(values: list[str] | tuple[str, ...], flag: str = flags.KEY) -> tuple[str, ...]:
+    """Cache keys given with ``flag``, each checked and each once (a usage error otherwise)."""
+    for value in values:
+        if not KEY_RE.fullmatch(value):
+            raise UsageError(f"{flag}: {value!r} is not a cache key (16 lowercase hex characters)")
+    return tuple(dict.fromkeys(values))
+
+
+def default_max_gb(env: Mapping[str, str] | None = None) -> float:
+    """FastVideo's cap in GiB: $FASTVIDEO_WEIGHT_SHARD_CACHE_MAX_GB, default 300.
+
+    FvError (exit 1) naming the variable when it is not a sane cap.
+    """
+    env = os.environ if env is None else env
+    raw = env.get(ENV_MAX_GB)
+    if raw is None or raw.strip() == "":
+        return DEFAULT_MAX_GB
+    value, problem = _gb_problem(raw)
+    if value is None:
+        raise FvError(f"environment {ENV_MAX_GB}: {quote_input(raw)} {problem}")
+    return value
+
+
+def cap_bytes(max_gb: float) -> float:
+    """The cap exactly as FastVideo computes it: ``float(N) * 2**30``."""
+    return float(max_gb) * GIB
+
+
+# --------------------------------------------------------------------------- free-space target
+
+
+@dataclass(frozen=True)
+class FreeTarget:
+    """What must be free on the root's filesystem; with both bounds, the larger one applies."""
+
+    min_free_gb: float | None = None
+    min_free_percent: float | None = None
+
+    def __post_init__(self) -> None:
+        if self.min_free_gb is None and self.min_free_percent is None:
+            raise ValueError("a free-space target needs min_free_gb or min_free_percent")
+
+    def bytes_needed(self, fs_total: int) -> int:
+        """The target in bytes on a filesystem of ``fs_total`` bytes (rounded up)."""
+        wanted = []
+        if self.min_free_gb is not None:
+            wanted.append(math.ceil(self.min_free_gb * GIB))
+        if self.min_free_percent is not None:
+            wanted.append(math.ceil(fs_total * self.min_free_percent / 100))
+        return max(wanted)
+
+    def values(self) -> dict[str, str]:
+        """The target's bounds as a reason's values (each front end words them: :func:`min_free_words`)."""
+        named = {MIN_FREE_GB: self.min_free_gb, MIN_FREE_PERCENT: self.min_free_percent}
+        return {name: f"{value:g}" for name, value in named.items() if value is not None}
+
+    def describe(self) -> str:
+        """``--min-free-percent 30`` / ``--min-free-gb 8``: the command line's words for the target."""
+        return min_free_words(self.values(), flags=True)
+
+    def to_json(self) -> dict[str, Any]:
+        return fields_json(self)
+
+
+# --------------------------------------------------------------------------- the selectors
 
 
 @dataclass(frozen=True)
@@ -46,6 +171,30 @@ class EvictionSelectors:
     older_than: float | None = None
     free_target: FreeTarget | None = None
     keep: tuple[str, ...] = ()
+
+    @classmethod
+    def from_flags(cls, values: Mapping[str, Any], *, fleet: bool = False) -> EvictionSelectors:
+        """The validated selectors of a command line (its values by destination: ``max_gb``,
+        ``min_free_gb``, ``min_free_percent``, ``key``, ``invalid``, ``verify``, ``older_than``, ``keep``);
+        a usage error for a bad value or when nothing is selected.
+
+        ``--max-gb`` without a value (:data:`FROM_ENV`) is $FASTVIDEO_WEIGHT_SHARD_CACHE_MAX_GB
+        here, or (``fleet``) each node's own, resolved on the node.
+        """
+        max_gb, from_env = values.get("max_gb"), False
+        if max_gb == FROM_ENV:
+            max_gb, from_env = (None, True) if fleet else (default_max_gb(), False)
+        elif max_gb is not None:
+            max_gb = parse_max_gb(max_gb)
+        keys, keep = parse_keys(values.get("key") or (), flags.KEY), parse_keys(values.get("keep") or (), flags.KEEP)
+        gib, pct = values.get("min_free_gb"), values.get("min_free_percent")
+        gib = parse_min_free_gb(gib) if gib is not None else None
+        pct = parse_min_free_percent(pct) if pct is not None else None
+        free_target = FreeTarget(gib, pct) if gib is not None or pct is not None else None
+        older_than = values.get("older_than")
+        older = parse_duration(older_than, flags.OLDER_THAN) if older_than is not None else None
+        return cls(max_gb=max_gb, max_gb_from_env=from_env, keys=keys, invalid=bool(values.get("invalid")),
+                   verify=bool(values.get("verify")), older_than=older, free_target=free_target, keep=keep).require()
 
     @property
     def empty(self) -> bool:

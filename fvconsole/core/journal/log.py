@@ -8,7 +8,7 @@ account of what a *command* did, and only the front end knows its command line a
 code).
 
 The journal knows no action: each domain builds its own record next to its result types
-(``core/cache/record.py``, ``core/fleet/record.py``, ``core/migration/record.py``) from the
+(``core/cache/locked.py``, ``core/fleet/record.py``, ``core/migration/record.py``) from the
 generic :class:`JournalRecord`; a test keeps this module free of them.
 
 Where: ``--journal PATH``, else ``$FVCONSOLE_JOURNAL``, else

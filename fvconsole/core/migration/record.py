@@ -12,11 +12,11 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from fvconsole.core.formats.sidecar_files import RECEIPT_NAME, sidecar_name
-from fvconsole.core.journal.interrupts import Interrupted
 from fvconsole.core.journal.log import MIGRATE, JournalRecord, result_for, shorten
 from fvconsole.core.migration.failure import MigrationFailed, MigrationFailure
 from fvconsole.core.migration.plan import MigrationPlan
 from fvconsole.core.migration.write import MigrationResult
+from fvconsole.core.shared.interrupts import Interrupted
 
 
 def migration_record(output_dir: str, *, command: str, exit_code: int, files: Sequence[str] = (),

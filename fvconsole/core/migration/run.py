@@ -14,7 +14,6 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from fvconsole.core.journal.interrupts import Interrupted
 from fvconsole.core.journal.log import JournalRecord, JournalWrite, append_record
 from fvconsole.core.migration.failure import MigrationFailed, MigrationFailure
 from fvconsole.core.migration.plan import MigrationPlan
@@ -24,6 +23,7 @@ from fvconsole.core.migration.record import (
     migration_written_record,
 )
 from fvconsole.core.migration.write import MigrationResult, execute_migration
+from fvconsole.core.shared.interrupts import Interrupted
 from fvconsole.core.shared.progress import Progress
 
 

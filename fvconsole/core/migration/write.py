@@ -18,7 +18,6 @@ from typing import TYPE_CHECKING, Any
 
 from fvconsole.core.formats import torch_zip
 from fvconsole.core.formats.sidecar_files import RECEIPT_NAME, read_sidecar_bytes, sha256_bytes
-from fvconsole.core.journal import interrupts
 from fvconsole.core.migration import faults
 from fvconsole.core.migration.failure import MigrationFailed, MigrationFailure
 from fvconsole.core.migration.output_dir import (
@@ -32,7 +31,7 @@ from fvconsole.core.migration.output_dir import (
 )
 from fvconsole.core.migration.publish import after_publish, fsync_dir, publish, remove_set_dir
 from fvconsole.core.migration.receipt import WrittenSidecar, build_receipt, receipt_bytes
-from fvconsole.core.shared import durable
+from fvconsole.core.shared import durable, interrupts
 from fvconsole.core.shared.atomic import atomic_write_bytes
 from fvconsole.core.shared.errors import FvError, PartialFailure
 from fvconsole.core.shared.host import current_identity
@@ -360,7 +359,7 @@ def _execute_locked(
 
     Interrupted (Ctrl-C, SIGTERM, SIGHUP) while staging: the staging dir is removed and the
     output dir is unchanged. A signal once publishing has begun waits until the set is
-    published, synced and verified (:func:`fvconsole.core.journal.interrupts.deferred`), then stops
+    published, synced and verified (:func:`fvconsole.core.shared.interrupts.deferred`), then stops
     the run with the published set reported.
     """
     check_destination(out, plan.checkpoint, plan.dataset_root, plan.request.overwrite)  # now that we hold the lock

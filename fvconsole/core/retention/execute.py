@@ -21,9 +21,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from fvconsole.core.checkpoints.listing import CHECKPOINT_RE
-from fvconsole.core.journal import interrupts
 from fvconsole.core.retention.plan import DoomedCheckpoint, PrunePlan
 from fvconsole.core.retention.scan import LEFTOVER_RE, holders_of, pruning_name
+from fvconsole.core.shared import interrupts
 from fvconsole.core.shared.fields_json import fields_json
 from fvconsole.core.shared.mounts import mount_points, mounts_by_child
 from fvconsole.core.shared.process_use import holders_text, scan_processes

@@ -13,13 +13,13 @@ import os
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from fvconsole.core.journal.interrupts import Interrupted, deferred
 from fvconsole.core.journal.log import JournalWrite, append_record
 from fvconsole.core.migration.output_dir import lock_path
 from fvconsole.core.retention.execute import PruneResult, RemovalProgress, execute_prune
 from fvconsole.core.retention.plan import PrunePlan
 from fvconsole.core.retention.record import prune_record
 from fvconsole.core.shared.errors import EXIT_OK, EXIT_PARTIAL
+from fvconsole.core.shared.interrupts import Interrupted, deferred
 from fvconsole.core.shared.locks import FileLock, LockProbe
 
 

@@ -15,7 +15,8 @@ proves nothing goes around it):
 
 Beside them: :mod:`.errors` (exit codes), :mod:`.reasons` (refusals as data), :mod:`.humanize`
 (sizes, ages, plurals, elision), :mod:`.host`, :mod:`.mounts`, :mod:`.fields_json`,
-:mod:`.progress`, :mod:`.optional` (the extras: torch, pyarrow, ...), :mod:`.fsutil`.
+:mod:`.progress`, :mod:`.optional` (the extras: torch, pyarrow, ...), :mod:`.fsutil`,
+:mod:`.interrupts` (SIGTERM and SIGHUP as an orderly interruption, and sections that defer them).
 Nothing here imports another package of ``fvconsole.core``.
 """
 
@@ -37,9 +38,14 @@ from fvconsole.core.shared.humanize import (
     head_tail,
     human_age,
     human_bytes,
+    is_duration,
+    parse_duration,
     plural,
+    quote_input,
     utc_text,
 )
+from fvconsole.core.shared.interrupts import Interrupted, as_interrupted
+from fvconsole.core.shared.interrupts import handlers as interrupt_handlers
 from fvconsole.core.shared.output_file import write_output
 from fvconsole.core.shared.progress import Progress
 from fvconsole.core.shared.reasons import (
@@ -64,6 +70,7 @@ __all__ = [
     "EXIT_USAGE",
     "FORCE",
     "FvError",
+    "Interrupted",
     "OVERWRITE",
     "PartialFailure",
     "Progress",
@@ -73,6 +80,7 @@ __all__ = [
     "UsageError",
     "WAIT",
     "age_since",
+    "as_interrupted",
     "clipped",
     "decode",
     "decode_object",
@@ -80,11 +88,15 @@ __all__ = [
     "head_tail",
     "human_age",
     "human_bytes",
+    "interrupt_handlers",
+    "is_duration",
     "invalid",
     "min_free_words",
+    "parse_duration",
     "pictured",
     "plural",
     "printable",
+    "quote_input",
     "remove_empty_dir",
     "utc_text",
     "write_output",

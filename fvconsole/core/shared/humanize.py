@@ -1,19 +1,31 @@
-"""Human formatting of sizes, ages, durations and UTC stamps: the one place both front ends take it from.
+"""Sizes, ages, durations and UTC stamps for humans, both ways: the one place both front ends take them from.
 
 Rich-free on purpose (the core imports no UI library), so the CLI, the console and core
-messages (plan reasons) word sizes and times identically.
+messages (plan reasons) word sizes and times identically. Durations are read here too
+(``parse_duration``: ``--grace``, ``--older-than``, ``--since``), beside the function that
+writes them back (``format_duration``).
 """
 
 from __future__ import annotations
 
+import math
+import re
 import time
 from collections.abc import Callable, Sequence
 from datetime import datetime, timezone
 from typing import Any, TypeVar
 
+from fvconsole.core.shared.errors import UsageError
+
 _T = TypeVar("_T")
 _R = TypeVar("_R")
 _BINARY_UNITS = ("KiB", "MiB", "GiB", "TiB", "PiB", "EiB")
+_DURATION_UNITS = {"s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0, "w": 604800.0}
+_DURATION_PART = re.compile(r"(\d+(?:\.\d+)?)([smhdw])")
+_DURATION = re.compile(r"(?:\d+(?:\.\d+)?[smhdw])+")
+#: Longer than any cache or run has existed; beyond it a duration is a typo (``99999999999w``),
+#: and its day count would be hundreds of digits long in every plan reason.
+MAX_DURATION_SECONDS = 100 * 365.25 * 86400.0
 
 
 def human_bytes(n: int | float | None) -> str:
@@ -73,6 +85,37 @@ def format_duration(seconds: float) -> str:
     return "".join(parts)
 
 
+def is_duration(text: str) -> bool:
+    """Whether ``text`` has the form of a duration (its size is parse_duration's to judge)."""
+    value = str(text).strip().lower()
+    return value == "0" or _DURATION.fullmatch(value) is not None
+
+
+def parse_duration(text: str, flag: str = "duration") -> float:
+    """Seconds in ``text`` (``90s``, ``30m``, ``12h``, ``7d``, ``1w``, ``1d12h``); a unit is required, so
+    ``7`` is never silently 7 seconds or 7 days.
+
+    Raises UsageError naming ``flag`` (exit 2) on anything else.
+    """
+    value = str(text).strip().lower()
+    if value == "0":
+        return 0.0
+    if not is_duration(value):
+        raise UsageError(
+            f"{flag}: invalid duration {quote_input(text)} (use e.g. 90s, 30m, 12h, 7d, 1w or 1d12h)"
+        )
+    seconds = sum(float(n) * _DURATION_UNITS[u] for n, u in _DURATION_PART.findall(value))
+    if not math.isfinite(seconds) or seconds > MAX_DURATION_SECONDS:
+        raise UsageError(f"{flag}: duration {quote_input(text)} is too large (at most 100 years)")
+    return seconds
+
+
+def quote_input(text: str, limit: int = 40) -> str:
+    """A user's value quoted for an error line, shortened: a 5000-digit number stays readable."""
+    text = str(text)
+    return repr(text if len(text) <= limit else text[:limit] + "...")
+
+
 def plural(count: int, one: str, many: str | None = None) -> str:
     """``1 entry`` / ``3 entries``: a count with its noun, so summaries read as sentences.
 
@@ -100,4 +143,5 @@ def elided(items: Sequence[_T], row: Callable[[_T], _R], more: Callable[[int], _
     return [*map(row, first), *([more(omitted)] if omitted else []), *map(row, last)]
 
 
-__all__: Any = ["age_since", "clipped", "elided", "format_duration", "head_tail", "human_age", "human_bytes", "utc_text"]
+__all__: Any = ["age_since", "clipped", "elided", "format_duration", "head_tail", "human_age", "human_bytes",
+               "is_duration", "parse_duration", "quote_input", "utc_text"]

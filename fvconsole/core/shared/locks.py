@@ -44,6 +44,10 @@ API
 ``OwnerLock`` / ``lock_open_file``
     OFD write locks: the evictor's one lock per cache root (a file inside it, dropped by the
     kernel when its holder dies, so never stale) and the journal's append lock.
+``RootLock(root, kind, command=None)``
+    The evictor's whole lock: an ``OwnerLock`` inside the root composed with a
+    :class:`HolderRecord` beside it (``RootLockKind`` names both files and words the refusals);
+    ``acquire(wait)`` → :class:`LockState`, ``release()``, ``RootLock.probe(root, kind)`` for dry runs.
 """
 
 from __future__ import annotations
@@ -67,14 +71,17 @@ from typing import Any, TypeVar
 from fvconsole.core.shared import reasons
 from fvconsole.core.shared.atomic import fsync_dir, write_all
 from fvconsole.core.shared.errors import FvError
+from fvconsole.core.shared.fields_json import fields_json
 from fvconsole.core.shared.host import (
     HostIdentity,
     current_identity,
+    host_label,
     pid_alive,
     process_start_time,
     user_name,
 )
 from fvconsole.core.shared.humanize import utc_text
+from fvconsole.core.shared.interrupts import deferred
 from fvconsole.core.shared.reasons import Reason
 from fvconsole.core.shared.terminal_text import printable
 from fvconsole.core.shared.untrusted import MAX_EPOCH, MAX_PID, Fields, UntrustedError, decode
@@ -814,6 +821,226 @@ def _holds_write_lock(pid: int, wanted: str) -> bool:
         if any(line.startswith("lock:") and " WRITE " in line and wanted in line for line in info.splitlines()):
             return True
     return False
+
+
+# --------------------------------------------------------------------------- a root's lock and its holder record
+
+
+@dataclass(frozen=True)
+class RootLockKind:
+    """Which lock of a root (the evictor's) and how its refusals word it.
+
+    ``name``: the lock file ``.<name>.lock`` inside the root and the holder record
+    ``.<root's name>.<name>`` beside it; ``noun``: what the root is called in a refusal;
+    ``busy`` and ``code``: the refusal when another run holds it (``code`` + ``_waited`` after
+    a ``--wait``); ``unguarded``: what is not excluded where the filesystem cannot lock.
+    """
+
+    name: str
+    noun: str
+    busy: str
+    code: str
+    unguarded: str
+
+    @property
+    def lock_name(self) -> str:
+        """The lock file's name inside the root (a regular file: listings of the root skip it)."""
+        return f".{self.name}.lock"
+
+    def lock_file(self, real_root: str) -> str:
+        """The lock file: inside the root, writable only by who can write the root."""
+        return os.path.join(real_root, self.lock_name)
+
+    def record(self, real_root: str) -> str:
+        """Where the holder describes itself: beside the root, never inside."""
+        parent, base = os.path.split(real_root.rstrip(os.sep) or os.sep)
+        return os.path.join(parent, f".{base}.{self.name}")
+
+
+@dataclass(frozen=True)
+class LockState:
+    """How a run holds its root: whether exclusion is in force, how long it waited, and notes."""
+
+    held: bool
+    waited: float
+    problem: str | None = None  # why it runs without exclusion (held False): worth a warning
+    record_problem: str | None = None  # the holder record could not be written (the lock still holds)
+    took_over: str | None = None  # the record of a holder that died, replaced: a warning and a journal note
+
+    def to_json(self) -> dict[str, object]:
+        return fields_json(self, omit=("waited",), waited_seconds=round(self.waited, 3))
+
+
+#: Lock errors meaning "this filesystem cannot lock this file" (NFS without a lock manager: ENOLCK).
+_UNSUPPORTED = {errno.EBADF, errno.ENOLCK, errno.EOPNOTSUPP, errno.ENOTSUP, errno.EINVAL, errno.ENOSYS}
+
+
+class RootLock:
+    """One run at a time in a root many runs act in: an OFD write lock on a file inside the root,
+    plus a holder record beside it (a context manager).
+
+    Why this shape (the evictor's, docs/formats.md §6): a cron job, a Slurm epilog and an
+    operator may all evict one node-local root. Taking an OFD write lock (:class:`OwnerLock`)
+    needs the lock file open for writing, so only a user who can write the root can take it (a
+    user who can merely read it cannot block its evictor, as anyone could with a ``flock`` of
+    the directory); the kernel drops it when its holder dies however it dies; it is taken on the
+    root's real path, so two spellings of one root (a symlink) are one lock. The lock file is a
+    regular *file* (FastVideo's GC counts only child directories) and exists only while held. A
+    lock file another user planted that this one cannot write is a refusal naming its owner.
+
+    On NFS the lock may be unsupported: the run then goes ahead *without* exclusion and says so
+    (``LockState.problem``, ``held: false``) rather than refusing every run in that root.
+
+    The lock cannot say who holds it, so the holder writes a :class:`HolderRecord` beside the
+    root and withdraws it before unlocking. The record is advisory, only for the refusal; a
+    record left by a holder that died is taken over with a note (it is the lock that excludes).
+    Without a usable record the holder's pid is found from ``/proc/*/fdinfo``; a holder in
+    another PID namespace is named with the pid this namespace sees, or said to be in another
+    PID namespace. When the parent is not writable there is no record, and the lock still excludes.
+
+    ``acquire(wait)`` waits up to ``wait`` seconds (polling, never blocking in the kernel, so a
+    console thread stays cancellable) and raises :class:`LockBusy` naming the holder, or FvError
+    when the root cannot be opened; ``release()`` never raises. Dry runs only :meth:`probe`.
+    """
+
+    def __init__(self, root: str, kind: RootLockKind, *, command: str | None = None) -> None:
+        self.root = os.path.abspath(root)
+        self.real_root = os.path.realpath(self.root)
+        self.kind = kind
+        self.record = kind.record(self.real_root)
+        self._record = HolderRecord(self.record)
+        self._command = command
+        self._fd: int | None = None
+        self._lock: OwnerLock | None = None
+        self.state: LockState | None = None
+
+    @staticmethod
+    def probe(root: str, kind: RootLockKind) -> Holder | None:
+        """Read-only: the holder of ``root``'s lock as its record tells, if one is running.
+
+        For dry runs and the console's preview: takes no lock, so a preview can never make a
+        real run wait or be refused.
+        """
+        real = os.path.realpath(os.path.abspath(root))
+        holder = HolderRecord(kind.record(real)).live()
+        if holder is not None and is_write_locked(kind.lock_file(real)) is False and holder.identity.same_machine(
+                current_identity()):
+            return None  # its record survived, but this machine shows no such lock: not running
+        return holder
+
+    def acquire(self, wait: float = 0.0) -> LockState:
+        """Take the lock (see the class docstring)."""
+        if self._fd is not None:
+            raise RuntimeError(f"{self.root}: lock already held by this object")
+        noun = self.kind.noun
+        try:
+            dir_fd = os.open(self.real_root, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+        except FileNotFoundError:
+            raise FvError(f"{self.root}: {noun} does not exist") from None
+        except NotADirectoryError:
+            raise FvError(f"{self.root}: {noun} is not a directory") from None
+        except OSError as exc:
+            raise FvError(f"{self.root}: cannot open {noun} ({exc.strerror})") from None
+        lock_file = self.kind.lock_file(self.real_root)
+        lock = OwnerLock(dir_fd, os.path.basename(lock_file), path=lock_file, subject=self.root)
+        started = time.monotonic()
+        unsupported: list[OSError] = []
+
+        def attempt() -> bool | None:
+            try:
+                return True if lock.try_acquire() else None
+            except LockFileRefused:
+                raise
+            except OSError as exc:
+                if exc.errno not in _UNSUPPORTED:
+                    raise
+                unsupported.append(exc)
+                return False
+
+        try:
+            taken = wait_for(attempt, wait)  # a signal while waiting ends the wait (see below)
+            with deferred():  # the record is written whole and known as ours before a signal acts
+                if taken is not None:
+                    self._lock, self._fd = lock, dir_fd
+                if taken:
+                    took_over = self._stale_record_note()
+                    self.state = LockState(True, time.monotonic() - started, None,
+                                           self._record.publish(Holder.current(self._command)), took_over)
+        except LockFileRefused:
+            os.close(dir_fd)
+            raise
+        except OSError as exc:
+            lock.release()
+            os.close(dir_fd)
+            raise FvError(f"{self.root}: cannot lock {noun} ({exc.strerror})") from None
+        except BaseException:  # interrupted while waiting or writing the record: the lock goes
+            if self._fd is None:
+                lock.release()
+                os.close(dir_fd)
+            raise
+        waited = time.monotonic() - started
+        if taken is None:
+            os.close(dir_fd)
+            raise self.busy(wait)
+        if taken is False:
+            why = unsupported[0].strerror or str(unsupported[0])
+            self.state = LockState(False, waited, f"cannot lock the root on this filesystem ({why}; NFS?): "
+                                                  f"{self.kind.unguarded}")
+        return self.state
+
+    def _stale_record_note(self) -> str | None:
+        """A record left beside the root although we hold the lock: its holder died (or lost it) without removing it."""
+        try:
+            left = self._record.read()
+        except (OSError, ValueError):
+            return None
+        return f"{self.record}: took over from {left.describe()}: {left.judge().reason}"
+
+    def busy(self, wait: float) -> LockBusy:
+        """The refusal: who holds the lock, as far as can be told."""
+        code, waited = (f"{self.kind.code}_waited", {"wait": f"{wait:g}"}) if wait > 0 else (self.kind.code, {})
+        holder = self._record.live()
+        pids, _ = lock_holder_pids(self.kind.lock_file(self.real_root))
+        if holder is not None:
+            me = current_identity()
+            if holder.identity != me and me.same_machine(holder.identity):
+                return LockBusy(self.root, self.kind.busy, None, holder, code,
+                                who=f" ({_other_namespace(holder, pids)})", **waited)
+            return LockBusy(self.root, self.kind.busy, None, holder, code, **waited)
+        damaged = self._record.problem()
+        record = f"its holder record {self.record} is damaged: {damaged}" if damaged else "it left no holder record"
+        if pids:
+            who = f" (pid {pids[0]} on host {host_label(current_identity().hostname)}; {record})"
+        else:
+            who = f" ({record})" if damaged else ""
+        return LockBusy(self.root, self.kind.busy, None, None, code, who=who, **waited)
+
+    def release(self) -> str | None:
+        """Withdraw our record (still under the lock, so never a successor's), then unlock. Never raises."""
+        fd, self._fd = self._fd, None
+        if fd is None:
+            return None
+        problem = self._record.withdraw()
+        lock, self._lock = self._lock, None
+        if lock is not None:
+            lock.release()  # unlinks the lock file, then the last close drops the OFD lock
+        os.close(fd)
+        return problem
+
+    def __enter__(self) -> RootLock:
+        self.acquire()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.release()
+
+
+def _other_namespace(holder: Holder, pids: list[int]) -> str:
+    """The holder of another PID namespace on this machine, by the pid this namespace sees if it can."""
+    since = f"on host {host_label(holder.host)} since {holder.since_text}"
+    if len(pids) == 1:
+        return f"pid {pids[0]} here, pid {holder.pid} in its own PID namespace, {since}"
+    return f"pid {holder.pid} in another PID namespace, {since}"
 
 
 # --------------------------------------------------------------------------- brief locks on an open file

@@ -30,10 +30,7 @@ import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
-
-if TYPE_CHECKING:  # pragma: no cover - typing only
-    from fvconsole.core.journal.log import JournalWrite
+from typing import Any
 
 #: What the front ends turn into an orderly interruption.
 SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
@@ -58,7 +55,7 @@ class Interrupted(KeyboardInterrupt):
         self.done = done
         self.note = note
         self.partial = partial
-        self.journal: JournalWrite | None = None
+        self.journal: Any = None  # the journal's JournalWrite (a package above this one)
         self.details: dict[str, Any] = {}
 
     @property
