@@ -12,8 +12,7 @@ import pytest
 from fvconsole.core.cache import scan_cache
 from fvconsole.core.cache.files import CacheFileError, read_safetensors_header
 from fvconsole.core.cache.scan import Child, compact_indices, scan_entry
-from fvconsole.core.shared import parse_duration
-from fvconsole.core.shared.errors import FvError, UsageError
+from fvconsole.core.shared.errors import FvError
 from fvconsole.core.shared.humanize import format_duration
 from fvconsole.demo.cache_builders import make_key, write_cache_entry
 
@@ -208,20 +207,6 @@ def test_scan_json_has_the_required_fields(tmp_path):
         assert field in entry
     assert isinstance(entry["bytes"], int) and isinstance(entry["last_used"], float)
     assert entry["shards_present"] == [0, 1]
-
-
-@pytest.mark.parametrize(("text", "seconds"), [
-    ("90s", 90), ("30m", 1800), ("12h", 43200), ("7d", 604800), ("1w", 604800), ("1d12h", 129600),
-    ("1.5h", 5400), ("0", 0),
-])
-def test_durations(text, seconds):
-    assert parse_duration(text) == seconds
-
-
-@pytest.mark.parametrize("text", ["", "7", "h", "1x", "-1d", "1d 2h", "1dd"])
-def test_bad_durations_are_usage_errors_naming_the_flag(text):
-    with pytest.raises(UsageError, match="--older-than"):
-        parse_duration(text, "--older-than")
 
 
 def test_format_duration_and_compact_indices():

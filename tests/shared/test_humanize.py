@@ -2,7 +2,18 @@
 
 from __future__ import annotations
 
-from fvconsole.core.shared.humanize import age_since, format_duration, head_tail, human_age, human_bytes
+import pytest
+
+from fvconsole.core.shared.errors import UsageError
+from fvconsole.core.shared.humanize import (
+    age_since,
+    format_duration,
+    head_tail,
+    human_age,
+    human_bytes,
+    is_duration,
+    parse_duration,
+)
 
 
 def test_human_bytes_binary_units() -> None:
@@ -41,3 +52,23 @@ def test_a_size_beyond_any_file_is_words_not_an_overflow() -> None:
     assert human_bytes(2**2000) == "more than 2^128 B"
     assert human_bytes(-(2**2000)) == "-more than 2^128 B"
     assert human_bytes(2**100) == f"{2**100 / 2**60:.1f} EiB"
+
+
+@pytest.mark.parametrize(("text", "seconds"), [
+    ("90s", 90), ("30m", 1800), ("12h", 43200), ("7d", 604800), ("1w", 604800), ("1d12h", 129600),
+    ("1.5h", 5400), ("0", 0),
+])
+def test_durations(text, seconds):
+    assert parse_duration(text) == seconds
+
+
+@pytest.mark.parametrize("text", ["", "7", "h", "1x", "-1d", "1d 2h", "1dd"])
+def test_bad_durations_are_usage_errors_naming_the_flag(text):
+    with pytest.raises(UsageError, match="--older-than"):
+        parse_duration(text, "--older-than")
+
+
+@pytest.mark.parametrize("text", ["0", "90s", "1d12h", " 7D "])
+def test_a_duration_has_units(text):
+    assert is_duration(text)
+    assert not is_duration("7") and not is_duration("12 h")
