@@ -15,7 +15,7 @@ from fvconsole.core.formats.sidecar_files import RECEIPT_NAME, sidecar_name
 from fvconsole.core.journal.interrupts import Interrupted
 from fvconsole.core.journal.log import MIGRATE, JournalRecord, result_for, shorten
 from fvconsole.core.migration.failure import MigrationFailed, MigrationFailure
-from fvconsole.core.migration.plan import MigrationPlan
+from fvconsole.core.migration.model import MigrationPlan
 from fvconsole.core.migration.write import MigrationResult
 
 
