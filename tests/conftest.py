@@ -23,7 +23,8 @@ in this process (``--snapshot-update`` needs it; so may a single file).
 Plain helpers live in modules named after what they hold: ``console_apps`` (``make_app``, the
 console on given paths; ``run_console`` and ``running``, that console started; ``wait_until``, a condition against a deadline;
 ``work_copy``, a test's own copy of a demo's output dir and cache), ``mounts`` (real tmpfs and
-bind mounts), ``lean_checks`` (what a lean install must hold and show),
+bind mounts), ``cache_roots`` (a cache root's refusal in the command line's words),
+``lean_checks`` (what a lean install must hold and show),
 ``migration_runs`` (real legacy
 runs, requests, plans, migrate/verify command lines), ``fastvideo_reference`` (the
 independent FastVideo oracle), ``reliability.harness`` (tree digests, CLI runs, the error

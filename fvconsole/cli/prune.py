@@ -10,7 +10,16 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from fvconsole.cli.common import Block, block, emit_json, format_table, progress_printer, say, whole_number
+from fvconsole.cli.common import (
+    Block,
+    block,
+    emit_json,
+    format_table,
+    progress_printer,
+    say,
+    warn,
+    whole_number,
+)
 from fvconsole.cli.outcome import (
     add_journal_args,
     command_line,
@@ -55,6 +64,12 @@ exit codes: 0 ok (dry run included), 1 refused (also: another prune or migration
 lock), 2 usage error, 3 failed part-way.
 """
 
+#: Prune's own options spelled like two of the cache's eviction selectors (core/cache/flags.py):
+#: here they select checkpoints (``--older-than D``: its newest file's age) and keep a step
+#: (``--keep STEP``), so they are declared apart from the selectors, once each.
+OLDER_THAN = "--older-than"
+KEEP = "--keep"
+
 #: FastVideo's step counter is an int64; a count larger than this is a typo.
 MAX_STEP = 2**63 - 1
 MAX_COUNT = 10**9
@@ -81,13 +96,13 @@ def register_prune(commands: argparse._SubParsersAction) -> None:
                        help="select complete checkpoints beyond the N newest complete ones")
     prune.add_argument("--keep-every", type=_bounded(1, MAX_STEP), metavar="K",
                        help="also keep complete checkpoints whose step is a multiple of K")
-    prune.add_argument("--older-than", metavar="D",
+    prune.add_argument(OLDER_THAN, metavar="D",
                        help="select complete checkpoints whose newest file is older than D (e.g. 7d, 12h)")
     prune.add_argument("--incomplete", action="store_true", help="select interrupted saves")
     prune.add_argument("--grace", metavar="D", default="10m",
                        help="an interrupted save newer than the newest complete one goes only once older "
                             "than D (default 10m: it may still be being written)")
-    prune.add_argument("--keep", metavar="STEP", type=_bounded(0, MAX_STEP), action="append", default=[],
+    prune.add_argument(KEEP, metavar="STEP", type=_bounded(0, MAX_STEP), action="append", default=[],
                        help="keep this step (repeatable)")
     prune.add_argument("--yes", action="store_true", help="execute (default: dry run)")
     prune.add_argument("--json", action="store_true", help="print one JSON object")
@@ -100,7 +115,7 @@ def rules_from_args(args: argparse.Namespace) -> Any:
     from fvconsole.core.retention import PruneRules
     from fvconsole.core.shared import parse_duration
 
-    older = parse_duration(args.older_than, "--older-than") if args.older_than is not None else None
+    older = parse_duration(args.older_than, OLDER_THAN) if args.older_than is not None else None
     grace = parse_duration(args.grace, "--grace")
     return PruneRules(keep_last=args.keep_last, keep_every=args.keep_every, older_than=older,
                       incomplete=args.incomplete, grace=grace, keep_steps=frozenset(args.keep))
@@ -124,15 +139,13 @@ def run_prune(args: argparse.Namespace) -> int:
             say(render_plan(plan))
             if lock.refusal:
                 say(f"note: {lock.refusal}; --yes would exit 1", err=True)
-        for note in plan.notes:
-            say(f"warning: {note}", err=True)
+        warn(*plan.notes)
         return EXIT_OK
     progress = None if args.json else progress_printer("pruning", in_bytes=True, plain_lines=True)
     done = prune_under_lock(args.dir, make_plan, command=command_line(args), journal_path=journal_target(args),
                             progress=progress)
     plan, result = done.plan, done.result
-    for warning in (*done.warnings, *plan.notes):
-        say(f"warning: {warning}", err=True)
+    warn(*done.warnings, *plan.notes)
     warn_if_unwritten(done.journal)
     if result.removed:
         record_write(args, f"the prune ran: {len(result.removed)} checkpoint(s) removed from {plan.output_dir}")

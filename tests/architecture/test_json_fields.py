@@ -78,7 +78,7 @@ NOT_EMITTED: dict[str, dict[str, str]] = {
         "batch_size": "the plan's `batch_size`; the global batch before and after is in the plan's `warnings`",
         "starts": "each target rank's `epoch` and `yielded_samples` are in the plan's `ranks`",
     },
-    "core/migration/plan.py:MigrationPlan": {
+    "core/migration/model.py:MigrationPlan": {
         "request": "MigrationPreview.to_json emits the request once, beside the plan",
         "mismatches": "MigrationPreview.to_json emits the mismatch report once, beside the plan",
         "output_dir_notes": "the preview's `warnings` carry them (they describe the dir, not the plan)",
@@ -175,7 +175,7 @@ CLASSES = _classes_with_to_json()
 def test_the_scan_finds_the_json_records() -> None:
     # Independent anchors: records the CLI's --json is made of.
     for name in ("core/cache/plan.py:EvictionPlan", "core/cache/evict.py:EvictionResult",
-                 "core/migration/plan.py:MigrationPlan", "core/journal/log.py:JournalRecord",
+                 "core/migration/model.py:MigrationPlan", "core/journal/log.py:JournalRecord",
                  "core/fleet/aggregate.py:FleetCacheView"):
         assert name in CLASSES
     assert len(CLASSES) >= 35

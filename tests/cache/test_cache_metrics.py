@@ -6,6 +6,7 @@ import csv
 import io
 import json
 import os
+import re
 from pathlib import Path
 
 import pytest
@@ -15,6 +16,7 @@ from sized_cache import MIB, PAGE, fs_free, sized_entry
 from slurm_cluster import write_fake_srun
 
 from fvconsole.cli import main
+from fvconsole.core.cache.columns import LABELS, METRICS
 from fvconsole.core.fleet.export import safe_cell
 
 DAY = 86400.0
@@ -71,6 +73,31 @@ def test_prometheus_metrics_parse_and_match_the_cache(tmp_path: Path, capsys, mo
     assert _value(metrics["fvconsole_cache_entry_bytes"], root=r, key=keys["crashed"], status="incomplete") == 2 * MIB
     assert len(metrics["fvconsole_cache_entry_bytes"]) == 4
     assert "# TYPE fvconsole_cache_entries gauge" in text and text.endswith("\n")
+
+
+#: The per-entry families (``--per-entry``) and the labels of their samples, in order, written out here:
+#: what the listing's column table (core/cache/columns.py) declares a metric or a label of.
+PER_ENTRY_FAMILIES = {"fvconsole_cache_entry_bytes"}
+ENTRY_LABELS = ["root", "key", "status"]
+
+
+def test_per_entry_families_are_exactly_those_the_column_table_declares(tmp_path: Path, capsys) -> None:
+    root = tmp_path / "wcache"
+    keys = {sized_entry(root, name, mib, DAY) for name, mib in (("a", 1), ("b", 2))}
+    assert main(["cache", "ls", str(root), "--format", "prometheus"]) == 0
+    whole = _families(capsys.readouterr().out)
+    assert main(["cache", "ls", str(root), "--format", "prometheus", "--per-entry"]) == 0
+    text = capsys.readouterr().out
+    families = _families(text)
+    assert set(families) - set(whole) == PER_ENTRY_FAMILIES
+    assert {f"fvconsole_cache_{metric.name}" for metric in METRICS} == PER_ENTRY_FAMILIES
+    assert [c.label for c in LABELS] == ENTRY_LABELS[1:]
+    for name in PER_ENTRY_FAMILIES:
+        assert {s.labels["key"] for s in families[name]} == keys
+        lines = [line for line in text.splitlines() if line.startswith(name + "{")]
+        assert len(lines) == len(keys)
+        assert all(re.findall(r'(\w+)="', line.split("}")[0]) == ENTRY_LABELS for line in lines), lines
+    assert {s.labels["status"] for s in families["fvconsole_cache_entry_bytes"]} == {"complete"}
 
 
 def test_label_values_are_escaped(tmp_path: Path, capsys) -> None:

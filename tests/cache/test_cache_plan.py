@@ -8,12 +8,12 @@ import time
 from pathlib import Path
 
 import pytest
+from cache_roots import dangerous_root_reason
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from fvconsole.core.cache import EvictionSelectors, plan_eviction, scan_cache
 from fvconsole.core.cache.gc_order import lru_walk
-from fvconsole.core.cache.roots import root_refusal
 from fvconsole.core.shared.errors import FvError, UsageError
 from fvconsole.demo.cache_builders import make_key, write_cache_entry
 
@@ -21,12 +21,6 @@ NOW = time.time()
 HOUR = 3600.0
 DAY = 86400.0
 KIB = 1024
-
-
-def dangerous_root_reason(real_root: str, has_entries: bool, force: bool) -> str | None:
-    """``root_refusal`` of a resolved root in the command line's words, or None."""
-    why = root_refusal(real_root, real_root, has_entries, force)
-    return None if why is None else why.cli
 
 
 def upstream_gc_victims(root: Path, keep: str, max_gb: float) -> list[str]:

@@ -6,20 +6,14 @@ import os
 import pwd
 
 import pytest
+from cache_roots import dangerous_root_reason
 
 from fvconsole.core.cache import parse_max_gb
-from fvconsole.core.cache.roots import root_refusal
 from fvconsole.core.cache.selectors import ENV_MAX_GB, default_max_gb
 from fvconsole.core.shared import parse_duration
 from fvconsole.core.shared.errors import FvError, UsageError
 
 REAL_HOME = os.path.realpath(pwd.getpwuid(os.getuid()).pw_dir)
-
-
-def dangerous_root_reason(real_root: str, has_entries: bool, force: bool) -> str | None:
-    """``root_refusal`` of a resolved root in the command line's words, or None."""
-    why = root_refusal(real_root, real_root, has_entries, force)
-    return None if why is None else why.cli
 
 
 @pytest.mark.parametrize("home_env", [None, "/nonexistent-home", ""])

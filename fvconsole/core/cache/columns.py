@@ -1,11 +1,14 @@
-"""The cache listing's columns, declared once: ``cache ls``, the console's cache table and the fleet's CSV.
+"""The cache listing's columns, declared once: ``cache ls``, the console's cache table, the fleet's CSV
+and the per-entry Prometheus series.
 
 Why one table: each front end listed its own columns (header, width, how a cell reads, which
 JSON field it shows), and a column added to one was missing from the others. A column here
 says all of it; the CLI and the console take their headers, widths and cells from it, the
-fleet's CSV its field names and values (from a node's ``cache ls --json`` entry). Adding a
-column is a field of :class:`~fvconsole.core.cache.model.CacheEntry` (and its ``to_json``)
-plus a row here (docs/DESIGN.md, "Presentation").
+fleet's CSV its field names and values (from a node's ``cache ls --json`` entry), the
+Prometheus text (``core/cache/metrics.py``, ``--per-entry``) its per-entry families and the
+labels that name an entry. Adding a column is a field of
+:class:`~fvconsole.core.cache.model.CacheEntry` (and its ``to_json``) plus a row here
+(docs/DESIGN.md, "Presentation").
 
 No UI import: a console that styles a cell (the status colour) overrides that cell by key.
 """
@@ -52,6 +55,21 @@ class Export:
 
 
 @dataclass(frozen=True)
+class Metric:
+    """One Prometheus family a listing column gives: one sample per entry, with ``--per-entry``."""
+
+    #: The family's name after ``fvconsole_cache_``, ending in its unit (``_bytes``, ``_seconds``), as
+    #: Prometheus names metrics (the text format 0.0.4 has no unit line).
+    name: str
+    #: The HELP text, without its full stop: the exporter adds which option asks for per-entry series.
+    help: str
+    #: The entry's value (a whole number stays one); None: no sample for this entry (never NaN).
+    value: Callable[[CacheEntry], int | float | None]
+    #: The TYPE: a value of an entry now is a gauge.
+    kind: str = "gauge"
+
+
+@dataclass(frozen=True)
 class EntryColumn:
     """One column of the cache listing: header, width policy, cell and the JSON fields it shows."""
 
@@ -75,6 +93,11 @@ class EntryColumn:
     clip: int | None = None
     #: What the fleet's CSV has of it (no export: not in the CSV).
     exports: tuple[Export, ...] = ()
+    #: The label this column's cell gives every per-entry Prometheus sample: what names an entry (its
+    #: key, its status), never a value that changes by itself (an age). None: not a label.
+    label: str | None = None
+    #: What the Prometheus text has of it per entry (no metric: not exported there).
+    metric: Metric | None = None
 
 
 def shards_text(entry: CacheEntry) -> str:
@@ -87,13 +110,15 @@ def _last_used(entry: CacheEntry, now: float) -> str:
 
 
 LISTING: tuple[EntryColumn, ...] = (
-    EntryColumn("KEY", "key", lambda e, _now: e.key, lambda e: e.key, width=16, exports=(Export("key", "key", lambda v: v, 0),)),
+    EntryColumn("KEY", "key", lambda e, _now: e.key, lambda e: e.key, width=16, exports=(Export("key", "key", lambda v: v, 0),),
+                label="key"),
     # The console's widths: each its widest cell ("incomplete*", "1023.9 GiB", and "999d 23h ago", the
     # widest age below 1000 days, with the console's "ago"); together the 70 columns views.tcss gives.
     EntryColumn("STATUS", "status", lambda e, _now: e.status, lambda e: e.status, width=11, drop=3,
-                exports=(Export("status", "status", lambda v: v, 1),)),
+                exports=(Export("status", "status", lambda v: v, 1),), label="status"),
     EntryColumn("SIZE", "size", lambda e, _now: human_bytes(e.bytes), lambda e: e.bytes, width=10, right=True,
-                exports=(Export("bytes", "bytes", _int, 2),)),
+                exports=(Export("bytes", "bytes", _int, 2),),
+                metric=Metric("entry_bytes", "Bytes of one cache entry", lambda e: e.bytes)),
     EntryColumn("SHARDS", "shards", lambda e, _now: shards_text(e), lambda e: len(e.shards_present), width=8, drop=2,
                 exports=(Export("shards_present", "shards_present", _count, 5),
                          Export("num_shards", "num_shards", _int, 6))),
@@ -110,6 +135,10 @@ CONSOLE = tuple(c for c in LISTING if c.width is not None)
 DROPPABLE = tuple(c.header for c in sorted((c for c in LISTING if c.drop is not None), key=lambda c: c.drop or 0))
 #: The fleet CSV's per-entry columns.
 EXPORTS = tuple(sorted((x for c in LISTING for x in c.exports), key=lambda x: x.at))
+#: The columns whose cells name each per-entry Prometheus sample (after ``root``), in listing order.
+LABELS = tuple(c for c in LISTING if c.label is not None)
+#: The per-entry Prometheus families, in listing order.
+METRICS = tuple(c.metric for c in LISTING if c.metric is not None)
 
 
 def listing_cells(entry: CacheEntry, now: float, *, fitted: bool) -> tuple[str, ...]:
@@ -121,3 +150,8 @@ def listing_cells(entry: CacheEntry, now: float, *, fitted: bool) -> tuple[str, 
 def export_cells(entry: Mapping[str, Any]) -> list[Any]:
     """The CSV cells of one entry of a node's ``cache ls --json`` (untrusted: each value read as its column reads it)."""
     return [x.value(entry.get(x.field)) for x in EXPORTS]
+
+
+def metric_labels(entry: CacheEntry, now: float) -> dict[str, str]:
+    """The labels of one entry's Prometheus samples: each label column's cell, by its label."""
+    return {c.label: c.cell(entry, now) for c in LABELS if c.label is not None}

@@ -6,6 +6,15 @@ Why: monitoring should alert on a node whose tmpfs cache eats its memory without
 atomically, so the collector never reads half of it. Every series carries the root as a
 ``root`` label (one node may have several roots); the collector adds the host. Standard
 library only: the tool itself never needs ``prometheus_client``.
+
+What is exported per entry (``--per-entry``) is the listing's column table's
+(``core/cache/columns.py``): each column's ``metric`` is one family, one sample per entry,
+labelled by the columns that declare a ``label`` (key, status), so a column added with a metric
+is exported with no change here. The families written out below stay here because they are
+not columns: each is a fact of the whole scan, not a cell of one entry (entries and bytes
+counted and summed by status, every status with zeros included; and one value per root:
+entries being written, leftovers, FastVideo's cap, the filesystem, the oldest last use, scan
+errors, the scan's time).
 """
 
 from __future__ import annotations
@@ -13,6 +22,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
+from fvconsole.core.cache.columns import METRICS, metric_labels
 from fvconsole.core.cache.entry import STATUSES
 from fvconsole.core.cache.model import CacheScan
 
@@ -87,7 +97,9 @@ def prometheus_text(scan: CacheScan, *, cap: int | None = None, per_entry: bool 
     out.family("scan_errors", "Problems met while scanning (entries that vanished or could not be read).",
                [(root, len(scan.errors))])
     out.family("scan_timestamp_seconds", "When this scan ran (Unix time).", [(root, float(scan.scanned_at))])
-    if per_entry:
-        out.family("entry_bytes", "Bytes of one cache entry (--per-entry).",
-                   [({**root, "key": e.key, "status": e.status}, e.bytes) for e in scan.entries])
+    if per_entry:  # the column table's per-entry families (core/cache/columns.py: METRICS)
+        named = [({**root, **metric_labels(e, scan.scanned_at)}, e) for e in scan.entries]
+        for metric in METRICS:
+            out.family(metric.name, f"{metric.help} (--per-entry).",
+                       [(labels, value) for labels, e in named if (value := metric.value(e)) is not None], metric.kind)
     return out.text()

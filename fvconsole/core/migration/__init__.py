@@ -2,13 +2,14 @@
 
 The modules, in the order a migration uses them:
 
-- :mod:`.plan`: the request, refusals, the plan and the dry-run preview (reads, never writes);
-  :mod:`.inputs` reads and checks the run config and the checkpoint for it.
+- :mod:`.plan`: the planner and its dry-run preview (reads, never writes), from the request and
+  its refusals (:mod:`.request`); :mod:`.inputs` reads and checks the run config and the
+  checkpoint for it; the plan it builds is a record of :mod:`.model`.
 - :mod:`.output_dir`: every rule about the output dir (the preview uses them, execution
   re-checks them), its lock and the staging dirs beside it.
 - :mod:`.write`: execution (staging, lock, atomic writes); :mod:`.publish` (the rename or
-  swap and the read-back); :mod:`.receipt` (the commit marker); :mod:`.files` (file names,
-  reading a sidecar back).
+  swap and the read-back); :mod:`.receipt` (the commit marker, and the set's files with their
+  sizes); file names and reading a sidecar back are :mod:`fvconsole.core.formats.sidecar_files`.
 - :mod:`.verify`: a written set against the plan recomputed from the sources;
   :mod:`.sample_ids` (each rank's next sample id, for ``verify --deep`` and the console).
 - :mod:`.faults`: the test-only fault hook (kill or pause at a file-system step).
@@ -20,7 +21,8 @@ from __future__ import annotations
 
 from fvconsole.core.migration.defaults import MigrationDefaults, config_output_dir, migration_defaults
 from fvconsole.core.migration.failure import MigrationFailed, MigrationFailure
-from fvconsole.core.migration.plan import MigrationPlan, MigrationPreview, plan_migration
+from fvconsole.core.migration.model import MigrationPlan
+from fvconsole.core.migration.plan import MigrationPreview, plan_migration
 from fvconsole.core.migration.published import (
     PublishedSet,
     defaults_from_published,

@@ -4,21 +4,21 @@ The preview reads the checkpoint (never writes), the run config and the manifest
 collects *all* applicable refusals rather than stopping at the first, so one dry run tells
 an operator everything that is wrong. The plan splits the row groups once and walks one
 shuffled shard per data-parallel group: O(row groups + ranks) (:mod:`fvconsole.core.formats.streaming`).
+The plan it builds is a record of its own module (:mod:`.model`), which the receipt and
+execution read without importing the planner.
 """
 
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass, field
-from functools import cached_property
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from fvconsole.core.formats import streaming, torch_zip
 from fvconsole.core.formats.runconfig import Mismatch, get_path
-from fvconsole.core.formats.sidecar_files import SIDECAR_VERSION, sidecar_name
-from fvconsole.core.formats.streaming import RankCursor, Topology, compute_cursors, shard_layout
+from fvconsole.core.formats.streaming import Topology, compute_cursors, shard_layout
 from fvconsole.core.migration import inputs, output_dir
 from fvconsole.core.migration.elastic import TargetLayout, checkpoint_links, groups_refusal, plan_elastic
+from fvconsole.core.migration.model import MigrationPlan
 from fvconsole.core.migration.receipt import set_files
 from fvconsole.core.migration.request import Collector, MigrationRequest, Refusal
 from fvconsole.core.migration.reshard import MODES, Reshard
@@ -29,151 +29,6 @@ from fvconsole.core.shared.reasons import Reason, reason
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
     from fvconsole.core.migration.columns import ColumnCheck
-
-
-@dataclass(frozen=True)
-class MigrationPlan:
-    """Exactly what executing the migration writes (one sidecar per rank)."""
-
-    request: MigrationRequest
-    checkpoint: str
-    checkpoint_metadata_sha256: str
-    config_path: str
-    config_sha256: str
-    manifest_path: str
-    manifest_fingerprint: str
-    dataset_root: str
-    output_dir: str
-    step: int
-    world_size: int
-    sp_world_size: int
-    batch_size: int
-    read_batch_size: int
-    seed: int
-    shuffle_row_groups: bool
-    gradient_accumulation_steps: int
-    consumed_batches_per_rank: int
-    yielded_samples_per_rank: int
-    samples_per_worker: int
-    num_row_groups: int
-    total_rows: int
-    ranks: tuple[RankCursor, ...] = field(repr=False)
-    mismatches: tuple[Mismatch, ...] = field(default=(), repr=False)
-    #: The plan's warnings (in to_json() in the command line's words).
-    notes: tuple[Reason, ...] = ()
-    #: What was found beside the output dir when planning (staging dirs, a stale lock): shown
-    #: with the preview's warnings; not in to_json(), which is the plan.
-    output_dir_notes: tuple[Reason, ...] = field(default=(), repr=False)
-    #: sha256 of the manifest's bytes the plan was made from (its fingerprint was checked then).
-    manifest_sha256: str = ""
-    #: What FastVideo's loader does at resume with the manifest's columns (None: not checked).
-    columns: ColumnCheck | None = field(default=None, repr=False)
-    #: The elastic resume (None: the checkpoint's own topology): every mode, the chosen one's start.
-    reshard: Reshard | None = field(default=None, repr=False)
-    #: A native checkpoint's reshard is a checkpoint view: (name, absolute target) of every link
-    #: to the source checkpoint's other entries (empty: a sidecar dir).
-    links: tuple[tuple[str, str], ...] = field(default=(), repr=False)
-
-    @property
-    def epoch(self) -> int:
-        """The epoch every rank's state names: 0, or the reshard mode's."""
-        return 0 if self.reshard is None or self.reshard.mode is None else self.reshard.start(self.reshard.mode).epoch
-
-    @property
-    def epoch_progress(self) -> float:
-        """Fraction of the first epoch each rank has consumed."""
-        return self.yielded_samples_per_rank / self.samples_per_worker if self.samples_per_worker else 0.0
-
-    @property
-    def num_sp_groups(self) -> int:
-        return self.world_size // self.sp_world_size
-
-    def cursor(self, rank: int) -> RankCursor:
-        if not 0 <= rank < len(self.ranks):
-            raise IndexError(f"rank {rank} outside world size {self.world_size}")
-        return self.ranks[rank]
-
-    def dataset_state(self, rank: int) -> dict:
-        """docs/formats.md §5 state for ``rank`` (what FastVideo's loader would report)."""
-        c = self.cursor(rank)
-        return streaming.dataset_state(
-            fingerprint=self.manifest_fingerprint,
-            global_rank=rank,
-            world_size=self.world_size,
-            sp_world_size=self.sp_world_size,
-            batch_size=self.batch_size,
-            read_batch_size=self.read_batch_size,
-            seed=self.seed,
-            shuffle_row_groups=self.shuffle_row_groups,
-            samples_per_worker=self.samples_per_worker,
-            row_group_position=c.row_group_position,
-            row_offset=c.row_offset,
-            yielded_samples=c.yielded_samples,
-            num_workers=1,
-            epoch=self.epoch,
-        )
-
-    def sidecar_payload(self, rank: int) -> dict:
-        """docs/formats.md §3 sidecar dict (state_kind "dataset"); step is the directory-name step."""
-        return {
-            "version": SIDECAR_VERSION,
-            "rank": int(rank),
-            "world_size": self.world_size,
-            "step": self.step,
-            "state_kind": "dataset",
-            "state": self.dataset_state(rank),
-        }
-
-    @cached_property
-    def encoded_sidecars(self) -> tuple[tuple[int, str, dict, bytes], ...]:
-        """(rank, file name, payload, its torch.save bytes) for every rank: what execution writes,
-        and what the dry run counts the room for (encoded once: ``--yes`` executes the plan it previewed)."""
-        out = []
-        for cursor in self.ranks:
-            payload = self.sidecar_payload(cursor.rank)
-            out.append((cursor.rank, sidecar_name(cursor.rank), payload, torch_zip.dumps(payload)))
-        return tuple(out)
-
-    @cached_property
-    def set_files(self) -> tuple[tuple[str, int], ...]:
-        """(name, bytes) of every file of the set: the encoded sidecars, the receipt and a checkpoint
-        view's symlinks (an inode each, and their target's length)."""
-        links = tuple((name, len(os.fsencode(target))) for name, target in self.links)
-        return (*set_files(self, self.encoded_sidecars), *links)
-
-    def to_json(self) -> dict:
-        return {
-            "step": self.step,
-            "world_size": self.world_size,
-            "sp_world_size": self.sp_world_size,
-            "num_sp_groups": self.num_sp_groups,
-            "batch_size": self.batch_size,
-            "read_batch_size": self.read_batch_size,
-            "seed": self.seed,
-            "shuffle_row_groups": self.shuffle_row_groups,
-            "gradient_accumulation_steps": self.gradient_accumulation_steps,
-            "consumed_batches_per_rank": self.consumed_batches_per_rank,
-            "yielded_samples_per_rank": self.yielded_samples_per_rank,
-            "samples_per_worker": self.samples_per_worker,
-            "epoch_progress": self.epoch_progress,
-            "num_row_groups": self.num_row_groups,
-            "total_rows": self.total_rows,
-            "checkpoint": self.checkpoint,
-            "checkpoint_metadata_sha256": self.checkpoint_metadata_sha256,
-            "config_path": self.config_path,
-            "config_sha256": self.config_sha256,
-            "manifest_path": self.manifest_path,
-            "manifest_fingerprint": self.manifest_fingerprint,
-            "manifest_sha256": self.manifest_sha256,
-            "dataset_root": self.dataset_root,
-            "output_dir": self.output_dir,
-            "columns": None if self.columns is None else self.columns.to_json(),
-            "warnings": [n.cli for n in self.notes],
-            "ranks": [c.to_json() for c in self.ranks] if self.reshard is None else
-                     [dict(c.to_json(), epoch=self.epoch) for c in self.ranks],
-            **({} if self.reshard is None else {"reshard": self.reshard.to_json()}),
-            **({"linked_entries": [name for name, _target in self.links]} if self.links else {}),
-        }
 
 
 @dataclass(frozen=True)
@@ -327,7 +182,7 @@ def _plan(req: MigrationRequest, progress: Progress | None, *, output_rules: boo
                 reshard=reshard,
                 links=checkpoint_links(ckpt) if native else (),
             )
-            room = output_dir.room_rule(out, plan.set_files) if output_rules else None
+            room = output_dir.room_rule(out, set_files(plan)) if output_rules else None
             if room is not None:  # as --yes refuses it, before anything is written
                 col.add(room)
                 plan = None

@@ -26,7 +26,7 @@ from fvconsole.core.shared.removal import remove_flat_dir
 from fvconsole.core.shared.safe_read import open_input
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
-    from fvconsole.core.migration.plan import MigrationPlan
+    from fvconsole.core.migration.model import MigrationPlan
 
 #: Re-verification reads at most this much of a published file (a sidecar is a few KiB).
 MAX_PUBLISHED_BYTES = 64 << 20

@@ -20,7 +20,7 @@ from fvconsole.core.shared.safe_read import short_repr
 from fvconsole.core.shared.untrusted import load_file
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
-    from fvconsole.core.migration.plan import MigrationPlan
+    from fvconsole.core.migration.model import MigrationPlan
 
 RECEIPT_SCHEMA = "fastvideo-legacy-streaming-dataloader-migration/v1"
 #: A receipt lists ~250 bytes per rank; this allows a million ranks and refuses /dev/zero.
@@ -98,12 +98,15 @@ def receipt_bytes(receipt: Mapping[str, Any]) -> bytes:
 RECEIPT_SLACK = 64
 
 
-def set_files(plan: MigrationPlan, sidecars: Sequence[tuple[int, str, Any, bytes]]) -> list[tuple[str, int]]:
-    """(name, bytes) of every file of the set ``plan`` writes: the encoded sidecars and the receipt,
-    whose size is known before they are written (a sha256 is always 64 hex digits)."""
+def set_files(plan: MigrationPlan) -> tuple[tuple[str, int], ...]:
+    """(name, bytes) of every file of the set ``plan`` writes, known before any is written (the room
+    the dry run and execution ask for): the encoded sidecars, the receipt (a sha256 is always 64 hex
+    digits) and a checkpoint view's symlinks (an inode each, and their target's length)."""
+    sidecars = plan.encoded_sidecars
     placeholder = [WrittenSidecar(rank, name, "0" * 64) for rank, name, _, _ in sidecars]
     receipt = len(receipt_bytes(build_receipt(plan, placeholder))) + RECEIPT_SLACK
-    return [*((name, len(data)) for _, name, _, data in sidecars), (RECEIPT_NAME, receipt)]
+    links = ((name, len(os.fsencode(target))) for name, target in plan.links)
+    return (*((name, len(data)) for _, name, _, data in sidecars), (RECEIPT_NAME, receipt), *links)
 
 
 def check_receipt(directory: str, plan: MigrationPlan, problems: list[str]) -> dict[int, dict]:

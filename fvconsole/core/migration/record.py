@@ -14,7 +14,7 @@ from typing import Any
 from fvconsole.core.formats.sidecar_files import RECEIPT_NAME, sidecar_name
 from fvconsole.core.journal.log import MIGRATE, JournalRecord, result_for, shorten
 from fvconsole.core.migration.failure import MigrationFailed, MigrationFailure
-from fvconsole.core.migration.plan import MigrationPlan
+from fvconsole.core.migration.model import MigrationPlan
 from fvconsole.core.migration.write import MigrationResult
 from fvconsole.core.shared.interrupts import Interrupted
 

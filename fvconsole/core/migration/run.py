@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 from fvconsole.core.journal.log import JournalRecord, JournalWrite, append_record
 from fvconsole.core.migration.failure import MigrationFailed, MigrationFailure
-from fvconsole.core.migration.plan import MigrationPlan
+from fvconsole.core.migration.model import MigrationPlan
 from fvconsole.core.migration.record import (
     migration_failed_record,
     migration_interrupted_record,

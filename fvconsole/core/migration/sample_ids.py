@@ -16,7 +16,7 @@ from fvconsole.core.shared.optional import MissingExtra, require
 from fvconsole.core.shared.safe_read import open_regular, short_repr
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
-    from fvconsole.core.migration.plan import MigrationPlan
+    from fvconsole.core.migration.model import MigrationPlan
 
 
 def add_next_sample_ids(plan: MigrationPlan, rows: list[dict], problems: list[str]) -> None:

@@ -23,8 +23,9 @@ from fvconsole.core.formats.sidecar_files import (
     sha256_bytes,
     sidecar_name,
 )
+from fvconsole.core.migration.model import MigrationPlan
 from fvconsole.core.migration.output_dir import staging_pattern
-from fvconsole.core.migration.plan import MigrationPlan, MigrationRequest, plan_from_sources
+from fvconsole.core.migration.plan import MigrationRequest, plan_from_sources
 from fvconsole.core.migration.receipt import check_receipt, receipt_reshard_mode
 from fvconsole.core.migration.sample_ids import add_next_sample_ids
 from fvconsole.core.migration.upstream_receipt import (

@@ -30,7 +30,7 @@ from fvconsole.core.migration.output_dir import (
     staging_name,
 )
 from fvconsole.core.migration.publish import after_publish, fsync_dir, publish, remove_set_dir
-from fvconsole.core.migration.receipt import WrittenSidecar, build_receipt, receipt_bytes
+from fvconsole.core.migration.receipt import WrittenSidecar, build_receipt, receipt_bytes, set_files
 from fvconsole.core.shared import durable, interrupts
 from fvconsole.core.shared.atomic import atomic_write_bytes
 from fvconsole.core.shared.errors import FvError, PartialFailure
@@ -40,7 +40,7 @@ from fvconsole.core.shared.reasons import Reason, invalid, reason
 from fvconsole.core.shared.safe_read import sha256_regular_file
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
-    from fvconsole.core.migration.plan import MigrationPlan
+    from fvconsole.core.migration.model import MigrationPlan
 
 #: Below this many ranks a thread pool costs more than it saves.
 PARALLEL_THRESHOLD = 16
@@ -224,7 +224,7 @@ def _precheck(plan: MigrationPlan) -> tuple[str, str, str]:
     _recheck_sources(plan)
     if not plan.ranks or len(plan.ranks) != plan.world_size:
         raise FvError.of(reason("recheck.plan_ranks", "plan", count=len(plan.ranks), world_size=plan.world_size))
-    room = room_rule(out, plan.set_files)
+    room = room_rule(out, set_files(plan))
     if room is not None:
         raise FvError.of(room)
     return out, os.path.dirname(out), os.path.basename(out)
