@@ -11,7 +11,7 @@ from migration_runs import STEP, WORLD, build_legacy, plan_for
 
 from fvconsole.core.migration import write
 from fvconsole.core.migration.failure import MigrationFailed, MigrationFailure
-from fvconsole.core.migration.run import run_migration
+from fvconsole.core.migration.locked import run_migration
 
 
 def _lines(path: Path) -> list[dict]:

@@ -32,7 +32,7 @@ from fvconsole.core.migration.published import (
 from fvconsole.core.migration.request import MigrationRequest, Refusal
 from fvconsole.core.migration.reshard import MODES as RESHARD_MODES
 from fvconsole.core.migration.reshard import Reshard
-from fvconsole.core.migration.run import run_migration
+from fvconsole.core.migration.locked import run_migration
 from fvconsole.core.migration.sample_ids import NextSampleIds, next_sample_ids
 from fvconsole.core.migration.verify import VerifyResult, verify_sidecars
 from fvconsole.core.migration.write import MigrationResult
