@@ -24,11 +24,11 @@ MAX_UID = 2**32 - 1
 
 
 def _count_table(f: Fields, key: str) -> tuple[tuple[str, int], ...]:
-    """A ``{name: count}`` object as (name, count) pairs, in the document's order."""
+    """A ``{name: count}`` object as (name, count) pairs sorted by name, as the scan makes them."""
     table = f.object(key)
     if not all(type(n) is int and 0 <= n <= INT64_MAX for n in table.values()):
         f.fail(key, "must map names to non-negative integers")
-    return tuple(table.items())
+    return tuple(sorted(table.items()))
 
 
 def _indices(f: Fields, key: str) -> tuple[int, ...]:
@@ -45,7 +45,7 @@ class ManifestSummary:
 
     params: int
     numel: int
-    dtypes: tuple[tuple[str, int], ...]
+    dtypes: tuple[tuple[str, int], ...]  # (name, count), sorted by name
     kinds: tuple[tuple[str, int], ...]
 
     def to_json(self) -> dict[str, Any]:
