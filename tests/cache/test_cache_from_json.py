@@ -7,6 +7,7 @@ one UntrustedError naming the document, the part and the field, never a TypeErro
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
 
@@ -30,23 +31,36 @@ str_tuples = st.lists(texts, max_size=3).map(tuple)
 sizes = st.integers(0, I64_MAX)
 times = st.none() | st.floats(min_value=FIRST_DATE, max_value=LAST_DATE, allow_nan=False)
 counts = st.dictionaries(texts, sizes, max_size=3).map(lambda d: tuple(sorted(d.items())))  # sorted, as a scan has them
-holders = st.builds(Holder, pid=st.integers(1, 2**31 - 1), command=texts, how=st.sampled_from(["open", "mapped"]))
-summaries = st.builds(ManifestSummary, params=sizes, numel=sizes, dtypes=counts, kinds=counts)
-entries = st.builds(
-    CacheEntry, key=texts, path=texts, bytes=sizes, last_used=times, num_shards=st.none() | sizes,
-    shards_present=st.lists(sizes, max_size=4).map(tuple),
-    status=st.sampled_from(["complete", "partial", "incomplete", "empty", "invalid"]) | texts,
-    writing=st.booleans(), explanation=texts, manifest_mtime_ns=st.none() | st.integers(I64_MIN, I64_MAX),
-    newest_mtime=times, shard_files=str_tuples, tmp_files=str_tuples, problems=str_tuples,
-    summary=st.none() | summaries, is_symlink=st.booleans(), symlink_target=st.none() | texts, mounts=str_tuples,
-    disk_bytes=st.none() | sizes, in_use_by=st.lists(holders, max_size=2).map(tuple),
-    owner_uid=st.none() | st.integers(0, 2**32 - 1))
-problems = st.builds(VerifyProblem, shard=st.none() | texts, param=st.none() | texts, problem=texts)
-verdicts = st.builds(EntryVerification, key=texts, path=texts, shards_checked=str_tuples,
-                     problems=st.lists(problems, max_size=2).map(tuple), deep=st.booleans(), bytes_read=sizes,
-                     not_verifiable=st.none() | texts)
-verifications = st.builds(CacheVerification, root=texts, entries=st.lists(verdicts, max_size=3).map(tuple),
-                          missing=str_tuples, deep=st.booleans())
+#: Every field of each record, with its values (a field added without one here fails
+#: test_every_field_is_generated, so the round trips below cover it).
+FIELDS: dict[type, dict[str, st.SearchStrategy]] = {}
+FIELDS[Holder] = {"pid": st.integers(1, 2**31 - 1), "command": texts, "how": st.sampled_from(["open", "mapped"])}
+FIELDS[ManifestSummary] = {"params": sizes, "numel": sizes, "dtypes": counts, "kinds": counts}
+holders, summaries = st.builds(Holder, **FIELDS[Holder]), st.builds(ManifestSummary, **FIELDS[ManifestSummary])
+FIELDS[CacheEntry] = {
+    "key": texts, "path": texts, "bytes": sizes, "last_used": times, "num_shards": st.none() | sizes,
+    "shards_present": st.lists(sizes, max_size=4).map(tuple),
+    "status": st.sampled_from(["complete", "partial", "incomplete", "empty", "invalid"]) | texts,
+    "writing": st.booleans(), "explanation": texts, "manifest_mtime_ns": st.none() | st.integers(I64_MIN, I64_MAX),
+    "newest_mtime": times, "shard_files": str_tuples, "tmp_files": str_tuples, "problems": str_tuples,
+    "summary": st.none() | summaries, "is_symlink": st.booleans(), "symlink_target": st.none() | texts,
+    "mounts": str_tuples, "disk_bytes": st.none() | sizes, "in_use_by": st.lists(holders, max_size=2).map(tuple),
+    "owner_uid": st.none() | st.integers(0, 2**32 - 1)}
+FIELDS[VerifyProblem] = {"shard": st.none() | texts, "param": st.none() | texts, "problem": texts}
+problems = st.builds(VerifyProblem, **FIELDS[VerifyProblem])
+FIELDS[EntryVerification] = {
+    "key": texts, "path": texts, "shards_checked": str_tuples, "problems": st.lists(problems, max_size=2).map(tuple),
+    "deep": st.booleans(), "bytes_read": sizes, "not_verifiable": st.none() | texts}
+verdicts = st.builds(EntryVerification, **FIELDS[EntryVerification])
+FIELDS[CacheVerification] = {"root": texts, "entries": st.lists(verdicts, max_size=3).map(tuple),
+                             "missing": str_tuples, "deep": st.booleans()}
+entries = st.builds(CacheEntry, **FIELDS[CacheEntry])
+verifications = st.builds(CacheVerification, **FIELDS[CacheVerification])
+
+
+@pytest.mark.parametrize("record", list(FIELDS), ids=lambda r: r.__name__)
+def test_every_field_is_generated(record: type) -> None:
+    assert set(FIELDS[record]) == {f.name for f in dataclasses.fields(record)}
 
 
 @settings(max_examples=300, deadline=None)
