@@ -398,18 +398,18 @@ def render_fleet_evict(result: FleetEvictionPlan | FleetEvictionResult, root: st
         if not o.ok:
             rows.append((o.node, "-", "-", f"error: {o.error}"))
             continue
-        doc = o.output or {}
-        items = doc.get("evict") or []
-        keys = ", ".join(i.get("key") for i in items[:3]) + (f" (+{len(items) - 3})" if len(items) > 3 else "")
-        note = doc.get("note") or keys or "nothing to evict"
-        rows.append((o.node, len(items), human_bytes(doc.get("freed_bytes") or 0), note))
+        eviction = o.eviction
+        items = eviction.evict
+        keys = ", ".join(i.key for i in items[:3]) + (f" (+{len(items) - 3})" if len(items) > 3 else "")
+        note = eviction.note or keys or "nothing to evict"
+        rows.append((o.node, len(items), human_bytes(eviction.freed_bytes), note))
     if omitted:
         rows.append((f"... {omitted} more nodes", "", "", ""))
     lines.append(format_table(("NODE", "ENTRIES", verb.upper(), "KEYS"), rows, right=(1, 2)))
     lines.append(f"{verb} {human_bytes(result.freed_bytes)} across {len(result.outcomes)} nodes")
     if not any(o.ok for o in result.outcomes):
         lines.append("no node could plan the eviction; nothing was executed")
-    elif not result.executed and any((o.output or {}).get("evict") for o in result.outcomes if o.ok):
+    elif not result.executed and any(o.eviction.evict for o in result.outcomes if o.ok):
         lines.append("dry run: re-run with --yes to execute exactly these per-node plans")
     elif not result.executed:
         lines.append("dry run: nothing to evict on any node")
@@ -436,11 +436,10 @@ def run_fleet_verify(args: argparse.Namespace) -> int:
         return _finish(code, result.outcomes, result.to_json() if args.json else None)
     if code:
         node, entry = result.failing[0]
-        problems = [p for p in entry.get("problems", []) if isinstance(p, dict)]
-        first = problems[0].get("problem") if problems else "not ok"
+        first = entry.problems[0].problem if entry.problems else "not ok"
         nodes = compress_hostlist(dict.fromkeys(n for n, _ in result.failing))
         raise command_failed(code, f"{plural(len(result.failing), 'entry', 'entries')} failed verification on {nodes}; "
-                                   f"first: {node}: {entry.get('key')}: {first}", result.to_json() if args.json else None)
+                                   f"first: {node}: {entry.key}: {first}", result.to_json() if args.json else None)
     if args.json:
         emit_json(result.to_json())
     return code
@@ -452,11 +451,10 @@ def render_fleet_verify(result: FleetVerification) -> Block:
     """One line per failing entry and node with its first problems; then the nodes that did not answer."""
     lines: list[str] = []
     for node, entry in result.failing:
-        problems = [p for p in entry.get("problems", []) if isinstance(p, dict)]
-        lines.append(f"{node}  {entry.get('key')}  {len(problems)} problem(s)")
-        for p in problems[:5]:
-            where = ": ".join(str(x) for x in (p.get("shard"), p.get("param")) if x is not None)
-            lines.append(f"  {where + ': ' if where else ''}{p.get('problem')}")
+        lines.append(f"{node}  {entry.key}  {len(entry.problems)} problem(s)")
+        for p in entry.problems[:5]:
+            where = ": ".join(x for x in (p.shard, p.param) if x is not None)
+            lines.append(f"  {where + ': ' if where else ''}{p.problem}")
     for o in result.unanswered:
         lines.append(f"{o.node}  no answer: {o.error}")
     if result.not_verifiable:

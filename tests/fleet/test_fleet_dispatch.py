@@ -200,15 +200,15 @@ def test_outcome_classification() -> None:
 @pytest.mark.parametrize(
     ("output", "fragment"),
     [
-        ({"entries": [{"key": "k", "status": "complete", "bytes": "12"}]}, "entries[0].bytes"),
-        ({"entries": [{"key": 5, "status": "complete", "bytes": 1}]}, "entries[0].key"),
-        ({"entries": {"k": 1}}, "entries: expected a list"),
-        ({"entries": [1]}, "entries[0]: expected an object"),
-        ({"entries": [{"key": "k", "status": "ok", "bytes": True}]}, "entries[0].bytes"),
-        ({"entries": [{"key": "k", "status": "ok", "bytes": 10 ** 30}]}, "entries[0].bytes"),
+        ({"entries": [{"key": "k", "status": "complete", "bytes": "12"}]}, "n1: cache ls JSON entries[0] field 'bytes'"),
+        ({"entries": [{"key": 5, "status": "complete", "bytes": 1}]}, "n1: cache ls JSON entries[0] field 'key'"),
+        ({"entries": {"k": 1}}, "n1: cache ls JSON field 'entries' must be a list"),
+        ({"entries": [1]}, "n1: cache ls JSON entries[0] must be a JSON object"),
+        ({"entries": [{"key": "k", "status": "ok", "bytes": True}]}, "n1: cache ls JSON entries[0] field 'bytes'"),
+        ({"entries": [{"key": "k", "status": "ok", "bytes": 10 ** 30}]}, "n1: cache ls JSON entries[0] field 'bytes'"),
         ({"entries": [{"key": "k", "status": "ok", "bytes": 1, "last_used": "yesterday"}]}, "last_used"),
         ({"entries": [], "fs_free_bytes": -1}, "fs_free_bytes"),
-        ({}, "entries: expected a list"),
+        ({}, "n1: cache ls JSON field 'entries' is missing"),
     ],
 )
 def test_fields_of_the_wrong_type_make_the_node_invalid(output: dict, fragment: str) -> None:

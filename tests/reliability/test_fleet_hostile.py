@@ -177,19 +177,19 @@ def test_mixed_field_types_from_one_node(fleet: dict, fanout: str) -> None:
     _node(fleet, "mixed1", PATCHED_RUNNER.format(code=0, doc=MIXED_DOC))
     code, doc, err = _ls(fleet, "ok[1-2],mixed1", "--fanout", fanout)
     assert code == 3
-    assert doc["nodes"]["mixed1"]["failure"] == "invalid" and "entries[1].bytes" in doc["nodes"]["mixed1"]["error"]
+    assert doc["nodes"]["mixed1"]["failure"] == "invalid" and "mixed1: cache ls JSON entries[1] field 'bytes'" in doc["nodes"]["mixed1"]["error"]
     _assert_others_stand(doc)
     text = run_cli(["fleet", "cache", "ls", "--nodes", "ok[1-2],mixed1", "--cache-root", fleet["root"],
                     "--fanout", fanout], env=fleet["env"])
     assert text.returncode == 3 and "internal error" not in text.stderr and "Traceback" not in text.stderr
-    assert "entries[1].bytes" in text.stdout
+    assert "mixed1: cache ls JSON entries[1] field 'bytes'" in text.stdout
     _node(fleet, "mixed1", PATCHED_RUNNER.format(code=0, doc=MIXED_EVICT))
     for extra in ([], ["--json"]):
         ev = run_cli(["fleet", "cache", "evict", "--nodes", "ok[1-2],mixed1", "--cache-root", fleet["root"],
                       "--invalid", "--fanout", fanout, *extra], env=fleet["env"])
         assert ev.returncode == 3, ev.describe()
         assert "internal error" not in ev.stderr and "Traceback" not in ev.stderr, ev.describe()
-        assert "unexpected JSON from the command: freed_bytes" in ev.stdout
+        assert "unexpected JSON from the command: mixed1: cache evict JSON field 'freed_bytes'" in ev.stdout
 
 
 ESC_DOC = json.dumps({"root": "/x\x1b]0;pwned\x07", "entries": [

@@ -4,13 +4,12 @@ FastVideo's ``_gc_cache_root`` deletes entries by manifest mtime (0.0 without a 
 ties by size then path, until the root's total is at most the cap; it passes over the key it
 just wrote. :func:`gc_sort_key` is that order and :func:`lru_walk` that loop, over anything
 with an entry's ``key``, ``path``, ``bytes`` and ``last_used`` (a scanned :class:`CacheEntry`,
-or :class:`GcItem` rebuilt from a node's ``cache ls --json``).
+also one a fleet node sent, read back by ``CacheEntry.from_json``).
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
 from typing import Protocol, TypeVar
 
 
@@ -28,16 +27,6 @@ class Sized(Protocol):
 
 
 T = TypeVar("T", bound=Sized)
-
-
-@dataclass(frozen=True)
-class GcItem:
-    """An entry as a node's JSON describes it (the fleet view walks these)."""
-
-    key: str
-    path: str
-    bytes: int
-    last_used: float | None
 
 
 def gc_sort_key(entry: Sized) -> tuple[float, int, str]:

@@ -13,9 +13,30 @@ from typing import Any
 from fvconsole.core.shared.fields_json import fields_json
 from fvconsole.core.shared.host import node_names
 from fvconsole.core.shared.process_use import Holder
+from fvconsole.core.shared.untrusted import INT64_MAX, INT64_MIN, MAX_EPOCH, Fields
 
 #: What ``json.dumps(obj, sort_keys=True, default=str)`` builds anew for every call (the CLI's JSON).
 _SORTED_ENCODER = json.JSONEncoder(sort_keys=True, default=str)
+#: The first second a time can be shown as a date (0001-01-01T00:00:00Z): a file time's lower bound.
+MIN_EPOCH = -62_135_596_800
+#: The largest uid_t: an owner's uid as a node reports it.
+MAX_UID = 2**32 - 1
+
+
+def _count_table(f: Fields, key: str) -> tuple[tuple[str, int], ...]:
+    """A ``{name: count}`` object as (name, count) pairs sorted by name, as the scan makes them."""
+    table = f.object(key)
+    if not all(type(n) is int and 0 <= n <= INT64_MAX for n in table.values()):
+        f.fail(key, "must map names to non-negative integers")
+    return tuple(sorted(table.items()))
+
+
+def _indices(f: Fields, key: str) -> tuple[int, ...]:
+    """A list of non-negative integers (shard indices), as a tuple; () when absent."""
+    values = f.list(key, [])
+    if not all(type(n) is int and 0 <= n <= INT64_MAX for n in values):
+        f.fail(key, "must be a list of non-negative integers")
+    return tuple(values)
 
 
 @dataclass(frozen=True, slots=True)
@@ -24,11 +45,17 @@ class ManifestSummary:
 
     params: int
     numel: int
-    dtypes: tuple[tuple[str, int], ...]
+    dtypes: tuple[tuple[str, int], ...]  # (name, count), sorted by name
     kinds: tuple[tuple[str, int], ...]
 
     def to_json(self) -> dict[str, Any]:
         return fields_json(self, dtypes=dict(self.dtypes), kinds=dict(self.kinds))
+
+    @classmethod
+    def from_json(cls, doc: Any, shown: str, what: str) -> ManifestSummary:
+        """The digest as :meth:`to_json` wrote it: UntrustedError naming the field."""
+        f = Fields(doc, shown, what)
+        return cls(f.int("params"), f.int("numel"), _count_table(f, "dtypes"), _count_table(f, "kinds"))
 
 
 @dataclass(frozen=True, slots=True)
@@ -87,6 +114,37 @@ class CacheEntry:
             "in_use_by": [h.to_json() for h in self.in_use_by],
             "owner_uid": self.owner_uid,
         }
+
+    @classmethod
+    def from_json(cls, doc: Any, shown: str = "cache ls JSON", what: str = "entry") -> CacheEntry:
+        """An entry as :meth:`to_json` wrote it, read back from another node's ``cache ls --json``.
+
+        Untrusted (another fvconsole version, a broken install, a hostile node): every field is
+        read by type and range (``core/shared/untrusted.py: Fields``), one UntrustedError naming
+        ``shown``, ``what`` and the field. ``key``, ``status`` and ``bytes`` are required (read
+        first, so a bad size is named before the rest); a field a node leaves out (an older
+        version) or sends as null reads as unknown: None, empty, False. A status is any string:
+        a newer node's status is shown as it came, counted, and neither reclaimable nor complete.
+        """
+        f = Fields(doc, shown, what)
+        key, status, size = f.str("key"), f.str("status"), f.int("bytes")
+        summary = f.object("summary", None)
+        holders = f.list("in_use_by", [])
+        return cls(
+            key=key, path=f.str("path", ""), bytes=size,
+            last_used=f.number("last_used", None, min=MIN_EPOCH, max=MAX_EPOCH),
+            num_shards=f.int("num_shards", None), shards_present=_indices(f, "shards_present"), status=status,
+            writing=f.bool("writing", False), explanation=f.str("explanation", ""),
+            manifest_mtime_ns=f.int("manifest_mtime_ns", None, min=INT64_MIN),
+            newest_mtime=f.number("newest_mtime", None, min=MIN_EPOCH, max=MAX_EPOCH),
+            shard_files=f.strings("shard_files", ()), tmp_files=f.strings("tmp_files", ()),
+            problems=f.strings("problems", ()),
+            summary=None if summary is None else ManifestSummary.from_json(summary, shown, f"{what} summary"),
+            is_symlink=f.bool("is_symlink", False), symlink_target=f.str("symlink_target", None),
+            mounts=f.strings("mounts", ()), disk_bytes=f.int("disk_bytes", None),
+            in_use_by=tuple(Holder.from_json(h, shown, f"{what} in_use_by[{i}]") for i, h in enumerate(holders)),
+            owner_uid=f.int("owner_uid", None, max=MAX_UID),
+        )
 
     def json_text(self) -> str:
         """``json.dumps(self.to_json(), sort_keys=True)``, byte for byte, written without the dict.

@@ -28,7 +28,7 @@ from fvconsole.core.cache.model import CacheEntry, CacheScan
 from fvconsole.core.shared.fields_json import fields_json
 from fvconsole.core.shared.host import node_names
 from fvconsole.core.shared.safe_read import short_repr
-from fvconsole.core.shared.untrusted import INT64_MAX, byte_count, element_count, int64_dims
+from fvconsole.core.shared.untrusted import INT64_MAX, Fields, byte_count, element_count, int64_dims
 
 #: FastVideo's ``_ALLOWED_NEW_PARAM_PATTERNS`` (shard_cache.py, mirroring fsdp_load): a
 #: parameter whose name contains one of these may be absent and is zero-initialised.
@@ -65,6 +65,12 @@ class VerifyProblem:
     def to_json(self) -> dict[str, Any]:
         return fields_json(self)
 
+    @classmethod
+    def from_json(cls, doc: Any, shown: str, what: str) -> VerifyProblem:
+        """A problem as :meth:`to_json` wrote it (another node's ``cache verify --json``): UntrustedError naming the field."""
+        f = Fields(doc, shown, what)
+        return cls(f.str("shard", None), f.str("param", None), f.str("problem"))
+
     def text(self) -> str:
         """One line for people: ``shard0-of-2.safetensors: 'w': dtype ...``."""
         where = [part for part in (self.shard, short_repr(self.param) if self.param is not None else None) if part]
@@ -100,6 +106,23 @@ class EntryVerification:
     def to_json(self) -> dict[str, Any]:
         return fields_json(self, ok=self.ok)
 
+    @classmethod
+    def from_json(cls, doc: Any, shown: str = "cache verify JSON", what: str = "entry") -> EntryVerification:
+        """A verdict as :meth:`to_json` wrote it, read back from another node: UntrustedError naming the field.
+
+        ``key`` is required; a field a node leaves out reads as its default. ``ok`` is derived
+        (:attr:`ok`), so a document whose ``ok`` disagrees with its problems is refused.
+        """
+        f = Fields(doc, shown, what)
+        key = f.str("key")
+        problems = f.list("problems", [])
+        verdict = cls(
+            key=key, path=f.str("path", ""), shards_checked=f.strings("shards_checked", ()),
+            problems=tuple(VerifyProblem.from_json(p, shown, f"{what} problems[{i}]") for i, p in enumerate(problems)),
+            deep=f.bool("deep", False), bytes_read=f.int("bytes_read", 0), not_verifiable=f.str("not_verifiable", None))
+        _check_ok(f, verdict.ok)
+        return verdict
+
 
 @dataclass(frozen=True, slots=True)
 class CacheVerification:
@@ -133,6 +156,26 @@ class CacheVerification:
 
     def to_json(self) -> dict[str, Any]:
         return fields_json(self, ok=self.ok)
+
+    @classmethod
+    def from_json(cls, doc: Any, shown: str = "cache verify JSON", what: str = "document") -> CacheVerification:
+        """A verification as :meth:`to_json` wrote it (``cache verify --json`` of another node): UntrustedError
+        naming the field; ``entries`` is required, a field a node leaves out reads as its default."""
+        f = Fields(doc, shown, what)
+        entries = f.list("entries")
+        verification = cls(
+            root=f.str("root", ""),
+            entries=tuple(EntryVerification.from_json(e, shown, f"{what} entries[{i}]") for i, e in enumerate(entries)),
+            missing=f.strings("missing", ()), deep=f.bool("deep", False))
+        _check_ok(f, verification.ok)
+        return verification
+
+
+def _check_ok(f: Fields, ok: bool) -> None:
+    """A document's ``ok`` (when it has one) must be what its record derives from the rest."""
+    claimed = f.bool("ok", None)
+    if claimed is not None and claimed != ok:
+        f.fail("ok", f"is {str(claimed).lower()} but the rest of it says otherwise")
 
 
 def _is_int(value: Any) -> bool:

@@ -1,25 +1,30 @@
-"""Fleet-wide views built from per-node ``cache ls`` / ``cache evict`` JSON (pure functions).
+"""Fleet-wide views built from per-node ``cache ls`` / ``cache evict`` documents (pure functions).
 
-Everything here is linear in the total number of (node, entry) pairs, so a thousand
+Each node's document arrives read into typed records (``documents.py``: a :class:`NodeListing`
+of ``CacheEntry``, a :class:`NodeEviction`), so the views here read attributes, never the
+node's JSON. Everything is linear in the total number of (node, entry) pairs, so a thousand
 nodes with thousands of entries each stays cheap; nothing here touches Slurm or disk.
 """
 
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, replace
 from functools import cached_property
 from typing import Any
 
-from fvconsole.core.cache.gc_order import GcItem, lru_walk
+from fvconsole.core.cache.gc_order import lru_walk
+from fvconsole.core.cache.model import CacheEntry
 from fvconsole.core.cache.selectors import RECLAIMABLE_STATUSES
 from fvconsole.core.fleet.dispatch import FleetRun, NodeSelection
+from fvconsole.core.fleet.documents import NodeEviction, NodeListing
 from fvconsole.core.fleet.hostlist import compress_hostlist
 from fvconsole.core.fleet.outcomes import KINDS, NodeOutcome
 from fvconsole.core.fleet.slurm_state import SlurmJob, SlurmState
 from fvconsole.core.shared.errors import EXIT_OK, EXIT_PARTIAL, EXIT_REFUSED
 from fvconsole.core.shared.reasons import Reason
+from fvconsole.core.shared.untrusted import UntrustedError
 
 #: Statuses meaning "this node's copy has its manifest.json".
 WITH_MANIFEST = ("complete", "partial")
@@ -33,15 +38,6 @@ PER_NODE_MANIFEST = (
     "every launch a full load) and their copies look oldest to the built-in GC. Evicting the "
     "incomplete copies frees their space, but the next launch writes them again."
 )
-
-
-def _entries(doc: Mapping[str, Any]) -> list[Mapping[str, Any]]:
-    entries = doc.get("entries")
-    return [e for e in entries if isinstance(e, Mapping)] if isinstance(entries, list) else []
-
-
-def _int(value: Any) -> int | None:
-    return int(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
 
 
 @dataclass(frozen=True)
@@ -146,9 +142,8 @@ class FleetCacheView:
             if not jobs:
                 continue
             uids = {j.uid for j in jobs}
-            doc = outcome.output or {}
-            keys = frozenset(str(e.get("key")) for e in _entries(doc) if entry_owner(e, doc) in uids)
-            out[n.node] = (jobs, keys)
+            listing = outcome.listing
+            out[n.node] = (jobs, frozenset(e.key for e in listing.entries if listing.owner(e) in uids))
         return out
 
     def node_busy(self, node: str) -> bool | None:
@@ -243,9 +238,9 @@ class FleetCacheView:
             for o in self.outcomes:
                 doc = nodes[o.node] = dict(nodes[o.node])
                 doc["slurm"] = summary[o.node]["slurm"] = self.slurm_json(o.node)
-                if o.ok and isinstance(doc.get("entries"), list):
-                    doc["entries"] = [{**e, "node_busy": self.entry_busy(o.node, str(e.get("key")))}
-                                      if isinstance(e, Mapping) else e for e in doc["entries"]]
+                if o.ok and o.listing.entries:  # the node's own entries, each with its verdict added
+                    doc["entries"] = [{**sent, "node_busy": self.entry_busy(o.node, entry.key)}
+                                      for sent, entry in zip(doc["entries"], o.listing.entries, strict=True)]
         return {
             "nodes": nodes,
             "keys": {row.key: dict(row.statuses) for row in self.keys},
@@ -269,52 +264,34 @@ def exit_code_for(outcomes: Iterable[NodeOutcome], executing: bool = False) -> i
     return EXIT_REFUSED
 
 
-def over_cap_bytes(entries: list[Mapping[str, Any]], cap: int | None) -> int | None:
+def over_cap_bytes(entries: Sequence[CacheEntry], cap: int | None) -> int | None:
     """Bytes FastVideo's GC order would delete to bring the total to <= ``cap``.
 
-    The walk of ``cache evict --max-gb`` (:func:`lru_walk`) over the node's JSON entries;
+    The walk of ``cache evict --max-gb`` (:func:`lru_walk`) over the node's entries;
     symlinked entries are never part of the size policy.
     """
     if cap is None:
         return None
-    sized = [GcItem(str(e.get("key")), str(e.get("path")), _int(e.get("bytes")) or 0, _float(e.get("last_used")))
-             for e in entries if not e.get("is_symlink")]
-    victims, _passed = lru_walk(sized, cap)
+    victims, _passed = lru_walk([e for e in entries if not e.is_symlink], cap)
     return sum(v.bytes for v in victims)
 
 
-def entry_owner(entry: Mapping[str, Any], doc: Mapping[str, Any]) -> int | None:
-    """Whose entry this is on its node: the entry directory's owner, else the root's."""
-    uid = _int(entry.get("owner_uid"))
-    return uid if uid is not None else _int(doc.get("root_uid"))
-
-
-def owners_of(doc: Mapping[str, Any], entries: Iterable[Mapping[str, Any]]) -> tuple[int, ...]:
-    """The root's uid and every entry's owner on one node, sorted (an older node sends none)."""
-    uids = {_int(doc.get("root_uid"))} | {_int(e.get("owner_uid")) for e in entries}
-    return tuple(sorted(u for u in uids if u is not None))
-
-
-def _float(value: Any) -> float | None:
-    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
+#: A node that did not answer: nothing listed.
+_NOTHING = NodeListing(None, None, None, None, None, None, ())
 
 
 def summarize_node(outcome: NodeOutcome) -> NodeCacheSummary:
     """Per-node totals from its ``cache ls`` document (zeros for a failed node)."""
-    doc = outcome.output if outcome.ok and outcome.output is not None else {}
-    entries = _entries(doc)
-    statuses = Counter(str(e.get("status")) for e in entries)
-    sizes = [_int(e.get("bytes")) or 0 for e in entries]
-    reclaimable = sum(_int(e.get("bytes")) or 0 for e in entries if e.get("status") in RECLAIMABLE)
-    cap = _int(doc.get("cap_bytes"))
+    listing = outcome.listing if outcome.ok else _NOTHING
+    entries = listing.entries
     return NodeCacheSummary(
         node=outcome.node, ok=outcome.ok, error=outcome.error, entries=len(entries),
-        total_bytes=sum(sizes), statuses=tuple(sorted(statuses.items())), reclaimable_bytes=reclaimable,
-        over_cap_bytes=over_cap_bytes(entries, cap), fs_free=_int(doc.get("fs_free_bytes")),
-        fs_total=_int(doc.get("fs_total_bytes")), root=doc.get("root") if isinstance(doc.get("root"), str) else None,
-        cap=cap, reason=outcome.reason,
-        in_use=sum(1 for e in entries if isinstance(e.get("in_use_by"), list) and e.get("in_use_by")),
-        owners=owners_of(doc, entries),
+        total_bytes=sum(e.bytes for e in entries),
+        statuses=tuple(sorted(Counter(e.status for e in entries).items())),
+        reclaimable_bytes=sum(e.bytes for e in entries if e.status in RECLAIMABLE),
+        over_cap_bytes=over_cap_bytes(entries, listing.cap), fs_free=listing.fs_free, fs_total=listing.fs_total,
+        root=listing.root, cap=listing.cap, reason=outcome.reason, in_use=sum(1 for e in entries if e.in_use_by),
+        owners=listing.owners,
     )
 
 
@@ -323,12 +300,11 @@ def key_rows(outcomes: Iterable[NodeOutcome]) -> tuple[KeyRow, ...]:
     statuses: dict[str, list[tuple[str, str]]] = {}
     sizes: dict[str, list[tuple[str, int]]] = {}
     for outcome in outcomes:
-        if not outcome.ok or outcome.output is None:
+        if not outcome.ok:
             continue
-        for entry in _entries(outcome.output):
-            key = str(entry.get("key"))
-            statuses.setdefault(key, []).append((outcome.node, str(entry.get("status"))))
-            sizes.setdefault(key, []).append((outcome.node, _int(entry.get("bytes")) or 0))
+        for entry in outcome.listing.entries:
+            statuses.setdefault(entry.key, []).append((outcome.node, entry.status))
+            sizes.setdefault(entry.key, []).append((outcome.node, entry.bytes))
     return tuple(KeyRow(k, tuple(statuses[k]), tuple(sizes[k])) for k in sorted(statuses))
 
 
@@ -348,14 +324,22 @@ def per_node_manifest_finding(row: KeyRow) -> Finding | None:
     return Finding(row.key, "per-node-manifest", message, without)
 
 
+def _listed(outcome: NodeOutcome) -> NodeOutcome:
+    """``outcome`` with its listing read once (classification has read it; an outcome built by hand is read here)."""
+    if not outcome.ok or isinstance(outcome.document, NodeListing):
+        return outcome
+    return replace(outcome, document=outcome.listing)
+
+
 def aggregate_ls(run: FleetRun, slurm: SlurmState | None = None) -> FleetCacheView:
     """The fleet view of one ``cache ls`` run (with Slurm's state of its nodes, when read)."""
-    rows = key_rows(run.outcomes)
+    outcomes = tuple(_listed(o) for o in run.outcomes)
+    rows = key_rows(outcomes)
     findings = tuple(f for f in (per_node_manifest_finding(r) for r in rows) if f is not None)
     return FleetCacheView(
         selection=run.selection,
-        outcomes=run.outcomes,
-        nodes=tuple(summarize_node(o) for o in run.outcomes),
+        outcomes=outcomes,
+        nodes=tuple(summarize_node(o) for o in outcomes),
         keys=rows,
         findings=findings,
         fanout=run.steps.fanout,
@@ -367,14 +351,15 @@ def aggregate_ls(run: FleetRun, slurm: SlurmState | None = None) -> FleetCacheVi
 # --------------------------------------------------------------------------- eviction documents
 
 
-def planned_keys(doc: Mapping[str, Any]) -> tuple[str, ...]:
-    """Keys a node's ``cache evict`` dry run plans to remove, in plan order."""
-    items = doc.get("evict")
-    if not isinstance(items, list):
-        return ()
-    return tuple(dict.fromkeys(str(i.get("key")) for i in items if isinstance(i, Mapping) and i.get("key")))
+def planned_keys(doc: NodeEviction | Mapping[str, Any]) -> tuple[str, ...]:
+    """Keys a node's ``cache evict`` plans to remove (or removed), in plan order, each once.
 
-
-def freed_bytes_of(doc: Mapping[str, Any]) -> int:
-    """Bytes a node's evict document says were (or would be) freed."""
-    return _int(doc.get("freed_bytes")) or 0
+    A document as the node sent it is read through :class:`NodeEviction` first; one that does
+    not fit plans nothing (classification has made that node ``invalid``).
+    """
+    if not isinstance(doc, NodeEviction):
+        try:
+            doc = NodeEviction.from_json(doc, "node", answered=True)
+        except UntrustedError:
+            return ()
+    return tuple(dict.fromkeys(i.key for i in doc.evict if i.key))

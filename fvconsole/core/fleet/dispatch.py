@@ -244,10 +244,12 @@ def _run_step(plan: SrunSteps, step: SrunStep, report: _Reporter, running: Runni
     opts = plan.options
     multi = plan.fanout == SINGLE_STEP
 
+    early: dict[str, NodeOutcome] = {}  # classified as each result arrived: its document is read once
+
     def arrived(node: str) -> None:
         stream = demux.streams[node]
-        early = from_envelope(node, stream.result.payload or {}, expects=plan.expects, timeout=opts.timeout)
-        report(node, early.kind)
+        early[node] = from_envelope(node, stream.result.payload or {}, expects=plan.expects, timeout=opts.timeout)
+        report(node, early[node].kind)
 
     demux = StepDemux(step.nodes, opts.max_output, on_result=arrived)
     deadline = opts.timeout + STEP_SLACK if multi else opts.timeout
@@ -260,9 +262,10 @@ def _run_step(plan: SrunSteps, step: SrunStep, report: _Reporter, running: Runni
                 and not running.stopping:
             out[node] = None
             continue
+        read = early.get(node)
         outcome = classify(stream, expects=plan.expects, timeout=opts.timeout, cap=opts.max_output,
                            srun_exit=ran.exit_code, timed_out=ran.timed_out, srun_line=srun_line,
-                           start_error=ran.start_error)
+                           start_error=ran.start_error, document=read.document if read is not None else None)
         out[node] = outcome
         report(node, outcome.kind)
     return out

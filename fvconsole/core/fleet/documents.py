@@ -1,150 +1,165 @@
-"""Shape checks for what a node sends back: its result envelope and its command's JSON.
+"""What a node sends back, read into typed records: the runner's envelope and its command's JSON.
 
-A node's answer is data from another machine (another fvconsole version, a broken
-install, a hostile prolog). The fleet code reads a few fields of it to aggregate and render:
-each of those must have the type it is read as, so that a wrong one makes *that node*
-``invalid`` with a reason naming the field (``entries[3].bytes: expected an integer, got
-str``) instead of a TypeError for the whole run or a silent zero. Fields the fleet code
-does not read pass through untouched.
+A node's answer is data from another machine (another fvconsole version, a broken install, a
+hostile prolog). Its frames were decoded by the untrusted-document door (``core/shared/untrusted.py:
+decode``: size, depth, strict numbers); here each part is read by type and range through that
+door's ``Fields`` into the records the fleet aggregates: the runner's :class:`ResultEnvelope`; a
+``cache ls --json`` as a :class:`NodeListing` of :class:`~fvconsole.core.cache.model.CacheEntry`
+(the records the node's own listing is made of, read back by ``CacheEntry.from_json``); a
+``cache evict --json`` as a :class:`NodeEviction`; a ``cache verify --json`` as a
+:class:`NodeVerification` holding a :class:`~fvconsole.core.cache.verify.CacheVerification`.
+A field of the wrong type or range makes *that node* ``invalid``, with one line naming the
+node, the document and the field (``n3: cache ls JSON entries[3] field 'bytes' must be an
+integer (got string)``), never a TypeError for the whole run or a silent zero. The document
+itself is kept as the node sent it (``NodeOutcome.output``): ``--json`` passes it on untouched.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from typing import Any
 
-from fvconsole.core.shared.untrusted import UntrustedError, parse_reason
-
-#: Byte counts and sizes beyond this are not sizes (and would overflow float formatting).
-MAX_INT = 1 << 63
+from fvconsole.core.cache.model import MAX_UID, CacheEntry
+from fvconsole.core.cache.verify import CacheVerification
+from fvconsole.core.shared.reasons import Reason
+from fvconsole.core.shared.untrusted import Fields, parse_reason
 
 LS = "cache-ls"
 EVICT = "cache-evict"
 VERIFY = "cache-verify"
 
-
-class ShapeError(ValueError):
-    """A field of the wrong type; the message names it."""
-
-
-def _type_name(value: Any) -> str:
-    return "null" if value is None else type(value).__name__
+#: Each kind's document as the messages name it (what the node ran).
+DOCUMENTS = {LS: "cache ls JSON", EVICT: "cache evict JSON", VERIFY: "cache verify JSON"}
+#: The runner's ``exit``: an exit status a process can have.
+EXIT_MIN, EXIT_MAX = -(1 << 31), (1 << 31) - 1
 
 
-def _int(value: Any, where: str, *, optional: bool = True) -> None:
-    if value is None and optional:
-        return
-    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value < MAX_INT:
-        got = value if isinstance(value, int) and not isinstance(value, bool) else _type_name(value)
-        raise ShapeError(f"{where}: expected a non-negative integer, got {str(got)[:40]}")
+@dataclass(frozen=True)
+class ResultEnvelope:
+    """The runner's envelope (``cli/node.py: envelope``): the command's exit code and JSON, or why there is none."""
+
+    exit: int | None  # None: no exit code (the node's own time limit ran out first)
+    output: dict[str, Any] | None  # the command's JSON document, as the node sent it
+    invalid_output: str | None  # what the command printed instead, cut short
+    reason: Reason | None  # its refusal as data; None also for a code this side does not know
+    timeout: float | None  # set when the node's time limit ran out
+
+    @classmethod
+    def from_json(cls, payload: Any, node: str) -> ResultEnvelope:
+        """UntrustedError naming ``node``, the envelope and the field when it does not fit."""
+        f = Fields(payload, node, "result")
+        code = f.int("exit", None, min=EXIT_MIN, max=EXIT_MAX)
+        output, invalid = f.object("output", None), f.str("invalid_output", None)
+        reason = f.object("reason", None)
+        parsed = None if reason is None else parse_reason(reason, node, "result's reason")
+        return cls(code, output, invalid, parsed, f.number("timeout", None))
 
 
-def _number(value: Any, where: str) -> None:
-    if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float))):
-        raise ShapeError(f"{where}: expected a number, got {_type_name(value)}")
+@dataclass(frozen=True)
+class NodeAnswer:
+    """What any node's document may say: why its command failed (every failed command's JSON has ``error``).
 
-
-def _str(value: Any, where: str, *, optional: bool = True) -> None:
-    if value is None and optional:
-        return
-    if not isinstance(value, str):
-        raise ShapeError(f"{where}: expected a string, got {_type_name(value)}")
-
-
-def _bool(value: Any, where: str) -> None:
-    if value is not None and not isinstance(value, bool):
-        raise ShapeError(f"{where}: expected true/false, got {_type_name(value)}")
-
-
-def _items(doc: Mapping[str, Any], name: str, *, required: bool) -> list[Mapping[str, Any]]:
-    value = doc.get(name)
-    if value is None and not required:
-        return []
-    if not isinstance(value, list):
-        raise ShapeError(f"{name}: expected a list, got {_type_name(value)}")
-    for i, item in enumerate(value):
-        if not isinstance(item, Mapping):
-            raise ShapeError(f"{name}[{i}]: expected an object, got {_type_name(item)}")
-    return value
-
-
-def _common(doc: Mapping[str, Any]) -> None:
-    _str(doc.get("error"), "error")
-    _str(doc.get("root"), "root")
-    _str(doc.get("node"), "node")
-    _str(doc.get("note"), "note")
-    for name in ("cap_bytes", "fs_free_bytes", "fs_total_bytes", "total_bytes", "freed_bytes"):
-        _int(doc.get(name), name)
-
-
-def _check_ls(doc: Mapping[str, Any], ok: bool) -> None:
-    for i, entry in enumerate(_items(doc, "entries", required=ok)):
-        where = f"entries[{i}]"
-        _str(entry.get("key"), f"{where}.key", optional=False)
-        _str(entry.get("status"), f"{where}.status", optional=False)
-        _int(entry.get("bytes"), f"{where}.bytes", optional=False)
-        _number(entry.get("last_used"), f"{where}.last_used")
-        _bool(entry.get("is_symlink"), f"{where}.is_symlink")
-        _str(entry.get("path"), f"{where}.path")
-
-
-def _check_evict(doc: Mapping[str, Any], ok: bool) -> None:
-    for i, item in enumerate(_items(doc, "evict", required=ok)):
-        _str(item.get("key"), f"evict[{i}].key", optional=False)
-        _int(item.get("bytes"), f"evict[{i}].bytes")
-    for i, item in enumerate(_items(doc, "skipped", required=False)):
-        _str(item.get("key"), f"skipped[{i}].key")
-        _str(item.get("reason"), f"skipped[{i}].reason")
-    _bool(doc.get("executed"), "executed")
-
-
-def _check_verify(doc: Mapping[str, Any], ok: bool) -> None:
-    _bool(doc.get("ok"), "ok")
-    for i, entry in enumerate(_items(doc, "entries", required="error" not in doc)):
-        _str(entry.get("key"), f"entries[{i}].key", optional=False)
-        _bool(entry.get("ok"), f"entries[{i}].ok")
-        _str(entry.get("not_verifiable"), f"entries[{i}].not_verifiable")
-        for j, problem in enumerate(_items(entry, "problems", required=False)):
-            for name in ("shard", "param", "problem"):
-                _str(problem.get(name), f"entries[{i}].problems[{j}].{name}")
-
-
-_CHECKS: dict[str, Callable[[Mapping[str, Any], bool], None]] = {
-    LS: _check_ls, EVICT: _check_evict, VERIFY: _check_verify}
-
-
-def check_envelope(payload: Mapping[str, Any]) -> str | None:
-    """The runner's envelope: ``exit`` an integer (or null for a node-side timeout), ``output`` an object or null."""
-    code = payload.get("exit")
-    if code is not None and (isinstance(code, bool) or not isinstance(code, int) or not -1 << 31 <= code < 1 << 31):
-        return f"exit: expected an integer, got {_type_name(code)}"
-    if payload.get("output") is not None and not isinstance(payload.get("output"), dict):
-        return f"output: expected an object, got {_type_name(payload.get('output'))}"
-    if payload.get("invalid_output") is not None and not isinstance(payload.get("invalid_output"), str):
-        return "invalid_output: expected a string"
-    if payload.get("reason") is not None:
-        if not isinstance(payload.get("reason"), dict):
-            return "reason: expected an object"
-        try:  # a damaged reason makes this node invalid; the other nodes' results stand
-            parse_reason(payload["reason"], "result", "reason")
-        except UntrustedError as exc:
-            return str(exc).removeprefix("result: ")
-    timeout = payload.get("timeout")
-    if timeout is not None and (isinstance(timeout, bool) or not isinstance(timeout, (int, float))):
-        return f"timeout: expected a number, got {_type_name(timeout)}"
-    return None
-
-
-def check_document(kind: str | None, doc: Mapping[str, Any], ok: bool) -> str | None:
-    """None when ``doc`` (a node's ``cache ls``/``cache evict`` JSON) has the shape the fleet reads.
-
-    ``ok``: the command exited 0, so its main list must be present.
+    ``answered``: the command exited 0, so its main list must be there.
     """
-    try:
-        _common(doc)
-        check = _CHECKS.get(kind or "")
-        if check is not None:
-            check(doc, ok)
-    except ShapeError as exc:
-        return str(exc)
-    return None
+
+    error: str | None
+
+    @classmethod
+    def from_json(cls, doc: Any, node: str, *, answered: bool) -> NodeAnswer:
+        del answered  # a document of no known kind has no main list
+        return cls(Fields(doc, node, "the command's JSON").str("error", None))
+
+
+def _owner(uid: int | None, root_uid: int | None) -> int | None:
+    """Whose entry it is on its node: the entry directory's owner, else the root's."""
+    return uid if uid is not None else root_uid
+
+
+@dataclass(frozen=True)
+class NodeListing(NodeAnswer):
+    """A node's ``cache ls --json``: its root, filesystem, cap and entries (``CacheScan.envelope``)."""
+
+    root: str | None
+    root_uid: int | None
+    cap: int | None  # the cap FastVideo's GC applies there (None: unknown)
+    fs_free: int | None
+    fs_total: int | None
+    entries: tuple[CacheEntry, ...]
+
+    @classmethod
+    def from_json(cls, doc: Any, node: str, *, answered: bool) -> NodeListing:
+        what = DOCUMENTS[LS]
+        f = Fields(doc, node, what)
+        head = (f.str("error", None), f.str("root", None), f.int("root_uid", None, max=MAX_UID),
+                f.int("cap_bytes", None), f.int("fs_free_bytes", None), f.int("fs_total_bytes", None))
+        items = f.list("entries") if answered else f.list("entries", [])
+        return cls(*head, tuple(CacheEntry.from_json(e, node, f"{what} entries[{i}]") for i, e in enumerate(items)))
+
+    def owner(self, entry: CacheEntry) -> int | None:
+        """Whose ``entry`` is on this node: the entry directory's owner, else the root's."""
+        return _owner(entry.owner_uid, self.root_uid)
+
+    @property
+    def owners(self) -> tuple[int, ...]:
+        """The root's uid and every entry's owner, sorted (an older node sends none)."""
+        uids = {self.root_uid} | {e.owner_uid for e in self.entries}
+        return tuple(sorted(u for u in uids if u is not None))
+
+
+@dataclass(frozen=True)
+class EvictionItem:
+    """One entry a node's ``cache evict`` planned (a dry run) or removed (``--yes``)."""
+
+    key: str
+    owner_uid: int | None  # the entry directory's owner (a plan's; an execution's items have none)
+
+
+@dataclass(frozen=True)
+class NodeEviction(NodeAnswer):
+    """A node's ``cache evict --json`` (``EvictionPlan.envelope`` or ``LockedEviction.envelope``)."""
+
+    note: str | None
+    freed_bytes: int  # freed, or what the plan would free
+    root_uid: int | None
+    evict: tuple[EvictionItem, ...]
+
+    @classmethod
+    def from_json(cls, doc: Any, node: str, *, answered: bool) -> NodeEviction:
+        what = DOCUMENTS[EVICT]
+        f = Fields(doc, node, what)
+        head = (f.str("error", None), f.str("note", None), f.int("freed_bytes", 0), f.int("root_uid", None, max=MAX_UID))
+        items = f.list("evict") if answered else f.list("evict", [])
+        return cls(*head, tuple(_item(e, node, f"{what} evict[{i}]") for i, e in enumerate(items)))
+
+    def owner(self, item: EvictionItem) -> int | None:
+        return _owner(item.owner_uid, self.root_uid)
+
+
+def _item(doc: Any, node: str, what: str) -> EvictionItem:
+    f = Fields(doc, node, what)
+    return EvictionItem(f.str("key"), f.int("owner_uid", None, max=MAX_UID))
+
+
+@dataclass(frozen=True)
+class NodeVerification(NodeAnswer):
+    """A node's ``cache verify --json``: its verification (``CacheVerification.envelope``), or only why it failed."""
+
+    verification: CacheVerification | None  # None: the command failed before verifying anything
+
+    @classmethod
+    def from_json(cls, doc: Any, node: str, *, answered: bool) -> NodeVerification:
+        del answered  # a verification that found problems exits 1 with its full answer: ``entries`` decides
+        what = DOCUMENTS[VERIFY]
+        f = Fields(doc, node, what)
+        error = f.str("error", None)
+        checked = error is None or f.list("entries", None) is not None
+        return cls(error, CacheVerification.from_json(doc, node, what) if checked else None)
+
+
+#: The record each kind of document is read into.
+READERS: dict[str, type[NodeAnswer]] = {LS: NodeListing, EVICT: NodeEviction, VERIFY: NodeVerification}
+
+
+def read_document(kind: str | None, doc: Any, node: str, *, answered: bool) -> NodeAnswer:
+    """``doc`` (node ``node``'s command JSON) as ``kind``'s record; UntrustedError naming node, document and field."""
+    return READERS.get(kind or "", NodeAnswer).from_json(doc, node, answered=answered)

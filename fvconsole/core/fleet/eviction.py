@@ -14,13 +14,13 @@ fleet eviction once, with every node's outcome (``core.journal.log.fleet_evictio
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
 from functools import cached_property
 from typing import Any
 
 from fvconsole.core.cache.selectors import EvictionSelectors
-from fvconsole.core.fleet.aggregate import entry_owner, exit_code_for, freed_bytes_of, planned_keys
+from fvconsole.core.fleet.aggregate import exit_code_for, planned_keys
 from fvconsole.core.fleet.dispatch import DispatchOptions, NodeSelection, build_steps, run_steps
 from fvconsole.core.fleet.documents import EVICT
 from fvconsole.core.fleet.hostlist import compress_hostlist
@@ -34,8 +34,13 @@ from fvconsole.core.shared.terminal_text import printable
 NO_NODE_PLANNED = "no node could plan the eviction; nothing was executed"
 
 
+#: What a node whose preview planned nothing says after the execution (it was not asked to run).
+NOTHING_PLANNED = "nothing planned on this node"
+
+
 def _freed(outcomes: Sequence[NodeOutcome]) -> int:
-    return sum(freed_bytes_of(o.output) for o in outcomes if o.output is not None)
+    """Bytes the nodes' documents say were (or would be) freed."""
+    return sum(o.eviction.freed_bytes for o in outcomes if o.output is not None)
 
 
 @dataclass(frozen=True)
@@ -64,14 +69,14 @@ class FleetEvictionPlan:
             return {}
         out = {}
         for o in self.outcomes:
-            if not o.ok or not isinstance(o.output, Mapping):
+            if not o.ok:
                 continue
-            items = [i for i in o.output.get("evict") or [] if isinstance(i, Mapping)]
-            owners = {entry_owner(i, o.output) for i in items} - {None}
+            eviction = o.eviction
+            owners = {eviction.owner(i) for i in eviction.evict} - {None}
             jobs = self.slurm.busy_jobs(o.node, owners) or ()
             if jobs:
                 uids = {j.uid for j in jobs}
-                out[o.node] = (jobs, tuple(str(i.get("key")) for i in items if entry_owner(i, o.output) in uids))
+                out[o.node] = (jobs, tuple(i.key for i in eviction.evict if eviction.owner(i) in uids))
         return out
 
     @property
@@ -100,7 +105,7 @@ class FleetEvictionPlan:
     @property
     def node_keys(self) -> dict[str, tuple[str, ...]]:
         """node -> planned keys, for nodes whose preview succeeded."""
-        return {o.node: planned_keys(o.output) for o in self.outcomes if o.ok and o.output is not None}
+        return {o.node: planned_keys(o.eviction) for o in self.outcomes if o.ok}
 
     @property
     def freed_bytes(self) -> int:
@@ -166,7 +171,7 @@ def execution_requests(root: str, outcomes: Sequence[NodeOutcome], protections: 
     """Per node with planned keys: ``cache evict ROOT --key K ... <protections> <flags> --yes --json --no-journal``."""
     requests = []
     for o in outcomes:
-        keys = planned_keys(o.output) if o.ok and o.output is not None else ()
+        keys = planned_keys(o.eviction) if o.ok else ()
         if keys:
             picked = EvictionSelectors(keys=keys).argv()
             requests.append((o.node, ("cache", "evict", root, *picked, *protections, *execute_flags,
@@ -194,8 +199,9 @@ def preview_fleet_eviction(selection: NodeSelection, root: str, selectors: Seque
 def _not_run(outcome: NodeOutcome) -> NodeOutcome:
     """A node with an empty plan: reported from its preview, marked as not executed."""
     doc = dict(outcome.output or {})
-    doc.update({"executed": False, "evict": [], "freed_bytes": 0, "note": "nothing planned on this node"})
-    return NodeOutcome(outcome.node, "ok", 0, doc, None)
+    doc.update({"executed": False, "evict": [], "freed_bytes": 0, "note": NOTHING_PLANNED})
+    document = replace(outcome.eviction, evict=(), freed_bytes=0, note=NOTHING_PLANNED)
+    return NodeOutcome(outcome.node, "ok", 0, doc, None, document=document)
 
 
 def execute_fleet_eviction(plan: FleetEvictionPlan, options: DispatchOptions | None = None,

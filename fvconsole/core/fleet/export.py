@@ -12,11 +12,12 @@ from __future__ import annotations
 
 import csv
 import io
-from collections.abc import Mapping
 from typing import Any
 
 from fvconsole.core.cache.columns import EXPORTS, export_cells
+from fvconsole.core.cache.model import CacheEntry
 from fvconsole.core.fleet.aggregate import FleetCacheView
+from fvconsole.core.fleet.documents import NodeListing
 
 #: The node's columns, then each entry's (declared with the listing's: core/cache/columns.py), then the node's again.
 COLUMNS = ("node", "outcome", "root", *(x.name for x in EXPORTS), "fs_free_bytes", "error")
@@ -36,12 +37,9 @@ def safe_cell(value: Any) -> Any:
     return "'" + text if text.startswith(_FORMULA) else text
 
 
-def _int(value: Any) -> int | None:
-    return value if isinstance(value, int) and not isinstance(value, bool) else None
-
-
-def _entry_row(node: str, doc: Mapping[str, Any], entry: Mapping[str, Any]) -> list[Any]:
-    return [node, "ok", doc.get("root"), *export_cells(entry), _int(doc.get("fs_free_bytes")), None]
+def _entry_row(node: str, listing: NodeListing, entry: CacheEntry) -> list[Any]:
+    """One entry's row (each column's export reads its field of the entry's ``cache ls --json`` form)."""
+    return [node, "ok", listing.root, *export_cells(entry.to_json()), listing.fs_free, None]
 
 
 def fleet_csv(view: FleetCacheView) -> str:
@@ -50,13 +48,12 @@ def fleet_csv(view: FleetCacheView) -> str:
     writer = csv.writer(out, lineterminator="\r\n")
     writer.writerow(COLUMNS)
     for outcome in view.outcomes:
-        doc = outcome.output if outcome.ok and isinstance(outcome.output, Mapping) else None
-        if doc is None:
+        if not outcome.ok:
             rows = [[outcome.node, outcome.kind, None, *_BLANK, None, outcome.error or "failed"]]
         else:
-            entries = [e for e in doc.get("entries") or [] if isinstance(e, Mapping)]
-            rows = [_entry_row(outcome.node, doc, e) for e in entries] or [
-                [outcome.node, "ok", doc.get("root"), *_BLANK, _int(doc.get("fs_free_bytes")), None]]
+            listing = outcome.listing
+            rows = [_entry_row(outcome.node, listing, e) for e in listing.entries] or [
+                [outcome.node, "ok", listing.root, *_BLANK, listing.fs_free, None]]
         for row in rows:
             writer.writerow([safe_cell(c) for c in row])
     return out.getvalue()

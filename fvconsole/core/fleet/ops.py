@@ -10,6 +10,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from fvconsole.core.cache.verify import EntryVerification
 from fvconsole.core.fleet.aggregate import FleetCacheView, aggregate_ls
 from fvconsole.core.fleet.dispatch import (
     AUTO,
@@ -68,35 +69,35 @@ class FleetVerification:
 
     A node whose verification found problems exits 1 with its full answer (its ``entries``,
     and the ``error`` every failed command carries): that is an answer (``failing``), not a
-    node failure (``unanswered``, which has no ``entries``).
+    node failure (``unanswered``, which has no ``entries``). Each answer is read into a
+    :class:`~fvconsole.core.cache.verify.CacheVerification` (``documents.py: NodeVerification``).
     """
 
     outcomes: tuple[NodeOutcome, ...]
 
     @staticmethod
     def answered(outcome: NodeOutcome) -> bool:
-        doc = outcome.output
-        return outcome.exit_code in (0, 1) and isinstance(doc, dict) and isinstance(doc.get("entries"), list)
+        return (outcome.exit_code in (0, 1) and outcome.output is not None
+                and outcome.verification.verification is not None)
 
     @property
     def unanswered(self) -> tuple[NodeOutcome, ...]:
         return tuple(o for o in self.outcomes if not self.answered(o))
 
-    def _entries(self) -> tuple[tuple[str, dict[str, Any]], ...]:
+    def _entries(self) -> tuple[tuple[str, EntryVerification], ...]:
         return tuple((o.node, e) for o in self.outcomes if self.answered(o)
-                     for e in o.output["entries"] if isinstance(e, dict))
+                     for e in o.verification.verification.entries)
 
     @property
-    def failing(self) -> tuple[tuple[str, dict[str, Any]], ...]:
+    def failing(self) -> tuple[tuple[str, EntryVerification], ...]:
         """(node, entry) for every verifiable entry a node reported not ok."""
-        return tuple((node, e) for node, e in self._entries()
-                     if e.get("ok") is not True and e.get("not_verifiable") is None)
+        return tuple((node, e) for node, e in self._entries() if not e.ok and e.not_verifiable is None)
 
     @property
-    def not_verifiable(self) -> tuple[tuple[str, dict[str, Any]], ...]:
+    def not_verifiable(self) -> tuple[tuple[str, EntryVerification], ...]:
         """(node, entry) for every entry a node could not verify (no manifest.json: normal on a
         node-local cache on every node but rank 0's), apart from the failures."""
-        return tuple((node, e) for node, e in self._entries() if e.get("not_verifiable") is not None)
+        return tuple((node, e) for node, e in self._entries() if e.not_verifiable is not None)
 
     @property
     def exit_code(self) -> int:
@@ -108,9 +109,9 @@ class FleetVerification:
     def to_json(self) -> dict[str, Any]:
         return {"ok": self.exit_code == 0,
                 "nodes": {o.node: o.output if self.answered(o) else o.to_json() for o in self.outcomes},
-                "failing": [{"node": node, "key": e.get("key"), "problems": e.get("problems", [])}
+                "failing": [{"node": node, "key": e.key, "problems": [p.to_json() for p in e.problems]}
                             for node, e in self.failing],
-                "not_verifiable": [{"node": node, "key": e.get("key"), "why": e.get("not_verifiable")}
+                "not_verifiable": [{"node": node, "key": e.key, "why": e.not_verifiable}
                                    for node, e in self.not_verifiable]}
 
 

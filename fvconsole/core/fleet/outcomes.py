@@ -14,14 +14,23 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 from fvconsole.core.fleet.demux import NodeStream
-from fvconsole.core.fleet.documents import check_document, check_envelope
+from fvconsole.core.fleet.documents import (
+    NodeAnswer,
+    NodeEviction,
+    NodeListing,
+    NodeVerification,
+    ResultEnvelope,
+    read_document,
+)
 from fvconsole.core.shared.reasons import Reason
-from fvconsole.core.shared.untrusted import reason_from_json
+from fvconsole.core.shared.untrusted import UntrustedError
 
 KINDS = ("ok", "failed", "timeout", "invalid", "unreachable")
+
+D = TypeVar("D", bound=NodeAnswer)
 
 
 @dataclass(frozen=True)
@@ -36,10 +45,35 @@ class NodeOutcome:
     srun_exit: int | None = None
     #: The command's refusal as data (when the node sent it): what the console words.
     reason: Reason | None = field(default=None, compare=False)
+    #: ``output`` read into typed records at classification (``documents.py``); None without one.
+    document: NodeAnswer | None = field(default=None, compare=False, repr=False)
 
     @property
     def ok(self) -> bool:
         return self.kind == "ok"
+
+    def _read(self, record: type[D]) -> D:
+        """The document as ``record``: the one read at classification, or (an outcome built by hand)
+        ``output`` read now; an outcome without output reads as an empty document."""
+        if isinstance(self.document, record):
+            return self.document
+        return record.from_json(self.output if self.output is not None else {}, self.node,
+                                answered=self.exit_code == 0 and self.output is not None)
+
+    @property
+    def listing(self) -> NodeListing:
+        """Its ``cache ls --json`` as records."""
+        return self._read(NodeListing)
+
+    @property
+    def eviction(self) -> NodeEviction:
+        """Its ``cache evict --json`` as records."""
+        return self._read(NodeEviction)
+
+    @property
+    def verification(self) -> NodeVerification:
+        """Its ``cache verify --json`` as records."""
+        return self._read(NodeVerification)
 
     @property
     def may_have_acted(self) -> bool:
@@ -63,35 +97,43 @@ def _mib(n: int) -> str:
 
 
 def from_envelope(node: str, payload: Mapping[str, Any], *, expects: str | None, timeout: float,
-                  why: str = "", srun_exit: int | None = None) -> NodeOutcome:
-    """Classify a node's complete result envelope."""
-    problem = check_envelope(payload)
-    if problem:
-        return NodeOutcome(node, "invalid", None, None, f"malformed result: {problem}", srun_exit)
-    if payload.get("timeout") is not None:  # the node's own time limit (single-step fan-out)
+                  why: str = "", srun_exit: int | None = None, document: NodeAnswer | None = None) -> NodeOutcome:
+    """Classify a node's complete result envelope, its command's JSON read as ``expects``'s records
+    (``documents.LS``, ``EVICT``, ``VERIFY``; another kind: only its ``error``).
+
+    ``document``: this very payload's document, already read (when the result arrived).
+    """
+    try:
+        envelope = ResultEnvelope.from_json(payload, node)
+    except UntrustedError as exc:
+        return NodeOutcome(node, "invalid", None, None, f"malformed result: {exc}", srun_exit)
+    if envelope.timeout is not None:  # the node's own time limit (single-step fan-out)
         return NodeOutcome(node, "timeout", None, None, f"timed out after {timeout:g}s", srun_exit)
-    code = payload.get("exit")
-    output = payload.get("output")
-    if not isinstance(output, dict):
-        snippet = str(payload.get("invalid_output") or "")[:120]
+    code, output = envelope.exit, envelope.output
+    if output is None:
+        snippet = (envelope.invalid_output or "")[:120]
         if not snippet and code not in (0, None):  # e.g. a usage error: the reason is on stderr
             return NodeOutcome(node, "failed", code, None, f"exit {code}: {why or 'no output'}", srun_exit)
         reason = f"command printed invalid JSON (exit {code}): {snippet!r}"
         return NodeOutcome(node, "invalid", code, None, reason, srun_exit)
-    shape = check_document(expects, output, ok=code == 0)
-    if shape:
-        return NodeOutcome(node, "invalid", code, None, f"unexpected JSON from the command: {shape}", srun_exit)
+    try:
+        if document is None:
+            document = read_document(expects, output, node, answered=code == 0)
+    except UntrustedError as exc:
+        return NodeOutcome(node, "invalid", code, None, f"unexpected JSON from the command: {exc}", srun_exit)
     if code != 0:
-        return NodeOutcome(node, "failed", code, output, str(output.get("error") or f"exit {code}"), srun_exit,
-                           reason_from_json(payload.get("reason")))
-    return NodeOutcome(node, "ok", 0, output, None, srun_exit)
+        return NodeOutcome(node, "failed", code, output, document.error or f"exit {code}", srun_exit,
+                           envelope.reason, document)
+    return NodeOutcome(node, "ok", 0, output, None, srun_exit, document=document)
 
 
 def classify(stream: NodeStream, *, expects: str | None, timeout: float, cap: int, srun_exit: int | None,
-             timed_out: bool, srun_line: str = "", start_error: str | None = None) -> NodeOutcome:
+             timed_out: bool, srun_line: str = "", start_error: str | None = None,
+             document: NodeAnswer | None = None) -> NodeOutcome:
     """One node's outcome from what its stream holds once its srun has ended.
 
-    ``srun_line``: srun's own last stderr line (a reason when the node sent none).
+    ``srun_line``: srun's own last stderr line (a reason when the node sent none); ``document``:
+    its result's document, read when the result arrived (``from_envelope``).
     """
     node = stream.node
     why = (stream.stderr[-1] if stream.stderr else "") or srun_line
@@ -102,7 +144,7 @@ def classify(stream: NodeStream, *, expects: str | None, timeout: float, cap: in
         return NodeOutcome(node, "invalid", None, None, stream.result.problem, srun_exit)
     if stream.result.payload is not None:
         return from_envelope(node, stream.result.payload, expects=expects, timeout=timeout, why=why,
-                             srun_exit=srun_exit)
+                             srun_exit=srun_exit, document=document)
     if timed_out:
         return NodeOutcome(node, "timeout", None, None, f"timed out after {timeout:g}s", srun_exit)
     if start_error:

@@ -21,6 +21,7 @@ from typing import Any
 
 from fvconsole.core.shared.fields_json import fields_json
 from fvconsole.core.shared.humanize import plural
+from fvconsole.core.shared.untrusted import MAX_PID, Fields
 
 PROC = "/proc"
 #: Caps on one pass (a node runs a few thousand processes; a hostile one cannot make us read forever).
@@ -42,6 +43,12 @@ class Holder:
 
     def to_json(self) -> dict[str, Any]:
         return fields_json(self)
+
+    @classmethod
+    def from_json(cls, doc: Any, shown: str, what: str) -> Holder:
+        """A holder as :meth:`to_json` wrote it (another node's ``cache ls --json``): UntrustedError naming the field."""
+        f = Fields(doc, shown, what)
+        return cls(f.int("pid", min=1, max=MAX_PID), f.str("command", max_len=4096), f.str("how", max_len=64))
 
 
 @dataclass(frozen=True)

@@ -382,11 +382,3 @@ def parse_reason(doc: Any, shown: str = "result", what: str = "reason") -> Reaso
     except (KeyError, IndexError, ValueError):  # a value the template needs is missing
         return None
     return Reason(code, field, named, detail, kind.remedy)
-
-
-def reason_from_json(doc: Any) -> Reason | None:
-    """:func:`parse_reason`, None also when the reason is damaged."""
-    try:
-        return parse_reason(doc)
-    except UntrustedError:
-        return None
