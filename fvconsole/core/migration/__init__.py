@@ -21,6 +21,7 @@ from __future__ import annotations
 
 from fvconsole.core.migration.defaults import MigrationDefaults, config_output_dir, migration_defaults
 from fvconsole.core.migration.failure import MigrationFailed, MigrationFailure
+from fvconsole.core.migration.locked import run_migration
 from fvconsole.core.migration.model import MigrationPlan
 from fvconsole.core.migration.plan import MigrationPreview, plan_migration
 from fvconsole.core.migration.published import (
@@ -32,7 +33,6 @@ from fvconsole.core.migration.published import (
 from fvconsole.core.migration.request import MigrationRequest, Refusal
 from fvconsole.core.migration.reshard import MODES as RESHARD_MODES
 from fvconsole.core.migration.reshard import Reshard
-from fvconsole.core.migration.locked import run_migration
 from fvconsole.core.migration.sample_ids import NextSampleIds, next_sample_ids
 from fvconsole.core.migration.verify import VerifyResult, verify_sidecars
 from fvconsole.core.migration.write import MigrationResult
