@@ -50,7 +50,6 @@ from fvconsole.core.cache import (
     EvictionPlan,
     EvictionPreview,
     EvictionRequest,
-    EvictionResult,
     LockedEviction,
     StoppedEviction,
     cap_bytes,
@@ -451,13 +450,13 @@ def _show_result(done: LockedEviction, *, as_json: bool, width: int | None) -> N
     payload = done.envelope()
     if result.errors:
         if not as_json:
-            say(render_result(result, plan, width=width))
+            say(render_result(done, width=width))
         raise PartialFailure(f"{plan.root}: {plural(len(result.errors), 'entry', 'entries')} could not be evicted "
                              f"(first: {result.errors[0]})", report=payload)
     if as_json:
         emit_json(payload)
     else:
-        say(render_result(result, plan, width=width))
+        say(render_result(done, width=width))
     warn(*done.missed_target)
 
 
@@ -475,21 +474,15 @@ def _skipped_table(skipped: tuple, width: int | None = None) -> list[str]:
                                      width=width, wrap="REASON")]
 
 
-def _free_line(plan: EvictionPlan) -> list[str]:
-    if plan.fs_free is None:
-        return []
-    lines = [f"filesystem free {human_bytes(plan.fs_free)} of {human_bytes(plan.fs_total)}; "
-             f"about {human_bytes(plan.fs_free_after)} after this eviction"]
-    if plan.free_space is not None:
-        lines.append(plan.free_space.summary())
-    return lines
-
-
 def render_plan(plan: EvictionPlan, *, width: int | None = None) -> Block:
-    lines = [f"eviction plan for {plan.root} on {socket.gethostname()} (dry run)"]
+    """The dry run, in the plan's own words (``EvictionPlan.title`` ...) laid out as lines and tables."""
+    lines = [plan.title]
     if plan.cap_bytes is not None:
         lines.append(f"total {human_bytes(plan.total_bytes)}; cap {human_bytes(plan.cap_bytes)}")
-    lines += _free_line(plan)
+    if plan.free_line is not None:
+        lines.append(plan.free_line)
+        if plan.free_space is not None:
+            lines.append(plan.free_space.summary())
     if plan.evict:
         lines.append(format_table(("KEY", "SIZE", "REASON"),
                                   [(p.key, human_bytes(p.bytes), clipped(p.reason, 100)) for p in plan.evict], right=(1,),
@@ -498,26 +491,24 @@ def render_plan(plan: EvictionPlan, *, width: int | None = None) -> Block:
         lines.append("nothing to evict")
     lines += _skipped_table(plan.skipped, width)
     if plan.evict:  # with nothing planned, --yes would do nothing: no call to run it
-        lines.append(f"would free {human_bytes(plan.freed_bytes)} ({plural(len(plan.evict), 'entry', 'entries')}); "
-                     "re-run with --yes")
+        lines.append(f"{plan.would_free}; re-run with --yes")
     return block(lines)
 
 
-def render_result(result: EvictionResult, plan: EvictionPlan | None = None, *, width: int | None = None) -> Block:
-    lines = [f"evicted {plural(len(result.evicted), 'entry', 'entries')} from {result.root} on {socket.gethostname()}"]
+def render_result(done: LockedEviction, *, width: int | None = None) -> Block:
+    """What ``--yes`` did, in the result's own words (``EvictionResult.title`` ...) laid out as lines and tables."""
+    result = done.result
+    lines = [result.title]
     if result.evicted:
         lines.append(format_table(("KEY", "FREED", "REASON"),
                                   [(e.key, human_bytes(e.bytes), clipped(e.reason, 100)) for e in result.evicted], right=(1,),
                                   width=width, wrap="REASON"))
     lines += _skipped_table(result.skipped, width)
     lines += [f"error: {err}" for err in result.errors]
-    lines.append(f"freed {human_bytes(result.freed_bytes)} (measured); filesystem free "
-                 f"{human_bytes(result.fs_free_before)} -> {human_bytes(result.fs_free_after)}")
-    if plan is not None and plan.free_space is not None:
-        lines.append(f"free-space target {human_bytes(plan.free_space.target_bytes)} "
-                     f"({plan.free_space.target.describe()}): {result.target_outcome}")
+    lines.append(result.freed_line)
+    if done.target_line() is not None:
+        lines.append(done.target_line())
     return block(lines)
-
 
 
 # ---------------------------------------------------------------- verify

@@ -44,7 +44,7 @@ from fvconsole.core.journal.log import JournalWrite
 from fvconsole.core.shared import interrupts
 from fvconsole.core.shared.fields_json import fields_json
 from fvconsole.core.shared.host import node_names
-from fvconsole.core.shared.humanize import human_age, plural
+from fvconsole.core.shared.humanize import human_age, human_bytes, plural
 from fvconsole.core.shared.mounts import mount_points, mounts_by_child
 from fvconsole.core.shared.process_use import ProcessUse, scan_processes
 from fvconsole.core.shared.progress import Progress, no_progress
@@ -140,6 +140,17 @@ class EvictionResult:
     @property
     def ok(self) -> bool:
         return not self.errors
+
+    @property
+    def title(self) -> str:
+        """``evicted 3 entries from ROOT on HOST``: the result's first line, for the command line and the console."""
+        return f"evicted {plural(len(self.evicted), 'entry', 'entries')} from {self.root} on {self.hostname}"
+
+    @property
+    def freed_line(self) -> str:
+        """``freed 1.2 GiB (measured); filesystem free 10.0 GiB -> 11.2 GiB``."""
+        return (f"freed {human_bytes(self.freed_bytes)} (measured); filesystem free "
+                f"{human_bytes(self.fs_free_before)} -> {human_bytes(self.fs_free_after)}")
 
     @property
     def evicted_text(self) -> str:

@@ -47,6 +47,7 @@ from fvconsole.core.shared.humanize import human_bytes, parse_duration
 from fvconsole.core.shared.interrupts import Interrupted, deferred
 from fvconsole.core.shared.locks import Holder, LockState
 from fvconsole.core.shared.progress import Progress
+from fvconsole.core.shared.reasons import min_free_words
 
 
 @dataclass(frozen=True)
@@ -150,6 +151,15 @@ class LockedEviction:
         """What both front ends warn of beside the result: exclusion not in force, the record of
         an evictor that died taken over (also journalled), the lock's release failing."""
         return tuple(p for p in (self.lock.problem, self.lock.took_over, self.release_problem) if p)
+
+    def target_line(self, *, flags: bool = True) -> str | None:
+        """``free-space target 20.0 GiB (--min-free-gb 20): reached`` (None without a target); ``flags``
+        False names the target as the console's fields do (``min free 20 GiB``)."""
+        free = self.plan.free_space
+        if free is None:
+            return None
+        named = free.target.describe() if flags else min_free_words(free.target.values(), flags=False)
+        return f"free-space target {human_bytes(free.target_bytes)} ({named}): {self.result.target_outcome}"
 
     @property
     def missed_target(self) -> tuple[str, ...]:

@@ -21,7 +21,7 @@ from fvconsole.core.cache.verify import failed_verification
 from fvconsole.core.shared.errors import FvError
 from fvconsole.core.shared.fields_json import fields_json
 from fvconsole.core.shared.host import pid_alive
-from fvconsole.core.shared.humanize import format_duration, human_age, human_bytes
+from fvconsole.core.shared.humanize import format_duration, human_age, human_bytes, plural
 from fvconsole.core.shared.process_use import Holder, holders_text
 from fvconsole.core.shared.reasons import Reason, reason
 from fvconsole.core.shared.removal import removal_obstacle
@@ -125,6 +125,26 @@ class EvictionPlan:
         if self.fs_free is None:
             return None
         return self.fs_free + sum(p.disk_bytes or 0 for p in self.evict)
+
+    # One wording of the plan for both front ends (the command line's dry run, the console's dialog).
+
+    @property
+    def title(self) -> str:
+        """``eviction plan for ROOT on HOST (dry run)``."""
+        return f"eviction plan for {self.root} on {self.hostname} (dry run)"
+
+    @property
+    def free_line(self) -> str | None:
+        """``filesystem free 10.0 GiB of 50.0 GiB; about 12.0 GiB after this eviction`` (None: not measured)."""
+        if self.fs_free is None:
+            return None
+        return (f"filesystem free {human_bytes(self.fs_free)} of {human_bytes(self.fs_total)}; "
+                f"about {human_bytes(self.fs_free_after)} after this eviction")
+
+    @property
+    def would_free(self) -> str:
+        """``would free 1.2 GiB (3 entries)``."""
+        return f"would free {human_bytes(self.freed_bytes)} ({plural(len(self.evict), 'entry', 'entries')})"
 
     def to_json(self) -> dict[str, Any]:
         # `errors`: a dry run has the execution's shape (docs/cli.md); scripts read it in both.
