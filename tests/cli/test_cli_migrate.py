@@ -252,7 +252,7 @@ def test_checkpoint_metadata_rewritten_after_the_plan_is_refused_with_the_metada
 
 def test_a_foreign_file_appearing_after_the_plan_is_the_previews_refusal(legacy, tmp_path, monkeypatch, cli) -> None:
     """The same output dir rule refuses with the same field and words in the preview and in execution."""
-    said = (f"output_dir: {legacy.out}: output dir contains 1 file(s) that are not fvconsole sidecars "
+    said = (f"output_dir: {legacy.out}: output dir contains 1 file other than fvconsole sidecars "
             f"(train.log); refusing to replace it (--output-dir)")
 
     def drop_a_log() -> None:
