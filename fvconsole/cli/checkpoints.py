@@ -343,7 +343,8 @@ def tensor_lines(tensors: Any, error: str | None) -> list[str | Block]:
     lines += ["", "totals per top-level key:",
               format_table(["top-level key", "bytes"], [[k, human_bytes(v)] for k, v in tensors.totals], right=(1,))]
     if tensors.unknown_size:
-        lines.append(f"left out of the totals: {plural(tensors.unknown_size, 'tensor')} of a dtype of unknown element size")
+        lines.append(f"left out of the totals: {plural(tensors.unknown_size, 'tensor')} of a dtype of unknown "
+                     "element size")
     if tensors.damaged:
         lines.append(f"left out of the totals: {plural(tensors.damaged, 'tensor')} with a problem:")
         damaged = [t for t in tensors.tensors if t.problem is not None]

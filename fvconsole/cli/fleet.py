@@ -467,8 +467,8 @@ def render_fleet_verify(result: FleetVerification) -> Block:
     if not answered:
         lines.append(f"no node answered ({len(result.outcomes)} asked): nothing was verified")
     elif not result.failing:
-        lines.append(f"verified on {answered} of {plural(len(result.outcomes), 'node')}: every verifiable entry agrees "
-                     "with its manifest")
+        lines.append(f"verified on {answered} of {plural(len(result.outcomes), 'node')}: every verifiable entry "
+                     "agrees with its manifest")
     else:
         nodes = compress_hostlist(dict.fromkeys(node for node, _ in result.failing))
         lines.append(f"{plural(len(result.failing), 'entry', 'entries')} failed verification "

@@ -188,7 +188,8 @@ def _run(args: argparse.Namespace) -> int:
         _describe_stop(stop, base)
         raise
     result = run.result
-    record_write(args, f"the migration completed: {plural(result.sidecars, 'sidecar')} and the receipt in {result.output_dir}")
+    record_write(args, f"the migration completed: {plural(result.sidecars, 'sidecar')} and the receipt in "
+                       f"{result.output_dir}")
     warn_if_unwritten(run.journal)
     if args.json:
         emit_json(dict(result.to_json(), journal=journal_json(run.journal)))
@@ -274,7 +275,8 @@ def _report(plan: Any, preview: Any) -> Block:
     groups = plan.world_size // plan.sp_world_size if plan.sp_world_size else plan.world_size
     lines += [
         f"checkpoint: {plan.checkpoint} (step {plan.step})",
-        f"manifest:   {plan.manifest_path} ({plural(plan.num_row_groups, 'row group')}, {plural(plan.total_rows, 'row')}, "
+        f"manifest:   {plan.manifest_path} ({plural(plan.num_row_groups, 'row group')}, "
+        f"{plural(plan.total_rows, 'row')}, "
         f"fingerprint {plan.manifest_fingerprint[:12]})",
         *([f"columns:    {_columns_text(plan.columns)}"] if plan.columns is not None else []),
         f"world size {plan.world_size}, SP size {plan.sp_world_size} ({plural(groups, 'data-parallel group')}), "

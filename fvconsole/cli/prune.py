@@ -148,7 +148,8 @@ def run_prune(args: argparse.Namespace) -> int:
     warn(*done.warnings, *plan.notes)
     warn_if_unwritten(done.journal)
     if result.removed:
-        record_write(args, f"the prune ran: {plural(len(result.removed), 'checkpoint')} removed from {plan.output_dir}")
+        record_write(args, f"the prune ran: {plural(len(result.removed), 'checkpoint')} removed from "
+                           f"{plan.output_dir}")
     payload = {**plan.to_json(), **result.to_json(), "journal": journal_json(done.journal)}
     if result.errors:
         if not args.json:
@@ -178,7 +179,8 @@ def render_plan(plan: Any) -> Block:
                                   [(k.step, human_bytes(k.bytes), clipped(k.reason, 160)) for k in plan.kept],
                                   right=(0, 1), wrap="REASON"))
     if plan.delete:
-        lines.append(f"would free {human_bytes(plan.freed_bytes)} ({plural(len(plan.delete), 'checkpoint')}); re-run with --yes")
+        lines.append(f"would free {human_bytes(plan.freed_bytes)} ({plural(len(plan.delete), 'checkpoint')}); "
+                     "re-run with --yes")
     return block(lines)
 
 

@@ -293,7 +293,8 @@ def _layout_problems(header: dict[str, Any], data_bytes: int) -> list[tuple[str 
         problems.append((last, f"truncated: the tensors end at byte {end} of the data section, "
                                f"the file holds {data_bytes}"))
     elif end < data_bytes:
-        problems.append((None, f"{plural(data_bytes - end, 'byte')} after the last tensor (safetensors refuses the file)"))
+        problems.append((None, f"{plural(data_bytes - end, 'byte')} after the last tensor "
+                               "(safetensors refuses the file)"))
     return problems
 
 

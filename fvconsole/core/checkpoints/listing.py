@@ -341,7 +341,8 @@ def inspect_checkpoint(path: str | os.PathLike[str], *, read_dcp: bool = True,
         complete = dcp_meta and all(r in rng for r in range(world))
         missing_rng = world - sum(1 for r in range(world) if r in rng)
         if missing_rng:
-            problems.append(f"{missing_rng} of {plural(world, 'rng_state_rank<r>.pt file')} missing (interrupted save)")
+            problems.append(f"{missing_rng} of {plural(world, 'rng_state_rank<r>.pt file')} missing "
+                            "(interrupted save)")
     else:
         complete = dcp_meta
     if sidecars and world is not None and sidecars != set(range(world)):

@@ -191,7 +191,8 @@ def _what_changed(manifest: Manifest, row_groups: list[dict[str, Any]]) -> str:
     gone = [f for f in manifest.file_names if f not in rescanned]
     parts = []
     if added:
-        parts.append(f"{plural(len(added), 'Parquet file')} under the dataset root it does not list, e.g. {added[0]!r}")
+        parts.append(f"{plural(len(added), 'Parquet file')} under the dataset root it does not list, "
+                     f"e.g. {added[0]!r}")
     if gone:
         parts.append(f"the rescan does not find {plural(len(gone), 'file')} it lists, e.g. {gone[0]!r}")
     return "; ".join(parts) or "the row groups in the footers differ from the manifest's"

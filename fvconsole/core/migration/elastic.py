@@ -101,7 +101,8 @@ def plan_elastic(req: MigrationRequest, params: inputs.Params, manifest: Any, fa
             col.refuse(
                 "consumed_batches_per_rank",
                 f"{plural(req.consumed_batches_per_rank, 'batch', 'batches')} x {batch} = "
-                f"{plural(yielded, 'sample')} per rank reaches the epoch boundary of the checkpoint's layout (samples_per_worker {spw}); a legacy checkpoint's "
+                f"{plural(yielded, 'sample')} per rank reaches the epoch boundary of the checkpoint's layout "
+                f"(samples_per_worker {spw}); a legacy checkpoint's "
                 "cursor can be reconstructed in its first epoch only",
             )
             return None
@@ -119,7 +120,8 @@ def plan_elastic(req: MigrationRequest, params: inputs.Params, manifest: Any, fa
     chosen = found_reshard.choose(req.reshard)
     if chosen.global_batch_before != chosen.global_batch_after:
         col.warn(f"the global batch changes from {chosen.global_batch_before} (batch {batch} x "
-                 f"{plural(chosen.source.groups, 'data-parallel group')}) to {chosen.global_batch_after} (batch {batch} x "
+                 f"{plural(chosen.source.groups, 'data-parallel group')}) to {chosen.global_batch_after} "
+                 f"(batch {batch} x "
                  f"{chosen.target.groups}): the learning-rate schedule sees another batch")
     missing = [r for r in range(target.topo.world_size)
                if not os.path.isfile(os.path.join(facts.path, f"rng_state_rank{r}.pt"))]

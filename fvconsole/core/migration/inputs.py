@@ -288,5 +288,6 @@ def check_config(
             col.refuse("config", differs)
     others = sum(1 for m in mismatches if not m.critical and m.path not in TOPOLOGY_PATHS)
     if others:
-        col.warn(f"the run config differs from the checkpoint's embedded config on {plural(others, 'non-critical key')}")
+        col.warn("the run config differs from the checkpoint's embedded config on "
+                 f"{plural(others, 'non-critical key')}")
     return cfg, mismatches

@@ -290,6 +290,7 @@ def _layout(req: MigrationRequest, params: inputs.Params, manifest: Any, col: Co
         col.refuse(
             "consumed_batches_per_rank",
             f"{plural(req.consumed_batches_per_rank, 'batch', 'batches')} x {batch} = {plural(yielded, 'sample')} "
-            f"per rank reaches the epoch boundary (samples_per_worker {spw}); only first-epoch cursors can be reconstructed",
+            f"per rank reaches the epoch boundary (samples_per_worker {spw}); only first-epoch cursors can be "
+            "reconstructed",
         )
     return TargetLayout(topo, shards, spw, yielded)

@@ -15,8 +15,8 @@ which the node runner and the journal also read. Pure: no I/O.
 Values come worded, as sizes and ages do (``human_bytes``, ``human_age``): a count a template
 says with its noun is given twice, as its number (``count``, for whoever reads the values) and
 as ``core/shared/humanize.py: plural``'s words (``foreign``: ``1 file``, ``3 files``), which the
-template uses. This module imports nothing that words (humanize stands above it), so a
-template never spells a plural itself.
+template uses, so a template never spells a plural itself. (This module cannot word them:
+``humanize`` imports ``errors``, which names :class:`Reason`, and the core has no import circle.)
 """
 
 from __future__ import annotations
