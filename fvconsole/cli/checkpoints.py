@@ -13,7 +13,7 @@ from typing import Any
 
 from fvconsole.cli.common import Block, block, emit_json, format_table, say, warn
 from fvconsole.cli.prune import register_prune
-from fvconsole.core.shared import elided, head_tail, human_bytes
+from fvconsole.core.shared import elided, head_tail, human_bytes, plural
 
 LS_EPILOG = """\
 examples:
@@ -210,8 +210,8 @@ def budget_line(budget: Any) -> str:
     line = f"disk: {human_bytes(budget.free_bytes)} free of {human_bytes(budget.total_bytes)}"
     if budget.saves_fit is None:
         return line + "; no complete save of known size to budget with"
-    return (line + f"; {budget.saves_fit} more save(s) of {human_bytes(budget.latest_bytes)} "
-            f"(the size of {os.path.basename(budget.latest)}) fit")
+    return (line + f"; room for {plural(budget.saves_fit, 'more save')} of {human_bytes(budget.latest_bytes)} "
+            f"(the size of {os.path.basename(budget.latest)})")
 
 
 # --------------------------------------------------------------------------- show
@@ -297,7 +297,7 @@ def _show(args: argparse.Namespace) -> int:
     else:
         say(format_table(["top-level key", "entries"], sorted(summary["prefixes"].items()), right=(1,)))
         if summary["dataloader_keys"]:
-            say(f"legacy dataloader state in DCP: {len(summary['dataloader_keys'])} key(s) "
+            say(f"legacy dataloader state in DCP: {plural(len(summary['dataloader_keys']), 'key')} "
                 "(unsafe to resume with world size > 1 without rank-local sidecars)")
     if args.tensors:
         say("", *tensor_lines(tensors, tensors_error))
@@ -343,9 +343,10 @@ def tensor_lines(tensors: Any, error: str | None) -> list[str | Block]:
     lines += ["", "totals per top-level key:",
               format_table(["top-level key", "bytes"], [[k, human_bytes(v)] for k, v in tensors.totals], right=(1,))]
     if tensors.unknown_size:
-        lines.append(f"{tensors.unknown_size} tensor(s) of a dtype of unknown element size are not in the totals")
+        lines.append(f"left out of the totals: {plural(tensors.unknown_size, 'tensor')} of a dtype of unknown "
+                     "element size")
     if tensors.damaged:
-        lines.append(f"{tensors.damaged} tensor(s) with a problem are not in the totals:")
+        lines.append(f"left out of the totals: {plural(tensors.damaged, 'tensor')} with a problem:")
         damaged = [t for t in tensors.tensors if t.problem is not None]
         lines += elided(damaged, lambda t: f"  {short(t.key, 80)}: {t.problem}", lambda n: f"  ... {n} more", 20, 5)
     return lines

@@ -181,7 +181,7 @@ def _finish(code: int, outcomes: tuple[NodeOutcome, ...], doc: dict[str, Any] | 
             emit_json(doc)
         return code
     first = failed[0]
-    raise command_failed(code, f"{len(failed)} of {len(outcomes)} nodes failed "
+    raise command_failed(code, f"{len(failed)} of {plural(len(outcomes), 'node')} failed "
                                f"({compress_hostlist(o.node for o in failed)}); first: {first.node}: {first.error}", doc)
 
 
@@ -255,7 +255,7 @@ def render_fleet_ls(view: FleetCacheView, root: str, *, full: bool = False) -> B
     sel = view.selection
     where = f"job {sel.job_id}: " if sel.job_id else ""
     how = _dispatch_note(view.fanout, view.job_steps)
-    lines = [f"fleet cache {root} on {where}{compress_hostlist(sel.nodes)} ({len(sel.nodes)} nodes"
+    lines = [f"fleet cache {root} on {where}{compress_hostlist(sel.nodes)} ({plural(len(sel.nodes), 'node')}"
              + (f"; {how})" if how else ")"), _outcomes_line(view)]
     shown, omitted = _rows(list(view.nodes), full)
     rows = []
@@ -288,7 +288,8 @@ def render_fleet_ls(view: FleetCacheView, root: str, *, full: bool = False) -> B
         lines += ["", format_table(("KEY", "NODES", "SIZE", "STATUS BY NODE"), key_rows, right=(1, 2))]
     else:
         lines.append("(no cache entries on any node)")
-    lines += ["", f"total {human_bytes(view.total_bytes)} across {len(view.nodes)} nodes, {len(view.keys)} keys; "
+    lines += ["", f"total {human_bytes(view.total_bytes)} across {plural(len(view.nodes), 'node')}, "
+                 f"{plural(len(view.keys), 'key')}; "
                  f"an eviction would free per node: RECLAIMABLE with `--invalid` ({RECLAIMABLE_SUM}), "
                  "OVER CAP with `--max-gb` (the node's $FASTVIDEO_WEIGHT_SHARD_CACHE_MAX_GB cap)"]
     for finding in view.findings:
@@ -406,7 +407,7 @@ def render_fleet_evict(result: FleetEvictionPlan | FleetEvictionResult, root: st
     if omitted:
         rows.append((f"... {omitted} more nodes", "", "", ""))
     lines.append(format_table(("NODE", "ENTRIES", verb.upper(), "KEYS"), rows, right=(1, 2)))
-    lines.append(f"{verb} {human_bytes(result.freed_bytes)} across {len(result.outcomes)} nodes")
+    lines.append(f"{verb} {human_bytes(result.freed_bytes)} across {plural(len(result.outcomes), 'node')}")
     if not any(o.ok for o in result.outcomes):
         lines.append("no node could plan the eviction; nothing was executed")
     elif not result.executed and any(o.eviction.evict for o in result.outcomes if o.ok):
@@ -451,7 +452,7 @@ def render_fleet_verify(result: FleetVerification) -> Block:
     """One line per failing entry and node with its first problems; then the nodes that did not answer."""
     lines: list[str] = []
     for node, entry in result.failing:
-        lines.append(f"{node}  {entry.key}  {len(entry.problems)} problem(s)")
+        lines.append(f"{node}  {entry.key}  {plural(len(entry.problems), 'problem')}")
         for p in entry.problems[:5]:
             where = ": ".join(x for x in (p.shard, p.param) if x is not None)
             lines.append(f"  {where + ': ' if where else ''}{p.problem}")
@@ -466,10 +467,10 @@ def render_fleet_verify(result: FleetVerification) -> Block:
     if not answered:
         lines.append(f"no node answered ({len(result.outcomes)} asked): nothing was verified")
     elif not result.failing:
-        lines.append(f"verified on {answered} of {len(result.outcomes)} nodes: every verifiable entry agrees "
-                     "with its manifest")
+        lines.append(f"verified on {answered} of {plural(len(result.outcomes), 'node')}: every verifiable entry "
+                     "agrees with its manifest")
     else:
         nodes = compress_hostlist(dict.fromkeys(node for node, _ in result.failing))
         lines.append(f"{plural(len(result.failing), 'entry', 'entries')} failed verification "
-                     f"on {nodes} ({answered} of {len(result.outcomes)} nodes answered)")
+                     f"on {nodes} ({answered} of {plural(len(result.outcomes), 'node')} answered)")
     return block(lines)

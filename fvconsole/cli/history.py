@@ -16,6 +16,7 @@ from fvconsole.core.shared import (
     human_bytes,
     is_duration,
     parse_duration,
+    plural,
     quote_input,
 )
 
@@ -96,12 +97,12 @@ def run_history(args: argparse.Namespace) -> int:
     else:
         say(render_history(read, records, source=journal_source(getattr(args, "journal", None))))
         if read.malformed:
-            warn(f"{read.malformed} malformed line(s) skipped")
+            warn(f"{plural(read.malformed, 'malformed line')} skipped")
     return EXIT_OK
 
 
 def _row(r: JournalRecord) -> tuple[str, ...]:
-    items = str(r.item_count) + (f" ({r.error_count} errors)" if r.error_count else "")
+    items = str(r.item_count) + (f" ({plural(r.error_count, 'error')})" if r.error_count else "")
     return (r.time_text, f"{r.user}@{r.host}", r.action, r.target, f"{r.result} ({r.exit_code})",
             human_bytes(r.bytes), items)
 

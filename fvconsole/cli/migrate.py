@@ -30,7 +30,7 @@ from fvconsole.cli.outcome import (
     warn_if_unwritten,
 )
 from fvconsole.cli.reshard_text import reshard_lines
-from fvconsole.core.shared import FvError, Interrupted, elided
+from fvconsole.core.shared import FvError, Interrupted, elided, plural
 
 #: docs/cli.md "Elastic resume"; the core's MODES (checked by tests/cli/test_cli_reshard.py).
 RESHARD_MODES = ("next-epoch", "epoch-start", "nearest")
@@ -157,7 +157,7 @@ def _run(args: argparse.Namespace) -> int:
         else:
             say(_report(plan, preview))
             warn(*extra)
-            say("", f"dry run: nothing written; re-run with --yes to write {plan.world_size} sidecars "
+            say("", f"dry run: nothing written; re-run with --yes to write {plural(plan.world_size, 'sidecar')} "
                 f"to {os.path.abspath(plan.output_dir)}")
         return 0
     from fvconsole.core.migration import run_migration
@@ -188,18 +188,19 @@ def _run(args: argparse.Namespace) -> int:
         _describe_stop(stop, base)
         raise
     result = run.result
-    record_write(args, f"the migration completed: {result.sidecars} sidecars and the receipt in {result.output_dir}")
+    record_write(args, f"the migration completed: {plural(result.sidecars, 'sidecar')} and the receipt in "
+                       f"{result.output_dir}")
     warn_if_unwritten(run.journal)
     if args.json:
         emit_json(dict(result.to_json(), journal=journal_json(run.journal)))
         return 0
     if result.plan.links:  # a native checkpoint's reshard: FastVideo resumes from the view itself
-        say("", f"wrote {result.sidecars} sidecars to the checkpoint view {result.output_dir} "
-            f"({len(result.plan.links)} entries linked to {result.plan.checkpoint})",
+        say("", f"wrote {plural(result.sidecars, 'sidecar')} to the checkpoint view {result.output_dir} "
+            f"({plural(len(result.plan.links), 'entry', 'entries')} linked to {result.plan.checkpoint})",
             f"receipt: {result.receipt_path}", "next step: resume training with (FASTVIDEO_DATALOADER_STATE_DIR unset)",
             f"  training.checkpoint.resume_from_checkpoint: {result.output_dir}")
         return 0
-    say("", f"wrote {result.sidecars} sidecars to {result.output_dir}", f"receipt: {result.receipt_path}",
+    say("", f"wrote {plural(result.sidecars, 'sidecar')} to {result.output_dir}", f"receipt: {result.receipt_path}",
         "next step: resume training with", f"  export FASTVIDEO_DATALOADER_STATE_DIR={result.output_dir}")
     return 0
 
@@ -249,9 +250,9 @@ def _refuse(args: argparse.Namespace, preview: Any, refusals: list, mismatches: 
         warn(*warnings)
         if preview.reshard is not None:
             say(*reshard_lines(preview.reshard), "")
-        say(f"refused ({len(refusals)} reason(s)); nothing written:", *[f"  - {r.message}" for r in refusals])
+        say(f"refused ({plural(len(refusals), 'reason')}); nothing written:", *[f"  - {r.message}" for r in refusals])
     first = refusals[0].message
-    more = f" (+{len(refusals) - 1} more refusal(s))" if len(refusals) > 1 else ""
+    more = f" (+{plural(len(refusals) - 1, 'more refusal')})" if len(refusals) > 1 else ""
     details = {"executed": False, "mismatches": mismatches, "refusals": [r.to_json() for r in refusals],
                "warnings": warnings, "columns": None if preview.columns is None else preview.columns.to_json()}
     if preview.reshard is not None:
@@ -274,10 +275,11 @@ def _report(plan: Any, preview: Any) -> Block:
     groups = plan.world_size // plan.sp_world_size if plan.sp_world_size else plan.world_size
     lines += [
         f"checkpoint: {plan.checkpoint} (step {plan.step})",
-        f"manifest:   {plan.manifest_path} ({plan.num_row_groups} row groups, {plan.total_rows} rows, "
+        f"manifest:   {plan.manifest_path} ({plural(plan.num_row_groups, 'row group')}, "
+        f"{plural(plan.total_rows, 'row')}, "
         f"fingerprint {plan.manifest_fingerprint[:12]})",
         *([f"columns:    {_columns_text(plan.columns)}"] if plan.columns is not None else []),
-        f"world size {plan.world_size}, SP size {plan.sp_world_size} ({groups} data-parallel groups), "
+        f"world size {plan.world_size}, SP size {plan.sp_world_size} ({plural(groups, 'data-parallel group')}), "
         f"batch size {plan.batch_size}, gradient accumulation {plan.gradient_accumulation_steps}",
         f"consumed batches per rank {plan.consumed_batches_per_rank} -> yielded samples per rank "
         f"{plan.yielded_samples_per_rank} of {plan.samples_per_worker} per worker "

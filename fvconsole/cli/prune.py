@@ -28,7 +28,7 @@ from fvconsole.cli.outcome import (
     record_write,
     warn_if_unwritten,
 )
-from fvconsole.core.shared import EXIT_OK, PartialFailure, clipped, human_bytes
+from fvconsole.core.shared import EXIT_OK, PartialFailure, clipped, human_bytes, plural
 
 PRUNE_HELP = """\
 Delete the checkpoint-<step> dirs of a training output dir that no keep rule keeps.
@@ -148,12 +148,13 @@ def run_prune(args: argparse.Namespace) -> int:
     warn(*done.warnings, *plan.notes)
     warn_if_unwritten(done.journal)
     if result.removed:
-        record_write(args, f"the prune ran: {len(result.removed)} checkpoint(s) removed from {plan.output_dir}")
+        record_write(args, f"the prune ran: {plural(len(result.removed), 'checkpoint')} removed from "
+                           f"{plan.output_dir}")
     payload = {**plan.to_json(), **result.to_json(), "journal": journal_json(done.journal)}
     if result.errors:
         if not args.json:
             say(render_result(result))
-        raise PartialFailure(f"{plan.output_dir}: {len(result.errors)} checkpoint(s) could not be removed "
+        raise PartialFailure(f"{plan.output_dir}: {plural(len(result.errors), 'checkpoint')} could not be removed "
                              f"(first: {result.errors[0]})", report=payload)
     if args.json:
         emit_json(payload)
@@ -178,12 +179,13 @@ def render_plan(plan: Any) -> Block:
                                   [(k.step, human_bytes(k.bytes), clipped(k.reason, 160)) for k in plan.kept],
                                   right=(0, 1), wrap="REASON"))
     if plan.delete:
-        lines.append(f"would free {human_bytes(plan.freed_bytes)} ({len(plan.delete)} checkpoint(s)); re-run with --yes")
+        lines.append(f"would free {human_bytes(plan.freed_bytes)} ({plural(len(plan.delete), 'checkpoint')}); "
+                     "re-run with --yes")
     return block(lines)
 
 
 def render_result(result: Any) -> Block:
-    lines: list[Any] = [f"pruned {len(result.removed)} checkpoint(s) from {result.output_dir}"]
+    lines: list[Any] = [f"pruned {plural(len(result.removed), 'checkpoint')} from {result.output_dir}"]
     if result.removed:
         lines.append(format_table(("STEP", "FREED", "REASON"),
                                   [(r.step, human_bytes(r.bytes), clipped(r.reason, 160)) for r in result.removed],

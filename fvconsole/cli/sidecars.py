@@ -6,7 +6,7 @@ import argparse
 
 from fvconsole.cli.checkpoints import add_set_option
 from fvconsole.cli.common import Block, block, command_failed, emit_json, format_table, say, warn
-from fvconsole.core.shared import elided
+from fvconsole.core.shared import elided, plural
 
 VERIFY_EPILOG = """\
 examples:
@@ -74,7 +74,7 @@ def _verify(args: argparse.Namespace) -> int:
         warn(*result.warnings)
     if not result.ok:
         first = result.problems[0] if result.problems else "unknown problem"
-        raise command_failed(1, f"verification failed ({len(result.problems)} problem(s)); first: {first}",
+        raise command_failed(1, f"verification failed ({plural(len(result.problems), 'problem')}); first: {first}",
                              result.to_json())
     if args.json:
         emit_json(result.to_json())
@@ -95,9 +95,9 @@ def _report(result, deep: bool) -> Block:
     if upstream is not None:
         lines.append(f"{upstream.summary()}: {upstream.path}")
     if result.ok:
-        lines.append(f"OK: {len(result.ranks)} sidecars and the receipt match the plan")
+        lines.append(f"OK: {plural(len(result.ranks), 'sidecar')} and the receipt match the plan")
     else:
-        lines.append(f"FAILED: {len(result.problems)} problem(s):")
+        lines.append(f"FAILED: {plural(len(result.problems), 'problem')}:")
         lines += elided(result.problems, lambda p: f"  - {p}", lambda n: f"  ... {n} more", 20, 5)
     return block(lines)
 

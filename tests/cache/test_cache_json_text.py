@@ -43,12 +43,12 @@ def test_json_text_is_json_dumps_of_to_json(key, path, size, last_used, num_shar
 def test_a_common_entry_is_written_exactly() -> None:
     entry = CacheEntry(key="00000000000000ab", path="/c/00000000000000ab", bytes=263, last_used=1700000000.0,
                        num_shards=1, shards_present=(0,), status="complete", writing=False,
-                       explanation="all 1 shards present", manifest_mtime_ns=1700000000000000000,
+                       explanation="all 1 shard present", manifest_mtime_ns=1700000000000000000,
                        newest_mtime=1700000001.5, shard_files=("shard0-of-1.safetensors",),
                        summary=ManifestSummary(params=1, numel=4, dtypes=(("torch.float32", 1),),
                                                kinds=(("tensor", 1),)), disk_bytes=8192, owner_uid=1000)
     assert entry.json_text() == (
-        '{"bytes": 263, "disk_bytes": 8192, "explanation": "all 1 shards present", "in_use_by": [], '
+        '{"bytes": 263, "disk_bytes": 8192, "explanation": "all 1 shard present", "in_use_by": [], '
         '"is_symlink": false, "key": "00000000000000ab", "last_used": 1700000000.0, '
         '"manifest_mtime_ns": 1700000000000000000, "mounts": [], "newest_mtime": 1700000001.5, "num_shards": 1, "owner_uid": 1000, '
         '"path": "/c/00000000000000ab", "problems": [], "shard_files": ["shard0-of-1.safetensors"], '

@@ -368,7 +368,40 @@ def test_fleet_cache_verify_names_the_node_the_entry_and_the_shard(tmp_path: Pat
     out, err = capsys.readouterr()
     (line,) = err.splitlines()
     assert code == 1 and "agrees" not in out and "no node answered" in out
-    assert line.startswith("error: 1 of 1 nodes failed (nosuch1); first: nosuch1: ")
+    assert line.startswith("error: 1 of 1 node failed (nosuch1); first: nosuch1: ")
+
+
+def test_fleet_cache_verify_says_one_problem_and_three_and_one_node_of_two(tmp_path: Path, srun_on_path: str,
+                                                                           capsys) -> None:
+    """Counts with their noun (issue 28 item 3): "1 problem", "3 problems", "1 of 2 nodes", never "problem(s)"."""
+    from fvconsole.cli import main
+    from fvconsole.demo.cache_builders import DISAGREEING_PARAM, make_key
+
+    key = make_key("fleet-verify-counts")
+    for node in ("a1", "a2"):
+        write_cache_entry(tmp_path / node / "wcache", key, num_shards=2, seed=1, status="disagreeing-shard")
+    # a2's other shard disagrees too, and its header's bytes no longer fit its dtype: 3 problems
+    _rewrite_header(str(tmp_path / "a2" / "wcache" / key / "shard0-of-2.safetensors"),
+                    _set(DISAGREEING_PARAM, "dtype", "BF16"))
+    template = str(tmp_path / "{node}" / "wcache")
+    code = main(["fleet", "cache", "verify", "--nodes", "a[1-2]", "--cache-root", template])
+    out, err = capsys.readouterr()
+    assert code == 1 and err.startswith("error: 2 entries failed verification on a[1-2]")
+    assert f"a1  {key}  1 problem\n" in out and f"a2  {key}  3 problems\n" in out
+    code = main(["fleet", "cache", "verify", "--nodes", "a1,nosuch1", "--cache-root", template])
+    out, err = capsys.readouterr()
+    (line,) = err.splitlines()
+    assert code == 3 and line.startswith("error: 2 of 2 nodes failed (a1,nosuch1); first: a1: "
+                                         "1 of 1 verifiable entry failed verification; ")
+    assert "(1 of 2 nodes answered)" in out
+    write_cache_entry(tmp_path / "a1" / "wcache", key, num_shards=2, seed=1, status="complete")
+    code = main(["fleet", "cache", "verify", "--nodes", "a1,nosuch[1-2]", "--cache-root", template])
+    out, err = capsys.readouterr()
+    (line,) = err.splitlines()
+    assert code == 3 and "verified on 1 of 3 nodes: every verifiable entry agrees" in out
+    assert line.startswith("error: 2 of 3 nodes failed (nosuch[1-2]); first: nosuch1: ")
+    code = main(["fleet", "cache", "verify", "--nodes", "a1", "--cache-root", template])
+    assert code == 0 and "verified on 1 of 1 node: every verifiable entry agrees" in capsys.readouterr().out
 
 
 # ---------------------------------------------------------------- hostile headers (issue 29 item 2)

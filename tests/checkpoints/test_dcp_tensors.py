@@ -184,6 +184,15 @@ def test_one_hostile_tensor_size_is_that_tensors_problem(tmp_path, cli) -> None:
     assert doc["tensors_error"] is None and {t["key"] for t in doc["tensors"] if t["problem"]} == set(hostile)
     code, out, err = cli(["checkpoints", "show", ckpt, "--tensors"])
     assert code == 0 and "internal error" not in err
-    assert f"{len(hostile)} tensor(s) with a problem are not in the totals:" in out
+    assert "left out of the totals: 5 tensors with a problem:" in out
     assert max(map(len, out.splitlines())) < 400
+
+
+def test_one_hostile_tensor_is_one_tensor_left_out_of_the_totals(tmp_path, cli) -> None:
+    """Issue 28 item 3: "1 tensor", never "tensor(s)"."""
+    ckpt = _mixed_dtype_checkpoint(tmp_path)
+    _hostile_sizes(ckpt, {"model.w": (2**64, 1)})
+    code, out, err = cli(["checkpoints", "show", ckpt, "--tensors"])
+    assert code == 0, err
+    assert "left out of the totals: 1 tensor with a problem:" in out
 

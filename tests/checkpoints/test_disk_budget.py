@@ -48,9 +48,10 @@ def test_ls_text_says_how_many_saves_fit(out, cli) -> None:
     assert code == 0, err
     (line,) = [line for line in text.splitlines() if line.startswith("disk: ")]
     st = os.statvfs(root)
-    fit = int(line.split("; ")[1].split()[0])
+    assert line.split("; ")[1].startswith("room for ")
+    fit = int(line.split("; ")[1].split()[2])
     assert abs(fit - st.f_bavail * st.f_frsize // _files_bytes(unit)) <= MARGIN // _files_bytes(unit) + 1
-    assert "more save(s) of" in line and "checkpoint-200" in line
+    assert f"{fit} more saves of" in line and "(the size of checkpoint-200)" in line
 
 
 def test_a_single_checkpoint_dir_measures_its_output_dir(out, cli) -> None:
@@ -67,3 +68,18 @@ def test_no_complete_save_has_no_budget(tmp_path, cli) -> None:
     code, text, _ = cli(["checkpoints", "ls", str(tmp_path / "out"), "--json"])
     disk = json.loads(text)["disk"]
     assert code == 0 and disk["latest"] is None and disk["saves_fit"] is None and disk["free_bytes"] > 0
+
+
+def test_the_budget_says_one_more_save_and_two() -> None:
+    """Issue 28 item 3: the count of saves with its noun, never "save(s)"."""
+    from dataclasses import replace
+
+    from fvconsole.cli.checkpoints import budget_line
+    from fvconsole.core.checkpoints.budget import DiskBudget
+
+    one = DiskBudget("/runs/out", 3 << 30, 10 << 30, "/runs/out/checkpoint-200", 2 << 30, 1)
+    assert budget_line(one) == ("disk: 3.0 GiB free of 10.0 GiB; room for 1 more save of 2.0 GiB "
+                                "(the size of checkpoint-200)")
+    two = replace(one, free_bytes=5 << 30, saves_fit=2)
+    assert budget_line(two) == ("disk: 5.0 GiB free of 10.0 GiB; room for 2 more saves of 2.0 GiB "
+                                "(the size of checkpoint-200)")

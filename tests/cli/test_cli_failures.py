@@ -171,5 +171,5 @@ def test_failed_verify_keeps_its_report_in_the_json(migrated, tmp_path, capsys) 
     code, out, err = _run(_flipped_sidecars(tmp_path, migrated), capsys)
     doc = json.loads(out)
     assert code == 1 and doc["ok"] is False and doc["problems"]
-    assert doc["error"].startswith(f"verification failed ({len(doc['problems'])} problem(s)); first: ")
+    assert len(doc["problems"]) == 2 and doc["error"].startswith("verification failed (2 problems); first: ")
     assert err == [f"error: {doc['error']}"]

@@ -165,6 +165,62 @@ def test_dry_run_already_refuses_foreign_output_dir(legacy, tmp_path, cli) -> No
     assert tree_digest(str(tmp_path), mtimes=True, modes=True) == before
 
 
+@pytest.mark.parametrize(("world", "sp", "sidecars", "groups", "already"), [
+    (1, 1, "1 sidecar", "1 data-parallel group", "1 dataloader_state_rank<r>.pt sidecar"),
+    (2, 1, "2 sidecars", "2 data-parallel groups", "2 dataloader_state_rank<r>.pt sidecars"),
+])
+def test_the_sidecars_are_counted_with_their_noun(tmp_path, cli, world, sp, sidecars, groups, already) -> None:
+    """Issue 28 item 3: a world size of 1 writes "1 sidecar", never "1 sidecars"."""
+    run = build_legacy(str(tmp_path), world=world, sp=sp)
+    code, out, err = cli(run.migrate_argv(world=world))
+    assert code == 0, err
+    assert f"world size {world}, SP size {sp} ({groups}), " in out
+    assert f"dry run: nothing written; re-run with --yes to write {sidecars} to {run.out}" in out
+    code, out, err = cli(run.migrate_argv("--yes", world=world))
+    assert code == 0, err
+    assert f"wrote {sidecars} to {run.out}" in out
+    code, out, err = cli(run.verify_argv())
+    assert code == 0, err
+    assert f"OK: {sidecars} and the receipt match the plan" in out
+    code, _, err = cli(run.migrate_argv(world=world))
+    assert code == 1 and err == (f"error: output_dir: {run.out} already contains {already} and a receipt "
+                                 f"(e.g. dataloader_state_rank0.pt); use --overwrite to replace them\n")
+
+
+def test_a_failed_verification_counts_its_problems_with_their_noun(tmp_path, cli) -> None:
+    """Issue 28 item 3: `sidecars verify` says "1 problem", "2 problems", never "problem(s)"."""
+    run = build_legacy(str(tmp_path), world=2, sp=1)
+    assert cli(run.migrate_argv("--yes", world=2)).returncode == 0
+    os.remove(os.path.join(run.out, "dataloader_state_rank1.pt"))
+    code, out, err = cli(run.verify_argv())
+    assert code == 1 and "FAILED: 1 problem:\n  - rank 1: dataloader_state_rank1.pt: missing\n" in out
+    assert err == "error: verification failed (1 problem); first: rank 1: dataloader_state_rank1.pt: missing\n"
+    os.remove(os.path.join(run.out, "dataloader_state_rank0.pt"))
+    code, out, err = cli(run.verify_argv())
+    assert code == 1 and "FAILED: 2 problems:\n" in out
+    assert err == "error: verification failed (2 problems); first: rank 0: dataloader_state_rank0.pt: missing\n"
+
+
+def test_refusals_are_counted_with_their_noun(legacy, cli) -> None:
+    """Issue 28 item 3: "refused (1 reason)", "(+1 more refusal)", "1 file", never "reason(s)"."""
+    os.makedirs(legacy.out)
+    with open(os.path.join(legacy.out, "train.log"), "w", encoding="utf-8") as fh:
+        fh.write("not ours")
+    foreign = (f"output_dir: {legacy.out}: output dir contains 1 file other than fvconsole sidecars (train.log); "
+               "refusing to replace it (--output-dir)")
+    code, out, err = cli(legacy.migrate_argv())
+    assert code == 1 and err == f"error: {foreign}\n"
+    assert out.splitlines()[-2:] == ["refused (1 reason); nothing written:", f"  - {foreign}"]
+    with open(os.path.join(legacy.out, "notes.txt"), "w", encoding="utf-8") as fh:
+        fh.write("not ours either")
+    code, out, err = cli(legacy.migrate_argv(world=4))
+    assert code == 1 and err.endswith(" (+1 more refusal)\n")
+    assert "refused (2 reasons); nothing written:" in out
+    assert f"{legacy.out}: output dir contains 2 files other than fvconsole sidecars (" in out
+    code, out, err = cli(legacy.migrate_argv(world=4, step=4))
+    assert code == 1 and err.endswith(" (+4 more refusals)\n") and "refused (5 reasons); nothing written:" in out
+
+
 def test_dry_run_refuses_an_output_dir_on_a_read_only_filesystem(tmp_path, capsys) -> None:
     """The dry run must not promise a write that execution would fail part-way (exit 3)."""
     from fvconsole.cli import main
@@ -252,7 +308,7 @@ def test_checkpoint_metadata_rewritten_after_the_plan_is_refused_with_the_metada
 
 def test_a_foreign_file_appearing_after_the_plan_is_the_previews_refusal(legacy, tmp_path, monkeypatch, cli) -> None:
     """The same output dir rule refuses with the same field and words in the preview and in execution."""
-    said = (f"output_dir: {legacy.out}: output dir contains 1 file(s) that are not fvconsole sidecars "
+    said = (f"output_dir: {legacy.out}: output dir contains 1 file other than fvconsole sidecars "
             f"(train.log); refusing to replace it (--output-dir)")
 
     def drop_a_log() -> None:

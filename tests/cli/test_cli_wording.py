@@ -170,3 +170,63 @@ def test_history_says_which_journal_and_how_to_choose_another(how, source, tmp_p
         f"journal {journal} ({source})",
         "another journal: --journal PATH or $FVCONSOLE_JOURNAL (e.g. a team's shared one)",
     ]
+
+
+# ---------------------------------------------------------------- counts: one and many (issue 28 item 3)
+# A count is said with its noun through humanize.plural: "1 shard", "2 shards", never "1 shard(s)".
+
+def test_cache_ls_says_one_shard_and_two_shards(tmp_path, capsys) -> None:
+    keys = {name: make_key(name) for name in ("one", "two", "one-written", "three-written")}
+    write_cache_entry(tmp_path, keys["one"], num_shards=1, tensor_bytes=64)
+    write_cache_entry(tmp_path, keys["two"], num_shards=2, tensor_bytes=64)
+    write_cache_entry(tmp_path, keys["one-written"], num_shards=1, tensor_bytes=64, status="incomplete")
+    write_cache_entry(tmp_path, keys["three-written"], num_shards=3, tensor_bytes=64, status="incomplete")
+    code, out, _ = _run(["cache", "ls", str(tmp_path), "--json"], capsys)
+    assert code == 0
+    said = {e["key"]: e["explanation"] for e in json.loads(out)["entries"]}
+    assert said[keys["one"]] == "all 1 shard present"
+    assert said[keys["two"]] == "all 2 shards present"
+    assert said[keys["one-written"]].startswith("1 shard file but no manifest.json: a write in progress")
+    assert said[keys["three-written"]].startswith("3 shard files but no manifest.json: a write in progress")
+
+
+def test_history_says_one_malformed_line_and_two_and_one_error_and_two(tmp_path, capsys) -> None:
+    from fvconsole.core.journal.log import JournalRecord, append_record
+
+    journal = tmp_path / "journal.jsonl"
+    for errors in (("a: gone",), ("b: gone", "c: gone")):
+        append_record(JournalRecord.now(action="cache evict", target=str(tmp_path), result="partial", exit_code=3,
+                                        bytes=1, items=("k1", "k2", "k3"), errors=errors), str(journal))
+    with open(journal, "a", encoding="utf-8") as fh:
+        fh.write("not a journal line\n")
+    code, out, err = _run(["history", "--journal", str(journal)], capsys)
+    assert code == 0 and err == "warning: 1 malformed line skipped\n"
+    assert "3 (1 error)" in out and "3 (2 errors)" in out
+    with open(journal, "a", encoding="utf-8") as fh:
+        fh.write("{}\n")
+    code, out, err = _run(["history", "--journal", str(journal)], capsys)
+    assert code == 0 and err == "warning: 2 malformed lines skipped\n"
+
+
+def test_fleet_cache_ls_says_one_node_and_two_nodes(tmp_path, srun_on_path, capsys) -> None:
+    for node in ("a1", "a2"):
+        write_cache_entry(tmp_path / node / "c", make_key("kept"), num_shards=1, tensor_bytes=64)
+    root = str(tmp_path / "{node}" / "c")
+    code, out, _ = _run(["fleet", "cache", "ls", "--nodes", "a1", "--cache-root", root], capsys)
+    assert code == 0 and "on a1 (1 node" in out and "across 1 node, 1 key; " in out
+    code, out, _ = _run(["fleet", "cache", "ls", "--nodes", "a[1-2]", "--cache-root", root], capsys)
+    assert code == 0 and "on a[1-2] (2 nodes" in out and "across 2 nodes, 1 key; " in out
+    write_cache_entry(tmp_path / "a2" / "c", make_key("other"), num_shards=1, tensor_bytes=64)
+    code, out, _ = _run(["fleet", "cache", "ls", "--nodes", "a[1-2]", "--cache-root", root], capsys)
+    assert code == 0 and "across 2 nodes, 2 keys; " in out
+    code, out, _ = _run(["fleet", "cache", "evict", "--nodes", "a1", "--cache-root", root, "--older-than", "1m"],
+                        capsys)
+    assert code == 0 and _freed_line(out).endswith(" across 1 node")
+    code, out, _ = _run(["fleet", "cache", "evict", "--nodes", "a[1-2]", "--cache-root", root, "--older-than", "1m"],
+                        capsys)
+    assert code == 0 and _freed_line(out).endswith(" across 2 nodes")
+
+
+def _freed_line(out: str) -> str:
+    (line,) = [line for line in out.splitlines() if line.startswith("would free ")]
+    return line

@@ -90,7 +90,7 @@ def test_another_projection_whose_columns_every_file_has_rebuilds_with_the_same_
     assert {p: (s.st_mtime_ns, s.st_size) for p, s in before.items()} == {
         p: (os.stat(p).st_mtime_ns, os.stat(p).st_size) for p in before}
     code, out, _ = preview(cli, run, tmp_path, "--set", f"{TYPE}=text_only")
-    assert "FastVideo will rebuild the manifest at resume (fingerprint unchanged; 3 Parquet footer(s) read)" in out
+    assert "FastVideo will rebuild the manifest at resume (fingerprint unchanged; 3 Parquet footers read)" in out
 
 
 def test_a_file_lacking_a_projected_column_is_a_refusal_naming_file_and_column(run, tmp_path, cli) -> None:
@@ -124,7 +124,8 @@ def test_a_projection_the_files_lack_refuses_with_every_missing_column(run, tmp_
     assert code == 1 and doc["columns"]["lacking"][0] == {"file": first, "columns": lacking}
     assert doc["columns"]["lacking_files"] == 3
     assert doc["error"].startswith(f"{TYPE}: Parquet file {first} lacks projected columns {', '.join(lacking[:3])} "
-                                   f"(+{len(lacking) - 3} more): FastVideo's loader will fail (2 more Parquet file(s)")
+                                   f"(+{len(lacking) - 3} more): FastVideo's loader will fail (projected columns are "
+                                   "missing from 2 more Parquet files too)")
 
 
 def test_a_rebuild_that_changes_the_fingerprint_refuses(run, tmp_path, cli) -> None:
@@ -133,11 +134,15 @@ def test_a_rebuild_that_changes_the_fingerprint_refuses(run, tmp_path, cli) -> N
     pq.write_table(pq.read_table(parquet_files(run.dataset_root)[0]), extra)
     code, _, err = preview(cli, run, tmp_path, "--set", f"{TYPE}=text_only")
     assert code == 1
-    assert "FastVideo will rebuild the manifest at resume and its fingerprint will change (1 Parquet file(s) under " \
+    assert "FastVideo will rebuild the manifest at resume and its fingerprint will change (1 Parquet file under " \
            "the dataset root it does not list, e.g. 'shards/part-00009.parquet'), so it will refuse the migrated " \
            "sidecars" in err
     code, _, _ = preview(cli, run, tmp_path)  # the columns match: FastVideo keeps the manifest as it is
     assert code == 0
+    second = os.path.join(run.dataset_root, "shards", "part-00010.parquet")
+    pq.write_table(pq.read_table(parquet_files(run.dataset_root)[0]), second)
+    code, _, err = preview(cli, run, tmp_path, "--set", f"{TYPE}=text_only")
+    assert code == 1 and "(2 Parquet files under the dataset root it does not list, e.g. " in err
 
 
 def test_an_unknown_type_is_a_config_problem_naming_file_and_field(run, tmp_path, cli) -> None:

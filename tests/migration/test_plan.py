@@ -111,11 +111,25 @@ def test_critical_config_mismatch_one_refusal_with_rows(run) -> None:
                                                        "training.loop.max_train_steps=5")))
     assert refusal_fields(p).count("config") == 1
     r = refusal_for(p, "config")
-    assert "2 critical" in r.message and "training.data.seed: checkpoint=42, config=7" in r.message
+    assert "differs from the checkpoint's embedded config on 2 critical keys: " in r.message
+    assert "training.data.seed: checkpoint=42, config=7" in r.message
     assert "training.data.train_batch_size: checkpoint=2, config=3" in r.message
     critical = [m.path for m in p.mismatches if m.critical]
     assert critical == ["training.data.train_batch_size", "training.data.seed"]
     assert any(m.path == "training.loop.max_train_steps" and not m.critical for m in p.mismatches)
+    assert "the run config differs from the checkpoint's embedded config on 1 non-critical key" in p.warnings
+
+
+def test_keys_and_overrides_are_counted_one_and_many(run) -> None:
+    """Issue 28 item 3: "1 critical key", "the override X"; "2 non-critical keys", "the overrides X Y"."""
+    p = plan_migration(request_for(run, overrides=("training.data.seed=7", "training.loop.max_train_steps=5",
+                                                       "training.optimizer.learning_rate=0.5")))
+    r = refusal_for(p, "config")
+    assert "differs from the checkpoint's embedded config on 1 critical key: training.data.seed" in r.message
+    assert r.why.detail.endswith("if the run was launched with the checkpoint's values, add the override "
+                                 "training.data.seed=42")
+    assert r.message.endswith("repeat them: --set training.data.seed=42")
+    assert "the run config differs from the checkpoint's embedded config on 2 non-critical keys" in p.warnings
 
 
 def test_a_critical_mismatch_an_override_would_fix_suggests_that_override(run) -> None:
@@ -124,7 +138,7 @@ def test_a_critical_mismatch_an_override_would_fix_suggests_that_override(run) -
     p = plan_migration(request_for(run, overrides=("training.data.seed=7", "training.data.train_batch_size=3")))
     r = refusal_for(p, "config")
     assert r.reason.code == "config.critical_override"
-    assert r.why.detail.endswith("if the run was launched with the checkpoint's values, add the override(s) "
+    assert r.why.detail.endswith("if the run was launched with the checkpoint's values, add the overrides "
                                  "training.data.train_batch_size=2 training.data.seed=42")
     assert r.message.endswith("repeat them: --set training.data.train_batch_size=2 --set training.data.seed=42")
     fixed = plan_migration(request_for(run, overrides=("training.data.train_batch_size=2", "training.data.seed=42")))

@@ -107,6 +107,31 @@ def test_every_code_the_core_produces_is_worded_without_flags_and_each_remedy_na
     assert set(CONTROLS) == {OVERWRITE, "skip_source_check", FORCE}
 
 
+def test_a_count_a_reason_says_is_its_number_and_its_words() -> None:
+    """Issue 28 item 3: a template says the count the caller worded through humanize.plural; the number
+    stays a value of its own (the console and the node runner's JSON read it as before)."""
+    for count, foreign in ((1, "1 file"), (2, "2 files")):
+        why = reason("output_dir.foreign", "output_dir", path="/o", count=count, foreign=foreign, shown="a.log")
+        assert why.value("count") == str(count) and why.to_json()["values"]["count"] == str(count)
+        assert why.detail == (f"/o: output dir contains {foreign} other than fvconsole sidecars (a.log); "
+                              "refusing to replace it")
+
+
+@pytest.mark.parametrize(("overrides", "named", "flags"), [
+    (["training.data.seed=42"], "the override training.data.seed=42", "--set training.data.seed=42"),
+    (["a.b=1", "c.d=2"], "the overrides a.b=1 c.d=2", "--set a.b=1 --set c.d=2"),
+    (['a.b="x y"'], """the override 'a.b="x y"'""", """--set 'a.b="x y"'"""),
+    (['a.b="x y"', "c.d=2"], """the overrides 'a.b="x y"' c.d=2""", """--set 'a.b="x y"' --set c.d=2"""),
+])
+def test_the_overrides_are_named_by_their_number_and_a_value_with_a_space_is_one(overrides, named, flags) -> None:
+    """What to add is worded from how many overrides there are (shell words, as the planner quotes them)."""
+    import shlex
+
+    why = reason("config.critical_override", "config", differs="d", overrides=" ".join(map(shlex.quote, overrides)))
+    assert why.detail == f"d; if the run was launched with the checkpoint's values, add {named}"
+    assert why.cli == f"d; if the run was launched with the checkpoint's values, repeat them: {flags}"
+
+
 #: Where the core may write a flag: the command line's texts of KINDS (and of a free-space target),
 #: command lines it builds (srun, the node runner), flag names a front end replaces with its own,
 #: and usage errors only the command line can cause, and the selector flags' one spelling

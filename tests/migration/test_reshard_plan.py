@@ -94,6 +94,21 @@ def test_a_legacy_checkpoint_resharded_in_each_mode_matches_the_replay(tmp_path,
         assert data["ranks"][0]["epoch"] == states[0]["epoch"]
 
 
+@pytest.mark.parametrize(("t_world", "said"), [
+    (5, "the checkpoint has no rng_state_rank<r>.pt for 1 target rank (rank 4): FastVideo "),
+    (7, "the checkpoint has no rng_state_rank<r>.pt for 3 target ranks (ranks 4-6): FastVideo "),
+])
+def test_the_target_ranks_without_an_rng_state_are_counted_with_their_noun(tmp_path, t_world, said) -> None:
+    """Issue 28 item 3: "1 target rank (rank 4)", "3 target ranks (ranks 4-6)", never "rank(s)"."""
+    run = _run(tmp_path / "run", world=4)
+    preview = plan_migration(MigrationRequest(run.config_path, run.checkpoint(3), str(tmp_path / "out"), 3, 4, 3,
+                                              overrides=(f"training.distributed.num_gpus={t_world}",),
+                                              reshard="nearest"))
+    assert preview.refusals == (), [r.message for r in preview.refusals]
+    (warning,) = [w for w in preview.warnings if "rng_state_rank" in w]
+    assert warning.startswith(said) and warning.endswith(" there"), warning
+
+
 def test_write_then_verify_a_legacy_reshard_and_replay_what_the_target_reads(tmp_path, capsys) -> None:
     run = _run(tmp_path / "run", world=4)
     out = tmp_path / "state-3"

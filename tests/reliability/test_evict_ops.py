@@ -332,7 +332,7 @@ def test_history_on_hostile_journals(tmp_path: Path, trials) -> None:
     result = run_cli(["history", "--journal", hostile])
     assert result.returncode == 0, result.describe()
     assert "\x1b" not in result.stdout and "\x07" not in result.stdout and "\u202e" not in result.stdout
-    assert "\\x1b" in result.stdout and "4 malformed line(s) skipped" in result.stderr  # a warning: stderr
+    assert "\\x1b" in result.stdout and "4 malformed lines skipped" in result.stderr  # a warning: stderr
     as_json = json.loads(run_cli(["history", "--journal", hostile, "--json"]).stdout)
     assert as_json["records"][0]["target"] == good["target"] and as_json["malformed_lines"] == 4
     trials.add("escaped; malformed lines counted")

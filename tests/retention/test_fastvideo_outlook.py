@@ -85,7 +85,7 @@ def test_symlinked_and_interrupted_saves_take_slots_and_the_warnings(tmp_path: P
     # 150 is selected too but stays (rmtree refuses a symlink): it and the next save are complete.
     assert data["fastvideo"] == {"cleanup_limit": 3, "cleanup_deletes": [100, 200], "latest": 400}
     warnings = "\n".join(data["warnings"])
-    assert "keeps 2 complete checkpoint(s) of its limit 3" in warnings
+    assert "keeps 2 complete checkpoints of its limit 3" in warnings
     assert "deletes checkpoint-200, the newest complete checkpoint" in warnings
     code, stdout, err = cli(["checkpoints", "ls", str(out)])
     assert ("fastvideo: checkpoints_total_limit 3 (from the embedded config of checkpoint-400): right after the next "
@@ -110,3 +110,23 @@ def test_an_unreadable_limit_is_a_warning(tmp_path: Path, cli) -> None:
     data = one_json(cli(["checkpoints", "ls", str(out), "--json"]).stdout)
     assert data["fastvideo"]["cleanup_limit"] is None
     assert any("FastVideo cannot read it as a number" in w for w in data["warnings"])
+
+
+def test_the_fewer_complete_warning_says_one_checkpoint_and_two(tmp_path: Path, cli) -> None:
+    """Issue 28 item 3: the count of complete checkpoints with its noun, "1 complete checkpoint"."""
+    one = tmp_path / "one"
+    one.mkdir()
+    make_checkpoint(one, 100, age=2 * DAY, limit=2)
+    make_checkpoint(one, 200, complete=False, age=DAY, limit=2)
+    code, stdout, err = cli(["checkpoints", "ls", str(one), "--json"])
+    assert code == 0, err
+    assert ("FastVideo's cleanup after the next save keeps 1 complete checkpoint of its limit 2: interrupted saves "
+            "take its slots (`checkpoints prune --incomplete` removes them)") in one_json(stdout)["warnings"]
+    two = tmp_path / "two"
+    two.mkdir()
+    for step in (100, 200):
+        make_checkpoint(two, step, age=3 * DAY, limit=3)
+    make_checkpoint(two, 300, complete=False, age=DAY, limit=3)
+    code, stdout, err = cli(["checkpoints", "ls", str(two)])
+    assert code == 0, err
+    assert "FastVideo's cleanup after the next save keeps 2 complete checkpoints of its limit 3: " in stdout + err

@@ -69,11 +69,24 @@ def test_text_output_and_the_progress_line(out: Path, cli) -> None:
     assert lines[0] == f"prune plan for {out} (dry run)" and lines[1] == "delete:"
     assert any(line.split()[:1] == ["100"] and "beyond the 3 newest complete checkpoints" in line for line in lines)
     assert any(line.split()[:1] == ["400"] and "the newest complete checkpoint" in line for line in lines)
-    assert lines[-1].startswith("would free 2.0 KiB (1 checkpoint(s))")
+    assert lines[-1].startswith("would free 2.0 KiB (1 checkpoint); re-run with --yes")
     code, stdout, err = cli(["checkpoints", "prune", str(out), "--keep-last", "3", "--yes", "--no-journal"])
     assert code == 0, err
-    assert stdout.splitlines()[0] == f"pruned 1 checkpoint(s) from {out}"
+    assert stdout.splitlines()[0] == f"pruned 1 checkpoint from {out}"
     assert re.search(r"^progress: 2\.0 KiB/2\.0 KiB removed checkpoint-100: 8 files$", err, re.M), err
+
+
+def test_one_checkpoint_and_two_checkpoints_read_as_sentences(out: Path, cli) -> None:
+    """Issue 28 item 3: "1 checkpoint", "2 checkpoints", never "checkpoint(s)"."""
+    code, stdout, _ = cli(["checkpoints", "prune", str(out), "--keep-last", "3"])
+    assert code == 0 and stdout.splitlines()[-1] == "would free 2.0 KiB (1 checkpoint); re-run with --yes"
+    code, stdout, _ = cli(["checkpoints", "prune", str(out), "--keep-last", "2"])
+    assert code == 0 and stdout.splitlines()[-1] == "would free 4.1 KiB (2 checkpoints); re-run with --yes"
+    code, stdout, _ = cli(["checkpoints", "prune", str(out), "--keep-last", "3", "--yes", "--no-journal"])
+    assert code == 0 and stdout.splitlines()[0] == f"pruned 1 checkpoint from {out}"
+    code, stdout, _ = cli(["checkpoints", "prune", str(out), "--keep-last", "1", "--yes", "--no-journal"])
+    assert code == 0 and stdout.splitlines()[0] == f"pruned 2 checkpoints from {out}"
+    assert names(out) == ["checkpoint-250", "checkpoint-400"]
 
 
 def test_a_migration_holding_the_lock_refuses_the_prune(out: Path, cli) -> None:

@@ -28,4 +28,4 @@ def test_the_retention_script_runs_as_documented(tmp_path: Path) -> None:
     # The 3 newest complete (3000, 2500, 2000) and every 1000th (1000) stay; 3500 (interrupted) goes.
     assert sorted(p.name for p in out.iterdir()) == ["checkpoint-1000", "checkpoint-2000", "checkpoint-2500",
                                                      "checkpoint-3000"]
-    assert "pruned 3 checkpoint(s)" in log.read_text()
+    assert "pruned 3 checkpoints from" in log.read_text()

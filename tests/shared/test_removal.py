@@ -165,3 +165,15 @@ def test_mount_ids_come_from_statx_and_agree_with_proc(tmp_path: Path) -> None:
             assert mount_id(fd) == expected, path
         finally:
             os.close(fd)
+
+
+@pytest.mark.parametrize(("failures", "freed", "said"), [
+    (1, 1, "1 file left in .evicting-k-1, 1 byte freed"),
+    (2, 4096, "2 files left in .evicting-k-1, 4096 bytes freed"),
+])
+def test_a_partial_removal_says_its_files_and_bytes_with_their_noun(failures: int, freed: int, said: str) -> None:
+    """What `cache evict --yes` and `checkpoints prune --yes` report of a tree they could not finish (issue 28 item 3)."""
+    import errno
+
+    partial = PartialRemoval(OSError(errno.EPERM, "Operation not permitted", "x"), freed, failures)
+    assert partial.left_in(".evicting-k-1") == said

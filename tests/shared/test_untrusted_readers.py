@@ -72,7 +72,7 @@ def test_history_skips_a_damaged_line_with_one_warning(tmp_path: Path, capsys, f
     assert main(["history", "--journal", str(path)]) == 0
     captured = capsys.readouterr()
     assert captured.out.count("cache evict") == 2 and "3.0 GiB" in captured.out
-    assert captured.err == "warning: 1 malformed line(s) skipped\n" and "warning" not in captured.out
+    assert captured.err == "warning: 1 malformed line skipped\n" and "warning" not in captured.out
     assert main(["history", "--journal", str(path), "--json"]) == 0
     doc = json.loads(capsys.readouterr().out)
     assert doc["count"] == 2 and doc["malformed_lines"] == 1 and "error" not in doc

@@ -12,6 +12,7 @@ from typing import Any
 
 from fvconsole.core.cache.files import CacheFileError, Opened, read_manifest, read_safetensors_header
 from fvconsole.core.cache.model import CacheEntry, ManifestSummary
+from fvconsole.core.shared.humanize import plural
 from fvconsole.core.shared.safe_read import short_repr
 from fvconsole.core.shared.untrusted import element_count, int64_dims
 
@@ -173,7 +174,7 @@ def _present_shards(shards: list[tuple[int, int, str]], num_shards: int | None,
         if num_shards is not None and n == num_shards and 0 <= index < n:
             present[index] = name
         else:
-            notes.append(f"stray shard file {name} (not one of {num_shards} shards)")
+            notes.append(f"stray shard file {name} (not one of {plural(num_shards, 'shard')})")
     order = sorted(present)
     return _shared(tuple(order)), _shared(tuple(_shared(present[i]) for i in order))
 
@@ -227,7 +228,7 @@ def _status(files: _Files, manifest: dict[str, Any] | None, error: str | None, n
     if manifest is None:
         return "incomplete", _incomplete_explanation(len(files.shards), writing_age)
     if len(present) == num_shards:
-        return "complete", _shared(f"all {num_shards} shards present")
+        return "complete", _shared(f"all {plural(num_shards, 'shard')} present")
     return "partial", (
         f"{len(present)} of {num_shards} shards present ({compact_indices(present)}): normal for a "
         "node-local cache on a multi-node run, where each node holds only its own shards"
@@ -238,7 +239,7 @@ def _incomplete_explanation(shard_count: int, writing_age: float | None) -> str:
     if writing_age is not None:
         return f"no manifest.json yet and a .tmp file was modified {int(writing_age)}s ago: a write in progress"
     if shard_count:
-        return (f"{shard_count} shard file(s) but no manifest.json: a write in progress or a crashed one; "
+        return (f"{plural(shard_count, 'shard file')} but no manifest.json: a write in progress or a crashed one; "
                 + PER_NODE_NOTE)
     return "no manifest.json and no shards: a write that crashed before finishing (or never started)"
 

@@ -234,7 +234,7 @@ def execute_eviction(plan: EvictionPlan, progress: Progress | None = None) -> Ev
             if isinstance(exc, PartialRemoval):
                 partial += exc.freed
                 hidden = _hidden_path(plan, item)
-                message += f"; {exc.failures} file(s) left in {hidden}, {exc.freed} bytes freed"
+                message += f"; {exc.left_in(hidden)}"
             errors.append(message)
             continue
         evicted.append(EvictedEntry(key=item.key, path=item.path, bytes=freed, planned_bytes=item.bytes,

@@ -13,6 +13,7 @@ import stat
 from collections.abc import Callable, Iterator
 from typing import Any
 
+from fvconsole.core.shared.humanize import plural
 from fvconsole.core.shared.safe_read import open_input, short_repr
 from fvconsole.core.shared.untrusted import UntrustedError, decode
 
@@ -221,7 +222,7 @@ def _header_bytes(fd: int, size: int) -> tuple[bytes, int, int]:
     holds the whole header when it is that small; a second read for the rest of a longer one."""
     first = _pread_exact(fd, min(size, HEAD_READ_BYTES), 0)
     if len(first) < 8:
-        raise CacheFileError(f"{size} bytes, shorter than the 8-byte header length")
+        raise CacheFileError(f"{plural(size, 'byte')}, shorter than the 8-byte header length")
     length = int.from_bytes(first[:8], "little")
     if length > MAX_HEADER_BYTES:
         raise CacheFileError(f"header length {length} exceeds {MAX_HEADER_BYTES} bytes")

@@ -27,6 +27,7 @@ from fvconsole.core.cache.files import (
 from fvconsole.core.cache.model import CacheEntry, CacheScan
 from fvconsole.core.shared.fields_json import fields_json
 from fvconsole.core.shared.host import node_names
+from fvconsole.core.shared.humanize import plural
 from fvconsole.core.shared.safe_read import short_repr
 from fvconsole.core.shared.untrusted import INT64_MAX, Fields, byte_count, element_count, int64_dims
 
@@ -260,7 +261,7 @@ def _size_problem(info: dict[str, Any], held: int) -> str | None:
     if need is None:
         return (f"shape {_shape_text(shape)} holds more than {INT64_MAX} "
                 f"{'elements' if elements is None else 'bytes'} (safetensors refuses it)")
-    return None if held == need else f"holds {held} bytes, its dtype and shape need {need}"
+    return None if held == need else f"holds {plural(held, 'byte')}, its dtype and shape need {need}"
 
 
 def _layout_problems(header: dict[str, Any], data_bytes: int) -> list[tuple[str | None, str]]:
@@ -292,7 +293,8 @@ def _layout_problems(header: dict[str, Any], data_bytes: int) -> list[tuple[str 
         problems.append((last, f"truncated: the tensors end at byte {end} of the data section, "
                                f"the file holds {data_bytes}"))
     elif end < data_bytes:
-        problems.append((None, f"{data_bytes - end} bytes after the last tensor (safetensors refuses the file)"))
+        problems.append((None, f"{plural(data_bytes - end, 'byte')} after the last tensor "
+                               "(safetensors refuses the file)"))
     return problems
 
 
@@ -316,7 +318,7 @@ def _shard_problems(shard: str, header: dict[str, Any], data_bytes: int,
     out.extend(VerifyProblem(shard, name, p) for name, p in _layout_problems(header, data_bytes))
     if len(out) > MAX_PROBLEMS_PER_SHARD:
         rest = len(out) - MAX_PROBLEMS_PER_SHARD
-        out = [*out[:MAX_PROBLEMS_PER_SHARD], VerifyProblem(shard, None, f"and {rest} more problems")]
+        out = [*out[:MAX_PROBLEMS_PER_SHARD], VerifyProblem(shard, None, f"and {plural(rest, 'more problem')}")]
     return out
 
 
@@ -375,7 +377,7 @@ def _shards(path: str, manifest: dict[str, Any]) -> tuple[list[str], list[Verify
         if int(match.group(2)) == num and int(match.group(1)) < num:
             found.append((int(match.group(1)), name))
         else:
-            strays.append(VerifyProblem(name, None, f"not one of the manifest's {num} shards"))
+            strays.append(VerifyProblem(name, None, f"not one of the manifest's {plural(num, 'shard')}"))
     if not found:
         strays.append(VerifyProblem(None, None, "no shard of this entry on this node"))
     return [name for _, name in sorted(found)], strays

@@ -30,6 +30,7 @@ from fvconsole.core.formats.inert_pickle import load as load_pickle
 from fvconsole.core.formats.sidecar_files import SIDECAR_RE
 from fvconsole.core.shared.errors import FvError
 from fvconsole.core.shared.fields_json import fields_json
+from fvconsole.core.shared.humanize import plural
 from fvconsole.core.shared.safe_read import read_regular_file, short_repr
 from fvconsole.core.shared.untrusted import load_file
 from fvconsole.core.shared.walk import listing, tree_size
@@ -340,11 +341,12 @@ def inspect_checkpoint(path: str | os.PathLike[str], *, read_dcp: bool = True,
         complete = dcp_meta and all(r in rng for r in range(world))
         missing_rng = world - sum(1 for r in range(world) if r in rng)
         if missing_rng:
-            problems.append(f"{missing_rng} of {world} rng_state_rank<r>.pt files missing (interrupted save)")
+            problems.append(f"{missing_rng} of {plural(world, 'rng_state_rank<r>.pt file')} missing "
+                            "(interrupted save)")
     else:
         complete = dcp_meta
     if sidecars and world is not None and sidecars != set(range(world)):
-        problems.append(f"{len(sidecars)} dataloader_state_rank<r>.pt files for world size {world}")
+        problems.append(f"{plural(len(sidecars), 'dataloader_state_rank<r>.pt file')} for world size {world}")
     kind: Kind
     loader_keys: int | None = None
     if sidecars:

@@ -24,6 +24,7 @@ from fvconsole.core.formats.manifest import MAX_EXAMPLES, Manifest, compute_fing
 from fvconsole.core.formats.parquet_columns import TYPE_PATH, DataType
 from fvconsole.core.shared.errors import FvError
 from fvconsole.core.shared.fsutil import real
+from fvconsole.core.shared.humanize import plural
 from fvconsole.core.shared.optional import MissingExtra, require
 from fvconsole.core.shared.progress import Progress, no_progress
 from fvconsole.core.shared.safe_read import open_regular
@@ -141,13 +142,13 @@ def _rebuild(pq: Any, manifest: Manifest, files: list[str], expected: tuple[str,
     read = len(files)
     if lacking:
         (first, columns), more = lacking[0], lacking_files - 1
-        plural = "s" if len(columns) > 1 else ""
         shown = ", ".join(columns[:MAX_EXAMPLES]) + (f" (+{len(columns) - MAX_EXAMPLES} more)"
                                                     if len(columns) > MAX_EXAMPLES else "")
-        also = f" ({more} more Parquet file(s) lack projected columns too)" if more else ""
+        named = "projected column" if len(columns) == 1 else "projected columns"
+        also = f" (projected columns are missing from {plural(more, 'more Parquet file')} too)" if more else ""
         return ColumnCheck("fail", footers_read=read, lacking=tuple(lacking), lacking_files=lacking_files,
-                           message=f"Parquet file {first} lacks projected column{plural} {shown}: FastVideo's "
-                           f"loader will fail{also}", **base)
+                           message=f"Parquet file {first} lacks {named} {shown}: FastVideo's loader will fail{also}",
+                           **base)
     fingerprint = compute_fingerprint(row_groups)
     if fingerprint != manifest.fingerprint:
         return ColumnCheck("fingerprint-changes", footers_read=read, rebuilt_fingerprint=fingerprint,
@@ -156,7 +157,7 @@ def _rebuild(pq: Any, manifest: Manifest, files: list[str], expected: tuple[str,
                            "sidecars", **base)
     return ColumnCheck("rebuild", footers_read=read, rebuilt_fingerprint=fingerprint,
                        message=f"{differ}: FastVideo will rebuild the manifest at resume (fingerprint unchanged; "
-                       f"{read} Parquet footer(s) read)", **base)
+                       f"{plural(read, 'Parquet footer')} read)", **base)
 
 
 class _TooLarge(FvError):
@@ -168,7 +169,7 @@ def _footer(pq: Any, path: str) -> tuple[list[str], list[int]]:
     with open_regular(path, "Parquet file") as handle:
         size = os.fstat(handle.fileno()).st_size
         if size < 12:
-            raise FvError(f"{path}: not a Parquet file ({size} bytes)")
+            raise FvError(f"{path}: not a Parquet file ({plural(size, 'byte')})")
         handle.seek(size - 8)
         tail = handle.read(8)
         if tail[4:] != _MAGIC:
@@ -190,7 +191,8 @@ def _what_changed(manifest: Manifest, row_groups: list[dict[str, Any]]) -> str:
     gone = [f for f in manifest.file_names if f not in rescanned]
     parts = []
     if added:
-        parts.append(f"{len(added)} Parquet file(s) under the dataset root it does not list, e.g. {added[0]!r}")
+        parts.append(f"{plural(len(added), 'Parquet file')} under the dataset root it does not list, "
+                     f"e.g. {added[0]!r}")
     if gone:
-        parts.append(f"{len(gone)} file(s) it lists are not found by the rescan, e.g. {gone[0]!r}")
+        parts.append(f"the rescan does not find {plural(len(gone), 'file')} it lists, e.g. {gone[0]!r}")
     return "; ".join(parts) or "the row groups in the footers differ from the manifest's"

@@ -19,6 +19,7 @@ from fvconsole.core.formats.streaming import Topology, shard_layout
 from fvconsole.core.migration.reshard import MODES, Reshard, SourceLoader, TargetLoader, plan_reshard
 from fvconsole.core.migration.source_state import FIELD as SOURCE_FIELD
 from fvconsole.core.migration.source_state import read_source_states
+from fvconsole.core.shared.humanize import plural
 from fvconsole.core.shared.reasons import reason
 from fvconsole.core.shared.walk import listing
 
@@ -46,8 +47,9 @@ def groups_refusal(world: int, sp: int, manifest: Any, col: Collector) -> bool:
         return False
     col.refuse(
         "samples_per_worker",
-        f"dataset too small: {manifest.num_row_groups} row groups cannot feed {world // sp} data-parallel "
-        f"groups (training.distributed.num_gpus {world} / sp_size {sp}; samples_per_worker 0)",
+        f"dataset too small: {plural(manifest.num_row_groups, 'row group')} cannot feed "
+        f"{plural(world // sp, 'data-parallel group')} (training.distributed.num_gpus {world} / sp_size {sp}; "
+        "samples_per_worker 0)",
     )
     return True
 
@@ -98,8 +100,9 @@ def plan_elastic(req: MigrationRequest, params: inputs.Params, manifest: Any, fa
         if yielded >= spw:
             col.refuse(
                 "consumed_batches_per_rank",
-                f"{req.consumed_batches_per_rank} batches x {batch} = {yielded} samples per rank reaches the "
-                f"epoch boundary of the checkpoint's layout (samples_per_worker {spw}); a legacy checkpoint's "
+                f"{plural(req.consumed_batches_per_rank, 'batch', 'batches')} x {batch} = "
+                f"{plural(yielded, 'sample')} per rank reaches the epoch boundary of the checkpoint's layout "
+                f"(samples_per_worker {spw}); a legacy checkpoint's "
                 "cursor can be reconstructed in its first epoch only",
             )
             return None
@@ -117,20 +120,21 @@ def plan_elastic(req: MigrationRequest, params: inputs.Params, manifest: Any, fa
     chosen = found_reshard.choose(req.reshard)
     if chosen.global_batch_before != chosen.global_batch_after:
         col.warn(f"the global batch changes from {chosen.global_batch_before} (batch {batch} x "
-                 f"{chosen.source.groups} data-parallel groups) to {chosen.global_batch_after} (batch {batch} x "
+                 f"{plural(chosen.source.groups, 'data-parallel group')}) to {chosen.global_batch_after} "
+                 f"(batch {batch} x "
                  f"{chosen.target.groups}): the learning-rate schedule sees another batch")
     missing = [r for r in range(target.topo.world_size)
                if not os.path.isfile(os.path.join(facts.path, f"rng_state_rank{r}.pt"))]
     if missing:
         fallback = ("falls back to rng_state.pt" if os.path.isfile(os.path.join(facts.path, "rng_state.pt"))
                     else "skips the RNG restore with a warning")
-        col.warn(f"{len(missing)} target rank(s) have no rng_state_rank<r>.pt in the checkpoint "
-                 f"({rank_ranges(missing)}): FastVideo {fallback} on them")
+        col.warn(f"the checkpoint has no rng_state_rank<r>.pt for {plural(len(missing), 'target rank')} "
+                 f"({rank_ranges(missing)}): FastVideo {fallback} there")
     return chosen
 
 
 def rank_ranges(ranks: list[int], limit: int = 4) -> str:
-    """``ranks 8-15, 20`` for a sorted rank list (the first ``limit`` runs)."""
+    """``ranks 8-15, 20`` for a sorted rank list (the first ``limit`` runs); ``rank 8`` for one rank."""
     runs: list[list[int]] = []
     for r in ranks:
         if runs and r == runs[-1][1] + 1:
@@ -138,7 +142,7 @@ def rank_ranges(ranks: list[int], limit: int = 4) -> str:
         else:
             runs.append([r, r])
     text = ", ".join(f"{a}-{b}" if a != b else str(a) for a, b in runs[:limit])
-    return "ranks " + text + (" ..." if len(runs) > limit else "")
+    return ("rank " if len(ranks) == 1 else "ranks ") + text + (" ..." if len(runs) > limit else "")
 
 
 def checkpoint_links(checkpoint: str) -> tuple[tuple[str, str], ...]:

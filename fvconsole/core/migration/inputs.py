@@ -23,6 +23,7 @@ from fvconsole.core.formats.runconfig import (
     load_run_config,
 )
 from fvconsole.core.shared.errors import FvError
+from fvconsole.core.shared.humanize import plural
 from fvconsole.core.shared.reasons import reason
 from fvconsole.core.shared.safe_read import sha256_regular_file
 
@@ -165,9 +166,9 @@ def refuse_rank_local(facts: CheckpointFacts, col: Collector) -> None:
 
     col.refusals.insert(facts.rank_local_at, Refusal(invalid(
         "checkpoint.kind",
-        f"{facts.path} already holds {facts.rank_sidecars} rank-local dataloader_state_rank<r>.pt sidecars "
-        "(kind 'rank-local', expected 'legacy'); FastVideo uses them and would ignore migrated ones: "
-        "migration is unnecessary",
+        f"{facts.path} already holds {plural(facts.rank_sidecars, 'rank-local dataloader_state_rank<r>.pt sidecar')} "
+        f"(kind 'rank-local', expected 'legacy'); FastVideo uses {'it' if facts.rank_sidecars == 1 else 'them'} and "
+        "would ignore migrated ones: migration is unnecessary",
     )))
 
 
@@ -277,8 +278,8 @@ def check_config(
                            for m in mismatches)
     critical = [m for m in mismatches if m.critical and m not in carried]
     if critical:
-        differs = (f"run config {cfg.path} differs from the checkpoint's embedded config on {len(critical)} "
-                   "critical key(s): " + "; ".join(m.describe() for m in critical))
+        differs = (f"run config {cfg.path} differs from the checkpoint's embedded config on "
+                   f"{plural(len(critical), 'critical key')}: " + "; ".join(m.describe() for m in critical))
         fixes = [m.override for m in critical]
         if all(fixes):  # each is a launch override the form or --set can repeat
             col.add(reason("config.critical_override", "config", differs=differs,
@@ -287,5 +288,6 @@ def check_config(
             col.refuse("config", differs)
     others = sum(1 for m in mismatches if not m.critical and m.path not in TOPOLOGY_PATHS)
     if others:
-        col.warn(f"{others} non-critical config key(s) differ from the checkpoint's embedded config")
+        col.warn("the run config differs from the checkpoint's embedded config on "
+                 f"{plural(others, 'non-critical key')}")
     return cfg, mismatches

@@ -24,7 +24,7 @@ from fvconsole.core.migration.upstream_receipt import find_upstream_receipts
 from fvconsole.core.shared.errors import FvError
 from fvconsole.core.shared.fsutil import is_within, real
 from fvconsole.core.shared.host import HostIdentity, current_identity, pid_alive
-from fvconsole.core.shared.humanize import human_bytes
+from fvconsole.core.shared.humanize import human_bytes, plural
 from fvconsole.core.shared.locks import FileLock
 from fvconsole.core.shared.mounts import place_of, same_place
 from fvconsole.core.shared.reasons import Reason, invalid, reason
@@ -194,9 +194,11 @@ def output_dir_rules(out: str, checkpoint: str, dataset_root: str | None, overwr
             found.append(reason("output_dir.mount_point", "output_dir", path=out, why=mounted))
         if state.foreign:
             shown = ", ".join(state.foreign[:3]) + (" ..." if len(state.foreign) > 3 else "")
-            found.append(reason("output_dir.foreign", "output_dir", path=out, count=len(state.foreign), shown=shown))
+            found.append(reason("output_dir.foreign", "output_dir", path=out, count=len(state.foreign),
+                                foreign=plural(len(state.foreign), "file"), shown=shown))
         if state.has_set and not overwrite:
             found.append(reason("output_dir.has_sidecars", "output_dir", path=out, count=len(state.sidecars),
+                                sidecars=plural(len(state.sidecars), "dataloader_state_rank<r>.pt sidecar"),
                                 receipt=" and a receipt" if state.receipt else "",
                                 example=(state.sidecars or (RECEIPT_NAME,))[0]))
     problem = _unwritable_parent(out)

@@ -24,6 +24,7 @@ from fvconsole.core.migration.request import Collector, MigrationRequest, Refusa
 from fvconsole.core.migration.reshard import MODES, Reshard
 from fvconsole.core.shared.errors import FvError
 from fvconsole.core.shared.fsutil import real
+from fvconsole.core.shared.humanize import plural
 from fvconsole.core.shared.progress import Progress, no_progress
 from fvconsole.core.shared.reasons import Reason, reason
 
@@ -280,7 +281,7 @@ def _layout(req: MigrationRequest, params: inputs.Params, manifest: Any, col: Co
     if spw == 0:
         col.refuse(
             "samples_per_worker",
-            f"dataset too small: the smallest of {world // sp} shards has fewer than "
+            f"dataset too small: the smallest of {plural(world // sp, 'shard')} has fewer than "
             f"training.data.train_batch_size {batch} rows (samples_per_worker 0)",
         )
     elif req.consumed_batches_per_rank < 0:
@@ -288,7 +289,8 @@ def _layout(req: MigrationRequest, params: inputs.Params, manifest: Any, col: Co
     elif yielded >= spw and not resharding:
         col.refuse(
             "consumed_batches_per_rank",
-            f"{req.consumed_batches_per_rank} batches x {batch} = {yielded} samples per rank reaches the "
-            f"epoch boundary (samples_per_worker {spw}); only first-epoch cursors can be reconstructed",
+            f"{plural(req.consumed_batches_per_rank, 'batch', 'batches')} x {batch} = {plural(yielded, 'sample')} "
+            f"per rank reaches the epoch boundary (samples_per_worker {spw}); only first-epoch cursors can be "
+            "reconstructed",
         )
     return TargetLayout(topo, shards, spw, yielded)

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from fvconsole.core.shared.errors import FvError
+from fvconsole.core.shared.humanize import plural
 from fvconsole.core.shared.optional import MissingExtra, require
 from fvconsole.core.shared.safe_read import open_regular, short_repr
 
@@ -112,7 +113,7 @@ def _read_id_columns(manifest: Any, file_k: int, indices: Sequence[int], listed:
             table = pf.read_row_group(group, columns=[column])
             if table.num_rows != manifest.rows[i]:
                 raise FvError(
-                    f"{path}: row group {group} read {table.num_rows} rows but the manifest says "
+                    f"{path}: row group {group} read {plural(table.num_rows, 'row')} but the manifest says "
                     f"{manifest.rows[i]} (row_groups[{i}])"
                 )
             out[i] = table.column(0)
@@ -129,7 +130,7 @@ def _check_row_group(path: str, meta: Any, index: int, group: int, rows: int) ->
     actual = meta.row_group(group).num_rows
     if actual != rows:
         raise FvError(
-            f"{path}: row group {group} has {actual} rows but the manifest says {rows} (row_groups[{index}]); "
+            f"{path}: row group {group} has {plural(actual, 'row')} but the manifest says {rows} (row_groups[{index}]); "
             "the dataset changed since the manifest was built"
         )
 

@@ -18,6 +18,7 @@ from fvconsole.core.formats import streaming, torch_zip
 from fvconsole.core.formats.sidecar_files import SIDECAR_VERSION, read_sidecar_bytes, sidecar_name
 from fvconsole.core.formats.streaming import walk as cursor_after
 from fvconsole.core.shared.errors import FvError
+from fvconsole.core.shared.humanize import plural
 
 FIELD = "checkpoint.dataloader_state"
 
@@ -108,7 +109,7 @@ def read_source_states(checkpoint: str, *, step: int, world_size: int, sp_world_
             c = cursor_after(streaming.shard_order(shards[group], seed, epoch, shuffle), rows, yielded)
             walked[key] = (c.row_group_position, c.row_offset)
         if (position, offset) != walked[key]:
-            return (f"{path}: cursor (row_group_position {position}, row_offset {offset}) is not where "
-                    f"{yielded} samples of epoch {epoch} end in its shard {walked[key]}")
+            return (f"{path}: cursor (row_group_position {position}, row_offset {offset}) is not {walked[key]}, "
+                    f"where its shard stands after {plural(yielded, 'sample')} of epoch {epoch}")
     assert agreed is not None  # world_size >= 1
     return agreed

@@ -23,6 +23,7 @@ from typing import Any
 from fvconsole.core.formats.sidecar_files import RECEIPT_NAME, SIDECAR_RE, sidecar_name
 from fvconsole.core.shared.errors import FvError
 from fvconsole.core.shared.fields_json import fields_json
+from fvconsole.core.shared.humanize import plural
 from fvconsole.core.shared.safe_read import short_repr
 from fvconsole.core.shared.untrusted import INT64_MAX, Fields, load_file
 from fvconsole.core.shared.walk import listing
@@ -51,8 +52,9 @@ class UpstreamValidation:
     def summary(self) -> str:
         """One line for the CLI and the console: where it holds, on how many ranks, when."""
         if self.ok:
-            return f"validated in FastVideo's loader on {self.ranks} ranks at {self.created_at_utc or 'an unrecorded time'}"
-        return f"FastVideo's validation receipt no longer holds ({len(self.problems)} problem(s))"
+            return (f"validated in FastVideo's loader on {plural(self.ranks, 'rank')} at "
+                    f"{self.created_at_utc or 'an unrecorded time'}")
+        return f"FastVideo's validation receipt no longer holds ({plural(len(self.problems), 'problem')})"
 
     def to_json(self) -> dict[str, Any]:
         return fields_json(self)
@@ -161,7 +163,7 @@ def check_upstream_receipt(
             problems.extend(f"rank {rank}: {p}" for p in _contradictions(row, name, (sidecar_cursors or {}).get(rank),
                                                                          next_ids, rank))
     for rank in sorted(r for r in by_rank if r >= world_size):
-        problems.append(f"rank {rank}: validated, but the run has {world_size} ranks")
+        problems.append(f"rank {rank}: validated, but the run has {plural(world_size, 'rank')}")
     for key, now in (("sidecar_dir", sidecar_dir), ("checkpoint", checkpoint), ("config", config)):
         if now and recorded[key] and os.path.realpath(now) != recorded[key]:
             warnings.append(f"{path}: {key} was {recorded[key]} when validated, now {os.path.realpath(now)}")

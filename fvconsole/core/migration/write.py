@@ -35,6 +35,7 @@ from fvconsole.core.shared import durable, interrupts
 from fvconsole.core.shared.atomic import atomic_write_bytes
 from fvconsole.core.shared.errors import FvError, PartialFailure
 from fvconsole.core.shared.host import current_identity
+from fvconsole.core.shared.humanize import plural
 from fvconsole.core.shared.progress import Progress, no_progress
 from fvconsole.core.shared.reasons import Reason, invalid, reason
 from fvconsole.core.shared.safe_read import sha256_regular_file
@@ -223,7 +224,8 @@ def _precheck(plan: MigrationPlan) -> tuple[str, str, str]:
     check_destination(out, plan.checkpoint, plan.dataset_root, plan.request.overwrite)
     _recheck_sources(plan)
     if not plan.ranks or len(plan.ranks) != plan.world_size:
-        raise FvError.of(reason("recheck.plan_ranks", "plan", count=len(plan.ranks), world_size=plan.world_size))
+        raise FvError.of(reason("recheck.plan_ranks", "plan", count=len(plan.ranks),
+                                entries=plural(len(plan.ranks), "entry", "entries"), world_size=plan.world_size))
     room = room_rule(out, set_files(plan))
     if room is not None:
         raise FvError.of(room)
@@ -348,7 +350,7 @@ def execute_migration(
 
 
 def _completed(sidecars: int, out: str) -> str:
-    return f"the migration completed: {sidecars} sidecars and the receipt in {out}"
+    return f"the migration completed: {plural(sidecars, 'sidecar')} and the receipt in {out}"
 
 
 def _execute_locked(

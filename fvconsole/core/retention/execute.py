@@ -25,6 +25,7 @@ from fvconsole.core.retention.plan import DoomedCheckpoint, PrunePlan
 from fvconsole.core.retention.scan import LEFTOVER_RE, holders_of, pruning_name
 from fvconsole.core.shared import interrupts
 from fvconsole.core.shared.fields_json import fields_json
+from fvconsole.core.shared.humanize import plural
 from fvconsole.core.shared.mounts import mount_points, mounts_by_child
 from fvconsole.core.shared.process_use import holders_text, scan_processes
 from fvconsole.core.shared.reasons import Reason, reason
@@ -123,7 +124,7 @@ def execute_prune(plan: PrunePlan, progress: RemovalProgress | None = None) -> P
             message = f"{item.path}: {exc.strerror or exc}" + (f" ({exc.filename})" if exc.filename else "")
             if isinstance(exc, PartialRemoval):
                 partial += exc.freed
-                message += f"; {exc.failures} file(s) left in {hidden}, {exc.freed} bytes freed"
+                message += f"; {exc.left_in(hidden)}"
             errors.append(message)
             continue
         removed.append(PrunedCheckpoint(item.step, item.path, freed, files, item.reason, item.leftover))
@@ -159,11 +160,11 @@ def _prune_one(plan: PrunePlan, item: DoomedCheckpoint, hidden: str,
         now = time.monotonic()
         if progress is not None and now - last[0] >= PROGRESS_EVERY:
             last[0] = now
-            progress(freed, max(item.bytes, freed), f"removing {name}: {files} files")
+            progress(freed, max(item.bytes, freed), f"removing {name}: {plural(files, 'file')}")
 
     freed = remove_tree(hidden, report)
     if progress is not None:
-        progress(freed, freed, f"removed {name}: {counted[0]} files")
+        progress(freed, freed, f"removed {name}: {plural(counted[0], 'file')}")
     return freed, counted[0]
 
 
@@ -206,7 +207,7 @@ def _interrupted(exc: KeyboardInterrupt, item: DoomedCheckpoint, hidden: str, re
         error = f"{item.path}: interrupted by {stop.name} before it was removed; left as it was"
     partial = result((error,))
     changed = bool(removed) or left
-    what = f"{len(removed)} checkpoint(s) pruned from {partial.output_dir}" + (
+    what = f"{plural(len(removed), 'checkpoint')} pruned from {partial.output_dir}" + (
         f"; {os.path.basename(hidden)} left for the next prune" if left else "")
     return interrupts.as_interrupted(stop, done=what if changed else None,
                                      note=None if changed else "nothing was pruned", partial=partial)

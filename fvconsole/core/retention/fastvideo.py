@@ -22,6 +22,7 @@ from typing import Any
 
 from fvconsole.core.checkpoints.listing import CheckpointInfo
 from fvconsole.core.shared.errors import FvError
+from fvconsole.core.shared.humanize import plural
 from fvconsole.core.shared.reasons import Reason, reason
 from fvconsole.core.shared.walk import listing
 
@@ -122,7 +123,8 @@ def fastvideo_outlook(output_dir: str, infos: Sequence[CheckpointInfo], config: 
         survivors = {int(step) for step, _, _ in with_next[-limit:] if step != math.inf} | set(symlinks)
         left = len(survivors & complete) + 1
         if left < limit:
-            warnings.append(reason("fastvideo.fewer_complete", "checkpoints", left=left, limit=limit))
+            warnings.append(reason("fastvideo.fewer_complete", "checkpoints", left=left, limit=limit,
+                                   kept=plural(left, "complete checkpoint")))
         newest_complete = max(complete, default=None)
         if newest_complete is not None and newest_complete in deletes:
             warnings.append(reason("fastvideo.deletes_newest_complete", "checkpoints", step=newest_complete))

@@ -11,10 +11,17 @@ one place per front end and the console can be checked against every code the co
 produce. The command line's text stays in the core because it is part of the output
 contract (``Refusal.message`` and ``SkippedEntry.reason`` in ``--json``, an error's one line),
 which the node runner and the journal also read. Pure: no I/O.
+
+Values come worded, as sizes and ages do (``human_bytes``, ``human_age``): a count a template
+says with its noun is given twice, as its number (``count``, for whoever reads the values) and
+as ``core/shared/humanize.py: plural``'s words (``foreign``: ``1 file``, ``3 files``), which the
+template uses, so a template never spells a plural itself. (This module cannot word them:
+``humanize`` imports ``errors``, which names :class:`Reason`, and the core has no import circle.)
 """
 
 from __future__ import annotations
 
+import shlex
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -87,8 +94,20 @@ def min_free_words(values: Mapping[str, str], *, flags: bool) -> str:
 DERIVED = {
     "min_free": lambda v: min_free_words(v, flags=False),
     "min_free_flags": lambda v: min_free_words(v, flags=True),
-    "set_flags": lambda v: " ".join(f"--set {o}" for o in v.get("overrides", "").split(" ") if o),
+    "set_flags": lambda v: " ".join(f"--set {shlex.quote(o)}" for o in launch_overrides(v)),
+    "the_overrides": lambda v: f"{'the override' if len(launch_overrides(v)) == 1 else 'the overrides'} "
+                               f"{v.get('overrides', '')}",
 }
+
+
+def launch_overrides(values: Mapping[str, str]) -> list[str]:
+    """The overrides named by ``values["overrides"]`` (shell words, each quoted by ``shlex.quote``), unquoted:
+    ``key="a b"`` is one override, however many spaces its value holds."""
+    text = values.get("overrides", "")
+    try:
+        return shlex.split(text)
+    except ValueError:  # not quoted by shlex: its words as they stand
+        return text.split()
 
 
 class Words(dict):
@@ -123,7 +142,7 @@ KINDS: Mapping[str, Kind] = _kinds(
     Kind(INVALID, "{text}"),
     # migration: a run config that differs where a launch override would make it agree
     Kind("config.critical_override",
-         "{differs}; if the run was launched with the checkpoint's values, add the override(s) {overrides}",
+         "{differs}; if the run was launched with the checkpoint's values, add {the_overrides}",
          "{differs}; if the run was launched with the checkpoint's values, repeat them: {set_flags}"),
     # migration: the operator's confirmations
     Kind("expected_step.metadata", "expected step is {given} but metadata.json step is {actual} ({path})",
@@ -159,8 +178,8 @@ KINDS: Mapping[str, Kind] = _kinds(
     Kind("manifest.source", "{problem}", "{problem} (--skip-source-check to proceed anyway)", SKIP_SOURCE_CHECK),
     # migration: the output dir (preview and execution)
     Kind("output_dir.has_sidecars",
-         "{path} already contains {count} dataloader_state_rank<r>.pt sidecars{receipt} (e.g. {example})",
-         "{path} already contains {count} dataloader_state_rank<r>.pt sidecars{receipt} (e.g. {example}); "
+         "{path} already contains {sidecars}{receipt} (e.g. {example})",
+         "{path} already contains {sidecars}{receipt} (e.g. {example}); "
          "use --overwrite to replace them", OVERWRITE),
     Kind("output_dir.in_checkpoint",
          "{path}: output dir resolves to {real}, inside the legacy checkpoint {checkpoint} "
@@ -179,8 +198,8 @@ KINDS: Mapping[str, Kind] = _kinds(
     Kind("output_dir.not_dir", "{path}: output dir exists and is not a directory",
          "{path}: output dir exists and is not a directory (--output-dir)"),
     Kind("output_dir.foreign",
-         "{path}: output dir contains {count} file(s) that are not fvconsole sidecars ({shown}); refusing to replace it",
-         "{path}: output dir contains {count} file(s) that are not fvconsole sidecars ({shown}); "
+         "{path}: output dir contains {foreign} other than fvconsole sidecars ({shown}); refusing to replace it",
+         "{path}: output dir contains {foreign} other than fvconsole sidecars ({shown}); "
          "refusing to replace it (--output-dir)"),
     Kind("output_dir.mount_point", "{path}: output dir is a mount point ({why}); a mount point cannot be renamed or "
          "swapped, so no set can be published there: use a directory inside it",
@@ -200,7 +219,7 @@ KINDS: Mapping[str, Kind] = _kinds(
     Kind("recheck.config_changed", "{path}: run config changed since the plan was made (sha256)"),
     Kind("recheck.manifest_changed",
          "{path}: field 'fingerprint' changed since the plan was made ({now} != {planned})"),
-    Kind("recheck.plan_ranks", "plan: field 'ranks' has {count} entries for world size {world_size}"),
+    Kind("recheck.plan_ranks", "plan: field 'ranks' has {entries} for world size {world_size}"),
     # a package of an extra is not installed (the demo, the Parquet readers, the torch cross-check)
     Kind("extra.missing", "{purpose} needs {package}: pip install 'fvconsole[{extra}]'"),
     # locks (a migration's output dir, a cache root); {who} is " (holder; lock file F)" or empty
@@ -326,9 +345,9 @@ KINDS: Mapping[str, Kind] = _kinds(
     # what FastVideo's own cleanup and "latest" resume will do (``checkpoints ls``)
     Kind("fastvideo.limit_unreadable", "{path} ({source}): FastVideo cannot read it as a number ({why}); "
          "it would fail before its first save"),
-    Kind("fastvideo.fewer_complete", "FastVideo's cleanup after the next save keeps {left} complete checkpoint(s) "
+    Kind("fastvideo.fewer_complete", "FastVideo's cleanup after the next save keeps {kept} "
          "of its limit {limit}: interrupted saves take its slots (prune them first)",
-         "FastVideo's cleanup after the next save keeps {left} complete checkpoint(s) of its limit {limit}: "
+         "FastVideo's cleanup after the next save keeps {kept} of its limit {limit}: "
          "interrupted saves take its slots (`checkpoints prune --incomplete` removes them)"),
     Kind("fastvideo.deletes_newest_complete", "FastVideo's cleanup after the next save deletes checkpoint-{step}, "
          "the newest complete checkpoint: if that save is interrupted too, nothing complete is left"),

@@ -25,6 +25,7 @@ import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from fvconsole.core.shared.humanize import plural
 from fvconsole.core.shared.mounts import STATX_BASIC_STATS, Place, place_of, same_place, statx_raw
 from fvconsole.core.shared.safe_read import open_noatime
 
@@ -49,6 +50,10 @@ class PartialRemoval(OSError):
         super().__init__(first.errno, first.strerror, first.filename)
         self.freed = freed
         self.failures = failures
+
+    def left_in(self, hidden: str) -> str:
+        """``2 files left in HIDDEN, 4096 bytes freed``: what an eviction or a prune says of the tree it renamed."""
+        return f"{plural(self.failures, 'file')} left in {hidden}, {plural(self.freed, 'byte')} freed"
 
 
 def remove_tree(path: str, progress: Callable[[int, int], None] | None = None) -> int:
