@@ -37,7 +37,8 @@ from textual.widget import Widget
 from textual.widgets import Checkbox, DataTable, Input, ProgressBar, Static
 
 from fvconsole.core.shared import human_bytes, printable
-from fvconsole.tui.plain import ControlPictures, PlainText, fit_cell, fit_path, plain_content, table_cell
+from fvconsole.tui.plain import ControlPictures, PlainText, fit_path, plain_content, table_cell
+from fvconsole.tui.table_drawing import FittedCell, LineCachedTable
 
 _T = TypeVar("_T")
 
@@ -400,46 +401,11 @@ class ProgressRow(Horizontal):
         self.display = False
 
 
-class FittedCell:
-    """A table cell drawn in the width its column gives it, by :func:`plain.fit_cell`'s rule.
-
-    DataTable crops a one-line cell at the column's edge without a mark; every FastTable cell
-    (headers too) is drawn through this, so a cut is always visible as ``…``. Styles are kept
-    on what fits; a path elided in the middle keeps the cell's base style.
-    """
-
-    __slots__ = ("cell",)
-
-    def __init__(self, cell: Any) -> None:
-        self.cell = cell
-
-    def __rich_console__(self, console: Any, options: Any) -> Any:
-        cell = self.cell
-        width = options.max_width
-        if not isinstance(cell, Text) or "\n" in cell.plain or cell.cell_len <= width:
-            yield cell
-            return
-        plain = cell.plain
-        fitted = fit_cell(plain, width)
-        if fitted.endswith("…") and plain.startswith(fitted[:-1]):
-            text = cell[: len(fitted) - 1]
-            text.append("…")
-        else:
-            text = Text(fitted, style=cell.style, end="")
-        text.no_wrap, text.end = True, ""
-        yield text
-
-    def __rich_measure__(self, console: Any, options: Any) -> Any:
-        from rich.measure import Measurement
-
-        return Measurement.get(console, options, self.cell)
-
-
 #: Sort markers drawn after the sorted column's label.
 ASCENDING, DESCENDING = " ▲", " ▼"
 
 
-class FastTable(DataTable):
+class FastTable(LineCachedTable):
     """A DataTable that stays responsive with thousands of rows, shows data as plain text,
     moves with the keys people know (j/k, g/G, Home/End) and sorts by any column.
 
@@ -456,6 +422,8 @@ class FastTable(DataTable):
     over a second on the event loop). With fixed column widths and one-line rows there is
     nothing to measure, so only the virtual size is recomputed. Relies on DataTable
     internals of Textual 8 (pinned <9 in pyproject); falls back to the full path otherwise.
+    A page of rows not drawn before (pagedown) is drawn by :class:`LineCachedTable`
+    (``tui/table_drawing.py``): DataTable's lines, for a fraction of the work.
     """
 
     BINDINGS: ClassVar[list[BindingType]] = [
@@ -659,7 +627,7 @@ class FastTable(DataTable):
         header = self.header_height if self.show_header else 0
         try:
             row_key, offset = self._get_offsets(y if y < header else y + int(self.scroll_offset.y))
-            _fixed, cells = self._render_line_in_row(row_key, offset, self.rich_style,
+            _fixed, cells = self._render_line_in_row(row_key, offset, self._frame_style(),
                                                      cursor_location=self.cursor_coordinate,
                                                      hover_location=self.hover_coordinate)
         except LookupError:
