@@ -617,12 +617,13 @@ class FastTable(LineCachedTable):
         """A line; when the table is wider than its view, a cell cut at the right edge ends with ``…``.
 
         A table with more columns than fit (the fleet's key × node matrix) scrolls sideways:
-        the column at the edge is cut by the view, not by :class:`FittedCell`, so it gets its mark here.
+        the column at the edge is cut by the view, not by :class:`FittedCell`, so it gets its mark
+        here, in the last column the view shows (left of a vertical scrollbar, which covers the rest).
         """
         strip = super().render_line(y)
-        width = self.size.width
+        shown = self.scrollable_content_region.width
         scroll_x = int(self.scroll_offset.x)
-        if self.fixed_columns or self.virtual_size.width <= scroll_x + width or width < 2:
+        if self.fixed_columns or self.virtual_size.width <= scroll_x + shown or shown < 2:
             return strip
         header = self.header_height if self.show_header else 0
         try:
@@ -632,7 +633,7 @@ class FastTable(LineCachedTable):
                                                      hover_location=self.hover_coordinate)
         except LookupError:
             return strip
-        edge = scroll_x + width
+        edge = scroll_x + shown
         start = 0
         for cell in cells:  # the cell the edge cuts, and whether text of it lies beyond the edge
             cell_width = sum(segment.cell_length for segment in cell)
@@ -643,9 +644,10 @@ class FastTable(LineCachedTable):
             return strip
         if not Strip(cell).crop(edge - start, cell_width).text.strip():
             return strip  # only the cell's padding (or blanks) is beyond: nothing is hidden
-        last = strip.crop(width - 1, width)
+        last = strip.crop(shown - 1, shown)
         style = last._segments[0].style if last._segments else None
-        return Strip([*strip.crop(0, width - 1)._segments, Segment("…", style)], width)
+        return Strip([*strip.crop(0, shown - 1)._segments, Segment("…", style),
+                      *strip.crop(shown, strip.cell_length)._segments], strip.cell_length)
 
     # ------------------------------------------------------------ speed
 
