@@ -264,7 +264,9 @@ class CacheView(BaseView):
         if event.row_key is None or entry is None:
             return
         scan, every = self.scanned, self._refresh_every()
-        self._detail.show(lambda width: cache_text.entry_text(entry, scan, every, width))
+        # What the scan knows, at once, in the height the pane has: the entry's files follow
+        # from the worker (as tall again when entries have one shape: no layout per move).
+        self._detail.show(lambda width: cache_text.entry_text(entry, scan, every, width), hold=True)
         self.read_detail(entry)
 
     @work(thread=True, exclusive=True, group="cache-detail", exit_on_error=False)

@@ -150,21 +150,45 @@ class FitStatic(PlainStatic):
     ``show(build)``: ``build(width)`` returns the text, fitting each path in it to ``width``
     (:func:`~fvconsole.tui.plain.fitted`), so a long path loses its middle with a ``…`` instead
     of wrapping mid-name. ``update`` shows fixed content, as a ``PlainStatic`` does.
+
+    A new text as tall as the one shown is only repainted: the screen's layout (6-10 ms, every
+    widget of the view) runs only when the height changes, so a detail pane following the
+    cursor through entries of one shape costs no layout per move. ``hold``: a shorter text
+    keeps the height shown (blank lines below it), for a first glimpse that the full text
+    replaces a moment later. Each text is built once per width.
     """
 
     _build: Callable[[int], Any] | None = None
+    #: (width, text) of the current ``build``: the layout asks for the height, then render draws it.
+    _shown: tuple[int, Any] | None = None
+    #: The height a held text is drawn at (``show(..., hold=True)``).
+    _held = 0
 
-    def show(self, build: Callable[[int], Any]) -> None:
-        self._build = build
-        self.refresh(layout=True)
+    def show(self, build: Callable[[int], Any], *, hold: bool = False) -> None:
+        width, height = self.content_size
+        self._build, self._shown, self._held = build, None, height if hold else 0
+        if width and height and self._height(width) == height:
+            self.refresh()
+        else:
+            self.refresh(layout=True)
 
     def update(self, content: Any = "", *, layout: bool = True) -> None:
-        self._build = None
+        self._build, self._shown, self._held = None, None, 0
         super().update(content, layout=layout)
 
     def _built(self, width: int) -> Any:
         assert self._build is not None
-        return plain_content(self._build(max(width, 1)))
+        if self._shown is None or self._shown[0] != width:
+            text = plain_content(self._build(max(width, 1)))
+            short = self._held - visualize(self, text, markup=False).get_height(self.styles, width)
+            if short > 0 and isinstance(text, Text):
+                text = text.copy()
+                text.append("\n" * short)
+            self._shown = (width, text)
+        return self._shown[1]
+
+    def _height(self, width: int) -> int:
+        return visualize(self, self._built(width), markup=False).get_height(self.styles, width)
 
     def render(self) -> Any:
         if self._build is None:
@@ -175,7 +199,7 @@ class FitStatic(PlainStatic):
         """The height at ``width`` (layout asks before the size changes): built for that width."""
         if self._build is None or not width:
             return super().get_content_height(container, viewport, width)
-        return visualize(self, self._built(width), markup=False).get_height(self.styles, width)
+        return self._height(width)
 
 
 class TickBox(Checkbox):
