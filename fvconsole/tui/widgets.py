@@ -19,7 +19,7 @@ import os
 import threading
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
-from typing import Any, ClassVar, TypeVar
+from typing import Any, ClassVar, Generic, TypeVar
 
 from rich.cells import cell_len
 from rich.segment import Segment
@@ -37,6 +37,7 @@ from textual.widget import Widget
 from textual.widgets import Checkbox, DataTable, Input, ProgressBar, Static
 
 from fvconsole.core.shared import human_bytes, printable
+from fvconsole.tui import state
 from fvconsole.tui.plain import ControlPictures, PlainText, fit_path, plain_content, table_cell
 from fvconsole.tui.table_drawing import FittedCell, LineCachedTable
 
@@ -685,6 +686,75 @@ class FastTable(LineCachedTable):
         width = sum(c.get_render_width(self) for c in self.columns.values()) + self._row_label_column_width
         header = self.header_height if self.show_header else 0
         self.virtual_size = Size(width, self._total_row_height + header)
+
+
+class ListingTable(FastTable, Generic[_T]):
+    """A view's listing, filled from memory: the columns of ``COLUMNS`` (label, key, width),
+    sorted by ``SORT_KEYS``, filtered by ``filter_text``; across refills the cursor stays on its
+    row (``selected``: the row key under it), and ``shown`` holds the items the filter lets
+    through, in the table's order.
+
+    A subclass (``CacheTable``, ``CheckpointTable``, ``HistoryTable``) holds its items in a
+    reactive of its own, bound to its view's state, whose watcher calls :meth:`refill`; it
+    says, per item, its row key, its cells and the text the filter matches.
+    """
+
+    COLUMNS: ClassVar[Sequence[tuple[str, str, int]]] = ()
+    SORT_KEYS: ClassVar[dict[str, Callable[[Any], Any]]] = {}
+
+    filter_text: var[str] = var("", init=False)
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(cursor_type="row", zebra_stripes=True,
+                         sortable=[key for _label, key, _width in self.COLUMNS if key in self.SORT_KEYS], **kwargs)
+        self.shown: list[_T] = []
+        self.selected: str | None = None
+
+    def on_mount(self) -> None:
+        for label, key, width in self.COLUMNS:
+            self.add_column(label, key=key, width=width)
+
+    def watch_filter_text(self) -> None:
+        self.refill()
+
+    def on_fast_table_sorted(self) -> None:
+        self.refill()  # and on to the view, which says the order
+
+    def on_data_table_row_highlighted(self, event: DataTable.RowHighlighted) -> None:
+        if event.row_key is not None and event.row_key.value is not None:
+            self.selected = event.row_key.value
+
+    # ------------------------------------------------------------ what a subclass says
+
+    def items(self) -> Iterable[_T]:
+        """Every item, shown or not, in their own order."""
+        raise NotImplementedError
+
+    def row_key(self, item: _T) -> str:
+        raise NotImplementedError
+
+    def cells(self, item: _T, now: float) -> Sequence[Any]:
+        """The item's cells, one per column (``now``: one clock for every age of a refill)."""
+        raise NotImplementedError
+
+    def haystack(self, item: _T) -> str:
+        """What the filter looks in (lower case)."""
+        raise NotImplementedError
+
+    # ------------------------------------------------------------ refill
+
+    def refill(self) -> None:
+        """Rebuild the rows from the items: sorted, filtered, the cursor kept on its row."""
+        previous = self.selected
+        self.clear()
+        text, now = self.filter_text, state.now()
+        self.shown = [i for i in self.ordered(self.items(), self.SORT_KEYS) if not text or text in self.haystack(i)]
+        for item in self.shown:
+            self.add_row(*self.cells(item, now), key=self.row_key(item))
+        if previous is not None and previous in self.rows:
+            self.move_cursor(row=self.get_row_index(previous))
+        elif not self.shown:
+            self.selected = None
 
 
 def _sortable(value: Any) -> tuple[int, Any]:
