@@ -38,7 +38,7 @@ from fvconsole.core.shared import FvError, Progress, human_bytes, plural
 from fvconsole.tui import cache_text, state
 from fvconsole.tui.base import BaseView
 from fvconsole.tui.cache_panels import CacheTable, EvictionReport
-from fvconsole.tui.evict_dialog import EvictOptions, EvictScreen, EvictSelection, confirm_body, plan_for
+from fvconsole.tui.evict_dialog import EvictScreen, confirm_body, plan_for
 from fvconsole.tui.messages import (
     CacheDetailRead,
     CacheEvicted,
@@ -47,6 +47,8 @@ from fvconsole.tui.messages import (
     CacheVerified,
     EvictionFailed,
     EvictionPlanned,
+    EvictOptions,
+    EvictSelection,
 )
 from fvconsole.tui.modals import ConfirmScreen, ErrorScreen
 from fvconsole.tui.plain import PlainText
