@@ -3,7 +3,7 @@ readable at any width, the cache usage bar, a progress row.
 
 Progress pattern (reusable by every view)::
 
-    progress = self.query_one(ProgressRow).start("writing …")   # on the event loop
+    progress = self._progress.start("writing …")   # on the event loop (a view keeps its ProgressRow)
     self.run_in_thread(lambda: core_op(plan, progress=progress), ...)
 
 ``ThreadProgress`` is a ``core.shared.progress.Progress`` callable: safe to call from the worker
@@ -228,16 +228,20 @@ class OneLine(HorizontalScroll):
     OneLine > PlainStatic { width: auto; text-wrap: nowrap; }
     """
 
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self._line = PlainStatic()
+
     def compose(self) -> ComposeResult:
-        yield PlainStatic()
+        yield self._line
 
     def update(self, content: Any) -> None:
-        self.query_one(PlainStatic).update(content)
+        self._line.update(content)
 
     @property
     def text(self) -> str:
         """What the line shows (plain)."""
-        rendered = self.query_one(PlainStatic).render()
+        rendered = self._line.render()
         return rendered.plain if isinstance(rendered, Text) else str(rendered)
 
 
@@ -410,17 +414,20 @@ class ProgressRow(Horizontal):
 
     DEFAULT_CSS = "ProgressRow { height: 1; display: none; }"
 
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self._bar = ProgressBar(show_eta=False)
+        self._label = PlainStatic()  # progress messages name files
+
     def compose(self) -> ComposeResult:
-        yield ProgressBar(show_eta=False)
-        yield PlainStatic()  # progress messages name files
+        yield self._bar
+        yield self._label
 
     def start(self, label: str, total: int | None = None) -> ThreadProgress:
         self.display = True
-        bar = self.query_one(ProgressBar)
-        bar.update(total=total, progress=0)
-        text = self.query_one(PlainStatic)
-        text.update(label)
-        return ThreadProgress(self.app, bar, text)
+        self._bar.update(total=total, progress=0)
+        self._label.update(label)
+        return ThreadProgress(self.app, self._bar, self._label)
 
     def stop(self) -> None:
         self.display = False
