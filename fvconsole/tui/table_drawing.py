@@ -135,7 +135,13 @@ class LineCachedTable(DataTable):
         fixed_line: list[Segment] = list(chain.from_iterable(fixed)) if fixed else []
         scrollable_line: list[Segment] = list(chain.from_iterable(scrollable))
         segments = fixed_line + line_crop(scrollable_line, x1 + fixed_width, x2, width)
-        strip = Strip(segments).adjust_cell_length(width, base_style).simplify()
+        length = Segment.get_line_length(segments)
+        if length > width:
+            strip = Strip(segments).adjust_cell_length(width, base_style).simplify()
+        else:  # DataTable's adjust_cell_length and simplify, making one Strip instead of three
+            if length < width:
+                segments.append(Segment(" " * (width - length), base_style))
+            strip = Strip(Segment.simplify(segments), width)
         self._line_cache[cache_key] = strip
         return strip
 

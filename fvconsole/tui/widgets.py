@@ -35,10 +35,18 @@ from textual.suggester import Suggester
 from textual.visual import visualize
 from textual.widget import Widget
 from textual.widgets import Checkbox, DataTable, Input, ProgressBar, Static
+from textual.widgets._data_table import RowRenderables, default_cell_formatter
 
 from fvconsole.core.shared import human_bytes, printable
 from fvconsole.tui import state
-from fvconsole.tui.plain import ControlPictures, PlainText, fit_path, plain_content, table_cell
+from fvconsole.tui.plain import (
+    MARKUP_CHARACTER,
+    ControlPictures,
+    PlainText,
+    fit_path,
+    plain_content,
+    table_cell,
+)
 from fvconsole.tui.table_drawing import FittedCell, LineCachedTable
 
 _T = TypeVar("_T")
@@ -641,9 +649,19 @@ class FastTable(LineCachedTable):
     # ------------------------------------------------------------ fit
 
     def _compute_row_renderables(self, row_index: int) -> Any:
-        """Every cell (header included) drawn by the one fit rule (:class:`FittedCell`)."""
-        row = super()._compute_row_renderables(row_index)
-        return type(row)(row.label, [FittedCell(cell) for cell in row.cells])
+        """Every cell (header included) drawn by the one fit rule (:class:`FittedCell`).
+
+        A string cell is plain already (``plain.table_cell`` keeps a string only without a
+        markup character), so in a one-line row it becomes Text as it is: DataTable would
+        run it through Rich's markup parser (a tenth of drawing a page of new rows)."""
+        row_key = self._row_locations.get_key(row_index) if row_index >= 0 else None
+        meta = self.rows.get(row_key) if row_key is not None else None
+        if meta is None or meta.height != 1 or self._should_render_row_labels:
+            row = super()._compute_row_renderables(row_index)
+            return type(row)(row.label, [FittedCell(cell) for cell in row.cells])
+        values = self._data.get(row_key, {})
+        return RowRenderables(None, [FittedCell(_one_line_cell(values.get(column.key)))
+                                     for column in self.ordered_columns])
 
     def render_line(self, y: int) -> Strip:
         """A line; when the table is wider than its view, a cell cut at the right edge ends with ``…``.
@@ -762,6 +780,16 @@ class ListingTable(FastTable, Generic[_T]):
             self.move_cursor(row=self.get_row_index(previous))
         elif not self.shown:
             self.selected = None
+
+
+def _one_line_cell(value: Any) -> Any:
+    """What DataTable's ``default_cell_formatter`` makes of a one-line row's cell, without its
+    markup parse for a string that has no markup character (``plain.table_cell``'s)."""
+    if isinstance(value, str) and not MARKUP_CHARACTER.search(value):
+        return Text(value, no_wrap=True, end="")
+    if value is None:
+        return Text(no_wrap=True, end="")
+    return default_cell_formatter(value, wrap=False, height=1) or Text(no_wrap=True, end="")
 
 
 def _sortable(value: Any) -> tuple[int, Any]:
