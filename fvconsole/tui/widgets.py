@@ -515,7 +515,7 @@ class FastTable(LineCachedTable):
                    default: Any = None) -> Any:
         if not self._fitting:
             self._specs.append((label, key or str(label), width))
-        column = super().add_column(label, width=width, key=key, default=default)
+        column = super().add_column(label, width=width, key=key, default=table_cell(default))
         self._labels[column.value] = Text(label) if isinstance(label, str) else label
         if not self._fitting:
             self.call_after_refresh(self.fit_columns)
