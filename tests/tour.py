@@ -273,7 +273,7 @@ def check_cells(app: Any, table_id: Any, lines: list[str] | None = None) -> int:
 
     table = app.screen.query_one(table_id, DataTable) if isinstance(table_id, str) else table_id
     lines = screen_lines(app) if lines is None else lines
-    region = table.content_region
+    region = table.scrollable_content_region  # what the scrollbars leave in view
     pad = table.cell_padding
     checked = 0
     first = int(table.scroll_offset.y)

@@ -10,12 +10,11 @@ from rich.text import Text
 from textual.app import ComposeResult
 from textual.containers import VerticalScroll
 from textual.reactive import var
-from textual.widgets import DataTable
 
 from fvconsole.core.cache import CONSOLE, CacheEntry
 from fvconsole.tui import state
 from fvconsole.tui.cache_text import MARK, age_cell, status_cell
-from fvconsole.tui.widgets import FastTable, PlainStatic
+from fvconsole.tui.widgets import ListingTable, PlainStatic
 
 #: The mark, then the listing's columns that the console shows (core/cache/columns.py: header, key, width).
 COLUMNS = ((" ", "mark", 1), *((c.header.lower(), c.key, c.width) for c in CONSOLE))
@@ -23,7 +22,7 @@ COLUMNS = ((" ", "mark", 1), *((c.header.lower(), c.key, c.width) for c in CONSO
 CELLS: dict[str, Any] = {"status": lambda entry, _now: status_cell(entry), "age": age_cell}
 
 
-class CacheTable(FastTable):
+class CacheTable(ListingTable[CacheEntry]):
     """Cache entries, least recently used first (or by a column), marked ones with ``●``.
 
     The view sets ``entries`` (a scan), ``marked`` and ``filter_text``; the table refills from
@@ -33,24 +32,11 @@ class CacheTable(FastTable):
 
     entries: var[tuple[CacheEntry, ...]] = var((), always_update=True, init=False)
     marked: var[frozenset[str]] = var(frozenset(), init=False)
-    filter_text: var[str] = var("", init=False)
 
+    COLUMNS = COLUMNS
     SORT_KEYS: ClassVar[dict[str, Any]] = {c.key: c.order for c in CONSOLE}
 
-    def __init__(self, **kwargs: Any) -> None:
-        super().__init__(cursor_type="row", zebra_stripes=True,
-                         sortable=[key for _l, key, _w in COLUMNS if key != "mark"], **kwargs)
-        self.shown: list[CacheEntry] = []
-        self.selected: str | None = None
-
-    def on_mount(self) -> None:
-        for label, key, width in COLUMNS:
-            self.add_column(label, key=key, width=width)
-
     def watch_entries(self) -> None:
-        self.refill()
-
-    def watch_filter_text(self) -> None:
         self.refill()
 
     def watch_marked(self, old: frozenset[str], new: frozenset[str]) -> None:
@@ -58,27 +44,17 @@ class CacheTable(FastTable):
             if key in self.rows:
                 self.update_cell(key, "mark", MARK if key in new else "")
 
-    def on_fast_table_sorted(self) -> None:
-        self.refill()  # and on to the view, whose status line says the order
+    def items(self) -> tuple[CacheEntry, ...]:
+        return self.entries
 
-    def on_data_table_row_highlighted(self, event: DataTable.RowHighlighted) -> None:
-        if event.row_key is not None:
-            self.selected = event.row_key.value
+    def row_key(self, entry: CacheEntry) -> str:
+        return entry.key
 
-    def refill(self) -> None:
-        previous = self.selected
-        self.clear()
-        now = state.now()
-        text = self.filter_text
-        self.shown = [e for e in self.ordered(self.entries, self.SORT_KEYS)
-                      if not text or text in f"{e.key} {e.status}".lower()]
-        for entry in self.shown:
-            self.add_row(MARK if entry.key in self.marked else "",
-                         *(CELLS.get(c.key, c.cell)(entry, now) for c in CONSOLE), key=entry.key)
-        if previous is not None and previous in self.rows:
-            self.move_cursor(row=self.get_row_index(previous))
-        if not self.shown:
-            self.selected = None
+    def cells(self, entry: CacheEntry, now: float) -> list[Any]:
+        return [MARK if entry.key in self.marked else "", *(CELLS.get(c.key, c.cell)(entry, now) for c in CONSOLE)]
+
+    def haystack(self, entry: CacheEntry) -> str:
+        return f"{entry.key} {entry.status}".lower()
 
     def key_under_cursor(self) -> str | None:
         if self.row_count == 0:

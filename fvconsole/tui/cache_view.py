@@ -38,7 +38,7 @@ from fvconsole.core.shared import FvError, Progress, human_bytes, plural
 from fvconsole.tui import cache_text, state
 from fvconsole.tui.base import BaseView
 from fvconsole.tui.cache_panels import CacheTable, EvictionReport
-from fvconsole.tui.evict_dialog import EvictOptions, EvictScreen, EvictSelection, confirm_body, plan_for
+from fvconsole.tui.evict_dialog import EvictScreen, confirm_body, plan_for
 from fvconsole.tui.messages import (
     CacheDetailRead,
     CacheEvicted,
@@ -47,6 +47,8 @@ from fvconsole.tui.messages import (
     CacheVerified,
     EvictionFailed,
     EvictionPlanned,
+    EvictOptions,
+    EvictSelection,
 )
 from fvconsole.tui.modals import ConfirmScreen, ErrorScreen
 from fvconsole.tui.plain import PlainText
@@ -264,7 +266,9 @@ class CacheView(BaseView):
         if event.row_key is None or entry is None:
             return
         scan, every = self.scanned, self._refresh_every()
-        self._detail.show(lambda width: cache_text.entry_text(entry, scan, every, width))
+        # What the scan knows, at once, in the height the pane has: the entry's files follow
+        # from the worker (as tall again when entries have one shape: no layout per move).
+        self._detail.show(lambda width: cache_text.entry_text(entry, scan, every, width), hold=True)
         self.read_detail(entry)
 
     @work(thread=True, exclusive=True, group="cache-detail", exit_on_error=False)

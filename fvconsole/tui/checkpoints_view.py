@@ -7,6 +7,7 @@ State: ``listed`` (the rows of the last listing, a reactive the table is bound t
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any, ClassVar
 
 from textual import work
@@ -26,7 +27,7 @@ from fvconsole.tui.checkpoint_prune import PruneMarks
 from fvconsole.tui.checkpoint_rows import CheckpointRow, list_checkpoint_rows
 from fvconsole.tui.messages import CheckpointDetailRead, CheckpointsListed, CheckpointsListFailed
 from fvconsole.tui.plain import PlainText
-from fvconsole.tui.widgets import FastTable, FitStatic
+from fvconsole.tui.widgets import FitStatic, ListingTable
 
 #: How often ages on screen are recomputed (seconds).
 AGE_TICK = 5.0
@@ -35,14 +36,14 @@ COLUMNS = (("step", "step", 7), ("complete", "complete", 9), ("kind", "kind", 10
            ("sidecars", "sidecars", 9), ("size", "size", 11), ("age", "age", 6))
 
 
-class CheckpointTable(FastTable):
+class CheckpointTable(ListingTable[CheckpointRow]):
     """The listed checkpoints, filtered and sorted from memory; the cursor stays on its checkpoint."""
 
     listed: var[tuple[CheckpointRow, ...]] = var((), always_update=True, init=False)
-    filter_text: var[str] = var("", init=False)
     #: Paths of the checkpoints marked for pruning (space).
     marked: var[frozenset[str]] = var(frozenset(), init=False)
 
+    COLUMNS = COLUMNS
     SORT_KEYS: ClassVar[dict[str, Any]] = {
         "step": lambda r: r.info.step,
         "complete": lambda r: r.info.complete,
@@ -53,20 +54,7 @@ class CheckpointTable(FastTable):
         "age": lambda r: -(r.mtime or 0.0),
     }
 
-    def __init__(self, **kwargs: Any) -> None:
-        super().__init__(cursor_type="row", zebra_stripes=True, sortable=[key for _label, key, _w in COLUMNS],
-                         **kwargs)
-        self.shown: list[CheckpointRow] = []
-        self.selected: str | None = None
-
-    def on_mount(self) -> None:
-        for label, key, width in COLUMNS:
-            self.add_column(label, key=key, width=width)
-
     def watch_listed(self) -> None:
-        self.refill()
-
-    def watch_filter_text(self) -> None:
         self.refill()
 
     def watch_marked(self) -> None:
@@ -74,25 +62,17 @@ class CheckpointTable(FastTable):
         for row in self.shown:
             self.update_cell(row.info.path, "step", ct.row_cells(row, now, row.info.path in self.marked)[0])
 
-    def on_fast_table_sorted(self) -> None:
-        self.refill()  # and on to the view, whose banner counts what is shown
+    def items(self) -> tuple[CheckpointRow, ...]:
+        return self.listed
 
-    def on_data_table_row_highlighted(self, event: DataTable.RowHighlighted) -> None:
-        if event.row_key is not None:
-            self.selected = event.row_key.value
+    def row_key(self, row: CheckpointRow) -> str:
+        return row.info.path
 
-    def refill(self) -> None:
-        previous = self.selected
-        self.clear()
-        now = state.now()
-        text = self.filter_text
-        self.shown = [row for row in self.ordered(self.listed, self.SORT_KEYS) if not text or text in ct.haystack(row)]
-        for row in self.shown:
-            self.add_row(*ct.row_cells(row, now, row.info.path in self.marked), key=row.info.path)
-        if previous is not None and any(r.info.path == previous for r in self.shown):
-            self.move_cursor(row=self.get_row_index(previous))
-        elif not self.shown:
-            self.selected = None
+    def cells(self, row: CheckpointRow, now: float) -> Sequence[Any]:
+        return ct.row_cells(row, now, row.info.path in self.marked)
+
+    def haystack(self, row: CheckpointRow) -> str:
+        return ct.haystack(row)
 
     def tick_ages(self) -> None:
         """Ages move on: recompute the age column (a handful of rows)."""

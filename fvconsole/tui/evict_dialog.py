@@ -6,13 +6,11 @@ dialogs they add entries in GC order until the filesystem would have that much f
 union, as on the command line), and the preview says honestly whether the target is reachable. It plans on the scan the view
 already holds (``plan_eviction`` is pure), so every change of the cap or of *force* shows at
 once what would be evicted, what is skipped and why, and the usage bar after the eviction.
-Continuing hands back the chosen :class:`EvictOptions`; the view then rescans, plans again and
+Continuing hands back the chosen ``EvictOptions`` (``tui/messages.py``); the view then rescans, plans again and
 asks in the console's one confirmation dialog (focus on Cancel) before anything is deleted.
 """
 
 from __future__ import annotations
-
-from dataclasses import dataclass
 
 from rich.cells import cell_len
 from textual.app import ComposeResult
@@ -34,6 +32,7 @@ from fvconsole.core.cache import (
 from fvconsole.core.shared import FvError, elided, head_tail, human_bytes, plural
 from fvconsole.tui import state
 from fvconsole.tui.base import describe_error
+from fvconsole.tui.messages import EvictOptions, EvictSelection
 from fvconsole.tui.modals import Dialog
 from fvconsole.tui.plain import PlainText, one_line
 from fvconsole.tui.widgets import FitStatic, TickBox, UsageBar
@@ -41,27 +40,6 @@ from fvconsole.tui.wording import evict_reason_text, free_space_text, skip_text
 
 #: How often the preview is planned again (ages and "in use" move on).
 PREVIEW_TICK = 2.0
-
-
-@dataclass(frozen=True)
-class EvictSelection:
-    """Which dialog opened: what it selects before the fields are read (``to_cap``: the cap field
-    selects; ``to_free``: the free-space target must be set)."""
-
-    what: str  # "evict marked", "evict to cap", "evict invalid", "evict to free space"
-    keys: tuple[str, ...] = ()
-    invalid: bool = False
-    to_cap: bool = False
-    to_free: bool = False  # the free-space target is what selects (so it must be set)
-
-
-@dataclass(frozen=True)
-class EvictOptions:
-    """What the dialog hands back: the selectors (the value ``cache evict`` builds) and whether to force."""
-
-    selection: EvictSelection
-    selectors: EvictionSelectors
-    force: bool
 
 
 def plan_for(scan: CacheScan, options: EvictOptions, now: float | None = None) -> EvictionPlan:
@@ -124,51 +102,55 @@ class EvictScreen(Dialog["EvictOptions | None"]):
         self._scan = scan
         self._selection = selection
         self._cap_gb = cap_gb
+        # The cap selects only in "to cap": elsewhere it is noise, and not shown.
+        self._cap = Input(f"{cap_gb:g}", id="evict-cap", type="number", compact=True) if selection.to_cap else None
+        self._force = TickBox("force: also evict entries that look in use", id="evict-force", compact=True)
+        self._free_pct = Input(id="evict-free-pct", type="number", compact=True, placeholder="-")
+        self._free_gb = Input(id="evict-free-gb", type="number", compact=True, placeholder="-")
+        self._usage = UsageBar(id="evict-usage")
+        self._preview = FitStatic(id="evict-preview")
+        self._go = Button("Continue…", variant="error", id="evict-continue", compact=True)
+        self._cancel = Button("Cancel", variant="primary", id="cancel", compact=True)
 
     def compose(self) -> ComposeResult:
         with Vertical(id="dialog", classes="evict"):
             with Vertical(id="dialog-head"):
                 yield Label(PlainText(self._selection.what.capitalize()), id="dialog-title")
                 with Horizontal(id="evict-controls"):
-                    if self._selection.to_cap:  # the cap selects only in "to cap": elsewhere it is noise
+                    if self._cap is not None:
                         yield Label("cap (GiB)", id="evict-cap-label")
-                        yield Input(f"{self._cap_gb:g}", id="evict-cap", type="number", compact=True)
-                    yield TickBox("force: also evict entries that look in use", id="evict-force", compact=True)
+                        yield self._cap
+                    yield self._force
                 with Horizontal(id="evict-free"):
                     yield Label("min free", classes="evict-free-label")
-                    yield Input(id="evict-free-pct", type="number", compact=True, placeholder="-")
+                    yield self._free_pct
                     yield Label("% of the filesystem, or", classes="evict-free-label")
-                    yield Input(id="evict-free-gb", type="number", compact=True, placeholder="-")
+                    yield self._free_gb
                     yield Label("GiB", classes="evict-free-label")
-                yield UsageBar(id="evict-usage")
+                yield self._usage
             with VerticalScroll(id="dialog-body"):
-                yield FitStatic(id="evict-preview")
+                yield self._preview
             with Horizontal(id="dialog-buttons"):
-                yield Button("Continue…", variant="error", id="evict-continue", compact=True)
-                yield Button("Cancel", variant="primary", id="cancel", compact=True)
+                yield self._go
+                yield self._cancel
 
     def on_mount(self) -> None:
         self._update()
         self.set_interval(PREVIEW_TICK, self._update)
-        order: tuple[str, ...] = ("#evict-continue", "#cancel")
-        if self._selection.to_cap:
-            order = ("#evict-cap", *order)
-        elif self._selection.to_free:
-            order = ("#evict-free-pct", *order)
-        for selector in order:
-            found = self.query(selector)
-            if found and not found.first().disabled:
-                found.first().focus()
+        first = self._cap if self._selection.to_cap else self._free_pct if self._selection.to_free else None
+        for widget in (first, self._go, self._cancel):
+            if widget is not None and not widget.disabled:
+                widget.focus()
                 break
 
     def options(self) -> EvictOptions:
         """The dialog's choices; FvError when the cap is not a usable number."""
         sel = self._selection
         cap = None
-        if sel.to_cap:
-            cap = parse_max_gb(self.query_one("#evict-cap", Input).value.strip(), flag="cap")
-        pct = self.query_one("#evict-free-pct", Input).value.strip()
-        gib = self.query_one("#evict-free-gb", Input).value.strip()
+        if self._cap is not None:
+            cap = parse_max_gb(self._cap.value.strip(), flag="cap")
+        pct = self._free_pct.value.strip()
+        gib = self._free_gb.value.strip()
         target = None
         if pct or gib:
             target = FreeTarget(parse_min_free_gb(gib, "min free (GiB)") if gib else None,
@@ -176,28 +158,26 @@ class EvictScreen(Dialog["EvictOptions | None"]):
         elif sel.to_free:
             raise FvError("set a free-space target: min free, in % of the filesystem or in GiB")
         picked = EvictionSelectors(max_gb=cap, keys=sel.keys, invalid=sel.invalid, free_target=target)
-        return EvictOptions(sel, picked, self.query_one("#evict-force", Checkbox).value)
+        return EvictOptions(sel, picked, self._force.value)
 
     def _update(self) -> None:
-        preview = self.query_one("#evict-preview", FitStatic)
-        usage = self.query_one("#evict-usage", UsageBar)
         now = state.now()
         try:
             options = self.options()
             plan = plan_for(state.shown_scan(self._scan), options, now=now)
         except FvError as exc:
-            preview.update(PlainText(f"✗ {describe_error(exc)}", style="bold red"))
-            usage.clear()
-            self.query_one("#evict-continue", Button).disabled = True
+            self._preview.update(PlainText(f"✗ {describe_error(exc)}", style="bold red"))
+            self._usage.clear()
+            self._go.disabled = True
             return
         picked = options.selectors.max_gb
         cap = cap_bytes(picked if picked is not None else self._cap_gb)
         fs_free, fs_total = state.free_space(self._scan)
-        usage.show_usage(plan.total_bytes, int(cap), fs_free, fs_total, after=plan.total_bytes_after,
-                         fs_free_after=plan.fs_free_after)
+        self._usage.show_usage(plan.total_bytes, int(cap), fs_free, fs_total, after=plan.total_bytes_after,
+                               fs_free_after=plan.fs_free_after)
         scan = self._scan
-        preview.show(lambda width: preview_text(scan, plan, now, width=width))
-        self.query_one("#evict-continue", Button).disabled = not plan.evict
+        self._preview.show(lambda width: preview_text(scan, plan, now, width=width))
+        self._go.disabled = not plan.evict
 
     def on_input_changed(self, event: Input.Changed) -> None:
         event.stop()

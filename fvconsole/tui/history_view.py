@@ -23,7 +23,7 @@ from fvconsole.core.shared import human_bytes, plural
 from fvconsole.tui.base import BaseView, describe_error
 from fvconsole.tui.messages import HistoryRead, HistoryReadFailed
 from fvconsole.tui.plain import PlainText
-from fvconsole.tui.widgets import FastTable, PlainStatic
+from fvconsole.tui.widgets import ListingTable, PlainStatic
 
 #: (label, key, width): what fits at 80 columns first (when, what, outcome, how much); the
 #: target takes whatever width is left (a path keeps its end), "who" and "items" make room for
@@ -132,13 +132,13 @@ def counts_text(read: JournalRead, count: int, order: str, filter_text: str, sho
     return text
 
 
-class HistoryTable(FastTable):
+class HistoryTable(ListingTable[tuple[str, JournalRecord]]):
     """The journal's records (row key: position from the oldest, stable on a re-read), newest first
-    until a sort; filtered from memory; the cursor stays on its record."""
+    until a sort; filtered from memory; the cursor stays on its record. ``shown`` holds (key, record)."""
 
     keyed: var[tuple[tuple[str, JournalRecord], ...]] = var((), always_update=True, init=False)
-    filter_text: var[str] = var("", init=False)
 
+    COLUMNS = COLUMNS
     SORT_KEYS: ClassVar[dict[str, Any]] = {
         "time": lambda r: r[1].time,
         "who": lambda r: who(r[1]),
@@ -150,41 +150,24 @@ class HistoryTable(FastTable):
     }
 
     def __init__(self, **kwargs: Any) -> None:
-        super().__init__(cursor_type="row", zebra_stripes=True, **FIT, sortable=[key for _label, key, _w in COLUMNS],
-                         **kwargs)
-        self.shown: list[JournalRecord] = []
-        self.selected: str | None = None
-
-    def on_mount(self) -> None:
-        for label, key, width in COLUMNS:
-            self.add_column(label, key=key, width=width)
+        super().__init__(**FIT, **kwargs)
 
     def watch_keyed(self) -> None:
         self.refill()
 
-    def watch_filter_text(self) -> None:
-        self.refill()
+    def items(self) -> tuple[tuple[str, JournalRecord], ...]:
+        return self.keyed
 
-    def on_fast_table_sorted(self) -> None:
-        self.refill()  # and on to the view, whose banner says the order
+    def row_key(self, item: tuple[str, JournalRecord]) -> str:
+        return item[0]
 
-    def on_data_table_row_highlighted(self, event: DataTable.RowHighlighted) -> None:
-        if event.row_key is not None and event.row_key.value is not None:
-            self.selected = event.row_key.value
+    def cells(self, item: tuple[str, JournalRecord], now: float) -> tuple[Any, ...]:
+        record = item[1]
+        return (time_cell(record), record.action, result_cell(record), human_bytes(record.bytes),
+                items_cell(record), who(record), record.target)
 
-    def refill(self) -> None:
-        previous = self.selected
-        self.clear()
-        text = self.filter_text
-        shown = [(key, r) for key, r in self.ordered(self.keyed, self.SORT_KEYS) if not text or text in haystack(r)]
-        self.shown = [r for _key, r in shown]
-        for key, record in shown:
-            self.add_row(time_cell(record), record.action, result_cell(record), human_bytes(record.bytes),
-                         items_cell(record), who(record), record.target, key=key)
-        if previous is not None and previous in self.rows:
-            self.move_cursor(row=self.get_row_index(previous))
-        if not self.shown:
-            self.selected = None
+    def haystack(self, item: tuple[str, JournalRecord]) -> str:
+        return haystack(item[1])
 
 
 class HistoryView(BaseView):
@@ -279,4 +262,4 @@ class HistoryView(BaseView):
     @property
     def records(self) -> list[JournalRecord]:
         """What the table shows, in its order (tests read it)."""
-        return list(self.table.shown)
+        return [record for _key, record in self.table.shown]

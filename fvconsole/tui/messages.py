@@ -7,7 +7,8 @@ it (``BaseView.deliver``), and the view's handler (``on_<message name>``, from t
 ``MigrationPreviewed`` → ``on_migration_previewed``) sets the view's state on the event loop.
 Worker results never bubble (``ViewMessage``); a widget's own messages (``FormEdited``,
 ``FormSubmitted``) bubble to the view that holds it. ``FastTable.Sorted`` stays with its table,
-as Textual's widgets keep theirs.
+as Textual's widgets keep theirs. The plain data a message carries that no module below this
+one defines lives here too (``EvictSelection``, ``EvictOptions``: the eviction dialog's choice).
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from fvconsole.core.cache import (
     EntryVerification,
     EvictionPlan,
     EvictionResult,
+    EvictionSelectors,
     LockedEviction,
 )
 from fvconsole.core.checkpoints import CheckpointDetail
@@ -39,7 +41,6 @@ from fvconsole.core.retention import LockedPrune, PrunePlan
 
 if TYPE_CHECKING:
     from fvconsole.tui.checkpoint_rows import CheckpointRow
-    from fvconsole.tui.evict_dialog import EvictOptions
     from fvconsole.tui.state import ConsoleState
 
 
@@ -158,6 +159,29 @@ class CacheDetailRead(ViewMessage):
 class CacheVerified(ViewMessage):
     results: tuple[EntryVerification, ...]
     stamps: dict[str, int | None]
+
+
+@dataclass(frozen=True)
+class EvictSelection:
+    """Which eviction dialog opened: what it selects before its fields are read (``to_cap``: the
+    cap field selects; ``to_free``: the free-space target must be set)."""
+
+    what: str  # "evict marked", "evict to cap", "evict invalid", "evict to free space"
+    keys: tuple[str, ...] = ()
+    invalid: bool = False
+    to_cap: bool = False
+    to_free: bool = False  # the free-space target is what selects (so it must be set)
+
+
+@dataclass(frozen=True)
+class EvictOptions:
+    """What the eviction dialog (``tui/evict_dialog.py``) hands back to the cache view: the
+    selectors (the value ``cache evict`` builds) and whether to force. Plain data, here below
+    both the dialog and the view (the planning worker's message carries it)."""
+
+    selection: EvictSelection
+    selectors: EvictionSelectors
+    force: bool
 
 
 @dataclass

@@ -85,7 +85,8 @@ class ConfirmScreen(Dialog[bool]):
         super().__init__()
         self._title = title
         self._body = list(body_lines)
-        self._confirm_label = confirm_label
+        self._confirm = Button(confirm_label, variant="error", id="confirm", compact=True)
+        self._cancel = Button("Cancel", variant="primary", id="cancel", compact=True)
 
     def compose(self) -> ComposeResult:
         with Vertical(id="dialog", classes="danger"):
@@ -93,8 +94,8 @@ class ConfirmScreen(Dialog[bool]):
             with VerticalScroll(id="dialog-body"):
                 yield PlainStatic("\n".join(self._body))
             with Horizontal(id="dialog-buttons"):
-                yield Button(self._confirm_label, variant="error", id="confirm", compact=True)
-                yield Button("Cancel", variant="primary", id="cancel", compact=True)
+                yield self._confirm
+                yield self._cancel
 
     def on_button_pressed(self, event: Button.Pressed) -> None:
         event.stop()
@@ -104,8 +105,7 @@ class ConfirmScreen(Dialog[bool]):
         self.dismiss(False)
 
     def action_switch(self) -> None:
-        target = "#confirm" if self.focused is not None and self.focused.id == "cancel" else "#cancel"
-        self.query_one(target, Button).focus()
+        (self._confirm if self.focused is self._cancel else self._cancel).focus()
 
 
 class _Notice(Dialog[None]):
@@ -183,8 +183,11 @@ class PathsScreen(Dialog["dict[str, str] | None"]):
 
     def __init__(self, config: str | None, checkpoints: str | None, cache_root: str | None, missing: Sequence[str]) -> None:
         super().__init__()
-        self._values = {"config": config, "checkpoints": checkpoints, "cache_root": cache_root}
         self._missing = list(missing)
+        placeholders = {"config": "/path/to/run.yaml", "checkpoints": "/path/to/output_dir",
+                        "cache_root": "/dev/shm/fv-wcache"}
+        self._fields = {name: PathInput(value, placeholder=placeholders[name], id=f"path-{name}")
+                        for name, value in (("config", config), ("checkpoints", checkpoints), ("cache_root", cache_root))}
 
     def compose(self) -> ComposeResult:
         with Vertical(id="dialog", classes="paths"):
@@ -192,18 +195,18 @@ class PathsScreen(Dialog["dict[str, str] | None"]):
             if self._missing:
                 yield Static(Text("Not set: " + ", ".join(self._missing), style="yellow"))
             yield Label("Run config YAML", classes="field-label")
-            yield PathInput(self._values["config"], placeholder="/path/to/run.yaml", id="path-config")
+            yield self._fields["config"]
             yield Label("Checkpoints (output dir or one checkpoint-<step>; empty: from the config)", classes="field-label")
-            yield PathInput(self._values["checkpoints"], placeholder="/path/to/output_dir", id="path-checkpoints")
+            yield self._fields["checkpoints"]
             yield Label("Weight shard cache root", classes="field-label")
-            yield PathInput(self._values["cache_root"], placeholder="/dev/shm/fv-wcache", id="path-cache_root")
+            yield self._fields["cache_root"]
             yield Static(Text("→ accepts a completion, Tab moves, Enter applies, Esc cancels.", style="italic"))
             with Horizontal(id="dialog-buttons"):
                 yield Button("Apply", variant="success", id="apply", compact=True)
                 yield Button("Cancel", id="cancel", compact=True)
 
     def _result(self) -> dict[str, str]:
-        return {name: self.query_one(f"#path-{name}", PathInput).value.strip() for name in self._values}
+        return {name: field.value.strip() for name, field in self._fields.items()}
 
     def on_input_submitted(self, event: PathInput.Submitted) -> None:
         event.stop()

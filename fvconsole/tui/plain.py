@@ -25,7 +25,7 @@ from rich.text import Text
 from fvconsole.core.shared import clipped, pictured, printable
 
 #: Characters that markup parsing would change: tags (``[``), emoji codes (``:name:``).
-_MARKUP = re.compile(r"[\[:]")
+MARKUP_CHARACTER = re.compile(r"[\[:]")
 
 
 class PlainText(Text):
@@ -78,7 +78,7 @@ def table_cell(value: Any) -> Any:
     strings (cheap: thousands of rank rows are refilled at once)."""
     if isinstance(value, str):
         shown = printable(value)
-        if shown == value and not _MARKUP.search(value):
+        if shown == value and not MARKUP_CHARACTER.search(value):
             return value
         return Text(shown, end="", no_wrap=True)
     if isinstance(value, Text):

@@ -3,7 +3,7 @@ readable at any width, the cache usage bar, a progress row.
 
 Progress pattern (reusable by every view)::
 
-    progress = self.query_one(ProgressRow).start("writing …")   # on the event loop
+    progress = self._progress.start("writing …")   # on the event loop (a view keeps its ProgressRow)
     self.run_in_thread(lambda: core_op(plan, progress=progress), ...)
 
 ``ThreadProgress`` is a ``core.shared.progress.Progress`` callable: safe to call from the worker
@@ -19,7 +19,7 @@ import os
 import threading
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
-from typing import Any, ClassVar, TypeVar
+from typing import Any, ClassVar, Generic, TypeVar
 
 from rich.cells import cell_len
 from rich.segment import Segment
@@ -35,9 +35,19 @@ from textual.suggester import Suggester
 from textual.visual import visualize
 from textual.widget import Widget
 from textual.widgets import Checkbox, DataTable, Input, ProgressBar, Static
+from textual.widgets._data_table import RowRenderables, default_cell_formatter
 
 from fvconsole.core.shared import human_bytes, printable
-from fvconsole.tui.plain import ControlPictures, PlainText, fit_cell, fit_path, plain_content, table_cell
+from fvconsole.tui import state
+from fvconsole.tui.plain import (
+    MARKUP_CHARACTER,
+    ControlPictures,
+    PlainText,
+    fit_path,
+    plain_content,
+    table_cell,
+)
+from fvconsole.tui.table_drawing import FittedCell, LineCachedTable
 
 _T = TypeVar("_T")
 
@@ -149,21 +159,45 @@ class FitStatic(PlainStatic):
     ``show(build)``: ``build(width)`` returns the text, fitting each path in it to ``width``
     (:func:`~fvconsole.tui.plain.fitted`), so a long path loses its middle with a ``…`` instead
     of wrapping mid-name. ``update`` shows fixed content, as a ``PlainStatic`` does.
+
+    A new text as tall as the one shown is only repainted: the screen's layout (6-10 ms, every
+    widget of the view) runs only when the height changes, so a detail pane following the
+    cursor through entries of one shape costs no layout per move. ``hold``: a shorter text
+    keeps the height shown (blank lines below it), for a first glimpse that the full text
+    replaces a moment later. Each text is built once per width.
     """
 
     _build: Callable[[int], Any] | None = None
+    #: (width, text) of the current ``build``: the layout asks for the height, then render draws it.
+    _shown: tuple[int, Any] | None = None
+    #: The height a held text is drawn at (``show(..., hold=True)``).
+    _held = 0
 
-    def show(self, build: Callable[[int], Any]) -> None:
-        self._build = build
-        self.refresh(layout=True)
+    def show(self, build: Callable[[int], Any], *, hold: bool = False) -> None:
+        width, height = self.content_size
+        self._build, self._shown, self._held = build, None, height if hold else 0
+        if width and height and self._height(width) == height:
+            self.refresh()
+        else:
+            self.refresh(layout=True)
 
     def update(self, content: Any = "", *, layout: bool = True) -> None:
-        self._build = None
+        self._build, self._shown, self._held = None, None, 0
         super().update(content, layout=layout)
 
     def _built(self, width: int) -> Any:
         assert self._build is not None
-        return plain_content(self._build(max(width, 1)))
+        if self._shown is None or self._shown[0] != width:
+            text = plain_content(self._build(max(width, 1)))
+            short = self._held - visualize(self, text, markup=False).get_height(self.styles, width)
+            if short > 0 and isinstance(text, Text):
+                text = text.copy()
+                text.append("\n" * short)
+            self._shown = (width, text)
+        return self._shown[1]
+
+    def _height(self, width: int) -> int:
+        return visualize(self, self._built(width), markup=False).get_height(self.styles, width)
 
     def render(self) -> Any:
         if self._build is None:
@@ -174,7 +208,7 @@ class FitStatic(PlainStatic):
         """The height at ``width`` (layout asks before the size changes): built for that width."""
         if self._build is None or not width:
             return super().get_content_height(container, viewport, width)
-        return visualize(self, self._built(width), markup=False).get_height(self.styles, width)
+        return self._height(width)
 
 
 class TickBox(Checkbox):
@@ -202,16 +236,20 @@ class OneLine(HorizontalScroll):
     OneLine > PlainStatic { width: auto; text-wrap: nowrap; }
     """
 
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self._line = PlainStatic()
+
     def compose(self) -> ComposeResult:
-        yield PlainStatic()
+        yield self._line
 
     def update(self, content: Any) -> None:
-        self.query_one(PlainStatic).update(content)
+        self._line.update(content)
 
     @property
     def text(self) -> str:
         """What the line shows (plain)."""
-        rendered = self.query_one(PlainStatic).render()
+        rendered = self._line.render()
         return rendered.plain if isinstance(rendered, Text) else str(rendered)
 
 
@@ -384,62 +422,30 @@ class ProgressRow(Horizontal):
 
     DEFAULT_CSS = "ProgressRow { height: 1; display: none; }"
 
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self._bar = ProgressBar(show_eta=False)
+        self._label = PlainStatic()  # progress messages name files
+
     def compose(self) -> ComposeResult:
-        yield ProgressBar(show_eta=False)
-        yield PlainStatic()  # progress messages name files
+        yield self._bar
+        yield self._label
 
     def start(self, label: str, total: int | None = None) -> ThreadProgress:
         self.display = True
-        bar = self.query_one(ProgressBar)
-        bar.update(total=total, progress=0)
-        text = self.query_one(PlainStatic)
-        text.update(label)
-        return ThreadProgress(self.app, bar, text)
+        self._bar.update(total=total, progress=0)
+        self._label.update(label)
+        return ThreadProgress(self.app, self._bar, self._label)
 
     def stop(self) -> None:
         self.display = False
-
-
-class FittedCell:
-    """A table cell drawn in the width its column gives it, by :func:`plain.fit_cell`'s rule.
-
-    DataTable crops a one-line cell at the column's edge without a mark; every FastTable cell
-    (headers too) is drawn through this, so a cut is always visible as ``…``. Styles are kept
-    on what fits; a path elided in the middle keeps the cell's base style.
-    """
-
-    __slots__ = ("cell",)
-
-    def __init__(self, cell: Any) -> None:
-        self.cell = cell
-
-    def __rich_console__(self, console: Any, options: Any) -> Any:
-        cell = self.cell
-        width = options.max_width
-        if not isinstance(cell, Text) or "\n" in cell.plain or cell.cell_len <= width:
-            yield cell
-            return
-        plain = cell.plain
-        fitted = fit_cell(plain, width)
-        if fitted.endswith("…") and plain.startswith(fitted[:-1]):
-            text = cell[: len(fitted) - 1]
-            text.append("…")
-        else:
-            text = Text(fitted, style=cell.style, end="")
-        text.no_wrap, text.end = True, ""
-        yield text
-
-    def __rich_measure__(self, console: Any, options: Any) -> Any:
-        from rich.measure import Measurement
-
-        return Measurement.get(console, options, self.cell)
 
 
 #: Sort markers drawn after the sorted column's label.
 ASCENDING, DESCENDING = " ▲", " ▼"
 
 
-class FastTable(DataTable):
+class FastTable(LineCachedTable):
     """A DataTable that stays responsive with thousands of rows, shows data as plain text,
     moves with the keys people know (j/k, g/G, Home/End) and sorts by any column.
 
@@ -456,6 +462,8 @@ class FastTable(DataTable):
     over a second on the event loop). With fixed column widths and one-line rows there is
     nothing to measure, so only the virtual size is recomputed. Relies on DataTable
     internals of Textual 8 (pinned <9 in pyproject); falls back to the full path otherwise.
+    A page of rows not drawn before (pagedown) is drawn by :class:`LineCachedTable`
+    (``tui/table_drawing.py``): DataTable's lines, for a fraction of the work.
     """
 
     BINDINGS: ClassVar[list[BindingType]] = [
@@ -507,7 +515,7 @@ class FastTable(DataTable):
                    default: Any = None) -> Any:
         if not self._fitting:
             self._specs.append((label, key or str(label), width))
-        column = super().add_column(label, width=width, key=key, default=default)
+        column = super().add_column(label, width=width, key=key, default=table_cell(default))
         self._labels[column.value] = Text(label) if isinstance(label, str) else label
         if not self._fitting:
             self.call_after_refresh(self.fit_columns)
@@ -641,30 +649,41 @@ class FastTable(DataTable):
     # ------------------------------------------------------------ fit
 
     def _compute_row_renderables(self, row_index: int) -> Any:
-        """Every cell (header included) drawn by the one fit rule (:class:`FittedCell`)."""
-        row = super()._compute_row_renderables(row_index)
-        return type(row)(row.label, [FittedCell(cell) for cell in row.cells])
+        """Every cell (header included) drawn by the one fit rule (:class:`FittedCell`).
+
+        A string cell is plain already (``plain.table_cell`` keeps a string only without a
+        markup character), so in a one-line row it becomes Text as it is: DataTable would
+        run it through Rich's markup parser (a tenth of drawing a page of new rows)."""
+        row_key = self._row_locations.get_key(row_index) if row_index >= 0 else None
+        meta = self.rows.get(row_key) if row_key is not None else None
+        if meta is None or meta.height != 1 or self._should_render_row_labels:
+            row = super()._compute_row_renderables(row_index)
+            return type(row)(row.label, [FittedCell(cell) for cell in row.cells])
+        values = self._data.get(row_key, {})
+        return RowRenderables(None, [FittedCell(_one_line_cell(values.get(column.key)))
+                                     for column in self.ordered_columns])
 
     def render_line(self, y: int) -> Strip:
         """A line; when the table is wider than its view, a cell cut at the right edge ends with ``…``.
 
         A table with more columns than fit (the fleet's key × node matrix) scrolls sideways:
-        the column at the edge is cut by the view, not by :class:`FittedCell`, so it gets its mark here.
+        the column at the edge is cut by the view, not by :class:`FittedCell`, so it gets its mark
+        here, in the last column the view shows (left of a vertical scrollbar, which covers the rest).
         """
         strip = super().render_line(y)
-        width = self.size.width
+        shown = self.scrollable_content_region.width
         scroll_x = int(self.scroll_offset.x)
-        if self.fixed_columns or self.virtual_size.width <= scroll_x + width or width < 2:
+        if self.fixed_columns or self.virtual_size.width <= scroll_x + shown or shown < 2:
             return strip
         header = self.header_height if self.show_header else 0
         try:
             row_key, offset = self._get_offsets(y if y < header else y + int(self.scroll_offset.y))
-            _fixed, cells = self._render_line_in_row(row_key, offset, self.rich_style,
+            _fixed, cells = self._render_line_in_row(row_key, offset, self._frame_style(),
                                                      cursor_location=self.cursor_coordinate,
                                                      hover_location=self.hover_coordinate)
         except LookupError:
             return strip
-        edge = scroll_x + width
+        edge = scroll_x + shown
         start = 0
         for cell in cells:  # the cell the edge cuts, and whether text of it lies beyond the edge
             cell_width = sum(segment.cell_length for segment in cell)
@@ -675,9 +694,10 @@ class FastTable(DataTable):
             return strip
         if not Strip(cell).crop(edge - start, cell_width).text.strip():
             return strip  # only the cell's padding (or blanks) is beyond: nothing is hidden
-        last = strip.crop(width - 1, width)
+        last = strip.crop(shown - 1, shown)
         style = last._segments[0].style if last._segments else None
-        return Strip([*strip.crop(0, width - 1)._segments, Segment("…", style)], width)
+        return Strip([*strip.crop(0, shown - 1)._segments, Segment("…", style),
+                      *strip.crop(shown, strip.cell_length)._segments], strip.cell_length)
 
     # ------------------------------------------------------------ speed
 
@@ -691,6 +711,85 @@ class FastTable(DataTable):
         width = sum(c.get_render_width(self) for c in self.columns.values()) + self._row_label_column_width
         header = self.header_height if self.show_header else 0
         self.virtual_size = Size(width, self._total_row_height + header)
+
+
+class ListingTable(FastTable, Generic[_T]):
+    """A view's listing, filled from memory: the columns of ``COLUMNS`` (label, key, width),
+    sorted by ``SORT_KEYS``, filtered by ``filter_text``; across refills the cursor stays on its
+    row (``selected``: the row key under it), and ``shown`` holds the items the filter lets
+    through, in the table's order.
+
+    A subclass (``CacheTable``, ``CheckpointTable``, ``HistoryTable``) holds its items in a
+    reactive of its own, bound to its view's state, whose watcher calls :meth:`refill`; it
+    says, per item, its row key, its cells and the text the filter matches.
+    """
+
+    COLUMNS: ClassVar[Sequence[tuple[str, str, int]]] = ()
+    SORT_KEYS: ClassVar[dict[str, Callable[[Any], Any]]] = {}
+
+    filter_text: var[str] = var("", init=False)
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(cursor_type="row", zebra_stripes=True,
+                         sortable=[key for _label, key, _width in self.COLUMNS if key in self.SORT_KEYS], **kwargs)
+        self.shown: list[_T] = []
+        self.selected: str | None = None
+
+    def on_mount(self) -> None:
+        for label, key, width in self.COLUMNS:
+            self.add_column(label, key=key, width=width)
+
+    def watch_filter_text(self) -> None:
+        self.refill()
+
+    def on_fast_table_sorted(self) -> None:
+        self.refill()  # and on to the view, which says the order
+
+    def on_data_table_row_highlighted(self, event: DataTable.RowHighlighted) -> None:
+        if event.row_key is not None and event.row_key.value is not None:
+            self.selected = event.row_key.value
+
+    # ------------------------------------------------------------ what a subclass says
+
+    def items(self) -> Iterable[_T]:
+        """Every item, shown or not, in their own order."""
+        raise NotImplementedError
+
+    def row_key(self, item: _T) -> str:
+        raise NotImplementedError
+
+    def cells(self, item: _T, now: float) -> Sequence[Any]:
+        """The item's cells, one per column (``now``: one clock for every age of a refill)."""
+        raise NotImplementedError
+
+    def haystack(self, item: _T) -> str:
+        """What the filter looks in (lower case)."""
+        raise NotImplementedError
+
+    # ------------------------------------------------------------ refill
+
+    def refill(self) -> None:
+        """Rebuild the rows from the items: sorted, filtered, the cursor kept on its row."""
+        previous = self.selected
+        self.clear()
+        text, now = self.filter_text, state.now()
+        self.shown = [i for i in self.ordered(self.items(), self.SORT_KEYS) if not text or text in self.haystack(i)]
+        for item in self.shown:
+            self.add_row(*self.cells(item, now), key=self.row_key(item))
+        if previous is not None and previous in self.rows:
+            self.move_cursor(row=self.get_row_index(previous))
+        elif not self.shown:
+            self.selected = None
+
+
+def _one_line_cell(value: Any) -> Any:
+    """What DataTable's ``default_cell_formatter`` makes of a one-line row's cell, without its
+    markup parse for a string that has no markup character (``plain.table_cell``'s)."""
+    if isinstance(value, str) and not MARKUP_CHARACTER.search(value):
+        return Text(value, no_wrap=True, end="")
+    if value is None:
+        return Text(no_wrap=True, end="")
+    return default_cell_formatter(value, wrap=False, height=1) or Text(no_wrap=True, end="")
 
 
 def _sortable(value: Any) -> tuple[int, Any]:

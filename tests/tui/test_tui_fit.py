@@ -184,6 +184,68 @@ def test_the_lean_installs_next_id_cells_are_whole_or_marked(work: dict[str, str
     run(work, size, body)
 
 
+@pytest.mark.parametrize("size", [(120, 40), (200, 60)])
+def test_a_long_cache_listing_fits_beside_its_scrollbar(tmp_path, size) -> None:
+    # More entries than rows on screen: the table has a vertical scrollbar, and its columns
+    # (70 cells) still fit beside it. In a 70-cell table the scrollbar covered the last-used
+    # column's end, unmarked ("1100d 3h a"), and a horizontal scrollbar appeared.
+    import time
+
+    from fvconsole.demo.cache_builders import write_cache_entry
+
+    root = tmp_path / "cache"
+    long_ago = time.time() - 1100 * 86400  # the widest ages: "1100d 3h ago"
+    for i in range(80):
+        write_cache_entry(root, num_shards=1, tensor_bytes=64, last_used=long_ago - i * 3600, seed=i)
+
+    async def body(app: FvConsoleApp, pilot) -> None:
+        await press(app, pilot, "3")
+        table = app.query_one("#cache-table", DataTable)
+        assert table.row_count == 80 and table.show_vertical_scrollbar
+        assert not table.show_horizontal_scrollbar
+        assert table.virtual_size.width <= table.scrollable_content_region.width
+        assert check_cells(app, table) >= 6 * 20
+        await press(app, pilot, "pagedown")
+        assert table.cursor_row > 20
+        assert check_cells(app, table) >= 6 * 20
+
+    run({"cache": str(root)}, size, body)
+
+
+def test_a_cell_cut_by_the_view_is_marked_left_of_the_scrollbar() -> None:
+    # A table that scrolls sideways and down (the fleet's matrix of many keys): the cell the
+    # view cuts ends with "…" in the last column shown, not under the vertical scrollbar.
+    from textual.app import App
+
+    from fvconsole.tui.widgets import FastTable
+
+    class Wide(App[None]):
+        def compose(self):
+            yield FastTable(id="wide", cursor_type="row")
+
+        def on_mount(self) -> None:
+            table = self.query_one(FastTable)
+            for i in range(8):
+                table.add_column(f"column {i}", key=f"c{i}", width=12)
+            for r in range(60):
+                table.add_row(*(f"row{r:02d}-cell{i}-x" for i in range(8)), key=str(r))
+
+    async def main() -> None:
+        app = Wide()
+        async with app.run_test(size=(50, 20)) as pilot:
+            await pilot.pause()
+            table = app.query_one(FastTable)
+            assert table.show_vertical_scrollbar and table.show_horizontal_scrollbar
+            lines = screen_lines(app)
+            region = table.scrollable_content_region
+            assert region.right < table.content_region.right  # the scrollbar's columns
+            for y in range(region.y, region.bottom):
+                assert lines[y][region.right - 1] == "…", lines[y]
+            assert check_cells(app, table, lines) >= 3 * 10
+
+    asyncio.run(main())
+
+
 @pytest.fixture
 def fleet_nodes(tmp_path) -> dict[str, str]:
     """Three nodes with long names whose caches (under a long root) hold long keys."""

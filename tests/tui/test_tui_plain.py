@@ -64,3 +64,34 @@ def test_no_raw_control_survives(value: str) -> None:
     for shown in (PlainText(value).plain, PlainText().append(value).plain, safe_text(Text(value)).plain,
                   str(table_cell(value))):
         assert not any(ord(ch) < 0x20 and ch != "\n" or 0x7F <= ord(ch) <= 0x9F for ch in shown), repr(shown)
+
+
+def test_a_table_draws_every_cell_plain_a_new_columns_default_too() -> None:
+    # FastTable makes a string cell Text without Rich's markup parser (plain.table_cell keeps a
+    # string only without a markup character); a column's default, which DataTable stores for
+    # the rows already there without add_row, goes through table_cell too.
+    import asyncio
+
+    from textual.app import App
+
+    from fvconsole.tui.widgets import FastTable
+
+    class One(App[None]):
+        def compose(self):
+            yield FastTable(id="t")
+
+    async def main() -> list[str]:
+        app = One()
+        async with app.run_test(size=(120, 6)) as pilot:
+            table = app.query_one(FastTable)
+            table.add_column("id", key="id", width=24)
+            table.add_row("[/]s52 :warning:", key="a")
+            table.add_row("plain-0001", key="b")
+            table.add_column("note", key="note", width=40, default=f"[b]x{CONTROL}")
+            await pilot.pause()
+            return [table.render_line(y).text for y in (1, 2)]
+
+    first, second = asyncio.run(main())
+    assert "[/]s52 :warning:" in first and "plain-0001" in second
+    for line in (first, second):
+        assert "[b]x\\x1b]0;pwned\\x07\\x1b[2J" in line and "\x1b" not in line and "\x07" not in line

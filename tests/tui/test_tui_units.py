@@ -228,3 +228,45 @@ def test_styles_ship_with_the_package(tmp_path) -> None:
     names = set(zipfile.ZipFile(wheel).namelist())
     shipped = {f"fvconsole/tui/styles/{p.name}" for p in styles.iterdir() if p.name.endswith(".tcss")}
     assert len(shipped) == 3 and shipped <= names, shipped - names
+
+
+def test_a_fit_static_lays_the_screen_out_again_only_when_its_height_changes() -> None:
+    # A detail pane following the cursor re-ran the whole screen's layout on every move; a text
+    # as tall as the one shown is only repainted, and a held glimpse keeps the height it replaces.
+    from textual.app import App, ComposeResult
+    from textual.containers import VerticalScroll
+
+    from fvconsole.tui.widgets import FitStatic
+
+    def lines(*words: str):
+        return lambda width: "\n".join(words)
+
+    class Pane(App[None]):
+        def compose(self) -> ComposeResult:
+            with VerticalScroll():
+                yield FitStatic(id="pane")
+
+    async def main() -> None:
+        app = Pane()
+        async with app.run_test(size=(40, 20)) as pilot:
+            pane = app.query_one(FitStatic)
+            layouts = []
+            screen_layout = app.screen._refresh_layout
+            app.screen._refresh_layout = lambda *a, **k: (layouts.append(1), screen_layout(*a, **k))[1]
+
+            async def shown(build, **kwargs) -> tuple[int, str, int]:
+                before = len(layouts)
+                pane.show(build, **kwargs)
+                await pilot.pause()
+                await pilot.pause()
+                return pane.size.height, str(pane.render()), len(layouts) > before
+
+            height, text, laid_out = await shown(lines("a", "b", "c", "d", "e"))
+            assert (height, text) == (5, "a\nb\nc\nd\ne") and laid_out
+            assert await shown(lines("v", "w", "x", "y", "z")) == (5, "v\nw\nx\ny\nz", False)
+            assert await shown(lines("1", "2", "3", "4", "5", "6", "7", "8")) == (8, "1\n2\n3\n4\n5\n6\n7\n8", True)
+            assert await shown(lines("p", "q"), hold=True) == (8, "p\nq" + "\n" * 6, False)
+            assert await shown(lines("k", "l", "m", "n", "o", "p", "q", "r")) == (8, "k\nl\nm\nn\no\np\nq\nr", False)
+            assert await shown(lines("one")) == (1, "one", True)
+
+    asyncio.run(main())
