@@ -96,7 +96,7 @@ def main() -> int:
     failed = 0
     for command, kind in zip(commands, kinds, strict=True):
         if kind.startswith("console"):
-            cmd = [sys.executable, os.path.join(HERE, "pty_console.py"), "--expect", "checkpoint(s)",
+            cmd = [sys.executable, os.path.join(HERE, "pty_console.py"), "--expect", "checkpoints,",
                    "--expect", "Quit", "--timeout", "120", "--", "bash", "-c", command]
             code = subprocess.run(cmd).returncode
         else:

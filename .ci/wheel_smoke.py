@@ -143,7 +143,7 @@ def main() -> int:
     if os.path.exists(target):
         failed += _fail(f"the refused demo made {target}")
 
-    cmd = [sys.executable, os.path.join(HERE, "pty_console.py"), "--expect", "checkpoint(s)", "--expect", "Quit",
+    cmd = [sys.executable, os.path.join(HERE, "pty_console.py"), "--expect", "checkpoints,", "--expect", "Quit",
            "--timeout", "120", "--", "bash", "-c", console]
     code = subprocess.run(cmd, env=env).returncode
     print(f"wheel_smoke: console: exit {code}")

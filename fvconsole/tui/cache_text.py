@@ -6,7 +6,7 @@ path must fit), so the view's widgets draw them and tests read them without an a
 from __future__ import annotations
 
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 
 from rich.text import Text
 
@@ -15,14 +15,13 @@ from fvconsole.core.cache import (
     CacheEntryDetail,
     CacheScan,
     EntryVerification,
-    EvictionPlan,
-    EvictionResult,
+    LockedEviction,
     shards_text,
 )
 from fvconsole.core.shared import head_tail, human_age, human_bytes, plural, printable
 from fvconsole.tui import state
 from fvconsole.tui.plain import PlainText, fit_cell, fitted
-from fvconsole.tui.wording import free_target_text, skip_text
+from fvconsole.tui.wording import skip_text
 
 STATUS_STYLE = {"complete": "green", "partial": "cyan", "incomplete": "yellow", "empty": "yellow", "invalid": "bold red"}
 MARK = "●"
@@ -60,9 +59,9 @@ def root_text(scan: CacheScan, entries: Sequence[CacheEntry], width: int) -> Pla
     if any(e.writing for e in entries):
         text.append(" · * being written", style="grey62")
     if scan.foreign:
-        text.append(f" · {len(scan.foreign)} foreign item(s) ignored", style="grey62")
+        text.append(f" · {plural(len(scan.foreign), 'foreign item')} ignored", style="grey62")
     if scan.foreign_gc_counted:
-        text.append(f" · {len(scan.foreign_gc_counted)} foreign dir(s): FastVideo's GC counts these and may "
+        text.append(f" · {plural(len(scan.foreign_gc_counted), 'foreign dir')}: FastVideo's GC counts these and may "
                     "delete them", style="yellow")
     held = sum(1 for e in entries if e.in_use_by)
     if held:
@@ -121,7 +120,7 @@ def verification_text(entry: CacheEntry, result: EntryVerification, text: PlainT
         text.append(f"  not verifiable: {result.not_verifiable}\n", style="yellow")
         return
     if result.ok:
-        text.append(f"  ✓ {len(result.shards_checked)} shard(s) agree with the manifest\n", style="green")
+        text.append(f"  ✓ {plural(len(result.shards_checked), 'shard')} agree with the manifest\n", style="green")
         return
     for problem in result.problems[:20]:
         text.append(f"  ✗ {problem.text()}\n", style="bold red")
@@ -157,28 +156,23 @@ def detail_text(entry: CacheEntry, detail: CacheEntryDetail, scan: CacheScan | N
     return text
 
 
-def evicted_summary(result: EvictionResult) -> str:
-    return f"evicted {plural(len(result.evicted), 'entry', 'entries')}, freed {human_bytes(result.freed_bytes)}"
-
-
-def evicted_text(plan: EvictionPlan, result: EvictionResult, warnings: Iterable[str], now: float) -> PlainText:
-    """The eviction's report under the table: what was deleted, errors, warnings, what was left and why."""
-    text = PlainText().append(("✓ " if result.ok else "✗ ") + evicted_summary(result) + "\n",
+def evicted_text(done: LockedEviction, now: float) -> PlainText:
+    """The eviction's report under the table, in the result's own words (``EvictionResult.summary``,
+    ``fs_free_text``, ``LockedEviction.target_line`` with the dialog's names): what was deleted,
+    errors, warnings, what was left and why."""
+    plan, result = done.plan, done.result
+    text = PlainText().append(("✓ " if result.ok else "✗ ") + result.summary + "\n",
                               style="bold green" if result.ok else "bold red")
-    if plan.free_space is not None:
-        before, after = (human_bytes(v) if v is not None else "?" for v in (result.fs_free_before,
-                                                                             result.fs_free_after))
-        text.append(f"  filesystem free {before} → {after}; "
-                    f"target {human_bytes(plan.free_space.target_bytes)} "
-                    f"({free_target_text(plan.free_space.target)}): {result.target_outcome}\n",
-                    style="green" if result.target_reached else "bold yellow")
+    target = done.target_line(flags=False)
+    if target is not None:
+        text.append(f"  {result.fs_free_text}; {target}\n", style="green" if result.target_reached else "bold yellow")
     for entry in result.evicted[:12]:
         text.append(f"  ✓ {entry.key} {human_bytes(entry.bytes):>10}  deleted\n", style="green")
     if len(result.evicted) > 12:
         text.append(f"  … {len(result.evicted) - 12} more deleted\n", style="green")
     for error in result.errors[:12]:
         text.append(f"  ✗ error: {error}\n", style="bold red")
-    for warning in warnings:  # what `cache evict --yes` prints as warning: lines
+    for warning in done.warnings:  # what `cache evict --yes` prints as warning: lines
         text.append(f"  ⚠ {warning}\n", style="bold yellow")
     for skipped in result.skipped[len(plan.skipped):][:12]:
         line = skip_text(skipped.why, None, now, plan.grace_seconds)

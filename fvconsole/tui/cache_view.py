@@ -446,13 +446,13 @@ class CacheView(BaseView):
     def on_cache_evicted(self, message: CacheEvicted) -> None:
         self._busy = False
         self._progress.stop()
-        plan, result = message.plan, message.result
-        summary = cache_text.evicted_summary(result)
-        self._report.report = cache_text.evicted_text(plan, result, message.done.warnings, state.now())
+        result = message.result
+        summary = result.summary
+        self._report.report = cache_text.evicted_text(message.done, state.now())
         if result.ok:
             self.notify(summary)
         else:
-            self.notify(f"eviction failed part-way: {summary}; {len(result.errors)} error(s)", severity="error",
+            self.notify(f"eviction failed part-way: {summary}; {plural(len(result.errors), 'error')}", severity="error",
                         timeout=10)
             self.app.push_screen(ErrorScreen("Eviction failed part-way", "\n".join(
                 [summary, "", *result.errors[:40]])))

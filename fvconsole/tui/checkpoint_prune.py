@@ -22,7 +22,7 @@ from fvconsole.core.retention import (
     prune_under_lock,
     scan_output_dir,
 )
-from fvconsole.core.shared import human_bytes
+from fvconsole.core.shared import human_bytes, plural
 from fvconsole.tui import state
 from fvconsole.tui.messages import CheckpointsPruned, PruneFailed, PrunePlanned
 from fvconsole.tui.modals import ConfirmScreen, ErrorScreen
@@ -52,7 +52,7 @@ def confirm_lines(plan: PrunePlan) -> list[str]:
 
 def result_summary(done: LockedPrune) -> str:
     result = done.result
-    return f"pruned {len(result.removed)} checkpoint(s), freed {human_bytes(result.freed_bytes)}"
+    return f"pruned {plural(len(result.removed), 'checkpoint')}, freed {human_bytes(result.freed_bytes)}"
 
 
 def result_lines(done: LockedPrune) -> list[str]:
@@ -111,7 +111,7 @@ class PruneMarks:
                              if k.step in plan.rules.marked)
             self.notify(f"nothing to prune: {kept}", severity="warning", timeout=10)
             return
-        self.app.push_screen(ConfirmScreen(f"Prune {len(plan.delete)} checkpoint(s)?", confirm_lines(plan), "Prune"),
+        self.app.push_screen(ConfirmScreen(f"Prune {plural(len(plan.delete), 'checkpoint')}?", confirm_lines(plan), "Prune"),
                              lambda ok: self._prune_confirmed(plan, ok))
 
     def _prune_confirmed(self, plan: PrunePlan, ok: bool | None) -> None:

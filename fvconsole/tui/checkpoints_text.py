@@ -15,7 +15,7 @@ from rich.text import Text
 
 from fvconsole.core.checkpoints import CheckpointDetail, RunKind
 from fvconsole.core.formats import Mismatch
-from fvconsole.core.shared import human_age, human_bytes
+from fvconsole.core.shared import human_age, human_bytes, plural
 from fvconsole.tui.checkpoint_rows import CheckpointRow
 from fvconsole.tui.plain import PlainText, fitted
 from fvconsole.tui.wording import reason_text
@@ -36,12 +36,12 @@ def render_mismatches(mismatches: tuple[Mismatch, ...] | None, limit: int = 40) 
     critical = [m for m in mismatches if m.critical]
     other = [m for m in mismatches if not m.critical]
     if critical:
-        text.append(f"✗ {len(critical)} critical mismatch(es): migration will refuse\n", style="bold red")
+        text.append(f"✗ {plural(len(critical), 'critical mismatch', 'critical mismatches')}: migration will refuse\n", style="bold red")
     for m in critical:
         text.append(f"  {m.path}\n", style="bold red")
         text.append(f"    checkpoint={m.checkpoint!r}  config={m.config!r}\n", style="red")
     if other:
-        text.append(f"{len(other)} other difference(s) (not critical):\n", style="yellow")
+        text.append(f"{plural(len(other), 'other difference')} (not critical):\n", style="yellow")
     _mismatch_lines(text, other, limit, "grey62")
     return text
 
@@ -64,7 +64,7 @@ def critical_first(mismatches: tuple[Mismatch, ...] | None, limit: int = 3) -> T
     text = PlainText()
     if not critical:
         return text
-    text.append(f"✗ {len(critical)} critical mismatch(es): migration will refuse\n", style="bold red")
+    text.append(f"✗ {plural(len(critical), 'critical mismatch', 'critical mismatches')}: migration will refuse\n", style="bold red")
     _mismatch_lines(text, critical, limit, "red", " in the report below")
     return text
 
@@ -103,7 +103,7 @@ def counts_text(rows: Sequence[CheckpointRow], path: str, filter_text: str, show
     legacy = sum(1 for r in rows if r.info.kind == "legacy")
     migrated = sum(1 for r in rows if r.migrated)
     text = PlainText().append(fitted(path, width), style="bold")
-    text.append(f"\n{len(rows)} checkpoint(s), {legacy} legacy")
+    text.append(f"\n{plural(len(rows), 'checkpoint')}, {legacy} legacy")
     if migrated:
         text.append(f" ({migrated} migrated)", style="green")
     if filter_text:

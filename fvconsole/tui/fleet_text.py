@@ -157,7 +157,7 @@ def confirm_body(root: str, preview: Any) -> list[str]:
     rows = [o for o in preview.outcomes if o.ok and plans.get(o.node)]
     body += elided(rows, node_line, lambda n: f"  … {n} more nodes", 10, 3)
     if failed:
-        body.append(f"{len(failed)} node(s) failed to plan and will not be touched: "
+        body.append(f"{plural(len(failed), 'node')} failed to plan and will not be touched: "
                     f"{compress_hostlist(o.node for o in failed)}")
     body += [f"⚠ {warning}" for warning in preview.warnings]
     body.append("Each node re-checks every entry right before deleting it; symlinks are never followed.")

@@ -24,7 +24,7 @@ from textual.widgets import Button, Input
 
 from fvconsole.core.cache import INVALID_SELECTS, EvictionSelectors
 from fvconsole.core.fleet import compress_hostlist
-from fvconsole.core.shared import printable
+from fvconsole.core.shared import plural, printable
 from fvconsole.tui import fleet_text as ft
 from fvconsole.tui.base import BaseView, describe_error
 from fvconsole.tui.fleet_panels import FleetForm, KeyMatrix, NodeTable
@@ -244,7 +244,7 @@ class FleetView(BaseView):
         failed = [o for o in preview.outcomes if not o.ok]
         self._detail.update(ft.preview_text(what, preview))
         if not any(preview.node_keys.values()):
-            self.notify(f"{what}: nothing to evict" + (f" ({len(failed)} node(s) failed)" if failed else ""),
+            self.notify(f"{what}: nothing to evict" + (f" ({plural(len(failed), 'node')} failed)" if failed else ""),
                         severity="warning")
             return
         self.app.push_screen(ConfirmScreen(f"{what.capitalize()}?", ft.confirm_body(root, preview), "Evict"),
@@ -272,7 +272,7 @@ class FleetView(BaseView):
         summary = ft.executed_summary(result)
         self._detail.update(ft.executed_text(result))
         if failed:
-            self.notify(f"{summary}; {len(failed)} node(s) failed: {compress_hostlist(o.node for o in failed)}",
+            self.notify(f"{summary}; {plural(len(failed), 'node')} failed: {compress_hostlist(o.node for o in failed)}",
                         severity="error", timeout=10)
         else:
             self.notify(summary)

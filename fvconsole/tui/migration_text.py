@@ -15,7 +15,7 @@ from fvconsole.core.migration import (
     NextSampleIds,
     PublishedSet,
 )
-from fvconsole.core.shared import Reason
+from fvconsole.core.shared import Reason, plural
 from fvconsole.tui.checkpoints_text import export_line, render_mismatches
 from fvconsole.tui.plain import PlainText
 from fvconsole.tui.wording import reason_text, refusal_text
@@ -107,7 +107,7 @@ def mismatch_report(preview: MigrationPreview) -> Text:
 
 def refusal_banner(preview: MigrationPreview) -> Text:
     """``✗ REFUSED`` and one line per refusal, worded with the form's own fields and checkboxes."""
-    text = PlainText(f"✗ REFUSED: {len(preview.refusals)} problem(s); nothing can be written")
+    text = PlainText(f"✗ REFUSED: {plural(len(preview.refusals), 'problem')}; nothing can be written")
     for refusal in preview.refusals:
         text.append("\n  • ").append(refusal_text(refusal.why))
     return text

@@ -33,7 +33,7 @@ from fvconsole.core.migration import (
     run_migration,
     verify_sidecars,
 )
-from fvconsole.core.shared import FvError, PartialFailure, Progress
+from fvconsole.core.shared import FvError, PartialFailure, Progress, plural
 from fvconsole.tui import migration_text as mt
 from fvconsole.tui.base import BaseView, describe_error
 from fvconsole.tui.checkpoints_text import export_line
@@ -393,14 +393,14 @@ class MigrationView(BaseView):
         result = message.result
         if result.ok:
             self._export = export_line(result.sidecar_dir or self._form.output_dir)
-            text = PlainText(f"✓ verify: {len(result.ranks)} sidecar(s) match the plan (y copies the export line)")
+            text = PlainText(f"✓ verify: {plural(len(result.ranks), 'sidecar')} match the plan (y copies the export line)")
             upstream = result.upstream_validation
             if upstream is not None:
                 text.append(f"\n✓ {upstream.summary()}")
             self.verdict = (text, "ok")
             self.notify("sidecars verified")
             return
-        text = PlainText(f"✗ verify failed: {len(result.problems)} problem(s)\n")
+        text = PlainText(f"✗ verify failed: {plural(len(result.problems), 'problem')}\n")
         for problem in result.problems[:20]:
             text.append(f"  {describe_error(FvError(problem))}\n")
         self.verdict = (text, "refused")

@@ -73,7 +73,7 @@ _TEXTS = {
                                   "(a reshard confirms the source's)",
     "consumed_batches_per_rank.source": "the form says {given}, but the checkpoint's loader state says {actual} "
                                         "(epoch {epoch} × {per_epoch} batches + {yielded} samples / batch {batch})",
-    "output_dir.has_sidecars": "{path} already holds {count} sidecars (e.g. {example})",
+    "output_dir.has_sidecars": "{path} already holds {sidecars} (e.g. {example})",
     "skip.kept": "kept",
     "skip.missing": "no longer in the cache",
     "skip.symlink_not_sized": "a symlinked entry: never evicted to make room under the cap (mark it and press e)",

@@ -18,7 +18,7 @@ import pytest
 REPO = Path(__file__).resolve().parents[2]
 
 #: The packages whose every string literal is read.
-PACKAGES = ("fvconsole/core", "fvconsole/cli")
+PACKAGES = ("fvconsole/core", "fvconsole/cli", "fvconsole/tui")
 
 #: A word, then the plural's ending in parentheses: "file(s)", "match(es)", "entr(ies)", "{noun}(s)".
 SPELLED_PLURAL = re.compile(r"\w\((?:s|es|ies)\)")

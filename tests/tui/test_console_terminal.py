@@ -19,7 +19,7 @@ DRIVER = pathlib.Path(__file__).resolve().parents[2] / ".ci" / "pty_console.py"
 def test_demo_opens_the_console_in_a_terminal_and_quits_on_q(tmp_path) -> None:
     root = tmp_path / "ws"
     proc = subprocess.run(
-        [sys.executable, str(DRIVER), "--expect", "checkpoint(s)", "--expect", "Quit", "--timeout", "180",
+        [sys.executable, str(DRIVER), "--expect", "checkpoints,", "--expect", "Quit", "--timeout", "180",
          "--", sys.executable, "-m", "fvconsole", "demo", str(root)],
         capture_output=True, text=True, timeout=240,
     )

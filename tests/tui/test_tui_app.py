@@ -92,7 +92,7 @@ async def test_migration_through_modal_equals_cli(work: dict[str, str], tmp_path
         assert not isinstance(app.screen, ConfirmScreen)
         assert app.query_one("#mig-export").text == "export FASTVIDEO_DATALOADER_STATE_DIR=" + out
         await press(app, pilot, "ctrl+y")
-        assert "verify: 8 sidecar(s) match" in str(app.query_one("#mig-banner").render())
+        assert "verify: 8 sidecars match" in str(app.query_one("#mig-banner").render())
 
     cli_out = str(tmp_path / "cli-sidecars")
     ckpt = os.path.join(work["output"], "checkpoint-300")
@@ -590,7 +590,7 @@ async def test_verify_shows_fastvideos_validation_when_it_holds(work: dict[str, 
         app.query_one("#mig-output").value = validated
         await press(app, pilot, "ctrl+y")
         banner = " ".join(str(app.query_one("#mig-banner").render()).split())
-        assert "verify: 8 sidecar(s) match" in banner
+        assert "verify: 8 sidecars match" in banner
         assert "validated in FastVideo's loader on 8 ranks at 20" in banner
         receipt = os.path.join(validated, "fastvideo-validation.json")
         with open(receipt) as fh:

@@ -74,7 +74,7 @@ async def test_mark_confirm_and_prune(out: Path, tmp_path: Path) -> None:
         await press(app, pilot, "p")
         await wait_until(pilot, lambda: isinstance(app.screen, ConfirmScreen), "the confirmation")
         await press(app, pilot, "left", "enter")
-        await wait_until(pilot, lambda: any(n.startswith("pruned 2 checkpoint(s)") for n in notes(app)), "the prune")
+        await wait_until(pilot, lambda: any(n.startswith("pruned 2 checkpoints") for n in notes(app)), "the prune")
     assert sorted(p.name for p in out.iterdir()) == ["checkpoint-300", "checkpoint-400"]
     [line] = journal.read_text().splitlines()
     assert json.loads(line)["items"] == ["checkpoint-200", "checkpoint-100"]

@@ -350,7 +350,7 @@ def test_a_migrated_checkpoint_is_recognised_and_offered_after_a_restart(work: d
         assert app._clipboard == export
         assert any(f"sent to the terminal's clipboard: {export}" == str(n.message) for n in app._notifications)
         await press(app, pilot, "ctrl+y")
-        assert "verify: 8 sidecar(s) match" in str(app.query_one("#mig-banner").render())
+        assert "verify: 8 sidecars match" in str(app.query_one("#mig-banner").render())
 
     run(work, (200, 60), body)
 

@@ -147,10 +147,20 @@ class EvictionResult:
         return f"evicted {plural(len(self.evicted), 'entry', 'entries')} from {self.root} on {self.hostname}"
 
     @property
+    def summary(self) -> str:
+        """``evicted 3 entries, freed 1.2 GiB``: the result in a few words (the console's report and notice)."""
+        return f"evicted {plural(len(self.evicted), 'entry', 'entries')}, freed {human_bytes(self.freed_bytes)}"
+
+    @property
+    def fs_free_text(self) -> str:
+        """``filesystem free 10.0 GiB -> 11.2 GiB`` (``?`` for a side not measured)."""
+        before, after = (human_bytes(v) if v is not None else "?" for v in (self.fs_free_before, self.fs_free_after))
+        return f"filesystem free {before} -> {after}"
+
+    @property
     def freed_line(self) -> str:
         """``freed 1.2 GiB (measured); filesystem free 10.0 GiB -> 11.2 GiB``."""
-        return (f"freed {human_bytes(self.freed_bytes)} (measured); filesystem free "
-                f"{human_bytes(self.fs_free_before)} -> {human_bytes(self.fs_free_after)}")
+        return f"freed {human_bytes(self.freed_bytes)} (measured); {self.fs_free_text}"
 
     @property
     def evicted_text(self) -> str:
