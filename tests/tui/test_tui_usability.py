@@ -18,6 +18,7 @@ from tour import line_slice, press, screen_lines, settle
 
 from fvconsole.cli import main as cli_main
 from fvconsole.core.cache import scan_cache
+from fvconsole.core.shared import human_bytes
 from fvconsole.demo.cache_builders import write_cache_entry
 from fvconsole.demo.workspace import DemoWorkspace
 from fvconsole.tui import cache_view, state
@@ -252,7 +253,7 @@ def test_marks_show_a_running_count_and_size_with_select_all_invert_clear(work: 
         marked = keys[:2]
         total = sum(entries[k].bytes for k in marked)
         assert app.query_one(cache_view.CacheView).marked == set(marked)
-        assert "2 marked" in status(app) and cache_view.human_bytes(total) in status(app)
+        assert "2 marked" in status(app) and human_bytes(total) in status(app)
         await pilot.press("asterisk")
         assert app.query_one(cache_view.CacheView).marked == set(keys) - set(marked)
         await pilot.press("U")
@@ -300,7 +301,7 @@ def test_evict_to_a_cap_set_in_the_dialog_with_force(work: dict[str, str]) -> No
         assert all(k in preview for k in expected_plain) and f"{writing}  in use" in preview
         after = total - sum(e.bytes for e in entries if e.key in expected_plain)
         bar = dialog.query_one("#evict-usage").render().plain
-        assert "after evict" in bar and cache_view.human_bytes(after) in bar, bar
+        assert "after evict" in bar and human_bytes(after) in bar, bar
         dialog.query_one("#evict-force").value = True
         await settle(app, pilot)
         preview = str(dialog.query_one("#evict-preview").render())
