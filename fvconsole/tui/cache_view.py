@@ -3,8 +3,9 @@
 The view holds the scan, the marks and auto-refresh as reactive attributes, composes the head,
 the table, the detail pane and the eviction report, and binds the keys. The eviction (options
 and live preview → rescan and plan → confirm → execute under the root's evictor lock → rescan)
-is ``tui/cache_eviction.py``'s; the wording ``tui/cache_text.py``'s. The view rescans by itself
-every few seconds (``a`` toggles it), so entries a running job is writing move on screen without ``r``.
+is ``tui/cache_eviction.py``'s, the verify's worker and outcome ``tui/cache_verify.py``'s; the
+wording ``tui/cache_text.py``'s. The view rescans by itself every few seconds (``a`` toggles
+it), so entries a running job is writing move on screen without ``r``.
 """
 
 from __future__ import annotations
@@ -29,18 +30,17 @@ from fvconsole.core.cache import (
     cap_bytes,
     gc_sort_key,
     scan_cache,
-    verify_entry,
 )
 from fvconsole.core.shared import plural
 from fvconsole.tui import cache_text, state
 from fvconsole.tui.base import BaseView
 from fvconsole.tui.cache_eviction import CacheEviction
 from fvconsole.tui.cache_panels import CacheTable, EvictionReport
+from fvconsole.tui.cache_verify import EntryVerify
 from fvconsole.tui.messages import (
     CacheDetailRead,
     CacheScanFailed,
     CacheScanned,
-    CacheVerified,
     EvictSelection,
 )
 from fvconsole.tui.plain import PlainText
@@ -67,14 +67,15 @@ def lru_order(entries: Iterable[CacheEntry]) -> list[CacheEntry]:
     return sorted(entries, key=gc_sort_key)
 
 
-class CacheView(CacheEviction, BaseView):
+class CacheView(CacheEviction, EntryVerify, BaseView):
     """Cache entries, usage bar, marks, entry detail, eviction.
 
     State, as reactive attributes: ``scanned`` (the scan on screen), ``marked`` (keys, bound to
     the table) and ``auto_rescan``; their watchers draw the head, the table and the status
     line. The wording is ``tui/cache_text.py``'s; the table and the eviction report are
     ``tui/cache_panels.py``'s widgets; the eviction's steps after its key are
-    ``tui/cache_eviction.py``'s (:class:`~fvconsole.tui.cache_eviction.CacheEviction`).
+    ``tui/cache_eviction.py``'s (:class:`~fvconsole.tui.cache_eviction.CacheEviction`), the verify's
+    worker and outcome ``tui/cache_verify.py``'s (:class:`~fvconsole.tui.cache_verify.EntryVerify`).
     """
 
     TITLE = "3 Shard cache"
@@ -267,7 +268,7 @@ class CacheView(CacheEviction, BaseView):
         scan, every = self.scanned, self._refresh_every()
         self._detail.show(lambda width: cache_text.detail_text(entry, detail, scan, every, verified, width))
 
-    # ------------------------------------------------------------ verify
+    # ------------------------------------------------------------ verify (its worker and outcome: EntryVerify)
 
     def action_verify(self) -> None:
         """Verify the marked entries, or the one under the cursor, in a worker (read-only: allowed always)."""
@@ -279,32 +280,6 @@ class CacheView(CacheEviction, BaseView):
             return
         self.notify(f"verifying {plural(len(entries), 'entry', 'entries')} …", timeout=3)
         self.verify(tuple(entries))
-
-    @work(thread=True, exclusive=True, group="cache-verify", exit_on_error=False)
-    def verify(self, entries: tuple[CacheEntry, ...]) -> None:
-        with self.failures():
-            results = tuple(verify_entry(e.path, e.key, is_symlink=e.is_symlink) for e in entries)
-            self.deliver(CacheVerified(results, {e.key: e.manifest_mtime_ns for e in entries}))
-
-    def on_cache_verified(self, message: CacheVerified) -> None:
-        for result in message.results:
-            self._verified[result.key] = (message.stamps.get(result.key), result)
-        bad = [r for r in message.results if r.failed]
-        apart = sum(r.not_verifiable is not None for r in message.results)
-        checked = len(message.results) - apart
-        unverifiable = f"; {apart} not verifiable (no manifest.json yet, or empty)" if apart else ""
-        if bad:
-            first = bad[0].problems[0].text()
-            self.notify(f"{len(bad)} of {checked} failed verification: "
-                        + ", ".join(r.key for r in bad[:3]) + (" …" if len(bad) > 3 else "")
-                        + f"; first: {first} (the entry's detail lists every problem){unverifiable}", severity="error")
-        elif checked:
-            self.notify(f"verified {checked}: every shard agrees with its manifest{unverifiable}", timeout=4)
-        else:
-            self.notify(f"not verifiable: {message.results[0].not_verifiable}" if apart == 1
-                        else f"none of {apart} is verifiable (no manifest.json yet, or empty)",
-                        severity="warning", timeout=4)
-        self._refresh_detail()
 
     # ------------------------------------------------------------ marking
 
