@@ -13,7 +13,7 @@ import re
 from collections.abc import Awaitable, Callable
 
 import pytest
-from console_apps import run_console, wait_until, work_copy
+from console_apps import Notified, run_console, wait_until, work_copy
 from tour import line_slice, press, screen_lines, settle
 
 from fvconsole.cli import main as cli_main
@@ -203,6 +203,7 @@ def test_sort_by_any_column_with_keys_and_header_clicks(work: dict[str, str]) ->
 def test_refusals_and_skips_name_the_consoles_controls_not_cli_flags(work: dict[str, str]) -> None:
     async def body(app: FvConsoleApp, pilot) -> None:
         seen: list[str] = []
+        notified = Notified(app)  # every notification of the walk, not only those not yet expired at its end
         table = app.query_one("#ckpt-table")
         table.move_cursor(row=row_keys(table).index(os.path.join(work["output"], "checkpoint-300")))
         await press(app, pilot, "m")
@@ -229,7 +230,7 @@ def test_refusals_and_skips_name_the_consoles_controls_not_cli_flags(work: dict[
         await press(app, pilot, "enter")
         assert isinstance(app.screen, ConfirmScreen)
         seen.append(screen_text(app))
-        seen += [str(n.message) for n in app._notifications]
+        seen += notified()
         for text in seen:
             assert not FLAG.search(text), FLAG.findall(text)
 
