@@ -1,6 +1,7 @@
 """The console under test: ``make_app`` (the real ``FvConsoleApp`` on given paths), ``run_console``
 (that app started headless at a size, then a test's body), ``running`` (the same as an ``async with``, for a test's own body), ``read_until`` (what the console in a pseudo-terminal drew, up to a needle), ``wait_until`` (a condition awaited
-against a deadline, never a fixed number of pauses: a loaded machine only takes longer) and ``work_copy`` (one test's own copy
+against a deadline, never a fixed number of pauses: a loaded machine only takes longer), ``Notified``
+(every notification the console raised, kept as it appears: a toast expires) and ``work_copy`` (one test's own copy
 of a demo workspace's output dir and cache, which tests may migrate into and evict from while
 the session's workspace stays as built)."""
 
@@ -17,6 +18,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
+    from textual.notifications import Notification, Notifications
+
     from fvconsole.demo.workspace import DemoWorkspace
     from fvconsole.tui.app import FvConsoleApp
 
@@ -89,6 +92,31 @@ async def wait_until(pilot: object, condition: Callable[[], object], what: str, 
     while not condition():
         assert time.monotonic() < deadline, f"{what}: not within {timeout:g}s"
         await pilot.pause(0.05)
+
+
+class Notified:
+    """Every notification ``app`` raises from now on (and those still shown), kept by identity as
+    the app adds it: ``notified = Notified(app)``, then ``notified()`` → their messages, oldest first.
+
+    The app forgets a notification once it expires (5 s unless its ``timeout`` says otherwise),
+    so a test that reads ``app._notifications`` a few settles after the action found an early
+    one gone on a loaded machine. Asserting on what was raised, not on what is still shown,
+    does not depend on how long the steps in between took.
+    """
+
+    def __init__(self, app: FvConsoleApp) -> None:
+        shown = app._notifications
+        self.seen: dict[str, Notification] = {n.identity: n for n in shown}
+        add = shown.add
+
+        def keep(notification: Notification) -> Notifications:
+            self.seen[notification.identity] = notification
+            return add(notification)
+
+        shown.add = keep  # the app adds each notification here (App._on_notify) as it shows it
+
+    def __call__(self) -> list[str]:
+        return [str(n.message) for n in self.seen.values()]
 
 
 def read_until(fd: int, needle: bytes, seconds: float) -> bytes:

@@ -1,10 +1,11 @@
 """View 3: the weight shard cache, least recently used first, with safe eviction.
 
-Every eviction is options and live preview (cap, force) → rescan and plan → confirm (focus on
-Cancel) → execute in a worker → rescan. Execution is ``core.cache.locked.evict_under_lock``,
-as for ``fvconsole cache evict --yes``: the root's evictor lock is held while the confirmed
-plan runs (another evictor on the root: refused, nothing removed) and the journal gets its line. The view rescans by itself every few seconds (``a`` toggles it), so
-entries a running job is writing move on screen without ``r``.
+The view holds the scan, the marks and auto-refresh as reactive attributes, composes the head,
+the table, the detail pane and the eviction report, and binds the keys. The eviction (options
+and live preview → rescan and plan → confirm → execute under the root's evictor lock → rescan)
+is ``tui/cache_eviction.py``'s, the verify's worker and outcome ``tui/cache_verify.py``'s; the
+wording ``tui/cache_text.py``'s. The view rescans by itself every few seconds (``a`` toggles
+it), so entries a running job is writing move on screen without ``r``.
 """
 
 from __future__ import annotations
@@ -25,35 +26,25 @@ from fvconsole.core.cache import (
     CacheEntryDetail,
     CacheScan,
     EntryVerification,
-    EvictionPlan,
     cache_entry_detail,
     cap_bytes,
-    default_max_gb,
-    evict_under_lock,
     gc_sort_key,
     scan_cache,
-    verify_entry,
 )
-from fvconsole.core.shared import FvError, Progress, human_bytes, plural
+from fvconsole.core.shared import plural
 from fvconsole.tui import cache_text, state
 from fvconsole.tui.base import BaseView
+from fvconsole.tui.cache_eviction import CacheEviction
 from fvconsole.tui.cache_panels import CacheTable, EvictionReport
-from fvconsole.tui.evict_dialog import EvictScreen, confirm_body, plan_for
+from fvconsole.tui.cache_verify import EntryVerify
 from fvconsole.tui.messages import (
     CacheDetailRead,
-    CacheEvicted,
     CacheScanFailed,
     CacheScanned,
-    CacheVerified,
-    EvictionFailed,
-    EvictionPlanned,
-    EvictOptions,
     EvictSelection,
 )
-from fvconsole.tui.modals import ConfirmScreen, ErrorScreen
 from fvconsole.tui.plain import PlainText
 from fvconsole.tui.widgets import FitStatic, PlainStatic, ProgressRow, UsageBar
-from fvconsole.tui.wording import free_target_text
 
 #: Seconds between automatic rescans (and age updates).
 AUTO_REFRESH = 5.0
@@ -71,30 +62,20 @@ SELECTIONS = {
 }
 
 
-def console_command(plan: EvictionPlan, what: str) -> str:
-    """How the journal names a console eviction (``fvconsole history`` shows it)."""
-    parts = [f"fvconsole console: {what}"]
-    if plan.cap_bytes is not None:
-        parts.append(f"cap {human_bytes(plan.cap_bytes)}")
-    if plan.free_space is not None:
-        parts.append(free_target_text(plan.free_space.target))
-    if plan.force:
-        parts.append("force")
-    return ", ".join(parts)
-
-
 def lru_order(entries: Iterable[CacheEntry]) -> list[CacheEntry]:
     """FastVideo's GC order: last used (manifest mtime, 0 if none), then size, then path."""
     return sorted(entries, key=gc_sort_key)
 
 
-class CacheView(BaseView):
+class CacheView(CacheEviction, EntryVerify, BaseView):
     """Cache entries, usage bar, marks, entry detail, eviction.
 
     State, as reactive attributes: ``scanned`` (the scan on screen), ``marked`` (keys, bound to
     the table) and ``auto_rescan``; their watchers draw the head, the table and the status
     line. The wording is ``tui/cache_text.py``'s; the table and the eviction report are
-    ``tui/cache_panels.py``'s widgets.
+    ``tui/cache_panels.py``'s widgets; the eviction's steps after its key are
+    ``tui/cache_eviction.py``'s (:class:`~fvconsole.tui.cache_eviction.CacheEviction`), the verify's
+    worker and outcome ``tui/cache_verify.py``'s (:class:`~fvconsole.tui.cache_verify.EntryVerify`).
     """
 
     TITLE = "3 Shard cache"
@@ -287,7 +268,7 @@ class CacheView(BaseView):
         scan, every = self.scanned, self._refresh_every()
         self._detail.show(lambda width: cache_text.detail_text(entry, detail, scan, every, verified, width))
 
-    # ------------------------------------------------------------ verify
+    # ------------------------------------------------------------ verify (its worker and outcome: EntryVerify)
 
     def action_verify(self) -> None:
         """Verify the marked entries, or the one under the cursor, in a worker (read-only: allowed always)."""
@@ -299,32 +280,6 @@ class CacheView(BaseView):
             return
         self.notify(f"verifying {plural(len(entries), 'entry', 'entries')} …", timeout=3)
         self.verify(tuple(entries))
-
-    @work(thread=True, exclusive=True, group="cache-verify", exit_on_error=False)
-    def verify(self, entries: tuple[CacheEntry, ...]) -> None:
-        with self.failures():
-            results = tuple(verify_entry(e.path, e.key, is_symlink=e.is_symlink) for e in entries)
-            self.deliver(CacheVerified(results, {e.key: e.manifest_mtime_ns for e in entries}))
-
-    def on_cache_verified(self, message: CacheVerified) -> None:
-        for result in message.results:
-            self._verified[result.key] = (message.stamps.get(result.key), result)
-        bad = [r for r in message.results if r.failed]
-        apart = sum(r.not_verifiable is not None for r in message.results)
-        checked = len(message.results) - apart
-        unverifiable = f"; {apart} not verifiable (no manifest.json yet, or empty)" if apart else ""
-        if bad:
-            first = bad[0].problems[0].text()
-            self.notify(f"{len(bad)} of {checked} failed verification: "
-                        + ", ".join(r.key for r in bad[:3]) + (" …" if len(bad) > 3 else "")
-                        + f"; first: {first} (the entry's detail lists every problem){unverifiable}", severity="error")
-        elif checked:
-            self.notify(f"verified {checked}: every shard agrees with its manifest{unverifiable}", timeout=4)
-        else:
-            self.notify(f"not verifiable: {message.results[0].not_verifiable}" if apart == 1
-                        else f"none of {apart} is verifiable (no manifest.json yet, or empty)",
-                        severity="warning", timeout=4)
-        self._refresh_detail()
 
     # ------------------------------------------------------------ marking
 
@@ -351,7 +306,7 @@ class CacheView(BaseView):
         self.auto_rescan = not self.auto_rescan
         self.notify(f"auto-refresh every {AUTO_REFRESH:g}s" if self.auto_rescan else "auto-refresh off", timeout=3)
 
-    # ------------------------------------------------------------ eviction
+    # ------------------------------------------------------------ eviction (its steps: CacheEviction)
 
     def action_refuse(self, what: str) -> None:
         self.refuse_read_only(what)
@@ -360,13 +315,13 @@ class CacheView(BaseView):
         if not self.marked:
             self.notify("mark entries with space first", severity="warning")
             return
-        self._options(EvictSelection("evict marked", keys=tuple(sorted(self.marked))))
+        self.open_eviction(EvictSelection("evict marked", keys=tuple(sorted(self.marked))))
 
     def action_evict_cap(self) -> None:
-        self._options(EvictSelection("evict to cap", to_cap=True))
+        self.open_eviction(EvictSelection("evict to cap", to_cap=True))
 
     def action_evict_invalid(self) -> None:
-        self._options(EvictSelection("evict invalid", invalid=True))
+        self.open_eviction(EvictSelection("evict invalid", invalid=True))
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
         """Also: the footer's ``f`` only on a terminal wide enough for it (the key works at any width)."""
@@ -379,96 +334,4 @@ class CacheView(BaseView):
         self.refresh_bindings()  # the footer's `f` comes and goes with the width
 
     def action_evict_free(self, _shown_in: str = "") -> None:
-        self._options(EvictSelection("evict to free space", to_free=True))
-
-    def _options(self, selection: EvictSelection) -> None:
-        """The eviction dialog (cap, force, live preview) on the scan on screen."""
-        if self.refuse_read_only(selection.what):
-            return
-        if self.scanned is None:
-            self.notify("no cache scanned: press o to pick a cache root", severity="warning")
-            return
-        if self._busy:
-            self.notify("busy: wait for the running eviction", severity="warning")
-            return
-        try:
-            cap = default_max_gb()
-        except FvError as exc:  # a malformed environment value: say so, start from the default
-            self.report_error(exc)
-            cap = state.DEFAULT_MAX_GB
-        self.app.push_screen(EvictScreen(self.scanned, selection, cap), self._chosen)
-
-    def _chosen(self, options: EvictOptions | None) -> None:
-        if options is None or self.refuse_read_only(options.selection.what):
-            return
-        root = self.app.state.cache_root
-        if not root or self._busy:
-            return
-        self._busy = True
-        self.plan(root, options)
-
-    @work(thread=True, exclusive=True, group="cache-plan", exit_on_error=False)
-    def plan(self, root: str, options: EvictOptions) -> None:
-        """Rescan, then plan on what is there now: the confirmation shows exactly what executes."""
-        with self.failures(EvictionFailed):
-            fresh = scan_cache(root, now=state.now())
-            self.deliver(EvictionPlanned(options, fresh, plan_for(fresh, options)))
-
-    def on_eviction_planned(self, message: EvictionPlanned) -> None:
-        self._busy = False
-        self.scanned = message.scan
-        plan, what = message.plan, message.options.selection.what
-        if not plan.evict:
-            self.notify(f"{what}: nothing to evict", severity="warning")
-            return
-        body = confirm_body(plan, message.scan, state.now())
-        self.app.push_screen(ConfirmScreen(f"{what.capitalize()}?", body, "Evict"),
-                             lambda ok: self._confirmed(plan, ok, what))
-
-    def _confirmed(self, plan: EvictionPlan, ok: bool | None, what: str = "evict") -> None:
-        if not ok:
-            self.notify("eviction cancelled: nothing deleted")
-            return
-        if self.refuse_read_only("eviction") or self._busy:
-            return
-        self._busy = True
-        progress = self._progress.start("", total=max(len(plan.evict), 1))
-        self.evict(plan, progress, console_command(plan, what), self.app.state.journal())
-
-    @work(thread=True, exclusive=True, group="cache-evict", exit_on_error=False)
-    def evict(self, plan: EvictionPlan, progress: Progress, command: str, journal: str) -> None:
-        """The confirmed plan under the root's evictor lock (not waiting: a busy root is refused), journaled."""
-        with self.failures(EvictionFailed):
-            done = evict_under_lock(plan.root, lambda: plan, command=command, force=plan.force,
-                                    journal_path=journal, progress=progress)
-            self.deliver(CacheEvicted(done))
-
-    def on_cache_evicted(self, message: CacheEvicted) -> None:
-        self._busy = False
-        self._progress.stop()
-        result = message.result
-        summary = result.summary
-        self._report.report = cache_text.evicted_text(message.done, state.now())
-        if result.ok:
-            self.notify(summary)
-        else:
-            self.notify(f"eviction failed part-way: {summary}; {plural(len(result.errors), 'error')}", severity="error",
-                        timeout=10)
-            self.app.push_screen(ErrorScreen("Eviction failed part-way", "\n".join(
-                [summary, "", *result.errors[:40]])))
-        for warning in message.done.warnings:
-            self.notify(warning, severity="warning", timeout=15)
-        journal = message.done.journal
-        if journal is not None and not journal.written:
-            self.notify(f"journal {journal.path}: {journal.error}; the eviction itself is done", severity="warning",
-                        timeout=10)
-        if journal is not None:
-            self.app.journal_written()
-        self.marked = frozenset()
-        self.refresh_view()
-
-    def on_eviction_failed(self, message: EvictionFailed) -> None:
-        self._busy = False
-        self._progress.stop()
-        self.report_error(message.error)
-        self.refresh_view()
+        self.open_eviction(EvictSelection("evict to free space", to_free=True))

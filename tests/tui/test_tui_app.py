@@ -10,7 +10,7 @@ import shutil
 from pathlib import Path
 
 import pytest
-from console_apps import make_app, running, work_copy
+from console_apps import Notified, make_app, running, work_copy
 from migration_runs import migrate_argv
 from rich.console import Console
 from tour import line_slice, press, screen_lines, select_row, settle, started
@@ -242,6 +242,7 @@ async def test_v_verifies_the_entry_under_the_cursor_and_shows_the_problem(work:
         return out
 
     app = make_app(**work)
+    notified = Notified(app)  # the first verify's notification is read after the second verify ran
     async with running(app, (200, 60)) as pilot:
         await press(app, pilot, "3")
         view = app.query_one(CacheView)
@@ -260,7 +261,7 @@ async def test_v_verifies_the_entry_under_the_cursor_and_shows_the_problem(work:
             assert "verify" in detail and expect in detail, detail
             assert detail.index(expect) < detail.index("manifest.json"), detail  # seen first, not after the files
         assert any("1 of 1 failed verification" in m and f"{bad_shard}: '{DISAGREEING_PARAM}'" in m
-                   for m in notifications(app))
+                   for m in notified())
 
 
 async def evict_marked(app: FvConsoleApp, pilot, keys: list[str]) -> None:
@@ -510,6 +511,7 @@ async def test_palette_has_fleet_actions_and_picked_root_reaches_fleet(work: dic
     from fvconsole.tui.fleet_view import FleetView
 
     app = make_app(**work)
+    notified = Notified(app)  # kept as raised: the first one may expire before the last check on a loaded machine
     async with running(app, SIZE) as pilot:
         titles = {c.title: c for c in app.get_system_commands(app.screen)}
         for title in ("Fleet", "Fleet: Scan", "Fleet: Evict invalid", "Fleet: Evict key", "Fleet: Evict to cap"):
@@ -517,7 +519,7 @@ async def test_palette_has_fleet_actions_and_picked_root_reaches_fleet(work: dic
         await titles["Fleet: Evict key"].callback()  # switches to the view, then explains
         await settle(app, pilot)
         assert app.query_one("#views").active == "fleet"
-        assert any("scan first" in m or "select a key" in m for m in notifications(app))
+        assert any("scan first" in m or "select a key" in m for m in notified())
         fleet_root = app.query_one(FleetView).query_one("#fleet-root", Input)
         assert fleet_root.value == work["cache"]
         new_root = str(tmp_path / "other-cache")
@@ -536,7 +538,7 @@ async def test_palette_has_fleet_actions_and_picked_root_reaches_fleet(work: dic
         await started(app, pilot)
         assert fleet_root.value == "/scratch/{node}/wc"
         await pilot.press("r")
-        assert any("nothing scanned yet" in m for m in notifications(app))
+        assert any("nothing scanned yet" in m for m in notified())
 
 
 async def test_escape_leaves_a_form_field_so_view_keys_work(work: dict[str, str]) -> None:

@@ -13,11 +13,12 @@ import re
 from collections.abc import Awaitable, Callable
 
 import pytest
-from console_apps import run_console, wait_until, work_copy
+from console_apps import Notified, run_console, wait_until, work_copy
 from tour import line_slice, press, screen_lines, settle
 
 from fvconsole.cli import main as cli_main
 from fvconsole.core.cache import scan_cache
+from fvconsole.core.shared import human_bytes
 from fvconsole.demo.cache_builders import write_cache_entry
 from fvconsole.demo.workspace import DemoWorkspace
 from fvconsole.tui import cache_view, state
@@ -202,6 +203,7 @@ def test_sort_by_any_column_with_keys_and_header_clicks(work: dict[str, str]) ->
 def test_refusals_and_skips_name_the_consoles_controls_not_cli_flags(work: dict[str, str]) -> None:
     async def body(app: FvConsoleApp, pilot) -> None:
         seen: list[str] = []
+        notified = Notified(app)  # every notification of the walk, not only those not yet expired at its end
         table = app.query_one("#ckpt-table")
         table.move_cursor(row=row_keys(table).index(os.path.join(work["output"], "checkpoint-300")))
         await press(app, pilot, "m")
@@ -228,7 +230,7 @@ def test_refusals_and_skips_name_the_consoles_controls_not_cli_flags(work: dict[
         await press(app, pilot, "enter")
         assert isinstance(app.screen, ConfirmScreen)
         seen.append(screen_text(app))
-        seen += [str(n.message) for n in app._notifications]
+        seen += notified()
         for text in seen:
             assert not FLAG.search(text), FLAG.findall(text)
 
@@ -252,7 +254,7 @@ def test_marks_show_a_running_count_and_size_with_select_all_invert_clear(work: 
         marked = keys[:2]
         total = sum(entries[k].bytes for k in marked)
         assert app.query_one(cache_view.CacheView).marked == set(marked)
-        assert "2 marked" in status(app) and cache_view.human_bytes(total) in status(app)
+        assert "2 marked" in status(app) and human_bytes(total) in status(app)
         await pilot.press("asterisk")
         assert app.query_one(cache_view.CacheView).marked == set(keys) - set(marked)
         await pilot.press("U")
@@ -300,7 +302,7 @@ def test_evict_to_a_cap_set_in_the_dialog_with_force(work: dict[str, str]) -> No
         assert all(k in preview for k in expected_plain) and f"{writing}  in use" in preview
         after = total - sum(e.bytes for e in entries if e.key in expected_plain)
         bar = dialog.query_one("#evict-usage").render().plain
-        assert "after evict" in bar and cache_view.human_bytes(after) in bar, bar
+        assert "after evict" in bar and human_bytes(after) in bar, bar
         dialog.query_one("#evict-force").value = True
         await settle(app, pilot)
         preview = str(dialog.query_one("#evict-preview").render())
