@@ -323,11 +323,10 @@ async def test_filter_rebuilds_table(work: dict[str, str]) -> None:
 async def test_read_only_refuses_migration_and_eviction(work: dict[str, str]) -> None:
     before = set(os.listdir(work["cache"]))
     app = make_app(**work, read_only=True)
-    seen: dict[str, str] = {}  # every notification by identity: a loaded machine lets the first ones expire
+    notified = Notified(app)  # a loaded machine lets the first notifications expire before the last check
 
     def refused() -> list[str]:
-        seen.update((n.identity, n.message) for n in app._notifications)
-        return [m for m in seen.values() if m.startswith("read-only mode")]
+        return [m for m in notified() if m.startswith("read-only mode")]
 
     async with app.run_test(size=SIZE) as pilot:
         await preview_300(app, pilot)
