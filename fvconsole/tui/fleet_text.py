@@ -12,7 +12,7 @@ from typing import Any
 from rich.text import Text
 
 from fvconsole.core.cache import RECLAIMABLE_SUM
-from fvconsole.core.fleet import compress_hostlist
+from fvconsole.core.fleet import NodeOutcome, compress_hostlist
 from fvconsole.core.shared import WAIT, elided, human_bytes, plural, printable
 from fvconsole.tui import state
 from fvconsole.tui.cache_text import STATUS_STYLE
@@ -120,13 +120,13 @@ def findings_text(view: Any) -> PlainText:
     return text
 
 
-def node_line(outcome: Any) -> str:
-    """One node of a plan or result: how many entries, how much, the first keys."""
-    doc = outcome.output or {}
-    items = doc.get("evict") or []
-    keys = ", ".join(str(i.get("key")) for i in items[:3]) + (f" +{len(items) - 3}" if len(items) > 3 else "")
+def node_line(outcome: NodeOutcome) -> str:
+    """One node of a plan or result (a node that answered): how many entries, how much, the first keys."""
+    done = outcome.eviction
+    items = done.evict
+    keys = ", ".join(item.key for item in items[:3]) + (f" +{len(items) - 3}" if len(items) > 3 else "")
     return printable(f"  {outcome.node}: {plural(len(items), 'entry', 'entries')}, "
-                     f"{human_bytes(doc.get('freed_bytes') or 0)} ({keys})")
+                     f"{human_bytes(done.freed_bytes)} ({keys})")
 
 
 def preview_text(what: str, preview: Any) -> PlainText:
