@@ -150,6 +150,27 @@ def test_dcp_keys_equal_torch_file_system_reader(tmp_path, config, kind) -> None
     assert dcp_state_keys(ckpt) == expected
 
 
+def test_dcp_keys_when_python_pickles_an_enum_member_by_name(tmp_path, config, monkeypatch) -> None:
+    """Some Python releases (Debian 12's 3.11.2) pickle an enum member as ``getattr(Class, "NAME")``:
+    torch's ``TensorProperties`` memory format in every ``dcp/.metadata``. Such a save is listed as
+    torch reads it, not refused (it was: "names builtins.getattr, which a DCP metadata pickle never does")."""
+    import enum
+    import pickletools
+
+    from torch.distributed.checkpoint import FileSystemReader
+
+    monkeypatch.setattr(enum.Enum, "__reduce_ex__", lambda self, proto: (getattr, (self.__class__, self._name_)))
+    ckpt = write_checkpoint(tmp_path / "out", 5, config, kind="legacy")
+    monkeypatch.undo()
+    with open(os.path.join(ckpt, "dcp", ".metadata"), "rb") as fh:
+        ops = [(op.name, arg) for op, arg, _ in pickletools.genops(fh.read())]
+    assert ("GLOBAL", "builtins getattr") in ops or ("SHORT_BINUNICODE", "getattr") in ops  # the save has one
+    expected = sorted(FileSystemReader(os.path.join(ckpt, "dcp")).read_metadata().state_dict_metadata)
+    assert dcp_state_keys(ckpt) == expected
+    (info,) = discover_checkpoints(tmp_path / "out")
+    assert info.kind == "legacy" and not any("DCP metadata" in p for p in info.problems), info.problems
+
+
 def _planted_pickle(ckpt: str, module: str, name: str, *args: str) -> None:
     """A ``.metadata`` whose unpickling calls ``module.name(*args)`` (what pickle.load would run)."""
     call = b"c" + f"{module}\n{name}\n(".encode() + b"".join(b"V" + a.encode() + b"\n" for a in args) + b"tR."

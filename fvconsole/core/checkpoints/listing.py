@@ -125,11 +125,18 @@ _INERT_MODULES = ("torch", "pathlib", "collections", "copyreg")
 DCP_LIMITS = Limits(max_ops=100_000_000, max_memo=100_000_000, max_globals=256, max_work=10_000_000)
 
 
+#: Names outside torch a DCP metadata pickle holds: some Python releases (Debian 12's 3.11.2
+#: among them) pickle an enum member as ``getattr(EnumClass, "NAME")``, as torch's
+#: ``TensorProperties`` memory format. Inert like every other global: recorded, never called.
+_INERT_NAMES = {("builtins", "getattr")}
+
+
 def _dcp_global(module: str, name: str) -> str:
-    """Resolver for the DCP pickle: torch/pathlib names become inert stand-ins, nothing else."""
+    """Resolver for the DCP pickle: torch/pathlib names (and an enum member's ``getattr``) become
+    inert stand-ins, nothing else."""
     if module == "collections" and name == "OrderedDict":
         return AS_DICT
-    if module in _INERT_MODULES or module.startswith(("torch.", "pathlib.")):
+    if module in _INERT_MODULES or module.startswith(("torch.", "pathlib.")) or (module, name) in _INERT_NAMES:
         return AS_GLOBAL
     raise PickleRefused(f"names {module}.{name}, which a DCP metadata pickle never does")
 
