@@ -9,9 +9,16 @@ command in-process with stdout captured, and prints the result envelope as frame
 
     {"node": ..., "exit": <exit code>, "output": <the command's JSON or null>, ...}
 
-``--time-limit S``: after S seconds the runner reports ``{"exit": null, "timeout": S}`` and
-exits without waiting for the command (a hung filesystem must not keep a single job step,
-and every other node's result, waiting). ``--per-node TABLE``: a JSON object
+The command runs in a forked child; the runner (the Slurm task itself) waits for it and
+relays its frames, or reports how it died (``killed by SIGKILL``: the OOM killer, an admin).
+Why: when a task of a step dies by a signal, srun force-terminates the step and stops
+relaying output at its end, so the other nodes' results still in flight were lost (seen on
+Slurm 22.05: the other tasks completed with exit 0, their frames never arrived). A runner
+that outlives its command never dies by a signal itself.
+
+``--time-limit S``: after S seconds the runner reports ``{"exit": null, "timeout": S}``,
+kills its command and exits without waiting for it (a hung filesystem must not keep a
+single job step, and every other node's result, waiting). ``--per-node TABLE``: a JSON object
 ``{"<hostlist>": [args...]}``, for single steps where nodes are asked different things (an
 eviction executes each node's own keys); the node picks the entry that names it.
 The command's stderr passes through untouched (srun labels it with the task).
@@ -22,15 +29,18 @@ from __future__ import annotations
 import contextlib
 import io
 import os
+import selectors
+import signal
 import sys
 import threading
+import time
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, NoReturn
 
 from fvconsole.cli.outcome import CommandOutcome
 from fvconsole.cli.streams import stdout_copy
 from fvconsole.core.fleet import result_lines, start_line
-from fvconsole.core.shared import UntrustedError, decode, decode_object
+from fvconsole.core.shared import SIGNALS, UntrustedError, decode, decode_object, signal_name
 
 NODE_PLACEHOLDER = "{node}"
 _SNIPPET = 300
@@ -119,6 +129,13 @@ class _Out:
             self._file.write("".join(line + "\n" for line in lines))
             self._file.flush()
 
+    def write(self, data: bytes) -> None:
+        """Relay the command's frames as they were written."""
+        with self._lock:
+            self._file.flush()
+            self._file.buffer.write(data)
+            self._file.flush()
+
 
 def _run(node: str, args: list[str], table: str | None) -> dict[str, Any]:
     if table is not None:
@@ -140,24 +157,13 @@ class _Reporter:
     def __init__(self, out: _Out, node: str) -> None:
         self._out = out
         self._node = node
-        self._lock = threading.Lock()
-        self._reported = False
-
-    def _first(self) -> bool:
-        with self._lock:
-            first, self._reported = not self._reported, True
-            return first
 
     def time_up(self, limit: float) -> None:
-        """The node's own time limit: report, and exit without waiting for a hung command."""
-        if self._first():
-            self._out.lines(result_lines(self._node, {"node": self._node, "exit": None, "output": None,
-                                                      "timeout": limit}))
-            os._exit(0)
+        """The node's own time limit ran out before the command reported."""
+        self._out.lines(result_lines(self._node, {"node": self._node, "exit": None, "output": None,
+                                                  "timeout": limit}))
 
     def result(self, payload: dict[str, Any]) -> None:
-        if not self._first():
-            return
         try:
             lines = result_lines(self._node, payload)
         except ValueError:  # NaN in the command's JSON: never sent as such
@@ -166,13 +172,68 @@ class _Reporter:
         self._out.lines(lines)
 
 
+def _command(node: str, args: list[str], table: str | None, write_end: int) -> NoReturn:
+    """The forked child: run the command, write its result frames into the pipe, exit."""
+    os.dup2(write_end, 1)  # fd 1 is the pipe: the frames, and anything written to fd 1 directly
+    os.close(write_end)
+    code = 0
+    try:
+        try:
+            payload = _run(node, args, table)
+        except BaseException as exc:  # noqa: BLE001 - the runner must get a result either way
+            payload = {"node": node, "exit": 1, "output": {"error": f"node runner: {type(exc).__name__}: {exc}"}}
+        _Reporter(_Out(), node).result(payload)
+        sys.stderr.flush()
+    except BaseException:  # noqa: BLE001 - nothing may unwind into the runner's code after fork
+        code = 1
+    os._exit(code)
+
+
+def _died(node: str, status: int) -> dict[str, Any]:
+    """The result for a command that ended without reporting one (a signal, most likely SIGKILL)."""
+    if os.WIFSIGNALED(status):
+        sig = os.WTERMSIG(status)
+        return {"node": node, "exit": 128 + sig,
+                "output": {"error": f"the command was killed by {signal_name(sig)} before it reported"}}
+    code = os.waitstatus_to_exitcode(status)
+    return {"node": node, "exit": code or 1, "output": {"error": f"the command ended (exit {code}) without a result"}}
+
+
+def _collect(read_end: int, limit: float | None) -> tuple[bytes, bool]:
+    """Everything the child writes until it closes the pipe; (data, False) when the limit ran out first."""
+    chunks: list[bytes] = []
+    until = None if limit is None else time.monotonic() + limit
+    with selectors.DefaultSelector() as sel:
+        sel.register(read_end, selectors.EVENT_READ)
+        while True:
+            wait = None if until is None else until - time.monotonic()
+            if wait is not None and wait <= 0:
+                return b"".join(chunks), False
+            if not sel.select(wait):
+                continue
+            data = os.read(read_end, 1 << 16)
+            if not data:
+                return b"".join(chunks), True
+            chunks.append(data)
+
+
+def _forward_signals(pid: int) -> None:
+    """SIGTERM/SIGINT/SIGHUP reach the command (scancel, a step's teardown): it stops in order and reports."""
+    def forward(signum: int, _frame: Any) -> None:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signum)
+
+    for sig in SIGNALS:
+        signal.signal(sig, forward)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the command for this node and print its frames; exit 0 once it ran (or timed out).
 
-    The command runs in the main thread, so SIGTERM from ``scancel`` or a step's teardown
-    reaches it as an orderly interruption (:mod:`fvconsole.core.shared.interrupts`): an eviction
-    stops between files, unlocks, journals and reports exit 3 or 143 like on a login node.
-    The time limit is a watchdog thread.
+    The command runs in the main thread of a forked child, so SIGTERM from ``scancel`` or a
+    step's teardown reaches it as an orderly interruption (:mod:`fvconsole.core.shared.interrupts`):
+    an eviction stops between files, unlocks, journals and reports exit 3 or 143 like on a
+    login node (the runner forwards the signals it gets; a second one is ignored there).
     """
     limit, table, args = _options(list(sys.argv[1:] if argv is None else argv))
     out = _Out()
@@ -183,15 +244,26 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 1
     out.lines([start_line(node)])
     reporter = _Reporter(out, node)
-    if limit is not None and 0 <= limit < threading.TIMEOUT_MAX:
-        watchdog = threading.Timer(limit, reporter.time_up, args=(limit,))
-        watchdog.daemon = True
-        watchdog.start()
-    try:
-        payload = _run(node, args, table)
-    except BaseException as exc:  # noqa: BLE001 - the login side must get a result line either way
-        payload = {"node": node, "exit": 1, "output": {"error": f"node runner: {type(exc).__name__}: {exc}"}}
-    reporter.result(payload)
+    if limit is not None and not 0 <= limit < threading.TIMEOUT_MAX:
+        limit = None
+    read_end, write_end = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        os.close(read_end)
+        _command(node, args, table, write_end)
+    os.close(write_end)
+    _forward_signals(pid)
+    data, ended = _collect(read_end, limit)
+    if not ended:
+        reporter.time_up(limit or 0.0)
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
+        return 0  # never wait for a command stuck in the kernel (a hung filesystem)
+    _, status = os.waitpid(pid, 0)
+    if status == 0 and data:
+        out.write(data)
+    else:
+        reporter.result(_died(node, status))
     return 0
 
 

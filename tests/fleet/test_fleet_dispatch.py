@@ -32,7 +32,7 @@ from fvconsole.core.fleet.dispatch import (
     run_steps,
 )
 from fvconsole.core.fleet.documents import LS
-from fvconsole.core.fleet.frames import CHUNK_CHARS, result_lines, start_line
+from fvconsole.core.fleet.frames import CHUNK_CHARS, decode_result, parse_frame, result_lines, start_line
 from fvconsole.core.fleet.outcomes import from_envelope
 from fvconsole.core.fleet.selection import select_nodes
 from fvconsole.core.shared.errors import FvError, UsageError
@@ -195,6 +195,38 @@ def test_outcome_classification() -> None:
     assert usage.kind == "failed" and usage.error == "exit 2: fvconsole: error: bad flag"
     late = from_envelope("n1", {"node": "n1", "exit": None, "output": None, "timeout": 5}, expects=LS, timeout=5)
     assert late.kind == "timeout" and late.error == "timed out after 5s" and late.may_have_acted
+    stopped = from_envelope("n1", envelope("n1", 143, '{"error": "interrupted by SIGTERM"}'), expects=LS, timeout=5)
+    assert stopped.kind == "failed" and not stopped.may_have_acted  # an orderly stop that changed nothing
+    killed = from_envelope("n1", envelope("n1", 137, '{"error": "killed"}'), expects=LS, timeout=5)
+    assert killed.kind == "failed" and killed.may_have_acted  # SIGKILL mid-eviction: anything may be gone
+
+
+KILL_ON_IMPORT = """
+import os, sys
+class _Fault:
+    def find_spec(self, name, path=None, target=None):
+        if name == "fvconsole.cli.cache":
+            os.kill(os.getpid(), {signum})
+        return None
+sys.meta_path.insert(0, _Fault())
+"""
+
+
+@pytest.mark.parametrize(("signum", "name"), [(9, "SIGKILL"), (11, "SIGSEGV")])
+def test_runner_reports_a_command_killed_by_a_signal(tmp_path: Path, signum: int, name: str) -> None:
+    """The node runner outlives its command: a task that dies by a signal makes srun drop the
+    step's output still in flight (every other node's result), so the runner reports the death."""
+    (tmp_path / "sitecustomize.py").write_text(KILL_ON_IMPORT.format(signum=signum))
+    env = {**os.environ, "SLURMD_NODENAME": "n7", "PYTHONPATH": str(tmp_path)}
+    out = subprocess.run([sys.executable, "-m", "fvconsole.cli.node", "--time-limit", "60", "cache", "ls",
+                          str(tmp_path), "--json"], capture_output=True, text=True, env=env, timeout=120)
+    assert out.returncode == 0, out.stderr  # the task itself ends well
+    frames = [parse_frame(line.encode()) for line in out.stdout.splitlines()]
+    assert frames[0] is not None and frames[0].seq is None  # the start frame
+    payload, problem = decode_result("".join(f.chunk for f in frames[1:]))
+    assert problem is None
+    assert payload == {"node": "n7", "exit": 128 + signum,
+                       "output": {"error": f"the command was killed by {name} before it reported"}}
 
 
 @pytest.mark.parametrize(

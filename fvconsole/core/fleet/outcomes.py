@@ -25,10 +25,12 @@ from fvconsole.core.fleet.documents import (
     ResultEnvelope,
     read_document,
 )
+from fvconsole.core.shared.interrupts import SIGNALS
 from fvconsole.core.shared.reasons import Reason
 from fvconsole.core.shared.untrusted import UntrustedError
 
 KINDS = ("ok", "failed", "timeout", "invalid", "unreachable")
+_ORDERLY = frozenset(int(sig) for sig in SIGNALS)
 
 D = TypeVar("D", bound=NodeAnswer)
 
@@ -77,8 +79,11 @@ class NodeOutcome:
 
     @property
     def may_have_acted(self) -> bool:
-        """True when a failed node may still have changed something (timed out, or exit 3)."""
-        return self.kind == "timeout" or self.exit_code == 3
+        """True when a failed node may still have changed something: timed out, exit 3, or its
+        command was killed by a signal it cannot handle (SIGKILL, SIGSEGV: exit 128+N; an orderly
+        interruption that changed nothing exits 128+N only for SIGINT, SIGTERM and SIGHUP)."""
+        killed = self.exit_code is not None and self.exit_code > 128 and self.exit_code - 128 not in _ORDERLY
+        return self.kind == "timeout" or self.exit_code == 3 or killed
 
     def to_json(self) -> dict[str, Any]:
         """The node's own JSON document, or ``{"error": reason, ...}``."""

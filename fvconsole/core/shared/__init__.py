@@ -44,7 +44,7 @@ from fvconsole.core.shared.humanize import (
     quote_input,
     utc_text,
 )
-from fvconsole.core.shared.interrupts import Interrupted, as_interrupted
+from fvconsole.core.shared.interrupts import SIGNALS, Interrupted, as_interrupted, signal_name
 from fvconsole.core.shared.interrupts import handlers as interrupt_handlers
 from fvconsole.core.shared.output_file import write_output
 from fvconsole.core.shared.progress import Progress
@@ -75,6 +75,7 @@ __all__ = [
     "PartialFailure",
     "Progress",
     "Reason",
+    "SIGNALS",
     "SKIP_SOURCE_CHECK",
     "UntrustedError",
     "UsageError",
@@ -98,6 +99,7 @@ __all__ = [
     "printable",
     "quote_input",
     "remove_empty_dir",
+    "signal_name",
     "utc_text",
     "write_output",
 ]
