@@ -29,7 +29,6 @@ from __future__ import annotations
 import contextlib
 import io
 import os
-import selectors
 import signal
 import sys
 import threading
@@ -39,7 +38,7 @@ from typing import Any, NoReturn
 
 from fvconsole.cli.outcome import CommandOutcome
 from fvconsole.cli.streams import stdout_copy
-from fvconsole.core.fleet import result_lines, start_line
+from fvconsole.core.fleet import read_pipes, result_lines, start_line
 from fvconsole.core.shared import SIGNALS, UntrustedError, decode, decode_object, signal_name
 
 NODE_PLACEHOLDER = "{node}"
@@ -152,7 +151,7 @@ def _run(node: str, args: list[str], table: str | None) -> dict[str, Any]:
 
 
 class _Reporter:
-    """Prints this node's one result: the command's, or the time limit's, whichever comes first."""
+    """Prints this node's one result: the command's (in the child), its death's or the time limit's."""
 
     def __init__(self, out: _Out, node: str) -> None:
         self._out = out
@@ -202,19 +201,8 @@ def _died(node: str, status: int) -> dict[str, Any]:
 def _collect(read_end: int, limit: float | None) -> tuple[bytes, bool]:
     """Everything the child writes until it closes the pipe; (data, False) when the limit ran out first."""
     chunks: list[bytes] = []
-    until = None if limit is None else time.monotonic() + limit
-    with selectors.DefaultSelector() as sel:
-        sel.register(read_end, selectors.EVENT_READ)
-        while True:
-            wait = None if until is None else until - time.monotonic()
-            if wait is not None and wait <= 0:
-                return b"".join(chunks), False
-            if not sel.select(wait):
-                continue
-            data = os.read(read_end, 1 << 16)
-            if not data:
-                return b"".join(chunks), True
-            chunks.append(data)
+    ended = read_pipes({read_end: chunks.append}, None if limit is None else time.monotonic() + limit)
+    return b"".join(chunks), ended
 
 
 def _forward_signals(pid: int) -> None:

@@ -41,6 +41,7 @@ from fvconsole.core.fleet.ops import (
     fleet_verify,
 )
 from fvconsole.core.fleet.outcomes import NodeOutcome
+from fvconsole.core.fleet.process import read_pipes
 from fvconsole.core.fleet.record import fleet_eviction_record
 from fvconsole.core.fleet.selection import (
     NodeSelection,
@@ -76,6 +77,7 @@ __all__ = [
     "fleet_ls",
     "fleet_verify",
     "preview_fleet_eviction",
+    "read_pipes",
     "result_lines",
     "select_nodes",
     "start_line",

@@ -9,13 +9,14 @@ sent SIGTERM (srun then cancels the step on the nodes), then SIGKILL.
 
 from __future__ import annotations
 
+import math
 import os
 import selectors
 import signal
 import subprocess
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 from fvconsole.core.fleet.demux import StepDemux
@@ -78,14 +79,15 @@ class Running:
             terminate(proc)
 
 
-def _pump(proc: subprocess.Popen, demux: StepDemux, until: float, stop: Callable[[], bool]) -> bool:
-    """Feed both pipes to ``demux`` until they close, ``until`` passes or ``stop()``; True if they closed."""
-    feeds = {proc.stdout.fileno(): demux.feed_stdout, proc.stderr.fileno(): demux.feed_stderr}
+def read_pipes(feeds: Mapping[int, Callable[[bytes], None]], until: float | None = None,
+               stop: Callable[[], bool] = lambda: False) -> bool:
+    """Hand what each pipe brings to its feed until all close, ``until`` (a monotonic time; None:
+    no limit) passes or ``stop()``; True if they closed. One selectors loop, no thread per pipe."""
     with selectors.DefaultSelector() as sel:
         for fd in feeds:
             sel.register(fd, selectors.EVENT_READ)
         while sel.get_map():
-            remaining = until - time.monotonic()
+            remaining = math.inf if until is None else until - time.monotonic()
             if remaining <= 0 or stop():
                 return False
             for key, _ in sel.select(timeout=min(remaining, 0.5)):
@@ -98,6 +100,12 @@ def _pump(proc: subprocess.Popen, demux: StepDemux, until: float, stop: Callable
                     continue
                 feeds[key.fd](data)
     return True
+
+
+def _pump(proc: subprocess.Popen, demux: StepDemux, until: float, stop: Callable[[], bool]) -> bool:
+    """Feed srun's stdout and stderr to ``demux`` (:func:`read_pipes`)."""
+    return read_pipes({proc.stdout.fileno(): demux.feed_stdout, proc.stderr.fileno(): demux.feed_stderr},
+                      until, stop)
 
 
 def run_srun(argv: Sequence[str], demux: StepDemux, deadline: float, running: Running | None = None) -> SrunResult:
