@@ -100,7 +100,7 @@ def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
         metavar="DIR",
         help="weight shard cache root (default: $FASTVIDEO_WEIGHT_SHARD_CACHE)",
     )
-    parser.add_argument("--read-only", action="store_true", help="disable every write action in the console")
+    parser.add_argument("-r", "--read-only", action="store_true", help="disable every write action in the console")
     parser.add_argument(
         "--journal",
         metavar="PATH",
