@@ -51,9 +51,10 @@ this user could not remove entirely.
 migration exclude each other), plans again under it, renames each victim out of the
 checkpoint-<step> pattern (FastVideo's "latest" and its cleanup never see a half-deleted
 one), re-checks it and removes it with a progress line on stderr. A prune interrupted part-way
-leaves only hidden .checkpoint-<step>.fvconsole-pruning-* leftovers, which the next prune
-removes first. One checkpoint that cannot be removed is reported and the rest go on. Each
-execution that removed something appends one line to the journal (`fvconsole history`).
+leaves only hidden .fvconsole-pruning-* leftovers, which the next prune removes first
+(unless the prune that named one still runs on this host). One checkpoint that cannot be
+removed is reported and the rest go on. Each execution that removed something appends one
+line to the journal (`fvconsole history`).
 
 examples:
   fvconsole checkpoints prune /runs/gb200/outputs --keep-last 3            # preview only
@@ -174,13 +175,19 @@ def run_prune(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def _step(step: int | None) -> str:
+    """A step in a table (a leftover whose name was never recorded has none)."""
+    return "?" if step is None else str(step)
+
+
 def render_plan(plan: Any) -> Block:
     """What goes, what stays and why, and the bytes freed (dry run)."""
     lines: list[Any] = [f"prune plan for {plan.output_dir} (dry run)"]
     if plan.delete:
         lines.append("delete:")
         lines.append(format_table(("STEP", "SIZE", "REASON"),
-                                  [(d.step, human_bytes(d.bytes), clipped(d.reason, 160)) for d in plan.delete],
+                                  [(_step(d.step), human_bytes(d.bytes), clipped(d.reason, 160))
+                                   for d in plan.delete],
                                   right=(0, 1), wrap="REASON"))
     else:
         lines.append("nothing to delete")
@@ -199,7 +206,8 @@ def render_result(result: Any) -> Block:
     lines: list[Any] = [f"pruned {plural(len(result.removed), 'checkpoint')} from {result.output_dir}"]
     if result.removed:
         lines.append(format_table(("STEP", "FREED", "REASON"),
-                                  [(r.step, human_bytes(r.bytes), clipped(r.reason, 160)) for r in result.removed],
+                                  [(_step(r.step), human_bytes(r.bytes), clipped(r.reason, 160))
+                                   for r in result.removed],
                                   right=(0, 1), wrap="REASON"))
     lines += [f"left in place: {left.why.cli}" for left in result.left]
     lines += [f"error: {err}" for err in result.errors]
