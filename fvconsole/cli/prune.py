@@ -124,7 +124,15 @@ def rules_from_args(args: argparse.Namespace) -> Any:
 
 def run_prune(args: argparse.Namespace) -> int:
     """`checkpoints prune`: 0 ok (dry run too), 1 refused, 2 usage, 3 failed part-way."""
-    from fvconsole.core.retention import plan_prune, probe_prune_lock, prune_under_lock, scan_output_dir
+    from fvconsole.core.journal import appender
+    from fvconsole.core.retention import (
+        LockedPrune,
+        PruneOperation,
+        plan_prune,
+        probe_prune_lock,
+        scan_output_dir,
+    )
+    from fvconsole.core.shared import Interrupted, run_locked
 
     rules = rules_from_args(args)
 
@@ -143,14 +151,17 @@ def run_prune(args: argparse.Namespace) -> int:
         warn(*plan.notes)
         return EXIT_OK
     progress = None if args.json else progress_printer("pruning", in_bytes=True, plain_lines=True)
-    done = prune_under_lock(args.dir, make_plan, command=command_line(args), journal_path=journal_target(args),
-                            progress=progress)
+    run = run_locked(PruneOperation(args.dir, make_plan, command=command_line(args), progress=progress),
+                     journal=appender(journal_target(args)))
+    if run.stop is not None:
+        warn_if_unwritten(run.journal)
+        raise Interrupted(run.stop.signum, done=run.stop.done, note=run.stop.note)
+    done = LockedPrune.of(run)
     plan, result = done.plan, done.result
     warn(*done.warnings, *plan.notes)
     warn_if_unwritten(done.journal)
     if result.removed:
-        record_write(args, f"the prune ran: {plural(len(result.removed), 'checkpoint')} removed from "
-                           f"{plan.output_dir}")
+        record_write(args, done.done_text)
     payload = {**plan.to_json(), **result.to_json(), "journal": journal_json(done.journal)}
     if result.errors:
         if not args.json:

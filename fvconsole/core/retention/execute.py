@@ -28,6 +28,7 @@ from fvconsole.core.shared import interrupts
 from fvconsole.core.shared.fields_json import fields_json
 from fvconsole.core.shared.humanize import plural
 from fvconsole.core.shared.mounts import mount_points, mounts_by_child
+from fvconsole.core.shared.operation import Stop
 from fvconsole.core.shared.process_use import holders_text, scan_processes
 from fvconsole.core.shared.reasons import Reason, reason
 from fvconsole.core.shared.removal import PartialRemoval, removal_obstacle, remove_tree
@@ -99,10 +100,12 @@ class _Left(Exception):
         self.why = why
 
 
-def execute_prune(plan: PrunePlan, progress: RemovalProgress | None = None) -> PruneResult:
+def execute_prune(plan: PrunePlan, progress: RemovalProgress | None = None,
+                  on_stop: Callable[[Stop], None] | None = None) -> PruneResult:
     """Remove exactly the plan's victims (leftovers first), continuing past per-checkpoint failures.
 
-    The caller holds the output dir's lock (:func:`fvconsole.core.retention.locked.prune_under_lock`).
+    The caller holds the output dir's lock (:class:`fvconsole.core.retention.locked.PruneOperation`).
+    Stopped by a signal, it tells ``on_stop`` what was done (the result so far) and lets the signal go on.
     """
     removed: list[PrunedCheckpoint] = []
     left: list[LeftInPlace] = []
@@ -117,7 +120,10 @@ def execute_prune(plan: PrunePlan, progress: RemovalProgress | None = None) -> P
         try:
             freed, files = _prune_one(plan, item, hidden, progress)
         except KeyboardInterrupt as exc:
-            raise _interrupted(exc, item, hidden, removed, result) from None
+            stop = _interrupted(exc, item, hidden, removed, result)
+            if on_stop is not None:
+                on_stop(stop)
+            raise interrupts.as_interrupted(exc) from None
         except _Left as change:
             left.append(LeftInPlace(item.step, item.path, change.why))
             continue
@@ -199,8 +205,8 @@ def _rename_back(hidden: str, path: str) -> None:
 
 
 def _interrupted(exc: KeyboardInterrupt, item: DoomedCheckpoint, hidden: str, removed: list[PrunedCheckpoint],
-                 result: Callable[[tuple[str, ...]], PruneResult]) -> interrupts.Interrupted:
-    """Stopped by a signal while pruning ``item``: untouched, hidden (a leftover) or gone."""
+                 result: Callable[[tuple[str, ...]], PruneResult]) -> Stop:
+    """Stopped by a signal while pruning ``item``: untouched, hidden (a leftover) or gone; the result so far."""
     stop = interrupts.as_interrupted(exc)
     left = os.path.lexists(hidden) and hidden != item.path
     if left:
@@ -215,5 +221,4 @@ def _interrupted(exc: KeyboardInterrupt, item: DoomedCheckpoint, hidden: str, re
     changed = bool(removed) or left
     what = f"{plural(len(removed), 'checkpoint')} pruned from {partial.output_dir}" + (
         f"; {os.path.basename(hidden)} left for the next prune" if left else "")
-    return interrupts.as_interrupted(stop, done=what if changed else None,
-                                     note=None if changed else "nothing was pruned", partial=partial)
+    return Stop(stop.signum, partial, done=what if changed else None, note=None if changed else "nothing was pruned")
