@@ -21,6 +21,7 @@ from fvconsole.core.fleet.dispatch import (
     DEFAULT_TIMEOUT,
     FANOUTS,
     MAX_NODE_OUTPUT,
+    MAX_TIMEOUT,
     SINGLE_STEP_MIN_NODES,
     DispatchOptions,
 )
@@ -62,6 +63,7 @@ __all__ = [
     "FleetVerification",
     "KeyRow",
     "MAX_NODE_OUTPUT",
+    "MAX_TIMEOUT",
     "NodeOutcome",
     "NodeSelection",
     "SINGLE_STEP_MIN_NODES",
