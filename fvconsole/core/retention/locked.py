@@ -57,7 +57,7 @@ def prune_under_lock(output_dir: str, make_plan: Callable[[], PrunePlan], *, com
                      journal_path: str | None = None, progress: RemovalProgress | None = None) -> LockedPrune:
     """Lock ``output_dir`` (LockBusy, exit 1, when held), ``make_plan()`` under it, execute, journal, unlock."""
     lock = prune_lock(output_dir)
-    notes = lock.acquire(wait=wait)
+    state = lock.acquire(wait)
     plan = None
     try:
         plan = make_plan()
@@ -76,5 +76,5 @@ def prune_under_lock(output_dir: str, make_plan: Callable[[], PrunePlan], *, com
     finally:
         with deferred(reraise=False):
             problem = lock.release()
-    warnings = tuple(notes) + ((problem.cli,) if problem is not None else ())
+    warnings = tuple(why.cli for why in (*state.notes, problem) if why is not None)
     return LockedPrune(plan, result, journal, warnings)
