@@ -17,7 +17,9 @@ proves nothing goes around it):
 Beside them: :mod:`.errors` (exit codes), :mod:`.reasons` (refusals as data), :mod:`.humanize`
 (sizes, ages, plurals, elision), :mod:`.host`, :mod:`.mounts`, :mod:`.fields_json`,
 :mod:`.progress`, :mod:`.optional` (the extras: torch, pyarrow, ...), :mod:`.fsutil`,
-:mod:`.interrupts` (SIGTERM and SIGHUP as an orderly interruption, and sections that defer them).
+:mod:`.interrupts` (SIGTERM and SIGHUP as an orderly interruption, and sections that defer them),
+:mod:`.operation` (the one runner of every action that changes something: locks, plan, execute,
+release, journal, signals).
 Nothing here imports another package of ``fvconsole.core``.
 """
 
@@ -47,6 +49,7 @@ from fvconsole.core.shared.humanize import (
 )
 from fvconsole.core.shared.interrupts import SIGNALS, Interrupted, as_interrupted, signal_name
 from fvconsole.core.shared.interrupts import handlers as interrupt_handlers
+from fvconsole.core.shared.operation import Run, Stop, run_locked
 from fvconsole.core.shared.output_file import write_output
 from fvconsole.core.shared.progress import Progress
 from fvconsole.core.shared.reasons import (
@@ -76,8 +79,10 @@ __all__ = [
     "PartialFailure",
     "Progress",
     "Reason",
+    "Run",
     "SIGNALS",
     "SKIP_SOURCE_CHECK",
+    "Stop",
     "UntrustedError",
     "UsageError",
     "WAIT",
@@ -100,6 +105,7 @@ __all__ = [
     "printable",
     "quote_input",
     "remove_empty_dir",
+    "run_locked",
     "signal_name",
     "utc_text",
     "write_output",
