@@ -65,8 +65,8 @@ PACKAGE_DIR = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__
 #: drops ``PYTHONPATH`` and user site-packages, so the program drops the working directory from
 #: ``sys.path`` itself (as ``-P`` does) and imports the package from its own location.
 _BOOTSTRAP = ("import sys, importlib.util as u; sys.path[:1] = [p for p in sys.path[:1] if p]; "
-              "s = u.spec_from_file_location('fvconsole', {init!r}, submodule_search_locations=[{package!r}]); "
-              "m = u.module_from_spec(s); sys.modules['fvconsole'] = m; s.loader.exec_module(m); "
+              "spec = u.spec_from_file_location('fvconsole', {init!r}, submodule_search_locations=[{package!r}]); "
+              "m = u.module_from_spec(spec); sys.modules['fvconsole'] = m; spec.loader.exec_module(m); "
               "from {module} import main; sys.exit(main())")  # one line: srun and ps show it as one
 
 __all__ = ["DispatchOptions", "FleetRun", "KINDS", "NodeOutcome", "NodeSelection", "SrunStep", "SrunSteps",
