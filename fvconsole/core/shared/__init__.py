@@ -16,12 +16,14 @@ proves nothing goes around it):
 Beside them: :mod:`.errors` (exit codes), :mod:`.reasons` (refusals as data), :mod:`.humanize`
 (sizes, ages, plurals, elision), :mod:`.host`, :mod:`.mounts`, :mod:`.fields_json`,
 :mod:`.progress`, :mod:`.optional` (the extras: torch, pyarrow, ...), :mod:`.fsutil`,
-:mod:`.interrupts` (SIGTERM and SIGHUP as an orderly interruption, and sections that defer them).
+:mod:`.interrupts` (SIGTERM and SIGHUP as an orderly interruption, and sections that defer them),
+:mod:`.flags` (the command line's flags, spelled once).
 Nothing here imports another package of ``fvconsole.core``.
 """
 
 from __future__ import annotations
 
+from fvconsole.core.shared import flags
 from fvconsole.core.shared.errors import (
     EXIT_OK,
     EXIT_PARTIAL,
@@ -86,6 +88,7 @@ __all__ = [
     "decode",
     "decode_object",
     "elided",
+    "flags",
     "head_tail",
     "human_age",
     "human_bytes",
