@@ -1,8 +1,9 @@
 """The eviction selector options, declared once for ``cache evict`` and ``fleet cache evict``.
 
-:func:`add_selector_args` adds them to a parser (the fleet's help says "per node"); the core
-reads their values back (``EvictionSelectors.from_flags``), so a bad value is a usage error
-before any disk access, lock or srun, on the login node too.
+:func:`add_selector_args` adds them to a parser (the fleet's help says "per node");
+:func:`selectors_from` turns their values into the core's typed ``EvictionSelectors`` (the core
+reads no argparse name), so a bad value is a usage error before any disk access, lock or srun,
+on the login node too.
 """
 
 from __future__ import annotations
