@@ -9,7 +9,7 @@ proves nothing goes around it):
   the user named); :mod:`.durable` (when a directory's writes are on disk);
 - deleting: :mod:`.removal` (fd-based, never through a symlink, never across a mount);
 - taking a lock: :mod:`.locks` (holder records that say which host and process hold them);
-- printing untrusted text: :mod:`.printable`;
+- printing untrusted text: :mod:`.terminal_text`;
 - which processes hold a file open or mapped: :mod:`.process_use`;
 - bounded directory walks: :mod:`.walk`.
 
@@ -17,7 +17,8 @@ Beside them: :mod:`.errors` (exit codes), :mod:`.reasons` (refusals as data), :m
 (sizes, ages, plurals, elision), :mod:`.host`, :mod:`.mounts`, :mod:`.fields_json`,
 :mod:`.progress`, :mod:`.optional` (the extras: torch, pyarrow, ...), :mod:`.fsutil`,
 :mod:`.interrupts` (SIGTERM and SIGHUP as an orderly interruption, and sections that defer them),
-:mod:`.flags` (the command line's flags, spelled once).
+:mod:`.operation` (the one runner of every action that changes something: locks, plan, execute,
+release, journal, signals), :mod:`.flags` (the command line's flags, spelled once).
 Nothing here imports another package of ``fvconsole.core``.
 """
 
@@ -48,6 +49,7 @@ from fvconsole.core.shared.humanize import (
 )
 from fvconsole.core.shared.interrupts import SIGNALS, Interrupted, as_interrupted, signal_name
 from fvconsole.core.shared.interrupts import handlers as interrupt_handlers
+from fvconsole.core.shared.operation import Run, Stop, run_locked
 from fvconsole.core.shared.output_file import write_output
 from fvconsole.core.shared.progress import Progress
 from fvconsole.core.shared.reasons import (
@@ -77,8 +79,10 @@ __all__ = [
     "PartialFailure",
     "Progress",
     "Reason",
+    "Run",
     "SIGNALS",
     "SKIP_SOURCE_CHECK",
+    "Stop",
     "UntrustedError",
     "UsageError",
     "WAIT",
@@ -102,6 +106,7 @@ __all__ = [
     "printable",
     "quote_input",
     "remove_empty_dir",
+    "run_locked",
     "signal_name",
     "utc_text",
     "write_output",

@@ -341,6 +341,8 @@ KINDS: Mapping[str, Kind] = _kinds(
          "interrupted save ({why}), modified {age} ago (--incomplete)"),
     Kind("prune.marked", "marked for pruning in the console"),
     Kind("prune.leftover", "leftover of an interrupted prune ({name}): finished first"),
+    Kind("prune.leftover_running", "{path}: {name} being pruned by pid {pid}, which still runs on this host: "
+         "left alone"),
     Kind("prune.changed", "{path}: {why} since the plan; left as it was"),
     # what FastVideo's own cleanup and "latest" resume will do (``checkpoints ls``)
     Kind("fastvideo.limit_unreadable", "{path} ({source}): FastVideo cannot read it as a number ({why}); "
