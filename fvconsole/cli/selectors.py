@@ -24,6 +24,10 @@ _OPTIONS: tuple[tuple[str, dict, str, str], ...] = (
     (f.MIN_FREE_PERCENT, {"metavar": "P"},
      "evict LRU until the root's filesystem would have P%% of its size free",
      "per node: evict LRU until its root's filesystem has P%% of its size free"),
+    (f.BEST_EFFORT, {"action": "store_true"},
+     "with a free-space target that cannot be reached: evict what may go toward it anyway "
+     "(without it such a target evicts nothing for itself, sparing the warm entries)",
+     "per node: with a free-space target that node cannot reach, evict what may go toward it anyway"),
     (f.KEY, {},
      "evict this entry (repeatable)", "evict this entry on every node (repeatable)"),
     (f.INVALID, {"action": "store_true"},
@@ -56,5 +60,5 @@ def selectors_from(args: argparse.Namespace, *, fleet: bool = False) -> Eviction
     """The command line's selectors as the core's typed value (``fleet``: a value-less ``--max-gb`` is
     each node's own cap); a usage error for a bad value or when nothing is selected."""
     return EvictionSelectors.parse(max_gb=args.max_gb, min_free_gb=args.min_free_gb,
-                                   min_free_percent=args.min_free_percent, keys=args.key, invalid=args.invalid,
+                                   min_free_percent=args.min_free_percent, best_effort=args.best_effort, keys=args.key, invalid=args.invalid,
                                    verify=args.verify, older_than=args.older_than, keep=args.keep, fleet=fleet)

@@ -15,7 +15,7 @@ from __future__ import annotations
 import math
 import os
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from decimal import Decimal
 from typing import Any
 
@@ -123,6 +123,9 @@ class FreeTarget:
 
     min_free_gb: float | None = None
     min_free_percent: float | None = None
+    #: ``--best-effort``: when the target cannot be reached, evict what may go toward it anyway
+    #: (without it an unreachable target evicts nothing for itself: see :mod:`.freespace`).
+    best_effort: bool = False
 
     def __post_init__(self) -> None:
         if self.min_free_gb is None and self.min_free_percent is None:
@@ -174,7 +177,7 @@ class EvictionSelectors:
 
     @classmethod
     def parse(cls, *, max_gb: str | None = None, min_free_gb: str | None = None, min_free_percent: str | None = None,
-              keys: Sequence[str] = (), invalid: bool = False, verify: bool = False, older_than: str | None = None,
+              best_effort: bool = False, keys: Sequence[str] = (), invalid: bool = False, verify: bool = False, older_than: str | None = None,
               keep: Sequence[str] = (), fleet: bool = False) -> EvictionSelectors:
         """The validated selectors from their text as typed (a command line's values, a dialog's fields);
         a usage error naming the flag for a bad value or when nothing is selected.
@@ -191,6 +194,11 @@ class EvictionSelectors:
         gib = parse_min_free_gb(min_free_gb) if min_free_gb is not None else None
         pct = parse_min_free_percent(min_free_percent) if min_free_percent is not None else None
         free_target = FreeTarget(gib, pct) if gib is not None or pct is not None else None
+        if best_effort:
+            if free_target is None:
+                raise UsageError(f"{flags.BEST_EFFORT}: only with {flags.MIN_FREE_GB} or {flags.MIN_FREE_PERCENT} "
+                                 "(it says what to do when that target cannot be reached)")
+            free_target = replace(free_target, best_effort=True)
         older = parse_duration(older_than, flags.OLDER_THAN) if older_than is not None else None
         return cls(max_gb=cap, max_gb_from_env=from_env, keys=picked, invalid=invalid, verify=verify,
                    older_than=older, free_target=free_target, keep=kept).require()
@@ -226,6 +234,8 @@ class EvictionSelectors:
                 out += [flags.MIN_FREE_GB, exact_number(self.free_target.min_free_gb)]
             if self.free_target.min_free_percent is not None:
                 out += [flags.MIN_FREE_PERCENT, exact_number(self.free_target.min_free_percent)]
+            if self.free_target.best_effort:
+                out.append(flags.BEST_EFFORT)
         for key in self.keys:
             out += [flags.KEY, key]
         if self.invalid:

@@ -26,6 +26,7 @@ from fvconsole.core.fleet.hostlist import compress_hostlist
 from fvconsole.core.fleet.node_commands import NodeEviction
 from fvconsole.core.fleet.outcomes import NodeOutcome
 from fvconsole.core.fleet.slurm_state import DEFAULT_QUERY, SlurmJob, SlurmQuery, SlurmState, read_slurm_state
+from fvconsole.core.shared import flags
 from fvconsole.core.shared.humanize import plural
 from fvconsole.core.shared.progress import Progress
 from fvconsole.core.shared.terminal_text import printable
@@ -78,7 +79,8 @@ class FleetEvictionPlan:
 
     @property
     def warnings(self) -> tuple[str, ...]:
-        """One line per job of a planned entry's owner (its nodes grouped), and Slurm's note."""
+        """One line per job of a planned entry's owner (its nodes grouped), the nodes where a free-space
+        target cannot be reached (nothing evicted for it there), and Slurm's note."""
         by_job: dict[str, tuple[SlurmJob, list[str], int]] = {}
         for node, (jobs, keys) in self.busy.items():
             for job in jobs:
@@ -88,6 +90,10 @@ class FleetEvictionPlan:
                  f"runs there; {plural(count, 'planned entry', 'planned entries')} on "
                  f"{'it' if len(nodes) == 1 else 'them'} may be in use by it (still planned)"
                  for job, nodes, count in by_job.values()]
+        held = [o.node for o in self.outcomes if o.ok and o.eviction.target_held_back]
+        if held:
+            lines.append(f"free-space target cannot be reached on {compress_hostlist(held)}: nothing is evicted "
+                         f"for it there ({flags.BEST_EFFORT} frees what it can toward it)")
         if self.slurm is not None and self.slurm.note:
             lines.append(printable(self.slurm.note))
         return tuple(lines)
