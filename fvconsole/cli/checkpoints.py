@@ -168,14 +168,14 @@ def _fastvideo_outlook(args: argparse.Namespace, infos: Sequence[Any]) -> Any | 
         from fvconsole.core.formats import load_run_config
 
         config = load_run_config(args.config, args.overrides)
-    return fastvideo_outlook(os.path.abspath(os.path.expanduser(args.dir)), infos, config)
+    return fastvideo_outlook(os.path.abspath(os.path.expanduser(args.dir)), infos, config, args.overrides or ())
 
 
 def fastvideo_lines(outlook: Any) -> list[str]:
     """``fastvideo:`` lines: the cleanup limit and where it is from, what it deletes, what ``latest`` picks."""
     source = f" (from {outlook.limit_source})" if outlook.limit_source else " (not set anywhere)"
     if outlook.cleanup_limit is None:
-        cleanup = "checkpoints_total_limit unreadable: see the warning"
+        cleanup = f"FastVideo will refuse to start: checkpoints_total_limit{source} is not a number it reads"
     elif outlook.cleanup_limit <= 0:
         cleanup = f"checkpoints_total_limit {outlook.cleanup_limit}{source}: its cleanup deletes nothing"
     elif outlook.cleanup_deletes or outlook.cleanup_keeps_symlinks:
@@ -397,7 +397,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     ls.add_argument("dir", metavar="DIR", help="training output dir or one checkpoint-<step> dir")
     add_config(ls, "read training.checkpoint.checkpoints_total_limit from this run config "
-                   "(default: the newest checkpoint's embedded config)")
+                   "(default: the newest checkpoint's embedded config, --set applied to it)")
     add_set_option(ls)
     add_json(ls)
     ls.set_defaults(func=_ls)

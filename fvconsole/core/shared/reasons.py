@@ -378,8 +378,8 @@ KINDS: Mapping[str, Kind] = _kinds(
          "left alone"),
     Kind("prune.changed", "{path}: {why} since the plan; left as it was"),
     # what FastVideo's own cleanup and "latest" resume will do (``checkpoints ls``)
-    Kind("fastvideo.limit_unreadable", "{path} ({source}): FastVideo cannot read it as a number ({why}); "
-         "it would fail before its first save"),
+    Kind("fastvideo.limit_unreadable", "FastVideo will refuse to start: {path} ({source}) is {value}, and "
+         "its int({path} or 0) raises {why}"),
     Kind("fastvideo.fewer_complete", "FastVideo's cleanup after the next save keeps {kept} "
          "of its limit {limit}: interrupted saves take its slots (prune them first)",
          "FastVideo's cleanup after the next save keeps {kept} of its limit {limit}: "
