@@ -41,7 +41,7 @@ R = TypeVar("R")
 
 
 class Lock(Protocol):
-    """A lock as the runner takes it (every kind of ``core/shared/locks.py`` behind one shape)."""
+    """A lock as the runner takes it (every kind of ``core/shared/locks/`` behind one shape: ``locks.Lock``)."""
 
     def acquire(self, wait: float = 0.0, break_stale: bool = False) -> Any:
         """Take it (waiting up to ``wait`` s) or raise a refusal; returns how it is held (its state)."""
