@@ -66,7 +66,7 @@ def test_per_node_and_single_step_shapes(fake_srun: str) -> None:
     for flag in ("--nodes=1", "--ntasks=1", "--ntasks-per-node=1", "--nodelist=n2", "--label", "--jobid=42",
                  "--overlap", "--partition=gpu", "--account=abc"):
         assert flag in argv
-    assert argv[argv.index(sys.executable):] == [sys.executable, "-m", "fvconsole.cli.node", *args]
+    assert argv[argv.index(sys.executable):][:2] == [sys.executable, "-c"] and argv[-len(args):] == args
     single = build_steps(sel, args, DispatchOptions(srun=fake_srun, fanout="single-step", timeout=30))
     [step] = single.steps
     argv = list(step.argv)
@@ -74,8 +74,8 @@ def test_per_node_and_single_step_shapes(fake_srun: str) -> None:
     for flag in ("--nodes=3", "--ntasks=3", "--ntasks-per-node=1", "--nodelist=n[1-3]", "--label",
                  "--kill-on-bad-exit=0", "--jobid=42", "--overlap"):
         assert flag in argv
-    assert argv[argv.index(sys.executable):] == [sys.executable, "-m", "fvconsole.cli.node", "--time-limit", "30",
-                                                 *args]
+    runner = argv[argv.index(sys.executable):]
+    assert runner[:2] == [sys.executable, "-c"] and runner[3:] == ["--time-limit", "30", *args]
     without_job = build_steps(NodeSelection(("n1",)), ["cache", "ls"], DispatchOptions(srun=fake_srun))
     assert "--overlap" not in without_job.steps[0].argv
 
@@ -400,6 +400,32 @@ def test_fleet_evict_executes_exactly_the_preview(srun_on_path: str, tmp_path: P
     for node in ("a1", "a2", "a3"):
         assert sorted(p.name for p in (tmp_path / node / "c").iterdir()) == [new]
     assert sorted(e["key"] for e in done["nodes"]["a2"]["evict"]) == sorted([old, odd])
+
+
+def test_fleet_evict_unreachable_target_per_node_and_best_effort(srun_on_path: str, tmp_path: Path, capsys) -> None:
+    """100% free cannot be reached on any node: each node evicts only what --invalid chose, the fleet says
+    where the target is out of reach, and --best-effort (sent to the nodes in their argv) takes the rest."""
+    old, new = make_key("old"), make_key("new")
+    for node in ("a1", "a2"):
+        write_cache_entry(tmp_path / node / "c", old, num_shards=1, status="incomplete", tensor_bytes=256)
+        write_cache_entry(tmp_path / node / "c", new, num_shards=1, status="complete", tensor_bytes=256)
+    argv = ["fleet", "cache", "evict", "--nodes", "a[1-2]", "--cache-root", str(tmp_path / "{node}" / "c"),
+            "--invalid", "--min-free-percent", "100", "--grace", "0", "--json"]
+    assert main(argv) == 0
+    captured = capsys.readouterr()
+    preview = json.loads(captured.out)
+    for node in ("a1", "a2"):
+        doc = preview["nodes"][node]
+        assert [e["key"] for e in doc["evict"]] == [old]
+        assert doc["free_target"]["reached"] is False and doc["free_target"]["evicted_for_target"] is False
+    assert any(w.startswith("free-space target cannot be reached on a[1-2]: nothing is evicted for it there")
+               for w in preview["warnings"]), preview["warnings"]
+    assert main([*argv, "--best-effort"]) == 0
+    best = json.loads(capsys.readouterr().out)
+    for node in ("a1", "a2"):
+        assert sorted(e["key"] for e in best["nodes"][node]["evict"]) == sorted([old, new])
+        assert best["nodes"][node]["free_target"]["best_effort"] is True
+    assert not any("cannot be reached" in w for w in best["warnings"])
 
 
 def test_fleet_evict_yes_executes_nothing_when_no_node_could_plan(srun_on_path: str, tmp_path: Path, capsys) -> None:

@@ -70,7 +70,8 @@ class KeptCheckpoint:
 class DoomedCheckpoint:
     """A checkpoint the plan deletes: what the scan saw of it (execution re-checks it) and why it goes."""
 
-    step: int
+    #: None only for a leftover whose original name was never recorded.
+    step: int | None
     path: str
     bytes: int
     files: int
@@ -79,13 +80,16 @@ class DoomedCheckpoint:
     complete: bool
     #: A leftover of an interrupted prune (already out of the ``checkpoint-<step>`` pattern).
     leftover: bool = False
+    #: What its removal leaves behind: the sidecar sets published for it (``prune.orphans_set``).
+    warnings: tuple[Reason, ...] = ()
 
     @property
     def reason(self) -> str:
-        return " and ".join(r.cli for r in self.why)
+        return "; ".join([" and ".join(r.cli for r in self.why), *(w.cli for w in self.warnings)])
 
     def to_json(self) -> dict[str, Any]:
-        return {"step": self.step, "path": self.path, "bytes": self.bytes, "reason": self.reason}
+        return {"step": self.step, "path": self.path, "bytes": self.bytes, "reason": self.reason,
+                "warnings": [w.cli for w in self.warnings]}
 
 
 @dataclass(frozen=True)
@@ -118,7 +122,7 @@ def plan_prune(scan: OutputScan, rules: PruneRules) -> PrunePlan:
     last = {c.step for c in complete[: rules.keep_last]} if rules.keep_last is not None else set()
     resumable = next((c for c in scan.checkpoints if c.resumable and not c.symlink), None)
     kept: list[KeptCheckpoint] = []
-    delete: list[DoomedCheckpoint] = [_leftover(item) for item in scan.leftovers]
+    delete: list[DoomedCheckpoint] = [_leftover(item) for item in scan.leftovers if not item.running]
     for ck in scan.checkpoints:
         never = _never(ck, newest_complete, resumable)
         if ck.step in rules.marked:
@@ -136,15 +140,21 @@ def plan_prune(scan: OutputScan, rules: PruneRules) -> PrunePlan:
         if keeps or not goes:
             kept.append(KeptCheckpoint(ck.step, ck.path, tuple(keeps), ck.info.bytes, ck.complete))
         else:
+            orphans = tuple(reason("prune.orphans_set", "checkpoint", path=p) for p in ck.sets)
             delete.append(DoomedCheckpoint(ck.step, ck.path, ck.info.bytes, ck.info.files, tuple(goes),
-                                           ck.identity, ck.complete))
-    notes = tuple(n for n in (scan.process_partial, *scan.notes) if n)
+                                           ck.identity, ck.complete, warnings=orphans))
+    running = tuple(reason("prune.leftover_running", "leftover", path=item.path, pid=item.pid,
+                           name=item.original or "a checkpoint").cli for item in scan.leftovers if item.running)
+    orphaned = tuple(f"{item.path}: {w.cli}" for item in delete for w in item.warnings)
+    notes = tuple(n for n in (scan.process_partial, *scan.notes, *running, *orphaned) if n)
     return PrunePlan(scan.output_dir, rules, tuple(kept), tuple(delete), notes)
 
 
 def _never(ck: ScannedCheckpoint, newest_complete: int | None, resumable: ScannedCheckpoint | None) -> list[Reason]:
     """The reasons that hold whatever the rules say."""
     found = []
+    if ck.info.unreadable is not None:
+        found.append(reason("keep.unreadable", "checkpoint", why=ck.info.unreadable))
     if ck.symlink:
         found.append(reason("keep.symlink", "checkpoint"))
     if ck.mounts:
@@ -230,6 +240,7 @@ def _judge_marked(ck: ScannedCheckpoint, rules: PruneRules, newest_complete: int
 
 def _leftover(item: PruneLeftover) -> DoomedCheckpoint:
     size = tree_size(item.path)
+    hidden = item.path.rsplit("/", 1)[-1]
+    named = f"{hidden}, was {item.original!r}" if item.original is not None else f"{hidden}, its name not recorded"
     return DoomedCheckpoint(item.step, item.path, size.bytes, size.files,
-                            (reason("prune.leftover", "leftover", name=item.path.rsplit("/", 1)[-1]),),
-                            (0, 0), False, leftover=True)
+                            (reason("prune.leftover", "leftover", name=named),), (0, 0), False, leftover=True)
