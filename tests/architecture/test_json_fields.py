@@ -36,7 +36,6 @@ NOT_EMITTED: dict[str, dict[str, str]] = {
         "planned_at": "a monotonic clock reading: meaningless outside this process",
     },
     "core/retention/plan.py:KeptCheckpoint": {
-        "bytes": "the console's size column; the issue's JSON shape is step, path and reason",
         "complete": "the console's completeness column; the reason says it",
     },
     "core/retention/fastvideo.py:FastVideoOutlook": {
