@@ -51,9 +51,10 @@ this user could not remove entirely.
 migration exclude each other), plans again under it, renames each victim out of the
 checkpoint-<step> pattern (FastVideo's "latest" and its cleanup never see a half-deleted
 one), re-checks it and removes it with a progress line on stderr. A prune interrupted part-way
-leaves only hidden .checkpoint-<step>.fvconsole-pruning-* leftovers, which the next prune
-removes first. One checkpoint that cannot be removed is reported and the rest go on. Each
-execution that removed something appends one line to the journal (`fvconsole history`).
+leaves only hidden .fvconsole-pruning-* leftovers, which the next prune removes first
+(unless the prune that named one still runs on this host). One checkpoint that cannot be
+removed is reported and the rest go on. Each execution that removed something appends one
+line to the journal (`fvconsole history`).
 
 examples:
   fvconsole checkpoints prune /runs/gb200/outputs --keep-last 3            # preview only
@@ -123,7 +124,15 @@ def rules_from_args(args: argparse.Namespace) -> Any:
 
 def run_prune(args: argparse.Namespace) -> int:
     """`checkpoints prune`: 0 ok (dry run too), 1 refused, 2 usage, 3 failed part-way."""
-    from fvconsole.core.retention import plan_prune, probe_prune_lock, prune_under_lock, scan_output_dir
+    from fvconsole.core.journal import appender
+    from fvconsole.core.retention import (
+        LockedPrune,
+        PruneOperation,
+        plan_prune,
+        probe_prune_lock,
+        scan_output_dir,
+    )
+    from fvconsole.core.shared import Interrupted, run_locked
 
     rules = rules_from_args(args)
 
@@ -142,14 +151,17 @@ def run_prune(args: argparse.Namespace) -> int:
         warn(*plan.notes)
         return EXIT_OK
     progress = None if args.json else progress_printer("pruning", in_bytes=True, plain_lines=True)
-    done = prune_under_lock(args.dir, make_plan, command=command_line(args), journal_path=journal_target(args),
-                            progress=progress)
+    run = run_locked(PruneOperation(args.dir, make_plan, command=command_line(args), progress=progress),
+                     journal=appender(journal_target(args)))
+    if run.stop is not None:
+        warn_if_unwritten(run.journal)
+        raise Interrupted(run.stop.signum, done=run.stop.done, note=run.stop.note)
+    done = LockedPrune.of(run)
     plan, result = done.plan, done.result
     warn(*done.warnings, *plan.notes)
     warn_if_unwritten(done.journal)
     if result.removed:
-        record_write(args, f"the prune ran: {plural(len(result.removed), 'checkpoint')} removed from "
-                           f"{plan.output_dir}")
+        record_write(args, done.done_text)
     payload = {**plan.to_json(), **result.to_json(), "journal": journal_json(done.journal)}
     if result.errors:
         if not args.json:
@@ -163,13 +175,19 @@ def run_prune(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def _step(step: int | None) -> str:
+    """A step in a table (a leftover whose name was never recorded has none)."""
+    return "?" if step is None else str(step)
+
+
 def render_plan(plan: Any) -> Block:
     """What goes, what stays and why, and the bytes freed (dry run)."""
     lines: list[Any] = [f"prune plan for {plan.output_dir} (dry run)"]
     if plan.delete:
         lines.append("delete:")
         lines.append(format_table(("STEP", "SIZE", "REASON"),
-                                  [(d.step, human_bytes(d.bytes), clipped(d.reason, 160)) for d in plan.delete],
+                                  [(_step(d.step), human_bytes(d.bytes), clipped(d.reason, 160))
+                                   for d in plan.delete],
                                   right=(0, 1), wrap="REASON"))
     else:
         lines.append("nothing to delete")
@@ -188,7 +206,8 @@ def render_result(result: Any) -> Block:
     lines: list[Any] = [f"pruned {plural(len(result.removed), 'checkpoint')} from {result.output_dir}"]
     if result.removed:
         lines.append(format_table(("STEP", "FREED", "REASON"),
-                                  [(r.step, human_bytes(r.bytes), clipped(r.reason, 160)) for r in result.removed],
+                                  [(_step(r.step), human_bytes(r.bytes), clipped(r.reason, 160))
+                                   for r in result.removed],
                                   right=(0, 1), wrap="REASON"))
     lines += [f"left in place: {left.why.cli}" for left in result.left]
     lines += [f"error: {err}" for err in result.errors]

@@ -14,15 +14,16 @@ from typing import Any
 
 from textual import work
 
+from fvconsole.core.journal import appender
 from fvconsole.core.retention import (
     LockedPrune,
+    PruneOperation,
     PrunePlan,
     PruneRules,
     plan_prune,
-    prune_under_lock,
     scan_output_dir,
 )
-from fvconsole.core.shared import human_bytes, plural
+from fvconsole.core.shared import human_bytes, plural, run_locked
 from fvconsole.tui import state
 from fvconsole.tui.messages import CheckpointsPruned, PruneFailed, PrunePlanned
 from fvconsole.tui.modals import ConfirmScreen, ErrorScreen
@@ -133,8 +134,8 @@ class PruneMarks:
             return replace(fresh, delete=tuple(d for d in fresh.delete if d.path in confirmed or d.leftover))
 
         with self.failures(PruneFailed):
-            self.deliver(CheckpointsPruned(prune_under_lock(plan.output_dir, make_plan, command=command,
-                                                            journal_path=journal)))
+            run = run_locked(PruneOperation(plan.output_dir, make_plan, command=command), journal=appender(journal))
+            self.deliver(CheckpointsPruned(LockedPrune.of(run)))
 
     def on_checkpoints_pruned(self, message: CheckpointsPruned) -> None:
         self._pruning = False

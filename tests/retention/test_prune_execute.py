@@ -21,7 +21,7 @@ from retention_runs import DAY, make_checkpoint
 from fvconsole.core.migration.output_dir import lock_path, migration_lock
 
 CHECKPOINT = re.compile(r"^checkpoint-(\d+)$")
-LEFTOVER = re.compile(r"^\.checkpoint-(\d+)\.fvconsole-pruning-")
+LEFTOVER = re.compile(r"^\.fvconsole-pruning-[0-9a-f]{16}-")
 
 
 @pytest.fixture()
@@ -152,7 +152,7 @@ def test_a_checkpoint_that_cannot_be_removed_is_reported_and_the_rest_go_on(out:
         assert [n for n in names(out) if LEFTOVER.match(n)]
     finally:
         subprocess.run(["chattr", "-i", str(stuck)], check=False)
-        for leftover in out.glob(".checkpoint-200.*/dcp/stuck"):
+        for leftover in out.glob(".fvconsole-pruning-*/dcp/stuck"):
             subprocess.run(["chattr", "-i", str(leftover)], check=False)
 
 

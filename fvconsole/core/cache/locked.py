@@ -13,7 +13,7 @@ effects (tests and tools call them directly). ``request.preview()`` is the dry r
 
 One evictor per root (``roots.EVICTOR``: an OFD write lock on ``.fvconsole-evictor.lock``
 inside the root, the holder record ``.<root>.fvconsole-evictor`` beside it, through
-``core/shared/locks.py: RootLock``). Dry runs never take it (``roots.probe_evictor`` only reads).
+``core/shared/locks/root_lock.py: RootLock``). Dry runs never take it (``roots.probe_evictor`` only reads).
 
 Blocking (waits up to ``wait`` seconds, then removes files): the console calls it from a
 thread worker. Raises :class:`~fvconsole.core.shared.locks.LockBusy` (exit 1) when another
@@ -47,7 +47,7 @@ from fvconsole.core.shared.humanize import human_bytes, parse_duration
 from fvconsole.core.shared.interrupts import Interrupted, deferred
 from fvconsole.core.shared.locks import Holder, LockState
 from fvconsole.core.shared.progress import Progress
-from fvconsole.core.shared.reasons import min_free_words
+from fvconsole.core.shared.reasons import Reason, min_free_words
 
 
 @dataclass(frozen=True)
@@ -126,7 +126,7 @@ class LockedEviction:
     result: EvictionResult
     lock: LockState
     journal: JournalWrite | None  # None: no journal asked for, or nothing was changed
-    release_problem: str | None = None
+    release_problem: Reason | None = None
 
     @property
     def exit_code(self) -> int:
@@ -150,7 +150,8 @@ class LockedEviction:
     def warnings(self) -> tuple[str, ...]:
         """What both front ends warn of beside the result: exclusion not in force, the record of
         an evictor that died taken over (also journalled), the lock's release failing."""
-        return tuple(p for p in (self.lock.problem, self.lock.took_over, self.release_problem) if p)
+        lock = self.lock
+        return tuple(p.cli for p in (lock.problem, *lock.notes, self.release_problem) if p is not None)
 
     def target_line(self, *, flags: bool = True) -> str | None:
         """``free-space target 20.0 GiB (--min-free-gb 20): reached`` (None without a target); ``flags``
@@ -167,8 +168,10 @@ class LockedEviction:
         free, result = self.plan.free_space, self.result
         if free is None or result.target_reached is not False:
             return ()
+        held = (f"; it could not be reached ({human_bytes(free.best)} free at most), so nothing was "
+                f"evicted for it ({flags.BEST_EFFORT} frees what it can toward it)") if free.held_back else ""
         return (f"{self.plan.root}: the free-space target ({human_bytes(free.target_bytes)}) was not reached: "
-                f"{human_bytes(result.fs_free_after)} free after the eviction",)
+                f"{human_bytes(result.fs_free_after)} free after the eviction{held}",)
 
 
 def exit_code_of(result: EvictionResult) -> int:

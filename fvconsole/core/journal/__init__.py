@@ -10,6 +10,7 @@ from fvconsole.core.journal.log import (
     JournalRecord,
     JournalWrite,
     append_record,
+    appender,
     journal_path,
     read_journal,
 )
@@ -20,6 +21,7 @@ __all__ = [
     "JournalRecord",
     "JournalWrite",
     "append_record",
+    "appender",
     "journal_path",
     "read_journal",
 ]

@@ -43,7 +43,7 @@ import os
 import select
 import stat
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -228,6 +228,13 @@ def append_record(record: JournalRecord, path: str) -> JournalWrite:
         why = exc.strerror or str(exc)
         return JournalWrite(path, False, f"{why}{f' ({exc.filename})' if exc.filename and exc.filename != path else ''}")
     return JournalWrite(path, True, None, shortened)
+
+
+def appender(path: str | None) -> Callable[[JournalRecord], JournalWrite] | None:
+    """What a run appends its record with (``core/shared/operation.py: run_locked``'s ``journal``); None: no line."""
+    if path is None:
+        return None
+    return lambda record: append_record(record, path)
 
 
 def _append(path: str, line: bytes) -> None:

@@ -324,8 +324,8 @@ def execute_migration(
     lock = migration_lock(out, step=lambda label: faults.point(f"lock: {label}"))
     try:
         with interrupts.deferred():  # the lock file exists exactly when `lock` knows it holds it
-            lock.acquire(break_stale=break_lock)
-        notes = lock.notes
+            state = lock.acquire(break_stale=break_lock)
+        notes = state.notes
         for note in notes:
             if on_lock_note is not None:
                 told.append(note)

@@ -2,7 +2,7 @@
 
 Why rename first: FastVideo's ``latest`` resume and its own cleanup list ``checkpoint-<step>``
 dirs; a half-deleted one under that name would be resumed from, or counted. The rename to
-``.checkpoint-<step>.fvconsole-pruning-<host>-<key>-<pid>`` is atomic, so after a SIGKILL at
+``.fvconsole-pruning-<digest>-<host>-<key>-<pid>`` (``core/retention/leftovers.py``) is atomic, so after a SIGKILL at
 any moment every ``checkpoint-<step>`` is either whole or gone, and what is left is a hidden
 leftover the next prune finishes first (the caller holds the output dir's lock, so no other
 prune can be working on it). After the rename the victim is re-checked (the very directory
@@ -21,12 +21,14 @@ from dataclasses import dataclass
 from typing import Any
 
 from fvconsole.core.checkpoints.listing import CHECKPOINT_RE
+from fvconsole.core.retention.leftovers import RECORD_NAME, parse_leftover, pruning_name, write_record
 from fvconsole.core.retention.plan import DoomedCheckpoint, PrunePlan
-from fvconsole.core.retention.scan import LEFTOVER_RE, holders_of, pruning_name
+from fvconsole.core.retention.scan import holders_of
 from fvconsole.core.shared import interrupts
 from fvconsole.core.shared.fields_json import fields_json
 from fvconsole.core.shared.humanize import plural
 from fvconsole.core.shared.mounts import mount_points, mounts_by_child
+from fvconsole.core.shared.operation import Stop
 from fvconsole.core.shared.process_use import holders_text, scan_processes
 from fvconsole.core.shared.reasons import Reason, reason
 from fvconsole.core.shared.removal import PartialRemoval, removal_obstacle, remove_tree
@@ -45,7 +47,7 @@ REWALK_AFTER = 60.0
 class PrunedCheckpoint:
     """A checkpoint (or leftover) this process removed, with the bytes it actually unlinked."""
 
-    step: int
+    step: int | None
     path: str
     bytes: int
     files: int
@@ -60,7 +62,7 @@ class PrunedCheckpoint:
 class LeftInPlace:
     """A planned victim found changed at execution and left as it was (not an error)."""
 
-    step: int
+    step: int | None
     path: str
     why: Reason
 
@@ -98,10 +100,12 @@ class _Left(Exception):
         self.why = why
 
 
-def execute_prune(plan: PrunePlan, progress: RemovalProgress | None = None) -> PruneResult:
+def execute_prune(plan: PrunePlan, progress: RemovalProgress | None = None,
+                  on_stop: Callable[[Stop], None] | None = None) -> PruneResult:
     """Remove exactly the plan's victims (leftovers first), continuing past per-checkpoint failures.
 
-    The caller holds the output dir's lock (:func:`fvconsole.core.retention.locked.prune_under_lock`).
+    The caller holds the output dir's lock (:class:`fvconsole.core.retention.locked.PruneOperation`).
+    Stopped by a signal, it tells ``on_stop`` what was done (the result so far) and lets the signal go on.
     """
     removed: list[PrunedCheckpoint] = []
     left: list[LeftInPlace] = []
@@ -116,7 +120,10 @@ def execute_prune(plan: PrunePlan, progress: RemovalProgress | None = None) -> P
         try:
             freed, files = _prune_one(plan, item, hidden, progress)
         except KeyboardInterrupt as exc:
-            raise _interrupted(exc, item, hidden, removed, result) from None
+            stop = _interrupted(exc, item, hidden, removed, result)
+            if on_stop is not None:
+                on_stop(stop)
+            raise interrupts.as_interrupted(exc) from None
         except _Left as change:
             left.append(LeftInPlace(item.step, item.path, change.why))
             continue
@@ -134,8 +141,8 @@ def execute_prune(plan: PrunePlan, progress: RemovalProgress | None = None) -> P
 def _prune_one(plan: PrunePlan, item: DoomedCheckpoint, hidden: str,
                progress: RemovalProgress | None) -> tuple[int, int]:
     name = os.path.basename(item.path)
-    pattern = LEFTOVER_RE if item.leftover else CHECKPOINT_RE
-    if os.path.dirname(item.path) != plan.output_dir or not pattern.match(name):
+    ours = parse_leftover(name) is not None if item.leftover else CHECKPOINT_RE.match(name) is not None
+    if os.path.dirname(item.path) != plan.output_dir or not ours:
         raise _Left(reason("prune.changed", "checkpoint", path=item.path, why="not a checkpoint of the output dir"))
     try:
         st = os.lstat(item.path)
@@ -152,6 +159,9 @@ def _prune_one(plan: PrunePlan, item: DoomedCheckpoint, hidden: str,
         if why is not None:
             _rename_back(hidden, item.path)
             raise _Left(reason("prune.changed", "checkpoint", path=item.path, why=why))
+        recorded = write_record(hidden, name)  # what it was, for the report of a prune that finishes it
+    else:
+        recorded = 0
     counted = [0]
     last = [time.monotonic()]
 
@@ -162,7 +172,9 @@ def _prune_one(plan: PrunePlan, item: DoomedCheckpoint, hidden: str,
             last[0] = now
             progress(freed, max(item.bytes, freed), f"removing {name}: {plural(files, 'file')}")
 
-    freed = remove_tree(hidden, report)
+    freed = remove_tree(hidden, report, last=RECORD_NAME)
+    if recorded:  # our own record is not the checkpoint's
+        freed, counted[0] = max(0, freed - recorded), max(0, counted[0] - 1)
     if progress is not None:
         progress(freed, freed, f"removed {name}: {plural(counted[0], 'file')}")
     return freed, counted[0]
@@ -193,8 +205,8 @@ def _rename_back(hidden: str, path: str) -> None:
 
 
 def _interrupted(exc: KeyboardInterrupt, item: DoomedCheckpoint, hidden: str, removed: list[PrunedCheckpoint],
-                 result: Callable[[tuple[str, ...]], PruneResult]) -> interrupts.Interrupted:
-    """Stopped by a signal while pruning ``item``: untouched, hidden (a leftover) or gone."""
+                 result: Callable[[tuple[str, ...]], PruneResult]) -> Stop:
+    """Stopped by a signal while pruning ``item``: untouched, hidden (a leftover) or gone; the result so far."""
     stop = interrupts.as_interrupted(exc)
     left = os.path.lexists(hidden) and hidden != item.path
     if left:
@@ -209,5 +221,4 @@ def _interrupted(exc: KeyboardInterrupt, item: DoomedCheckpoint, hidden: str, re
     changed = bool(removed) or left
     what = f"{plural(len(removed), 'checkpoint')} pruned from {partial.output_dir}" + (
         f"; {os.path.basename(hidden)} left for the next prune" if left else "")
-    return interrupts.as_interrupted(stop, done=what if changed else None,
-                                     note=None if changed else "nothing was pruned", partial=partial)
+    return Stop(stop.signum, partial, done=what if changed else None, note=None if changed else "nothing was pruned")

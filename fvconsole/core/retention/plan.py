@@ -70,7 +70,8 @@ class KeptCheckpoint:
 class DoomedCheckpoint:
     """A checkpoint the plan deletes: what the scan saw of it (execution re-checks it) and why it goes."""
 
-    step: int
+    #: None only for a leftover whose original name was never recorded.
+    step: int | None
     path: str
     bytes: int
     files: int
@@ -118,7 +119,7 @@ def plan_prune(scan: OutputScan, rules: PruneRules) -> PrunePlan:
     last = {c.step for c in complete[: rules.keep_last]} if rules.keep_last is not None else set()
     resumable = next((c for c in scan.checkpoints if c.resumable and not c.symlink), None)
     kept: list[KeptCheckpoint] = []
-    delete: list[DoomedCheckpoint] = [_leftover(item) for item in scan.leftovers]
+    delete: list[DoomedCheckpoint] = [_leftover(item) for item in scan.leftovers if not item.running]
     for ck in scan.checkpoints:
         never = _never(ck, newest_complete, resumable)
         if ck.step in rules.marked:
@@ -138,7 +139,9 @@ def plan_prune(scan: OutputScan, rules: PruneRules) -> PrunePlan:
         else:
             delete.append(DoomedCheckpoint(ck.step, ck.path, ck.info.bytes, ck.info.files, tuple(goes),
                                            ck.identity, ck.complete))
-    notes = tuple(n for n in (scan.process_partial, *scan.notes) if n)
+    running = tuple(reason("prune.leftover_running", "leftover", path=item.path, pid=item.pid,
+                           name=item.original or "a checkpoint").cli for item in scan.leftovers if item.running)
+    notes = tuple(n for n in (scan.process_partial, *scan.notes, *running) if n)
     return PrunePlan(scan.output_dir, rules, tuple(kept), tuple(delete), notes)
 
 
@@ -230,6 +233,7 @@ def _judge_marked(ck: ScannedCheckpoint, rules: PruneRules, newest_complete: int
 
 def _leftover(item: PruneLeftover) -> DoomedCheckpoint:
     size = tree_size(item.path)
+    hidden = item.path.rsplit("/", 1)[-1]
+    named = f"{hidden}, was {item.original!r}" if item.original is not None else f"{hidden}, its name not recorded"
     return DoomedCheckpoint(item.step, item.path, size.bytes, size.files,
-                            (reason("prune.leftover", "leftover", name=item.path.rsplit("/", 1)[-1]),),
-                            (0, 0), False, leftover=True)
+                            (reason("prune.leftover", "leftover", name=named),), (0, 0), False, leftover=True)

@@ -1,4 +1,4 @@
-"""The journal line of one executed ``checkpoints prune`` (the CLI's and the console's, via ``prune_under_lock``)."""
+"""The journal line of one executed ``checkpoints prune`` (the CLI's and the console's, via ``PruneOperation``)."""
 
 from __future__ import annotations
 

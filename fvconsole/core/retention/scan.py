@@ -18,24 +18,18 @@ from dataclasses import dataclass
 
 from fvconsole.core.checkpoints.listing import CheckpointInfo, checkpoint_dirs, inspect_checkpoint
 from fvconsole.core.migration.published import published_for
+from fvconsole.core.retention.leftovers import (
+    original_name,
+    owner_running,
+    parse_leftover,
+    read_record,
+    step_of,
+)
 from fvconsole.core.shared.errors import FvError
-from fvconsole.core.shared.host import HostIdentity, current_identity
+from fvconsole.core.shared.host import current_identity
 from fvconsole.core.shared.mounts import mount_points, mounts_by_child
 from fvconsole.core.shared.process_use import Holder, ProcessUse, scan_processes
-from fvconsole.core.shared.walk import listing
-
-#: A checkpoint being pruned is first renamed to ``.checkpoint-<step>.fvconsole-pruning-<host>-<key>-<pid>``:
-#: out of FastVideo's ``checkpoint-<step>`` pattern (its "latest", its cleanup and a resume never
-#: see a half-deleted one), saying whose it is, as staging dir names do.
-PRUNING_TAG = ".fvconsole-pruning-"
-LEFTOVER_RE = re.compile(r"^\.checkpoint-(?P<step>\d+)" + re.escape(PRUNING_TAG)
-                         + r"(?P<host>[A-Za-z0-9._-]{1,40})-(?P<key>[0-9a-f]{12})-(?P<pid>\d+)$")
-
-
-def pruning_name(step_name: str, me: HostIdentity | None = None, pid: int | None = None) -> str:
-    """The hidden name a checkpoint dir called ``step_name`` is renamed to before it is removed."""
-    me = me or current_identity()
-    return f".{step_name}{PRUNING_TAG}{me.label}-{me.key}-{os.getpid() if pid is None else pid}"
+from fvconsole.core.shared.walk import listing, tree_size
 
 
 @dataclass(frozen=True)
@@ -77,9 +71,14 @@ class PruneLeftover:
     """A checkpoint an interrupted prune renamed out of the pattern and did not finish removing."""
 
     path: str
-    step: int
+    #: The step of its original name (None: unknown, its record was never written).
+    step: int | None
     host: str
     pid: int
+    #: Its original ``checkpoint-<step>`` name (None: unknown).
+    original: str | None = None
+    #: Its owner still runs on this host: not a leftover but a prune at work (left alone).
+    running: bool = False
 
 
 @dataclass(frozen=True)
@@ -133,13 +132,15 @@ def _scan_one(path: str, out_dev: int, use: ProcessUse, held: dict[str, set[Hold
     name = os.path.basename(path)
     lst = os.lstat(path)
     symlink = stat.S_ISLNK(lst.st_mode)
-    info = inspect_checkpoint(path, read_dcp=False)
+    # One walk gives the size and every inode of the tree a process holds (a bind mount's paths differ).
+    walked = tree_size(path, watch=use.by_inode if use.by_inode else None)
+    info = inspect_checkpoint(path, read_dcp=False, size=walked)
     mounts = set(mounted.get(name, ()))
     if not symlink and lst.st_dev != out_dev:
         mounts.add(".")
     holders = set(held.get(name, ()))
     if not symlink:
-        holders |= _inode_holders(use, path)
+        holders |= use.held_in(walked)
     published = None
     if info.complete and info.kind != "rank-local" and not symlink:
         try:
@@ -164,43 +165,22 @@ def _holders_by_child(use: ProcessUse, real: str) -> dict[str, set[Holder]]:
 
 
 def holders_of(use: ProcessUse, path: str) -> tuple[Holder, ...]:
-    """Live processes holding a file of the checkpoint dir ``path`` open or mapped (execution's re-check)."""
-    real = os.path.realpath(path)
-    found = set().union(*use.under(real).by_path.values()) if use.by_path else set()
-    return tuple(sorted(found | _inode_holders(use, path)))
-
-
-def _inode_holders(use: ProcessUse, path: str) -> set[Holder]:
-    """Holders found by file identity in the checkpoint and its ``dcp/`` (a bind mount's paths differ).
-
-    By the listing's own inode numbers (``getdents``: no ``stat`` per file; a checkpoint may hold
-    100,000 files), and only when some held file is on the checkpoint's device at all.
-    """
-    try:
-        dev = os.stat(path).st_dev
-    except OSError:
-        return set()
-    if not any(held_dev == dev for held_dev, _ in use.by_inode):
-        return set()
-    found: set[Holder] = set()
-    for directory in (path, os.path.join(path, "dcp")):
-        try:
-            with listing(directory) as entries:
-                for entry in entries:
-                    held = use.by_inode.get((dev, entry.inode()))
-                    if held and entry.is_file(follow_symlinks=False):
-                        found |= held
-        except OSError:
-            continue
-    return found
+    """Live processes holding anything in the checkpoint dir ``path`` (execution's re-check)."""
+    return use.tree_holders(path)
 
 
 def _leftovers(out: str) -> tuple[PruneLeftover, ...]:
+    """Every hidden leftover of a prune, its name parsed (either way of naming), its owner judged."""
     found = []
+    me = current_identity()
     with listing(out) as entries:
         for entry in entries:
-            match = LEFTOVER_RE.match(entry.name)
-            if match and entry.is_dir(follow_symlinks=False):
-                found.append(PruneLeftover(os.path.join(out, entry.name), int(match["step"]), match["host"],
-                                           int(match["pid"])))
+            parsed = parse_leftover(entry.name)
+            if parsed is None or not entry.is_dir(follow_symlinks=False):
+                continue
+            path = os.path.join(out, entry.name)
+            record = read_record(path)
+            original = original_name(parsed, record)
+            found.append(PruneLeftover(path, step_of(original), parsed.host, parsed.pid, original,
+                                       owner_running(parsed, record, me)))
     return tuple(sorted(found, key=lambda item: item.path))

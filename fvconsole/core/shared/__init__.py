@@ -8,15 +8,18 @@ proves nothing goes around it):
 - replacing a file: :mod:`.atomic` (temp file, fsync, rename) and :mod:`.output_file` (a path
   the user named); :mod:`.durable` (when a directory's writes are on disk);
 - deleting: :mod:`.removal` (fd-based, never through a symlink, never across a mount);
-- taking a lock: :mod:`.locks` (holder records that say which host and process hold them);
-- printing untrusted text: :mod:`.printable`;
+- taking a lock: :mod:`.locks` (one interface for every kind; holder records that say which host
+  and process hold them);
+- printing untrusted text: :mod:`.terminal_text` (``printable``);
 - which processes hold a file open or mapped: :mod:`.process_use`;
 - bounded directory walks: :mod:`.walk`.
 
 Beside them: :mod:`.errors` (exit codes), :mod:`.reasons` (refusals as data), :mod:`.humanize`
 (sizes, ages, plurals, elision), :mod:`.host`, :mod:`.mounts`, :mod:`.fields_json`,
 :mod:`.progress`, :mod:`.optional` (the extras: torch, pyarrow, ...), :mod:`.fsutil`,
-:mod:`.interrupts` (SIGTERM and SIGHUP as an orderly interruption, and sections that defer them).
+:mod:`.interrupts` (SIGTERM and SIGHUP as an orderly interruption, and sections that defer them),
+:mod:`.operation` (the one runner of every action that changes something: locks, plan, execute,
+release, journal, signals).
 Nothing here imports another package of ``fvconsole.core``.
 """
 
@@ -46,6 +49,7 @@ from fvconsole.core.shared.humanize import (
 )
 from fvconsole.core.shared.interrupts import SIGNALS, Interrupted, as_interrupted, signal_name
 from fvconsole.core.shared.interrupts import handlers as interrupt_handlers
+from fvconsole.core.shared.operation import Run, Stop, run_locked
 from fvconsole.core.shared.output_file import write_output
 from fvconsole.core.shared.progress import Progress
 from fvconsole.core.shared.reasons import (
@@ -75,8 +79,10 @@ __all__ = [
     "PartialFailure",
     "Progress",
     "Reason",
+    "Run",
     "SIGNALS",
     "SKIP_SOURCE_CHECK",
+    "Stop",
     "UntrustedError",
     "UsageError",
     "WAIT",
@@ -99,6 +105,7 @@ __all__ = [
     "printable",
     "quote_input",
     "remove_empty_dir",
+    "run_locked",
     "signal_name",
     "utc_text",
     "write_output",

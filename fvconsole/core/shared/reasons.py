@@ -240,6 +240,30 @@ KINDS: Mapping[str, Kind] = _kinds(
          WAIT),
     Kind("lock.evicting_waited", "{subject}: {what}{who}; it did not finish within {wait}s",
          "{subject}: {what}{who}; it did not finish within --wait {wait}s"),
+    # locks: a root that cannot be locked, a lock file that is not ours to take (the evictor's OFD lock)
+    Kind("lock.root_missing", "{subject}: {noun} does not exist"),
+    Kind("lock.root_not_dir", "{subject}: {noun} is not a directory"),
+    Kind("lock.root_unopenable", "{subject}: cannot open {noun} ({why})"),
+    Kind("lock.root_unlockable", "{subject}: cannot lock {noun} ({why})"),
+    Kind("lock.file_read_only", "{subject}: cannot create the lock file {file}: read-only filesystem"),
+    Kind("lock.file_symlink", "{subject}: the lock file {file} is a symlink; remove it once no fvconsole run uses it"),
+    Kind("lock.file_not_regular", "{subject}: the lock file {file} is not a regular file; remove it once no "
+         "fvconsole run uses it"),
+    Kind("lock.file_foreign", "{subject}: the lock file {file} belongs to {owner} and is not writable by {user}: "
+         "only who can write it may take the lock; its owner (or root) can remove it"),
+    Kind("lock.file_uncreatable", "{subject}: cannot create the lock file {file} ({why}): only a user who can "
+         "write there may take the lock"),
+    # locks: what holding or giving one up left for the operator (warnings, never refusals)
+    Kind("lock.unsupported", "cannot lock the root on this filesystem ({why}; NFS?): {unguarded}"),
+    Kind("lock.record_unwritten", "{file}: cannot write the holder record ({why}); the lock still holds"),
+    Kind("lock.record_taken_over", "{file}: took over from {holder}: {why}"),
+    Kind("lock.record_not_removed", "{file}: cannot remove the holder record ({why}); it is ignored once this "
+         "process is gone"),
+    Kind("lock.gone_at_release", "{file}: the lock file had already been removed (by hand?)"),
+    Kind("lock.unreadable_at_release", "{file}: cannot read the lock file before removing it ({why}); remove it "
+         "by hand"),
+    Kind("lock.taken_at_release", "{file}: the lock file now belongs to {holder}; left in place"),
+    Kind("lock.not_removed", "{file}: cannot remove the lock file ({why}); remove it by hand"),
     # cache: where eviction may run
     Kind("cache_root.mount_point", "{root}: is the root of a mounted filesystem; use a subdirectory",
          "{root}: is the root of a mounted filesystem; use a subdirectory, or --force if it really is the cache root",
@@ -281,9 +305,17 @@ KINDS: Mapping[str, Kind] = _kinds(
     Kind("free.reached", "target {need} free ({min_free}): {before} free now, about {after} after",
          "target {need} free ({min_free_flags}): {before} free now, about {after} after"),
     Kind("free.unreachable", "target {need} free ({min_free}) cannot be reached: {before} free now, about {after} "
-         "after evicting every entry that may be evicted ({short} short; kept, in-use and mounted entries stay)",
+         "after evicting every entry that may be evicted ({short} short; kept, in-use and mounted entries stay); "
+         "best effort: evicting toward it anyway",
          "target {need} free ({min_free_flags}) cannot be reached: {before} free now, about {after} "
-         "after evicting every entry that may be evicted ({short} short; kept, in-use and mounted entries stay)"),
+         "after evicting every entry that may be evicted ({short} short; kept, in-use and mounted entries stay); "
+         "--best-effort: evicting toward it anyway"),
+    Kind("free.unreachable_held", "target {need} free ({min_free}) cannot be reached: {before} free now, at most "
+         "{possible} after evicting every entry that may be evicted; nothing is evicted for it ({short} short; "
+         "tick best effort to free what can be freed toward it)",
+         "target {need} free ({min_free_flags}) cannot be reached: {before} free now, at most "
+         "{possible} after evicting every entry that may be evicted; nothing is evicted for it ({short} short; "
+         "--best-effort frees what it can toward it)"),
     # migration: what the preview found beside the output dir (warnings)
     Kind("staging.crashed_here", "{path}: staging dir of a crashed migration on this host (pid {pid}); "
          "executing the migration removes it",
@@ -341,6 +373,8 @@ KINDS: Mapping[str, Kind] = _kinds(
          "interrupted save ({why}), modified {age} ago (--incomplete)"),
     Kind("prune.marked", "marked for pruning in the console"),
     Kind("prune.leftover", "leftover of an interrupted prune ({name}): finished first"),
+    Kind("prune.leftover_running", "{path}: {name} being pruned by pid {pid}, which still runs on this host: "
+         "left alone"),
     Kind("prune.changed", "{path}: {why} since the plan; left as it was"),
     # what FastVideo's own cleanup and "latest" resume will do (``checkpoints ls``)
     Kind("fastvideo.limit_unreadable", "{path} ({source}): FastVideo cannot read it as a number ({why}); "

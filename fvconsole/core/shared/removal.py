@@ -56,8 +56,11 @@ class PartialRemoval(OSError):
         return f"{plural(self.failures, 'file')} left in {hidden}, {plural(self.freed, 'byte')} freed"
 
 
-def remove_tree(path: str, progress: Callable[[int, int], None] | None = None) -> int:
+def remove_tree(path: str, progress: Callable[[int, int], None] | None = None, *, last: str | None = None) -> int:
     """Remove ``path`` (a directory, a symlink or a file) without following any symlink.
+
+    ``last``: a file directly inside ``path`` removed only after everything else went, and kept
+    when anything stayed (a prune's record of what its hidden leftover was: a report names it).
 
     Returns the bytes of regular files this call unlinked; files that vanish under us
     (a concurrent evictor) are not counted and are not errors. Raises PartialRemoval when
@@ -79,7 +82,7 @@ def remove_tree(path: str, progress: Callable[[int, int], None] | None = None) -
         return st.st_size if stat.S_ISREG(st.st_mode) else 0
     # The parent is the cache root as the user named it (it may itself be a symlink).
     parent_fd = open_noatime(os.path.dirname(path) or ".", _DIR_FLAGS & ~os.O_NOFOLLOW)
-    walk = _Walk(parent_fd, progress)
+    walk = _Walk(parent_fd, progress, last)
     try:
         walk.run(os.path.basename(path))
     finally:
@@ -163,8 +166,10 @@ class _Dir:
 class _Walk:
     """Depth-first removal with an explicit stack: constant Python stack, bounded descriptors."""
 
-    def __init__(self, parent_fd: int, progress: Callable[[int, int], None] | None = None) -> None:
+    def __init__(self, parent_fd: int, progress: Callable[[int, int], None] | None = None,
+                 last: str | None = None) -> None:
         self.parent_fd = parent_fd
+        self.last = last  # a file of the top directory removed after all else (``remove_tree``)
         self.stack: list[_Dir] = []
         self.lowest_open = 0  # stack[lowest_open:] have open fds; the ones below were closed
         self.failures: list[OSError] = []
@@ -233,6 +238,8 @@ class _Walk:
     def _finish(self, top: _Dir) -> None:
         """``top`` is empty (or holds what could not go): close it and let the visitor leave it."""
         self.stack.pop()
+        if self.last is not None and not self.stack and len(self.failures) == top.failures_before:
+            self._unlink(top.fd, self.last)  # type: ignore[arg-type]
         parent_fd = self._parent_fd(top)
         os.close(top.fd)  # type: ignore[arg-type]
         top.fd = None
@@ -249,7 +256,7 @@ class _Walk:
 
     def _visit(self, fd: int, st: os.stat_result, child: str, is_dir: bool) -> bool:
         """One child of the directory ``fd`` (``st``): a non-directory is unlinked; False stops the walk."""
-        if not is_dir:
+        if not is_dir and not (child == self.last and len(self.stack) == 1):
             self._unlink(fd, child)
         return True
 
