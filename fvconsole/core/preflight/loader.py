@@ -23,6 +23,7 @@ from fvconsole.core.formats import streaming, torch_zip
 from fvconsole.core.formats.sidecar_files import (
     RECEIPT_NAME,
     SIDECAR_VERSION,
+    decode_sidecar,
     read_sidecar_bytes,
     sidecar_name,
 )
@@ -222,7 +223,7 @@ def check_loader(checkpoint: str, own: set[str], step: int, world: int, live: Li
         if found.set_dir is None and os.path.isfile(os.path.join(where, RECEIPT_NAME)):
             found.set_dir = where
         try:
-            payload = torch_zip.loads(read_sidecar_bytes(path))
+            payload = decode_sidecar(read_sidecar_bytes(path))
         except OSError as exc:
             key, fingerprint = ("fail", f"{shown}: cannot read ({exc.strerror or exc})", None), None
         except (FvError, torch_zip.TorchFileError) as exc:
