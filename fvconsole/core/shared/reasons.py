@@ -346,6 +346,7 @@ KINDS: Mapping[str, Kind] = _kinds(
     Kind("keep.newest_complete", "the newest complete checkpoint: never deleted"),
     Kind("keep.in_use", "in use: {how} by pid {pid} ({command}){more}: never deleted"),
     Kind("keep.published", "its published sidecar set ({path}) is the newest resumable state: never deleted"),
+    Kind("keep.unreadable", "{why}: never deleted (what cannot be read is not judged)"),
     Kind("keep.symlink", "a symlink, not a checkpoint directory of this output dir: never deleted"),
     Kind("keep.mounted", "{where}: never deleted (removal never crosses a mount)"),
     Kind("keep.not_removable", "not removable by {user}: {path} ({why})"),
@@ -377,8 +378,8 @@ KINDS: Mapping[str, Kind] = _kinds(
          "left alone"),
     Kind("prune.changed", "{path}: {why} since the plan; left as it was"),
     # what FastVideo's own cleanup and "latest" resume will do (``checkpoints ls``)
-    Kind("fastvideo.limit_unreadable", "{path} ({source}): FastVideo cannot read it as a number ({why}); "
-         "it would fail before its first save"),
+    Kind("fastvideo.limit_unreadable", "FastVideo will refuse to start: {path} ({source}) is {value}, and "
+         "its int({path} or 0) raises {why}"),
     Kind("fastvideo.fewer_complete", "FastVideo's cleanup after the next save keeps {kept} "
          "of its limit {limit}: interrupted saves take its slots (prune them first)",
          "FastVideo's cleanup after the next save keeps {kept} of its limit {limit}: "
