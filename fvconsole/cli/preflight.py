@@ -6,6 +6,7 @@ import argparse
 
 from fvconsole.cli.checkpoints import add_set_option
 from fvconsole.cli.common import block, emit_json, say, whole_number
+from fvconsole.cli.options import add_config, add_job, add_json, add_nodes
 from fvconsole.core.shared import UsageError
 
 EPILOG = """\
@@ -38,7 +39,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         epilog=EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    parser.add_argument("--config", required=True, metavar="NEXT.yaml", help="the next job's run config (YAML)")
+    add_config(parser, "the next job's run config (YAML)", required=True)
     add_set_option(parser)
     parser.add_argument("--resume", metavar="latest|PATH",
                         help="resume_from_checkpoint to judge (default: the config's "
@@ -49,10 +50,10 @@ def register(sub: argparse._SubParsersAction) -> None:
                         help="the job's FASTVIDEO_DATALOADER_STATE_DIR (default: as preflight sees it)")
     parser.add_argument("--cache-root", metavar="ROOT", help="also judge the weight shard cache at ROOT")
     where = parser.add_mutually_exclusive_group()
-    where.add_argument("--nodes", metavar="LIST", help="judge the cache on these nodes (needs --cache-root)")
-    where.add_argument("--job", metavar="ID", help="judge the cache on this job's nodes (needs --cache-root)")
+    add_nodes(where, "judge the cache on these nodes, a Slurm hostlist (needs --cache-root)")
+    add_job(where, "judge the cache on this running job's nodes (needs --cache-root)")
     parser.add_argument("--strict", action="store_true", help="warnings are a no-go too")
-    parser.add_argument("--json", action="store_true", help="print exactly one JSON object")
+    add_json(parser)
     parser.set_defaults(func=_preflight)
 
 
