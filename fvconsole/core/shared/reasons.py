@@ -376,6 +376,7 @@ KINDS: Mapping[str, Kind] = _kinds(
     Kind("prune.leftover", "leftover of an interrupted prune ({name}): finished first"),
     Kind("prune.leftover_running", "{path}: {name} being pruned by pid {pid}, which still runs on this host: "
          "left alone"),
+    Kind("prune.orphans_set", "its sidecar set {path} is left without its checkpoint"),
     Kind("prune.changed", "{path}: {why} since the plan; left as it was"),
     # what FastVideo's own cleanup and "latest" resume will do (``checkpoints ls``)
     Kind("fastvideo.limit_unreadable", "FastVideo will refuse to start: {path} ({source}) is {value}, and "
