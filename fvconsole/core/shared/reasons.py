@@ -175,6 +175,8 @@ KINDS: Mapping[str, Kind] = _kinds(
          "the run config changes the world size {source_world} -> {target_world} (sp size {source_sp} -> "
          "{target_sp}): the loader state must be resharded; choose --reshard MODE ({modes}; the accounting "
          "of each is shown)"),
+    Kind("world_size.max",
+         "{world} ranks in {where}: fvconsole plans and writes at most {max} ranks (a sidecar per rank)"),
     Kind("manifest.source", "{problem}", "{problem} (--skip-source-check to proceed anyway)", SKIP_SOURCE_CHECK),
     # migration: the output dir (preview and execution)
     Kind("output_dir.has_sidecars",
