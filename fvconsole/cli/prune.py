@@ -48,7 +48,8 @@ newest complete checkpoint only once older than --grace (default 10m). --keep-ev
 
 Never deleted, whatever the flags: the newest complete checkpoint; one with a file open or
 mapped by a live process on this node (named by pid); the one whose published sidecar set
-(dataloader-state/checkpoint-<step>) is the newest resumable state; a symlink, or anything
+(found by its receipt in the output dir's subdirectories, two levels down, e.g.
+dataloader-state/checkpoint-<step>) is the newest resumable state; a symlink, or anything
 that is not a checkpoint-<step> directory of this output dir; anything across a mount; one
 this user could not remove entirely.
 

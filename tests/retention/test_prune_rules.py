@@ -178,7 +178,7 @@ def test_the_json_shape(out: Path) -> None:
     assert data["kept"][0] == {"step": 700, "path": str(out / "checkpoint-700"),
                                "reason": "interrupted save; --incomplete would select it"}
     [gone] = data["delete"]
-    assert set(gone) == {"step", "path", "bytes", "reason"} and gone["step"] == 100
+    assert set(gone) == {"step", "path", "bytes", "reason", "warnings"} and gone["step"] == 100
     assert gone["bytes"] == sum(p.stat().st_size for p in (out / "checkpoint-100").rglob("*") if p.is_file())
     assert data["freed_bytes"] == gone["bytes"]
 
