@@ -32,6 +32,7 @@ from fvconsole.tui import state, wording
 from fvconsole.tui.app import FvConsoleApp
 from fvconsole.tui.base import BaseView
 from fvconsole.tui.fleet_view import FleetView
+from fvconsole.tui.textual_private import RELIED_ON, RELIED_ON_ATTRIBUTES
 from fvconsole.tui.widgets import FastTable, PathSuggester, TickBox
 
 
@@ -70,6 +71,7 @@ Widget.border_title  # set on the focused pane (tui/base.py): Textual draws it i
 FvConsoleApp.VERTICAL_BREAKPOINTS  # as above, -short/-tall
 Text().no_wrap  # Rich reads it when rendering: FastTable's fitted cells never wrap
 DataTable()._require_update_dimensions  # DataTable re-measures on its next render when set (FastTable's column widths)
+RELIED_ON, RELIED_ON_ATTRIBUTES  # Textual's private API the console uses: tests/tui/test_table_drawing.py checks them against the installed Textual
 TickBox.BUTTON_INNER  # Textual's ToggleButton draws self.BUTTON_INNER: TickBox sets it to the state (X or blank)
 
 # Data read outside the package: by the JSON a user gets, by the tests, by the docs.

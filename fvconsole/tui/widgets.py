@@ -22,7 +22,6 @@ from dataclasses import dataclass
 from typing import Any, ClassVar, Generic, TypeVar
 
 from rich.cells import cell_len
-from rich.segment import Segment
 from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
@@ -35,19 +34,17 @@ from textual.suggester import Suggester
 from textual.visual import visualize
 from textual.widget import Widget
 from textual.widgets import Checkbox, DataTable, Input, ProgressBar, Static
-from textual.widgets._data_table import RowRenderables, default_cell_formatter
 
 from fvconsole.core.shared import human_bytes, printable
 from fvconsole.tui import state
 from fvconsole.tui.plain import (
-    MARKUP_CHARACTER,
     ControlPictures,
     PlainText,
     fit_path,
     plain_content,
     table_cell,
 )
-from fvconsole.tui.table_drawing import FittedCell, LineCachedTable
+from fvconsole.tui.textual_private import PlainRowsTable
 
 _T = TypeVar("_T")
 
@@ -218,10 +215,13 @@ class TickBox(Checkbox):
     monochrome terminal, a screenshot in a ticket or a colour-blind operator does not see.
     """
 
-    @property
-    def _button(self) -> Any:
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
         self.BUTTON_INNER = "X" if self.value else " "
-        return super()._button
+
+    def watch_value(self) -> None:
+        self.BUTTON_INNER = "X" if self.value else " "
+        super().watch_value()
 
 
 class OneLine(HorizontalScroll):
@@ -445,7 +445,7 @@ class ProgressRow(Horizontal):
 ASCENDING, DESCENDING = " ▲", " ▼"
 
 
-class FastTable(LineCachedTable):
+class FastTable(PlainRowsTable):
     """A DataTable that stays responsive with thousands of rows, shows data as plain text,
     moves with the keys people know (j/k, g/G, Home/End) and sorts by any column.
 
@@ -458,12 +458,9 @@ class FastTable(LineCachedTable):
     press ``<``/``>`` (htop) to move the sort column, ``s`` for size (largest first, as ncdu)
     and ``n`` for the first column; the same choice again reverses it.
 
-    DataTable measures every cell of every new row on idle (4096 ranks × 7 columns takes
-    over a second on the event loop). With fixed column widths and one-line rows there is
-    nothing to measure, so only the virtual size is recomputed. Relies on DataTable
-    internals of Textual 8 (pinned <9 in pyproject); falls back to the full path otherwise.
-    A page of rows not drawn before (pagedown) is drawn by :class:`LineCachedTable`
-    (``tui/table_drawing.py``): DataTable's lines, for a fraction of the work.
+    How it draws (DataTable's lines for a fraction of the work; fixed-width rows never
+    measured; every cell fitted, a cut marked) is :class:`PlainRowsTable`'s, in
+    ``tui/textual_private.py``, the one module that uses Textual's private API.
     """
 
     BINDINGS: ClassVar[list[BindingType]] = [
@@ -588,9 +585,7 @@ class FastTable(LineCachedTable):
                 column.width = widths[key.value]
                 changed = True
         if changed:
-            self._require_update_dimensions = True
-            self._clear_caches()
-            self.refresh()
+            self.widths_changed()
 
     # ------------------------------------------------------------ sorting
 
@@ -622,8 +617,7 @@ class FastTable(LineCachedTable):
                 column.label = label + Text(DESCENDING if self.sort_reverse else ASCENDING, style="bold")
             else:
                 column.label = label.copy()
-        self._clear_caches()
-        self.refresh()
+        self.redraw()
 
     def on_data_table_header_selected(self, event: DataTable.HeaderSelected) -> None:
         event.stop()
@@ -645,72 +639,6 @@ class FastTable(LineCachedTable):
     def action_sort_name(self) -> None:
         if self.sortable:
             self.sort_by(self.sortable[0])
-
-    # ------------------------------------------------------------ fit
-
-    def _compute_row_renderables(self, row_index: int) -> Any:
-        """Every cell (header included) drawn by the one fit rule (:class:`FittedCell`).
-
-        A string cell is plain already (``plain.table_cell`` keeps a string only without a
-        markup character), so in a one-line row it becomes Text as it is: DataTable would
-        run it through Rich's markup parser (a tenth of drawing a page of new rows)."""
-        row_key = self._row_locations.get_key(row_index) if row_index >= 0 else None
-        meta = self.rows.get(row_key) if row_key is not None else None
-        if meta is None or meta.height != 1 or self._should_render_row_labels:
-            row = super()._compute_row_renderables(row_index)
-            return type(row)(row.label, [FittedCell(cell) for cell in row.cells])
-        values = self._data.get(row_key, {})
-        return RowRenderables(None, [FittedCell(_one_line_cell(values.get(column.key)))
-                                     for column in self.ordered_columns])
-
-    def render_line(self, y: int) -> Strip:
-        """A line; when the table is wider than its view, a cell cut at the right edge ends with ``…``.
-
-        A table with more columns than fit (the fleet's key × node matrix) scrolls sideways:
-        the column at the edge is cut by the view, not by :class:`FittedCell`, so it gets its mark
-        here, in the last column the view shows (left of a vertical scrollbar, which covers the rest).
-        """
-        strip = super().render_line(y)
-        shown = self.scrollable_content_region.width
-        scroll_x = int(self.scroll_offset.x)
-        if self.fixed_columns or self.virtual_size.width <= scroll_x + shown or shown < 2:
-            return strip
-        header = self.header_height if self.show_header else 0
-        try:
-            row_key, offset = self._get_offsets(y if y < header else y + int(self.scroll_offset.y))
-            _fixed, cells = self._render_line_in_row(row_key, offset, self._frame_style(),
-                                                     cursor_location=self.cursor_coordinate,
-                                                     hover_location=self.hover_coordinate)
-        except LookupError:
-            return strip
-        edge = scroll_x + shown
-        start = 0
-        for cell in cells:  # the cell the edge cuts, and whether text of it lies beyond the edge
-            cell_width = sum(segment.cell_length for segment in cell)
-            if start + cell_width > edge:
-                break
-            start += cell_width
-        else:
-            return strip
-        if not Strip(cell).crop(edge - start, cell_width).text.strip():
-            return strip  # only the cell's padding (or blanks) is beyond: nothing is hidden
-        last = strip.crop(shown - 1, shown)
-        style = last._segments[0].style if last._segments else None
-        return Strip([*strip.crop(0, shown - 1)._segments, Segment("…", style),
-                      *strip.crop(shown, strip.cell_length)._segments], strip.cell_length)
-
-    # ------------------------------------------------------------ speed
-
-    def _update_dimensions(self, new_rows: Any) -> None:
-        new_rows = list(new_rows)
-        if any(c.auto_width for c in self.columns.values()) or any(
-            row.auto_height or row.label is not None for key in new_rows if (row := self.rows.get(key)) is not None
-        ):
-            super()._update_dimensions(new_rows)
-            return
-        width = sum(c.get_render_width(self) for c in self.columns.values()) + self._row_label_column_width
-        header = self.header_height if self.show_header else 0
-        self.virtual_size = Size(width, self._total_row_height + header)
 
 
 class ListingTable(FastTable, Generic[_T]):
@@ -780,16 +708,6 @@ class ListingTable(FastTable, Generic[_T]):
             self.move_cursor(row=self.get_row_index(previous))
         elif not self.shown:
             self.selected = None
-
-
-def _one_line_cell(value: Any) -> Any:
-    """What DataTable's ``default_cell_formatter`` makes of a one-line row's cell, without its
-    markup parse for a string that has no markup character (``plain.table_cell``'s)."""
-    if isinstance(value, str) and not MARKUP_CHARACTER.search(value):
-        return Text(value, no_wrap=True, end="")
-    if value is None:
-        return Text(no_wrap=True, end="")
-    return default_cell_formatter(value, wrap=False, height=1) or Text(no_wrap=True, end="")
 
 
 def _sortable(value: Any) -> tuple[int, Any]:
