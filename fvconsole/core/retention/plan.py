@@ -148,6 +148,8 @@ def plan_prune(scan: OutputScan, rules: PruneRules) -> PrunePlan:
 def _never(ck: ScannedCheckpoint, newest_complete: int | None, resumable: ScannedCheckpoint | None) -> list[Reason]:
     """The reasons that hold whatever the rules say."""
     found = []
+    if ck.info.unreadable is not None:
+        found.append(reason("keep.unreadable", "checkpoint", why=ck.info.unreadable))
     if ck.symlink:
         found.append(reason("keep.symlink", "checkpoint"))
     if ck.mounts:

@@ -346,6 +346,7 @@ KINDS: Mapping[str, Kind] = _kinds(
     Kind("keep.newest_complete", "the newest complete checkpoint: never deleted"),
     Kind("keep.in_use", "in use: {how} by pid {pid} ({command}){more}: never deleted"),
     Kind("keep.published", "its published sidecar set ({path}) is the newest resumable state: never deleted"),
+    Kind("keep.unreadable", "{why}: never deleted (what cannot be read is not judged)"),
     Kind("keep.symlink", "a symlink, not a checkpoint directory of this output dir: never deleted"),
     Kind("keep.mounted", "{where}: never deleted (removal never crosses a mount)"),
     Kind("keep.not_removable", "not removable by {user}: {path} ({why})"),
