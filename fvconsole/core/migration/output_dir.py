@@ -25,7 +25,7 @@ from fvconsole.core.shared.errors import FvError
 from fvconsole.core.shared.fsutil import is_within, real
 from fvconsole.core.shared.host import HostIdentity, current_identity, pid_alive
 from fvconsole.core.shared.humanize import human_bytes, plural
-from fvconsole.core.shared.locks import FileLock, lock_file_beside
+from fvconsole.core.shared.locks import FileLock
 from fvconsole.core.shared.mounts import place_of, same_place
 from fvconsole.core.shared.reasons import Reason, invalid, reason
 from fvconsole.core.shared.safe_read import open_input
@@ -56,14 +56,9 @@ def staging_name(outname: str, me: HostIdentity | None = None, pid: int | None =
     return f".{outname}{STAGING_TAG}{me.label}-{me.key}-{pid}-{secrets.token_hex(4)}"
 
 
-def lock_path(out: str) -> str:
-    """The migration lock of output dir ``out``: beside its real path, so no set ever contains it and every
-    path to it takes one lock."""
-    return lock_file_beside(out, LOCK_TAG)
-
-
 def migration_lock(out: str, step: Any = None) -> FileLock:
-    """The lock that serialises executions on ``out`` (any host sharing the filesystem)."""
+    """The lock that serialises executions on ``out`` (any host sharing the filesystem): beside its real
+    path, so no set ever contains it and every path to it takes one lock."""
     return FileLock.beside(out, LOCK_TAG, what="another migration holds the lock", step=step, field="output_dir")
 
 
