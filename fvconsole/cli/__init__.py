@@ -78,6 +78,7 @@ def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
     import importlib
 
     from fvconsole.cli.completion import INSTALL, PrintCompletion
+    from fvconsole.cli.options import add_config, add_journal
     from fvconsole.cli.parser import CliParser
 
     parser = CliParser(
@@ -89,7 +90,7 @@ def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
     parser.add_argument("--version", action=InstalledVersion)
     parser.add_argument("--print-completion", action=PrintCompletion,
                         help="print the completion script for SHELL (bash, zsh, fish) and exit")
-    parser.add_argument("--config", metavar="RUN.yaml", help="run config to load in the console")
+    add_config(parser, "run config to load in the console")
     parser.add_argument(
         "--checkpoints",
         metavar="DIR",
@@ -101,12 +102,8 @@ def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
         help="weight shard cache root (default: $FASTVIDEO_WEIGHT_SHARD_CACHE)",
     )
     parser.add_argument("--read-only", action="store_true", help="disable every write action in the console")
-    parser.add_argument(
-        "--journal",
-        metavar="PATH",
-        help="the journal the console's History view reads and its migrations and evictions append to "
-             "(default $FVCONSOLE_JOURNAL, else $XDG_STATE_HOME/fvconsole/journal.jsonl)",
-    )
+    add_journal(parser, "the journal the console's History view reads and its migrations and evictions append to "
+                        "(default $FVCONSOLE_JOURNAL, else $XDG_STATE_HOME/fvconsole/journal.jsonl)", default=None)
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=CliParser)
     first = argv[0] if argv else None
     for name in (first,) if first in _COMMAND_MODULES else _COMMAND_MODULES:

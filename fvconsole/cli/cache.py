@@ -28,6 +28,7 @@ from fvconsole.cli.common import (
     whole_number,
 )
 from fvconsole.cli.formats import add_format_args, output_format, write_output_file
+from fvconsole.cli.options import add_deep, add_force, add_grace, add_json, add_wait, add_yes
 from fvconsole.cli.outcome import (
     add_journal_args,
     command_line,
@@ -35,7 +36,7 @@ from fvconsole.cli.outcome import (
     record_write,
     warn_if_unwritten,
 )
-from fvconsole.cli.selectors import add_key_option, add_selector_args
+from fvconsole.cli.selectors import add_key_option, add_selector_args, selectors_from
 from fvconsole.cli.streams import write_out
 from fvconsole.core.cache import (
     DEFAULT_GRACE_SECONDS,
@@ -71,6 +72,7 @@ from fvconsole.core.shared import (
     UsageError,
     clipped,
     elided,
+    flags,
     human_bytes,
     parse_duration,
     plural,
@@ -191,12 +193,10 @@ def register(sub: argparse._SubParsersAction) -> None:
                             description=EVICT_HELP, formatter_class=argparse.RawDescriptionHelpFormatter)
     _common(ev)
     add_selector_args(ev)
-    ev.add_argument("--force", action="store_true",
-                    help="also evict entries in use or being written; allow a mount point or empty-looking root")
-    ev.add_argument("--yes", action="store_true", help="execute (default: dry run)")
-    ev.add_argument("--wait", type=seconds("--wait"), default=0.0, metavar="SECONDS",
-                    help="with --yes: wait up to SECONDS for another eviction of this root to finish "
-                         "(default 0: exit 1 at once)")
+    add_force(ev, "also evict entries in use or being written; allow a mount point or empty-looking root")
+    add_yes(ev)
+    add_wait(ev, "with --yes: wait up to SECONDS for another eviction of this root to finish "
+                 "(default 0: exit 1 at once)", default=0.0)
     _wide_flag(ev)
     add_journal_args(ev)
     ev.set_defaults(func=run_evict)
@@ -204,8 +204,8 @@ def register(sub: argparse._SubParsersAction) -> None:
                              description=VERIFY_HELP, formatter_class=argparse.RawDescriptionHelpFormatter)
     ver.add_argument("root", nargs="?", metavar="ROOT", help=f"cache root (default: ${ENV_ROOT})")
     add_key_option(ver, "verify this entry (repeatable)")
-    ver.add_argument("--deep", action="store_true", help="also read every byte of every shard (I/O errors)")
-    ver.add_argument("--json", action="store_true", help="print one JSON object")
+    add_deep(ver, "also read every byte of every shard (I/O errors)")
+    add_json(ver)
     ver.set_defaults(func=run_verify)
 
 
@@ -221,10 +221,9 @@ def _width(args: argparse.Namespace) -> int | None:
 
 def _common(parser: argparse.ArgumentParser, *, json_flag: bool = True) -> None:
     parser.add_argument("root", nargs="?", metavar="ROOT", help=f"cache root (default: ${ENV_ROOT})")
-    parser.add_argument("--grace", metavar="D", default="10m",
-                        help="a .tmp or use newer than this means in use (default 10m)")
+    add_grace(parser, "a .tmp or use newer than this means in use (default 10m)", default="10m")
     if json_flag:
-        parser.add_argument("--json", action="store_true", help="print one JSON object")
+        add_json(parser)
 
 
 def _root_arg(args: argparse.Namespace) -> str | None:
@@ -250,7 +249,7 @@ def _env_cap() -> tuple[int | None, str | None]:
 def run_ls(args: argparse.Namespace) -> int:
     """`cache ls`: exit 0 unless the root itself is missing or unlistable (with --watch: the last scan)."""
     fmt = output_format(args)
-    grace = parse_duration(args.grace, "--grace")
+    grace = parse_duration(args.grace, flags.GRACE)
     if args.count is not None and args.watch is None:
         raise UsageError("--count: only with --watch")
     if args.per_entry and fmt != "prometheus":
@@ -415,7 +414,7 @@ def holders_line(holders: tuple, limit: int = 3) -> str:
 
 def run_evict(args: argparse.Namespace) -> int:
     """`cache evict`: 0 ok (dry run too), 1 refused, 2 usage, 3 failed part-way."""
-    request = EvictionRequest.from_flags(_root_arg(args), vars(args))
+    request = evict_request(args)
     width = _width(args)
     if not args.yes:
         _show_preview(request.preview(), as_json=args.json, width=width)
@@ -431,6 +430,14 @@ def run_evict(args: argparse.Namespace) -> int:
         record_write(args, done.done_text)
     _show_result(done, as_json=args.json, width=width)
     return EXIT_OK
+
+
+def evict_request(args: argparse.Namespace) -> EvictionRequest:
+    """The command line's eviction as the core's typed request; usage errors (exit 2) before any disk
+    access or lock: a bad --grace, then a bad selector, then no root."""
+    grace = parse_duration(args.grace, flags.GRACE)
+    selectors = selectors_from(args)
+    return EvictionRequest(resolve_root(_root_arg(args)), selectors, grace, args.force)
 
 
 def _show_preview(preview: EvictionPreview, *, as_json: bool, width: int | None) -> None:

@@ -23,7 +23,9 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from fvconsole.cli.common import warn
+from fvconsole.cli.options import add_journal
 from fvconsole.core.journal import ENV_JOURNAL, JournalRecord, JournalWrite, append_record, journal_path
+from fvconsole.core.shared import flags
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
     from fvconsole.core.shared import Reason
@@ -68,12 +70,9 @@ def command_line(args: argparse.Namespace) -> str:
 
 
 def add_journal_args(parser: argparse.ArgumentParser) -> None:
-    # SUPPRESS: not given here, `fvconsole --journal PATH migrate ...` (given before the
-    # command, as for the console) still counts instead of being reset to None.
-    parser.add_argument("--journal", metavar="PATH", default=argparse.SUPPRESS,
-                        help=f"append what --yes did to this journal (default ${ENV_JOURNAL}, else "
-                             "$XDG_STATE_HOME/fvconsole/journal.jsonl, i.e. ~/.local/state/fvconsole/)")
-    parser.add_argument("--no-journal", action="store_true", help="do not write a journal line")
+    add_journal(parser, f"append what --yes did to this journal (default ${ENV_JOURNAL}, else "
+                        "$XDG_STATE_HOME/fvconsole/journal.jsonl, i.e. ~/.local/state/fvconsole/)")
+    parser.add_argument(flags.NO_JOURNAL, action="store_true", help="do not write a journal line")
 
 
 def journal_target(args: argparse.Namespace) -> str | None:

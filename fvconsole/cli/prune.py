@@ -8,7 +8,8 @@ renderers beside the options (``checkpoints.py`` lists and shows).
 from __future__ import annotations
 
 import argparse
-from typing import Any
+from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 from fvconsole.cli.common import (
     Block,
@@ -20,6 +21,7 @@ from fvconsole.cli.common import (
     warn,
     whole_number,
 )
+from fvconsole.cli.options import add_grace, add_json, add_yes
 from fvconsole.cli.outcome import (
     add_journal_args,
     command_line,
@@ -28,7 +30,10 @@ from fvconsole.cli.outcome import (
     record_write,
     warn_if_unwritten,
 )
-from fvconsole.core.shared import EXIT_OK, PartialFailure, clipped, human_bytes, plural
+from fvconsole.core.shared import EXIT_OK, PartialFailure, clipped, flags, human_bytes, plural
+
+if TYPE_CHECKING:  # the core's records, for the hints only: importing retention costs every `checkpoints` start-up
+    from fvconsole.core.retention import PrunePlan, PruneResult, PruneRules
 
 PRUNE_HELP = """\
 Delete the checkpoint-<step> dirs of a training output dir that no keep rule keeps.
@@ -65,18 +70,12 @@ exit codes: 0 ok (dry run included), 1 refused (also: another prune or migration
 lock), 2 usage error, 3 failed part-way.
 """
 
-#: Prune's own options spelled like two of the cache's eviction selectors (core/cache/flags.py):
-#: here they select checkpoints (``--older-than D``: its newest file's age) and keep a step
-#: (``--keep STEP``), so they are declared apart from the selectors, once each.
-OLDER_THAN = "--older-than"
-KEEP = "--keep"
-
 #: FastVideo's step counter is an int64; a count larger than this is a typo.
 MAX_STEP = 2**63 - 1
 MAX_COUNT = 10**9
 
 
-def _bounded(minimum: int, maximum: int):
+def _bounded(minimum: int, maximum: int) -> Callable[[str], int]:
     parse_min = whole_number(minimum)
 
     def parse(text: str) -> int:
@@ -97,27 +96,28 @@ def register_prune(commands: argparse._SubParsersAction) -> None:
                        help="select complete checkpoints beyond the N newest complete ones")
     prune.add_argument("--keep-every", type=_bounded(1, MAX_STEP), metavar="K",
                        help="also keep complete checkpoints whose step is a multiple of K")
-    prune.add_argument(OLDER_THAN, metavar="D",
+    # --older-than and --keep are spelled as the cache's selectors (core/shared/flags.py) and mean
+    # something else here: a checkpoint's newest file, a step kept. Declared here, once each.
+    prune.add_argument(flags.OLDER_THAN, metavar="D",
                        help="select complete checkpoints whose newest file is older than D (e.g. 7d, 12h)")
     prune.add_argument("--incomplete", action="store_true", help="select interrupted saves")
-    prune.add_argument("--grace", metavar="D", default="10m",
-                       help="an interrupted save newer than the newest complete one goes only once older "
-                            "than D (default 10m: it may still be being written)")
-    prune.add_argument(KEEP, metavar="STEP", type=_bounded(0, MAX_STEP), action="append", default=[],
+    add_grace(prune, "an interrupted save newer than the newest complete one goes only once older "
+                     "than D (default 10m: it may still be being written)", default="10m")
+    prune.add_argument(flags.KEEP, metavar="STEP", type=_bounded(0, MAX_STEP), action="append", default=[],
                        help="keep this step (repeatable)")
-    prune.add_argument("--yes", action="store_true", help="execute (default: dry run)")
-    prune.add_argument("--json", action="store_true", help="print one JSON object")
+    add_yes(prune)
+    add_json(prune)
     add_journal_args(prune)
     prune.set_defaults(func=run_prune)
 
 
-def rules_from_args(args: argparse.Namespace) -> Any:
+def rules_from_args(args: argparse.Namespace) -> PruneRules:
     """Validate the command line into ``PruneRules`` (usage errors come before any disk access)."""
     from fvconsole.core.retention import PruneRules
     from fvconsole.core.shared import parse_duration
 
-    older = parse_duration(args.older_than, OLDER_THAN) if args.older_than is not None else None
-    grace = parse_duration(args.grace, "--grace")
+    older = parse_duration(args.older_than, flags.OLDER_THAN) if args.older_than is not None else None
+    grace = parse_duration(args.grace, flags.GRACE)
     return PruneRules(keep_last=args.keep_last, keep_every=args.keep_every, older_than=older,
                       incomplete=args.incomplete, grace=grace, keep_steps=frozenset(args.keep))
 
@@ -136,7 +136,7 @@ def run_prune(args: argparse.Namespace) -> int:
 
     rules = rules_from_args(args)
 
-    def make_plan() -> Any:
+    def make_plan() -> PrunePlan:
         return plan_prune(scan_output_dir(args.dir), rules)
 
     if not args.yes:
@@ -180,9 +180,9 @@ def _step(step: int | None) -> str:
     return "?" if step is None else str(step)
 
 
-def render_plan(plan: Any) -> Block:
+def render_plan(plan: PrunePlan) -> Block:
     """What goes, what stays and why, and the bytes freed (dry run)."""
-    lines: list[Any] = [f"prune plan for {plan.output_dir} (dry run)"]
+    lines: list[str | Block] = [f"prune plan for {plan.output_dir} (dry run)"]
     if plan.delete:
         lines.append("delete:")
         lines.append(format_table(("STEP", "SIZE", "REASON"),
@@ -202,8 +202,8 @@ def render_plan(plan: Any) -> Block:
     return block(lines)
 
 
-def render_result(result: Any) -> Block:
-    lines: list[Any] = [f"pruned {plural(len(result.removed), 'checkpoint')} from {result.output_dir}"]
+def render_result(result: PruneResult) -> Block:
+    lines: list[str | Block] = [f"pruned {plural(len(result.removed), 'checkpoint')} from {result.output_dir}"]
     if result.removed:
         lines.append(format_table(("STEP", "FREED", "REASON"),
                                   [(_step(r.step), human_bytes(r.bytes), clipped(r.reason, 160))

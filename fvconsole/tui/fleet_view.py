@@ -231,10 +231,11 @@ class FleetView(BaseView):
             self.notify("busy: wait for the running eviction", severity="warning")
             return
         _job, _nodes, root = self._form.values
-        self.run_preview(what, root, self.scanned.selection, list(selectors.argv()), self._progress.start("planning"))
+        self.run_preview(what, root, self.scanned.selection, selectors, self._progress.start("planning"))
 
     @work(thread=True, exclusive=True, group="fleet-plan", exit_on_error=False)
-    def run_preview(self, what: str, root: str, selection: Any, selectors: list[str], progress: ThreadProgress) -> None:
+    def run_preview(self, what: str, root: str, selection: Any, selectors: EvictionSelectors,
+                    progress: ThreadProgress) -> None:
         with self.failures(FleetFailed):
             self.deliver(FleetPreviewed(what, root, self.dispatcher.preview(selection, root, selectors, progress)))
 

@@ -56,10 +56,8 @@ NOT_EMITTED: dict[str, dict[str, str]] = {
     },
     "core/fleet/eviction.py:FleetEvictionPlan": {
         "root": "each node's own document (under `nodes`) names its root",
-        "selectors": "the flags sent to every node: the user's own command line",
-        "protections": "the flags sent to every node: the user's own command line",
+        "request": "what every node was asked (selectors, --grace, --force, --wait): the user's own command line",
         "requests": "the argv each node is sent; its planned keys are in that node's document",
-        "execute_flags": "flags only the execution step is sent (--wait): the user's own command line",
     },
     "core/fleet/slurm_state.py:NodeSlurm": {
         "node": "the key of its object in the parent's `nodes`",

@@ -8,7 +8,6 @@ Pure standard library: safetensors headers and manifests are parsed with ``json`
 
 from __future__ import annotations
 
-from fvconsole.core.cache import flags
 from fvconsole.core.cache.columns import CONSOLE, DROPPABLE, LISTING, listing_cells, shards_text
 from fvconsole.core.cache.detail import CacheEntryDetail, cache_entry_detail
 from fvconsole.core.cache.evict import EvictionResult, StoppedEviction, execute_eviction
@@ -54,7 +53,7 @@ __all__ = [
     # presentation: the listing's columns
     "LISTING", "CONSOLE", "DROPPABLE", "listing_cells", "shards_text", "SYMLINK_NOTE", "INVALID_SELECTS",
     "RECLAIMABLE_SUM",
-    # the selectors' flags and values
-    "flags", "FROM_ENV", "parse_keys", "parse_max_gb", "parse_min_free_gb", "parse_min_free_percent",
+    # the selectors' values
+    "FROM_ENV", "parse_keys", "parse_max_gb", "parse_min_free_gb", "parse_min_free_percent",
     "default_max_gb", "cap_bytes", "DEFAULT_MAX_GB", "ENV_MAX_GB", "ENV_ROOT", "DEFAULT_GRACE_SECONDS",
 ]

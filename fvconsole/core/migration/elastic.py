@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from fvconsole.core.formats import streaming
 from fvconsole.core.formats.sidecar_files import classify_entry
-from fvconsole.core.formats.streaming import Topology, shard_layout
+from fvconsole.core.formats.streaming import MAX_WORLD_SIZE, Topology, shard_layout
 from fvconsole.core.migration.reshard import MODES, Reshard, SourceLoader, TargetLoader, plan_reshard
 from fvconsole.core.migration.source_state import FIELD as SOURCE_FIELD
 from fvconsole.core.migration.source_state import read_source_states
@@ -38,20 +38,27 @@ class TargetLayout:
     yielded: int
 
 
-def groups_refusal(world: int, sp: int, manifest: Any, col: Collector) -> bool:
-    """Some shard would be empty (samples_per_worker 0): refused without building one per group.
+def groups_refusal(world: int, sp: int, manifest: Any, col: Collector, where: str = "") -> bool:
+    """Some shard would be empty (samples_per_worker 0), or more ranks than a plan is made for: refused
+    without building one shard per group or one cursor per rank.
 
-    For a typo like 1e11 GPUs, building the (possibly empty) shards would exhaust memory.
+    For a typo like 1e11 GPUs, building the (possibly empty) shards would exhaust memory; for
+    1e9 GPUs in one SP group, planning and writing a sidecar per rank would.
+    ``where``: the config the world size is from, as the refusal names it.
     """
-    if world // sp <= manifest.num_row_groups:
-        return False
-    col.refuse(
-        "samples_per_worker",
-        f"dataset too small: {plural(manifest.num_row_groups, 'row group')} cannot feed "
-        f"{plural(world // sp, 'data-parallel group')} (training.distributed.num_gpus {world} / sp_size {sp}; "
-        "samples_per_worker 0)",
-    )
-    return True
+    if world // sp > manifest.num_row_groups:
+        col.refuse(
+            "samples_per_worker",
+            f"dataset too small: {plural(manifest.num_row_groups, 'row group')} cannot feed "
+            f"{plural(world // sp, 'data-parallel group')} (training.distributed.num_gpus {world} / sp_size {sp}; "
+            "samples_per_worker 0)",
+        )
+        return True
+    if world > MAX_WORLD_SIZE:
+        col.add(reason("world_size.max", "training.distributed.num_gpus", world=world, where=where,
+                       max=MAX_WORLD_SIZE))
+        return True
+    return False
 
 
 def plan_elastic(req: MigrationRequest, params: inputs.Params, manifest: Any, facts: inputs.CheckpointFacts,
@@ -68,7 +75,7 @@ def plan_elastic(req: MigrationRequest, params: inputs.Params, manifest: Any, fa
         return None
     world, sp = source_topology
     batch = target.topo.batch_size
-    if groups_refusal(world, sp, manifest, col):
+    if groups_refusal(world, sp, manifest, col, "the checkpoint's embedded config"):
         return None
     topo = Topology(world, sp, batch, params.seed, params.shuffle)
     shards, spw = shard_layout(manifest.rows, topo)
@@ -123,8 +130,13 @@ def plan_elastic(req: MigrationRequest, params: inputs.Params, manifest: Any, fa
                  f"{plural(chosen.source.groups, 'data-parallel group')}) to {chosen.global_batch_after} "
                  f"(batch {batch} x "
                  f"{chosen.target.groups}): the learning-rate schedule sees another batch")
-    missing = [r for r in range(target.topo.world_size)
-               if not os.path.isfile(os.path.join(facts.path, f"rng_state_rank{r}.pt"))]
+    try:
+        with listing(facts.path) as entries:  # one listing, not a stat per target rank
+            names = {e.name for e in entries}
+    except OSError:
+        names = set()
+    missing = [r for r in range(target.topo.world_size) if f"rng_state_rank{r}.pt" not in names
+               or not os.path.isfile(os.path.join(facts.path, f"rng_state_rank{r}.pt"))]
     if missing:
         fallback = ("falls back to rng_state.pt" if os.path.isfile(os.path.join(facts.path, "rng_state.pt"))
                     else "skips the RNG restore with a warning")

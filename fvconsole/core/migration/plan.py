@@ -128,7 +128,7 @@ def _plan(req: MigrationRequest, progress: Progress | None, *, output_rules: boo
     manifest = _load_manifest(req, params, col, progress)
     columns = _check_columns(params, manifest, col, progress)
     progress(4, total, "computing cursors")
-    layout = _layout(req, params, manifest, col, resharding)
+    layout = _layout(req, params, manifest, col, resharding, cfg.path or req.config_path if cfg else "")
     reshard = None
     if layout is not None and resharding:
         reshard = plan_elastic(req, params, manifest, facts, step, layout, col)
@@ -265,7 +265,7 @@ def _check_columns(params: inputs.Params, manifest: Any, col: Collector, progres
 
 
 def _layout(req: MigrationRequest, params: inputs.Params, manifest: Any, col: Collector,
-            resharding: bool = False) -> TargetLayout | None:
+            resharding: bool = False, where: str = "") -> TargetLayout | None:
     """The run config's (the target's) layout when it can feed this step, else None.
 
     ``resharding``: the step is the checkpoint's, on its own layout (:func:`_reshard` checks it).
@@ -273,7 +273,7 @@ def _layout(req: MigrationRequest, params: inputs.Params, manifest: Any, col: Co
     batch, world, sp = params.batch, params.world, params.sp
     if manifest is None or None in (batch, world, sp, params.seed, params.shuffle) or world % sp:
         return None
-    if groups_refusal(world, sp, manifest, col):
+    if groups_refusal(world, sp, manifest, col, f"the run config {where}"):
         return None
     topo = Topology(world, sp, batch, params.seed, params.shuffle)
     shards, spw = shard_layout(manifest.rows, topo)

@@ -175,6 +175,8 @@ KINDS: Mapping[str, Kind] = _kinds(
          "the run config changes the world size {source_world} -> {target_world} (sp size {source_sp} -> "
          "{target_sp}): the loader state must be resharded; choose --reshard MODE ({modes}; the accounting "
          "of each is shown)"),
+    Kind("world_size.max",
+         "{world} ranks in {where}: fvconsole plans and writes at most {max} ranks (a sidecar per rank)"),
     Kind("manifest.source", "{problem}", "{problem} (--skip-source-check to proceed anyway)", SKIP_SOURCE_CHECK),
     # migration: the output dir (preview and execution)
     Kind("output_dir.has_sidecars",
@@ -376,10 +378,11 @@ KINDS: Mapping[str, Kind] = _kinds(
     Kind("prune.leftover", "leftover of an interrupted prune ({name}): finished first"),
     Kind("prune.leftover_running", "{path}: {name} being pruned by pid {pid}, which still runs on this host: "
          "left alone"),
+    Kind("prune.orphans_set", "its sidecar set {path} is left without its checkpoint"),
     Kind("prune.changed", "{path}: {why} since the plan; left as it was"),
     # what FastVideo's own cleanup and "latest" resume will do (``checkpoints ls``)
-    Kind("fastvideo.limit_unreadable", "{path} ({source}): FastVideo cannot read it as a number ({why}); "
-         "it would fail before its first save"),
+    Kind("fastvideo.limit_unreadable", "FastVideo will refuse to start: {path} ({source}) is {value}, and "
+         "its int({path} or 0) raises {why}"),
     Kind("fastvideo.fewer_complete", "FastVideo's cleanup after the next save keeps {kept} "
          "of its limit {limit}: interrupted saves take its slots (prune them first)",
          "FastVideo's cleanup after the next save keeps {kept} of its limit {limit}: "
