@@ -36,7 +36,7 @@ from fvconsole.core.shared import (
 )
 
 # Subcommand modules, in the order `--help` lists them. Each defines register(subparsers).
-_COMMAND_MODULES = ("checkpoints", "migrate", "sidecars", "cache", "fleet", "history", "demo")
+_COMMAND_MODULES = ("checkpoints", "migrate", "sidecars", "preflight", "cache", "fleet", "history", "demo")
 
 DESCRIPTION = """\
 fvconsole: the operations console for FastVideo training runs.

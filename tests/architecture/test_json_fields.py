@@ -19,6 +19,12 @@ PACKAGE = pathlib.Path(__file__).resolve().parents[2] / "fvconsole"
 
 #: "module path:Class" -> field -> why its ``to_json`` does not emit it.
 NOT_EMITTED: dict[str, dict[str, str]] = {
+    "core/preflight/model.py:Check": {
+        "fix": "the text's `fix:` line and the console word it; the issue's JSON of a check is check, status, detail, ranks",
+    },
+    "core/migration/columns.py:ColumnCheck": {
+        "rebuilt_rows": "per-row-group rows of the predicted rebuild: what preflight lays the shards out with",
+    },
     "core/cache/plan.py:EvictionPlan": {
         "real_root": "the resolved path execution re-checks against; `root` is the path as given",
     },
