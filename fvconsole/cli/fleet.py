@@ -21,7 +21,16 @@ from fvconsole.cli.common import (
     warn,
 )
 from fvconsole.cli.formats import add_format_args, output_format, write_output_file
-from fvconsole.cli.options import add_deep, add_force, add_grace, add_json, add_wait, add_yes
+from fvconsole.cli.options import (
+    add_deep,
+    add_force,
+    add_grace,
+    add_job,
+    add_json,
+    add_nodes,
+    add_wait,
+    add_yes,
+)
 from fvconsole.cli.outcome import add_journal_args, command_line, journal_json, record_write, write_journal
 from fvconsole.cli.selectors import add_key_option, add_selector_args, selectors_from
 from fvconsole.cli.streams import write_out
@@ -136,8 +145,8 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def _selection_args(parser: argparse.ArgumentParser, *, json_flag: bool = True) -> None:
-    parser.add_argument("--nodes", metavar="NODELIST", help="Slurm hostlist, e.g. n[1-3] or gpu[01-04],login1")
-    parser.add_argument("--job", metavar="JOBID", help="target the nodes of this running job (srun --jobid --overlap)")
+    add_nodes(parser)
+    add_job(parser)
     parser.add_argument("--partition", metavar="NAME", help="passed to srun as --partition")
     parser.add_argument("--srun-arg", action="append", default=[], metavar="ARG",
                         help="extra srun argument, repeatable; use the = form: --srun-arg=--account=abc")

@@ -269,7 +269,7 @@ def _refuse(args: argparse.Namespace, preview: MigrationPreview, refusals: list[
                "warnings": warnings, "columns": None if preview.columns is None else preview.columns.to_json()}
     if preview.reshard is not None:
         details["reshard"] = preview.reshard.to_json()
-    raise FvError(first + more, details=details)
+    raise FvError(first + more, details=details, reason=refusals[0].reason)
 
 
 def _columns_text(columns: ColumnCheck) -> str:

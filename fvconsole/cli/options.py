@@ -70,3 +70,14 @@ def add_journal(parser: argparse.ArgumentParser, help_text: str, *, default: obj
     """``--journal PATH``. SUPPRESS (the default) for a command's: not given there, ``fvconsole --journal
     PATH CMD ...`` (given before the command, as for the console) still counts instead of being reset."""
     parser.add_argument("--journal", metavar="PATH", default=default, help=help_text)
+
+
+def add_nodes(parser: argparse.ArgumentParser, help_text: str = "Slurm hostlist, e.g. n[1-3] or gpu[01-04],login1") -> None:
+    """``--nodes NODELIST``: the fleet's nodes (`fleet`, `preflight`'s cache check)."""
+    parser.add_argument("--nodes", metavar="NODELIST", help=help_text)
+
+
+def add_job(parser: argparse.ArgumentParser,
+            help_text: str = "target the nodes of this running job (srun --jobid --overlap)") -> None:
+    """``--job JOBID``: the nodes of a running Slurm job (`fleet`, `preflight`'s cache check)."""
+    parser.add_argument("--job", metavar="JOBID", help=help_text)

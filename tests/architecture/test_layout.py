@@ -31,6 +31,7 @@ FLOORS = {
     "migration": 3,
     "fleet": 3,
     "retention": 4,
+    "preflight": 5,
 }
 
 

@@ -28,7 +28,8 @@ MEANINGS = {
     "--keep": 2,  # cache evict: a cache KEY never evicted; checkpoints prune: a STEP kept
     "--older-than": 2,  # cache evict: an entry's last use; checkpoints prune: a checkpoint's newest file
     "--deep": 2,  # cache verify: every byte of the shards; sidecars verify: the dataset's next sample ids
-    "--cache-root": 2,  # the console's and the cache commands' root here; fleet: a path on every node, {node} in it
+    "--cache-root": 3,  # the console's and the cache commands' root here; fleet: a path on every node, {node} in it;
+    # preflight: this node's root, or with --nodes/--job every node's (its cache check only)
 }
 
 #: Flags the core names (usage errors) or writes into a node's command line: spelled only in core/shared/flags.py.

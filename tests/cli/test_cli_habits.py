@@ -68,3 +68,81 @@ def test_cache_evict_reason_is_not_cut_when_piped(cache: Path, capsys) -> None:
         assert main([*argv, *extra]) == 0
         out = capsys.readouterr().out
         assert all(reason in out for reason in long), out
+
+
+# ---------------------------------------------------------------- item 11: checkpoints prune --step N
+
+
+@pytest.fixture
+def out(tmp_path: Path) -> Path:
+    """Complete 100, 200, 300 (300 the newest: never deleted) and an interrupted 250 (five days old)."""
+    from retention_runs import make_checkpoint
+
+    out = tmp_path / "out"
+    out.mkdir()
+    for step, days in ((100, 9), (200, 8), (300, 1)):
+        make_checkpoint(out, step, age=days * DAY)
+    make_checkpoint(out, 250, complete=False, age=5 * DAY)
+    return out
+
+
+def test_prune_step_selects_checkpoints_by_name_under_the_never_delete_rules(out: Path, capsys) -> None:
+    plan = _json(capsys, "checkpoints", "prune", str(out), "--step", "200", "--step", "250", "--step", "300", "--json")
+    assert sorted(d["step"] for d in plan["delete"]) == [200, 250]
+    kept = {k["step"]: k["reason"] for k in plan["kept"]}
+    assert sorted(kept) == [100, 300] and "never deleted" in kept[300]  # the newest complete one stays
+    assert {d["reason"] for d in plan["delete"]} == {"selected by its step (--step 200)",
+                                                    "selected by its step (--step 250)"}
+    assert plan["rules"]["marked"] == [200, 250, 300]
+    assert main(["checkpoints", "prune", str(out), "--step", "200", "-y", "--no-journal"]) == 0
+    capsys.readouterr()
+    assert sorted(p.name for p in out.iterdir()) == ["checkpoint-100", "checkpoint-250", "checkpoint-300"]
+
+
+def test_prune_step_that_is_not_there_refuses_the_prune(out: Path, capsys) -> None:
+    assert main(["checkpoints", "prune", str(out), "--step", "100", "--step", "150", "--yes", "--json"]) == 1
+    captured = capsys.readouterr()
+    assert captured.err.splitlines()[0] == f"error: checkpoint-150: not a checkpoint of {out} (--step); nothing pruned"
+    assert json.loads(captured.out)["missing"] == [150]
+    assert (out / "checkpoint-100").is_dir()
+    assert main(["checkpoints", "prune", str(out), "--step", "100", "--keep", "100"]) == 2
+    assert capsys.readouterr().err.startswith("error: --step 100 and --keep 100 contradict each other\n")
+
+
+# ---------------------------------------------------------------- item 15: JSON
+
+
+def test_prune_kept_items_have_bytes(out: Path, capsys) -> None:
+    plan = _json(capsys, "checkpoints", "prune", str(out), "--keep-last", "1", "--json")
+    listing = _json(capsys, "checkpoints", "ls", str(out), "--json")
+    sizes = {c["step"]: c["bytes"] for c in listing["checkpoints"]}
+    assert plan["kept"] and all(k["bytes"] == sizes[k["step"]] for k in plan["kept"])
+
+
+def test_latest_has_keys_that_name_its_three_meanings(out: Path, capsys) -> None:
+    from retention_runs import make_checkpoint
+
+    make_checkpoint(out, 400, complete=False, age=60)  # the newest save, interrupted: `latest` resumes from it
+    doc = _json(capsys, "checkpoints", "ls", str(out), "--json")
+    assert doc["latest"] == doc["latest_resume_path"] == str(out / "checkpoint-400")
+    assert doc["disk"]["latest"] == doc["disk"]["latest_complete_path"] == str(out / "checkpoint-300")
+    assert doc["fastvideo"]["latest"] == doc["fastvideo"]["latest_resume_step"] == 400
+
+
+def test_every_json_error_has_a_stable_code(cache: Path, tmp_path: Path, capsys) -> None:
+    cases = [
+        (["cache", "evict", str(cache), "--json"], 2, "evict.nothing_selected"),  # a reason's code
+        (["cache", "evict", str(cache), "--json", "--bogus"], 2, "usage"),  # argparse's
+        (["cache", "evict", str(cache), "--key", "f" * 16, "--json"], 1, "refused"),
+        (["cache", "ls", str(tmp_path / "absent"), "--json"], 1, None),
+    ]
+    for argv, code, expected in cases:
+        try:
+            got = main(argv)
+        except SystemExit as stop:
+            got = stop.code
+        doc = json.loads(capsys.readouterr().out)
+        assert got == code and "error" in doc, argv
+        assert isinstance(doc["code"], str) and doc["code"], argv
+        if expected is not None:
+            assert doc["code"] == expected, (argv, doc)

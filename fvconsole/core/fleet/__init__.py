@@ -22,6 +22,7 @@ from fvconsole.core.fleet.dispatch import (
     DEFAULT_TIMEOUT,
     FANOUTS,
     MAX_NODE_OUTPUT,
+    MAX_TIMEOUT,
     SINGLE_STEP_MIN_NODES,
     DispatchOptions,
 )
@@ -64,6 +65,7 @@ __all__ = [
     "FleetVerification",
     "KeyRow",
     "MAX_NODE_OUTPUT",
+    "MAX_TIMEOUT",
     "NodeEviction",
     "NodeOutcome",
     "NodeSelection",

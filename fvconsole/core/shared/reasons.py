@@ -374,7 +374,7 @@ KINDS: Mapping[str, Kind] = _kinds(
          "modified {age} ago, older than {limit} (--older-than)"),
     Kind("prune.incomplete", "interrupted save ({why}), modified {age} ago",
          "interrupted save ({why}), modified {age} ago (--incomplete)"),
-    Kind("prune.marked", "marked for pruning in the console"),
+    Kind("prune.marked", "marked for pruning in the console", "selected by its step (--step {step})"),
     Kind("prune.leftover", "leftover of an interrupted prune ({name}): finished first"),
     Kind("prune.leftover_running", "{path}: {name} being pruned by pid {pid}, which still runs on this host: "
          "left alone"),
