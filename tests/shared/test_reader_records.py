@@ -11,7 +11,6 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import signal
 import socket
 import subprocess
 import sys
@@ -104,7 +103,7 @@ def test_readers_share_a_run(tmp_path: Path) -> None:
 def test_a_killed_readers_record_is_stale_and_listing_leaves_it(tmp_path: Path) -> None:
     out = _run(tmp_path)
     proc = _reader(out / "checkpoint-100")
-    proc.send_signal(signal.SIGKILL)
+    proc.kill()  # SIGKILL
     proc.wait(timeout=30)
     [left] = _records(out)
     # Same host, dead pid: stale, not a reader; the listing does not change what it lists.
