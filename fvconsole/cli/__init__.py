@@ -102,7 +102,7 @@ def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
         metavar="DIR",
         help="weight shard cache root (default: $FASTVIDEO_WEIGHT_SHARD_CACHE)",
     )
-    parser.add_argument("--read-only", action="store_true", help="disable every write action in the console")
+    parser.add_argument("-r", "--read-only", action="store_true", help="disable every write action in the console")
     add_journal(parser, "the journal the console's History view reads and its migrations and evictions append to "
                         "(default $FVCONSOLE_JOURNAL, else $XDG_STATE_HOME/fvconsole/journal.jsonl)", default=None)
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=CliParser)

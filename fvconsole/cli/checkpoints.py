@@ -153,6 +153,8 @@ def _ls(args: argparse.Namespace) -> int:
     if outlook is not None:
         say(*fastvideo_lines(outlook))
     for i in infos:
+        if i.view_of is not None:
+            say(f"view: {i.path} is a checkpoint view of {i.view_of} (judged through its links)")
         if i.path in kinds and not kinds[i.path].migratable:
             say(f"note: {i.path}: not migratable: {kinds[i.path].why}")
     warn(*warnings)
