@@ -120,7 +120,10 @@ def _ls(args: argparse.Namespace) -> int:
             {
                 "checkpoints": [dict(i.to_json(), run_kind=kinds[i.path].to_json() if i.path in kinds else None)
                                 for i in infos],
+                # the path FastVideo's "latest" resume picks (the highest step with a dcp/ dir, complete or not);
+                # latest_resume_path names it apart from disk.latest_complete_path, fastvideo.latest_resume_step
                 "latest": latest.path if latest is not None else None,
+                "latest_resume_path": latest.path if latest is not None else None,
                 "disk": budget.to_json(),
                 "fastvideo": outlook.to_json() if outlook is not None else None,
                 "warnings": warnings,
@@ -150,6 +153,8 @@ def _ls(args: argparse.Namespace) -> int:
     if outlook is not None:
         say(*fastvideo_lines(outlook))
     for i in infos:
+        if i.view_of is not None:
+            say(f"view: {i.path} is a checkpoint view of {i.view_of} (judged through its links)")
         if i.path in kinds and not kinds[i.path].migratable:
             say(f"note: {i.path}: not migratable: {kinds[i.path].why}")
     warn(*warnings)
@@ -275,7 +280,7 @@ def _show(args: argparse.Namespace) -> int:
                 "dcp": dict(summary, error=dcp_error),
                 "mismatches": mismatches_json(mismatches) if mismatches is not None else None,
                 **(tensors_json(tensors, tensors_error) if args.tensors else {}),
-                **({"error": str(metadata_error)} if metadata_error else {}),
+                **({"error": str(metadata_error), "code": metadata_error.error_code} if metadata_error else {}),
             }
         )
         return _metadata_exit(metadata_error)
