@@ -145,7 +145,7 @@ def test_the_cli_names_the_cores_records_in_its_hints_not_any() -> None:
             hints.append(("return", node.returns))
             for arg, hint in hints:
                 text = ast.unparse(hint) if hint is not None else ""
-                if arg not in ("self", "args") and ("Any" == text or text.startswith("Any |")
+                if arg not in ("self", "args") and (text == "Any" or text.startswith("Any |")
                                                     or text.endswith("| Any") or text.startswith("Sequence[Any]")):
                     where = f"cli/{name}.py:{node.name}:{arg}"
                     if where not in ANY_ON_PURPOSE:
