@@ -32,9 +32,10 @@ from fvconsole.demo.workspace import DemoWorkspace
 from fvconsole.tui import state, wording
 from fvconsole.tui.app import FvConsoleApp
 from fvconsole.tui.base import BaseView
-from fvconsole.tui.fleet_view import FleetView
-from fvconsole.tui.textual_private import RELIED_ON, RELIED_ON_ATTRIBUTES
-from fvconsole.tui.widgets import FastTable, PathSuggester, TickBox
+from fvconsole.tui.fleet.view import FleetView
+from fvconsole.tui.widgets.inputs import PathSuggester, TickBox
+from fvconsole.tui.widgets.tables import FastTable
+from fvconsole.tui.widgets.textual_private import RELIED_ON, RELIED_ON_ATTRIBUTES
 
 
 def _params(function: Any) -> SimpleNamespace:

@@ -32,18 +32,19 @@ from fvconsole.core.migration import PublishedSet, config_output_dir, latest
 from fvconsole.core.shared import printable
 from fvconsole.tui import keymap
 from fvconsole.tui.base import BaseView, describe_error
-from fvconsole.tui.cache_view import CacheView
-from fvconsole.tui.checkpoints_view import CheckpointsView
-from fvconsole.tui.fleet_view import FleetView
-from fvconsole.tui.history_view import HistoryView
+from fvconsole.tui.cache.view import CacheView
+from fvconsole.tui.checkpoints.view import CheckpointsView
+from fvconsole.tui.fleet.view import FleetView
+from fvconsole.tui.history.view import HistoryView
 from fvconsole.tui.messages import StateLoaded
-from fvconsole.tui.migration_view import MigrationView
+from fvconsole.tui.migration.view import MigrationView
 from fvconsole.tui.modals import HelpScreen, PathsScreen
 from fvconsole.tui.plain import PlainText
 from fvconsole.tui.state import ConsoleState
 from fvconsole.tui.terminal import ConsoleDriver
-from fvconsole.tui.textual_private import ConsolePalette
-from fvconsole.tui.widgets import FastTable, PathsLine
+from fvconsole.tui.widgets.statics import PathsLine
+from fvconsole.tui.widgets.tables import FastTable
+from fvconsole.tui.widgets.textual_private import ConsolePalette
 
 #: (tab id, view class) in tab order; the digit of a view is its position. Adding a view is one
 #: entry here: its key (the next digit), tab, help section and palette commands follow from

@@ -29,7 +29,8 @@ from textual.widgets import Button, Label, Static
 
 from fvconsole.tui.keymap import KeyHelp
 from fvconsole.tui.plain import PlainText
-from fvconsole.tui.widgets import PathInput, PlainStatic
+from fvconsole.tui.widgets.inputs import PathInput
+from fvconsole.tui.widgets.statics import PlainStatic
 
 _R = TypeVar("_R")
 

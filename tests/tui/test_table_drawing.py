@@ -1,13 +1,13 @@
 """The console's tables draw what Textual's DataTable draws, segment for segment.
 
-``tui/textual_private.py: LineCachedTable`` draws one-line cells without Rich's render pipeline,
+``tui/widgets/textual_private.py: LineCachedTable`` draws one-line cells without Rich's render pipeline,
 looks styles up once per frame and keeps a row's lines while the cursor moves elsewhere. The
 oracle here is Textual's own ``DataTable`` holding the same cells: both tables sit side by side
 in one app, are walked through the same cursor, hover, scroll and focus states, and every line
 of the two must be the same segments (text, style, meta). The walk goes back to rows drawn
 before, so a line kept from an earlier cursor position that should have changed fails too.
 
-That drawing uses Textual's private API (the one module that may, ``tui/textual_private.py``):
+That drawing uses Textual's private API (the one module that may, ``tui/widgets/textual_private.py``):
 the first test here names each private member it relies on that a newer Textual moved, renamed
 or gave other parameters, before the drawings are compared.
 """
@@ -26,9 +26,9 @@ from textual.geometry import Region
 from textual.widgets import DataTable
 
 from fvconsole.tui.plain import table_cell
-from fvconsole.tui.table_drawing import FittedCell
-from fvconsole.tui.textual_private import RELIED_ON, RELIED_ON_ATTRIBUTES, LineCachedTable
-from fvconsole.tui.widgets import FastTable
+from fvconsole.tui.widgets.cells import FittedCell
+from fvconsole.tui.widgets.tables import FastTable
+from fvconsole.tui.widgets.textual_private import RELIED_ON, RELIED_ON_ATTRIBUTES, LineCachedTable
 
 #: What the console relies on, written here by hand from Textual 8's source: a change to
 #: ``RELIED_ON`` must be a change here too, after reading the new Textual.
@@ -58,7 +58,7 @@ def test_the_private_textual_api_relied_on_is_still_there() -> None:
     for cls, names in RELIED_ON_ATTRIBUTES.items():
         holder = DataTable() if cls is DataTable else cls
         problems += [f"{cls.__name__}.{name} is gone" for name in names if not hasattr(holder, name)]
-    assert not problems, (f"Textual {textual.__version__} changed what tui/textual_private.py relies on: "
+    assert not problems, (f"Textual {textual.__version__} changed what tui/widgets/textual_private.py relies on: "
                           + "; ".join(problems))
 
 

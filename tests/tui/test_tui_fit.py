@@ -77,7 +77,7 @@ async def open_dialog(app: FvConsoleApp, pilot, *keys: str) -> None:
 
 def test_every_dialog_keeps_its_buttons_on_screen_at_80x24(work: dict[str, str]) -> None:
     async def body(app: FvConsoleApp, pilot) -> None:
-        from fvconsole.tui.evict_dialog import EvictScreen
+        from fvconsole.tui.cache.evict_dialog import EvictScreen
         from fvconsole.tui.modals import ConfirmScreen, HelpScreen, PathsScreen
 
         await open_dialog(app, pilot, "3")
@@ -219,7 +219,7 @@ def test_a_cell_cut_by_the_view_is_marked_left_of_the_scrollbar() -> None:
     # view cuts ends with "…" in the last column shown, not under the vertical scrollbar.
     from textual.app import App
 
-    from fvconsole.tui.widgets import FastTable
+    from fvconsole.tui.widgets.tables import FastTable
 
     class Wide(App[None]):
         def compose(self):
@@ -270,7 +270,7 @@ async def open_fleet(app: FvConsoleApp, pilot, fleet: dict[str, str]) -> None:
     from textual.widgets import Input
 
     from fvconsole.core.fleet.ops import SrunDispatcher
-    from fvconsole.tui.fleet_view import FleetView
+    from fvconsole.tui.fleet.view import FleetView
 
     await open_dialog(app, pilot, "4")
     view = app.query_one(FleetView)
@@ -309,7 +309,7 @@ def test_read_only_palette_actions_say_why_like_their_key(work: dict[str, str]) 
 
 def test_ctrl_c_says_how_to_quit_without_markup_and_q_waits_for_a_running_write(work: dict[str, str]) -> None:
     async def body(app: FvConsoleApp, pilot) -> None:
-        from fvconsole.tui.cache_view import CacheView
+        from fvconsole.tui.cache.view import CacheView
 
         await pilot.press("ctrl+c")
         await pilot.pause()
@@ -441,7 +441,7 @@ def test_the_footer_shows_f_where_it_has_room(work: dict[str, str], size) -> Non
         footer = screen_lines(app)[-1]
         assert "f Evict" not in footer and "q Quit" in footer, footer
         await open_dialog(app, pilot, "f")
-        from fvconsole.tui.evict_dialog import EvictScreen
+        from fvconsole.tui.cache.evict_dialog import EvictScreen
 
         assert isinstance(app.screen, EvictScreen)
 

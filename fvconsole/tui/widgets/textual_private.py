@@ -14,7 +14,7 @@ The interface the rest of the console uses:
 
 - :class:`PlainRowsTable`, the base of ``FastTable``: a ``DataTable`` that draws as
   ``DataTable`` does, segment for segment, for a fraction of the work (:class:`LineCachedTable`),
-  fits every cell by :class:`~fvconsole.tui.table_drawing.FittedCell`'s rule, makes a plain
+  fits every cell by :class:`~fvconsole.tui.widgets.cells.FittedCell`'s rule, makes a plain
   string cell Text without the markup parser, skips measuring fixed-width one-line rows, marks
   a cell cut at the view's right edge with ``…``; and two calls: :meth:`~PlainRowsTable.widths_changed`
   after changing column widths, :meth:`~PlainRowsTable.redraw` after changing labels.
@@ -46,7 +46,7 @@ from textual.widgets import DataTable
 from textual.widgets._data_table import RowRenderables, default_cell_formatter
 
 from fvconsole.tui.plain import MARKUP_CHARACTER
-from fvconsole.tui.table_drawing import FittedCell
+from fvconsole.tui.widgets.cells import FittedCell
 
 #: Textual's private members this module overrides or calls, by class, with their parameters
 #: (checked against the installed Textual by ``tests/tui/test_table_drawing.py``).

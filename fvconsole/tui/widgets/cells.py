@@ -3,7 +3,7 @@ every cell (headers too), so a cut is always visible as ``…``.
 
 The drawing of the lines themselves (Textual's ``DataTable`` drawing, the same segments for less
 work, issue 29) reaches into ``DataTable``'s private methods, so it lives with every other use of
-Textual's private API in ``tui/textual_private.py``.
+Textual's private API in ``tui/widgets/textual_private.py``.
 """
 
 from __future__ import annotations
