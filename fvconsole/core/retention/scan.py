@@ -27,6 +27,7 @@ from fvconsole.core.retention.leftovers import (
 )
 from fvconsole.core.shared.errors import FvError
 from fvconsole.core.shared.host import current_identity
+from fvconsole.core.shared.locks import real_directory
 from fvconsole.core.shared.mounts import mount_points, mounts_by_child
 from fvconsole.core.shared.process_use import Holder, ProcessUse, scan_processes
 from fvconsole.core.shared.walk import listing, tree_size
@@ -106,7 +107,7 @@ def scan_output_dir(output_dir: str, *, now: float | None = None, use: ProcessUs
     real directory (``~`` expanded, every symlink resolved): the one name the output dir's lock has,
     however the command line reached it (issue 37 item 1).
     """
-    out = os.path.realpath(os.path.expanduser(output_dir))
+    out = real_directory(output_dir)
     try:
         st = os.stat(out)
     except OSError as exc:
