@@ -20,7 +20,9 @@ One interface (:mod:`.interface`: :class:`Lock` with ``probe`` → :class:`LockP
 
 A directory's lock is named from its one real path (:mod:`.naming`: ``~`` expanded, every symlink
 resolved), so each path that reaches it takes the same lock. Beside them, the journal's brief
-append lock on an open file (:mod:`.append_lock`).
+append lock on an open file (:mod:`.append_lock`), and a reader's record (:class:`ReaderRecord`,
+:mod:`.readers`): a shared hold a migration leaves beside the checkpoint it reads, which a prune of
+that run treats as holding it.
 """
 
 from __future__ import annotations
@@ -47,6 +49,7 @@ from fvconsole.core.shared.locks.owner_lock import (
     is_write_locked,
     lock_holder_pids,
 )
+from fvconsole.core.shared.locks.readers import Reader, ReaderRecord, readers_in
 from fvconsole.core.shared.locks.root_lock import RootLock, RootLockKind
 
 __all__ = [
@@ -64,6 +67,8 @@ __all__ = [
     "LockState",
     "MAX_LOCK_BYTES",
     "OwnerLock",
+    "Reader",
+    "ReaderRecord",
     "RootLock",
     "RootLockKind",
     "clean_dead_temps",
@@ -72,6 +77,7 @@ __all__ = [
     "lock_holder_pids",
     "lock_open_file",
     "read_holder",
+    "readers_in",
     "real_directory",
     "record_bytes",
     "temp_record_path",

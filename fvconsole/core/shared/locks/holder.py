@@ -159,6 +159,12 @@ def _after(exc: Exception, path: str) -> str:
 
 def read_holder(path: str) -> Holder:
     """The holder recorded in lock file ``path`` (FileNotFoundError if none; ValueError if damaged)."""
+    return read_record(path)[0]
+
+
+def read_record(path: str) -> tuple[Holder, dict[str, Any]]:
+    """The holder recorded at ``path`` and the whole decoded record (what a reader's record adds: ``reads``);
+    FileNotFoundError if none, ValueError if damaged."""
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
     except OSError as exc:
@@ -174,14 +180,16 @@ def read_holder(path: str) -> Holder:
     if not data:
         raise ValueError("it is empty")
     try:
-        return Holder.from_json(decode(data, path, "lock record"), path, "lock record")
+        doc = decode(data, path, "lock record")
+        return Holder.from_json(doc, path, "lock record"), doc
     except UntrustedError as exc:
         raise ValueError(f"not an fvconsole lock ({_after(exc, path)})") from None
 
 
-def record_bytes(holder: Holder) -> bytes:
-    """The bytes of a holder record (a lock file, or a record beside a locked directory)."""
-    return (json.dumps(holder.to_json(), indent=2, sort_keys=True) + "\n").encode("utf-8")
+def record_bytes(holder: Holder, extra: dict[str, Any] | None = None) -> bytes:
+    """The bytes of a holder record (a lock file, or a record beside a locked directory), with ``extra``
+    fields beside the holder's (a reader's record: what it reads)."""
+    return (json.dumps({**holder.to_json(), **(extra or {})}, indent=2, sort_keys=True) + "\n").encode("utf-8")
 
 
 def temp_record_path(path: str, identity: HostIdentity) -> str:
@@ -245,14 +253,14 @@ class HolderRecord:
             return str(exc)
         return None
 
-    def publish(self, holder: Holder) -> Reason | None:
-        """Write ``holder`` in place of whatever record is there; a problem (the lock still holds) or None."""
+    def publish(self, holder: Holder, extra: dict[str, Any] | None = None) -> Reason | None:
+        """Write ``holder`` (and ``extra`` fields) in place of whatever record is there; a problem or None."""
         tmp = temp_record_path(self.path, holder.identity)
         clean_dead_temps(self.path)
         try:
             fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
             try:
-                write_all(fd, record_bytes(holder))
+                write_all(fd, record_bytes(holder, extra))
             finally:
                 os.close(fd)
             os.rename(tmp, self.path)
