@@ -41,6 +41,12 @@ def paused_migration(run, step: int, target: str, at: str, flag: Path) -> Iterat
         flag.unlink(missing_ok=True)  # resumed; the test reads its output (communicate) afterwards
 
 
+def _records(out: str) -> list[str]:
+    """The reader's records beside the run ``out`` (in its parent: ``.<name>.fvconsole-reader.*``)."""
+    parent, name = os.path.split(out)
+    return [os.path.join(parent, n) for n in os.listdir(parent) if n.startswith(f".{name}.fvconsole-reader.")]
+
+
 def _prune(out: str) -> dict:
     done = subprocess.run([sys.executable, "-m", "fvconsole", "checkpoints", "prune", out, "--keep-last", "1",
                            "--yes", "--json", "--no-journal"], env=cli_env(), capture_output=True, text=True,
@@ -53,17 +59,17 @@ def test_a_prune_keeps_the_checkpoint_a_paused_migration_reads_naming_the_reader
     run = small_run(tmp_path / "run", steps=(2, 4, 6))
     target = os.path.join(run.output_dir, "dataloader-state", "checkpoint-4")
     with paused_migration(run, 4, target, "^mkdir .*fvconsole-staging", tmp_path / "pause") as proc:
-        records = [n for n in os.listdir(run.output_dir) if n.startswith(".fvconsole-reader-")]
-        assert len(records) == 1 and records[0].endswith(f"-{proc.pid}")
+        [record] = _records(run.output_dir)
+        assert f"-{proc.pid}-" in os.path.basename(record)
         done = _prune(run.output_dir)
         assert [r["step"] for r in done["removed"]] == [2]
         [kept] = [k for k in done["kept"] if k["step"] == 4]
-        assert kept["reason"].startswith(f"read by pid {proc.pid} on host ") and "migrate" in kept["reason"]
+        assert kept["reason"].startswith(f"read by pid {proc.pid} on host ") and "(migrate: " in kept["reason"]
         assert os.path.isdir(run.checkpoint(4))
     stdout, stderr = proc.communicate(timeout=120)
     assert proc.returncode == 0, (stdout, stderr)
     assert os.path.isfile(os.path.join(target, "migration_receipt.json"))
-    assert not [n for n in os.listdir(run.output_dir) if n.startswith(".fvconsole-reader-")]
+    assert _records(run.output_dir) == []
 
 
 def test_a_migration_whose_source_was_pruned_meanwhile_publishes_nothing(tmp_path: Path) -> None:
@@ -71,9 +77,8 @@ def test_a_migration_whose_source_was_pruned_meanwhile_publishes_nothing(tmp_pat
     target = os.path.join(run.output_dir, "dataloader-state", "checkpoint-4")
     with paused_migration(run, 4, target, "^recheck ", tmp_path / "pause") as proc:
         # Its record unseen (another tool, a filesystem that lost it): the prune deletes the source.
-        for name in os.listdir(run.output_dir):
-            if name.startswith(".fvconsole-reader-"):
-                os.unlink(os.path.join(run.output_dir, name))
+        for record in _records(run.output_dir):
+            os.unlink(record)
         done = _prune(run.output_dir)
         assert [r["step"] for r in done["removed"]] == [4, 2]
     stdout, stderr = proc.communicate(timeout=120)

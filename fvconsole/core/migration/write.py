@@ -341,12 +341,12 @@ def execute_migration(
                 on_lock_note(note)
             else:
                 warn(note)
-        reader = ReaderRecord(plan.checkpoint)  # read (and linked to) while this runs: a prune of its run keeps it
+        # Read (and linked to) while this runs: a prune of its run keeps it (its record says so).
+        reader = ReaderRecord.of_checkpoint(plan.checkpoint, operation="migrate")
         try:
-            with interrupts.deferred():
-                unrecorded = reader.acquire().problem
+            unrecorded = reader.acquire().problem  # never refuses; a record not written is said
             if unrecorded is not None:
-                warn(reason("reader.unrecorded", "checkpoint", path=plan.checkpoint, why=unrecorded.cli))
+                warn(unrecorded)
             receipt = _execute_locked(plan, jobs, out, parent, outname, progress, workers, warn, torch_check)
         except MigrationFailed as exc:
             if notes:

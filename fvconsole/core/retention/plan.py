@@ -165,7 +165,7 @@ def _never(ck: ScannedCheckpoint, newest_complete: int | None, resumable: Scanne
         first = ck.readers[0].holder
         more = f" (and {plural(len(ck.readers) - 1, 'more reader')})" if len(ck.readers) > 1 else ""
         found.append(reason("keep.read", "checkpoint", pid=first.pid, host=first.host,
-                            operation=clipped(first.command, 120), more=more))
+                            operation=f"{ck.readers[0].operation}: {clipped(first.command, 120)}", more=more))
     if ck.holders:
         how, pid, command, more = holders_text(ck.holders)
         found.append(reason("keep.in_use", "checkpoint", how=how, pid=pid, command=command, more=more))

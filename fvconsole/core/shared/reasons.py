@@ -217,8 +217,6 @@ KINDS: Mapping[str, Kind] = _kinds(
     # migration: execution's re-check that the plan's sources are still what it was made from
     Kind("recheck.source_gone", "{path}: the source checkpoint is gone since the plan was made (pruned?); "
          "nothing was published"),
-    Kind("reader.unrecorded", "{path}: could not leave a reader's record beside it ({why}); a prune of its run "
-         "does not see this migration (the source is re-checked before publishing)"),
     Kind("recheck.metadata_unreadable", "{path}: cannot read checkpoint metadata ({why})"),
     Kind("recheck.metadata_changed", "{path}: changed since the plan was made (sha256 {now} != {planned})"),
     Kind("recheck.config_unreadable", "{path}: cannot read run config ({why})"),
@@ -270,6 +268,11 @@ KINDS: Mapping[str, Kind] = _kinds(
          "by hand"),
     Kind("lock.taken_at_release", "{file}: the lock file now belongs to {holder}; left in place"),
     Kind("lock.not_removed", "{file}: cannot remove the lock file ({why}); remove it by hand"),
+    # locks: a reader's record beside a run it reads (shared holding)
+    Kind("lock.reader_unwritten", "{file}: cannot write the reader's record ({why}): a prune of {directory} "
+         "will not see that {operation} reads {item}"),
+    Kind("lock.reader_damaged", "{file}: a reader's record that cannot be read ({why}); what it reads is not known"),
+    Kind("lock.readers_beyond_cap", "{directory}: {records} beside it; only the first {limit} are judged"),
     # cache: where eviction may run
     Kind("cache_root.mount_point", "{root}: is the root of a mounted filesystem; use a subdirectory",
          "{root}: is the root of a mounted filesystem; use a subdirectory, or --force if it really is the cache root",

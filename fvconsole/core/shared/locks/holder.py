@@ -22,7 +22,7 @@ import shlex
 import stat
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from enum import Enum
 from typing import Any
@@ -162,9 +162,11 @@ def read_holder(path: str) -> Holder:
     return read_record(path)[0]
 
 
-def read_record(path: str) -> tuple[Holder, dict[str, Any]]:
-    """The holder recorded at ``path`` and the whole decoded record (what a reader's record adds: ``reads``);
-    FileNotFoundError if none, ValueError if damaged."""
+def read_record(path: str) -> tuple[Holder, Fields]:
+    """The holder a record names, and the record's fields for what a kind adds (a reader's checkpoint).
+
+    FileNotFoundError if there is none; ValueError if it is damaged (not a regular file, too large,
+    not an fvconsole record)."""
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
     except OSError as exc:
@@ -180,15 +182,15 @@ def read_record(path: str) -> tuple[Holder, dict[str, Any]]:
     if not data:
         raise ValueError("it is empty")
     try:
-        doc = decode(data, path, "lock record")
-        return Holder.from_json(doc, path, "lock record"), doc
+        document = decode(data, path, "lock record")
+        return Holder.from_json(document, path, "lock record"), Fields(document, path, "lock record")
     except UntrustedError as exc:
         raise ValueError(f"not an fvconsole lock ({_after(exc, path)})") from None
 
 
-def record_bytes(holder: Holder, extra: dict[str, Any] | None = None) -> bytes:
-    """The bytes of a holder record (a lock file, or a record beside a locked directory), with ``extra``
-    fields beside the holder's (a reader's record: what it reads)."""
+def record_bytes(holder: Holder, extra: Mapping[str, Any] | None = None) -> bytes:
+    """The bytes of a holder record (a lock file, or a record beside a locked directory); ``extra``: the
+    fields a kind of record adds to the holder's."""
     return (json.dumps({**holder.to_json(), **(extra or {})}, indent=2, sort_keys=True) + "\n").encode("utf-8")
 
 
@@ -253,8 +255,8 @@ class HolderRecord:
             return str(exc)
         return None
 
-    def publish(self, holder: Holder, extra: dict[str, Any] | None = None) -> Reason | None:
-        """Write ``holder`` (and ``extra`` fields) in place of whatever record is there; a problem or None."""
+    def publish(self, holder: Holder, extra: Mapping[str, Any] | None = None) -> Reason | None:
+        """Write ``holder`` in place of whatever record is there; a problem (the lock still holds) or None."""
         tmp = temp_record_path(self.path, holder.identity)
         clean_dead_temps(self.path)
         try:
