@@ -4,7 +4,10 @@ Every run is built by ``fvconsole.demo.builders`` as FastVideo writes it: a real
 DCP save (torch CPU), real Parquet files and manifest, per-rank ``dataloader_state_rank<r>.pt``
 (native) or a published migration set (legacy), per-rank RNG snapshots with FastVideo's keys.
 The expected verdicts (go or not, the first blocking check, the ranks and the words that name
-the file or field) are written by hand from FastVideo's resume code, never read from preflight.
+the file or field) are written by hand from FastVideo's resume code, never read from preflight;
+and every verdict is checked against FastVideo's own resume run on every target rank
+(``tests/fastvideo_reference.py: resume_every_rank``: a real ``dcp.load``, ``torch.load`` of each
+sidecar and RNG file, the streaming dataset's checks): ``go`` must be "every rank resumes".
 """
 
 from __future__ import annotations
@@ -13,20 +16,61 @@ import json
 import os
 from pathlib import Path
 
+import fastvideo_reference
 import pytest
+import yaml
 
-from fvconsole.demo.builders import build_run, rng_state
+from fvconsole.demo.builders import DEFAULT_COLUMNS, build_run, rng_state
 
 pytestmark = pytest.mark.filterwarnings("ignore::UserWarning")
 
 
+def _flag(extra: tuple[str, ...], name: str) -> list[str]:
+    return [extra[i + 1] for i, word in enumerate(extra) if word == name]
+
+
+def _oracle(run, extra: tuple[str, ...]) -> tuple[bool, list[str]]:
+    """FastVideo's own resume on every target rank (tests/fastvideo_reference.py), for the same inputs."""
+    config = yaml.safe_load(Path(run.config_path).read_text(encoding="utf-8"))
+    for item in _flag(extra, "--set"):
+        key, _, value = item.partition("=")
+        node = config
+        *parents, leaf = key.split(".")
+        for part in parents:
+            node = node.setdefault(part, {})
+        node[leaf] = yaml.safe_load(value) if value else None
+    world = int((_flag(extra, "--world-size") or [config["training"]["distributed"]["num_gpus"]])[0])
+    resume = (_flag(extra, "--resume") or [config["training"]["checkpoint"].get("resume_from_checkpoint")])[0]
+    override = (_flag(extra, "--dataloader-state-dir") or [None])[0]
+    return fastvideo_reference.resume_every_rank(config, resume=resume, world_size=world, override=override,
+                                                 columns=DEFAULT_COLUMNS)
+
+
+def _agrees(doc: dict, oracle: tuple[bool, list[str]]) -> None:
+    """preflight's go is "every rank resumes" in FastVideo; a no-go names a rank or a stage FastVideo fails on."""
+    resumes, failures = oracle
+    assert doc["go"] == resumes, (doc["problems"], failures)
+    if resumes:
+        return
+    failing = {int(f.split(":")[0].split()[1]) for f in failures if f.startswith("rank ")}
+    blocking = _blocking(doc)
+    if failing:
+        assert any(failing & set(c.get("ranks", ())) for c in blocking), (doc["problems"], failures)
+    else:
+        stage = failures[0].split(":")[0]
+        assert any(c["check"] == stage for c in blocking), (doc["problems"], failures)
+
+
 def _preflight(cli, run, *extra: str) -> tuple[int, dict]:
     """``preflight --json`` of ``run`` (``--resume latest`` unless ``extra`` names another: the demo's
-    run config resumes from nothing)."""
+    run config resumes from nothing), checked against FastVideo's own resume unless ``--strict``."""
     resume = () if "--resume" in extra else ("--resume", "latest")
     code, out, err = cli(["preflight", "--config", run.config_path, "--json", *resume, *extra])
     assert err == "", err
-    return code, json.loads(out)
+    doc = json.loads(out)
+    if "--strict" not in extra:
+        _agrees(doc, _oracle(run, (*resume, *extra)))
+    return code, doc
 
 
 def _blocking(doc: dict) -> list[dict]:
