@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 from fvconsole.cli.common import Block, block, emit_json, format_table, say, warn
 from fvconsole.cli.options import add_config, add_json
 from fvconsole.cli.prune import register_prune
-from fvconsole.core.shared import elided, head_tail, human_bytes, plural
+from fvconsole.core.shared import elided, flags, head_tail, human_bytes, plural
 
 if TYPE_CHECKING:  # the core's records, for the hints only: importing them costs every start-up
     from fvconsole.core.checkpoints import CheckpointInfo, DcpTensors, DiskBudget, RunKind
@@ -46,7 +46,7 @@ exit codes: 0 shown (mismatches are reported, not an error), 1 unreadable checkp
 def add_set_option(parser: argparse.ArgumentParser) -> None:
     """``--set k.a.b=value`` (repeatable): the launch-time dotted overrides of the run."""
     parser.add_argument(
-        "--set",
+        flags.SET,
         dest="overrides",
         metavar="KEY=VALUE",
         action="append",

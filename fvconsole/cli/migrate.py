@@ -32,7 +32,7 @@ from fvconsole.cli.outcome import (
     warn_if_unwritten,
 )
 from fvconsole.cli.reshard_text import reshard_lines
-from fvconsole.core.shared import FvError, Interrupted, Reason, elided, plural
+from fvconsole.core.shared import FvError, Interrupted, Reason, elided, flags, plural
 
 if TYPE_CHECKING:  # the core's records, for the hints only: importing migration costs every start-up
     from fvconsole.core.migration import (
@@ -99,7 +99,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
     add_config(parser, "the run config (YAML)", required=True)
     add_checkpoint(parser, "the checkpoint-<step> dir: a legacy one, or with --reshard also a FastVideo-native one")
-    parser.add_argument("--output-dir", required=True, metavar="DIR", help="where to write the sidecar set (outside the checkpoint)")
+    parser.add_argument(flags.OUTPUT_DIR, required=True, metavar="DIR", help="where to write the sidecar set (outside the checkpoint)")
     parser.add_argument("--expected-step", required=True, type=whole_number(0), metavar="S", help="the checkpoint's step")
     parser.add_argument("--expected-world-size", required=True, type=whole_number(1), metavar="W",
                         help="the checkpoint's world size (the run that saved it; with --reshard the new one is "
@@ -121,7 +121,7 @@ def register(sub: argparse._SubParsersAction) -> None:
              "is never broken",
     )
     parser.add_argument(
-        "--reshard", choices=RESHARD_MODES, metavar="MODE", default=None,
+        flags.RESHARD, choices=RESHARD_MODES, metavar="MODE", default=None,
         help="elastic resume on the run config's world size / sp size: where the new ranks start "
         f"({_modes(RESHARD_MODES)}; a dry run without it shows each mode's accounting)",
     )

@@ -7,7 +7,7 @@ import argparse
 from fvconsole.cli.checkpoints import add_set_option
 from fvconsole.cli.common import block, emit_json, say, whole_number
 from fvconsole.cli.options import add_config, add_job, add_json, add_nodes
-from fvconsole.core.shared import UsageError
+from fvconsole.core.shared import UsageError, flags
 
 EPILOG = """\
 examples:
@@ -44,9 +44,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     parser.add_argument("--resume", metavar="latest|PATH",
                         help="resume_from_checkpoint to judge (default: the config's "
                         "training.checkpoint.resume_from_checkpoint)")
-    parser.add_argument("--world-size", type=whole_number(1), metavar="N",
+    parser.add_argument(flags.WORLD_SIZE, type=whole_number(1), metavar="N",
                         help="the world size torch.distributed will report (default: the config's num_gpus)")
-    parser.add_argument("--dataloader-state-dir", metavar="DIR",
+    parser.add_argument(flags.DATALOADER_STATE_DIR, metavar="DIR",
                         help="the job's FASTVIDEO_DATALOADER_STATE_DIR (default: as preflight sees it)")
     parser.add_argument("--cache-root", metavar="ROOT", help="also judge the weight shard cache at ROOT")
     where = parser.add_mutually_exclusive_group()

@@ -114,7 +114,7 @@ def register_prune(commands: argparse._SubParsersAction) -> None:
     # something else here: a checkpoint's newest file, a step kept. Declared here, once each.
     prune.add_argument(flags.OLDER_THAN, metavar="D",
                        help="select complete checkpoints whose newest file is older than D (e.g. 7d, 12h)")
-    prune.add_argument("--incomplete", action="store_true", help="select interrupted saves")
+    prune.add_argument(flags.INCOMPLETE, action="store_true", help="select interrupted saves")
     add_grace(prune, "an interrupted save newer than the newest complete one goes only once older "
                      "than D (default 10m: it may still be being written)", default="10m")
     prune.add_argument(flags.STEP, metavar="N", type=_bounded(0, MAX_STEP), action="append", default=[],

@@ -54,7 +54,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     add_config(verify, "the run config (YAML)", required=True)
     add_checkpoint(verify, "the checkpoint-<step> dir")
-    verify.add_argument("--sidecar-dir", required=True, metavar="DIR", help="the dir holding the sidecars")
+    verify.add_argument(flags.SIDECAR_DIR, required=True, metavar="DIR", help="the dir holding the sidecars")
     add_set_option(verify)
     # --deep here reads the dataset's next sample ids, not a cache's shards: its own declaration.
     verify.add_argument(flags.DEEP, action="store_true", help="read each rank's next sample id from the dataset")

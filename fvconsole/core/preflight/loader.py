@@ -30,6 +30,7 @@ from fvconsole.core.formats.sidecar_files import (
 from fvconsole.core.migration.source_state import dataset_state_of
 from fvconsole.core.preflight.model import Check, Status, per_rank
 from fvconsole.core.preflight.request import STATE_DIR_ENV
+from fvconsole.core.shared import flags
 from fvconsole.core.shared.errors import FvError
 from fvconsole.core.shared.walk import listing
 
@@ -239,10 +240,10 @@ def check_loader(checkpoint: str, own: set[str], step: int, world: int, live: Li
 
 def migrate_command(config: str, overrides: Sequence[str], checkpoint: str, out: str, reshard: bool) -> str:
     """The ``fvconsole migrate`` dry run that writes the state this job needs (``--yes`` executes it)."""
-    words = ["fvconsole", "migrate", "--config", config]
+    words = ["fvconsole", "migrate", flags.CONFIG, config]
     for item in overrides:
-        words += ["--set", item]
-    words += ["--checkpoint", checkpoint, "--output-dir", out]
+        words += [flags.SET, item]
+    words += [flags.CHECKPOINT, checkpoint, flags.OUTPUT_DIR, out]
     if reshard:
-        words += ["--reshard", "nearest"]
+        words += [flags.RESHARD, "nearest"]
     return shlex.join(words)

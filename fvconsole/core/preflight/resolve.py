@@ -18,11 +18,12 @@ from typing import Any
 from fvconsole.core.checkpoints.listing import CheckpointInfo, checkpoint_step, discover_checkpoints
 from fvconsole.core.preflight.model import Check, ResumePoint
 from fvconsole.core.retention.fastvideo import fastvideo_outlook
+from fvconsole.core.shared import flags
 from fvconsole.core.shared.errors import FvError
 
 RESUME_PATH = "training.checkpoint.resume_from_checkpoint"
 OUTPUT_PATH = "training.checkpoint.output_dir"
-PRUNE_FIX = "fvconsole checkpoints prune {out} --incomplete"
+PRUNE_FIX = "fvconsole checkpoints prune {out} " + flags.INCOMPLETE
 
 
 @dataclass(frozen=True)

@@ -10,6 +10,7 @@ group, the fallback RNG file once; each rank then costs one sidecar and one RNG 
 from __future__ import annotations
 
 import os
+import shlex
 from collections.abc import Mapping
 from typing import Any
 
@@ -36,6 +37,7 @@ from fvconsole.core.preflight.request import PreflightRequest
 from fvconsole.core.preflight.resolve import OUTPUT_PATH, PRUNE_FIX, RESUME_PATH, resolve_resume
 from fvconsole.core.preflight.rng import check_rng
 from fvconsole.core.preflight.room import check_room
+from fvconsole.core.shared import flags
 from fvconsole.core.shared.errors import FvError
 from fvconsole.core.shared.humanize import plural
 from fvconsole.core.shared.untrusted import load_file
@@ -80,8 +82,8 @@ def _reshard_note(set_dir: str | None, world: int) -> str | None:
         return None
     counts = ", ".join(f"{k.replace('_', ' ')} {acc.get(k)}" for k in ("consumed", "to_read", "repeated", "unread")
                        if isinstance(acc.get(k), int))
-    return f"the state was resharded for world size {world} by fvconsole migrate --reshard {reshard.get('mode')} " \
-           f"({counts} samples)"
+    return f"the state was resharded for world size {world} by fvconsole's migration (reshard mode " \
+           f"{reshard.get('mode')}; {counts} samples)"
 
 
 def _set_checks(req: PreflightRequest, set_dir: str, world: int) -> list[Check]:
@@ -95,7 +97,8 @@ def _set_checks(req: PreflightRequest, set_dir: str, world: int) -> list[Check]:
         result = verify_sidecars(req.config_path, source, set_dir, overrides=tuple(overrides))
     except FvError as exc:
         return [Check("dataloader", "warn", f"{set_dir}: the published set was not verified ({exc})")]
-    command = f"fvconsole sidecars verify --config {req.config_path} --checkpoint {source} --sidecar-dir {set_dir}"
+    command = shlex.join(["fvconsole", "sidecars", "verify", flags.CONFIG, req.config_path, flags.CHECKPOINT, source,
+                          flags.SIDECAR_DIR, set_dir])
     if result.ok:
         return [Check("dataloader", "ok", f"{set_dir}: the published set verifies (receipt, hashes"
                       + (", FastVideo's validation receipt)" if result.upstream_validation is not None else ")"))]
@@ -120,8 +123,9 @@ def run_preflight(req: PreflightRequest) -> PreflightReport:
     cfg: RunConfig = load_run_config(req.config_path, req.overrides)
     notes: list[str] = []
     if req.world_size is not None:
-        world = _whole(req.world_size, "--world-size", "--world-size")
-        notes.append(f"world size {world} from --world-size")
+        # Only a command line asks for a world size (the console judges the config's): named by its flag.
+        world = _whole(req.world_size, flags.WORLD_SIZE, flags.WORLD_SIZE)
+        notes.append(f"world size {world} from {flags.WORLD_SIZE}")
     else:
         world = _whole(cfg.get(WORLD_PATH, None), WORLD_PATH, cfg.path)
         notes.append(f"world size {world} from the config's {WORLD_PATH}")
@@ -131,7 +135,7 @@ def run_preflight(req: PreflightRequest) -> PreflightReport:
         override = os.path.realpath(os.path.expanduser(req.dataloader_state_dir))
         notes.append(f"dataloader override dir {override} (from {req.state_dir_source})")
     else:
-        notes.append("no dataloader override dir (no --dataloader-state-dir; FASTVIDEO_DATALOADER_STATE_DIR "
+        notes.append("no dataloader override dir (none given, and FASTVIDEO_DATALOADER_STATE_DIR "
                      "unset where preflight runs)")
     resume = req.resume if req.resume is not None else cfg.get(RESUME_PATH, None)
     resolution = resolve_resume(resume, cfg.get(OUTPUT_PATH, None), cfg)
@@ -194,8 +198,9 @@ def _resume_checks(req: PreflightRequest, cfg: RunConfig, point: ResumePoint, in
                 published = published_for(point.checkpoint, point.step)
                 if published is not None:
                     checks.append(Check("dataloader", "warn", f"a published sidecar set for {point.name} is in "
-                                        f"{published.output_dir}, but no override dir was given: pass "
-                                        "--dataloader-state-dir and export FASTVIDEO_DATALOADER_STATE_DIR in the job"))
+                                        f"{published.output_dir}, but no override dir was given: export "
+                                        "FASTVIDEO_DATALOADER_STATE_DIR as that dir in the job, and give "
+                                        "preflight the same dir"))
     checks.append(config_check(facts.embedded, target, _reshard_note(set_dir, world)))
     checks += check_rng(point.checkpoint, own, world)
     checks.append(check_room(point.checkpoint, infos))
