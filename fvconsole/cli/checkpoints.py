@@ -9,11 +9,14 @@ from __future__ import annotations
 import argparse
 import os
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from fvconsole.cli.common import Block, block, emit_json, format_table, say, warn
 from fvconsole.cli.prune import register_prune
 from fvconsole.core.shared import elided, head_tail, human_bytes, plural
+
+if TYPE_CHECKING:  # pragma: no cover - typing only
+    from fvconsole.cli.outcome import Invocation
 
 LS_EPILOG = """\
 examples:
@@ -105,7 +108,7 @@ def ls_warnings(infos: Sequence[Any]) -> list[str]:
     return warnings
 
 
-def _ls(args: argparse.Namespace) -> int:
+def _ls(args: argparse.Namespace, _invocation: Invocation) -> int:
     from fvconsole.core.checkpoints import discover_checkpoints, disk_budget
 
     infos = sorted(discover_checkpoints(args.dir), key=lambda i: i.step, reverse=True)
@@ -236,7 +239,7 @@ def critical_values(config: Any) -> dict:
     return {p: get_path(config, p, None) for p in CRITICAL_PATHS}
 
 
-def _show(args: argparse.Namespace) -> int:
+def _show(args: argparse.Namespace, _invocation: Invocation) -> int:
     from fvconsole.core.checkpoints import dcp_state_keys, inspect_checkpoint, read_metadata, run_kind
     from fvconsole.core.shared import FvError
 

@@ -6,6 +6,10 @@ import argparse
 import os
 import shlex
 import time
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # pragma: no cover - typing only
+    from fvconsole.cli.outcome import Invocation
 
 EPILOG = """\
 examples:
@@ -88,12 +92,11 @@ def fleet_prefix(ws: object) -> str:
     return f'PATH={shlex.quote(ws.fleet_bin)}:"$PATH"'  # type: ignore[attr-defined]
 
 
-def run_demo(args: argparse.Namespace) -> int:
+def run_demo(args: argparse.Namespace, invocation: Invocation) -> int:
     """Build the workspace, then open the console (or print the commands with --no-tui or no terminal)."""
     import tempfile
 
     from fvconsole.cli import has_terminal
-    from fvconsole.cli.outcome import record_write
     from fvconsole.cli.streams import write_err, write_out
     from fvconsole.core.shared import printable, remove_empty_dir
     from fvconsole.demo import require_demo_extra
@@ -108,7 +111,7 @@ def run_demo(args: argparse.Namespace) -> int:
         if not args.dir:  # the fresh temp dir is ours: leave nothing behind when it is empty
             remove_empty_dir(target)
         raise
-    record_write(args, f"the demo workspace was built in {ws.root}")
+    invocation.record_write(f"the demo workspace was built in {ws.root}")
     write_out(f"demo workspace: {printable(ws.root)}  (built in {time.monotonic() - started:.1f}s)\n")
     write_out(f"  run config   {printable(ws.config_path)}\n  checkpoints  {printable(ws.output_dir)}\n"
               f"  shard cache  {printable(ws.cache_root)}\n"

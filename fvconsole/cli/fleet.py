@@ -8,7 +8,7 @@ aggregate. The work is in :mod:`fvconsole.core.fleet`.
 from __future__ import annotations
 
 import argparse
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from fvconsole.cli.common import (
     Block,
@@ -22,7 +22,7 @@ from fvconsole.cli.common import (
     warn,
 )
 from fvconsole.cli.formats import add_format_args, output_format, write_output_file
-from fvconsole.cli.outcome import add_journal_args, command_line, journal_json, record_write, write_journal
+from fvconsole.cli.outcome import Interruption, add_journal_args, journal_json, warn_if_unwritten
 from fvconsole.cli.selectors import add_key_option, add_selector_args
 from fvconsole.cli.streams import write_out
 from fvconsole.core.cache import RECLAIMABLE_SUM, EvictionSelectors, flags, parse_keys
@@ -35,6 +35,7 @@ from fvconsole.core.fleet import (
     SINGLE_STEP_MIN_NODES,
     DispatchOptions,
     FleetCacheView,
+    FleetEvictionOperation,
     FleetEvictionPlan,
     FleetEvictionResult,
     FleetVerification,
@@ -43,17 +44,20 @@ from fvconsole.core.fleet import (
     NodeSelection,
     check_selection_args,
     compress_hostlist,
-    execute_fleet_eviction,
     find_srun,
     fleet_cache_root,
     fleet_csv,
-    fleet_eviction_record,
     fleet_ls,
     fleet_verify,
     preview_fleet_eviction,
+    ran_on,
     select_nodes,
 )
-from fvconsole.core.shared import UsageError, elided, head_tail, human_bytes, plural
+from fvconsole.core.journal import appender
+from fvconsole.core.shared import UsageError, elided, head_tail, human_bytes, plural, run_locked
+
+if TYPE_CHECKING:  # pragma: no cover - typing only
+    from fvconsole.cli.outcome import Invocation
 
 #: Node rows printed without --full: every failed node up to this many, and ok nodes head + tail.
 FAILED_ROWS = 20
@@ -204,7 +208,7 @@ def _dispatch_note(fanout: str, job_steps: int) -> str:
 # ---------------------------------------------------------------- ls
 
 
-def run_fleet_ls(args: argparse.Namespace) -> int:
+def run_fleet_ls(args: argparse.Namespace, _invocation: Invocation) -> int:
     """`fleet cache ls`: 0 all nodes answered, 3 some failed, 1 all failed."""
     fmt = output_format(args)
     root = _root(args)
@@ -358,7 +362,7 @@ def protections(args: argparse.Namespace) -> list[str]:
     return (["--force"] if args.force else []) + _grace(args)
 
 
-def run_fleet_evict(args: argparse.Namespace) -> int:
+def run_fleet_evict(args: argparse.Namespace, invocation: Invocation) -> int | Interruption:
     """`fleet cache evict`: preview on every node; with --yes execute exactly that plan."""
     picks = EvictionSelectors.from_flags(vars(args), fleet=True).argv()
     root = _root(args)
@@ -370,13 +374,16 @@ def run_fleet_evict(args: argparse.Namespace) -> int:
                                   execute_flags=_execute_flags(args))
     result: FleetEvictionPlan | FleetEvictionResult = plan
     journal = None
-    if args.yes:
-        result = execute_fleet_eviction(plan, options, progress)
+    if args.yes:  # the runner: no lock here (each node locks its root), one journal line once a node was asked
+        run = run_locked(FleetEvictionOperation(plan, command=invocation.command_line, options=options),
+                         journal=appender(invocation.journal), progress=progress)
+        warn_if_unwritten(run.journal)
+        if run.stop is not None:
+            return Interruption(run.stop)
+        assert run.result is not None
+        result, journal = run.result, run.journal
         if result.executed:
-            record_write(args, f"the eviction ran on {compress_hostlist(result.selection.nodes)}")
-            if result.plan.requests:  # some node was asked to delete something
-                done = result
-                journal = write_journal(args, lambda: fleet_eviction_record(done, command=command_line(args)))
+            invocation.record_write(ran_on(result))
     doc = None
     if args.json:
         doc = result.to_json()
@@ -420,7 +427,7 @@ def render_fleet_evict(result: FleetEvictionPlan | FleetEvictionResult, root: st
 # ---------------------------------------------------------------- verify
 
 
-def run_fleet_verify(args: argparse.Namespace) -> int:
+def run_fleet_verify(args: argparse.Namespace, _invocation: Invocation) -> int:
     """`fleet cache verify`: 0 every node verified everything, 1 a problem found, 3 some nodes did not answer."""
     keys = parse_keys(args.key)
     root = _root(args)

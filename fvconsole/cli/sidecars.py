@@ -3,10 +3,14 @@
 from __future__ import annotations
 
 import argparse
+from typing import TYPE_CHECKING
 
 from fvconsole.cli.checkpoints import add_set_option
 from fvconsole.cli.common import Block, block, command_failed, emit_json, format_table, say, warn
 from fvconsole.core.shared import elided, plural
+
+if TYPE_CHECKING:  # pragma: no cover - typing only
+    from fvconsole.cli.outcome import Invocation
 
 VERIFY_EPILOG = """\
 examples:
@@ -62,7 +66,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     verify.set_defaults(func=_verify)
 
 
-def _verify(args: argparse.Namespace) -> int:
+def _verify(args: argparse.Namespace, _invocation: Invocation) -> int:
     from fvconsole.core.migration import verify_sidecars
 
     result = verify_sidecars(

@@ -579,9 +579,9 @@ def write_validated_set(config_path: str, checkpoint: str, sidecar_dir: str, *, 
     ``scripts/train/validate_streaming_dataloader_sidecars.py`` (docs/formats.md §3), as if every
     rank had resumed in FastVideo's loader where its cursor says. Returns the receipt's path.
     """
+    from fvconsole.core.migration.locked import execute_migration
     from fvconsole.core.migration.plan import MigrationRequest, plan_migration
     from fvconsole.core.migration.upstream_receipt import UPSTREAM_SCHEMA
-    from fvconsole.core.migration.write import execute_migration
     from fvconsole.core.shared.atomic import atomic_write_json
 
     preview = plan_migration(MigrationRequest(

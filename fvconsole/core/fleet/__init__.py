@@ -8,7 +8,8 @@ deadline); :mod:`.demux` (srun output -> per-node streams, with a byte budget pe
 :mod:`.outcomes` and :mod:`.documents` (classifying each node's answer and reading it
 into typed records through the untrusted-document door); :mod:`.aggregate` (pure fleet views
 over those records); :mod:`.ops` (``fleet cache ls``, the console's dispatcher) and
-:mod:`.eviction` (preview plan -> execution result).
+:mod:`.eviction` (preview plan -> execution result), :mod:`.operation` (its execution as an
+operation of the one runner, journaled by :mod:`.record`).
 Nothing here imports the CLI or the console.
 """
 
@@ -33,6 +34,7 @@ from fvconsole.core.fleet.eviction import (
 from fvconsole.core.fleet.export import fleet_csv
 from fvconsole.core.fleet.frames import result_lines, start_line
 from fvconsole.core.fleet.hostlist import compress_hostlist, expand_hostlist
+from fvconsole.core.fleet.operation import FleetEvictionOperation, ran_on
 from fvconsole.core.fleet.ops import (
     FleetVerification,
     SrunDispatcher,
@@ -42,7 +44,6 @@ from fvconsole.core.fleet.ops import (
 )
 from fvconsole.core.fleet.outcomes import NodeOutcome
 from fvconsole.core.fleet.process import read_pipes
-from fvconsole.core.fleet.record import fleet_eviction_record
 from fvconsole.core.fleet.selection import (
     NodeSelection,
     check_selection_args,
@@ -57,6 +58,7 @@ __all__ = [
     "DispatchOptions",
     "FANOUTS",
     "FleetCacheView",
+    "FleetEvictionOperation",
     "FleetEvictionPlan",
     "FleetEvictionResult",
     "FleetVerification",
@@ -73,10 +75,10 @@ __all__ = [
     "find_srun",
     "fleet_cache_root",
     "fleet_csv",
-    "fleet_eviction_record",
     "fleet_ls",
     "fleet_verify",
     "preview_fleet_eviction",
+    "ran_on",
     "read_pipes",
     "result_lines",
     "select_nodes",

@@ -9,7 +9,7 @@ cannot widen what was previewed. The node re-checks each entry right before dele
 (an entry used since the preview is skipped), as single-node eviction always does, under
 that root's eviction lock (``--wait S`` from ``execute_flags`` lets it wait for another
 evictor). The nodes write no journal lines (``--no-journal``): the login side records the
-fleet eviction once, with every node's outcome (``core.journal.log.fleet_eviction_record``).
+fleet eviction once, with every node's outcome (``core/fleet/operation.py``).
 """
 
 from __future__ import annotations

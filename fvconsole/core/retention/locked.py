@@ -101,7 +101,8 @@ class PruneOperation:
 
     def record(self, run: Run[PrunePlan, PruneResult]) -> JournalRecord | None:
         """A line when something was removed or failed part-way (an interruption's exit code: 3 after a change)."""
-        assert run.plan is not None
+        if run.plan is None:  # stopped or refused before planning: nothing was changed
+            return None
         done = run.result if run.result is not None else run.stop.account if run.stop is not None else None
         if not isinstance(done, PruneResult) or not changed_anything(done):
             return None

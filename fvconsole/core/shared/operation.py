@@ -104,14 +104,15 @@ class Operation(Protocol[P, R]):
         """A signal that came once execution had finished: the run stands, in words."""
 
     def record(self, run: Run[P, R]) -> Any:
-        """Its journal line for ``run`` (released), or None when nothing was changed."""
+        """Its journal line for ``run`` (released, however far it got), or None when nothing was changed."""
 
 
 @dataclass(frozen=True)
 class Run(Generic[P, R]):
     """What one run did: the plan it executed, its result, the locks, the journal line and any signal.
 
-    ``result`` is None when the run did not finish (``stop`` or ``failure`` says how far it got);
+    ``result``: what execution returned, None when it did not finish (``stop`` or ``failure`` says
+    how far it got; a signal that came after it finished leaves it and adds ``stop``);
     ``held``: each lock's state as ``acquire`` returned it, in order; ``problems``: what releasing
     them reported; ``journal``: what the journal callable returned (None: none asked for, or
     nothing was changed).
@@ -124,11 +125,6 @@ class Run(Generic[P, R]):
     held: tuple[Any, ...] = ()
     problems: tuple[Any, ...] = ()
     journal: Any = None
-
-    @property
-    def changed(self) -> bool:
-        """Whether execution had begun changing things (what is journaled): a failure part-way or a stop after a change."""
-        return self.failure is not None or (self.stop is not None and self.stop.changed)
 
 
 def run_locked(operation: Operation[P, R], *, wait: float = 0.0, break_stale: bool = False,
@@ -159,7 +155,7 @@ def run_locked(operation: Operation[P, R], *, wait: float = 0.0, break_stale: bo
         stop = replace(stops[-1], signum=signum) if stops else Stop(signum)
         run = replace(run, held=tuple(held), stop=stop)
     except BaseException:  # a refusal before execution (or a defect): nothing to journal
-        with deferred(reraise=False):
+        with deferred():  # a signal while releasing is not lost: it is raised instead (nothing was changed)
             _release(taken)
         raise
     return _finish(operation, run, taken, journal)
@@ -179,7 +175,7 @@ def _finish(operation: Operation[P, R], run: Run[P, R], taken: list[Lock],
     if tail.signum is not None and run.stop is None:
         run = _late_stop(operation, run, tail.signum)
     with deferred(reraise=False) as writing:
-        record = operation.record(run) if journal is not None and run.plan is not None else None
+        record = operation.record(run) if journal is not None else None
         if record is not None:
             run = replace(run, journal=journal(record))
     if writing.signum is not None and run.stop is None:
@@ -221,3 +217,16 @@ class FileLockTurn:
     def release(self) -> Any:
         return self.lock.release()
 
+
+class RootLockTurn:
+    """A :class:`~.locks.RootLock` (an OFD lock in a root and its holder record) as the runner takes it;
+    ``acquire`` returns its ``LockState`` (it cannot be broken: the kernel drops a dead holder's lock)."""
+
+    def __init__(self, lock: Any) -> None:
+        self.lock = lock
+
+    def acquire(self, wait: float = 0.0, break_stale: bool = False) -> Any:
+        return self.lock.acquire(wait)
+
+    def release(self) -> Any:
+        return self.lock.release()
