@@ -113,7 +113,10 @@ Plan (and with --yes, execute) the removal of cache entries. Selectors combine a
                     in the same order, until the filesystem holding the root would have
                     N GiB / P% of its size free (statvfs: f_bavail, what an unprivileged
                     writer may use); space the other selectors free counts first. A target
-                    that cannot be reached is said so (a warning), not an error.
+                    that cannot be reached is said so (a warning, exit 0) and evicts nothing
+                    for itself: emptying the cache would cost the next job its warm entries
+                    and still miss it (entries other selectors chose still go).
+  --best-effort     with such a target: evict what may go toward it anyway
   --key KEY         these entries (repeatable)
   --invalid         {INVALID_SELECTS}
   --invalid --verify

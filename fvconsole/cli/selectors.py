@@ -23,6 +23,10 @@ _OPTIONS: tuple[tuple[str, dict, str, str], ...] = (
     (f.MIN_FREE_PERCENT, {"metavar": "P"},
      "evict LRU until the root's filesystem would have P%% of its size free",
      "per node: evict LRU until its root's filesystem has P%% of its size free"),
+    (f.BEST_EFFORT, {"action": "store_true"},
+     "with a free-space target that cannot be reached: evict what may go toward it anyway "
+     "(without it such a target evicts nothing for itself, sparing the warm entries)",
+     "per node: with a free-space target that node cannot reach, evict what may go toward it anyway"),
     (f.KEY, {"action": "append", "default": [], "metavar": "KEY"},
      "evict this entry (repeatable)", "evict this entry on every node (repeatable)"),
     (f.INVALID, {"action": "store_true"},

@@ -3,7 +3,9 @@
 ``e`` (marked), ``i`` (invalid), ``c`` (to the cap) and ``f`` (to a free-space target) open it.
 The free-space fields are ``cache evict --min-free-percent/--min-free-gb``: in any of the
 dialogs they add entries in GC order until the filesystem would have that much free (the
-union, as on the command line), and the preview says honestly whether the target is reachable. It plans on the scan the view
+union, as on the command line), and the preview says honestly whether the target is reachable. A target that
+cannot be reached evicts nothing for itself (as ``cache evict`` without ``--best-effort``): the preview says
+so, and *best effort* evicts what may go toward it anyway. It plans on the scan the view
 already holds (``plan_eviction`` is pure), so every change of the cap or of *force* shows at
 once what would be evicted, what is skipped and why, and the usage bar after the eviction.
 Continuing hands back the chosen ``EvictOptions`` (``tui/messages.py``); the view then rescans, plans again and
@@ -107,6 +109,7 @@ class EvictScreen(Dialog["EvictOptions | None"]):
         self._force = TickBox("force: also evict entries that look in use", id="evict-force", compact=True)
         self._free_pct = Input(id="evict-free-pct", type="number", compact=True, placeholder="-")
         self._free_gb = Input(id="evict-free-gb", type="number", compact=True, placeholder="-")
+        self._best = TickBox("best effort", id="evict-best-effort", compact=True)
         self._usage = UsageBar(id="evict-usage")
         self._preview = FitStatic(id="evict-preview")
         self._go = Button("Continue…", variant="error", id="evict-continue", compact=True)
@@ -127,6 +130,7 @@ class EvictScreen(Dialog["EvictOptions | None"]):
                     yield Label("% of the filesystem, or", classes="evict-free-label")
                     yield self._free_gb
                     yield Label("GiB", classes="evict-free-label")
+                    yield self._best
                 yield self._usage
             with VerticalScroll(id="dialog-body"):
                 yield self._preview
@@ -154,7 +158,7 @@ class EvictScreen(Dialog["EvictOptions | None"]):
         target = None
         if pct or gib:
             target = FreeTarget(parse_min_free_gb(gib, "min free (GiB)") if gib else None,
-                                parse_min_free_percent(pct, "min free (%)") if pct else None)
+                                parse_min_free_percent(pct, "min free (%)") if pct else None, self._best.value)
         elif sel.to_free:
             raise FvError("set a free-space target: min free, in % of the filesystem or in GiB")
         picked = EvictionSelectors(max_gb=cap, keys=sel.keys, invalid=sel.invalid, free_target=target)

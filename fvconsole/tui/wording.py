@@ -139,5 +139,5 @@ def free_space_text(free: FreeSpacePlan) -> str:
 
 
 def free_target_text(target: FreeTarget) -> str:
-    """A free-space target as the eviction dialog's fields name it: ``min free 8 GiB and 30%``."""
-    return min_free_words(target.values(), flags=False)
+    """A free-space target as the eviction dialog's fields name it: ``min free 8 GiB and 30%`` (``, best effort``)."""
+    return min_free_words(target.values(), flags=False) + (", best effort" if target.best_effort else "")

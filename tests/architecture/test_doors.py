@@ -308,6 +308,17 @@ def listing_scan(rel: str, tree: ast.AST) -> Iterator[Finding]:
             yield node.lineno, f"({where or 'module level'}) {ast.unparse(node.func)}", (rel, where)
 
 
+def sidecar_decoding_scan(rel: str, tree: ast.AST) -> Iterator[Finding]:
+    """A torch.save file decoded by the torch-free reader itself (``torch_zip.loads``, ``from ...torch_zip import loads``)."""
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and (node.module or "").endswith("torch_zip"):
+            for alias in node.names:
+                if alias.name in ("loads", "*"):
+                    yield node.lineno, f"from {node.module} import {alias.name}", rel
+        elif isinstance(node, ast.Attribute) and node.attr == "loads" and dotted(node.value).endswith("torch_zip"):
+            yield node.lineno, f"{dotted(node.value)}.loads", rel
+
+
 # ----------------------------------------------------------------------------- the table
 
 @dataclass(frozen=True)
@@ -459,6 +470,18 @@ DOORS: tuple[Door, ...] = (
          caught=("import json\njson.loads(b)\n", "import orjson as oj\noj.loads(b)\n", "from json import loads\n",
                  "import json\njson.JSONDecoder().raw_decode(s)\n", "from json import *\n"),
          passed=("import json\njson.dumps(x)\n", "loads(b)\n")),
+    Door("sidecars", "fvconsole/core/formats/sidecar_files.py",
+         "a sidecar someone else wrote is decoded bounded and every integer in it range-checked before any "
+         "arithmetic (decode_sidecar), one error naming the field",
+         sidecar_decoding_scan,
+         allowed={"fvconsole/core/migration/write.py": "reads back the bytes it has just written and compares them "
+                                                       "with the payload it encoded, nothing taken from them"},
+         caught=("from fvconsole.core.formats import torch_zip\ntorch_zip.loads(b)\n",
+                 "from fvconsole.core.formats.torch_zip import loads\n",
+                 "import fvconsole.core.formats.torch_zip\nfvconsole.core.formats.torch_zip.loads(b)\n"),
+         passed=("from fvconsole.core.formats import torch_zip\ntorch_zip.dumps(p)\n", "import json\njson.loads(b)\n"),
+         callers=((("fvconsole/core/migration/source_state.py", "fvconsole/core/migration/verify.py"),
+                   "fvconsole.core.formats.sidecar_files", frozenset({"decode_sidecar"})),)),
     Door("locks", "fvconsole/core/shared/locks.py",
          "a lock names its holder's host, boot and PID namespace, so a stale one is judged the same everywhere",
          lock_scan,

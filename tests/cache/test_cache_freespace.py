@@ -89,17 +89,59 @@ def test_percent_target_takes_everything_up_to_it(shm: Path, capsys) -> None:
     assert fs_free(shm) == 19 * MIB - PAGE and done["free_target"]["reached"] is True
 
 
-def test_unreachable_target_is_a_warning_not_an_error(shm: Path, capsys) -> None:
-    # 99% of 20 MiB cannot be reached: F is in use (within --grace), so at most 19 MiB - 1 page is free.
+TARGET_99 = -(-SIZE_MIB * MIB * 99 // 100)  # 99% of 20 MiB, rounded up to a byte
+#: A..E gone (F is in use within --grace): 19 MiB - 1 page free at best.
+BEST_99 = 19 * MIB - PAGE
+
+
+def test_unreachable_target_evicts_nothing_for_it_and_says_so(shm: Path, capsys) -> None:
+    # 99% of 20 MiB cannot be reached: emptying the cache would not get there, so nothing goes for it.
     code, plan, err = _json(capsys, "cache", "evict", str(shm), "--min-free-percent", "99", "--json")
     assert code == 0
     target = plan["free_target"]
-    assert target["reached"] is False and target["shortfall_bytes"] == -(-SIZE_MIB * MIB * 99 // 100) - (19 * MIB - PAGE)
-    assert err.startswith("warning: ") and "cannot be reached" in err and len(err.splitlines()) == 1
-    assert K["F"] in {s["key"] for s in plan["skipped"]}
+    assert plan["evict"] == [] and target["victims"] == [] and target["evicted_for_target"] is False
+    assert target["reached"] is False and target["free_bytes_after_estimate"] == FREE_BEFORE
+    assert target["shortfall_bytes"] == TARGET_99 - FREE_BEFORE and target["free_bytes_possible"] == BEST_99
+    assert target["best_effort"] is False
+    assert err.startswith("warning: ") and len(err.splitlines()) == 1
+    assert "cannot be reached" in err and "nothing is evicted for it" in err and "--best-effort" in err
+    code = main(["cache", "evict", str(shm), "--min-free-percent", "99"])
+    out, err = capsys.readouterr()
+    assert code == 0 and "nothing is evicted for it" in out and "--best-effort frees what it can" in out
     code, done, err = _json(capsys, "cache", "evict", str(shm), "--min-free-percent", "99", "--yes", "--json")
+    assert code == 0, err
+    assert done["evict"] == [] and _left(shm) == set(K.values()), "an unreachable target emptied the cache"
+    assert done["free_target"]["reached"] is False and "so nothing was evicted for it" in err
+
+
+def test_unreachable_target_leaves_other_selectors_alone(shm: Path, capsys) -> None:
+    # --key E still goes (2 MiB + a page); the target adds nothing beside it.
+    code, done, err = _json(capsys, "cache", "evict", str(shm), "--key", K["E"], "--min-free-percent", "99",
+                            "--yes", "--json")
+    assert code == 0, err
+    assert [e["key"] for e in done["evict"]] == _keys("E")
+    assert _left(shm) == set(_keys("A", "B", "C", "D", "F"))
+    assert done["free_target"]["reached"] is False
+
+
+def test_best_effort_frees_what_it_can_toward_an_unreachable_target(shm: Path, capsys) -> None:
+    code, plan, err = _json(capsys, "cache", "evict", str(shm), "--min-free-percent", "99", "--best-effort", "--json")
+    assert code == 0
+    target = plan["free_target"]
+    assert target["victims"] == _keys("A", "B", "C", "D", "E") and target["best_effort"] is True
+    assert target["reached"] is False and target["shortfall_bytes"] == TARGET_99 - BEST_99
+    assert "cannot be reached" in err and "--best-effort: evicting toward it anyway" in err
+    assert K["F"] in {s["key"] for s in plan["skipped"]}
+    code, done, err = _json(capsys, "cache", "evict", str(shm), "--min-free-percent", "99", "--best-effort",
+                            "--yes", "--json")
     assert code == 0 and "was not reached" in err
     assert done["free_target"]["reached"] is False and _left(shm) == {K["F"]}
+
+
+def test_best_effort_needs_a_target(shm: Path, capsys) -> None:
+    code = main(["cache", "evict", str(shm), "--invalid", "--best-effort"])
+    _, err = capsys.readouterr()
+    assert code == 2 and "--best-effort: only with --min-free-gb or --min-free-percent" in err
 
 
 def test_union_with_other_selectors_counts_their_space_first(shm: Path, capsys) -> None:

@@ -20,7 +20,8 @@ from fvconsole.demo.cache_builders import make_key, write_cache_entry
 
 PACKAGE = pathlib.Path(fvconsole.__file__).parent
 #: Written out here, not imported: the test must not take the list from the code it checks.
-SELECTOR_FLAGS = ("--max-gb", "--min-free-gb", "--min-free-percent", "--key", "--invalid", "--verify", "--older-than", "--keep")
+SELECTOR_FLAGS = ("--max-gb", "--min-free-gb", "--min-free-percent", "--best-effort", "--key", "--invalid", "--verify",
+                  "--older-than", "--keep")
 
 
 #: Options of other commands spelled like a selector but not eviction selectors, and the one module
@@ -76,7 +77,8 @@ def _selectors(draw) -> EvictionSelectors:
     value = EvictionSelectors(
         max_gb=None if from_env else draw(st.none() | _gib), max_gb_from_env=from_env, keys=draw(_keys),
         invalid=draw(st.booleans()), older_than=draw(st.none() | st.floats(0, 3e9)),
-        free_target=FreeTarget(gb, pct) if gb is not None or pct is not None else None, keep=draw(_keys))
+        free_target=FreeTarget(gb, pct, draw(st.booleans())) if gb is not None or pct is not None else None,
+        keep=draw(_keys))
     return value if not value.empty else EvictionSelectors(invalid=True, keep=value.keep)
 
 

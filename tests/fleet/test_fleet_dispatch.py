@@ -402,6 +402,32 @@ def test_fleet_evict_executes_exactly_the_preview(srun_on_path: str, tmp_path: P
     assert sorted(e["key"] for e in done["nodes"]["a2"]["evict"]) == sorted([old, odd])
 
 
+def test_fleet_evict_unreachable_target_per_node_and_best_effort(srun_on_path: str, tmp_path: Path, capsys) -> None:
+    """100% free cannot be reached on any node: each node evicts only what --invalid chose, the fleet says
+    where the target is out of reach, and --best-effort (sent to the nodes in their argv) takes the rest."""
+    old, new = make_key("old"), make_key("new")
+    for node in ("a1", "a2"):
+        write_cache_entry(tmp_path / node / "c", old, num_shards=1, status="incomplete", tensor_bytes=256)
+        write_cache_entry(tmp_path / node / "c", new, num_shards=1, status="complete", tensor_bytes=256)
+    argv = ["fleet", "cache", "evict", "--nodes", "a[1-2]", "--cache-root", str(tmp_path / "{node}" / "c"),
+            "--invalid", "--min-free-percent", "100", "--grace", "0", "--json"]
+    assert main(argv) == 0
+    captured = capsys.readouterr()
+    preview = json.loads(captured.out)
+    for node in ("a1", "a2"):
+        doc = preview["nodes"][node]
+        assert [e["key"] for e in doc["evict"]] == [old]
+        assert doc["free_target"]["reached"] is False and doc["free_target"]["evicted_for_target"] is False
+    assert any(w.startswith("free-space target cannot be reached on a[1-2]: nothing is evicted for it there")
+               for w in preview["warnings"]), preview["warnings"]
+    assert main([*argv, "--best-effort"]) == 0
+    best = json.loads(capsys.readouterr().out)
+    for node in ("a1", "a2"):
+        assert sorted(e["key"] for e in best["nodes"][node]["evict"]) == sorted([old, new])
+        assert best["nodes"][node]["free_target"]["best_effort"] is True
+    assert not any("cannot be reached" in w for w in best["warnings"])
+
+
 def test_fleet_evict_yes_executes_nothing_when_no_node_could_plan(srun_on_path: str, tmp_path: Path, capsys) -> None:
     """Every node's root is missing: --yes dispatches nothing and says executed: false."""
     template = str(tmp_path / "{node}" / "missing")

@@ -198,8 +198,8 @@ def test_planned_evictions_warnings_and_partial_failures_are_worded_without_flag
     free = FreeSpacePlan(FreeTarget(8.0, 30.0), target_bytes=10 << 30, fs_total=40 << 30, free_before=1 << 30,
                          free_after=2 << 30, victims=())
     assert free.summary() == ("target 10.0 GiB free (--min-free-gb 8 and --min-free-percent 30) cannot be reached: "
-                              "1.0 GiB free now, about 2.0 GiB after evicting every entry that may be evicted "
-                              "(8.0 GiB short; kept, in-use and mounted entries stay)")
+                              "1.0 GiB free now, at most 2.0 GiB after evicting every entry that may be evicted; "
+                              "nothing is evicted for it (8.0 GiB short; --best-effort frees what it can toward it)")
     assert free_space_text(free).startswith("target 10.0 GiB free (min free 8 GiB and 30%) cannot be reached")
     staging = reason("staging.crashed_here", "output_dir", path="/o/.x", pid=7)
     assert staging.cli.endswith("; --yes removes it") and reason_text(staging).endswith("; Execute removes it")

@@ -255,15 +255,30 @@ async def test_free_space_target_in_the_eviction_dialog(shm: Path, tmp_path: Pat
     assert record["details"]["free_target_bytes"] == 12 * MIB and record["details"]["free_target_reached"] is True
 
 
-async def test_an_unreachable_target_is_said_so_before_anything_is_deleted(shm: Path, tmp_path: Path) -> None:
-    app = make_app(cache=shm, journal=str(tmp_path / "journal.jsonl"))
-    async with app.run_test(size=(200, 60)) as pilot:
+@pytest.mark.parametrize("size", [(80, 24), (200, 60)])
+async def test_an_unreachable_target_evicts_nothing_unless_best_effort(shm: Path, tmp_path: Path, size) -> None:
+    journal = tmp_path / "journal.jsonl"
+    app = make_app(cache=shm, journal=str(journal))
+    async with app.run_test(size=size) as pilot:
         screen = await open_free_dialog(app, pilot, "95")  # 19 MiB: F is in use, so at most 7+12+5 pages MiB
         preview = " ".join(screen.query_one("#evict-preview").render().plain.split())
         assert "✗ target 19.0 MiB free (min free 95%) cannot be reached" in preview
-        assert "5 to evict" in preview and "in use" in preview
-        await press(app, pilot, "escape")
-    assert len(os.listdir(shm)) == 6
+        assert "nothing is evicted for it" in preview and "tick best effort" in preview and "--best" not in preview
+        assert "0 to evict" in preview and screen.query_one("#evict-continue").disabled
+        best = screen.query_one("#evict-best-effort")
+        assert best.region.right <= screen.query_one("#dialog").region.right, "best effort is cut off"
+        best.focus()
+        await press(app, pilot, "space")
+        preview = " ".join(screen.query_one("#evict-preview").render().plain.split())
+        assert "best effort: evicting toward it anyway" in preview and "5 to evict" in preview and "in use" in preview
+        assert len(os.listdir(shm)) == 6
+        screen.query_one("#evict-continue").focus()
+        await press(app, pilot, "enter")
+        assert isinstance(app.screen, ConfirmScreen)
+        await press(app, pilot, "left", "enter")
+    assert os.listdir(shm) == [key_of("F")]
+    [record] = lines(journal)
+    assert record["command"] == "fvconsole console: evict to free space, min free 95%, best effort"
 
 
 async def test_a_bad_free_space_value_is_worded_with_the_field(shm: Path, tmp_path: Path) -> None:

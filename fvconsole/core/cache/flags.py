@@ -10,6 +10,7 @@ from __future__ import annotations
 MAX_GB = "--max-gb"
 MIN_FREE_GB = "--min-free-gb"
 MIN_FREE_PERCENT = "--min-free-percent"
+BEST_EFFORT = "--best-effort"
 KEY = "--key"
 INVALID = "--invalid"
 VERIFY = "--verify"

@@ -12,6 +12,14 @@ each is credited with what unlinking it gives back (``CacheEntry.disk_bytes``: a
 blocks of files with no other hard link), not its apparent size. Space freed by the other
 selectors of the same plan and by leftover cleanup counts toward the target first, so the
 union never evicts more than the target needs.
+
+A target that cannot be reached (everything that may be evicted is not enough: other files
+fill the tmpfs, or the rest is kept or in use) evicts nothing *for the target* unless it is
+``best_effort`` (``--best-effort``): emptying the cache would cost the next job on the node
+its warm entries (minutes of cold loading) and still miss the target. Entries the other
+selectors chose still go. The plan says so (``reached`` false, the shortfall, and how far
+evicting everything would get: ``possible``), and the command still exits 0 (a Slurm
+epilog that exits non-zero drains the node).
 """
 
 from __future__ import annotations
@@ -39,6 +47,19 @@ class FreeSpacePlan:
     free_after: int
     #: Entries this target added to the plan, in GC order.
     victims: tuple[str, ...]
+    #: Free space once every entry that may be evicted for the target is gone (its best;
+    #: None: ``free_after``, the plan took them all).
+    possible: int | None = None
+
+    @property
+    def best(self) -> int:
+        """Free space once every entry that may be evicted for the target is gone."""
+        return self.free_after if self.possible is None else self.possible
+
+    @property
+    def held_back(self) -> bool:
+        """The target cannot be reached and is not best effort: nothing was added for it."""
+        return not self.target.best_effort and self.best < self.target_bytes
 
     @property
     def reached(self) -> bool:
@@ -57,7 +78,9 @@ class FreeSpacePlan:
             return reason("free.already", "free_target", **values)
         if self.reached:
             return reason("free.reached", "free_target", **values)
-        return reason("free.unreachable", "free_target", short=human_bytes(self.shortfall), **values)
+        code = "free.unreachable_held" if self.held_back else "free.unreachable"
+        return reason(code, "free_target", short=human_bytes(self.shortfall),
+                      possible=human_bytes(self.best), **values)
 
     def summary(self) -> str:
         """The command line's line for the plan (``why`` worded with its flags)."""
@@ -66,8 +89,10 @@ class FreeSpacePlan:
     def to_json(self) -> dict[str, Any]:
         return {**self.target.to_json(), **fields_json(
             self, omit=("target",), rename={"fs_total": "fs_total_bytes", "free_before": "free_bytes_before",
-                                            "free_after": "free_bytes_after_estimate"},
-            reached=self.reached, shortfall_bytes=self.shortfall, summary=self.summary())}
+                                            "free_after": "free_bytes_after_estimate",
+                                            "possible": "free_bytes_possible"},
+            reached=self.reached, shortfall_bytes=self.shortfall, evicted_for_target=not self.held_back,
+            summary=self.summary())}
 
 
 def freed_by(entry: CacheEntry) -> int:

@@ -165,8 +165,10 @@ class LockedEviction:
         free, result = self.plan.free_space, self.result
         if free is None or result.target_reached is not False:
             return ()
+        held = (f"; it could not be reached ({human_bytes(free.best)} free at most), so nothing was "
+                f"evicted for it ({flags.BEST_EFFORT} frees what it can toward it)") if free.held_back else ""
         return (f"{self.plan.root}: the free-space target ({human_bytes(free.target_bytes)}) was not reached: "
-                f"{human_bytes(result.fs_free_after)} free after the eviction",)
+                f"{human_bytes(result.fs_free_after)} free after the eviction{held}",)
 
 
 def exit_code_of(result: EvictionResult) -> int:

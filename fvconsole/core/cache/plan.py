@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from fvconsole.core.cache.freespace import FreeSpacePlan, free_space_walk
@@ -241,68 +241,27 @@ def plan_eviction(scan: CacheScan, selectors: EvictionSelectors, *, grace_second
 
     A free-space target adds entries in GC order until the root's filesystem would have that
     much free, counting what the other selectors and the leftover cleanup free first (see
-    :mod:`.freespace`); a target that cannot be met is said so in ``plan.free_space``, not an error.
+    :mod:`.freespace`); a target that cannot be met adds nothing (unless best effort) and says
+    so in ``plan.free_space``, not an error.
     Raises FvError for a dangerous root (or, with a target, unknown free space) and
     UsageError when nothing is selected. Leftovers of interrupted evictions are always
     planned for cleanup (first).
     """
     selectors.require()
-    max_gb = selectors.max_gb
-    if max_gb is None and selectors.max_gb_from_env:
-        max_gb = default_max_gb()
-    free_target = selectors.free_target
-    # An empty root has nothing to lose and nothing to evict (a fresh node's cache on a
-    # fleet run): only a root holding other things but no cache entries is suspicious.
-    looks_like_cache = bool(scan.entries or scan.leftovers) or not scan.foreign
-    refused = root_refusal(scan.root, scan.real_root, looks_like_cache, force)
-    if refused:
-        raise FvError.of(refused)
+    max_gb = _resolved_cap(selectors)
+    _refuse_root(scan, force)
     now = scan.scanned_at if now is None else now
     grace = scan.grace_seconds if grace_seconds is None else float(grace_seconds)
-    keep_set = set(selectors.keep)
-    # Two signals of use: live processes holding its files (first), then recent mtimes.
-    held = {} if force else {e.key: process_skip(e.key, e.in_use_by) for e in scan.entries if e.in_use_by}
-    protected = {} if force else {
-        e.key: SkippedEntry.of(e.key, "skip.in_use", why=r)
-        for e in scan.entries if e.key not in held and (r := protection_reason(e, now, grace)) is not None
-    }
-    protected.update(held)
-    mounted = {e.key: mount_reason(e.mounts) for e in scan.entries if e.mounts}
+    guards = _Guards.of(scan, selectors, now, grace, force)
     evict, skipped = _leftover_items(scan, now, grace, force)
     # --verify reads every usable-looking entry's shard headers once, on this scan.
     failed = failed_verification(scan) if selectors.verify else {}
-    # What this process cannot remove is skipped before anything is renamed (and the size
-    # policies pass over it): only entries a selector would evict are checked, so re-select
-    # until no newly chosen entry turns out unremovable.
-    unremovable: dict[str, SkippedEntry] = {}
-    checked: set[str] = set()
-    while True:
-        skip = keep_set | set(protected) | set(mounted) | set(unremovable)
-        selected = _select(scan, selectors, max_gb, skip, now, failed)
-        free_space = None
-        if free_target is not None:
-            free_space = _free_space(scan, free_target, selected, skip, evict)
-        fresh = [e for e in scan.entries if e.key in selected and e.key not in skip and e.key not in checked]
-        found = False
-        for e in fresh:
-            checked.add(e.key)
-            blocked = removal_skip(e.key, e.path)
-            if blocked is not None:
-                unremovable[e.key] = blocked
-                found = True
-        if not found:
-            break
+    selected, free_space = _select_removable(scan, selectors, max_gb, guards, now, failed, evict)
     skipped += [SkippedEntry.of(k, "skip.missing") for k in dict.fromkeys(selectors.keys) if scan.get(k) is None]
-    chosen = [e for e in scan.entries if e.key in selected]
-    for e in sorted(chosen, key=gc_sort_key):
-        if e.key in keep_set:
-            skipped.append(SkippedEntry.of(e.key, "skip.kept"))
-        elif e.key in mounted:
-            skipped.append(SkippedEntry.of(e.key, "skip.mounted", prefix="", why=mounted[e.key]))
-        elif e.key in protected:
-            skipped.append(protected[e.key])
-        elif e.key in unremovable:
-            skipped.append(unremovable[e.key])
+    for e in sorted((e for e in scan.entries if e.key in selected), key=gc_sort_key):
+        held = guards.skip_of(e.key)
+        if held is not None:
+            skipped.append(held)
         else:
             evict.append(_planned(e, selected[e.key]))
     if selectors.sized:
@@ -315,12 +274,87 @@ def plan_eviction(scan: CacheScan, selectors: EvictionSelectors, *, grace_second
     )
 
 
+def _resolved_cap(selectors: EvictionSelectors) -> float | None:
+    """``--max-gb``'s cap in GiB, a value-less one resolved here ($FASTVIDEO_WEIGHT_SHARD_CACHE_MAX_GB)."""
+    if selectors.max_gb is None and selectors.max_gb_from_env:
+        return default_max_gb()
+    return selectors.max_gb
+
+
+def _refuse_root(scan: CacheScan, force: bool) -> None:
+    """FvError for a root that must not be evicted from (a system dir, or one holding other things)."""
+    # An empty root has nothing to lose and nothing to evict (a fresh node's cache on a
+    # fleet run): only a root holding other things but no cache entries is suspicious.
+    looks_like_cache = bool(scan.entries or scan.leftovers) or not scan.foreign
+    refused = root_refusal(scan.root, scan.real_root, looks_like_cache, force)
+    if refused:
+        raise FvError.of(refused)
+
+
+@dataclass
+class _Guards:
+    """What keeps a selected entry in place, by key: ``--keep``, in use, a mount inside, not removable here."""
+
+    keep: set[str]
+    protected: dict[str, SkippedEntry]
+    mounted: dict[str, str]
+    unremovable: dict[str, SkippedEntry] = field(default_factory=dict)
+
+    @classmethod
+    def of(cls, scan: CacheScan, selectors: EvictionSelectors, now: float, grace: float, force: bool) -> _Guards:
+        # Two signals of use: live processes holding its files (first), then recent mtimes.
+        held = {} if force else {e.key: process_skip(e.key, e.in_use_by) for e in scan.entries if e.in_use_by}
+        protected = {} if force else {
+            e.key: SkippedEntry.of(e.key, "skip.in_use", why=r)
+            for e in scan.entries if e.key not in held and (r := protection_reason(e, now, grace)) is not None
+        }
+        protected.update(held)
+        return cls(set(selectors.keep), protected, {e.key: mount_reason(e.mounts) for e in scan.entries if e.mounts})
+
+    def keys(self) -> set[str]:
+        """Every guarded key: the size policies pass over them."""
+        return self.keep | set(self.protected) | set(self.mounted) | set(self.unremovable)
+
+    def skip_of(self, key: str) -> SkippedEntry | None:
+        """Why a selected entry stays (the first guard that holds it), or None: it is evicted."""
+        if key in self.keep:
+            return SkippedEntry.of(key, "skip.kept")
+        if key in self.mounted:
+            return SkippedEntry.of(key, "skip.mounted", prefix="", why=self.mounted[key])
+        return self.protected.get(key) or self.unremovable.get(key)
+
+
+def _select_removable(scan: CacheScan, selectors: EvictionSelectors, max_gb: float | None, guards: _Guards,
+                      now: float, failed: Mapping[str, str], leftovers: Sequence[PlannedEviction],
+                      ) -> tuple[dict[str, list[Reason]], FreeSpacePlan | None]:
+    """The selection (key -> reasons) and its free-space side, with what this process cannot remove guarded.
+
+    What this process cannot remove is skipped before anything is renamed (and the size
+    policies pass over it): only entries a selector would evict are checked, so this selects
+    again until no newly chosen entry turns out unremovable.
+    """
+    checked: set[str] = set()
+    while True:
+        skip = guards.keys()
+        selected = _select(scan, selectors, max_gb, skip, now, failed)
+        free_space = None
+        if selectors.free_target is not None:
+            free_space = _free_space(scan, selectors.free_target, selected, skip, leftovers)
+        fresh = [e for e in scan.entries if e.key in selected and e.key not in skip and e.key not in checked]
+        checked.update(e.key for e in fresh)
+        blocked = {e.key: s for e in fresh if (s := removal_skip(e.key, e.path)) is not None}
+        if not blocked:
+            return selected, free_space
+        guards.unremovable.update(blocked)
+
+
 def _free_space(scan: CacheScan, target: FreeTarget, selected: dict[str, list[Reason]], skip: set[str],
                 leftovers: Sequence[PlannedEviction]) -> FreeSpacePlan:
     """Add (to ``selected``) the entries a free-space target needs, in GC order; the plan's free-space side.
 
     What the other selectors and the leftover cleanup free counts first; entries that may not
-    be evicted (``skip``) are passed over and recorded like ``--max-gb`` does.
+    be evicted (``skip``) are passed over and recorded like ``--max-gb`` does. A target that
+    evicting all it may cannot reach adds nothing, unless it is best effort (:mod:`.freespace`).
     """
     if scan.fs_free is None or not scan.fs_total:
         raise FvError(f"{scan.root}: cannot read the free space of its filesystem (statvfs failed); "
@@ -329,7 +363,10 @@ def _free_space(scan: CacheScan, target: FreeTarget, selected: dict[str, list[Re
     others = [e for e in scan.entries if e.key in selected and e.key not in skip]
     free = scan.fs_free + sum(p.disk_bytes or 0 for p in leftovers) + sum(e.disk_bytes or 0 for e in others)
     regular = sorted((e for e in scan.entries if not e.is_symlink), key=gc_sort_key)
-    victims, passed, after = free_space_walk(regular, free, need, skip, {e.key for e in others})
+    victims, passed, possible = free_space_walk(regular, free, need, skip, {e.key for e in others})
+    after = possible
+    if possible < need and not target.best_effort:  # unreachable: nothing is evicted for it
+        victims, after = [], free
     goal = {"need": human_bytes(need), **target.values()}
     running = free
     for rank, e in enumerate(victims, 1):
@@ -339,7 +376,7 @@ def _free_space(scan: CacheScan, target: FreeTarget, selected: dict[str, list[Re
     for e in passed:
         selected.setdefault(e.key, []).append(reason("evict.min_free_next", "key", **goal))
     return FreeSpacePlan(target=target, target_bytes=need, fs_total=scan.fs_total, free_before=scan.fs_free,
-                         free_after=after, victims=tuple(e.key for e in victims))
+                         free_after=after, victims=tuple(e.key for e in victims), possible=possible)
 
 
 def _planned(e: CacheEntry, why: Sequence[Reason]) -> PlannedEviction:

@@ -15,7 +15,7 @@ from __future__ import annotations
 import math
 import os
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from decimal import Decimal
 from typing import Any
 
@@ -123,6 +123,9 @@ class FreeTarget:
 
     min_free_gb: float | None = None
     min_free_percent: float | None = None
+    #: ``--best-effort``: when the target cannot be reached, evict what may go toward it anyway
+    #: (without it an unreachable target evicts nothing for itself: see :mod:`.freespace`).
+    best_effort: bool = False
 
     def __post_init__(self) -> None:
         if self.min_free_gb is None and self.min_free_percent is None:
@@ -175,7 +178,8 @@ class EvictionSelectors:
     @classmethod
     def from_flags(cls, values: Mapping[str, Any], *, fleet: bool = False) -> EvictionSelectors:
         """The validated selectors of a command line (its values by destination: ``max_gb``,
-        ``min_free_gb``, ``min_free_percent``, ``key``, ``invalid``, ``verify``, ``older_than``, ``keep``);
+        ``min_free_gb``, ``min_free_percent``, ``best_effort``, ``key``, ``invalid``, ``verify``, ``older_than``,
+        ``keep``);
         a usage error for a bad value or when nothing is selected.
 
         ``--max-gb`` without a value (:data:`FROM_ENV`) is $FASTVIDEO_WEIGHT_SHARD_CACHE_MAX_GB
@@ -191,6 +195,11 @@ class EvictionSelectors:
         gib = parse_min_free_gb(gib) if gib is not None else None
         pct = parse_min_free_percent(pct) if pct is not None else None
         free_target = FreeTarget(gib, pct) if gib is not None or pct is not None else None
+        if values.get("best_effort"):
+            if free_target is None:
+                raise UsageError(f"{flags.BEST_EFFORT}: only with {flags.MIN_FREE_GB} or {flags.MIN_FREE_PERCENT} "
+                                 "(it says what to do when that target cannot be reached)")
+            free_target = replace(free_target, best_effort=True)
         older_than = values.get("older_than")
         older = parse_duration(older_than, flags.OLDER_THAN) if older_than is not None else None
         return cls(max_gb=max_gb, max_gb_from_env=from_env, keys=keys, invalid=bool(values.get("invalid")),
@@ -227,6 +236,8 @@ class EvictionSelectors:
                 out += [flags.MIN_FREE_GB, _number(self.free_target.min_free_gb)]
             if self.free_target.min_free_percent is not None:
                 out += [flags.MIN_FREE_PERCENT, _number(self.free_target.min_free_percent)]
+            if self.free_target.best_effort:
+                out.append(flags.BEST_EFFORT)
         for key in self.keys:
             out += [flags.KEY, key]
         if self.invalid:

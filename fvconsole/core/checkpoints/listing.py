@@ -33,7 +33,7 @@ from fvconsole.core.shared.fields_json import fields_json
 from fvconsole.core.shared.humanize import plural
 from fvconsole.core.shared.safe_read import read_regular_file, short_repr
 from fvconsole.core.shared.untrusted import load_file
-from fvconsole.core.shared.walk import listing, tree_size
+from fvconsole.core.shared.walk import TreeSize, listing, tree_size
 
 CHECKPOINT_RE = re.compile(r"^checkpoint-(\d+)$")
 RNG_RE = re.compile(r"^rng_state_rank(\d+)\.pt$")
@@ -306,10 +306,11 @@ def _total_limit(config: Any) -> Any:
 
 
 def inspect_checkpoint(path: str | os.PathLike[str], *, read_dcp: bool = True,
-                       verdicts: VerdictCache | None = None) -> CheckpointInfo:
+                       verdicts: VerdictCache | None = None, size: TreeSize | None = None) -> CheckpointInfo:
     """Inspect one ``checkpoint-<step>`` dir. ``read_dcp=False`` skips the DCP metadata (kind may be unknown).
 
-    ``verdicts``: remembered DCP decodes (``core.checkpoints.verdicts``), for listings.
+    ``verdicts``: remembered DCP decodes (``core.checkpoints.verdicts``), for listings; ``size``: the
+    tree's walk when the caller made it already (retention's, which also looked for held inodes).
     """
     path = os.path.abspath(os.path.expanduser(os.fspath(path)))
     step = checkpoint_step(path)
@@ -379,7 +380,7 @@ def inspect_checkpoint(path: str | os.PathLike[str], *, read_dcp: bool = True,
         mtime: float | None = os.stat(path).st_mtime
     except OSError:
         mtime = None
-    size = tree_size(path)
+    size = tree_size(path) if size is None else size
     if size.note:
         problems.append(size.note)
     return CheckpointInfo(

@@ -122,6 +122,9 @@ class NodeEviction(NodeAnswer):
     freed_bytes: int  # freed, or what the plan would free
     root_uid: int | None
     evict: tuple[EvictionItem, ...]
+    #: The node's free-space target cannot be reached there, so its plan evicts nothing for it
+    #: (its preview's ``free_target.evicted_for_target`` false; ``--best-effort`` would).
+    target_held_back: bool = False
 
     @classmethod
     def from_json(cls, doc: Any, node: str, *, answered: bool) -> NodeEviction:
@@ -129,7 +132,9 @@ class NodeEviction(NodeAnswer):
         f = Fields(doc, node, what)
         head = (f.str("error", None), f.str("note", None), f.int("freed_bytes", 0), f.int("root_uid", None, max=MAX_UID))
         items = f.list("evict") if answered else f.list("evict", [])
-        return cls(*head, tuple(_item(e, node, f"{what} evict[{i}]") for i, e in enumerate(items)))
+        target = f.object("free_target", None)
+        held = target is not None and Fields(target, node, f"{what} free_target").bool("evicted_for_target", True) is False
+        return cls(*head, tuple(_item(e, node, f"{what} evict[{i}]") for i, e in enumerate(items)), held)
 
     def owner(self, item: EvictionItem) -> int | None:
         return _owner(item.owner_uid, self.root_uid)

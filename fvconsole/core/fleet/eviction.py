@@ -19,6 +19,7 @@ from dataclasses import dataclass, replace
 from functools import cached_property
 from typing import Any
 
+from fvconsole.core.cache import flags
 from fvconsole.core.cache.selectors import EvictionSelectors
 from fvconsole.core.fleet.aggregate import exit_code_for, planned_keys
 from fvconsole.core.fleet.dispatch import DispatchOptions, NodeSelection, build_steps, run_steps
@@ -81,7 +82,8 @@ class FleetEvictionPlan:
 
     @property
     def warnings(self) -> tuple[str, ...]:
-        """One line per job of a planned entry's owner (its nodes grouped), and Slurm's note."""
+        """One line per job of a planned entry's owner (its nodes grouped), the nodes where a free-space
+        target cannot be reached (nothing evicted for it there), and Slurm's note."""
         by_job: dict[str, tuple[SlurmJob, list[str], int]] = {}
         for node, (jobs, keys) in self.busy.items():
             for job in jobs:
@@ -91,6 +93,10 @@ class FleetEvictionPlan:
                  f"runs there; {plural(count, 'planned entry', 'planned entries')} on "
                  f"{'it' if len(nodes) == 1 else 'them'} may be in use by it (still planned)"
                  for job, nodes, count in by_job.values()]
+        held = [o.node for o in self.outcomes if o.ok and o.eviction.target_held_back]
+        if held:
+            lines.append(f"free-space target cannot be reached on {compress_hostlist(held)}: nothing is evicted "
+                         f"for it there ({flags.BEST_EFFORT} frees what it can toward it)")
         if self.slurm is not None and self.slurm.note:
             lines.append(printable(self.slurm.note))
         return tuple(lines)

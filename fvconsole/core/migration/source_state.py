@@ -15,7 +15,13 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from fvconsole.core.formats import streaming, torch_zip
-from fvconsole.core.formats.sidecar_files import SIDECAR_VERSION, read_sidecar_bytes, sidecar_name
+from fvconsole.core.formats.sidecar_files import (
+    MAX_SIDECAR_INT,
+    SIDECAR_VERSION,
+    decode_sidecar,
+    read_sidecar_bytes,
+    sidecar_name,
+)
 from fvconsole.core.formats.streaming import walk as cursor_after
 from fvconsole.core.shared.errors import FvError
 from fvconsole.core.shared.humanize import plural
@@ -65,7 +71,7 @@ def read_source_states(checkpoint: str, *, step: int, world_size: int, sp_world_
         name = sidecar_name(rank)
         path = os.path.join(checkpoint, name)
         try:
-            payload = torch_zip.loads(read_sidecar_bytes(path))
+            payload = decode_sidecar(read_sidecar_bytes(path))
         except FileNotFoundError:
             return f"{path}: missing (the checkpoint's world size is {world_size})"
         except OSError as exc:
@@ -95,6 +101,8 @@ def read_source_states(checkpoint: str, *, step: int, world_size: int, sp_world_
         if not all(_whole(v) for v in values):
             return f"{path}: epoch, yielded_samples, row_group_position and row_offset must be whole numbers"
         epoch, yielded, position, offset = values
+        if epoch >= MAX_SIDECAR_INT:  # the next epoch, where a reshard may start, must fit a sidecar too
+            return f"{path}: field 'state.epoch' is {epoch}: a reshard could not write the epoch after it"
         if agreed is None:
             if yielded > spw or yielded % batch_size:
                 return (f"{path}: field 'state.yielded_samples' {yielded} is not a multiple of batch size "

@@ -19,6 +19,7 @@ from fvconsole.core.formats.sidecar_files import (
     RECEIPT_NAME,
     SIDECAR_RE,
     classify_entry,
+    decode_sidecar,
     read_sidecar_bytes,
     sha256_bytes,
     sidecar_name,
@@ -335,7 +336,7 @@ def _verify_rank(
             if entry.get(key) != getattr(cursor, key):
                 problems.append(f"{RECEIPT_NAME}: rank {cursor.rank} field '{key}' is {entry.get(key)!r}, expected {getattr(cursor, key)!r}")
     try:
-        payload = torch_zip.loads(data)
+        payload = decode_sidecar(data)
     except torch_zip.TorchFileError as exc:
         problems.append(f"{name}: refused: {exc}")
         return row

@@ -29,7 +29,7 @@ from fvconsole.core.shared.errors import FvError
 from fvconsole.core.shared.host import current_identity
 from fvconsole.core.shared.mounts import mount_points, mounts_by_child
 from fvconsole.core.shared.process_use import Holder, ProcessUse, scan_processes
-from fvconsole.core.shared.walk import listing
+from fvconsole.core.shared.walk import listing, tree_size
 
 
 @dataclass(frozen=True)
@@ -132,13 +132,15 @@ def _scan_one(path: str, out_dev: int, use: ProcessUse, held: dict[str, set[Hold
     name = os.path.basename(path)
     lst = os.lstat(path)
     symlink = stat.S_ISLNK(lst.st_mode)
-    info = inspect_checkpoint(path, read_dcp=False)
+    # One walk gives the size and every inode of the tree a process holds (a bind mount's paths differ).
+    walked = tree_size(path, watch=use.by_inode if use.by_inode else None)
+    info = inspect_checkpoint(path, read_dcp=False, size=walked)
     mounts = set(mounted.get(name, ()))
     if not symlink and lst.st_dev != out_dev:
         mounts.add(".")
     holders = set(held.get(name, ()))
     if not symlink:
-        holders |= _inode_holders(use, path)
+        holders |= use.held_in(walked)
     published = None
     if info.complete and info.kind != "rank-local" and not symlink:
         try:
@@ -163,35 +165,8 @@ def _holders_by_child(use: ProcessUse, real: str) -> dict[str, set[Holder]]:
 
 
 def holders_of(use: ProcessUse, path: str) -> tuple[Holder, ...]:
-    """Live processes holding a file of the checkpoint dir ``path`` open or mapped (execution's re-check)."""
-    real = os.path.realpath(path)
-    found = set().union(*use.under(real).by_path.values()) if use.by_path else set()
-    return tuple(sorted(found | _inode_holders(use, path)))
-
-
-def _inode_holders(use: ProcessUse, path: str) -> set[Holder]:
-    """Holders found by file identity in the checkpoint and its ``dcp/`` (a bind mount's paths differ).
-
-    By the listing's own inode numbers (``getdents``: no ``stat`` per file; a checkpoint may hold
-    100,000 files), and only when some held file is on the checkpoint's device at all.
-    """
-    try:
-        dev = os.stat(path).st_dev
-    except OSError:
-        return set()
-    if not any(held_dev == dev for held_dev, _ in use.by_inode):
-        return set()
-    found: set[Holder] = set()
-    for directory in (path, os.path.join(path, "dcp")):
-        try:
-            with listing(directory) as entries:
-                for entry in entries:
-                    held = use.by_inode.get((dev, entry.inode()))
-                    if held and entry.is_file(follow_symlinks=False):
-                        found |= held
-        except OSError:
-            continue
-    return found
+    """Live processes holding anything in the checkpoint dir ``path`` (execution's re-check)."""
+    return use.tree_holders(path)
 
 
 def _leftovers(out: str) -> tuple[PruneLeftover, ...]:

@@ -22,6 +22,7 @@ from typing import Any
 from fvconsole.core.shared.fields_json import fields_json
 from fvconsole.core.shared.humanize import plural
 from fvconsole.core.shared.untrusted import MAX_PID, Fields
+from fvconsole.core.shared.walk import TreeSize, tree_size
 
 PROC = "/proc"
 #: Caps on one pass (a node runs a few thousand processes; a hostile one cannot make us read forever).
@@ -31,6 +32,9 @@ MAX_MAPS_BYTES = 16 * 2**20
 MAX_COMMAND = 64
 
 OPEN, MAPPED = "open", "mapped"
+#: A process whose working directory lies in a tree holds it too (a shell ``cd``-ed into a
+#: checkpoint, a job started there): the directory is its (st_dev, st_ino), like a file's.
+CWD = "working directory"
 
 
 @dataclass(frozen=True, order=True)
@@ -39,7 +43,7 @@ class Holder:
 
     pid: int
     command: str
-    how: str  # OPEN or MAPPED
+    how: str  # OPEN, MAPPED or CWD
 
     def to_json(self) -> dict[str, Any]:
         return fields_json(self)
@@ -74,6 +78,23 @@ class ProcessUse:
                 found |= held
             if by_path:
                 found |= by_path.get(f"{directory}/{name}", frozenset())
+        return tuple(sorted(found))
+
+    def held_in(self, walked: TreeSize) -> set[Holder]:
+        """Holders of what a walk made with ``watch=self.by_inode`` met (any file or directory of the tree)."""
+        found: set[Holder] = set()
+        for key in walked.watched:
+            found |= self.by_inode.get(key, frozenset())
+        return found
+
+    def tree_holders(self, path: str) -> tuple[Holder, ...]:
+        """Live processes holding anything in the tree ``path`` (never followed), by inode whatever path
+        they used (a bind mount, another mount namespace) and by real path: sorted."""
+        found = self.held_in(tree_size(path, watch=self.by_inode)) if self.by_inode else set()
+        real = os.path.realpath(path)
+        for held in self.under(real).by_path.values():
+            found |= held
+        found |= self.by_path.get(real, frozenset())
         return tuple(sorted(found))
 
     def under(self, directory: str) -> ProcessUse:
@@ -118,6 +139,7 @@ def scan_processes(*, proc: str = PROC, max_processes: int = MAX_PROCESSES, max_
         if command is None:
             continue  # exited since the listing
         fd_ok, fds_left = _read_fds(base, Holder(pid, command, OPEN), by_inode, by_path, fds_left)
+        _read_cwd(base, Holder(pid, command, CWD), by_inode, by_path)
         maps_ok = _read_maps(base, Holder(pid, command, MAPPED), by_inode, by_path)
         if fds_left <= 0 and capped is None:
             capped = f"stopped after {max_fds} file descriptors"
@@ -188,6 +210,20 @@ def _read_fds(base: str, holder: Holder, by_inode: dict[tuple[int, int], set[Hol
         if stat.S_ISREG(st.st_mode):
             _note(holder, (st.st_dev, st.st_ino), target, by_inode, by_path)
     return True, budget
+
+
+def _read_cwd(base: str, holder: Holder, by_inode: dict[tuple[int, int], set[Holder]],
+              by_path: dict[str, set[Holder]]) -> None:
+    """The working directory, by identity (stat through the magic link) and path (another user's
+    process without the privilege: unseen, as its fds are, and already counted as partial)."""
+    link = f"{base}/cwd"
+    try:
+        target = os.readlink(link)
+        st = os.stat(link)
+    except OSError:
+        return
+    if stat.S_ISDIR(st.st_mode):
+        _note(holder, (st.st_dev, st.st_ino), target, by_inode, by_path)
 
 
 #: What the kernel appends to the path of an fd's or a mapping's file that was unlinked or

@@ -281,9 +281,17 @@ KINDS: Mapping[str, Kind] = _kinds(
     Kind("free.reached", "target {need} free ({min_free}): {before} free now, about {after} after",
          "target {need} free ({min_free_flags}): {before} free now, about {after} after"),
     Kind("free.unreachable", "target {need} free ({min_free}) cannot be reached: {before} free now, about {after} "
-         "after evicting every entry that may be evicted ({short} short; kept, in-use and mounted entries stay)",
+         "after evicting every entry that may be evicted ({short} short; kept, in-use and mounted entries stay); "
+         "best effort: evicting toward it anyway",
          "target {need} free ({min_free_flags}) cannot be reached: {before} free now, about {after} "
-         "after evicting every entry that may be evicted ({short} short; kept, in-use and mounted entries stay)"),
+         "after evicting every entry that may be evicted ({short} short; kept, in-use and mounted entries stay); "
+         "--best-effort: evicting toward it anyway"),
+    Kind("free.unreachable_held", "target {need} free ({min_free}) cannot be reached: {before} free now, at most "
+         "{possible} after evicting every entry that may be evicted; nothing is evicted for it ({short} short; "
+         "tick best effort to free what can be freed toward it)",
+         "target {need} free ({min_free_flags}) cannot be reached: {before} free now, at most "
+         "{possible} after evicting every entry that may be evicted; nothing is evicted for it ({short} short; "
+         "--best-effort frees what it can toward it)"),
     # migration: what the preview found beside the output dir (warnings)
     Kind("staging.crashed_here", "{path}: staging dir of a crashed migration on this host (pid {pid}); "
          "executing the migration removes it",

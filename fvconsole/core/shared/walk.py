@@ -12,7 +12,7 @@ from __future__ import annotations
 import contextlib
 import os
 import stat
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Container, Iterator
 from dataclasses import dataclass, field
 
 from fvconsole.core.shared.safe_read import open_noatime
@@ -36,6 +36,9 @@ class TreeSize:
     #: The newest mtime of a file listed (None: no file): a checkpoint's age (``core/retention``).
     #: Not compared: two walks of one tree are equal whenever its files are.
     newest_mtime: float | None = field(default=None, compare=False)
+    #: The (st_dev, st_ino) of the walk's ``watch`` it met, the top and every directory included
+    #: (who holds a file of a tree, by inode: ``core/shared/process_use.py``).
+    watched: frozenset[tuple[int, int]] = field(default=frozenset(), compare=False)
 
 
 def _open_dir(path: str, *, follow: bool = False) -> int:
@@ -93,12 +96,14 @@ def _walk(top: str, visit: Callable[[str, os.DirEntry[str]], bool], open_top: Ca
 
 
 def tree_size(path: str | os.PathLike[str], *, max_entries: int | None = None,
-              max_depth: int | None = None) -> TreeSize:
+              max_depth: int | None = None, watch: Container[tuple[int, int]] | None = None) -> TreeSize:
     """Sum of the sizes of what lies below ``path`` (lstat: a symlink counts as itself, never followed).
 
     A ``path`` that is itself a symlink is not walked at all. Unreadable directories are
     skipped (their contents do not count); the walk stops after ``max_entries`` entries or
     below ``max_depth`` (default :data:`MAX_ENTRIES`, :data:`MAX_DEPTH`), with ``complete=False`` and a note.
+    ``watch``: (st_dev, st_ino) pairs to look out for on the way (the walk lstats every entry
+    anyway); those met are the result's ``watched``.
     """
     top = os.fspath(path)
     try:
@@ -107,8 +112,12 @@ def tree_size(path: str | os.PathLike[str], *, max_entries: int | None = None,
         return TreeSize(0, 0)
     if stat.S_ISLNK(st.st_mode):
         return TreeSize(0, 0, False, "size unknown: a symlink (not followed)")
+    watched: set[tuple[int, int]] = set()
+    if watch is not None and (st.st_dev, st.st_ino) in watch:
+        watched.add((st.st_dev, st.st_ino))
     if not stat.S_ISDIR(st.st_mode):
-        return TreeSize(st.st_size, 1) if stat.S_ISREG(st.st_mode) else TreeSize(0, 0)
+        found = frozenset(watched)
+        return TreeSize(st.st_size, 1, watched=found) if stat.S_ISREG(st.st_mode) else TreeSize(0, 0, watched=found)
     total = files = 0
     newest: float | None = None
 
@@ -118,6 +127,8 @@ def tree_size(path: str | os.PathLike[str], *, max_entries: int | None = None,
             child = entry.stat(follow_symlinks=False)
         except OSError:
             return False
+        if watch is not None and (child.st_dev, child.st_ino) in watch:
+            watched.add((child.st_dev, child.st_ino))
         if stat.S_ISDIR(child.st_mode):
             return True
         total += child.st_size
@@ -130,10 +141,10 @@ def tree_size(path: str | os.PathLike[str], *, max_entries: int | None = None,
     max_depth = MAX_DEPTH if max_depth is None else max_depth
     stopped = _walk(top, visit, _open_dir, max_entries, max_depth)
     if stopped is None:
-        return TreeSize(total, files, newest_mtime=newest)
+        return TreeSize(total, files, newest_mtime=newest, watched=frozenset(watched))
     note = (f"size unknown: over {max_entries} files" if stopped == "entries"
             else f"size unknown: deeper than {max_depth} directories")
-    return TreeSize(total, files, False, note, newest)
+    return TreeSize(total, files, False, note, newest, frozenset(watched))
 
 
 @dataclass(frozen=True)
