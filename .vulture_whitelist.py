@@ -25,7 +25,7 @@ from fvconsole.cli.streams import _Stdout
 from fvconsole.core.checkpoints.listing import CheckpointInfo
 from fvconsole.core.migration.output_dir import OutputState
 from fvconsole.core.migration.sample_ids import NextSampleIds
-from fvconsole.core.shared.locks import LockState
+from fvconsole.core.shared.locks import LockMode, LockState
 from fvconsole.demo import fleet_builders
 from fvconsole.demo.workspace import DemoWorkspace
 from fvconsole.tui import state, wording
@@ -75,6 +75,7 @@ TickBox.BUTTON_INNER  # Textual's ToggleButton draws self.BUTTON_INNER: TickBox 
 # Data read outside the package: by the JSON a user gets, by the tests, by the docs.
 _fields(CheckpointInfo).dataloader_keys  # `checkpoints ls --json` emits it (to_json: every field, via core/shared/fields_json.py)
 _fields(LockState).record_problem  # `cache evict --yes --json` emits it under "lock" (to_json via fields_json)
+LockMode.SHARED  # a reader's record (room for shared holding: issue 35 item 2)
 _fields(DemoWorkspace).created_at  # `fvconsole demo --json` prints it (to_json is the instance __dict__)
 _fields(NextSampleIds).row_groups_read  # part of the result; tests/tui/test_tui_app.py checks how many were read
 FleetView.view_result  # the fleet view's last result, which tests/tui/test_fleet_tui.py reads

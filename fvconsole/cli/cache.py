@@ -138,10 +138,10 @@ examples:
   fvconsole cache evict --key 0123456789abcdef --json
   fvconsole cache evict --min-free-percent 30 --yes --wait 60     # a Slurm epilog
 
-One eviction per root at a time: --yes takes an exclusive lock on the root (flock; dry runs
-never do); another --yes on the same root waits up to --wait SECONDS (default 0) or exits 1
-naming the holder. Each execution that removed something appends one line to the journal
-(see --journal; `fvconsole history` lists it).
+One eviction per root at a time: --yes takes an exclusive lock on the root (an OFD write lock
+on ROOT/.fvconsole-evictor.lock; dry runs never do); another --yes on the same root waits up to
+--wait SECONDS (default 0) or exits 1 naming the holder. Each execution that removed something
+appends one line to the journal (see --journal; `fvconsole history` lists it).
 
 exit codes: 0 ok (dry run included), 1 refused (also: another eviction holds the root, or
 a --key that is not an entry, as `cache verify --key` does),

@@ -326,7 +326,7 @@ class Door:
     """One hazard: the one module that does it, and what else may, each with its reason."""
 
     name: str  #: as in docs/DESIGN.md's ``## Doors`` (``<!-- door:NAME -->``), a suffix for a second scan
-    door: str  #: the one module allowed to do it
+    door: str  #: the one module allowed to do it (or the one package: a folder, ``.../``)
     reason: str  #: why the hazard needs one door
     scan: Callable[[str, ast.AST], Iterable[Finding]]  #: what counts as doing it
     #: Other places that may, each with its reason; every entry must still match a finding.
@@ -380,15 +380,15 @@ DOORS: tuple[Door, ...] = (
          # Single-file unlinks of fvconsole's own files: (module, function) -> why it is safe.
          allowed={
              ("fvconsole/core/shared/atomic.py", "atomic_write_bytes"): "its own O_EXCL temp file, after a failed write",
-             ("fvconsole/core/shared/locks.py", "HolderRecord.publish"): "its own temp holder record, after a failed "
+             ("fvconsole/core/shared/locks/holder.py", "HolderRecord.publish"): "its own temp holder record, after a failed "
                                                                          "write",
-             ("fvconsole/core/shared/locks.py", "HolderRecord.withdraw"): "its own holder record, still under the lock",
-             ("fvconsole/core/shared/locks.py", "clean_dead_temps"): "temp records of this identity's dead runs",
-             ("fvconsole/core/shared/locks.py", "FileLock.release"): "its own lock file",
-             ("fvconsole/core/shared/locks.py", "FileLock._create"): "its own temp lock record (after link)",
-             ("fvconsole/core/shared/locks.py", "FileLock._create_direct"): "its own lock file, after a failed write",
-             ("fvconsole/core/shared/locks.py", "FileLock._break"): "a provably dead holder's lock file, moved aside first",
-             ("fvconsole/core/shared/locks.py", "OwnerLock.release"): "its own lock file, unlinked while still locked",
+             ("fvconsole/core/shared/locks/holder.py", "HolderRecord.withdraw"): "its own holder record, still under the lock",
+             ("fvconsole/core/shared/locks/holder.py", "clean_dead_temps"): "temp records of this identity's dead runs",
+             ("fvconsole/core/shared/locks/lock_file.py", "FileLock.release"): "its own lock file",
+             ("fvconsole/core/shared/locks/lock_file.py", "FileLock._create"): "its own temp lock record (after link)",
+             ("fvconsole/core/shared/locks/lock_file.py", "FileLock._create_direct"): "its own lock file, after a failed write",
+             ("fvconsole/core/shared/locks/lock_file.py", "FileLock._break"): "a provably dead holder's lock file, moved aside first",
+             ("fvconsole/core/shared/locks/owner_lock.py", "OwnerLock.release"): "its own lock file, unlinked while still locked",
              ("fvconsole/demo/builders.py", "write_checkpoint"): "the .metadata of a checkpoint it just wrote "
                                                                  "(fixture)",
          },
@@ -409,7 +409,7 @@ DOORS: tuple[Door, ...] = (
              "fvconsole/core/retention/execute.py": "renames a checkpoint-<step> dir out of FastVideo's pattern "
                                                     "inside the output dir (a prune's first step), or back when "
                                                     "its re-check fails",
-             "fvconsole/core/shared/locks.py": "puts a holder record into place; moves a provably dead holder's lock "
+             "fvconsole/core/shared/locks/": "puts a holder record into place; moves a provably dead holder's lock "
                                                "file aside (the locks door)",
              "fvconsole/core/migration/faults.py": "the test-only fault hook's announcement file",
              "fvconsole/demo/cache_builders.py": "writes manifests into the demo's own cache, as FastVideo does",
@@ -425,7 +425,7 @@ DOORS: tuple[Door, ...] = (
          open_for_writing_scan,
          allowed={
              "fvconsole/cli/streams.py": "points closed fds 0-2 at /dev/null",
-             "fvconsole/core/shared/locks.py": "its own lock files: O_EXCL records, the evictor's lock file opened to "
+             "fvconsole/core/shared/locks/": "its own lock files: O_EXCL records, the evictor's lock file opened to "
                                         "write-lock it (the locks door)",
              "fvconsole/core/migration/faults.py": "the test-only fault hook's trace and announcement files",
              "fvconsole/demo/": "fixture builders writing inside the workspace they build",
@@ -482,7 +482,7 @@ DOORS: tuple[Door, ...] = (
          passed=("from fvconsole.core.formats import torch_zip\ntorch_zip.dumps(p)\n", "import json\njson.loads(b)\n"),
          callers=((("fvconsole/core/migration/source_state.py", "fvconsole/core/migration/verify.py"),
                    "fvconsole.core.formats.sidecar_files", frozenset({"decode_sidecar"})),)),
-    Door("locks", "fvconsole/core/shared/locks.py",
+    Door("locks", "fvconsole/core/shared/locks/",
          "a lock names its holder's host, boot and PID namespace, so a stale one is judged the same everywhere",
          lock_scan,
          # An O_EXCL create of a uniquely named temp file is no lock: (module, name) -> why.
@@ -522,9 +522,9 @@ DOORS: tuple[Door, ...] = (
              ("fvconsole/core/shared/durable.py", "fsync_at"): "a file fvconsole wrote, for fsync",
              ("fvconsole/core/migration/write.py", "_execute_locked"): "the staging dir this run just made",
              ("fvconsole/core/shared/mounts.py", "_read_bounded"): "/proc (no atimes, no symlinks planted)",
-             ("fvconsole/core/shared/locks.py", "read_holder"): "a lock record (the locks door reads its own)",
-             ("fvconsole/core/shared/locks.py", "is_write_locked"): "a lock file, for F_OFD_GETLK only",
-             ("fvconsole/core/shared/locks.py", "RootLock.acquire"): "the cache root, to hold the lock file by "
+             ("fvconsole/core/shared/locks/holder.py", "read_holder"): "a lock record (the locks door reads its own)",
+             ("fvconsole/core/shared/locks/owner_lock.py", "is_write_locked"): "a lock file, for F_OFD_GETLK only",
+             ("fvconsole/core/shared/locks/root_lock.py", "RootLock.acquire"): "the cache root, to hold the lock file by "
                                                                       "its directory fd",
              ("fvconsole/core/journal/log.py", "read_journal"): "the journal, fvconsole's own file",
          },
@@ -545,7 +545,7 @@ DOORS: tuple[Door, ...] = (
              ("fvconsole/core/migration/publish.py", "verify_published"): "lists a directory fd opened by open_input",
              ("fvconsole/core/shared/process_use.py", "scan_processes"): "/proc (no atimes to keep)",
              ("fvconsole/core/shared/process_use.py", "_read_fds"): "/proc (no atimes to keep)",
-             ("fvconsole/core/shared/locks.py", "_holds_write_lock"): "/proc (no atimes to keep)",
+             ("fvconsole/core/shared/locks/owner_lock.py", "_holds_write_lock"): "/proc (no atimes to keep)",
              ("fvconsole/tui/widgets.py", "complete_path"): "completes the path the operator is typing",
              "fvconsole/demo/": "fixture builders listing the workspace they build",
          },
@@ -564,7 +564,7 @@ def findings(door: Door) -> tuple[list[str], set[Key], list[str]]:
     around, used, own = [], set(), []
     for rel, tree in modules():
         for line, what, key in door.scan(rel, tree):
-            if rel == door.door:
+            if rel == door.door or (door.door.endswith("/") and rel.startswith(door.door)):
                 own.append(f"{rel}:{line}: {what}")
                 continue
             if rel in door.exempt:

@@ -28,6 +28,10 @@ NOT_EMITTED: dict[str, dict[str, str]] = {
         "newest_mtime": "what retention's scan judges ages by; `checkpoints prune` words the age in its reasons",
         "total_limit": "the embedded cleanup limit: `checkpoints ls --json` shows FastVideo's reading of it under `fastvideo`",
     },
+    "core/shared/locks/interface.py:LockState": {
+        "mode": "`cache evict --yes --json`'s `lock` object predates shared holding: an eviction holds its root "
+                "exclusively",
+    },
     "core/retention/plan.py:PrunePlan": {
         "planned_at": "a monotonic clock reading: meaningless outside this process",
     },

@@ -42,7 +42,7 @@ class ReleaseWithSignal:
         self.lock = lock
 
     def acquire(self, wait: float = 0.0, break_stale: bool = False) -> Any:
-        return self.lock.acquire(wait, break_stale)
+        return self.lock.acquire(wait, break_stale=break_stale)
 
     def release(self) -> Any:
         sigterm()

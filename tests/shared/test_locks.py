@@ -80,7 +80,7 @@ def test_killed_holder_is_dead_only_for_its_own_identity(tmp_path: Path) -> None
     # Provably dead: a plain acquire takes it over, with a note naming the dead holder (issue 19.5).
     probe = FileLock(str(path), subject="s", what="w").probe()
     assert probe.refusal is None and f"stale lock of pid {proc.pid} " in probe.note and "taken over" in probe.note
-    notes = FileLock(str(path), subject="s").acquire()
+    notes = [n.cli for n in FileLock(str(path), subject="s").acquire().notes]
     assert len(notes) == 1 and f"took over the stale lock of pid {proc.pid} " in notes[0], notes
     assert "no longer running on this host" in notes[0]
     assert json.loads(path.read_text())["pid"] == os.getpid()
@@ -101,7 +101,7 @@ def test_lock_that_cannot_be_judged_is_broken_only_on_the_operators_word(tmp_pat
     assert "--break-lock" in str(info.value) and json.loads(path.read_text()) == record  # never silently
     probe = FileLock(str(path), subject="s", what="w").probe(break_stale=True)
     assert probe.refusal is None and "will be broken (--break-lock)" in probe.note
-    notes = _lock(path).acquire(break_stale=True)
+    notes = [n.cli for n in _lock(path).acquire(break_stale=True).notes]
     assert len(notes) == 1 and f"broke the lock of pid {record['pid']} " in notes[0], notes
     assert json.loads(path.read_text())["pid"] == os.getpid()
 

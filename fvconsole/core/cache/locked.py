@@ -14,7 +14,7 @@ effects (tests and tools call them directly). ``request.preview()`` is the dry r
 
 One evictor per root (``roots.EVICTOR``: an OFD write lock on ``.fvconsole-evictor.lock``
 inside the root, the holder record ``.<root>.fvconsole-evictor`` beside it, through
-``core/shared/locks.py: RootLock``). Dry runs never take it (``roots.probe_evictor`` only reads).
+``core/shared/locks/root_lock.py: RootLock``). Dry runs never take it (``roots.probe_evictor`` only reads).
 
 Blocking (waits up to ``wait`` seconds, then removes files): the console runs it in a
 thread worker. The runner raises :class:`~fvconsole.core.shared.locks.LockBusy` (exit 1) when another
@@ -38,10 +38,10 @@ from fvconsole.core.journal.log import CACHE_EVICT, JournalRecord, JournalWrite,
 from fvconsole.core.shared.errors import EXIT_OK, EXIT_PARTIAL, FvError
 from fvconsole.core.shared.host import node_names
 from fvconsole.core.shared.humanize import human_bytes, parse_duration
-from fvconsole.core.shared.locks import Holder, LockState
-from fvconsole.core.shared.operation import RootLockTurn, Run, Stop
+from fvconsole.core.shared.locks import Holder, LockState, RootLock
+from fvconsole.core.shared.operation import Run, Stop
 from fvconsole.core.shared.progress import Progress
-from fvconsole.core.shared.reasons import min_free_words
+from fvconsole.core.shared.reasons import Reason, min_free_words
 
 
 @dataclass(frozen=True)
@@ -118,7 +118,7 @@ class LockedEviction:
     result: EvictionResult
     lock: LockState
     journal: JournalWrite | None  # None: no journal asked for, or nothing was changed
-    release_problem: str | None = None
+    release_problem: Reason | None = None
 
     @classmethod
     def of(cls, run: Run[EvictionPlan, EvictionResult]) -> LockedEviction:
@@ -148,7 +148,8 @@ class LockedEviction:
     def warnings(self) -> tuple[str, ...]:
         """What both front ends warn of beside the result: exclusion not in force, the record of
         an evictor that died taken over (also journalled), the lock's release failing."""
-        return tuple(p for p in (self.lock.problem, self.lock.took_over, self.release_problem) if p)
+        lock = self.lock
+        return tuple(p.cli for p in (lock.problem, *lock.notes, self.release_problem) if p is not None)
 
     def target_line(self, *, flags: bool = True) -> str | None:
         """``free-space target 20.0 GiB (--min-free-gb 20): reached`` (None without a target); ``flags``
@@ -204,8 +205,8 @@ class EvictionOperation:
         """The root is checked before anything is written beside it."""
         check_root_early(self.root, self.force)
 
-    def locks(self) -> tuple[RootLockTurn]:
-        return (RootLockTurn(evictor_lock(self.root, self.command)),)
+    def locks(self) -> tuple[RootLock]:
+        return (evictor_lock(self.root, self.command),)
 
     def plan(self) -> EvictionPlan:
         return self.make_plan()

@@ -108,4 +108,4 @@ def evictor_lock(root: str, command: str | None = None) -> RootLock:
 
 def probe_evictor(root: str) -> Holder | None:
     """Read-only: the eviction running in ``root`` now, as its holder record tells (dry runs, the preview)."""
-    return RootLock.probe(root, EVICTOR)
+    return evictor_lock(root).probe().holder

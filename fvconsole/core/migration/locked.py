@@ -27,7 +27,8 @@ from fvconsole.core.migration.record import (
 )
 from fvconsole.core.migration.write import MigrationResult, completed, output_lock, prepare_output, write_set
 from fvconsole.core.shared.interrupts import Interrupted
-from fvconsole.core.shared.operation import FileLockTurn, Run, Stop, run_locked
+from fvconsole.core.shared.locks import FileLock
+from fvconsole.core.shared.operation import Run, Stop, run_locked
 from fvconsole.core.shared.progress import Progress, no_progress
 from fvconsole.core.shared.reasons import Reason
 
@@ -52,7 +53,7 @@ class MigrationOperation:
         self.torch_check = torch_check
         self.told: list[Reason] = [*plan.notes, *plan.output_dir_notes]
         self.out = self.parent = self.outname = ""
-        self.lock: FileLockTurn | None = None
+        self.lock: FileLock | None = None
 
     def warn(self, why: Reason) -> None:
         if why not in self.told:
@@ -63,13 +64,14 @@ class MigrationOperation:
     def prepare(self) -> None:
         self.out, self.parent, self.outname = prepare_output(self.confirmed, torch_check=self.torch_check)
 
-    def locks(self) -> tuple[FileLockTurn]:
-        self.lock = FileLockTurn(output_lock(self.out))
+    def locks(self) -> tuple[FileLock]:
+        self.lock = output_lock(self.out)
         return (self.lock,)
 
     @property
     def lock_notes(self) -> tuple[Reason, ...]:
-        return tuple(self.lock.lock.notes) if self.lock is not None and self.lock.lock.held else ()
+        """A stale lock taken over (or broken with --break-lock) by this run."""
+        return tuple(self.lock.notes) if self.lock is not None and self.lock.held is not None else ()
 
     def plan(self) -> MigrationPlan:
         """The plan the operator saw (re-checked by :func:`write_set` under the lock); the lock's notes said."""

@@ -8,8 +8,9 @@ proves nothing goes around it):
 - replacing a file: :mod:`.atomic` (temp file, fsync, rename) and :mod:`.output_file` (a path
   the user named); :mod:`.durable` (when a directory's writes are on disk);
 - deleting: :mod:`.removal` (fd-based, never through a symlink, never across a mount);
-- taking a lock: :mod:`.locks` (holder records that say which host and process hold them);
-- printing untrusted text: :mod:`.terminal_text`;
+- taking a lock: :mod:`.locks` (one interface for every kind; holder records that say which host
+  and process hold them);
+- printing untrusted text: :mod:`.terminal_text` (``printable``);
 - which processes hold a file open or mapped: :mod:`.process_use`;
 - bounded directory walks: :mod:`.walk`.
 

@@ -35,19 +35,10 @@ from typing import Any, Generic, Protocol, TypeVar
 
 from fvconsole.core.shared.errors import EXIT_PARTIAL, PartialFailure
 from fvconsole.core.shared.interrupts import as_interrupted, deferred, signal_name
+from fvconsole.core.shared.locks import Lock
 
 P = TypeVar("P")
 R = TypeVar("R")
-
-
-class Lock(Protocol):
-    """A lock as the runner takes it (every kind of ``core/shared/locks.py`` behind one shape)."""
-
-    def acquire(self, wait: float = 0.0, break_stale: bool = False) -> Any:
-        """Take it (waiting up to ``wait`` s) or raise a refusal; returns how it is held (its state)."""
-
-    def release(self) -> Any:
-        """Give it up (nothing when not held); returns a problem for the operator or None, never raises."""
 
 
 @dataclass(frozen=True)
@@ -92,7 +83,8 @@ class Operation(Protocol[P, R]):
         """Checks before any lock is taken (nothing written yet); raises a refusal."""
 
     def locks(self) -> Sequence[Lock]:
-        """Its locks, in the order they are taken (released in reverse); none for the fleet's login side."""
+        """Its locks (``core/shared/locks/``: ``acquire(wait, break_stale=) -> LockState``, ``release() -> problem
+        or None``), in the order they are taken (released in reverse); none for the fleet's login side."""
 
     def plan(self) -> P:
         """The plan under the locks: planned again, or the confirmed one re-checked (the operation's policy)."""
@@ -142,7 +134,7 @@ def run_locked(operation: Operation[P, R], *, wait: float = 0.0, break_stale: bo
         operation.prepare()
         for lock in operation.locks():
             taken.append(lock)  # released whatever happens in acquire (releasing a lock not held does nothing)
-            held.append(lock.acquire(wait, break_stale))
+            held.append(_acquire(lock, wait, break_stale))
         run = replace(run, held=tuple(held))
         plan = operation.plan()
         run = replace(run, plan=plan)
@@ -159,6 +151,15 @@ def run_locked(operation: Operation[P, R], *, wait: float = 0.0, break_stale: bo
             _release(taken)
         raise
     return _finish(operation, run, taken, journal)
+
+
+def _acquire(lock: Lock, wait: float, break_stale: bool) -> Any:
+    """Take ``lock``: not waiting, in a deferred section (the lock exists exactly when the object knows it
+    holds it, and a signal is acted on once it does); while waiting, a signal ends the wait."""
+    if wait > 0:
+        return lock.acquire(wait, break_stale=break_stale)
+    with deferred():
+        return lock.acquire(wait, break_stale=break_stale)
 
 
 def _release(taken: list[Lock]) -> tuple[Any, ...]:
@@ -191,42 +192,3 @@ def _late_stop(operation: Operation[P, R], run: Run[P, R], signum: int) -> Run[P
         return replace(run, stop=Stop(signum, done=run.failure.message))
     return replace(run, stop=Stop(signum))
 
-
-# --------------------------------------------------------------------------- today's locks in the runner's shape
-
-
-class FileLockTurn:
-    """A :class:`~.locks.FileLock` (a lock file beside a directory) as the runner takes it.
-
-    Taken in a deferred section when not waiting (the file exists exactly when the object
-    knows it holds it); while waiting, a signal ends the wait. ``acquire`` returns the notes
-    (a stale lock taken over or broken, as reasons).
-    """
-
-    def __init__(self, lock: Any) -> None:
-        self.lock = lock
-
-    def acquire(self, wait: float = 0.0, break_stale: bool = False) -> tuple[Any, ...]:
-        if wait > 0:
-            self.lock.acquire(wait=wait, break_stale=break_stale)
-        else:
-            with deferred():
-                self.lock.acquire(wait=wait, break_stale=break_stale)
-        return tuple(self.lock.notes)
-
-    def release(self) -> Any:
-        return self.lock.release()
-
-
-class RootLockTurn:
-    """A :class:`~.locks.RootLock` (an OFD lock in a root and its holder record) as the runner takes it;
-    ``acquire`` returns its ``LockState`` (it cannot be broken: the kernel drops a dead holder's lock)."""
-
-    def __init__(self, lock: Any) -> None:
-        self.lock = lock
-
-    def acquire(self, wait: float = 0.0, break_stale: bool = False) -> Any:
-        return self.lock.acquire(wait)
-
-    def release(self) -> Any:
-        return self.lock.release()

@@ -240,6 +240,30 @@ KINDS: Mapping[str, Kind] = _kinds(
          WAIT),
     Kind("lock.evicting_waited", "{subject}: {what}{who}; it did not finish within {wait}s",
          "{subject}: {what}{who}; it did not finish within --wait {wait}s"),
+    # locks: a root that cannot be locked, a lock file that is not ours to take (the evictor's OFD lock)
+    Kind("lock.root_missing", "{subject}: {noun} does not exist"),
+    Kind("lock.root_not_dir", "{subject}: {noun} is not a directory"),
+    Kind("lock.root_unopenable", "{subject}: cannot open {noun} ({why})"),
+    Kind("lock.root_unlockable", "{subject}: cannot lock {noun} ({why})"),
+    Kind("lock.file_read_only", "{subject}: cannot create the lock file {file}: read-only filesystem"),
+    Kind("lock.file_symlink", "{subject}: the lock file {file} is a symlink; remove it once no fvconsole run uses it"),
+    Kind("lock.file_not_regular", "{subject}: the lock file {file} is not a regular file; remove it once no "
+         "fvconsole run uses it"),
+    Kind("lock.file_foreign", "{subject}: the lock file {file} belongs to {owner} and is not writable by {user}: "
+         "only who can write it may take the lock; its owner (or root) can remove it"),
+    Kind("lock.file_uncreatable", "{subject}: cannot create the lock file {file} ({why}): only a user who can "
+         "write there may take the lock"),
+    # locks: what holding or giving one up left for the operator (warnings, never refusals)
+    Kind("lock.unsupported", "cannot lock the root on this filesystem ({why}; NFS?): {unguarded}"),
+    Kind("lock.record_unwritten", "{file}: cannot write the holder record ({why}); the lock still holds"),
+    Kind("lock.record_taken_over", "{file}: took over from {holder}: {why}"),
+    Kind("lock.record_not_removed", "{file}: cannot remove the holder record ({why}); it is ignored once this "
+         "process is gone"),
+    Kind("lock.gone_at_release", "{file}: the lock file had already been removed (by hand?)"),
+    Kind("lock.unreadable_at_release", "{file}: cannot read the lock file before removing it ({why}); remove it "
+         "by hand"),
+    Kind("lock.taken_at_release", "{file}: the lock file now belongs to {holder}; left in place"),
+    Kind("lock.not_removed", "{file}: cannot remove the lock file ({why}); remove it by hand"),
     # cache: where eviction may run
     Kind("cache_root.mount_point", "{root}: is the root of a mounted filesystem; use a subdirectory",
          "{root}: is the root of a mounted filesystem; use a subdirectory, or --force if it really is the cache root",
