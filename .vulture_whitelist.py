@@ -23,6 +23,7 @@ from fvconsole.cli import InstalledVersion
 from fvconsole.cli.completion import PrintCompletion
 from fvconsole.cli.streams import _Stdout
 from fvconsole.core.checkpoints.listing import CheckpointInfo
+from fvconsole.core.formats.runconfig import TrainingKeys
 from fvconsole.core.migration.output_dir import OutputState
 from fvconsole.core.migration.sample_ids import NextSampleIds
 from fvconsole.core.shared.locks import LockMode, LockState
@@ -71,6 +72,13 @@ FvConsoleApp.VERTICAL_BREAKPOINTS  # as above, -short/-tall
 Text().no_wrap  # Rich reads it when rendering: FastTable's fitted cells never wrap
 DataTable()._require_update_dimensions  # DataTable re-measures on its next render when set (FastTable's column widths)
 TickBox.BUTTON_INNER  # Textual's ToggleButton draws self.BUTTON_INNER: TickBox sets it to the state (X or blank)
+
+# Fields read by name: core/migration/inputs.py: read_params checks each TrainingKeys field by its
+# name (getattr), which also names its dotted path in a refusal.
+_fields(TrainingKeys).streaming_read_batch_size  # read_params, by name
+_fields(TrainingKeys).dataloader_num_workers  # as above
+_fields(TrainingKeys).streaming_shuffle_row_groups  # as above
+_fields(TrainingKeys).streaming_manifest_path  # as above
 
 # Data read outside the package: by the JSON a user gets, by the tests, by the docs.
 _fields(CheckpointInfo).dataloader_keys  # `checkpoints ls --json` emits it (to_json: every field, via core/shared/fields_json.py)

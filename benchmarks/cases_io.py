@@ -142,7 +142,7 @@ def dcp_keys_case(root: str, repeat: int) -> Row:
     fixture = build_run(os.path.join(root, "run"), num_gpus=4)
     ckpt = fixture.checkpoints[0]
     dcp = os.path.join(ckpt, "dcp")
-    core_way = ("import json, sys; from fvconsole.core.checkpoints.listing import dcp_state_keys;"
+    core_way = ("import json, sys; from fvconsole.core.checkpoints.dcp_keys import dcp_state_keys;"
                 f" k = dcp_state_keys({ckpt!r}); assert k and 'torch' not in sys.modules; print(json.dumps(k))")
     torch_way = ("import json; from torch.distributed.checkpoint import FileSystemReader;"
                  f" k = sorted(FileSystemReader({dcp!r}).read_metadata().state_dict_metadata); print(json.dumps(k))")
@@ -152,7 +152,7 @@ def dcp_keys_case(root: str, repeat: int) -> Row:
         raise AssertionError("the core's DCP reader and torch's FileSystemReader read different keys")
     return Row("DCP .metadata keys, fresh interpreter", fast.wall, slow.wall,
                "import torch.distributed.checkpoint + FileSystemReader", "", None,
-               f"core.checkpoints.listing.dcp_state_keys, no torch import; same {len(core_keys)} keys",
+               f"core.checkpoints.dcp_keys.dcp_state_keys, no torch import; same {len(core_keys)} keys",
                fast.cpu, slow.cpu)
 
 

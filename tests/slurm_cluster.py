@@ -157,7 +157,7 @@ def forward(pipe, stream, task):
 
 def task_argv(node):
     hostile = os.path.join(os.environ.get("FAKE_SRUN_NODES", "/nonexistent"), node + ".py")
-    runner = cmd[3:] if cmd[1:3] == ["-m", "fvconsole.cli.node"] else cmd[1:]
+    runner = cmd[3:] if cmd[1] in ("-m", "-c") else cmd[1:]  # the node runner's arguments
     if os.path.exists(hostile):
         return [cmd[0], hostile, *runner]
     if node.startswith("stuck"):

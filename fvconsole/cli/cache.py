@@ -28,8 +28,9 @@ from fvconsole.cli.common import (
     whole_number,
 )
 from fvconsole.cli.formats import add_format_args, output_format, write_output_file
+from fvconsole.cli.options import add_deep, add_force, add_grace, add_json, add_wait, add_yes
 from fvconsole.cli.outcome import Interruption, add_journal_args, warn_if_unwritten
-from fvconsole.cli.selectors import add_key_option, add_selector_args
+from fvconsole.cli.selectors import add_key_option, add_selector_args, selectors_from
 from fvconsole.cli.streams import write_out
 from fvconsole.core.cache import (
     DEFAULT_GRACE_SECONDS,
@@ -51,6 +52,7 @@ from fvconsole.core.cache import (
     default_max_gb,
     gc_sort_key,
     listing_cells,
+    listing_csv,
     parse_keys,
     prometheus_text,
     resolve_root,
@@ -67,6 +69,7 @@ from fvconsole.core.shared import (
     UsageError,
     clipped,
     elided,
+    flags,
     human_bytes,
     parse_duration,
     plural,
@@ -87,7 +90,8 @@ delete them.
 
 --format prometheus writes node-exporter textfile-collector metrics (bytes and entries
 per status, cap, filesystem free and size, oldest last-used age; per entry with
---per-entry); --output FILE replaces a regular FILE atomically and writes a FIFO or
+--per-entry); --format csv one row per entry for a spreadsheet (the columns of
+`fleet cache ls --format csv`, formula-looking cells neutralised); --output FILE replaces a regular FILE atomically and writes a FIFO or
 device (/dev/stdout) in place. --watch SECONDS scans again every
 SECONDS: text redraws the screen on a terminal and appends a timestamped block otherwise,
 --json prints one JSON line per scan, --output rewrites the file; --count N stops after N
@@ -177,7 +181,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     ls = actions.add_parser("ls", help="list cache entries", description=LS_HELP,
                             formatter_class=argparse.RawDescriptionHelpFormatter)
     _common(ls, json_flag=False)
-    add_format_args(ls, ("text", "json", "prometheus"), output=True)
+    add_format_args(ls, ("text", "json", "csv", "prometheus"), output=True)
     ls.add_argument("--sort", choices=("lru", "size", "key"), default="lru",
                     help="lru: FastVideo's GC order, next victim first (default); size: largest first; key")
     ls.add_argument("--per-entry", action="store_true",
@@ -191,12 +195,10 @@ def register(sub: argparse._SubParsersAction) -> None:
                             description=EVICT_HELP, formatter_class=argparse.RawDescriptionHelpFormatter)
     _common(ev)
     add_selector_args(ev)
-    ev.add_argument("--force", action="store_true",
-                    help="also evict entries in use or being written; allow a mount point or empty-looking root")
-    ev.add_argument("--yes", action="store_true", help="execute (default: dry run)")
-    ev.add_argument("--wait", type=seconds("--wait"), default=0.0, metavar="SECONDS",
-                    help="with --yes: wait up to SECONDS for another eviction of this root to finish "
-                         "(default 0: exit 1 at once)")
+    add_force(ev, "also evict entries in use or being written; allow a mount point or empty-looking root")
+    add_yes(ev)
+    add_wait(ev, "with --yes: wait up to SECONDS for another eviction of this root to finish "
+                 "(default 0: exit 1 at once)", default=0.0)
     _wide_flag(ev)
     add_journal_args(ev)
     ev.set_defaults(func=run_evict)
@@ -204,8 +206,8 @@ def register(sub: argparse._SubParsersAction) -> None:
                              description=VERIFY_HELP, formatter_class=argparse.RawDescriptionHelpFormatter)
     ver.add_argument("root", nargs="?", metavar="ROOT", help=f"cache root (default: ${ENV_ROOT})")
     add_key_option(ver, "verify this entry (repeatable)")
-    ver.add_argument("--deep", action="store_true", help="also read every byte of every shard (I/O errors)")
-    ver.add_argument("--json", action="store_true", help="print one JSON object")
+    add_deep(ver, "also read every byte of every shard (I/O errors)")
+    add_json(ver)
     ver.set_defaults(func=run_verify)
 
 
@@ -221,10 +223,9 @@ def _width(args: argparse.Namespace) -> int | None:
 
 def _common(parser: argparse.ArgumentParser, *, json_flag: bool = True) -> None:
     parser.add_argument("root", nargs="?", metavar="ROOT", help=f"cache root (default: ${ENV_ROOT})")
-    parser.add_argument("--grace", metavar="D", default="10m",
-                        help="a .tmp or use newer than this means in use (default 10m)")
+    add_grace(parser, "a .tmp or use newer than this means in use (default 10m)", default="10m")
     if json_flag:
-        parser.add_argument("--json", action="store_true", help="print one JSON object")
+        add_json(parser)
 
 
 def _root_arg(args: argparse.Namespace) -> str | None:
@@ -250,7 +251,7 @@ def _env_cap() -> tuple[int | None, str | None]:
 def run_ls(args: argparse.Namespace, _invocation: Invocation) -> int:
     """`cache ls`: exit 0 unless the root itself is missing or unlistable (with --watch: the last scan)."""
     fmt = output_format(args)
-    grace = parse_duration(args.grace, "--grace")
+    grace = parse_duration(args.grace, flags.GRACE)
     if args.count is not None and args.watch is None:
         raise UsageError("--count: only with --watch")
     if args.per_entry and fmt != "prometheus":
@@ -267,6 +268,13 @@ def _show_ls(args: argparse.Namespace, fmt: str, scan: CacheScan, *, watching: b
     entries = sort_entries(scan, args.sort)
     if fmt == "prometheus":
         text = prometheus_text(scan, cap=_env_cap()[0], per_entry=args.per_entry)
+    elif fmt == "csv":
+        text = listing_csv(scan, entries)
+        if not args.output:  # the rows, then the scan's warnings on stderr (as the text table)
+            write_out(text)
+            sys.stdout.flush()
+            warn(*scan.errors, *scan.warnings)
+            return
     elif fmt == "json":
         head = ls_payload(scan, entries, with_entries=False)
         if not args.output:
@@ -335,7 +343,7 @@ def _watch(args: argparse.Namespace, fmt: str, root: str, grace: float) -> int:
 def _watch_error(fmt: str, exc: FvError) -> None:
     stamp = utc_text(time.time())
     if fmt == "json":
-        emit_json({"error": exc.message, "time": stamp})
+        emit_json({"error": exc.message, "code": exc.error_code, "time": stamp})
     say(f"error: {stamp}: {exc.message} (still watching)", err=True)
 
 
@@ -415,7 +423,7 @@ def holders_line(holders: tuple, limit: int = 3) -> str:
 
 def run_evict(args: argparse.Namespace, invocation: Invocation) -> int | Interruption:
     """`cache evict`: 0 ok (dry run too), 1 refused, 2 usage, 3 failed part-way."""
-    request = EvictionRequest.from_flags(_root_arg(args), vars(args))
+    request = evict_request(args)
     width = _width(args)
     if not args.yes:
         _show_preview(request.preview(), as_json=args.json, width=width)
@@ -431,6 +439,14 @@ def run_evict(args: argparse.Namespace, invocation: Invocation) -> int | Interru
         invocation.record_write(done.done_text)
     _show_result(done, as_json=args.json, width=width)
     return EXIT_OK
+
+
+def evict_request(args: argparse.Namespace) -> EvictionRequest:
+    """The command line's eviction as the core's typed request; usage errors (exit 2) before any disk
+    access or lock: a bad --grace, then a bad selector, then no root."""
+    grace = parse_duration(args.grace, flags.GRACE)
+    selectors = selectors_from(args)
+    return EvictionRequest(resolve_root(_root_arg(args)), selectors, grace, args.force)
 
 
 def _show_preview(preview: EvictionPreview, *, as_json: bool, width: int | None) -> None:
@@ -473,10 +489,19 @@ def _stopped(run: Run[EvictionPlan, EvictionResult]) -> Interruption:
     return Interruption(run.stop, stopped.envelope(run.journal))
 
 
+#: On a terminal a reason longer than this is clipped (then wrapped to the width); piped or --wide, never.
+REASON_CLIP = 100
+
+
+def _reason(text: str, width: int | None) -> str:
+    """A REASON cell: clipped on a terminal (``width``), whole when piped or with --wide (as --help says)."""
+    return clipped(text, REASON_CLIP) if width is not None else text
+
+
 def _skipped_table(skipped: tuple, width: int | None = None) -> list[str]:
     if not skipped:
         return []
-    return ["skipped:", format_table(("KEY", "REASON"), [(s.key, clipped(s.reason, 100)) for s in skipped],
+    return ["skipped:", format_table(("KEY", "REASON"), [(s.key, _reason(s.reason, width)) for s in skipped],
                                      width=width, wrap="REASON")]
 
 
@@ -491,7 +516,7 @@ def render_plan(plan: EvictionPlan, *, width: int | None = None) -> Block:
             lines.append(plan.free_space.summary())
     if plan.evict:
         lines.append(format_table(("KEY", "SIZE", "REASON"),
-                                  [(p.key, human_bytes(p.bytes), clipped(p.reason, 100)) for p in plan.evict], right=(1,),
+                                  [(p.key, human_bytes(p.bytes), _reason(p.reason, width)) for p in plan.evict], right=(1,),
                                   width=width, wrap="REASON"))
     else:
         lines.append("nothing to evict")
@@ -507,7 +532,7 @@ def render_result(done: LockedEviction, *, width: int | None = None) -> Block:
     lines = [result.title]
     if result.evicted:
         lines.append(format_table(("KEY", "FREED", "REASON"),
-                                  [(e.key, human_bytes(e.bytes), clipped(e.reason, 100)) for e in result.evicted], right=(1,),
+                                  [(e.key, human_bytes(e.bytes), _reason(e.reason, width)) for e in result.evicted], right=(1,),
                                   width=width, wrap="REASON"))
     lines += _skipped_table(result.skipped, width)
     lines += [f"error: {err}" for err in result.errors]

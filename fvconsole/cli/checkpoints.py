@@ -12,6 +12,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from fvconsole.cli.common import Block, block, emit_json, format_table, say, warn
+from fvconsole.cli.options import add_config, add_json
 from fvconsole.cli.prune import register_prune
 from fvconsole.core.shared import elided, head_tail, human_bytes, plural
 
@@ -122,7 +123,10 @@ def _ls(args: argparse.Namespace, _invocation: Invocation) -> int:
             {
                 "checkpoints": [dict(i.to_json(), run_kind=kinds[i.path].to_json() if i.path in kinds else None)
                                 for i in infos],
+                # the path FastVideo's "latest" resume picks (the highest step with a dcp/ dir, complete or not);
+                # latest_resume_path names it apart from disk.latest_complete_path, fastvideo.latest_resume_step
                 "latest": latest.path if latest is not None else None,
+                "latest_resume_path": latest.path if latest is not None else None,
                 "disk": budget.to_json(),
                 "fastvideo": outlook.to_json() if outlook is not None else None,
                 "warnings": warnings,
@@ -152,6 +156,8 @@ def _ls(args: argparse.Namespace, _invocation: Invocation) -> int:
     if outlook is not None:
         say(*fastvideo_lines(outlook))
     for i in infos:
+        if i.view_of is not None:
+            say(f"view: {i.path} is a checkpoint view of {i.view_of} (judged through its links)")
         if i.path in kinds and not kinds[i.path].migratable:
             say(f"note: {i.path}: not migratable: {kinds[i.path].why}")
     warn(*warnings)
@@ -170,14 +176,14 @@ def _fastvideo_outlook(args: argparse.Namespace, infos: Sequence[Any]) -> Any | 
         from fvconsole.core.formats import load_run_config
 
         config = load_run_config(args.config, args.overrides)
-    return fastvideo_outlook(os.path.abspath(os.path.expanduser(args.dir)), infos, config)
+    return fastvideo_outlook(os.path.abspath(os.path.expanduser(args.dir)), infos, config, args.overrides or ())
 
 
 def fastvideo_lines(outlook: Any) -> list[str]:
     """``fastvideo:`` lines: the cleanup limit and where it is from, what it deletes, what ``latest`` picks."""
     source = f" (from {outlook.limit_source})" if outlook.limit_source else " (not set anywhere)"
     if outlook.cleanup_limit is None:
-        cleanup = "checkpoints_total_limit unreadable: see the warning"
+        cleanup = f"FastVideo will refuse to start: checkpoints_total_limit{source} is not a number it reads"
     elif outlook.cleanup_limit <= 0:
         cleanup = f"checkpoints_total_limit {outlook.cleanup_limit}{source}: its cleanup deletes nothing"
     elif outlook.cleanup_deletes or outlook.cleanup_keeps_symlinks:
@@ -277,7 +283,7 @@ def _show(args: argparse.Namespace, _invocation: Invocation) -> int:
                 "dcp": dict(summary, error=dcp_error),
                 "mismatches": mismatches_json(mismatches) if mismatches is not None else None,
                 **(tensors_json(tensors, tensors_error) if args.tensors else {}),
-                **({"error": str(metadata_error)} if metadata_error else {}),
+                **({"error": str(metadata_error), "code": metadata_error.error_code} if metadata_error else {}),
             }
         )
         return _metadata_exit(metadata_error)
@@ -398,11 +404,10 @@ def register(sub: argparse._SubParsersAction) -> None:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     ls.add_argument("dir", metavar="DIR", help="training output dir or one checkpoint-<step> dir")
-    ls.add_argument("--config", metavar="RUN.yaml",
-                    help="read training.checkpoint.checkpoints_total_limit from this run config "
-                         "(default: the newest checkpoint's embedded config)")
+    add_config(ls, "read training.checkpoint.checkpoints_total_limit from this run config "
+                   "(default: the newest checkpoint's embedded config, --set applied to it)")
     add_set_option(ls)
-    ls.add_argument("--json", action="store_true", help="print one JSON object")
+    add_json(ls)
     ls.set_defaults(func=_ls)
     show = commands.add_parser(
         "show",
@@ -413,10 +418,10 @@ def register(sub: argparse._SubParsersAction) -> None:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     show.add_argument("checkpoint", metavar="CKPT", help="a checkpoint-<step> dir")
-    show.add_argument("--config", metavar="RUN.yaml", help="compare with this run config")
+    add_config(show, "compare with this run config")
     add_set_option(show)
     show.add_argument("--tensors", action="store_true",
                       help="list every tensor of dcp/.metadata (key, dtype, shape, bytes) and bytes per top-level key")
-    show.add_argument("--json", action="store_true", help="print one JSON object")
+    add_json(show)
     show.set_defaults(func=_show)
     register_prune(commands)

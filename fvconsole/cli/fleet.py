@@ -18,14 +18,23 @@ from fvconsole.cli.common import (
     format_table,
     progress_printer,
     say,
-    seconds,
     warn,
 )
 from fvconsole.cli.formats import add_format_args, output_format, write_output_file
+from fvconsole.cli.options import (
+    add_deep,
+    add_force,
+    add_grace,
+    add_job,
+    add_json,
+    add_nodes,
+    add_wait,
+    add_yes,
+)
 from fvconsole.cli.outcome import Interruption, add_journal_args, journal_json, warn_if_unwritten
-from fvconsole.cli.selectors import add_key_option, add_selector_args
+from fvconsole.cli.selectors import add_key_option, add_selector_args, selectors_from
 from fvconsole.cli.streams import write_out
-from fvconsole.core.cache import RECLAIMABLE_SUM, EvictionSelectors, flags, parse_keys
+from fvconsole.core.cache import RECLAIMABLE_SUM, parse_keys
 from fvconsole.core.fleet import (
     AUTO,
     DEFAULT_PARALLEL,
@@ -40,6 +49,7 @@ from fvconsole.core.fleet import (
     FleetEvictionResult,
     FleetVerification,
     KeyRow,
+    NodeEviction,
     NodeOutcome,
     NodeSelection,
     check_selection_args,
@@ -54,7 +64,7 @@ from fvconsole.core.fleet import (
     select_nodes,
 )
 from fvconsole.core.journal import appender
-from fvconsole.core.shared import UsageError, elided, head_tail, human_bytes, plural, run_locked
+from fvconsole.core.shared import elided, flags, head_tail, human_bytes, parse_duration, plural, run_locked
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
     from fvconsole.cli.outcome import Invocation
@@ -124,24 +134,23 @@ def register(sub: argparse._SubParsersAction) -> None:
                             description=FLEET_HELP, formatter_class=argparse.RawDescriptionHelpFormatter)
     _selection_args(ev)
     add_selector_args(ev, fleet=True)
-    ev.add_argument("--force", action="store_true", help="also evict entries in use or being written")
-    ev.add_argument("--yes", action="store_true", help="execute exactly the previewed plan (default: dry run)")
-    ev.add_argument("--wait", metavar="SECONDS",
-                    help="with --yes: each node waits up to SECONDS for another eviction of its root "
-                         "(keep it below --timeout)")
+    add_force(ev, "also evict entries in use or being written")
+    add_yes(ev, "execute exactly the previewed plan (default: dry run)")
+    add_wait(ev, "with --yes: each node waits up to SECONDS for another eviction of its root "
+                 "(keep it below --timeout)")
     add_journal_args(ev)
     ev.set_defaults(func=run_fleet_evict)
     ver = actions.add_parser("verify", help="run `cache verify` on every node and list what fails where",
                              description=FLEET_HELP, formatter_class=argparse.RawDescriptionHelpFormatter)
     _selection_args(ver)
     add_key_option(ver, "verify this entry on every node (repeatable)")
-    ver.add_argument("--deep", action="store_true", help="each node also reads every byte of its shards")
+    add_deep(ver, "each node also reads every byte of its shards")
     ver.set_defaults(func=run_fleet_verify)
 
 
 def _selection_args(parser: argparse.ArgumentParser, *, json_flag: bool = True) -> None:
-    parser.add_argument("--nodes", metavar="NODELIST", help="Slurm hostlist, e.g. n[1-3] or gpu[01-04],login1")
-    parser.add_argument("--job", metavar="JOBID", help="target the nodes of this running job (srun --jobid --overlap)")
+    add_nodes(parser)
+    add_job(parser)
     parser.add_argument("--partition", metavar="NAME", help="passed to srun as --partition")
     parser.add_argument("--srun-arg", action="append", default=[], metavar="ARG",
                         help="extra srun argument, repeatable; use the = form: --srun-arg=--account=abc")
@@ -154,9 +163,9 @@ def _selection_args(parser: argparse.ArgumentParser, *, json_flag: bool = True) 
     parser.add_argument("--fanout", choices=FANOUTS, default=AUTO,
                         help=f"per-node: one srun per node; single-step: one job step for all nodes; "
                              f"auto (default): single-step above {SINGLE_STEP_MIN_NODES} nodes")
-    parser.add_argument("--grace", metavar="D", help="passed to each node's cache command (default there: 10m)")
+    add_grace(parser, "passed to each node's cache command (default there: 10m)")
     if json_flag:
-        parser.add_argument("--json", action="store_true", help="print one JSON object")
+        add_json(parser)
 
 
 def _options(args: argparse.Namespace) -> DispatchOptions:
@@ -173,8 +182,9 @@ def _root(args: argparse.Namespace) -> str:
     return fleet_cache_root(args.fleet_cache_root or getattr(args, "cache_root", None))
 
 
-def _grace(args: argparse.Namespace) -> list[str]:
-    return ["--grace", args.grace] if args.grace else []
+def _grace(args: argparse.Namespace) -> float | None:
+    """--grace in seconds, checked on the login node (None: each node's default)."""
+    return parse_duration(args.grace, flags.GRACE) if args.grace is not None else None
 
 
 def _finish(code: int, outcomes: tuple[NodeOutcome, ...], doc: dict[str, Any] | None) -> int:
@@ -211,11 +221,12 @@ def _dispatch_note(fanout: str, job_steps: int) -> str:
 def run_fleet_ls(args: argparse.Namespace, _invocation: Invocation) -> int:
     """`fleet cache ls`: 0 all nodes answered, 3 some failed, 1 all failed."""
     fmt = output_format(args)
+    grace = _grace(args)
     root = _root(args)
     options = _options(args)
     check_selection_args(args.nodes, args.job)
     selection = _selection(args)
-    view = fleet_ls(selection, root, options, extra=_grace(args),
+    view = fleet_ls(selection, root, options, grace=grace,
                     progress=None if fmt != "text" else progress_printer("nodes"))
     doc = None
     if args.output:  # every format through the output-file door (a CSV for a spreadsheet, say)
@@ -346,32 +357,21 @@ def _job_row(job: Any, wanted: set[str], busy_ids: set[str]) -> tuple[Any, ...]:
 # ---------------------------------------------------------------- evict
 
 
-def _execute_flags(args: argparse.Namespace) -> list[str]:
-    """Flags only the execution step gets (checked here, so a bad value is a usage error on the login node)."""
-    if args.wait is None:
-        return []
-    try:
-        value = seconds("--wait")(args.wait)
-    except argparse.ArgumentTypeError as exc:
-        raise UsageError(f"--wait: {exc}") from None
-    return ["--wait", f"{value:g}"]
-
-
-def protections(args: argparse.Namespace) -> list[str]:
-    """Flags that change each node's re-check (never what is selected)."""
-    return (["--force"] if args.force else []) + _grace(args)
+def node_eviction(args: argparse.Namespace) -> NodeEviction:
+    """What every node is asked, as the core's typed request (usage errors on the login node, before srun)."""
+    selectors = selectors_from(args, fleet=True)
+    return NodeEviction(selectors, grace=_grace(args), force=args.force, wait=args.wait)
 
 
 def run_fleet_evict(args: argparse.Namespace, invocation: Invocation) -> int | Interruption:
     """`fleet cache evict`: preview on every node; with --yes execute exactly that plan."""
-    picks = EvictionSelectors.from_flags(vars(args), fleet=True).argv()
+    request = node_eviction(args)
     root = _root(args)
     options = _options(args)
     check_selection_args(args.nodes, args.job)
     selection = _selection(args)
     progress = None if args.json else progress_printer("nodes")
-    plan = preview_fleet_eviction(selection, root, picks, protections(args), options, progress,
-                                  execute_flags=_execute_flags(args))
+    plan = preview_fleet_eviction(selection, root, request, options, progress)
     result: FleetEvictionPlan | FleetEvictionResult = plan
     journal = None
     if args.yes:  # the runner: no lock here (each node locks its root), one journal line once a node was asked
@@ -434,8 +434,7 @@ def run_fleet_verify(args: argparse.Namespace, _invocation: Invocation) -> int:
     options = _options(args)
     check_selection_args(args.nodes, args.job)
     selection = _selection(args)
-    extra = [*(a for key in keys for a in (flags.KEY, key)), *(["--deep"] if args.deep else [])]
-    result = fleet_verify(selection, root, options, extra=extra,
+    result = fleet_verify(selection, root, options, keys=keys, deep=args.deep,
                           progress=None if args.json else progress_printer("nodes"))
     if not args.json:
         say(render_fleet_verify(result))

@@ -11,13 +11,14 @@ from __future__ import annotations
 
 import argparse
 
+from fvconsole.cli.options import add_json
 from fvconsole.core.shared import UsageError, write_output
 
 
 def add_format_args(parser: argparse.ArgumentParser, choices: tuple[str, ...], *, output: bool = False) -> None:
     parser.add_argument("--format", choices=choices, default=None,
                         help=f"output format: {', '.join(choices)} (default text)")
-    parser.add_argument("--json", action="store_true", help="print one JSON object (same as --format json)")
+    add_json(parser, "print one JSON object (same as --format json)")
     if output:
         parser.add_argument("--output", metavar="FILE",
                             help="write the output to FILE instead of stdout (a regular file is replaced atomically, "

@@ -9,6 +9,7 @@ from datetime import datetime, timezone
 from typing import TYPE_CHECKING
 
 from fvconsole.cli.common import Block, block, emit_json, format_table, say, warn, whole_number
+from fvconsole.cli.options import add_journal, add_json
 from fvconsole.core.journal import ENV_JOURNAL, JournalRead, JournalRecord, journal_path, read_journal
 from fvconsole.core.shared import (
     EXIT_OK,
@@ -48,9 +49,8 @@ def register(sub: argparse._SubParsersAction) -> None:
                              "(2025-06-01, 2025-06-01T12:00:00Z)")
     parser.add_argument("--root", metavar="PATH", help="only records for this cache root or migration output dir")
     parser.add_argument("--limit", type=whole_number(1), metavar="N", help="only the last N matching records")
-    parser.add_argument("--journal", metavar="PATH", default=argparse.SUPPRESS,
-                        help=f"the journal to read (default ${ENV_JOURNAL}, ...; also before the command)")
-    parser.add_argument("--json", action="store_true", help="print one JSON object")
+    add_journal(parser, f"the journal to read (default ${ENV_JOURNAL}, ...; also before the command)")
+    add_json(parser)
     parser.set_defaults(func=run_history)
 
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from fvconsole.cli.checkpoints import add_set_option, format_mismatches, mismatches_json
 from fvconsole.cli.common import (
@@ -21,15 +21,22 @@ from fvconsole.cli.common import (
     warn,
     whole_number,
 )
+from fvconsole.cli.options import add_checkpoint, add_config, add_json, add_torch_check, add_yes
 from fvconsole.cli.outcome import Interruption, add_journal_args, journal_json, warn_if_unwritten
 from fvconsole.cli.reshard_text import reshard_lines
-from fvconsole.core.shared import FvError, elided, plural
+from fvconsole.core.shared import FvError, Reason, elided, plural
 
-if TYPE_CHECKING:  # pragma: no cover - typing only
+if TYPE_CHECKING:  # the core's records, for the hints only: importing migration costs every start-up
     from fvconsole.cli.outcome import Invocation
-
-#: docs/cli.md "Elastic resume"; the core's MODES (checked by tests/cli/test_cli_reshard.py).
-RESHARD_MODES = ("next-epoch", "epoch-start", "nearest")
+    from fvconsole.core.migration import (
+        ColumnCheck,
+        MigrationPlan,
+        MigrationPreview,
+        MigrationRequest,
+        MigrationResult,
+        Refusal,
+    )
+    from fvconsole.core.shared import Run
 
 DESCRIPTION = """\
 Recompute every rank's streaming-dataloader cursor for a legacy checkpoint and write
@@ -80,8 +87,10 @@ def register(sub: argparse._SubParsersAction) -> None:
         epilog=EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    parser.add_argument("--config", required=True, metavar="RUN.yaml", help="the run config (YAML)")
-    parser.add_argument("--checkpoint", required=True, metavar="CKPT", help="the legacy checkpoint-<step> dir")
+    from fvconsole.core.migration import RESHARD_MODES  # the modes the command line offers are the core's
+
+    add_config(parser, "the run config (YAML)", required=True)
+    add_checkpoint(parser, "the legacy checkpoint-<step> dir")
     parser.add_argument("--output-dir", required=True, metavar="DIR", help="where to write the sidecar set (outside the checkpoint)")
     parser.add_argument("--expected-step", required=True, type=whole_number(0), metavar="S", help="the checkpoint's step")
     parser.add_argument("--expected-world-size", required=True, type=whole_number(1), metavar="W", help="the run's world size")
@@ -104,21 +113,23 @@ def register(sub: argparse._SubParsersAction) -> None:
     parser.add_argument(
         "--reshard", choices=RESHARD_MODES, metavar="MODE", default=None,
         help="elastic resume on the run config's world size / sp size: where the new ranks start "
-        "(next-epoch, epoch-start or nearest; a dry run without it shows each mode's accounting)",
+        f"({_modes(RESHARD_MODES)}; a dry run without it shows each mode's accounting)",
     )
-    parser.add_argument("--yes", action="store_true", help="write the sidecars (default: dry run)")
-    parser.add_argument(
-        "--torch-check", action="store_true",
-        help="with --yes: also load each sidecar with torch.load(weights_only=True) before publishing "
-        "(imports torch; sidecars are written in torch's format without it)",
-    )
-    parser.add_argument("--json", action="store_true", help="print exactly one JSON object")
+    add_yes(parser, "write the sidecars (default: dry run)")
+    add_torch_check(parser, "with --yes: also load each sidecar with torch.load(weights_only=True) before publishing "
+                            "(imports torch; sidecars are written in torch's format without it)")
+    add_json(parser, "print exactly one JSON object")
     add_journal_args(parser)
     parser.add_argument("--workers", type=whole_number(1), default=None, help=argparse.SUPPRESS)
     parser.set_defaults(func=_run)
 
 
-def _request(args: argparse.Namespace) -> Any:
+def _modes(modes: tuple[str, ...]) -> str:
+    """``next-epoch, epoch-start or nearest``."""
+    return f"{', '.join(modes[:-1])} or {modes[-1]}"
+
+
+def _request(args: argparse.Namespace) -> MigrationRequest:
     from fvconsole.core.migration import MigrationRequest
 
     return MigrationRequest(
@@ -165,12 +176,12 @@ def _run(args: argparse.Namespace, invocation: Invocation) -> int | Interruption
         say(_report(plan, preview))
         warn(*extra)
 
-    def execution_warning(why: Any) -> None:  # execution's own findings (staging dirs left alone), once each
+    def execution_warning(why: Reason) -> None:  # execution's own findings (staging dirs left alone), once each
         warnings.append(why.cli)
         if not args.json:
             warn(why.cli)
 
-    def lock_note(why: Any) -> None:  # a killed run's lock taken over: on stderr, also under --json
+    def lock_note(why: Reason) -> None:  # a killed run's lock taken over: on stderr, also under --json
         warnings.append(why.cli)
         warn(why.cli)
 
@@ -206,7 +217,7 @@ def _run(args: argparse.Namespace, invocation: Invocation) -> int | Interruption
     return 0
 
 
-def _refusal_details(exc: FvError, base: dict[str, Any]) -> dict[str, Any]:
+def _refusal_details(exc: FvError, base: dict[str, object]) -> dict[str, object]:
     """The command's JSON for a re-check's refusal before the first write (nothing was written).
 
     A re-check right before writing refuses with a reason (the preview's code and field for the
@@ -219,7 +230,7 @@ def _refusal_details(exc: FvError, base: dict[str, Any]) -> dict[str, Any]:
     return dict(base, refusals=[Refusal(exc.reason or invalid("execute", exc.message)).to_json()])
 
 
-def _stopped(run: Any, base: dict[str, Any]) -> Interruption:
+def _stopped(run: Run[MigrationPlan, MigrationResult], base: dict[str, object]) -> Interruption:
     """The command's JSON for an interruption: once execution had begun writing, where and its journal line."""
     from fvconsole.core.migration import MigrationFailure
 
@@ -233,7 +244,8 @@ def _stopped(run: Any, base: dict[str, Any]) -> Interruption:
     return Interruption(stop, merged)
 
 
-def _refuse(args: argparse.Namespace, preview: Any, refusals: list, mismatches: list, warnings: list) -> None:
+def _refuse(args: argparse.Namespace, preview: MigrationPreview, refusals: list[Refusal], mismatches: list[dict],
+            warnings: list[str]) -> None:
     from fvconsole.core.migration import Refusal
     from fvconsole.core.shared import invalid
 
@@ -253,15 +265,15 @@ def _refuse(args: argparse.Namespace, preview: Any, refusals: list, mismatches: 
                "warnings": warnings, "columns": None if preview.columns is None else preview.columns.to_json()}
     if preview.reshard is not None:
         details["reshard"] = preview.reshard.to_json()
-    raise FvError(first + more, details=details)
+    raise FvError(first + more, details=details, reason=refusals[0].reason)
 
 
-def _columns_text(columns: Any) -> str:
+def _columns_text(columns: ColumnCheck) -> str:
     """The columns line; a check that could not run is the plan's warning (on stderr), said once."""
     return "not checked (see the warning)" if columns.verdict == "not-checked" else columns.message
 
 
-def _report(plan: Any, preview: Any) -> Block:
+def _report(plan: MigrationPlan, preview: MigrationPreview) -> Block:
     """Mismatches, warnings, plan summary and the per-rank table (head/tail for long ones)."""
     lines = []
     if preview.mismatches:

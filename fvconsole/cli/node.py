@@ -21,13 +21,16 @@ kills its command and exits without waiting for it (a hung filesystem must not k
 single job step, and every other node's result, waiting). ``--per-node TABLE``: a JSON object
 ``{"<hostlist>": [args...]}``, for single steps where nodes are asked different things (an
 eviction executes each node's own keys); the node picks the entry that names it.
-The command's stderr passes through untouched (srun labels it with the task).
+The command's stderr passes through untouched (srun labels it with the task). The runner's own
+options are checked like the CLI's before anything runs: a bad one is one ``error:`` line on
+stderr and exit 2, no frames (only a person typing the command can get one wrong).
 """
 
 from __future__ import annotations
 
 import contextlib
 import io
+import math
 import os
 import signal
 import sys
@@ -37,9 +40,18 @@ from collections.abc import Sequence
 from typing import Any, NoReturn
 
 from fvconsole.cli.outcome import CommandOutcome
-from fvconsole.cli.streams import stdout_copy
-from fvconsole.core.fleet import read_pipes, result_lines, start_line
-from fvconsole.core.shared import SIGNALS, UntrustedError, decode, decode_object, signal_name
+from fvconsole.cli.streams import stdout_copy, write_err
+from fvconsole.core.fleet import MAX_TIMEOUT, read_pipes, result_lines, start_line
+from fvconsole.core.shared import (
+    SIGNALS,
+    FvError,
+    UntrustedError,
+    UsageError,
+    decode,
+    decode_object,
+    printable,
+    signal_name,
+)
 
 NODE_PLACEHOLDER = "{node}"
 _SNIPPET = 300
@@ -104,15 +116,56 @@ def request_for(node: str, table_text: str) -> list[str] | None:
     return None
 
 
+USAGE = "usage: python -m fvconsole.cli.node [--time-limit S] [--per-node TABLE | ARGS...]"
+TIME_LIMIT, PER_NODE = "--time-limit", "--per-node"
+
+
+def _time_limit(text: str) -> float:
+    """``--time-limit S``: seconds, as ``fleet --timeout`` takes them (positive, at most a day)."""
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if not math.isfinite(value) or not 0 < value <= MAX_TIMEOUT:
+        raise UsageError(f"{TIME_LIMIT} must be a positive number of seconds up to {MAX_TIMEOUT:g} "
+                         f"(got {text[:40]!r})")
+    return value
+
+
+def _table(text: str) -> str:
+    """``--per-node TABLE``: a JSON object of hostlist -> list of arguments (checked here, picked per node later)."""
+    try:
+        table = decode_object(text, PER_NODE, "table")
+        from fvconsole.core.fleet import expand_hostlist
+
+        for hostlist, args in table.items():
+            expand_hostlist(hostlist, PER_NODE)
+            if not isinstance(args, list) or not all(isinstance(a, str) for a in args):
+                raise ValueError(f"the arguments of {hostlist[:40]!r} are not a list of strings")
+    except (ValueError, FvError) as exc:  # the untrusted decoder's and the hostlist's errors are FvErrors
+        raise UsageError(f"{PER_NODE}: unreadable table ({exc})") from None
+    return text
+
+
 def _options(args: list[str]) -> tuple[float | None, str | None, list[str]]:
+    """The runner's options, then the command's arguments; UsageError for a bad or missing one."""
     limit: float | None = None
     table: str | None = None
-    while args[:1] and args[0] in ("--time-limit", "--per-node") and len(args) >= 2:
-        if args[0] == "--time-limit":
-            limit = float(args[1])
+    while args[:1] and args[0] in (TIME_LIMIT, PER_NODE):
+        flag = args[0]
+        if len(args) < 2:
+            raise UsageError(f"{flag} needs a value")
+        if (limit if flag == TIME_LIMIT else table) is not None:
+            raise UsageError(f"{flag} given twice")
+        if flag == TIME_LIMIT:
+            limit = _time_limit(args[1])
         else:
-            table = args[1]
+            table = _table(args[1])
         args = args[2:]
+    if table is not None and args:
+        raise UsageError(f"{PER_NODE} takes the place of the command's arguments (got {args[0][:40]!r} after it)")
+    if table is None and not args:
+        raise UsageError("no command given")
     return limit, table, args
 
 
@@ -223,7 +276,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     an eviction stops between files, unlocks, journals and reports exit 3 or 143 like on a
     login node (the runner forwards the signals it gets; a second one is ignored there).
     """
-    limit, table, args = _options(list(sys.argv[1:] if argv is None else argv))
+    try:
+        limit, table, args = _options(list(sys.argv[1:] if argv is None else argv))
+    except UsageError as exc:
+        write_err(f"error: {printable(str(exc))}; {USAGE}\n")
+        return 2
     out = _Out()
     node = node_name()
     if node is None:
@@ -232,8 +289,6 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 1
     out.lines([start_line(node)])
     reporter = _Reporter(out, node)
-    if limit is not None and not 0 <= limit < threading.TIMEOUT_MAX:
-        limit = None
     read_end, write_end = os.pipe()
     pid = os.fork()
     if pid == 0:

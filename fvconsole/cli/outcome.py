@@ -27,7 +27,9 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from fvconsole.cli.common import warn
+from fvconsole.cli.options import add_journal
 from fvconsole.core.journal import ENV_JOURNAL, JournalWrite, journal_path
+from fvconsole.core.shared import flags
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
     from fvconsole.core.shared import Reason, Stop
@@ -85,12 +87,9 @@ class Invocation:
 
 
 def add_journal_args(parser: argparse.ArgumentParser) -> None:
-    # SUPPRESS: not given here, `fvconsole --journal PATH migrate ...` (given before the
-    # command, as for the console) still counts instead of being reset to None.
-    parser.add_argument("--journal", metavar="PATH", default=argparse.SUPPRESS,
-                        help=f"append what --yes did to this journal (default ${ENV_JOURNAL}, else "
-                             "$XDG_STATE_HOME/fvconsole/journal.jsonl, i.e. ~/.local/state/fvconsole/)")
-    parser.add_argument("--no-journal", action="store_true", help="do not write a journal line")
+    add_journal(parser, f"append what --yes did to this journal (default ${ENV_JOURNAL}, else "
+                        "$XDG_STATE_HOME/fvconsole/journal.jsonl, i.e. ~/.local/state/fvconsole/)")
+    parser.add_argument(flags.NO_JOURNAL, action="store_true", help="do not write a journal line")
 
 
 def journal_target(args: argparse.Namespace) -> str | None:

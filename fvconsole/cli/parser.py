@@ -12,6 +12,8 @@ import argparse
 import difflib
 from collections.abc import Iterator, Sequence
 
+from fvconsole.core.shared import flags
+
 
 class CliUsageError(Exception):
     """A usage error found while parsing: the message and the parser it belongs to."""
@@ -176,6 +178,6 @@ def json_requested(argv: Sequence[str]) -> bool:
     for token in argv:
         if token == "--":
             return False
-        if len(token) >= 4 and "--json".startswith(token):
+        if len(token) >= 4 and flags.JSON.startswith(token):
             return True
     return False

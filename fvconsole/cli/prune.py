@@ -8,7 +8,8 @@ renderers beside the options (``checkpoints.py`` lists and shows).
 from __future__ import annotations
 
 import argparse
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 from fvconsole.cli.common import (
     Block,
@@ -20,12 +21,22 @@ from fvconsole.cli.common import (
     warn,
     whole_number,
 )
+from fvconsole.cli.options import add_grace, add_json, add_yes
 from fvconsole.cli.outcome import Interruption, add_journal_args, journal_json, warn_if_unwritten
-from fvconsole.core.shared import EXIT_OK, PartialFailure, clipped, human_bytes, plural
+from fvconsole.core.shared import (
+    EXIT_OK,
+    FvError,
+    PartialFailure,
+    UsageError,
+    clipped,
+    flags,
+    human_bytes,
+    plural,
+)
 
-if TYPE_CHECKING:  # pragma: no cover - typing only
+if TYPE_CHECKING:  # the core's records, for the hints only: importing retention costs every `checkpoints` start-up
     from fvconsole.cli.outcome import Invocation
-
+    from fvconsole.core.retention import PrunePlan, PruneResult, PruneRules
 PRUNE_HELP = """\
 Delete the checkpoint-<step> dirs of a training output dir that no keep rule keeps.
 A dry run unless --yes: it lists what would go and what stays, and why.
@@ -33,13 +44,16 @@ A dry run unless --yes: it lists what would go and what stays, and why.
 Complete checkpoints are selected by --keep-last N (beyond the N newest complete ones) and
 --older-than D (newest file modified more than D ago); with both, a checkpoint goes only
 when it is beyond the newest N *and* older than D. Interrupted saves (no dcp/.metadata, or
-an rng_state_rank<r>.pt missing) are selected by --incomplete alone; one newer than the
-newest complete checkpoint only once older than --grace (default 10m). --keep-every K
-(complete checkpoints whose step is a multiple of K) and --keep STEP only keep.
+an rng_state_rank<r>.pt missing) are selected by --incomplete; one newer than the newest
+complete checkpoint only once older than --grace (default 10m). --step N selects
+checkpoint-N, complete or not, by name (as the console's marked prune; a step that is not
+there refuses the prune). --keep-every K (complete checkpoints whose step is a multiple of K)
+and --keep STEP only keep.
 
 Never deleted, whatever the flags: the newest complete checkpoint; one with a file open or
 mapped by a live process on this node (named by pid); the one whose published sidecar set
-(dataloader-state/checkpoint-<step>) is the newest resumable state; a symlink, or anything
+(found by its receipt in the output dir's subdirectories, two levels down, e.g.
+dataloader-state/checkpoint-<step>) is the newest resumable state; a symlink, or anything
 that is not a checkpoint-<step> directory of this output dir; anything across a mount; one
 this user could not remove entirely.
 
@@ -56,23 +70,18 @@ examples:
   fvconsole checkpoints prune /runs/gb200/outputs --keep-last 3            # preview only
   fvconsole checkpoints prune /runs/gb200/outputs --keep-last 3 --keep-every 1000 --yes
   fvconsole checkpoints prune /runs/gb200/outputs --keep-last 2 --older-than 7d --incomplete --json
+  fvconsole checkpoints prune /runs/gb200/outputs --step 3000 --step 3500 --yes
 
 exit codes: 0 ok (dry run included), 1 refused (also: another prune or migration holds the
 lock), 2 usage error, 3 failed part-way.
 """
-
-#: Prune's own options spelled like two of the cache's eviction selectors (core/cache/flags.py):
-#: here they select checkpoints (``--older-than D``: its newest file's age) and keep a step
-#: (``--keep STEP``), so they are declared apart from the selectors, once each.
-OLDER_THAN = "--older-than"
-KEEP = "--keep"
 
 #: FastVideo's step counter is an int64; a count larger than this is a typo.
 MAX_STEP = 2**63 - 1
 MAX_COUNT = 10**9
 
 
-def _bounded(minimum: int, maximum: int):
+def _bounded(minimum: int, maximum: int) -> Callable[[str], int]:
     parse_min = whole_number(minimum)
 
     def parse(text: str) -> int:
@@ -93,29 +102,49 @@ def register_prune(commands: argparse._SubParsersAction) -> None:
                        help="select complete checkpoints beyond the N newest complete ones")
     prune.add_argument("--keep-every", type=_bounded(1, MAX_STEP), metavar="K",
                        help="also keep complete checkpoints whose step is a multiple of K")
-    prune.add_argument(OLDER_THAN, metavar="D",
+    # --older-than and --keep are spelled as the cache's selectors (core/shared/flags.py) and mean
+    # something else here: a checkpoint's newest file, a step kept. Declared here, once each.
+    prune.add_argument(flags.OLDER_THAN, metavar="D",
                        help="select complete checkpoints whose newest file is older than D (e.g. 7d, 12h)")
     prune.add_argument("--incomplete", action="store_true", help="select interrupted saves")
-    prune.add_argument("--grace", metavar="D", default="10m",
-                       help="an interrupted save newer than the newest complete one goes only once older "
-                            "than D (default 10m: it may still be being written)")
-    prune.add_argument(KEEP, metavar="STEP", type=_bounded(0, MAX_STEP), action="append", default=[],
+    add_grace(prune, "an interrupted save newer than the newest complete one goes only once older "
+                     "than D (default 10m: it may still be being written)", default="10m")
+    prune.add_argument(flags.STEP, metavar="N", type=_bounded(0, MAX_STEP), action="append", default=[],
+                       help="select checkpoint-N (repeatable), as the console's marked prune does: still never "
+                            "deleted when a rule that always holds keeps it (newest complete, in use, published ...)")
+    prune.add_argument(flags.KEEP, metavar="STEP", type=_bounded(0, MAX_STEP), action="append", default=[],
                        help="keep this step (repeatable)")
-    prune.add_argument("--yes", action="store_true", help="execute (default: dry run)")
-    prune.add_argument("--json", action="store_true", help="print one JSON object")
+    add_yes(prune)
+    add_json(prune)
     add_journal_args(prune)
     prune.set_defaults(func=run_prune)
 
 
-def rules_from_args(args: argparse.Namespace) -> Any:
+def rules_from_args(args: argparse.Namespace) -> PruneRules:
     """Validate the command line into ``PruneRules`` (usage errors come before any disk access)."""
     from fvconsole.core.retention import PruneRules
     from fvconsole.core.shared import parse_duration
 
-    older = parse_duration(args.older_than, OLDER_THAN) if args.older_than is not None else None
-    grace = parse_duration(args.grace, "--grace")
+    older = parse_duration(args.older_than, flags.OLDER_THAN) if args.older_than is not None else None
+    grace = parse_duration(args.grace, flags.GRACE)
+    both = sorted(set(args.step) & set(args.keep))
+    if both:
+        raise UsageError(f"{flags.STEP} {both[0]} and {flags.KEEP} {both[0]} contradict each other")
     return PruneRules(keep_last=args.keep_last, keep_every=args.keep_every, older_than=older,
-                      incomplete=args.incomplete, grace=grace, keep_steps=frozenset(args.keep))
+                      incomplete=args.incomplete, grace=grace, keep_steps=frozenset(args.keep),
+                      marked=frozenset(args.step))
+
+
+def missing_steps(plan: PrunePlan) -> None:
+    """A --step that names no checkpoint refuses the whole prune (exit 1, nothing pruned), as `cache evict
+    --key` does: it is a typo or the wrong output dir, and pruning the rest would report success for what
+    was not asked."""
+    there = {k.step for k in plan.kept} | {d.step for d in plan.delete if not d.leftover}
+    missing = sorted(plan.rules.marked - there)
+    if missing:
+        more = f" (+{len(missing) - 1} more)" if len(missing) > 1 else ""
+        raise FvError(f"checkpoint-{missing[0]}: not a checkpoint of {plan.output_dir} ({flags.STEP}){more}; "
+                      "nothing pruned", details={"missing": missing})
 
 
 def run_prune(args: argparse.Namespace, invocation: Invocation) -> int | Interruption:
@@ -132,8 +161,10 @@ def run_prune(args: argparse.Namespace, invocation: Invocation) -> int | Interru
 
     rules = rules_from_args(args)
 
-    def make_plan() -> Any:
-        return plan_prune(scan_output_dir(args.dir), rules)
+    def make_plan() -> PrunePlan:
+        plan = plan_prune(scan_output_dir(args.dir), rules)
+        missing_steps(plan)
+        return plan
 
     if not args.yes:
         plan = make_plan()
@@ -176,9 +207,9 @@ def _step(step: int | None) -> str:
     return "?" if step is None else str(step)
 
 
-def render_plan(plan: Any) -> Block:
+def render_plan(plan: PrunePlan) -> Block:
     """What goes, what stays and why, and the bytes freed (dry run)."""
-    lines: list[Any] = [f"prune plan for {plan.output_dir} (dry run)"]
+    lines: list[str | Block] = [f"prune plan for {plan.output_dir} (dry run)"]
     if plan.delete:
         lines.append("delete:")
         lines.append(format_table(("STEP", "SIZE", "REASON"),
@@ -198,8 +229,8 @@ def render_plan(plan: Any) -> Block:
     return block(lines)
 
 
-def render_result(result: Any) -> Block:
-    lines: list[Any] = [f"pruned {plural(len(result.removed), 'checkpoint')} from {result.output_dir}"]
+def render_result(result: PruneResult) -> Block:
+    lines: list[str | Block] = [f"pruned {plural(len(result.removed), 'checkpoint')} from {result.output_dir}"]
     if result.removed:
         lines.append(format_table(("STEP", "FREED", "REASON"),
                                   [(_step(r.step), human_bytes(r.bytes), clipped(r.reason, 160))

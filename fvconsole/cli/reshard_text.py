@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING
 
 from fvconsole.cli.common import Block, format_table
 
+if TYPE_CHECKING:  # the core's record, for the hint only (importing migration costs start-up)
+    from fvconsole.core.migration import Reshard
 
-def reshard_lines(reshard: Any) -> list[str | Block]:
+
+def reshard_lines(reshard: Reshard) -> list[str | Block]:
     """The summary, the global batch (a warning line of its own when it changes) and the modes table."""
     lines: list[str | Block] = [f"reshard: {reshard.summary}"]
     before, after = reshard.global_batch_before, reshard.global_batch_after

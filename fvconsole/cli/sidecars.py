@@ -7,7 +7,8 @@ from typing import TYPE_CHECKING
 
 from fvconsole.cli.checkpoints import add_set_option
 from fvconsole.cli.common import Block, block, command_failed, emit_json, format_table, say, warn
-from fvconsole.core.shared import elided, plural
+from fvconsole.cli.options import add_checkpoint, add_config, add_json, add_torch_check
+from fvconsole.core.shared import elided, flags, plural
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
     from fvconsole.cli.outcome import Invocation
@@ -48,21 +49,19 @@ def register(sub: argparse._SubParsersAction) -> None:
         epilog=VERIFY_EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    verify.add_argument("--config", required=True, metavar="RUN.yaml", help="the run config (YAML)")
-    verify.add_argument("--checkpoint", required=True, metavar="CKPT", help="the checkpoint-<step> dir")
+    add_config(verify, "the run config (YAML)", required=True)
+    add_checkpoint(verify, "the checkpoint-<step> dir")
     verify.add_argument("--sidecar-dir", required=True, metavar="DIR", help="the dir holding the sidecars")
     add_set_option(verify)
-    verify.add_argument("--deep", action="store_true", help="read each rank's next sample id from the dataset")
-    verify.add_argument(
-        "--torch-check", action="store_true",
-        help="also load every sidecar with torch.load(weights_only=True) and compare (imports torch)",
-    )
+    # --deep here reads the dataset's next sample ids, not a cache's shards: its own declaration.
+    verify.add_argument(flags.DEEP, action="store_true", help="read each rank's next sample id from the dataset")
+    add_torch_check(verify, "also load every sidecar with torch.load(weights_only=True) and compare (imports torch)")
     verify.add_argument(
         "--upstream-receipt", metavar="PATH",
         help="FastVideo's validation receipt (validate_streaming_dataloader_sidecars.py --output) to check; "
         "default: the newest one in the sidecar dir",
     )
-    verify.add_argument("--json", action="store_true", help="print exactly one JSON object")
+    add_json(verify, "print exactly one JSON object")
     verify.set_defaults(func=_verify)
 
 

@@ -460,11 +460,29 @@ def _torch_save(payload: Any, path: str) -> None:
     demo_module("torch").save(payload, path)
 
 
-def rng_state(rank: int, step: int) -> dict:
-    """A small RNG-state dict like the one FastVideo saves per rank."""
+#: The keys of FastVideo's RNG snapshot, in the order it writes them.
+RNG_KEYS = ("torch_rng", "python_rng", "numpy_rng", "cuda_rng", "gen_cuda")
+
+
+def rng_state(rank: int, step: int, *, keys: Sequence[str] = RNG_KEYS) -> dict:
+    """The RNG snapshot FastVideo saves per rank (``_save_rng_snapshot``), with CPU stand-ins for CUDA.
+
+    ``{"torch_rng": torch.get_rng_state(), "python_rng": random.getstate(), "numpy_rng":
+    np.random.get_state(), "cuda_rng": torch.cuda.get_rng_state(), "gen_cuda": the method's CUDA
+    generator's state}``: the CUDA states are uint8 tensors, stood in for by CPU generators' states.
+    ``keys``: the keys to keep (an older ``rng_state.pt`` may lack ``gen_cuda``).
+    """
     torch = demo_module("torch")
-    gen = random.Random(rank * 1_000_003 + step)
-    return {"python": gen.getstate(), "cpu": torch.Generator().manual_seed(rank + step).get_state(), "rank": rank}
+    np = demo_module("numpy")
+    seed = rank * 1_000_003 + step
+    state = {
+        "torch_rng": torch.Generator().manual_seed(seed).get_state(),
+        "python_rng": random.Random(seed).getstate(),
+        "numpy_rng": np.random.RandomState(seed % 2**32).get_state(),
+        "cuda_rng": torch.Generator().manual_seed(seed + 1).get_state(),
+        "gen_cuda": torch.Generator().manual_seed(seed + 2).get_state(),
+    }
+    return {key: state[key] for key in keys}
 
 
 def write_checkpoint(

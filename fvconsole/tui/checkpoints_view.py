@@ -32,8 +32,10 @@ from fvconsole.tui.widgets import FitStatic, ListingTable
 #: How often ages on screen are recomputed (seconds).
 AGE_TICK = 5.0
 
-COLUMNS = (("step", "step", 7), ("complete", "complete", 9), ("kind", "kind", 10), ("loader", "loader", 9),
-           ("sidecars", "sidecars", 9), ("size", "size", 11), ("age", "age", 6))
+#: (label, key, width): each as wide as its widest cell ("map-style", "1023.9 KiB", and "999d 23h", the
+#: longest age ``human_age`` words), so nothing is cut in the table's 79 cells.
+COLUMNS = (("step", "step", 7), ("complete", "complete", 8), ("kind", "kind", 10), ("loader", "loader", 9),
+           ("sidecars", "sidecars", 8), ("size", "size", 11), ("age", "age", 8))
 
 
 class CheckpointTable(ListingTable[CheckpointRow]):

@@ -135,7 +135,9 @@ class FleetView(BaseView):
         return text
 
     def focus_main(self) -> None:
-        (self.matrix if self.scanned is not None else self._form.job_box).focus()
+        """The matrix once scanned, else Scan (Enter scans): never a field on arrival, where
+        ``q``, ``?`` and ``1``-``5`` would type text instead of acting."""
+        (self.matrix if self.scanned is not None else self._form.scan_button).focus()
 
     def offer_cache_root(self, old: str | None, new: str | None) -> None:
         self._form.offer_cache_root(old, new)
@@ -232,10 +234,11 @@ class FleetView(BaseView):
             self.notify("busy: wait for the running eviction", severity="warning")
             return
         _job, _nodes, root = self._form.values
-        self.run_preview(what, root, self.scanned.selection, list(selectors.argv()), self._progress.start("planning"))
+        self.run_preview(what, root, self.scanned.selection, selectors, self._progress.start("planning"))
 
     @work(thread=True, exclusive=True, group="fleet-plan", exit_on_error=False)
-    def run_preview(self, what: str, root: str, selection: Any, selectors: list[str], progress: ThreadProgress) -> None:
+    def run_preview(self, what: str, root: str, selection: Any, selectors: EvictionSelectors,
+                    progress: ThreadProgress) -> None:
         with self.failures(FleetFailed):
             self.deliver(FleetPreviewed(what, root, self.dispatcher.preview(selection, root, selectors, progress)))
 

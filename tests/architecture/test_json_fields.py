@@ -19,6 +19,12 @@ PACKAGE = pathlib.Path(__file__).resolve().parents[2] / "fvconsole"
 
 #: "module path:Class" -> field -> why its ``to_json`` does not emit it.
 NOT_EMITTED: dict[str, dict[str, str]] = {
+    "core/preflight/model.py:Check": {
+        "fix": "the text's `fix:` line and the console word it; the issue's JSON of a check is check, status, detail, ranks",
+    },
+    "core/migration/columns.py:ColumnCheck": {
+        "rebuilt_rows": "per-row-group rows of the predicted rebuild: what preflight lays the shards out with",
+    },
     "core/cache/plan.py:EvictionPlan": {
         "real_root": "the resolved path execution re-checks against; `root` is the path as given",
     },
@@ -36,7 +42,6 @@ NOT_EMITTED: dict[str, dict[str, str]] = {
         "planned_at": "a monotonic clock reading: meaningless outside this process",
     },
     "core/retention/plan.py:KeptCheckpoint": {
-        "bytes": "the console's size column; the issue's JSON shape is step, path and reason",
         "complete": "the console's completeness column; the reason says it",
     },
     "core/retention/fastvideo.py:FastVideoOutlook": {
@@ -56,10 +61,8 @@ NOT_EMITTED: dict[str, dict[str, str]] = {
     },
     "core/fleet/eviction.py:FleetEvictionPlan": {
         "root": "each node's own document (under `nodes`) names its root",
-        "selectors": "the flags sent to every node: the user's own command line",
-        "protections": "the flags sent to every node: the user's own command line",
+        "request": "what every node was asked (selectors, --grace, --force, --wait): the user's own command line",
         "requests": "the argv each node is sent; its planned keys are in that node's document",
-        "execute_flags": "flags only the execution step is sent (--wait): the user's own command line",
     },
     "core/fleet/slurm_state.py:NodeSlurm": {
         "node": "the key of its object in the parent's `nodes`",
@@ -67,7 +70,6 @@ NOT_EMITTED: dict[str, dict[str, str]] = {
     "core/fleet/outcomes.py:NodeOutcome": {
         "node": "the key of its object in the parent's `nodes`",
         "srun_exit": "srun's own status: the node's verdict is `failure` and the command's `exit_code`",
-        "reason": "`error` as data for the console; the JSON carries its text as `error`",
         "document": "`output` read into typed records for the fleet's views; the JSON is `output` as the node sent it",
     },
     "core/formats/manifest.py:Manifest": {

@@ -14,6 +14,7 @@ import time
 from pathlib import Path
 
 import pytest
+from signal_defaults import DEFAULTS
 from sized_cache import sized_entry
 
 DAY = 86400.0
@@ -84,7 +85,8 @@ def test_terminal_watch_redraws_and_ctrl_c_exits_0(tmp_path: Path) -> None:
     sized_entry(root, "a", 1, DAY)
     leader, follower = pty.openpty()
     proc = subprocess.Popen([sys.executable, "-m", "fvconsole", "cache", "ls", str(root), "--watch", "0.1"],
-                            stdin=follower, stdout=follower, stderr=subprocess.PIPE, start_new_session=True)
+                            stdin=follower, stdout=follower, stderr=subprocess.PIPE, start_new_session=True,
+                            preexec_fn=DEFAULTS)
     os.close(follower)
     seen = b""
     deadline = time.monotonic() + 60
@@ -106,7 +108,7 @@ def test_sigterm_and_sighup_end_watching_like_every_command(tmp_path: Path, sign
     root = tmp_path / "wcache"
     sized_entry(root, "a", 1, DAY)
     proc = subprocess.Popen([sys.executable, "-m", "fvconsole", "cache", "ls", str(root), "--watch", "0.1", "--json"],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True)
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True, preexec_fn=DEFAULTS)
     try:
         first = proc.stdout.readline()  # one scan done: the handlers are in place
         assert json.loads(first)["root"]

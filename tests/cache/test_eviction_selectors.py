@@ -14,6 +14,7 @@ from hypothesis import strategies as st
 
 import fvconsole
 from fvconsole.cli import build_parser, main
+from fvconsole.cli.selectors import selectors_from
 from fvconsole.core.cache import EvictionSelectors, FreeTarget, plan_eviction, scan_cache
 from fvconsole.core.shared.errors import UsageError
 from fvconsole.demo.cache_builders import make_key, write_cache_entry
@@ -24,28 +25,22 @@ SELECTOR_FLAGS = ("--max-gb", "--min-free-gb", "--min-free-percent", "--best-eff
                   "--older-than", "--keep")
 
 
-#: Options of other commands spelled like a selector but not eviction selectors, and the one module
-#: that declares each: `checkpoints prune`'s --keep STEP and --older-than D (issue 31) select
-#: checkpoints, not cache entries.
-NOT_SELECTORS = {"--keep": "cli/prune.py", "--older-than": "cli/prune.py"}
-
 
 def _modules() -> list[tuple[pathlib.Path, ast.AST]]:
     return [(p, ast.parse(p.read_text())) for p in sorted(PACKAGE.rglob("*.py"))]
 
 
 def test_each_selector_flag_is_spelled_once_in_the_package() -> None:
-    """One string literal per selector flag in all of fvconsole/ (``core/cache/flags.py``): the
-    parsers, a fleet node's argv and the error messages all use that constant. A command's own
-    option of the same spelling (:data:`NOT_SELECTORS`) is spelled once more, in its module only."""
+    """One string literal per selector flag in all of fvconsole/ (``core/shared/flags.py``): the
+    parsers, a fleet node's argv and the error messages all use that constant; so does a command's
+    own option of the same spelling (`checkpoints prune`'s --keep STEP and --older-than D)."""
     found: dict[str, list[str]] = {flag: [] for flag in SELECTOR_FLAGS}
     for path, tree in _modules():
         for node in ast.walk(tree):
             if isinstance(node, ast.Constant) and node.value in found:
                 found[node.value].append(f"{path.relative_to(PACKAGE)}:{node.lineno}")
     files = {flag: sorted(place.split(":")[0] for place in places) for flag, places in found.items()}
-    assert files == {flag: sorted(["core/cache/flags.py", *([NOT_SELECTORS[flag]] if flag in NOT_SELECTORS else [])])
-                     for flag in SELECTOR_FLAGS}
+    assert files == {flag: ["core/shared/flags.py"] for flag in SELECTOR_FLAGS}
 
 
 def test_selector_options_are_declared_by_one_function() -> None:
@@ -88,10 +83,10 @@ def test_a_nodes_argv_parses_back_to_the_same_selectors(picked: EvictionSelector
     """What a fleet node is sent selects exactly what the login node validated (floats exactly)."""
     assert set(picked.to_json()) >= {f.name for f in dataclasses.fields(picked)} - {"older_than"} | {"older_than_seconds"}
     args = build_parser().parse_args(["fleet", "cache", "evict", "--nodes", "n1", *picked.argv()])
-    assert EvictionSelectors.from_flags(vars(args), fleet=True) == picked
+    assert selectors_from(args, fleet=True) == picked
     node_side = build_parser().parse_args(["cache", "evict", *picked.argv()])
     if not picked.max_gb_from_env:
-        assert EvictionSelectors.from_flags(vars(node_side)) == picked
+        assert selectors_from(node_side) == picked
 
 
 def test_nothing_selected_is_the_same_usage_error_everywhere(tmp_path, capsys) -> None:

@@ -7,9 +7,8 @@ import os
 
 import pytest
 
+from fvconsole.core.checkpoints.dcp_keys import dcp_key_summary, dcp_state_keys
 from fvconsole.core.checkpoints.listing import (
-    dcp_key_summary,
-    dcp_state_keys,
     discover_checkpoints,
     inspect_checkpoint,
     latest_resumable,

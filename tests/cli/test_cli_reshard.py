@@ -5,12 +5,8 @@ from __future__ import annotations
 import pytest
 
 from fvconsole.cli import main
-from fvconsole.cli.migrate import RESHARD_MODES
-from fvconsole.core.migration import RESHARD_MODES as CORE_MODES
 
-
-def test_the_option_offers_the_cores_modes_in_its_order() -> None:
-    assert RESHARD_MODES == CORE_MODES == ("next-epoch", "epoch-start", "nearest")
+# The option offers the core's modes (no copy in the CLI): tests/cli/test_cli_flags.py.
 
 
 def test_an_unknown_mode_is_a_usage_error(capsys) -> None:

@@ -9,9 +9,11 @@ from pathlib import Path
 
 from fvconsole.cli import main
 from fvconsole.cli.fleet import render_fleet_evict, render_fleet_ls
+from fvconsole.core.cache import EvictionSelectors
 from fvconsole.core.fleet.aggregate import aggregate_ls, planned_keys
 from fvconsole.core.fleet.dispatch import FleetRun, NodeOutcome, NodeSelection, SrunSteps
 from fvconsole.core.fleet.eviction import FleetEvictionPlan, execution_requests
+from fvconsole.core.fleet.node_commands import NodeEviction
 from fvconsole.demo.cache_builders import make_key, write_cache_entry
 
 NODES = tuple(f"n{i}" for i in range(1, 9))
@@ -88,7 +90,7 @@ def test_failed_nodes_are_reported_not_counted(tmp_path: Path) -> None:
     view = aggregate_ls(_run(outcomes))
     doc = view.to_json()
     assert "does not exist" in doc["nodes"]["n5"]["error"]
-    assert doc["nodes"]["n6"] == {"error": "timed out after 60s", "failure": "timeout"}
+    assert doc["nodes"]["n6"] == {"error": "timed out after 60s", "failure": "timeout", "code": "timeout"}
     assert set(doc["keys"][key]) == set(NODES) - {"n5", "n6"}
     assert view.exit_code == 3
     assert "error: timed out after 60s" in render_fleet_ls(view, "/r")
@@ -103,8 +105,9 @@ def test_eviction_aggregate(tmp_path: Path) -> None:
         code, doc = _cli_json(["cache", "evict", str(root), "--invalid", "--json"])
         assert code == 0
         outcomes.append(_ok(node, doc))
-    preview = FleetEvictionPlan(NodeSelection(NODES[:2]), "/r", ("--invalid",), ("--force",), tuple(outcomes),
-                                execution_requests("/r", outcomes, ("--force",)))
+    request = NodeEviction(EvictionSelectors(invalid=True), force=True)
+    preview = FleetEvictionPlan(NodeSelection(NODES[:2]), "/r", request, tuple(outcomes),
+                                execution_requests("/r", outcomes, request))
     assert preview.node_keys == {"n1": (make_key("bad"),), "n2": (make_key("bad"),)}
     assert dict(preview.requests)["n2"] == ("cache", "evict", "/r", "--key", make_key("bad"), "--force", "--yes",
                                             "--json", "--no-journal")

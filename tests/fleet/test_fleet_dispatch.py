@@ -66,7 +66,7 @@ def test_per_node_and_single_step_shapes(fake_srun: str) -> None:
     for flag in ("--nodes=1", "--ntasks=1", "--ntasks-per-node=1", "--nodelist=n2", "--label", "--jobid=42",
                  "--overlap", "--partition=gpu", "--account=abc"):
         assert flag in argv
-    assert argv[argv.index(sys.executable):] == [sys.executable, "-m", "fvconsole.cli.node", *args]
+    assert argv[argv.index(sys.executable):][:2] == [sys.executable, "-c"] and argv[-len(args):] == args
     single = build_steps(sel, args, DispatchOptions(srun=fake_srun, fanout="single-step", timeout=30))
     [step] = single.steps
     argv = list(step.argv)
@@ -74,8 +74,8 @@ def test_per_node_and_single_step_shapes(fake_srun: str) -> None:
     for flag in ("--nodes=3", "--ntasks=3", "--ntasks-per-node=1", "--nodelist=n[1-3]", "--label",
                  "--kill-on-bad-exit=0", "--jobid=42", "--overlap"):
         assert flag in argv
-    assert argv[argv.index(sys.executable):] == [sys.executable, "-m", "fvconsole.cli.node", "--time-limit", "30",
-                                                 *args]
+    runner = argv[argv.index(sys.executable):]
+    assert runner[:2] == [sys.executable, "-c"] and runner[3:] == ["--time-limit", "30", *args]
     without_job = build_steps(NodeSelection(("n1",)), ["cache", "ls"], DispatchOptions(srun=fake_srun))
     assert "--overlap" not in without_job.steps[0].argv
 

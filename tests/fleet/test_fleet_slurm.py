@@ -23,8 +23,10 @@ from slurm_cluster import (  # noqa: F401  (registers `slurm_cluster`)
     slurm_cluster_session_fixture,
 )
 
+from fvconsole.core.cache import EvictionSelectors
 from fvconsole.core.fleet.dispatch import DispatchOptions
 from fvconsole.core.fleet.eviction import execute_fleet_eviction, preview_fleet_eviction
+from fvconsole.core.fleet.node_commands import NodeEviction
 from fvconsole.core.fleet.ops import fleet_ls
 from fvconsole.core.fleet.selection import select_nodes
 from fvconsole.demo.cache_builders import make_key, write_cache_entry
@@ -97,7 +99,7 @@ def test_core_preview_then_execute_by_max_gb(slurm_cluster: SlurmCluster, tmp_pa
     options = DispatchOptions(timeout=60)
     view = fleet_ls(selection, template, options)
     assert view.exit_code == 0 and {r.key for r in view.keys} == {KEY, OLD}
-    preview = preview_fleet_eviction(selection, template, ["--max-gb", "0"], options=options)
+    preview = preview_fleet_eviction(selection, template, NodeEviction(EvictionSelectors(max_gb=0.0)), options=options)
     plans = preview.node_keys
     assert all(set(plans[n]) == {KEY, OLD} for n in NODES)
     # n3's OLD entry is used between preview and execution: the node's re-check must skip it.

@@ -14,7 +14,8 @@ import random
 import pytest
 
 import fvconsole.core.checkpoints.verdicts as dcp_verdicts
-from fvconsole.core.checkpoints.listing import DCP_LIMITS, _dcp_global, _dcp_keys_in, discover_checkpoints
+from fvconsole.core.checkpoints.dcp_keys import DCP_LIMITS, _dcp_global, _dcp_keys_in
+from fvconsole.core.checkpoints.listing import discover_checkpoints
 from fvconsole.core.checkpoints.verdicts import VerdictCache
 from fvconsole.core.formats.inert_pickle import PickleRefused, load, load_recorded
 from fvconsole.core.formats.pickle_shape import Shape, Shapes
@@ -74,7 +75,7 @@ def test_a_listing_decodes_one_save_per_shape_and_lists_what_torch_reads(run, tm
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
     monkeypatch.delenv(dcp_verdicts.ENV_SWITCH, raising=False)
     decoded: list[int] = []
-    import fvconsole.core.checkpoints.listing as checkpoints
+    import fvconsole.core.checkpoints.dcp_keys as checkpoints
 
     def counting(data, *args):
         decoded.append(len(data))

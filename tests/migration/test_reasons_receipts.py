@@ -134,15 +134,13 @@ def test_the_overrides_are_named_by_their_number_and_a_value_with_a_space_is_one
 
 #: Where the core may write a flag: the command line's texts of KINDS (and of a free-space target),
 #: command lines it builds (srun, the node runner), flag names a front end replaces with its own,
-#: and usage errors only the command line can cause, and the selector flags' one spelling
-#: (``cache/flags.py``). Anything else reaches the console as is.
+#: and usage errors only the command line can cause, and the flags' one spelling
+#: (``shared/flags.py``). Anything else reaches the console as is.
 FLAG_PLACES = {
     ("reasons.py", None), ("reasons.py", "min_free_words"), ("flags.py", None),
     ("dispatch.py", "_srun_argv"), ("dispatch.py", "_single_steps"), ("dispatch.py", "check_options"),
-    ("eviction.py", "execution_requests"), ("eviction.py", "preview_fleet_eviction"), ("ops.py", "ls_steps"),
-    ("ops.py", "fleet_verify"),
+    ("node_commands.py", None),  # what a fleet node is asked to run (built from the flags' constants)
     ("selectors.py", "parse_min_free_gb"), ("selectors.py", "parse_min_free_percent"), ("selectors.py", "parse_max_gb"),
-    ("locked.py", "from_flags"),  # EvictionRequest.from_flags: a command line's eviction (--grace)
     ("metrics.py", "prometheus_text"),
     ("slurm_state.py", "squeue_argv"), ("slurm_state.py", "sinfo_argv"),  # Slurm's own command lines
 }

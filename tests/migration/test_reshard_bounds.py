@@ -1,13 +1,15 @@
-"""Elastic resume under hostile sizes: a sidecar's huge integers.
+"""Elastic resume under hostile sizes: a sidecar's huge integers and a world size of a billion ranks.
 
 Real files: the run and its checkpoint from the demo builders, the native sidecars written
-with real torch.
+with real torch; the CLI in a subprocess where only a time bound tells a hang from an answer.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import subprocess
+import sys
 
 from fastvideo_reference import epoch_loader_state, torchdata_loader_state
 from migration_runs import one_json
@@ -72,3 +74,22 @@ def test_the_largest_int64_epoch_is_refused_for_the_epoch_after_it(tmp_path, cap
     code = main(_reshard_argv(run, tmp_path / "views" / "checkpoint-1", consumed, "next-epoch", "--yes"))
     err = capsys.readouterr().err
     assert code == 1 and "'state.epoch' is 9223372036854775807" in err and "internal error" not in err
+
+
+def test_a_billion_ranks_in_one_sp_group_is_refused_at_once(tmp_path) -> None:
+    run = build_run(os.fspath(tmp_path / "run"), steps=(3,), num_gpus=4, sp_size=1, train_batch_size=BATCH,
+                    files=4, row_groups_per_file=4, rows_per_group=10)
+    out = tmp_path / "out"
+    argv = ["migrate", "--config", run.config_path, "--checkpoint", run.checkpoint(3), "--output-dir", str(out),
+            "--expected-step", "3", "--expected-world-size", "4", "--consumed-batches-per-rank", "3",
+            "--set", "training.distributed.num_gpus=1000000000", "--set", "training.distributed.sp_size=1000000000",
+            "--reshard", "nearest"]
+    # Planned rank by rank this ran for hours and took gigabytes; refused, it answers in about a second.
+    for extra in ((), ("--yes",)):
+        done = subprocess.run([sys.executable, "-m", "fvconsole", *argv, *extra], capture_output=True, text=True,
+                              timeout=60, env=dict(os.environ, FVCONSOLE_JOURNAL=str(tmp_path / "journal.jsonl")))
+        assert done.returncode == 1, done.stderr
+        assert done.stderr.count("\n") == 1
+        assert done.stderr.startswith("error: training.distributed.num_gpus: ")
+        assert "1000000000" in done.stderr and "65536" in done.stderr
+        assert not out.exists()

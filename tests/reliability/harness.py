@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+from signal_defaults import python_defaults
 
 # --------------------------------------------------------------------------- tree digests
 
@@ -170,6 +171,7 @@ def run_forked(argv: Sequence[str], *, env: Mapping[str, str] | None = None) -> 
         if pid == 0:  # child: never return into pytest
             code = 70
             try:
+                python_defaults()  # a suite run under nohup or `&` ignores SIGHUP or SIGINT: the test sends them
                 os.dup2(out.fileno(), 1)
                 os.dup2(err.fileno(), 2)
                 sys.stdout = open(1, "w", closefd=False)  # noqa: SIM115

@@ -28,6 +28,7 @@ import time
 from pathlib import Path
 
 import pytest
+from signal_defaults import DEFAULTS
 
 from .harness import (
     CliResult,
@@ -163,7 +164,8 @@ def test_migrate_sigterm_json_subprocess(ws: MigrationWorkspace, steps: list[str
     flag = tmp_path / "pause"
     env = cli_env({"FVCONSOLE_FAULT_PAUSE_AT": "dataloader_state_rank3", "FVCONSOLE_FAULT_PAUSE_FILE": str(flag)})
     argv = [sys.executable, "-m", "fvconsole", *map(str, ws.migrate_args(out, "--json", "--no-journal"))]
-    with subprocess.Popen(argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) as proc:
+    with subprocess.Popen(argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                          preexec_fn=DEFAULTS) as proc:
         deadline = time.monotonic() + 120
         while not flag.exists():
             assert proc.poll() is None and time.monotonic() < deadline, proc.communicate()
@@ -207,7 +209,7 @@ def evict_with_signal(argv: list[str], syscall: str, nth: int, signum: int) -> C
     proc = subprocess.run(
         ["strace", "-f", "-qq", "-o", "/dev/null", "-e", f"trace={syscall}",
          "-e", f"inject={syscall}:signal={name}:when={nth}", sys.executable, "-m", "fvconsole", *argv],
-        env=cli_env(), capture_output=True, text=True, timeout=240,
+        env=cli_env(), capture_output=True, text=True, timeout=240, preexec_fn=DEFAULTS,
     )
     return CliResult(tuple(argv), proc.returncode, proc.stdout, proc.stderr)
 
@@ -272,7 +274,8 @@ def test_node_runner_sigterm(cache_template: Path, tmp_path: Path) -> None:
             "--json", "--no-journal"]
     proc = subprocess.run(["strace", "-f", "-qq", "-o", "/dev/null", "-e", "trace=unlinkat",
                            "-e", "inject=unlinkat:signal=SIGTERM:when=3", *argv],
-                          env=cli_env({"SLURMD_NODENAME": "n1"}), capture_output=True, text=True, timeout=240)
+                          env=cli_env({"SLURMD_NODENAME": "n1"}), capture_output=True, text=True, timeout=240,
+                          preexec_fn=DEFAULTS)
     assert proc.returncode == 0, proc.stderr
     assert "Traceback" not in proc.stderr
     from fvconsole.core.fleet.frames import decode_result, parse_frame

@@ -25,6 +25,7 @@ from pathlib import Path
 
 import pytest
 from console_apps import read_until
+from signal_defaults import DEFAULTS
 
 #: A real terminal, drawn within a timeout: never beside another such test (tests/conftest.py).
 pytestmark = pytest.mark.serial
@@ -60,7 +61,7 @@ def _start(demo_ws, tmp_path: Path) -> tuple[subprocess.Popen, int, Path]:
     proc = subprocess.Popen(
         [sys.executable, str(wrapper), str(log), "--config", demo_ws.config_path, "--checkpoints",
          demo_ws.output_dir, "--cache-root", demo_ws.cache_root],
-        stdin=slave, stdout=slave, stderr=slave, env=env, start_new_session=True,
+        stdin=slave, stdout=slave, stderr=slave, env=env, start_new_session=True, preexec_fn=DEFAULTS,
     )
     os.close(slave)
     shown = read_until(master, b"Quit", 90)

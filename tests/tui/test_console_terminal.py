@@ -10,6 +10,7 @@ import sys
 
 import pytest
 from console_apps import read_until
+from signal_defaults import DEFAULTS
 
 #: A real terminal, drawn within a timeout: never beside another such test (tests/conftest.py).
 pytestmark = pytest.mark.serial
@@ -53,7 +54,7 @@ def test_a_signal_ends_the_console_and_restores_the_terminal(tmp_path, sig: sign
     proc = subprocess.Popen(
         [sys.executable, "-m", "fvconsole", "--config", ws.config_path, "--checkpoints", ws.output_dir,
          "--cache-root", ws.cache_root],
-        stdin=slave, stdout=slave, stderr=slave, env=env, start_new_session=True,
+        stdin=slave, stdout=slave, stderr=slave, env=env, start_new_session=True, preexec_fn=DEFAULTS,
     )
     try:
         shown = read_until(master, b"Quit", 60)

@@ -24,20 +24,20 @@ eviction holds the root, FvError for a refused root; never prints.
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from fvconsole.core.cache import flags
 from fvconsole.core.cache.evict import EvictionResult, StoppedEviction, execute_eviction
 from fvconsole.core.cache.plan import EvictionPlan, plan_eviction
-from fvconsole.core.cache.roots import check_root_early, evictor_lock, probe_evictor, resolve_root
+from fvconsole.core.cache.roots import check_root_early, evictor_lock, probe_evictor
 from fvconsole.core.cache.scan import DEFAULT_GRACE_SECONDS, scan_cache
 from fvconsole.core.cache.selectors import EvictionSelectors
 from fvconsole.core.journal.log import CACHE_EVICT, JournalRecord, JournalWrite, result_for, shorten
+from fvconsole.core.shared import flags
 from fvconsole.core.shared.errors import EXIT_OK, EXIT_PARTIAL, FvError
 from fvconsole.core.shared.host import node_names
-from fvconsole.core.shared.humanize import human_bytes, parse_duration
+from fvconsole.core.shared.humanize import human_bytes
 from fvconsole.core.shared.locks import Holder, LockState, RootLock
 from fvconsole.core.shared.operation import Run, Stop
 from fvconsole.core.shared.progress import Progress
@@ -68,21 +68,14 @@ class EvictionRequest:
     """One eviction as asked: the root, what it selects and its protections, validated (no disk access yet).
 
     ``grace``: entries written or used more recently are skipped; ``force``: also entries in use
-    or being written, and a mount point or empty-looking root.
+    or being written, and a mount point or empty-looking root. A front end builds it from its
+    own controls (``cli/cache.py``: the command line's values; the console's dialog).
     """
 
     root: str
     selectors: EvictionSelectors
     grace: float = DEFAULT_GRACE_SECONDS
     force: bool = False
-
-    @classmethod
-    def from_flags(cls, root: str | None, values: Mapping[str, Any]) -> EvictionRequest:
-        """A command line's eviction (its values by destination, :meth:`EvictionSelectors.from_flags`'s and
-        ``grace``, ``force``); usage errors (exit 2) before any disk access or lock."""
-        grace = parse_duration(values["grace"], "--grace")
-        selectors = EvictionSelectors.from_flags(values)
-        return cls(resolve_root(root), selectors, grace, bool(values.get("force")))
 
     def plan(self) -> EvictionPlan:
         """Scan the root and plan (read-only).

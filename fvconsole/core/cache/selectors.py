@@ -4,8 +4,8 @@ The selectors combine as a union (``--max-gb``, ``--min-free-gb/--min-free-perce
 ``--key``, ``--invalid``, ``--older-than``); ``--keep`` takes entries out of it. Protections
 that change the re-check but never what is selected (``--force``, ``--grace``) are not part
 of it. ``cache evict``, ``fleet cache evict`` and the console build the same value
-(:meth:`EvictionSelectors.from_flags` reads a command line's values; the console's dialog
-parses its fields with the same parsers); a fleet node gets it back as its argv
+(:meth:`EvictionSelectors.parse` takes a command line's values as typed, by parameter, never by
+an argparse name; the console's dialog parses its fields with the same parsers); a fleet node gets it back as its argv
 (:meth:`EvictionSelectors.argv`), so what a node selects is exactly what the login node
 validated. A bad value is a usage error naming its flag, before any disk access or lock.
 """
@@ -14,13 +14,13 @@ from __future__ import annotations
 
 import math
 import os
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from decimal import Decimal
 from typing import Any
 
-from fvconsole.core.cache import flags
 from fvconsole.core.cache.scan import KEY_RE
+from fvconsole.core.shared import flags
 from fvconsole.core.shared.errors import FvError, UsageError
 from fvconsole.core.shared.fields_json import fields_json
 from fvconsole.core.shared.humanize import parse_duration, quote_input
@@ -176,34 +176,32 @@ class EvictionSelectors:
     keep: tuple[str, ...] = ()
 
     @classmethod
-    def from_flags(cls, values: Mapping[str, Any], *, fleet: bool = False) -> EvictionSelectors:
-        """The validated selectors of a command line (its values by destination: ``max_gb``,
-        ``min_free_gb``, ``min_free_percent``, ``best_effort``, ``key``, ``invalid``, ``verify``, ``older_than``,
-        ``keep``);
-        a usage error for a bad value or when nothing is selected.
+    def parse(cls, *, max_gb: str | None = None, min_free_gb: str | None = None, min_free_percent: str | None = None,
+              best_effort: bool = False, keys: Sequence[str] = (), invalid: bool = False, verify: bool = False, older_than: str | None = None,
+              keep: Sequence[str] = (), fleet: bool = False) -> EvictionSelectors:
+        """The validated selectors from their text as typed (a command line's values, a dialog's fields);
+        a usage error naming the flag for a bad value or when nothing is selected.
 
-        ``--max-gb`` without a value (:data:`FROM_ENV`) is $FASTVIDEO_WEIGHT_SHARD_CACHE_MAX_GB
+        ``max_gb`` :data:`FROM_ENV` (``--max-gb`` without a value) is $FASTVIDEO_WEIGHT_SHARD_CACHE_MAX_GB
         here, or (``fleet``) each node's own, resolved on the node.
         """
-        max_gb, from_env = values.get("max_gb"), False
+        cap, from_env = None, False
         if max_gb == FROM_ENV:
-            max_gb, from_env = (None, True) if fleet else (default_max_gb(), False)
+            cap, from_env = (None, True) if fleet else (default_max_gb(), False)
         elif max_gb is not None:
-            max_gb = parse_max_gb(max_gb)
-        keys, keep = parse_keys(values.get("key") or (), flags.KEY), parse_keys(values.get("keep") or (), flags.KEEP)
-        gib, pct = values.get("min_free_gb"), values.get("min_free_percent")
-        gib = parse_min_free_gb(gib) if gib is not None else None
-        pct = parse_min_free_percent(pct) if pct is not None else None
+            cap = parse_max_gb(max_gb)
+        picked, kept = parse_keys(tuple(keys), flags.KEY), parse_keys(tuple(keep), flags.KEEP)
+        gib = parse_min_free_gb(min_free_gb) if min_free_gb is not None else None
+        pct = parse_min_free_percent(min_free_percent) if min_free_percent is not None else None
         free_target = FreeTarget(gib, pct) if gib is not None or pct is not None else None
-        if values.get("best_effort"):
+        if best_effort:
             if free_target is None:
                 raise UsageError(f"{flags.BEST_EFFORT}: only with {flags.MIN_FREE_GB} or {flags.MIN_FREE_PERCENT} "
                                  "(it says what to do when that target cannot be reached)")
             free_target = replace(free_target, best_effort=True)
-        older_than = values.get("older_than")
         older = parse_duration(older_than, flags.OLDER_THAN) if older_than is not None else None
-        return cls(max_gb=max_gb, max_gb_from_env=from_env, keys=keys, invalid=bool(values.get("invalid")),
-                   verify=bool(values.get("verify")), older_than=older, free_target=free_target, keep=keep).require()
+        return cls(max_gb=cap, max_gb_from_env=from_env, keys=picked, invalid=invalid, verify=verify,
+                   older_than=older, free_target=free_target, keep=kept).require()
 
     @property
     def empty(self) -> bool:
@@ -230,12 +228,12 @@ class EvictionSelectors:
         if self.max_gb_from_env and self.max_gb is None:
             out.append(flags.MAX_GB)
         elif self.max_gb is not None:
-            out += [flags.MAX_GB, _number(self.max_gb)]
+            out += [flags.MAX_GB, exact_number(self.max_gb)]
         if self.free_target is not None:
             if self.free_target.min_free_gb is not None:
-                out += [flags.MIN_FREE_GB, _number(self.free_target.min_free_gb)]
+                out += [flags.MIN_FREE_GB, exact_number(self.free_target.min_free_gb)]
             if self.free_target.min_free_percent is not None:
-                out += [flags.MIN_FREE_PERCENT, _number(self.free_target.min_free_percent)]
+                out += [flags.MIN_FREE_PERCENT, exact_number(self.free_target.min_free_percent)]
             if self.free_target.best_effort:
                 out.append(flags.BEST_EFFORT)
         for key in self.keys:
@@ -245,7 +243,7 @@ class EvictionSelectors:
         if self.verify:
             out.append(flags.VERIFY)
         if self.older_than is not None:
-            out += [flags.OLDER_THAN, _number(self.older_than) + "s"]
+            out += [flags.OLDER_THAN, exact_number(self.older_than) + "s"]
         for key in self.keep:
             out += [flags.KEEP, key]
         return tuple(out)
@@ -254,7 +252,7 @@ class EvictionSelectors:
         return fields_json(self, rename={"older_than": "older_than_seconds"})
 
 
-def _number(value: float) -> str:
+def exact_number(value: float) -> str:
     """Fixed-point text that parses back to the same float (``0.00001``, never ``1e-05``; ``200``, not ``200.0``)."""
     text = format(Decimal(repr(float(value))), "f")
     return text[:-2] if text.endswith(".0") else text

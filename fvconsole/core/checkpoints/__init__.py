@@ -7,13 +7,13 @@ migration needs (:mod:`.disk_budget`). Reads only; imports the shared layer and 
 from __future__ import annotations
 
 from fvconsole.core.checkpoints.budget import disk_budget
+from fvconsole.core.checkpoints.dcp_keys import dcp_state_keys
 from fvconsole.core.checkpoints.detail import CheckpointDetail, checkpoint_detail
 from fvconsole.core.checkpoints.kind import RunKind, run_kind
 from fvconsole.core.checkpoints.listing import (
     CheckpointInfo,
     checkpoint_run_kind,
     checkpoint_step,
-    dcp_state_keys,
     discover_checkpoints,
     inspect_checkpoint,
     latest_resumable,

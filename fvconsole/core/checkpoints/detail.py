@@ -10,7 +10,8 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 
-from fvconsole.core.checkpoints.listing import dcp_key_summary, read_metadata
+from fvconsole.core.checkpoints.dcp_keys import dcp_key_summary
+from fvconsole.core.checkpoints.listing import read_metadata
 from fvconsole.core.checkpoints.tensors import dcp_tensors
 from fvconsole.core.formats.runconfig import Mismatch, RunConfig, compare_configs
 from fvconsole.core.shared.errors import FvError

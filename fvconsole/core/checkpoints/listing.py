@@ -11,33 +11,23 @@ from __future__ import annotations
 import os
 import re
 import stat
-from collections.abc import Iterable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from fvconsole.core.checkpoints.dcp_keys import dataloader_key_count
 from fvconsole.core.checkpoints.kind import RunKind, run_kind
-from fvconsole.core.checkpoints.verdicts import VerdictCache, default_path, identity
-from fvconsole.core.formats.inert_pickle import (
-    AS_DICT,
-    AS_GLOBAL,
-    InertObject,
-    Limits,
-    PickleRefused,
-    load_recorded,
-)
-from fvconsole.core.formats.inert_pickle import load as load_pickle
+from fvconsole.core.checkpoints.verdicts import VerdictCache, default_path
 from fvconsole.core.formats.sidecar_files import SIDECAR_RE
 from fvconsole.core.shared.errors import FvError
 from fvconsole.core.shared.fields_json import fields_json
 from fvconsole.core.shared.humanize import plural
-from fvconsole.core.shared.safe_read import read_regular_file, short_repr
+from fvconsole.core.shared.safe_read import short_repr
 from fvconsole.core.shared.untrusted import load_file
 from fvconsole.core.shared.walk import TreeSize, listing, tree_size
 
 CHECKPOINT_RE = re.compile(r"^checkpoint-(\d+)$")
 RNG_RE = re.compile(r"^rng_state_rank(\d+)\.pt$")
-DATALOADER_KEY = "dataloader"
 
 Kind = Literal["legacy", "rank-local", "none", "unknown"]
 
@@ -77,6 +67,12 @@ class CheckpointInfo:
     #: The embedded ``training.checkpoint.checkpoints_total_limit`` as written (None: absent), for what
     #: FastVideo's own cleanup will do (``core/retention/fastvideo.py``) without reading metadata.json again.
     total_limit: Any = None
+    #: Why this process could not read the checkpoint (None: it could): never complete, and a
+    #: prune keeps it saying so; ``checkpoints ls`` lists it and goes on.
+    unreadable: str | None = None
+    #: A checkpoint view (``migrate --reshard`` of a native checkpoint): the real path of the
+    #: checkpoint its ``dcp`` link leads into. Judged through its links, as FastVideo follows them.
+    view_of: str | None = None
 
     @property
     def name(self) -> str:
@@ -95,7 +91,6 @@ def checkpoint_step(path: str | os.PathLike[str]) -> int | None:
 MAX_METADATA_BYTES = 256 * 2**20
 #: FastVideo's step counter is an int64 everywhere it is stored.
 MAX_STEP = 2**63 - 1
-MAX_DCP_METADATA_BYTES = 2**30
 
 
 def read_metadata(checkpoint_dir: str | os.PathLike[str]) -> dict:
@@ -119,173 +114,59 @@ def read_metadata(checkpoint_dir: str | os.PathLike[str]) -> dict:
     return data
 
 
-_INERT_MODULES = ("torch", "pathlib", "collections", "copyreg")
-#: DCP metadata of a 64-rank run with 4,000 sharded tensors is ~36 MB and 17.5M opcodes;
-#: these caps leave room for several times that and stop a hostile file within seconds.
-DCP_LIMITS = Limits(max_ops=100_000_000, max_memo=100_000_000, max_globals=256, max_work=10_000_000)
+@dataclass(frozen=True)
+class _Entries:
+    """What one listing of a checkpoint dir found (symlinks judged as FastVideo follows them)."""
+
+    rng: set[int]
+    sidecars: set[int]
+    has_dcp: bool
+    has_meta: bool
+    #: ``dcp`` is a symlink: a checkpoint view (docs/formats.md §3) whose links FastVideo follows.
+    dcp_linked: bool
 
 
-#: Names outside torch a DCP metadata pickle holds: some Python releases (Debian 12's 3.11.2
-#: among them) pickle an enum member as ``getattr(EnumClass, "NAME")``, as torch's
-#: ``TensorProperties`` memory format. Inert like every other global: recorded, never called.
-_INERT_NAMES = {("builtins", "getattr")}
+def _scan_rank_files(path: str) -> _Entries:
+    """One directory listing: the RNG files and sidecars by rank, ``dcp/`` and ``metadata.json``.
 
-
-def _dcp_global(module: str, name: str) -> str:
-    """Resolver for the DCP pickle: torch/pathlib names (and an enum member's ``getattr``) become
-    inert stand-ins, nothing else."""
-    if module == "collections" and name == "OrderedDict":
-        return AS_DICT
-    if module in _INERT_MODULES or module.startswith(("torch.", "pathlib.")) or (module, name) in _INERT_NAMES:
-        return AS_GLOBAL
-    raise PickleRefused(f"names {module}.{name}, which a DCP metadata pickle never does")
-
-
-def _read_dcp_keys(meta: str) -> tuple[str, ...]:
-    """State-dict keys of ``dcp/.metadata`` without running the pickle's code (nor importing torch).
-
-    torch's ``FileSystemReader.read_metadata`` is a plain ``pickle.load``: listing a checkpoint
-    with it would execute whatever a planted ``.metadata`` asks for. The file is a pickle of a
-    few torch dataclasses; only ``Metadata.state_dict_metadata``'s keys are needed. The inert
-    reader (``core.formats.inert_pickle``) imports and runs nothing and bounds time and memory; it also
-    saves the ~2 s torch import.
+    A symlinked entry (a checkpoint view's) counts as FastVideo sees it, through the link: an RNG
+    file that resolves to no file is not there, ``dcp`` that resolves to a directory is.
     """
-    return _dcp_keys_in(load_pickle(read_regular_file(meta, "DCP metadata", MAX_DCP_METADATA_BYTES),
-                                    _dcp_global, DCP_LIMITS))
-
-
-def _dcp_keys_in(obj: Any) -> tuple[str, ...]:
-    """The state-dict keys of a decoded DCP ``Metadata`` (ValueError when it is not one)."""
-    if not isinstance(obj, InertObject) or obj.cls.name != "Metadata":
-        raise ValueError(f"top-level object is {getattr(getattr(obj, 'cls', None), 'name', type(obj).__name__)}, "
-                         "not a DCP Metadata")
-    state = obj.state
-    if isinstance(state, tuple):  # (dict state, slot state) of a dataclass with slots
-        merged: dict = {}
-        for part in state:
-            if isinstance(part, dict):
-                merged.update(part)
-        state = merged
-    table = state.get("state_dict_metadata") if isinstance(state, dict) else None
-    if not isinstance(table, dict) or not all(isinstance(k, str) for k in table):
-        raise ValueError("Metadata has no state_dict_metadata mapping of string keys")
-    return tuple(sorted(table))
-
-
-# DCP metadata is immutable once written; cache key includes identity, mtime and ctime (a
-# rewrite in place that restores size and mtime still changes ctime).
-_DCP_CACHE: dict[tuple[str, int, int, int, int], tuple[str, ...]] = {}
-_DCP_CACHE_MAX = 4096
-
-
-def dcp_state_keys(checkpoint_dir: str | os.PathLike[str]) -> list[str]:
-    """Sorted DCP state-dict keys from ``dcp/.metadata`` (CPU, no process group, no torch).
-
-    FvError naming the file when it is missing or unreadable (the unpickling error is kept).
-    """
-    dcp_dir = os.path.join(os.fspath(checkpoint_dir), "dcp")
-    meta = os.path.join(dcp_dir, ".metadata")
-    try:
-        st = os.stat(meta)
-    except OSError as exc:
-        raise FvError(f"{meta}: cannot read DCP metadata ({exc.strerror or exc})") from None
-    key = (os.path.realpath(meta), st.st_ino, st.st_mtime_ns, st.st_ctime_ns, st.st_size)
-    cached = _DCP_CACHE.get(key)
-    if cached is not None:
-        return list(cached)
-    with _dcp_errors(meta):
-        keys = _read_dcp_keys(meta)
-    if len(_DCP_CACHE) >= _DCP_CACHE_MAX:
-        _DCP_CACHE.clear()
-    _DCP_CACHE[key] = keys
-    return list(keys)
-
-
-@contextmanager
-def _dcp_errors(meta: str) -> Iterator[None]:
-    """Every way decoding ``meta`` fails, as the one FvError naming it (the pickle's reason kept)."""
-    try:
-        yield
-    except FvError:
-        raise
-    except PickleRefused as exc:
-        raise FvError(f"{meta}: unreadable DCP metadata: the pickle {exc}") from None
-    except Exception as exc:  # noqa: BLE001 - a damaged pickle can raise anything
-        reason = " ".join(f"{type(exc).__name__}: {exc}".split())[:200]
-        raise FvError(f"{meta}: unreadable DCP metadata ({reason})") from None
-
-
-def dcp_key_summary(checkpoint_dir: str | os.PathLike[str]) -> dict[str, int]:
-    """Top-level DCP key → number of state keys under it (for the TUI detail pane)."""
-    summary: dict[str, int] = {}
-    for key in dcp_state_keys(checkpoint_dir):
-        top = key.split(".", 1)[0]
-        summary[top] = summary.get(top, 0) + 1
-    return dict(sorted(summary.items()))
-
-
-def dataloader_key_count(checkpoint_dir: str, verdicts: VerdictCache | None = None) -> int:
-    """State keys under ``dataloader`` in ``dcp/.metadata`` (what tells legacy from none).
-
-    With ``verdicts``, a file whose identity was decoded cleanly before is not decoded again,
-    nor one of the shape of a file this listing decoded (``core/formats/pickle_shape.py``: the same
-    bytes but for opaque strings and integers, as every save of one run writes); a new verdict
-    is kept only if the file's identity did not change while it was read.
-    FvError as :func:`dcp_state_keys`.
-    """
-    meta = os.path.join(checkpoint_dir, "dcp", ".metadata")
-    if verdicts is None:
-        return _loader_keys(dcp_state_keys(checkpoint_dir))
-    key = _identity(meta)
-    if key is not None:
-        hit = verdicts.get(key)
-        if hit is not None:
-            return hit
-    try:
-        os.stat(meta)
-    except OSError as exc:
-        raise FvError(f"{meta}: cannot read DCP metadata ({exc.strerror or exc})") from None
-    with _dcp_errors(meta):  # as dcp_state_keys words it: reading is part of decoding
-        data = read_regular_file(meta, "DCP metadata", MAX_DCP_METADATA_BYTES)
-        count = verdicts.shapes.verdict(data)
-        if count is None:
-            obj, spans = load_recorded(data, _dcp_global, DCP_LIMITS)
-            count = _loader_keys(_dcp_keys_in(obj))
-            verdicts.shapes.keep(data, spans, count)
-    if key is not None and _identity(meta) == key:
-        verdicts.put(key, count)
-    return count
-
-
-def _loader_keys(keys: Iterable[str]) -> int:
-    return sum(1 for k in keys if k == DATALOADER_KEY or k.startswith(DATALOADER_KEY + "."))
-
-
-def _identity(meta: str) -> str | None:
-    try:
-        st = os.lstat(meta)
-    except OSError:
-        return None
-    return identity(meta, st) if stat.S_ISREG(st.st_mode) else None
-
-
-def _scan_rank_files(path: str) -> tuple[set[int], set[int], bool, bool]:
-    """(rng ranks, sidecar ranks, has dcp dir, has metadata.json) from one directory listing."""
     rng: set[int] = set()
     sidecars: set[int] = set()
-    has_dcp = has_meta = False
+    has_dcp = has_meta = dcp_linked = False
     with listing(path) as it:
         for entry in it:
             name = entry.name
+            linked = entry.is_symlink()
             if name == "dcp":
-                has_dcp = entry.is_dir(follow_symlinks=False)
+                dcp_linked = linked
+                has_dcp = _follows_to(path, name, stat.S_ISDIR) if linked else entry.is_dir(follow_symlinks=False)
             elif name == "metadata.json":
                 has_meta = True
             elif (m := RNG_RE.match(name)) is not None:
-                rng.add(int(m.group(1)))
+                if not linked or _follows_to(path, name, stat.S_ISREG):
+                    rng.add(int(m.group(1)))
             elif (m := SIDECAR_RE.match(name)) is not None:
                 sidecars.add(int(m.group(1)))
-    return rng, sidecars, has_dcp, has_meta
+    return _Entries(rng, sidecars, has_dcp, has_meta, dcp_linked)
+
+
+def _follows_to(path: str, name: str, kind: Callable[[int], bool]) -> bool:
+    """The link ``path/name`` resolves to an entry of ``kind`` (PermissionError: cannot be told)."""
+    try:
+        return kind(os.stat(os.path.join(path, name)).st_mode)
+    except PermissionError:
+        raise
+    except OSError:
+        return False
+
+
+def _viewed(path: str, entries: _Entries) -> str | None:
+    """The checkpoint a view's ``dcp`` link leads into (its real directory), None for a checkpoint of its own."""
+    if not (entries.dcp_linked and entries.has_dcp):
+        return None
+    return os.path.dirname(os.path.realpath(os.path.join(path, "dcp")))
 
 
 def _world_size(config: Any) -> int | None:
@@ -305,12 +186,106 @@ def _total_limit(config: Any) -> Any:
         return None
 
 
+@dataclass(frozen=True)
+class _Embedded:
+    """What ``metadata.json`` gave: its step, its config, why it could not be read."""
+
+    step: int | None = None
+    config: Any = None
+    error: str | None = None
+
+
+def _read_embedded(path: str, has_meta: bool, step: int, problems: list[str]) -> _Embedded:
+    """``metadata.json`` of the checkpoint ``path``, its problems noted (never raises for a damaged one)."""
+    if not has_meta:
+        problems.append("metadata.json is missing")
+        return _Embedded()
+    try:
+        meta = read_metadata(path)
+    except FvError as exc:
+        problems.append(str(exc))
+        return _Embedded(error=str(exc))
+    found = _Embedded(meta["step"], meta.get("config"))
+    if found.step != step:
+        problems.append(f"metadata.json step {found.step} differs from directory step {step}")
+    if found.config is None:
+        problems.append("metadata.json has no embedded config")
+    return found
+
+
+def _dcp_metadata_present(path: str) -> bool:
+    """``dcp/.metadata`` is a file; PermissionError when ``dcp/`` cannot be searched (unreadable, not absent)."""
+    try:
+        return stat.S_ISREG(os.stat(os.path.join(path, "dcp", ".metadata")).st_mode)
+    except PermissionError:
+        raise
+    except OSError:
+        return False
+
+
+def _completeness(has_dcp: bool, dcp_meta: bool, rng: set[int], world: int | None, problems: list[str]) -> bool:
+    """Complete: ``dcp/.metadata`` and an RNG file per rank of the embedded world size (§1)."""
+    if not has_dcp:
+        problems.append("dcp/ directory is missing")
+    elif not dcp_meta:
+        problems.append("dcp/.metadata is missing (interrupted save)")
+    if world is None:
+        return dcp_meta
+    missing_rng = world - sum(1 for r in range(world) if r in rng)
+    if missing_rng:
+        problems.append(f"{missing_rng} of {plural(world, 'rng_state_rank<r>.pt file')} missing (interrupted save)")
+    return dcp_meta and not missing_rng
+
+
+def _kind(path: str, sidecars: set[int], dcp_meta: bool, read_dcp: bool, verdicts: VerdictCache | None,
+          problems: list[str]) -> tuple[Kind, int | None]:
+    """(kind, DCP state keys under ``dataloader``; None when not decoded)."""
+    if sidecars:
+        return "rank-local", None
+    if not read_dcp or not dcp_meta:
+        return "unknown", None
+    try:
+        keys = dataloader_key_count(path, verdicts)
+    except FvError as exc:
+        problems.append(str(exc))
+        return "unknown", None
+    return ("legacy" if keys else "none"), keys
+
+
+def _loader(kind: Kind, embedded: _Embedded, path: str) -> RunKind | None:
+    """A legacy checkpoint's loader, as ``checkpoint_run_kind`` says, without reading metadata.json again."""
+    if kind != "legacy":
+        return None
+    if embedded.step is not None:
+        return run_kind(embedded.config)
+    if embedded.error is not None:
+        return RunKind("unknown", None, False, embedded.error)
+    return checkpoint_run_kind(path)
+
+
+def _mtime(path: str) -> float | None:
+    try:
+        return os.stat(path).st_mtime
+    except OSError:
+        return None
+
+
+def _unreadable(path: str, step: int, exc: OSError, problems: list[str]) -> CheckpointInfo:
+    """A checkpoint this process cannot read: listed, never complete, saying why (it is kept, not judged)."""
+    why = f"cannot be read ({exc.strerror or exc})"
+    return CheckpointInfo(path=path, step=step, complete=False, kind="unknown", rank_sidecars=0, rng_states=0,
+                          has_config=False, bytes=0, metadata_step=None, problems=(*problems, why),
+                          size_complete=False, unreadable=why)
+
+
 def inspect_checkpoint(path: str | os.PathLike[str], *, read_dcp: bool = True,
                        verdicts: VerdictCache | None = None, size: TreeSize | None = None) -> CheckpointInfo:
     """Inspect one ``checkpoint-<step>`` dir. ``read_dcp=False`` skips the DCP metadata (kind may be unknown).
 
     ``verdicts``: remembered DCP decodes (``core.checkpoints.verdicts``), for listings; ``size``: the
     tree's walk when the caller made it already (retention's, which also looked for held inodes).
+    A checkpoint that cannot be read (its directory or ``dcp/`` not searchable by this user) is
+    returned as ``unreadable``, never raised: a listing goes on with the rest.
     """
     path = os.path.abspath(os.path.expanduser(os.fspath(path)))
     step = checkpoint_step(path)
@@ -318,68 +293,21 @@ def inspect_checkpoint(path: str | os.PathLike[str], *, read_dcp: bool = True,
         raise FvError(f"{path}: not a checkpoint directory (name must match checkpoint-<step>)")
     if not os.path.isdir(path):
         raise FvError(f"{path}: checkpoint directory does not exist")
-    problems: list[str] = []
-    if os.path.islink(path):
-        problems.append("checkpoint directory is a symlink")
-    rng, sidecars, has_dcp, has_meta = _scan_rank_files(path)
-    metadata_step: int | None = None
-    config: Any = None
-    meta_error: str | None = None
-    if has_meta:
-        try:
-            meta = read_metadata(path)
-            metadata_step = meta["step"]
-            config = meta.get("config")
-        except FvError as exc:
-            meta_error = str(exc)
-            problems.append(meta_error)
-    else:
-        problems.append("metadata.json is missing")
-    if metadata_step is not None and metadata_step != step:
-        problems.append(f"metadata.json step {metadata_step} differs from directory step {step}")
-    if has_meta and config is None and metadata_step is not None:
-        problems.append("metadata.json has no embedded config")
-    world = _world_size(config)
-    dcp_meta = has_dcp and os.path.isfile(os.path.join(path, "dcp", ".metadata"))
-    if not has_dcp:
-        problems.append("dcp/ directory is missing")
-    elif not dcp_meta:
-        problems.append("dcp/.metadata is missing (interrupted save)")
-    if world is not None:
-        complete = dcp_meta and all(r in rng for r in range(world))
-        missing_rng = world - sum(1 for r in range(world) if r in rng)
-        if missing_rng:
-            problems.append(f"{missing_rng} of {plural(world, 'rng_state_rank<r>.pt file')} missing "
-                            "(interrupted save)")
-    else:
-        complete = dcp_meta
-    if sidecars and world is not None and sidecars != set(range(world)):
-        problems.append(f"{plural(len(sidecars), 'dataloader_state_rank<r>.pt file')} for world size {world}")
-    kind: Kind
-    loader_keys: int | None = None
-    if sidecars:
-        kind = "rank-local"
-    elif not read_dcp or not dcp_meta:
-        kind = "unknown"
-    else:
-        try:
-            loader_keys = dataloader_key_count(path, verdicts)
-            kind = "legacy" if loader_keys else "none"
-        except FvError as exc:
-            problems.append(str(exc))
-            kind = "unknown"
-    loader: RunKind | None = None
-    if kind == "legacy":  # as run_kind.checkpoint_run_kind, without reading metadata.json again
-        if metadata_step is not None:
-            loader = run_kind(config)
-        elif meta_error is not None:
-            loader = RunKind("unknown", None, False, meta_error)
-        else:
-            loader = checkpoint_run_kind(path)
+    problems: list[str] = ["checkpoint directory is a symlink"] if os.path.islink(path) else []
     try:
-        mtime: float | None = os.stat(path).st_mtime
-    except OSError:
-        mtime = None
+        entries = _scan_rank_files(path)
+        dcp_meta = entries.has_dcp and _dcp_metadata_present(path)
+    except PermissionError as exc:
+        return _unreadable(path, step, exc, problems)
+    rng, sidecars, has_dcp = entries.rng, entries.sidecars, entries.has_dcp
+    view_of = _viewed(path, entries)
+    embedded = _read_embedded(path, entries.has_meta, step, problems)
+    world = _world_size(embedded.config)
+    complete = _completeness(has_dcp, dcp_meta, rng, world, problems)
+    if sidecars and world is not None and sidecars != set(range(world)) and view_of is None:
+        # A view's sidecars are the target world's (its receipt says which); the embedded config is the source's.
+        problems.append(f"{plural(len(sidecars), 'dataloader_state_rank<r>.pt file')} for world size {world}")
+    kind, loader_keys = _kind(path, sidecars, dcp_meta, read_dcp, verdicts, problems)
     size = tree_size(path) if size is None else size
     if size.note:
         problems.append(size.note)
@@ -390,20 +318,21 @@ def inspect_checkpoint(path: str | os.PathLike[str], *, read_dcp: bool = True,
         kind=kind,
         rank_sidecars=len(sidecars),
         rng_states=len(rng),
-        has_config=isinstance(config, dict),
+        has_config=isinstance(embedded.config, dict),
         bytes=size.bytes,
         size_complete=size.complete,
-        metadata_step=metadata_step,
+        metadata_step=embedded.step,
         problems=tuple(problems),
         world_size=world,
         has_dcp=has_dcp,
         has_dcp_metadata=dcp_meta,
         dataloader_keys=loader_keys,
-        mtime=mtime,
-        run_kind=loader,
+        mtime=_mtime(path),
+        run_kind=_loader(kind, embedded, path),
         files=size.files,
         newest_mtime=size.newest_mtime,
-        total_limit=_total_limit(config),
+        total_limit=_total_limit(embedded.config),
+        view_of=view_of,
     )
 
 

@@ -14,7 +14,7 @@ import os
 from dataclasses import dataclass
 from typing import Any
 
-from fvconsole.core.checkpoints.listing import DCP_LIMITS, MAX_DCP_METADATA_BYTES, _dcp_errors, _dcp_global
+from fvconsole.core.checkpoints.dcp_keys import DCP_LIMITS, MAX_DCP_METADATA_BYTES, _dcp_errors, _dcp_global
 from fvconsole.core.formats.inert_pickle import InertGlobal, InertObject
 from fvconsole.core.formats.inert_pickle import load as load_pickle
 from fvconsole.core.shared.errors import FvError

@@ -7,9 +7,10 @@ deadline); :mod:`.demux` (srun output -> per-node streams, with a byte budget pe
 :mod:`.frames` (the wire protocol with the node-side runner, :mod:`fvconsole.cli.node`);
 :mod:`.outcomes` and :mod:`.documents` (classifying each node's answer and reading it
 into typed records through the untrusted-document door); :mod:`.aggregate` (pure fleet views
-over those records); :mod:`.ops` (``fleet cache ls``, the console's dispatcher) and
+over those records); :mod:`.ops` (``fleet cache ls``, the console's dispatcher),
 :mod:`.eviction` (preview plan -> execution result), :mod:`.operation` (its execution as an
-operation of the one runner, journaled by :mod:`.record`).
+operation of the one runner, journaled by :mod:`.record`) and :mod:`.node_commands` (what each
+node is asked to run, built from typed values in one place).
 Nothing here imports the CLI or the console.
 """
 
@@ -22,6 +23,7 @@ from fvconsole.core.fleet.dispatch import (
     DEFAULT_TIMEOUT,
     FANOUTS,
     MAX_NODE_OUTPUT,
+    MAX_TIMEOUT,
     SINGLE_STEP_MIN_NODES,
     DispatchOptions,
 )
@@ -34,6 +36,7 @@ from fvconsole.core.fleet.eviction import (
 from fvconsole.core.fleet.export import fleet_csv
 from fvconsole.core.fleet.frames import result_lines, start_line
 from fvconsole.core.fleet.hostlist import compress_hostlist, expand_hostlist
+from fvconsole.core.fleet.node_commands import NodeEviction
 from fvconsole.core.fleet.operation import FleetEvictionOperation, ran_on
 from fvconsole.core.fleet.ops import (
     FleetVerification,
@@ -64,6 +67,8 @@ __all__ = [
     "FleetVerification",
     "KeyRow",
     "MAX_NODE_OUTPUT",
+    "MAX_TIMEOUT",
+    "NodeEviction",
     "NodeOutcome",
     "NodeSelection",
     "SINGLE_STEP_MIN_NODES",

@@ -15,15 +15,16 @@ Two fan-outs, same per-node outcomes (:mod:`.outcomes`):
 
 ``auto`` (the default) uses per-node fan-out up to :data:`SINGLE_STEP_MIN_NODES` nodes and a
 single step above. With ``--job`` every step runs inside that allocation (``--jobid=J
---overlap``), so it works while the training job still runs. Each node runs ``<this
-interpreter> -m fvconsole.cli.node``: the same interpreter path as on the login node (a
-shared filesystem is assumed).
+--overlap``), so it works while the training job still runs. Each node runs the node runner
+(:mod:`fvconsole.cli.node`) with the same interpreter path and the same fvconsole package as on
+the login node (a shared filesystem is assumed): :func:`node_command`.
 """
 
 from __future__ import annotations
 
 import json
 import math
+import os
 import sys
 import threading
 from collections.abc import Callable, Mapping, Sequence
@@ -55,6 +56,18 @@ STEP_SLACK = 10.0
 #: Longest per-node request table passed to one single step as an argument (Linux: 128 KiB per arg).
 MAX_REQUEST_ARG = 64 << 10
 NODE_MODULE = "fvconsole.cli.node"
+#: The fvconsole package this process runs (``fvconsole/``), which every node must import too.
+PACKAGE_DIR = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+#: ``python -c`` program that starts the node runner from :data:`PACKAGE_DIR`, whatever the node's
+#: working directory holds. ``python -m`` would put that directory first on ``sys.path`` (srun keeps
+#: the caller's, often a home holding a checkout named ``fvconsole``): an editable install then fails
+#: to import and a real ``fvconsole/`` there shadows any install. ``-P`` needs Python 3.11 and ``-I``
+#: drops ``PYTHONPATH`` and user site-packages, so the program drops the working directory from
+#: ``sys.path`` itself (as ``-P`` does) and imports the package from its own location.
+_BOOTSTRAP = ("import sys, importlib.util as u; sys.path[:1] = [p for p in sys.path[:1] if p]; "
+              "spec = u.spec_from_file_location('fvconsole', {init!r}, submodule_search_locations=[{package!r}]); "
+              "m = u.module_from_spec(spec); sys.modules['fvconsole'] = m; spec.loader.exec_module(m); "
+              "from {module} import main; sys.exit(main())")  # one line: srun and ps show it as one
 
 __all__ = ["DispatchOptions", "FleetRun", "KINDS", "NodeOutcome", "NodeSelection", "SrunStep", "SrunSteps",
            "build_steps", "check_options", "run_steps"]
@@ -150,8 +163,14 @@ def _srun_argv(srun: str, selection: NodeSelection, nodes: Sequence[str], single
     return argv + list(selection.srun_args)
 
 
+def node_command(package: str = PACKAGE_DIR) -> list[str]:
+    """The interpreter and program that run the node runner of ``package`` (its arguments follow)."""
+    program = _BOOTSTRAP.format(init=os.path.join(package, "__init__.py"), package=package, module=NODE_MODULE)
+    return [sys.executable, "-c", program]
+
+
 def _runner(runner_args: Sequence[str]) -> list[str]:
-    return [sys.executable, "-m", NODE_MODULE, *runner_args]
+    return [*node_command(), *runner_args]
 
 
 def _per_node_steps(srun: str, selection: NodeSelection,

@@ -3,13 +3,14 @@
 The preview runs ``cache evict ROOT <selectors> --json`` (a dry run) on every node and
 returns a frozen :class:`FleetEvictionPlan` holding everything execution needs: the root,
 the protections, each node's planned keys and the exact arguments each node will be asked
-to run. Execution takes only the plan: on each node that planned something it runs
+to run (built from the typed :class:`~fvconsole.core.fleet.node_commands.NodeEviction`).
+Execution takes only the plan: on each node that planned something it runs
 ``cache evict ROOT --key K ... <protections> --yes --json`` for exactly those keys, so it
 cannot widen what was previewed. The node re-checks each entry right before deleting it
 (an entry used since the preview is skipped), as single-node eviction always does, under
-that root's eviction lock (``--wait S`` from ``execute_flags`` lets it wait for another
-evictor). The nodes write no journal lines (``--no-journal``): the login side records the
-fleet eviction once, with every node's outcome (``core/fleet/operation.py``).
+that root's eviction lock (the request's ``wait`` lets it wait for another evictor). The nodes
+write no journal lines (``--no-journal``): the login side records the fleet eviction once,
+with every node's outcome (``core/fleet/operation.py``).
 """
 
 from __future__ import annotations
@@ -19,15 +20,14 @@ from dataclasses import dataclass, replace
 from functools import cached_property
 from typing import Any
 
-from fvconsole.core.cache import flags
-from fvconsole.core.cache.selectors import EvictionSelectors
 from fvconsole.core.fleet.aggregate import exit_code_for, planned_keys
 from fvconsole.core.fleet.dispatch import DispatchOptions, NodeSelection, build_steps, run_steps
 from fvconsole.core.fleet.documents import EVICT
 from fvconsole.core.fleet.hostlist import compress_hostlist
+from fvconsole.core.fleet.node_commands import NodeEviction
 from fvconsole.core.fleet.outcomes import NodeOutcome
 from fvconsole.core.fleet.slurm_state import DEFAULT_QUERY, SlurmJob, SlurmQuery, SlurmState, read_slurm_state
-from fvconsole.core.shared.errors import UsageError
+from fvconsole.core.shared import flags
 from fvconsole.core.shared.humanize import plural
 from fvconsole.core.shared.progress import Progress
 from fvconsole.core.shared.terminal_text import printable
@@ -50,11 +50,9 @@ class FleetEvictionPlan:
 
     selection: NodeSelection
     root: str
-    selectors: tuple[str, ...]
-    protections: tuple[str, ...]  # flags that change each node's re-check (--force, --grace D), never selectors
+    request: NodeEviction  # what every node was asked (selectors, protections, the execution's wait)
     outcomes: tuple[NodeOutcome, ...]  # the previews (dry runs), selection order
     requests: tuple[tuple[str, tuple[str, ...]], ...]  # (node, fvconsole args) for nodes with planned keys
-    execute_flags: tuple[str, ...] = ()  # flags only execution needs (--wait S); never selectors
     #: Slurm's state of the nodes at the preview (one squeue, one sinfo); None: not read.
     slurm: SlurmState | None = None
 
@@ -172,34 +170,27 @@ class FleetEvictionResult:
         }
 
 
-def execution_requests(root: str, outcomes: Sequence[NodeOutcome], protections: Sequence[str],
-                       execute_flags: Sequence[str] = ()) -> tuple[tuple[str, tuple[str, ...]], ...]:
-    """Per node with planned keys: ``cache evict ROOT --key K ... <protections> <flags> --yes --json --no-journal``."""
+def execution_requests(root: str, outcomes: Sequence[NodeOutcome],
+                       request: NodeEviction) -> tuple[tuple[str, tuple[str, ...]], ...]:
+    """Per node with planned keys: exactly those keys (:meth:`NodeEviction.execute_args`)."""
     requests = []
     for o in outcomes:
         keys = planned_keys(o.eviction) if o.ok else ()
         if keys:
-            picked = EvictionSelectors(keys=keys).argv()
-            requests.append((o.node, ("cache", "evict", root, *picked, *protections, *execute_flags,
-                                      "--yes", "--json", "--no-journal")))
+            requests.append((o.node, request.execute_args(root, keys)))
     return tuple(requests)
 
 
-def preview_fleet_eviction(selection: NodeSelection, root: str, selectors: Sequence[str],
-                           protections: Sequence[str] = (), options: DispatchOptions | None = None,
-                           progress: Progress | None = None, execute_flags: Sequence[str] = (),
+def preview_fleet_eviction(selection: NodeSelection, root: str, request: NodeEviction,
+                           options: DispatchOptions | None = None, progress: Progress | None = None,
                            slurm: SlurmQuery | None = DEFAULT_QUERY) -> FleetEvictionPlan:
     """Every node's eviction plan (nothing is deleted; no node takes its root's lock), with
     Slurm's state of the nodes (``slurm=None``: not read)."""
-    if "--yes" in (*selectors, *protections, *execute_flags):
-        raise UsageError("--yes is not a selector: previews never execute")
-    args = ("cache", "evict", root, *selectors, *protections, "--json")
-    steps = build_steps(selection, args, options, expects=EVICT)
+    steps = build_steps(selection, request.preview_args(root), options, expects=EVICT)
     state = read_slurm_state(selection.nodes, slurm) if slurm is not None else None
     run = run_steps(steps, progress)
-    return FleetEvictionPlan(selection, root, tuple(selectors), tuple(protections), run.outcomes,
-                             execution_requests(root, run.outcomes, protections, execute_flags),
-                             tuple(execute_flags), state)
+    return FleetEvictionPlan(selection, root, request, run.outcomes, execution_requests(root, run.outcomes, request),
+                             state)
 
 
 def _not_run(outcome: NodeOutcome) -> NodeOutcome:

@@ -10,6 +10,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from fvconsole.core.cache.selectors import EvictionSelectors
 from fvconsole.core.cache.verify import EntryVerification
 from fvconsole.core.fleet.aggregate import FleetCacheView, aggregate_ls
 from fvconsole.core.fleet.dispatch import (
@@ -27,6 +28,7 @@ from fvconsole.core.fleet.eviction import (
     FleetEvictionPlan,
     preview_fleet_eviction,
 )
+from fvconsole.core.fleet.node_commands import NodeEviction, ls_args, verify_args
 from fvconsole.core.fleet.operation import FleetEvictionOperation
 from fvconsole.core.fleet.outcomes import NodeOutcome
 from fvconsole.core.fleet.selection import select_nodes
@@ -47,17 +49,17 @@ def fleet_cache_root(arg: str | None) -> str:
 
 
 def ls_steps(selection: NodeSelection, root: str, options: DispatchOptions | None = None,
-             extra: Sequence[str] = ()) -> SrunSteps:
+             grace: float | None = None) -> SrunSteps:
     """``cache ls ROOT --json`` on every node."""
-    return build_steps(selection, ["cache", "ls", root, "--json", *extra], options, expects=LS)
+    return build_steps(selection, ls_args(root, grace), options, expects=LS)
 
 
 def fleet_ls(selection: NodeSelection, root: str, options: DispatchOptions | None = None, *,
-             extra: Sequence[str] = (), progress: Progress | None = None,
+             grace: float | None = None, progress: Progress | None = None,
              slurm: SlurmQuery | None = DEFAULT_QUERY) -> FleetCacheView:
-    """Run ``cache ls`` on every node and aggregate (``extra``: more ``cache ls`` flags, e.g. --grace),
+    """Run ``cache ls`` on every node and aggregate (``grace``: the nodes' ``--grace``; None: theirs),
     with Slurm's state of the nodes: one squeue and one sinfo call (``slurm=None``: not read)."""
-    steps = ls_steps(selection, root, options, extra)  # usage errors and "srun not found" first
+    steps = ls_steps(selection, root, options, grace)  # usage errors and "srun not found" first
     state = read_slurm_state(selection.nodes, slurm) if slurm is not None else None
     return aggregate_ls(run_steps(steps, progress), state)
 
@@ -115,9 +117,9 @@ class FleetVerification:
 
 
 def fleet_verify(selection: NodeSelection, root: str, options: DispatchOptions | None = None, *,
-                 extra: Sequence[str] = (), progress: Progress | None = None) -> FleetVerification:
-    """Run ``cache verify ROOT --json`` on every node (``extra``: ``--key K``, ``--deep``)."""
-    steps = build_steps(selection, ["cache", "verify", root, "--json", *extra], options, expects=VERIFY)
+                 keys: Sequence[str] = (), deep: bool = False, progress: Progress | None = None) -> FleetVerification:
+    """Run ``cache verify ROOT --json`` on every node (only ``keys`` when given; ``deep``: every byte)."""
+    steps = build_steps(selection, verify_args(root, keys, deep), options, expects=VERIFY)
     return FleetVerification(run_steps(steps, progress).outcomes)
 
 
@@ -140,9 +142,10 @@ class SrunDispatcher:
     def ls(self, selection: NodeSelection, root: str, progress: Progress | None = None) -> FleetCacheView:
         return fleet_ls(selection, root, self.options, progress=progress, slurm=self.slurm)
 
-    def preview(self, selection: NodeSelection, root: str, selectors: Sequence[str],
+    def preview(self, selection: NodeSelection, root: str, selectors: EvictionSelectors,
                 progress: Progress | None = None) -> FleetEvictionPlan:
-        return preview_fleet_eviction(selection, root, selectors, (), self.options, progress, slurm=self.slurm)
+        return preview_fleet_eviction(selection, root, NodeEviction(selectors), self.options, progress,
+                                      slurm=self.slurm)
 
     def eviction(self, plan: FleetEvictionPlan, command: str) -> FleetEvictionOperation:
         """The confirmed plan's execution, for the runner (which journals it as the CLI's is)."""

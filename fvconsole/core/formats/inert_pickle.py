@@ -72,6 +72,21 @@ class InertObject:
         return f"<inert {self.cls.module}.{self.cls.name} object>"
 
 
+class InertPersistent:
+    """A persistent id (torch.save's reference to a tensor storage): recorded, never resolved.
+
+    Only a load that asks for it (``persistent=True``) accepts one; otherwise it is refused.
+    """
+
+    __slots__ = ("pid",)
+
+    def __init__(self, pid: Any) -> None:
+        self.pid = pid
+
+    def __repr__(self) -> str:
+        return "<inert persistent id>"
+
+
 #: ``resolve(module, name)`` returns :data:`AS_DICT` to build a plain dict (``OrderedDict``),
 #: :data:`AS_GLOBAL` for an inert stand-in, or raises :class:`PickleRefused`.
 AS_DICT = "dict"
@@ -91,9 +106,16 @@ _SMALL_INT = 1 << 60
 _MARK = object()
 
 
-def load(data: bytes, resolve: Resolver = plain_data_only, limits: Limits = Limits()) -> Any:
-    """The object the pickle ``data`` describes, built without running anything from it."""
-    return _load(_Machine(data, resolve, limits))
+def load(data: bytes, resolve: Resolver = plain_data_only, limits: Limits = Limits(), *,
+         persistent: bool = False) -> Any:
+    """The object the pickle ``data`` describes, built without running anything from it.
+
+    ``persistent``: a persistent id (torch's tensor storages) becomes an :class:`InertPersistent`
+    instead of a refusal.
+    """
+    machine = _Machine(data, resolve, limits)
+    machine.persistent = persistent
+    return _load(machine)
 
 
 #: Kinds of the spans :func:`load_recorded` reports (``core/formats/pickle_shape.py`` matches them).
@@ -148,6 +170,7 @@ class _Machine:
         #: (by id; the objects are kept alive by ``pushes`` and ``used``, so no id is reused meanwhile).
         self.pushes: list[tuple[int, int, str, Any]] | None = [] if recording else None
         self.used: dict[int, Any] | None = {} if recording else None
+        self.persistent = False
 
     def _use(self, value: Any) -> None:
         """Recording: ``value``'s content decided something (a key, a global's name)."""
@@ -513,7 +536,13 @@ class _Machine:
                 push = stack.append
                 push(self._call(self._global(module, name), tuple(items)))
             elif op in (0x50, 0x51):  # PERSID, BINPERSID
-                raise PickleRefused("refers to external data (a persistent id, e.g. a tensor storage)")
+                if not self.persistent:
+                    raise PickleRefused("refers to external data (a persistent id, e.g. a tensor storage)")
+                if op == 0x50:
+                    pid, pos = self._read_line(pos)
+                    push(InertPersistent(pid))
+                else:
+                    stack[-1] = InertPersistent(stack[-1])
             elif op in (0x82, 0x83, 0x84):  # EXT1, EXT2, EXT4
                 raise PickleRefused("uses the copyreg extension registry (EXT opcodes)")
             elif op in (0x97, 0x98):  # NEXT_BUFFER, READONLY_BUFFER
@@ -624,3 +653,61 @@ def _children(node: Any) -> list[Any] | None:
     if kind is InertObject:
         return [node.args, node.state]
     return None
+
+
+# --------------------------------------------------------------------------- numpy arrays
+
+#: What numpy's ``ndarray.__reduce__`` names: ``_reconstruct(ndarray, (0,), b"b")``, then BUILD
+#: with ``(version, shape, dtype, is_fortran, raw bytes)``; the dtype is ``dtype("u4", False, True)``
+#: and, under protocol 2, the raw bytes are ``_codecs.encode(text, "latin1")``. A resolver that
+#: allows these gets inert stand-ins like any other global; :func:`numpy_array` reads them.
+NUMPY_ARRAY_NAMES = frozenset({
+    ("numpy.core.multiarray", "_reconstruct"), ("numpy._core.multiarray", "_reconstruct"),
+    ("numpy", "ndarray"), ("numpy", "dtype"), ("_codecs", "encode"),
+})
+_DTYPE_CODES = frozenset("biufcV")
+
+
+@dataclass(frozen=True)
+class InertArray:
+    """A numpy array as its pickle describes it: dtype code (``"u4"``), shape and its raw bytes' length."""
+
+    dtype: str
+    shape: tuple[int, ...]
+    nbytes: int
+
+
+def _raw_length(raw: Any) -> int | None:
+    """Bytes of an array's raw data: bytes, or ``_codecs.encode(text, "latin1")`` (one byte a character)."""
+    if type(raw) is bytes or type(raw) is bytearray:
+        return len(raw)
+    if (type(raw) is InertObject and (raw.cls.module, raw.cls.name) == ("_codecs", "encode")
+            and len(raw.args) == 2 and type(raw.args[0]) is str and raw.args[1] == "latin1"):
+        text = raw.args[0]
+        return len(text) if text.isascii() or max(map(ord, text)) < 256 else None
+    return None
+
+
+def numpy_array(value: Any) -> InertArray | None:
+    """The :class:`InertArray` an inert load made of a pickled numpy array (None: not one, or inconsistent)."""
+    if type(value) is not InertObject or value.cls.name != "_reconstruct" or (
+            value.cls.module, value.cls.name) not in NUMPY_ARRAY_NAMES:
+        return None
+    state = value.state
+    if type(state) is not tuple or len(state) != 5:
+        return None
+    _version, shape, dtype, _fortran, raw = state
+    if type(shape) is not tuple or not all(type(n) is int and n >= 0 for n in shape):
+        return None
+    if type(dtype) is not InertObject or (dtype.cls.module, dtype.cls.name) != ("numpy", "dtype") or not dtype.args:
+        return None
+    code = dtype.args[0]
+    if type(code) is not str or len(code) < 2 or code[0] not in _DTYPE_CODES or not code[1:].isdigit():
+        return None
+    count = 1
+    for n in shape:
+        count *= n
+    length = _raw_length(raw)
+    if length is None or length != count * int(code[1:]):
+        return None
+    return InertArray(code, shape, length)

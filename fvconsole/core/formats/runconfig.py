@@ -12,6 +12,7 @@ import hashlib
 import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Any
 
 from fvconsole.core.shared.errors import FvError
@@ -69,6 +70,63 @@ def get_path(mapping: Any, dotted: str, default: Any = MISSING) -> Any:
 
 
 @dataclass(frozen=True)
+class TrainingKeys:
+    """The values of a run config that fvconsole reads (docs/formats.md §2), as found: MISSING where absent.
+
+    Read in one walk of the ``training`` mapping (:meth:`of`); a reader checks each value's
+    type and range where it uses it, naming it by :data:`KEY_PATHS`.
+    """
+
+    num_gpus: Any = MISSING
+    sp_size: Any = MISSING
+    train_batch_size: Any = MISSING
+    streaming_read_batch_size: Any = MISSING
+    gradient_accumulation_steps: Any = MISSING
+    seed: Any = MISSING
+    dataloader_num_workers: Any = MISSING
+    streaming_shuffle_row_groups: Any = MISSING
+    dataloader_type: Any = MISSING
+    streaming_manifest_path: Any = MISSING
+    data_path: Any = MISSING
+    preprocessed_data_type: Any = MISSING
+    output_dir: Any = MISSING
+
+    @classmethod
+    def of(cls, mapping: Any) -> TrainingKeys:
+        """The keys of ``mapping`` (a run config's tree), each section looked up once."""
+        training = mapping.get("training") if isinstance(mapping, Mapping) else None
+        values = {}
+        for name, dotted in KEY_PATHS.items():
+            section = training.get(dotted.split(".")[1]) if isinstance(training, Mapping) else None
+            if isinstance(section, Mapping) and name in section:
+                values[name] = section[name]
+        return cls(**values)
+
+    @staticmethod
+    def path(name: str) -> str:
+        """A field's dotted path in the run config (``num_gpus`` → ``training.distributed.num_gpus``)."""
+        return KEY_PATHS[name]
+
+
+#: Each :class:`TrainingKeys` field's dotted path (every one is ``training.<section>.<field>``).
+KEY_PATHS: dict[str, str] = {
+    "num_gpus": "training.distributed.num_gpus",
+    "sp_size": "training.distributed.sp_size",
+    "train_batch_size": "training.data.train_batch_size",
+    "streaming_read_batch_size": "training.data.streaming_read_batch_size",
+    "gradient_accumulation_steps": "training.loop.gradient_accumulation_steps",
+    "seed": "training.data.seed",
+    "dataloader_num_workers": "training.data.dataloader_num_workers",
+    "streaming_shuffle_row_groups": "training.data.streaming_shuffle_row_groups",
+    "dataloader_type": "training.data.dataloader_type",
+    "streaming_manifest_path": "training.data.streaming_manifest_path",
+    "data_path": "training.data.data_path",
+    "preprocessed_data_type": "training.data.preprocessed_data_type",
+    "output_dir": "training.checkpoint.output_dir",
+}
+
+
+@dataclass(frozen=True)
 class RunConfig:
     """A loaded run config: the mapping after overrides, plus where it came from."""
 
@@ -79,6 +137,11 @@ class RunConfig:
 
     def get(self, dotted: str, default: Any = MISSING) -> Any:
         return get_path(self.data, dotted, default)
+
+    @cached_property
+    def keys(self) -> TrainingKeys:
+        """The values fvconsole reads, read once."""
+        return TrainingKeys.of(self.data)
 
     def to_json(self) -> dict:
         return fields_json(self, omit=("data",))

@@ -9,13 +9,16 @@ result: O(row groups + ranks) in all.
 from __future__ import annotations
 
 import random
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, overload
 
 from fvconsole.core.shared.fields_json import fields_json
 
 STATE_VERSION = 2
+#: The most ranks a plan is made for (docs/cli.md): a sidecar per rank is encoded, sized and
+#: written, so a plan costs time and memory per rank; 16x the largest run fvconsole was measured on.
+MAX_WORLD_SIZE = 65_536
 
 
 def contiguous_shards(rows: Sequence[int], num_shards: int) -> list[range]:
@@ -58,6 +61,29 @@ def shard_order(shard: range, seed: int, epoch: int, shuffle: bool) -> list[int]
     if shuffle:
         random.Random(seed + epoch).shuffle(order)
     return order
+
+
+class ShardOrders:
+    """Every shard's reading order in an epoch (:func:`shard_order`), shuffled once and handed on.
+
+    A plan needs the same orders in several places (a reshard's accounting and the target's
+    cursors; a native checkpoint's check and what its ranks consumed); a shuffle of a million
+    row groups costs about a third of a second, so each epoch's orders are made once.
+    """
+
+    __slots__ = ("_made", "seed", "shards", "shuffle")
+
+    def __init__(self, shards: Sequence[range], seed: int, shuffle: bool) -> None:
+        self.shards, self.seed, self.shuffle = shards, seed, shuffle
+        self._made: dict[int, tuple[list[int], ...]] = {}
+
+    def __call__(self, epoch: int) -> tuple[list[int], ...]:
+        """One order per shard, in ``epoch``."""
+        made = self._made.get(epoch)
+        if made is None:
+            made = self._made[epoch] = tuple(shard_order(shard, self.seed, epoch, self.shuffle)
+                                             for shard in self.shards)
+        return made
 
 
 @dataclass(frozen=True, slots=True)
@@ -185,16 +211,62 @@ def shard_layout(rows: Sequence[int] | Any, topo: Topology) -> tuple[list[range]
     return shards, samples_per_worker(shard_rows, topo.batch_size)
 
 
+@dataclass(frozen=True, slots=True)
+class RankCursors(Sequence[RankCursor]):
+    """Every rank's cursor, kept once per data-parallel group: the ranks of one SP group share it.
+
+    A plan of W ranks in G groups holds G cursors (O(groups), whatever W is); a rank's
+    :class:`RankCursor` is made when it is asked for.
+    """
+
+    #: One cursor per data-parallel group: the cursor of the group's first rank.
+    groups: tuple[RankCursor, ...]
+    sp_world_size: int
+
+    def __len__(self) -> int:
+        return len(self.groups) * self.sp_world_size
+
+    @overload
+    def __getitem__(self, index: int) -> RankCursor: ...
+
+    @overload
+    def __getitem__(self, index: slice) -> list[RankCursor]: ...
+
+    def __getitem__(self, index: int | slice) -> RankCursor | list[RankCursor]:
+        if isinstance(index, slice):
+            return [self._rank(i) for i in range(*index.indices(len(self)))]
+        if index < 0:
+            index += len(self)
+        if not 0 <= index < len(self):
+            raise IndexError(f"rank {index} outside world size {len(self)}")
+        return self._rank(index)
+
+    def __iter__(self) -> Iterator[RankCursor]:
+        for c in self.groups:
+            for rank in range(c.rank, c.rank + self.sp_world_size):
+                yield RankCursor(rank, c.sp_group_index, c.row_group_position, c.row_offset, c.yielded_samples,
+                                 c.next_sample_index, c.next_row_group)
+
+    def _rank(self, rank: int) -> RankCursor:
+        c = self.groups[rank // self.sp_world_size]
+        return RankCursor(rank, c.sp_group_index, c.row_group_position, c.row_offset, c.yielded_samples,
+                          c.next_sample_index, c.next_row_group)
+
+
 def compute_cursors(
-    rows: Any, sample_starts: Any, shards: list[range], topo: Topology, yielded: int, epoch: int = 0
-) -> tuple[RankCursor, ...]:
-    """One shuffle and one walk per SP group; ranks of a group share the cursor (``yielded`` samples into ``epoch``)."""
+    rows: Any, sample_starts: Any, shards: list[range], topo: Topology, yielded: int, epoch: int = 0,
+    orders: ShardOrders | None = None,
+) -> RankCursors:
+    """One shuffle and one walk per SP group; ranks of a group share the cursor (``yielded`` samples into ``epoch``).
+
+    ``orders``: the shards' orders when the caller already made them (:class:`ShardOrders`).
+    """
     sp = topo.sp_world_size
-    out: list[RankCursor] = []
-    for group, shard in enumerate(shards):
-        order = shard_order(shard, topo.seed, epoch, topo.shuffle)
+    groups: list[RankCursor] = []
+    made = (orders or ShardOrders(shards, topo.seed, topo.shuffle))(epoch)
+    for group, order in enumerate(made):
         c = walk(order, rows, yielded)
         nxt = -1 if c.next_row_group < 0 else sample_starts[c.next_row_group] + c.next_row_offset
-        for rank in range(group * sp, (group + 1) * sp):
-            out.append(RankCursor(rank, group, c.row_group_position, c.row_offset, yielded, nxt, c.next_row_group))
-    return tuple(out)
+        groups.append(RankCursor(group * sp, group, c.row_group_position, c.row_offset, yielded, nxt,
+                                 c.next_row_group))
+    return RankCursors(tuple(groups), sp)

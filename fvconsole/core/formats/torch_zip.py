@@ -32,6 +32,7 @@ from typing import Any
 from fvconsole.core.formats.inert_pickle import (
     Limits,
     PickleRefused,
+    Resolver,
     TreeLimits,
     check_tree,
     load,
@@ -180,6 +181,26 @@ def loads(data: bytes, *, limits: Limits = PLAIN_LIMITS, tree: TreeLimits = PLAI
     stored uncompressed, the pickle may hold plain data only (nothing is imported or run)
     and its size, work and nesting are bounded. TorchFileError says what is wrong.
     """
+    return _payload(data_pickle(data), plain_data_only, limits, tree, persistent=False)
+
+
+def loads_inert(data: bytes, resolve: Resolver, *, limits: Limits, tree: TreeLimits = PLAIN_TREE) -> Any:
+    """The payload of a torch.save file that holds tensors (or other objects ``resolve`` allows), inertly:
+    each named class an inert stand-in, each tensor storage an ``InertPersistent``; nothing imported or run."""
+    return _payload(data_pickle(data), resolve, limits, tree, persistent=True)
+
+
+def _payload(pickled: bytes, resolve: Resolver, limits: Limits, tree: TreeLimits, *, persistent: bool) -> Any:
+    try:
+        payload = load(pickled, resolve, limits, persistent=persistent)
+        check_tree(payload, tree)
+    except PickleRefused as exc:
+        raise TorchFileError(f"data.pkl {exc}") from None
+    return payload
+
+
+def data_pickle(data: bytes) -> bytes:
+    """The ``data.pkl`` record of a torch.save archive, checked as torch.load checks the archive."""
     if data[:4] != b"PK\x03\x04":
         raise TorchFileError("not a torch.save zip archive (no zip header; legacy or foreign format)")
     try:
@@ -214,12 +235,7 @@ def loads(data: bytes, *, limits: Limits = PLAIN_LIMITS, tree: TreeLimits = PLAI
         raise TorchFileError(f"damaged zip archive ({reason})") from None
     if pickled is None:
         raise TorchFileError("no data.pkl record")
-    try:
-        payload = load(pickled, plain_data_only, limits)
-        check_tree(payload, tree)
-    except PickleRefused as exc:
-        raise TorchFileError(f"data.pkl {exc}") from None
-    return payload
+    return pickled
 
 
 def _record(data: bytes, index: dict[str, Any], prefix: str, names: tuple[str, ...],

@@ -19,6 +19,7 @@ The cursor arithmetic itself is :mod:`fvconsole.core.formats.streaming`.
 
 from __future__ import annotations
 
+from fvconsole.core.migration.columns import ColumnCheck
 from fvconsole.core.migration.defaults import MigrationDefaults, config_output_dir, migration_defaults
 from fvconsole.core.migration.failure import MigrationFailed, MigrationFailure
 from fvconsole.core.migration.locked import MigrationOperation, execute_migration
@@ -38,6 +39,7 @@ from fvconsole.core.migration.verify import VerifyResult, verify_sidecars
 from fvconsole.core.migration.write import MigrationResult, completed
 
 __all__ = [
+    "ColumnCheck",
     "MigrationOperation",
     "execute_migration",
     "MigrationDefaults",

@@ -52,6 +52,8 @@ class ColumnCheck:
     lacking_files: int = 0
     #: The fingerprint the rebuilt manifest would have (None: no rebuild predicted).
     rebuilt_fingerprint: str | None = None
+    #: The rows of each row group the rebuilt manifest would list, in order (empty: no rebuild predicted).
+    rebuilt_rows: tuple[int, ...] = ()
 
     @property
     def refuses(self) -> bool:
@@ -86,13 +88,22 @@ def check_columns(manifest: Manifest, dtype: DataType, progress: Progress | None
     if manifest.columns == list(expected):
         return ColumnCheck("match", message=f"columns match: the manifest's are the {len(expected)} of "
                            f"{type_words(dtype)}", **base)
-    differ = f"the manifest's columns are not those of {type_words(dtype)}"
+    return predict_rescan(manifest.dataset_root, dtype, manifest,
+                          f"the manifest's columns are not those of {type_words(dtype)}", progress)
+
+
+def predict_rescan(root: str, dtype: DataType, manifest: Manifest | None, differ: str,
+                   progress: Progress | None = None) -> ColumnCheck:
+    """FastVideo's rescan of ``root`` when it will not reuse ``manifest`` (``differ`` says why; None:
+    there is none): the first failure it meets, or the row groups and the fingerprint it would write."""
+    expected = dtype.columns
+    base = {"data_type": dtype.name, "defaulted": dtype.defaulted, "expected": expected,
+            "manifest_columns": None if manifest is None else manifest.columns}
     try:
         pq = require("pyarrow.parquet", extra="parquet", purpose="reading Parquet footers")
     except MissingExtra as exc:
         return ColumnCheck("not-checked", message=f"{differ}: FastVideo will rebuild the manifest at resume; "
                            f"whether every Parquet file has them was not checked ({exc})", **base)
-    root = manifest.dataset_root
     found = find_files(root, ".parquet")
     if not found.complete:
         return ColumnCheck("not-checked", message=f"{differ}: FastVideo will rebuild the manifest at resume; "
@@ -101,11 +112,11 @@ def check_columns(manifest: Manifest, dtype: DataType, progress: Progress | None
     if not files:
         return ColumnCheck("fail", message=f"{differ}, and there is no Parquet file under {root}: FastVideo's "
                            "rebuild of the manifest at resume will fail", **base)
-    return _rebuild(pq, manifest, files, expected, differ, base, progress or no_progress)
+    return _rebuild(pq, root, manifest, files, expected, differ, base, progress or no_progress)
 
 
-def _rebuild(pq: Any, manifest: Manifest, files: list[str], expected: tuple[str, ...], differ: str,
-             base: dict[str, Any], progress: Progress) -> ColumnCheck:
+def _rebuild(pq: Any, root: str, manifest: Manifest | None, files: list[str], expected: tuple[str, ...],
+             differ: str, base: dict[str, Any], progress: Progress) -> ColumnCheck:
     """FastVideo's rescan, from footers: the first failure it meets, or the row groups it would write."""
     row_groups: list[dict[str, Any]] = []
     lacking: list[tuple[str, tuple[str, ...]]] = []
@@ -133,7 +144,7 @@ def _rebuild(pq: Any, manifest: Manifest, files: list[str], expected: tuple[str,
             if len(lacking) < MAX_EXAMPLES:
                 lacking.append((path, missing))
             continue
-        rel = os.path.relpath(path, manifest.dataset_root)
+        rel = os.path.relpath(path, root)
         for index, rows in enumerate(counts):
             row_groups.append({"file": rel, "row_group": index, "rows": rows, "sample_start": sample_start,
                                "file_size": st.st_size, "file_mtime_ns": st.st_mtime_ns})
@@ -150,13 +161,16 @@ def _rebuild(pq: Any, manifest: Manifest, files: list[str], expected: tuple[str,
                            message=f"Parquet file {first} lacks {named} {shown}: FastVideo's loader will fail{also}",
                            **base)
     fingerprint = compute_fingerprint(row_groups)
-    if fingerprint != manifest.fingerprint:
+    if manifest is not None and fingerprint != manifest.fingerprint:
         return ColumnCheck("fingerprint-changes", footers_read=read, rebuilt_fingerprint=fingerprint,
+                           rebuilt_rows=tuple(g["rows"] for g in row_groups),
                            message=f"{differ}: FastVideo will rebuild the manifest at resume and its fingerprint "
                            f"will change ({_what_changed(manifest, row_groups)}), so it will refuse the migrated "
                            "sidecars", **base)
+    unchanged = "fingerprint unchanged; " if manifest is not None else ""
     return ColumnCheck("rebuild", footers_read=read, rebuilt_fingerprint=fingerprint,
-                       message=f"{differ}: FastVideo will rebuild the manifest at resume (fingerprint unchanged; "
+                       rebuilt_rows=tuple(g["rows"] for g in row_groups),
+                       message=f"{differ}: FastVideo will rebuild the manifest at resume ({unchanged}"
                        f"{plural(read, 'Parquet footer')} read)", **base)
 
 

@@ -9,14 +9,15 @@ receipt, which is built from the plan, so the plan would import its own recorder
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, overload
 
 from fvconsole.core.formats import streaming, torch_zip
 from fvconsole.core.formats.runconfig import Mismatch
 from fvconsole.core.formats.sidecar_files import SIDECAR_VERSION, sidecar_name
-from fvconsole.core.formats.streaming import RankCursor
+from fvconsole.core.formats.streaming import RankCursor, RankCursors
 from fvconsole.core.migration.request import MigrationRequest
 from fvconsole.core.migration.reshard import Reshard
 from fvconsole.core.shared.reasons import Reason
@@ -51,7 +52,8 @@ class MigrationPlan:
     samples_per_worker: int
     num_row_groups: int
     total_rows: int
-    ranks: tuple[RankCursor, ...] = field(repr=False)
+    #: Every rank's cursor, held once per data-parallel group (:class:`~fvconsole.core.formats.streaming.RankCursors`).
+    ranks: RankCursors = field(repr=False)
     mismatches: tuple[Mismatch, ...] = field(default=(), repr=False)
     #: The plan's warnings (in to_json() in the command line's words).
     notes: tuple[Reason, ...] = ()
@@ -119,14 +121,10 @@ class MigrationPlan:
         }
 
     @cached_property
-    def encoded_sidecars(self) -> tuple[tuple[int, str, dict, bytes], ...]:
+    def encoded_sidecars(self) -> EncodedSidecars:
         """(rank, file name, payload, its torch.save bytes) for every rank: what execution writes,
         and what the dry run counts the room for (encoded once: ``--yes`` executes the plan it previewed)."""
-        out = []
-        for cursor in self.ranks:
-            payload = self.sidecar_payload(cursor.rank)
-            out.append((cursor.rank, sidecar_name(cursor.rank), payload, torch_zip.dumps(payload)))
-        return tuple(out)
+        return EncodedSidecars(self, tuple(torch_zip.dumps(self.sidecar_payload(c.rank)) for c in self.ranks))
 
     def to_json(self) -> dict:
         return {
@@ -161,3 +159,32 @@ class MigrationPlan:
             **({} if self.reshard is None else {"reshard": self.reshard.to_json()}),
             **({"linked_entries": [name for name, _target in self.links]} if self.links else {}),
         }
+
+
+@dataclass(frozen=True, eq=False)
+class EncodedSidecars(Sequence[tuple[int, str, dict, bytes]]):
+    """A plan's sidecars as (rank, name, payload, bytes) in rank order; only the bytes are kept.
+
+    The bytes are what a run writes; a payload (a few nested dicts, more memory than its
+    bytes) is made again from the plan when it is asked for, so holding a set costs what
+    writing it does.
+    """
+
+    plan: MigrationPlan
+    data: tuple[bytes, ...]
+
+    def __len__(self) -> int:
+        return len(self.data)
+
+    @overload
+    def __getitem__(self, index: int) -> tuple[int, str, dict, bytes]: ...
+
+    @overload
+    def __getitem__(self, index: slice) -> list[tuple[int, str, dict, bytes]]: ...
+
+    def __getitem__(self, index: Any) -> Any:
+        if isinstance(index, slice):
+            return [self[i] for i in range(*index.indices(len(self)))]
+        data = self.data[index]
+        rank = index + len(self) if index < 0 else index
+        return rank, sidecar_name(rank), self.plan.sidecar_payload(rank), data

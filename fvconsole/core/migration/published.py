@@ -11,6 +11,7 @@ the sidecars themselves are only counted, never opened.
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 
@@ -94,6 +95,65 @@ def published_for(checkpoint: str, step: int | None) -> PublishedSet | None:
     if found is None or os.path.realpath(found.checkpoint) != os.path.realpath(checkpoint):
         return None
     return found
+
+
+#: Directories of an output dir looked into for receipts (its children and theirs, checkpoints
+#: excluded): a run's sidecar sets sit there (``dataloader-state/checkpoint-<step>``, ``sidecars-600``).
+MAX_SET_DIRS = 10_000
+_CHECKPOINT_NAME = re.compile(r"checkpoint-[0-9]+\n?")
+
+
+@dataclass(frozen=True)
+class RunSets:
+    """The sidecar sets published inside an output dir, and what of it was not looked at."""
+
+    sets: tuple[PublishedSet, ...]
+    #: Receipts that could not be read, a bound reached: scan-level notes.
+    notes: tuple[str, ...] = ()
+
+    def made_for(self) -> dict[str, tuple[PublishedSet, ...]]:
+        """The sets by the real path of the checkpoint each receipt names."""
+        found: dict[str, list[PublishedSet]] = {}
+        for item in self.sets:
+            found.setdefault(os.path.realpath(item.checkpoint), []).append(item)
+        return {k: tuple(v) for k, v in found.items()}
+
+
+def run_sets(output_dir: str, max_dirs: int = MAX_SET_DIRS) -> RunSets:
+    """Every set published inside ``output_dir``: a receipt in one of its subdirectories or theirs (two
+    levels; never inside a ``checkpoint-<step>`` tree, a hidden dir or through a symlink), at most
+    ``max_dirs`` directories looked into."""
+    sets: list[PublishedSet] = []
+    notes: list[str] = []
+    budget = [max_dirs]
+
+    def look(directory: str, depth: int) -> None:
+        try:
+            with listing(directory) as entries:
+                children = [e.name for e in entries if not e.name.startswith(".") and e.is_dir(follow_symlinks=False)
+                            and not (depth == 1 and _CHECKPOINT_NAME.fullmatch(e.name))]
+        except OSError:
+            return
+        for name in sorted(children):
+            if budget[0] <= 0:
+                return
+            budget[0] -= 1
+            path = os.path.join(directory, name)
+            try:
+                found = read_published_set(path)
+            except FvError as exc:
+                notes.append(str(exc))
+                found = None
+            if found is not None:
+                sets.append(found)
+            elif depth == 1:
+                look(path, 2)
+
+    look(output_dir, 1)
+    if budget[0] <= 0:
+        notes.append(f"{output_dir}: looked for published sidecar sets in {max_dirs} directories and stopped; "
+                     "sets beyond them are not seen")
+    return RunSets(tuple(sets), tuple(notes))
 
 
 def latest(sets: Iterable[PublishedSet | None]) -> PublishedSet | None:

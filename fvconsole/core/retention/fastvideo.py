@@ -21,9 +21,11 @@ from dataclasses import dataclass
 from typing import Any
 
 from fvconsole.core.checkpoints.listing import CheckpointInfo
+from fvconsole.core.formats.runconfig import apply_overrides, get_path
 from fvconsole.core.shared.errors import FvError
 from fvconsole.core.shared.humanize import plural
 from fvconsole.core.shared.reasons import Reason, reason
+from fvconsole.core.shared.safe_read import short_repr
 from fvconsole.core.shared.walk import listing
 
 #: FastVideo's ``_CHECKPOINT_DIR_RE``.
@@ -49,25 +51,26 @@ class FastVideoOutlook:
 
     def to_json(self) -> dict[str, Any]:
         # The issue's shape; the text line words the rest (source, symlinks) and `warnings` join ls's own.
+        # latest_resume_step: `latest` named for what it is (the step `resume_from_checkpoint: latest`
+        # resumes from); `latest` stays for the scripts that read it.
         return {"cleanup_limit": self.cleanup_limit, "cleanup_deletes": list(self.cleanup_deletes),
-                "latest": self.latest}
+                "latest": self.latest, "latest_resume_step": self.latest}
+
+
+#: The types a run config's value can have (YAML's safe loader, JSON): ``int()`` of these runs no
+#: code of the value's own, so FastVideo's expression is evaluated as it is, never imitated.
+_PLAIN = (str, bytes, int, bool, float)
 
 
 def fastvideo_limit(value: Any) -> int:
-    """``int(value or 0)`` as FastVideo computes it; ValueError/TypeError/OverflowError as Python raises them."""
-    if isinstance(value, float) and not math.isfinite(value):
-        raise OverflowError(f"cannot convert float {value} to integer") if math.isinf(value) else ValueError(
-            "cannot convert float NaN to integer")
-    if isinstance(value, str):
-        text = value.strip().replace("_", "")
-        if not re.fullmatch(r"[+-]?\d{1,30}", text):
-            raise ValueError(f"invalid literal for int() with base 10: {value[:40]!r}")
-        return int(text)
-    if value is None or value is False or value == 0 or value == "":
-        return 0
-    if isinstance(value, (bool, int, float)):
-        return int(value)
-    raise TypeError(f"int() argument must be a string or a number, not '{type(value).__name__}'")
+    """``int(value or 0)`` exactly as FastVideo computes it (Python's own ``int``, on plain values only);
+    ValueError/TypeError/OverflowError as Python raises them: ``[]``, ``{}`` and ``''`` are 0, ``'_3'``
+    and ``'3__0'`` raise, a 40-digit string is that number, ``b'3'`` (``!!binary Mw==``) is 3."""
+    value = value or 0
+    if type(value) not in _PLAIN:
+        raise TypeError(f"int() argument must be a string, a bytes-like object or a real number, "
+                        f"not '{type(value).__name__}'")
+    return int(value)
 
 
 def _entries(output_dir: str) -> list[tuple[int, str, bool, bool]]:
@@ -88,31 +91,46 @@ def _entries(output_dir: str) -> list[tuple[int, str, bool, bool]]:
     return sorted(found, key=lambda item: (item[0], item[1]))
 
 
-def configured_limit(config: Any, infos: Sequence[CheckpointInfo]) -> tuple[Any, str | None]:
-    """The raw ``checkpoints_total_limit``: from ``config`` (a loaded ``--config``), else the newest
-    checkpoint's embedded config; (value, where) with value ``_MISSING`` when absent everywhere."""
+def configured_limit(config: Any, infos: Sequence[CheckpointInfo],
+                     overrides: Sequence[str] = ()) -> tuple[Any, str | None]:
+    """The raw ``checkpoints_total_limit``: from ``config`` (a loaded ``--config``, its overrides
+    applied), else the newest checkpoint's embedded config with ``overrides`` applied to it (as a run
+    launched with them sees it); (value, where) with value ``_MISSING`` when absent everywhere."""
     if config is not None:
         return config.get(LIMIT_PATH, None), "the run config"
     for info in sorted(infos, key=lambda i: -i.step):
         if info.has_config:
+            if overrides:
+                return _overridden(info.total_limit, overrides), f"the embedded config of {info.name} with --set"
             return info.total_limit, f"the embedded config of {info.name}"
     return _MISSING, None
 
 
-def fastvideo_outlook(output_dir: str, infos: Sequence[CheckpointInfo], config: Any = None) -> FastVideoOutlook:
-    """What FastVideo's cleanup (after the next save) and ``latest`` will do in ``output_dir`` (reads only)."""
+def _overridden(raw: Any, overrides: Sequence[str]) -> Any:
+    """The limit after ``overrides`` (FvError naming a malformed one), over the embedded value ``raw``."""
+    base: dict = {} if raw is None else {"training": {"checkpoint": {"checkpoints_total_limit": raw}}}
+    return get_path(apply_overrides(base, overrides), LIMIT_PATH, None)
+
+
+def fastvideo_outlook(output_dir: str, infos: Sequence[CheckpointInfo], config: Any = None,
+                      overrides: Sequence[str] = ()) -> FastVideoOutlook:
+    """What FastVideo's cleanup (after the next save) and ``latest`` will do in ``output_dir`` (reads only).
+
+    ``overrides``: the ``--set`` values, applied to the embedded config when there is no ``config``.
+    """
     try:
         entries = _entries(output_dir)
     except OSError as exc:
         raise FvError(f"{output_dir}: cannot list ({exc.strerror or exc})") from None
-    raw, source = configured_limit(config, infos)
+    raw, source = configured_limit(config, infos, overrides)
     warnings: list[Reason] = []
     limit: int | None
     try:
         limit = fastvideo_limit(None if raw is _MISSING else raw)
     except (ValueError, TypeError, OverflowError) as exc:
         limit = None
-        warnings.append(reason("fastvideo.limit_unreadable", "config", path=LIMIT_PATH, source=source, why=exc))
+        warnings.append(reason("fastvideo.limit_unreadable", "config", path=LIMIT_PATH, source=source,
+                               value=short_repr(raw), why=f"{type(exc).__name__}: {exc}"))
     with_next = [(step, name, symlink) for step, name, symlink, _ in entries] + [(math.inf, "", False)]
     doomed = with_next[:-limit] if limit and limit > 0 and len(with_next) > limit else []
     deletes = tuple(int(step) for step, _, symlink in doomed if not symlink)

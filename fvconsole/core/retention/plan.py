@@ -63,7 +63,7 @@ class KeptCheckpoint:
         return "; ".join(r.cli for r in self.why)
 
     def to_json(self) -> dict[str, Any]:
-        return {"step": self.step, "path": self.path, "reason": self.reason}
+        return {"step": self.step, "path": self.path, "bytes": self.bytes, "reason": self.reason}
 
 
 @dataclass(frozen=True)
@@ -80,13 +80,16 @@ class DoomedCheckpoint:
     complete: bool
     #: A leftover of an interrupted prune (already out of the ``checkpoint-<step>`` pattern).
     leftover: bool = False
+    #: What its removal leaves behind: the sidecar sets published for it (``prune.orphans_set``).
+    warnings: tuple[Reason, ...] = ()
 
     @property
     def reason(self) -> str:
-        return " and ".join(r.cli for r in self.why)
+        return "; ".join([" and ".join(r.cli for r in self.why), *(w.cli for w in self.warnings)])
 
     def to_json(self) -> dict[str, Any]:
-        return {"step": self.step, "path": self.path, "bytes": self.bytes, "reason": self.reason}
+        return {"step": self.step, "path": self.path, "bytes": self.bytes, "reason": self.reason,
+                "warnings": [w.cli for w in self.warnings]}
 
 
 @dataclass(frozen=True)
@@ -137,17 +140,21 @@ def plan_prune(scan: OutputScan, rules: PruneRules) -> PrunePlan:
         if keeps or not goes:
             kept.append(KeptCheckpoint(ck.step, ck.path, tuple(keeps), ck.info.bytes, ck.complete))
         else:
+            orphans = tuple(reason("prune.orphans_set", "checkpoint", path=p) for p in ck.sets)
             delete.append(DoomedCheckpoint(ck.step, ck.path, ck.info.bytes, ck.info.files, tuple(goes),
-                                           ck.identity, ck.complete))
+                                           ck.identity, ck.complete, warnings=orphans))
     running = tuple(reason("prune.leftover_running", "leftover", path=item.path, pid=item.pid,
                            name=item.original or "a checkpoint").cli for item in scan.leftovers if item.running)
-    notes = tuple(n for n in (scan.process_partial, *scan.notes, *running) if n)
+    orphaned = tuple(f"{item.path}: {w.cli}" for item in delete for w in item.warnings)
+    notes = tuple(n for n in (scan.process_partial, *scan.notes, *running, *orphaned) if n)
     return PrunePlan(scan.output_dir, rules, tuple(kept), tuple(delete), notes)
 
 
 def _never(ck: ScannedCheckpoint, newest_complete: int | None, resumable: ScannedCheckpoint | None) -> list[Reason]:
     """The reasons that hold whatever the rules say."""
     found = []
+    if ck.info.unreadable is not None:
+        found.append(reason("keep.unreadable", "checkpoint", why=ck.info.unreadable))
     if ck.symlink:
         found.append(reason("keep.symlink", "checkpoint"))
     if ck.mounts:
@@ -228,7 +235,7 @@ def _judge_marked(ck: ScannedCheckpoint, rules: PruneRules, newest_complete: int
         age = _age(ck, now)
         if age is None or age < rules.grace:
             keeps.append(reason("keep.grace", "grace", age=human_age(age), grace=format_duration(rules.grace)))
-    return keeps, [reason("prune.marked", "marked")]
+    return keeps, [reason("prune.marked", "marked", step=ck.step)]
 
 
 def _leftover(item: PruneLeftover) -> DoomedCheckpoint:

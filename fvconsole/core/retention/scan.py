@@ -17,7 +17,7 @@ import time
 from dataclasses import dataclass
 
 from fvconsole.core.checkpoints.listing import CheckpointInfo, checkpoint_dirs, inspect_checkpoint
-from fvconsole.core.migration.published import published_for
+from fvconsole.core.migration.published import PublishedSet, run_sets
 from fvconsole.core.retention.leftovers import (
     original_name,
     owner_running,
@@ -47,6 +47,9 @@ class ScannedCheckpoint:
     holders: tuple[Holder, ...]
     #: The published sidecar set made for it (its dir), if one is complete.
     published: str | None
+    #: Every set published in the output dir for it (their dirs): a prune that deletes it says they
+    #: are left without their checkpoint.
+    sets: tuple[str, ...] = ()
 
     @property
     def step(self) -> int:
@@ -97,8 +100,13 @@ class OutputScan:
 
 
 def scan_output_dir(output_dir: str, *, now: float | None = None, use: ProcessUse | None = None) -> OutputScan:
-    """Scan ``output_dir`` (reads only). FvError when it is not a readable directory."""
-    out = os.path.abspath(os.path.expanduser(output_dir))
+    """Scan ``output_dir`` (reads only). FvError when it is not a readable directory.
+
+    The scan, its checkpoints' and leftovers' paths, and so the plan and its journal line, name the
+    real directory (``~`` expanded, every symlink resolved): the one name the output dir's lock has,
+    however the command line reached it (issue 37 item 1).
+    """
+    out = os.path.realpath(os.path.expanduser(output_dir))
     try:
         st = os.stat(out)
     except OSError as exc:
@@ -107,7 +115,7 @@ def scan_output_dir(output_dir: str, *, now: float | None = None, use: ProcessUs
         raise FvError(f"{out}: not a directory (expected a training output dir)")
     if re.match(r"^checkpoint-\d+$", os.path.basename(out)):
         raise FvError(f"{out}: is a checkpoint-<step> dir; give the training output dir that holds it")
-    real = os.path.realpath(out)
+    real = out
     try:
         dirs = checkpoint_dirs(out)
         leftovers = _leftovers(out)
@@ -116,10 +124,13 @@ def scan_output_dir(output_dir: str, *, now: float | None = None, use: ProcessUs
     use = scan_processes() if use is None else use
     held = _holders_by_child(use.under(real), real)
     mounted = mounts_by_child(mount_points() or (), real)
-    found, notes = [], []
+    published = run_sets(out)
+    by_checkpoint = published.made_for()
+    found, notes = [], list(published.notes)
     for path in dirs:
         try:
-            scanned = _scan_one(path, st.st_dev, use, held, mounted, notes)
+            sets = by_checkpoint.get(os.path.join(real, os.path.basename(path)), ())
+            scanned = _scan_one(path, st.st_dev, use, held, mounted, sets)
         except (FvError, OSError):
             continue  # vanished since the listing (pruned or renamed by someone else)
         found.append(scanned)
@@ -128,7 +139,7 @@ def scan_output_dir(output_dir: str, *, now: float | None = None, use: ProcessUs
 
 
 def _scan_one(path: str, out_dev: int, use: ProcessUse, held: dict[str, set[Holder]],
-              mounted: dict[str, tuple[str, ...]], notes: list[str]) -> ScannedCheckpoint:
+              mounted: dict[str, tuple[str, ...]], sets: tuple[PublishedSet, ...]) -> ScannedCheckpoint:
     name = os.path.basename(path)
     lst = os.lstat(path)
     symlink = stat.S_ISLNK(lst.st_mode)
@@ -143,15 +154,10 @@ def _scan_one(path: str, out_dev: int, use: ProcessUse, held: dict[str, set[Hold
         holders |= use.held_in(walked)
     published = None
     if info.complete and info.kind != "rank-local" and not symlink:
-        try:
-            found = published_for(path, info.step)
-        except FvError as exc:
-            notes.append(str(exc))
-            found = None
-        if found is not None and found.complete:
-            published = found.output_dir
+        published = next((found.output_dir for found in sets if found.complete), None)
     return ScannedCheckpoint(info, symlink, (lst.st_dev, lst.st_ino), tuple(sorted(mounts)),
-                             tuple(sorted(holders)), published)
+                             tuple(sorted(holders)), published,
+                             () if symlink else tuple(sorted(found.output_dir for found in sets)))
 
 
 def _holders_by_child(use: ProcessUse, real: str) -> dict[str, set[Holder]]:

@@ -19,12 +19,13 @@ Beside them: :mod:`.errors` (exit codes), :mod:`.reasons` (refusals as data), :m
 :mod:`.progress`, :mod:`.optional` (the extras: torch, pyarrow, ...), :mod:`.fsutil`,
 :mod:`.interrupts` (SIGTERM and SIGHUP as an orderly interruption, and sections that defer them),
 :mod:`.operation` (the one runner of every action that changes something: locks, plan, execute,
-release, journal, signals).
+release, journal, signals), :mod:`.flags` (the command line's flags, spelled once).
 Nothing here imports another package of ``fvconsole.core``.
 """
 
 from __future__ import annotations
 
+from fvconsole.core.shared import flags
 from fvconsole.core.shared.errors import (
     EXIT_OK,
     EXIT_PARTIAL,
@@ -92,6 +93,7 @@ __all__ = [
     "decode",
     "decode_object",
     "elided",
+    "flags",
     "head_tail",
     "human_age",
     "human_bytes",

@@ -175,6 +175,8 @@ KINDS: Mapping[str, Kind] = _kinds(
          "the run config changes the world size {source_world} -> {target_world} (sp size {source_sp} -> "
          "{target_sp}): the loader state must be resharded; choose --reshard MODE ({modes}; the accounting "
          "of each is shown)"),
+    Kind("world_size.max",
+         "{world} ranks in {where}: fvconsole plans and writes at most {max} ranks (a sidecar per rank)"),
     Kind("manifest.source", "{problem}", "{problem} (--skip-source-check to proceed anyway)", SKIP_SOURCE_CHECK),
     # migration: the output dir (preview and execution)
     Kind("output_dir.has_sidecars",
@@ -346,6 +348,7 @@ KINDS: Mapping[str, Kind] = _kinds(
     Kind("keep.newest_complete", "the newest complete checkpoint: never deleted"),
     Kind("keep.in_use", "in use: {how} by pid {pid} ({command}){more}: never deleted"),
     Kind("keep.published", "its published sidecar set ({path}) is the newest resumable state: never deleted"),
+    Kind("keep.unreadable", "{why}: never deleted (what cannot be read is not judged)"),
     Kind("keep.symlink", "a symlink, not a checkpoint directory of this output dir: never deleted"),
     Kind("keep.mounted", "{where}: never deleted (removal never crosses a mount)"),
     Kind("keep.not_removable", "not removable by {user}: {path} ({why})"),
@@ -371,14 +374,15 @@ KINDS: Mapping[str, Kind] = _kinds(
          "modified {age} ago, older than {limit} (--older-than)"),
     Kind("prune.incomplete", "interrupted save ({why}), modified {age} ago",
          "interrupted save ({why}), modified {age} ago (--incomplete)"),
-    Kind("prune.marked", "marked for pruning in the console"),
+    Kind("prune.marked", "marked for pruning in the console", "selected by its step (--step {step})"),
     Kind("prune.leftover", "leftover of an interrupted prune ({name}): finished first"),
     Kind("prune.leftover_running", "{path}: {name} being pruned by pid {pid}, which still runs on this host: "
          "left alone"),
+    Kind("prune.orphans_set", "its sidecar set {path} is left without its checkpoint"),
     Kind("prune.changed", "{path}: {why} since the plan; left as it was"),
     # what FastVideo's own cleanup and "latest" resume will do (``checkpoints ls``)
-    Kind("fastvideo.limit_unreadable", "{path} ({source}): FastVideo cannot read it as a number ({why}); "
-         "it would fail before its first save"),
+    Kind("fastvideo.limit_unreadable", "FastVideo will refuse to start: {path} ({source}) is {value}, and "
+         "its int({path} or 0) raises {why}"),
     Kind("fastvideo.fewer_complete", "FastVideo's cleanup after the next save keeps {kept} "
          "of its limit {limit}: interrupted saves take its slots (prune them first)",
          "FastVideo's cleanup after the next save keeps {kept} of its limit {limit}: "

@@ -18,7 +18,9 @@ One interface (:mod:`.interface`: :class:`Lock` with ``probe`` → :class:`LockP
 - :class:`RootLock` (:mod:`.root_lock`): the evictor's lock of a cache root, an OFD write lock
   (:class:`OwnerLock`, :mod:`.owner_lock`) inside it composed with a :class:`HolderRecord` beside it.
 
-Beside them, the journal's brief append lock on an open file (:mod:`.append_lock`).
+A directory's lock is named from its one real path (:mod:`.naming`: ``~`` expanded, every symlink
+resolved), so each path that reaches it takes the same lock. Beside them, the journal's brief
+append lock on an open file (:mod:`.append_lock`).
 """
 
 from __future__ import annotations
@@ -38,6 +40,7 @@ from fvconsole.core.shared.locks.holder import (
 )
 from fvconsole.core.shared.locks.interface import Lock, LockBusy, LockMode, LockProbe, LockState, wait_for
 from fvconsole.core.shared.locks.lock_file import FileLock
+from fvconsole.core.shared.locks.naming import lock_file_beside, real_directory
 from fvconsole.core.shared.locks.owner_lock import (
     LockFileRefused,
     OwnerLock,
@@ -65,9 +68,11 @@ __all__ = [
     "RootLockKind",
     "clean_dead_temps",
     "is_write_locked",
+    "lock_file_beside",
     "lock_holder_pids",
     "lock_open_file",
     "read_holder",
+    "real_directory",
     "record_bytes",
     "temp_record_path",
     "unlock_open_file",

@@ -35,6 +35,7 @@ from fvconsole.core.shared.locks.holder import (
     temp_record_path,
 )
 from fvconsole.core.shared.locks.interface import Lock, LockBusy, LockProbe, LockState, wait_for
+from fvconsole.core.shared.locks.naming import lock_file_beside
 from fvconsole.core.shared.reasons import Reason
 
 _NO_HARDLINKS = {errno.EPERM, errno.ENOTSUP, errno.EOPNOTSUPP, errno.EMLINK, errno.ENOSYS}
@@ -64,6 +65,15 @@ class FileLock(Lock):
         self.held: Holder | None = None
         #: What the last :meth:`acquire` did beside taking the lock (a stale lock taken over or broken).
         self.notes: tuple[Reason, ...] = ()
+
+    @classmethod
+    def beside(cls, directory: str, tag: str, *, what: str, step: Callable[[str], None] | None = None,
+               field: str = "lock") -> FileLock:
+        """The lock of ``directory``: the file ``.<name><tag>`` beside its real path (:mod:`.naming`), so
+        every path that reaches one directory (a symlink, ``~``) takes the one lock; a refusal names the
+        directory as given (``~`` expanded)."""
+        subject = os.path.abspath(os.path.expanduser(directory))
+        return cls(lock_file_beside(directory, tag), subject=subject, what=what, step=step, field=field)
 
     # ---------------------------------------------------------------- judging
 
