@@ -100,7 +100,7 @@ def signal_at_progress(after: int) -> Callable[..., None]:
 
 
 def prune_case(tmp: Path) -> dict:
-    from fvconsole.core.migration.output_dir import lock_path
+    from fvconsole.core.migration.output_dir import migration_lock
     from fvconsole.core.retention import PruneOperation, PruneResult, plan_prune, scan_output_dir
 
     out = tmp / "out"
@@ -112,7 +112,7 @@ def prune_case(tmp: Path) -> dict:
     rules = PruneRules(keep_last=1)
     operation = PruneOperation(str(out), lambda: plan_prune(scan_output_dir(str(out)), rules), command="test prune")
     return {"operation": operation, "progress": signal_at_progress(1), "account": PruneResult,
-            "released": lambda: not os.path.lexists(lock_path(str(out))),
+            "released": lambda: not os.path.lexists(migration_lock(str(out)).path),
             "executing_changes": True}
 
 
@@ -146,12 +146,12 @@ def migration_case(tmp: Path) -> dict:
 
     from fvconsole.core.migration import MigrationOperation
     from fvconsole.core.migration.failure import MigrationFailure
-    from fvconsole.core.migration.output_dir import lock_path
+    from fvconsole.core.migration.output_dir import migration_lock
 
     legacy = build_legacy(str(tmp))
     operation = MigrationOperation(plan_for(legacy), command="test migrate")
     return {"operation": operation, "progress": signal_at_progress(1), "account": MigrationFailure,
-            "released": lambda: not os.path.lexists(lock_path(legacy.out)),
+            "released": lambda: not os.path.lexists(migration_lock(legacy.out).path),
             # staging began: journaled, but the output dir is unchanged (128 + signal)
             "executing_changes": False, "executing_journals": True}
 
@@ -159,10 +159,12 @@ def migration_case(tmp: Path) -> dict:
 def fleet_case(tmp: Path) -> dict:
     from slurm_cluster import write_fake_srun
 
+    from fvconsole.core.cache import EvictionSelectors
     from fvconsole.core.fleet import (
         DispatchOptions,
         FleetEvictionOperation,
         FleetEvictionResult,
+        NodeEviction,
         preview_fleet_eviction,
         select_nodes,
     )
@@ -173,7 +175,8 @@ def fleet_case(tmp: Path) -> dict:
                           status="incomplete", tensor_bytes=256)
     options = DispatchOptions(srun=write_fake_srun(tmp / "bin"), timeout=60)
     root = str(tmp / "{node}" / "wc")
-    plan = preview_fleet_eviction(select_nodes("a[1-2]"), root, ["--invalid"], (), options, slurm=None)
+    plan = preview_fleet_eviction(select_nodes("a[1-2]"), root, NodeEviction(EvictionSelectors(invalid=True)), options,
+                                  slurm=None)
     operation = FleetEvictionOperation(plan, command="test fleet evict", options=options)
     return {"operation": operation, "progress": signal_at_progress(1), "account": FleetEvictionResult,
             "released": lambda: True, "executing_changes": True, "executing_account": type(None),
