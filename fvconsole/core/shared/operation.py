@@ -134,7 +134,7 @@ def run_locked(operation: Operation[P, R], *, wait: float = 0.0, break_stale: bo
         operation.prepare()
         for lock in operation.locks():
             taken.append(lock)  # released whatever happens in acquire (releasing a lock not held does nothing)
-            held.append(_acquire(lock, wait, break_stale))
+            held.append(lock.acquire(wait, break_stale=break_stale))  # signal-safe: the locks door's own sections
         run = replace(run, held=tuple(held))
         plan = operation.plan()
         run = replace(run, plan=plan)
@@ -151,15 +151,6 @@ def run_locked(operation: Operation[P, R], *, wait: float = 0.0, break_stale: bo
             _release(taken)
         raise
     return _finish(operation, run, taken, journal)
-
-
-def _acquire(lock: Lock, wait: float, break_stale: bool) -> Any:
-    """Take ``lock``: not waiting, in a deferred section (the lock exists exactly when the object knows it
-    holds it, and a signal is acted on once it does); while waiting, a signal ends the wait."""
-    if wait > 0:
-        return lock.acquire(wait, break_stale=break_stale)
-    with deferred():
-        return lock.acquire(wait, break_stale=break_stale)
 
 
 def _release(taken: list[Lock]) -> tuple[Any, ...]:
