@@ -27,10 +27,26 @@ from fvconsole.core.migration.record import (
 )
 from fvconsole.core.migration.write import MigrationResult, completed, output_lock, prepare_output, write_set
 from fvconsole.core.shared.interrupts import Interrupted
-from fvconsole.core.shared.locks import FileLock
+from fvconsole.core.shared.locks import FileLock, LockState, ReaderRecord
 from fvconsole.core.shared.operation import Run, Stop, run_locked
 from fvconsole.core.shared.progress import Progress, no_progress
 from fvconsole.core.shared.reasons import Reason
+
+
+class _SourceReading:
+    """The reader's record of the source checkpoint (a prune of its run keeps it while this reads),
+    remembering how it was taken: a record that could not be written is a warning, never a refusal."""
+
+    def __init__(self, checkpoint: str) -> None:
+        self.record = ReaderRecord.of_checkpoint(checkpoint, operation="migrate")
+        self.state: LockState | None = None
+
+    def acquire(self, wait: float = 0.0, *, break_stale: bool = False) -> LockState:
+        self.state = self.record.acquire(wait, break_stale=break_stale)
+        return self.state
+
+    def release(self) -> Reason | None:
+        return self.record.release()
 
 
 class MigrationOperation:
@@ -54,6 +70,7 @@ class MigrationOperation:
         self.told: list[Reason] = [*plan.notes, *plan.output_dir_notes]
         self.out = self.parent = self.outname = ""
         self.lock: FileLock | None = None
+        self.reading: _SourceReading | None = None
 
     def warn(self, why: Reason) -> None:
         if why not in self.told:
@@ -64,9 +81,11 @@ class MigrationOperation:
     def prepare(self) -> None:
         self.out, self.parent, self.outname = prepare_output(self.confirmed, torch_check=self.torch_check)
 
-    def locks(self) -> tuple[FileLock]:
+    def locks(self) -> tuple[FileLock, _SourceReading]:
+        """The output dir's lock, then (read and linked to while this runs) the source checkpoint's reader record."""
         self.lock = output_lock(self.out)
-        return (self.lock,)
+        self.reading = _SourceReading(self.confirmed.checkpoint)
+        return (self.lock, self.reading)
 
     @property
     def lock_notes(self) -> tuple[Reason, ...]:
@@ -81,6 +100,9 @@ class MigrationOperation:
                 self.on_lock_note(note)
             else:
                 self.warn(note)
+        state = self.reading.state if self.reading is not None else None
+        if state is not None and state.problem is not None:  # a record not written: a prune will not see us
+            self.warn(state.problem)
         return self.confirmed
 
     def execute(self, plan: MigrationPlan, progress: Progress | None,

@@ -4,10 +4,10 @@ Why this shape: FastVideo reads ``$FASTVIDEO_DATALOADER_STATE_DIR/dataloader_sta
 for every rank, so an output dir holding half a set (or a new receipt beside old sidecars)
 would resume a run from the wrong samples. Everything is therefore staged in a sibling
 directory on the same filesystem (:mod:`.output_dir` names it), each file written atomically
-and verified, the receipt written last, and only then published (:mod:`.publish`). The
-legacy checkpoint is only ever read. Executions on one output dir take turns through its
-lock (the runner takes it: :mod:`.locked`); every file-system step, the lock's included, first
-calls the test-only fault hook (:mod:`.faults`).
+and verified, the receipt written last, and only then published (:mod:`.publish`). The source
+checkpoint is only read (a reader's record says so); executions on one output dir take turns
+through its lock (the runner takes both: :mod:`.locked`); every file-system step, the lock's
+included, first calls the test-only fault hook (:mod:`.faults`).
 """
 
 from __future__ import annotations
@@ -60,17 +60,28 @@ def _write_file_atomic(directory: str, name: str, data: bytes, sync_file: bool =
                               step=faults.point)
 
 
+def _recheck_source_still_there(plan: MigrationPlan) -> None:
+    """Right before publishing: the source checkpoint is still the one planned (not pruned meanwhile)."""
+    if not (os.path.isdir(plan.checkpoint) and os.path.isdir(os.path.join(plan.checkpoint, "dcp"))):
+        raise FvError.of(reason("recheck.source_gone", "checkpoint", path=plan.checkpoint))
+    _recheck_metadata(plan)
+
+
+def _recheck_metadata(plan: MigrationPlan) -> None:
+    meta = os.path.join(plan.checkpoint, "metadata.json")
+    meta_sha = _sha256_now(meta, "metadata.json", "recheck.metadata_unreadable")
+    if meta_sha != plan.checkpoint_metadata_sha256:
+        raise FvError.of(reason("recheck.metadata_changed", "metadata.json", path=meta, now=meta_sha[:12],
+                                planned=plan.checkpoint_metadata_sha256[:12]))
+
+
 def _recheck_sources(plan: MigrationPlan) -> None:
     """The checkpoint metadata, config and manifest must still be what the plan was made from.
 
     Each refusal is a :class:`Reason` about the field the preview would name (``metadata.json``,
     ``config``, ``manifest``), so a front end words it as it words the preview's refusals.
     """
-    meta = os.path.join(plan.checkpoint, "metadata.json")
-    meta_sha = _sha256_now(meta, "metadata.json", "recheck.metadata_unreadable")
-    if meta_sha != plan.checkpoint_metadata_sha256:
-        raise FvError.of(reason("recheck.metadata_changed", "metadata.json", path=meta, now=meta_sha[:12],
-                                planned=plan.checkpoint_metadata_sha256[:12]))
+    _recheck_metadata(plan)
     if plan.config_path and plan.config_sha256:
         cfg_sha = _sha256_now(plan.config_path, "config", "recheck.config_unreadable")
         if cfg_sha != plan.config_sha256:
@@ -212,9 +223,6 @@ def _write_all(
             raise
     for i, (rank, name, payload, data) in enumerate(jobs):
         done.append(_checked(rank, name, payload, data, stored[i], torch_check))
-
-
-# --------------------------------------------------------------------------- execute
 
 
 def _precheck(plan: MigrationPlan) -> tuple[str, str, str]:
@@ -362,6 +370,9 @@ def write_set(
         data = receipt_bytes(receipt)
         _write_file_atomic(staging, RECEIPT_NAME, data)
         fsync_dir(staging, f"fsync {staging}")
+        stage = "re-checking the source checkpoint"
+        faults.point(f"recheck {plan.checkpoint}")
+        _recheck_source_still_there(plan)
     except BaseException as exc:
         raise cleanup_and_fail(exc) from None
     stage = "publishing"
