@@ -8,8 +8,8 @@ built there: real DCP checkpoints, Parquet, safetensors). This venv must not hol
 safetensors, numpy or pyarrow, yet every printed command must work here exactly as there:
 `checkpoints ls/show`, the `migrate` dry run and `--yes`, `sidecars verify`, `cache ls`, the
 `cache evict` dry run, then `history`, and the console under a pseudo-terminal (first screen,
-`q`; a migration preview in it, headless, shows "install fvconsole[parquet]" as each next
-id). `--version` must print the installed version; the demo and `verify --deep` must refuse
+`q`; a migration preview in it, headless, shows "-" as each next id and one note under the
+table naming the extra, "pip install 'fvconsole[parquet]'"). `--version` must print the installed version; the demo and `verify --deep` must refuse
 in one line naming the extra to install. Standard library only, and `tests/lean_checks.py`
 (what the lean install must hold and show, shared with `tests/architecture/test_lean_install.py`; standard
 library and fvconsole only): it checks the venv, so it must not need anything of its own.
@@ -53,7 +53,7 @@ def check_installed() -> list[str]:
 
 
 #: The console, driven headless (Textual's run_test) in this venv: preview checkpoint-300's
-#: migration and report the "next id" cells, which need pyarrow (the `parquet` extra).
+#: migration and report the "next id" cells, which need pyarrow (the `parquet` extra), then the note under the table.
 _NEXT_IDS = """
 import asyncio, json, sys
 sys.path.insert(0, sys.argv[1])
@@ -106,7 +106,7 @@ def main() -> int:
     console = commands[kinds.index("console")]
     # Before `migrate --yes` writes the set (a preview of an existing set without overwrite refuses).
     cells = console_next_ids(console, env)
-    ok = isinstance(cells, list) and len(cells) == 8 and set(cells) == {PARQUET_HINT}
+    ok = isinstance(cells, list) and len(cells) == 9 and set(cells[:8]) == {"-"} and PARQUET_HINT in cells[8]
     print(f"wheel_smoke: console migration preview, next id column: {cells!r:.2000}: "
           f"{'ok' if ok else 'FAILED'}")
     failed += not ok

@@ -15,8 +15,8 @@ from typing import Any
 #: What the extras add and the base install must not bring (distribution == import name here).
 HEAVY = ("torch", "safetensors", "numpy", "pyarrow")
 
-#: The console's "next id" cell where reading the dataset needs the ``parquet`` extra.
-PARQUET_HINT = "install fvconsole[parquet]"
+#: What the note under the console's rank table says where reading the next ids needs the ``parquet`` extra.
+PARQUET_HINT = "pip install 'fvconsole[parquet]'"
 
 
 def importable(names: tuple[str, ...] = HEAVY) -> list[str]:
@@ -52,11 +52,18 @@ async def preview_next_ids(app: Any, pilot: Any, checkpoint: str = "checkpoint-3
     return [str(ranks.get_row_at(i)[-1]) for i in range(ranks.row_count)]
 
 
+def table_note(app: Any) -> str:
+    """The note under the migration view's rank table ("" when it shows none)."""
+    note = app.query_one("#mig-ids-note")
+    return str(note.render()).strip() if note.display else ""
+
+
 async def console_next_ids(config: str, output: str, cache: str) -> list[str]:
-    """The real console on these paths, headless: its migration preview's "next id" cells."""
+    """The real console on these paths, headless: its migration preview's "next id" cells, then
+    the note under the table."""
     from fvconsole.tui.app import FvConsoleApp
     from fvconsole.tui.state import ConsoleState
 
     app = FvConsoleApp(ConsoleState(config_path=config, checkpoints_path=output, cache_root=cache))
     async with app.run_test(size=(140, 42)) as pilot:
-        return await preview_next_ids(app, pilot)
+        return [*await preview_next_ids(app, pilot), table_note(app)]

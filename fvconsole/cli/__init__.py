@@ -30,6 +30,7 @@ from fvconsole.core.shared import (
     EXIT_REFUSED,
     EXIT_USAGE,
     FvError,
+    UsageError,
     as_interrupted,
     interrupt_handlers,
     printable,
@@ -101,7 +102,7 @@ def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
         metavar="DIR",
         help="weight shard cache root (default: $FASTVIDEO_WEIGHT_SHARD_CACHE)",
     )
-    parser.add_argument("--read-only", action="store_true", help="disable every write action in the console")
+    parser.add_argument("-r", "--read-only", action="store_true", help="disable every write action in the console")
     add_journal(parser, "the journal the console's History view reads and its migrations and evictions append to "
                         "(default $FVCONSOLE_JOURNAL, else $XDG_STATE_HOME/fvconsole/journal.jsonl)", default=None)
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=CliParser)
@@ -135,10 +136,20 @@ def _emit_error_json(payload: dict | None) -> None:
         discard_stdout()
 
 
+#: The JSON error's ``code`` of an interruption (Ctrl-C, SIGTERM, SIGHUP); ``interrupted_by`` names the signal.
+INTERRUPTED = "interrupted"
+
+
+class InternalError(FvError):
+    """A defect of fvconsole, not of the input: said in one line (no traceback), exit 1."""
+
+    kind = "internal"
+
+
 def _report_error(args: argparse.Namespace | None, exc: FvError, *, json_out: bool = False) -> CommandOutcome:
     message = " ".join(str(exc).split()) or type(exc).__name__
     json_out = json_out or (args is not None and getattr(args, "json", False))
-    _emit_error_json({"error": message, **exc.details} if json_out else None)
+    _emit_error_json({"error": message, "code": exc.error_code, **exc.details} if json_out else None)
     _say(f"error: {printable(message)}")
     if exc.exit_code == EXIT_USAGE:  # found by a command after parsing: the same hint as argparse's
         _say(usage_hint(parsed_prog(args)))
@@ -147,7 +158,7 @@ def _report_error(args: argparse.Namespace | None, exc: FvError, *, json_out: bo
 
 def _report_usage(exc: CliUsageError, argv: Sequence[str]) -> int:
     """argparse errors: one `error:` line, a `try: ... --help` line, {"error"} under --json; exit 2."""
-    _emit_error_json({"error": exc.message} if json_requested(argv) else None)
+    _emit_error_json({"error": exc.message, "code": UsageError.kind} if json_requested(argv) else None)
     _say(f"error: {printable(exc.message)}")
     _say(exc.hint)
     return EXIT_USAGE
@@ -189,7 +200,8 @@ def _report_interrupt(args: argparse.Namespace | None, exc: KeyboardInterrupt, *
         after = stop.note or ("nothing was changed" if getattr(args, "yes", False) else None)
         message, code = f"interrupted by {stop.name}" + (f"; {after}" if after else ""), stop.exit_code
     json_out = json_out or (args is not None and getattr(args, "json", False))
-    _emit_error_json({**stop.details, "error": message, "interrupted_by": stop.name} if json_out else None)
+    _emit_error_json({**stop.details, "error": message, "code": INTERRUPTED, "interrupted_by": stop.name}
+                     if json_out else None)
     _say(f"error: {printable(message)}")
     return code
 
@@ -258,6 +270,6 @@ def _dispatch(argv: list[str], handlers: contextlib.ExitStack) -> CommandOutcome
     except Exception as exc:  # noqa: BLE001 - last line of defence: no tracebacks for users
         if os.environ.get("FVCONSOLE_DEBUG"):
             raise
-        err = FvError(f"internal error: {type(exc).__name__}: {exc} (set FVCONSOLE_DEBUG=1 for a traceback)")
+        err = InternalError(f"internal error: {type(exc).__name__}: {exc} (set FVCONSOLE_DEBUG=1 for a traceback)")
         _report_error(args, err)
         return CommandOutcome(EXIT_REFUSED)

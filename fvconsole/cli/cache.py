@@ -57,6 +57,7 @@ from fvconsole.core.cache import (
     default_max_gb,
     gc_sort_key,
     listing_cells,
+    listing_csv,
     parse_keys,
     prometheus_text,
     resolve_root,
@@ -89,7 +90,8 @@ delete them.
 
 --format prometheus writes node-exporter textfile-collector metrics (bytes and entries
 per status, cap, filesystem free and size, oldest last-used age; per entry with
---per-entry); --output FILE replaces a regular FILE atomically and writes a FIFO or
+--per-entry); --format csv one row per entry for a spreadsheet (the columns of
+`fleet cache ls --format csv`, formula-looking cells neutralised); --output FILE replaces a regular FILE atomically and writes a FIFO or
 device (/dev/stdout) in place. --watch SECONDS scans again every
 SECONDS: text redraws the screen on a terminal and appends a timestamped block otherwise,
 --json prints one JSON line per scan, --output rewrites the file; --count N stops after N
@@ -179,7 +181,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     ls = actions.add_parser("ls", help="list cache entries", description=LS_HELP,
                             formatter_class=argparse.RawDescriptionHelpFormatter)
     _common(ls, json_flag=False)
-    add_format_args(ls, ("text", "json", "prometheus"), output=True)
+    add_format_args(ls, ("text", "json", "csv", "prometheus"), output=True)
     ls.add_argument("--sort", choices=("lru", "size", "key"), default="lru",
                     help="lru: FastVideo's GC order, next victim first (default); size: largest first; key")
     ls.add_argument("--per-entry", action="store_true",
@@ -266,6 +268,13 @@ def _show_ls(args: argparse.Namespace, fmt: str, scan: CacheScan, *, watching: b
     entries = sort_entries(scan, args.sort)
     if fmt == "prometheus":
         text = prometheus_text(scan, cap=_env_cap()[0], per_entry=args.per_entry)
+    elif fmt == "csv":
+        text = listing_csv(scan, entries)
+        if not args.output:  # the rows, then the scan's warnings on stderr (as the text table)
+            write_out(text)
+            sys.stdout.flush()
+            warn(*scan.errors, *scan.warnings)
+            return
     elif fmt == "json":
         head = ls_payload(scan, entries, with_entries=False)
         if not args.output:
@@ -334,7 +343,7 @@ def _watch(args: argparse.Namespace, fmt: str, root: str, grace: float) -> int:
 def _watch_error(fmt: str, exc: FvError) -> None:
     stamp = utc_text(time.time())
     if fmt == "json":
-        emit_json({"error": exc.message, "time": stamp})
+        emit_json({"error": exc.message, "code": exc.error_code, "time": stamp})
     say(f"error: {stamp}: {exc.message} (still watching)", err=True)
 
 
@@ -477,10 +486,19 @@ def _describe_stop(stop: Interrupted) -> None:
         stop.details = stop.partial.envelope(stop.journal)
 
 
+#: On a terminal a reason longer than this is clipped (then wrapped to the width); piped or --wide, never.
+REASON_CLIP = 100
+
+
+def _reason(text: str, width: int | None) -> str:
+    """A REASON cell: clipped on a terminal (``width``), whole when piped or with --wide (as --help says)."""
+    return clipped(text, REASON_CLIP) if width is not None else text
+
+
 def _skipped_table(skipped: tuple, width: int | None = None) -> list[str]:
     if not skipped:
         return []
-    return ["skipped:", format_table(("KEY", "REASON"), [(s.key, clipped(s.reason, 100)) for s in skipped],
+    return ["skipped:", format_table(("KEY", "REASON"), [(s.key, _reason(s.reason, width)) for s in skipped],
                                      width=width, wrap="REASON")]
 
 
@@ -495,7 +513,7 @@ def render_plan(plan: EvictionPlan, *, width: int | None = None) -> Block:
             lines.append(plan.free_space.summary())
     if plan.evict:
         lines.append(format_table(("KEY", "SIZE", "REASON"),
-                                  [(p.key, human_bytes(p.bytes), clipped(p.reason, 100)) for p in plan.evict], right=(1,),
+                                  [(p.key, human_bytes(p.bytes), _reason(p.reason, width)) for p in plan.evict], right=(1,),
                                   width=width, wrap="REASON"))
     else:
         lines.append("nothing to evict")
@@ -511,7 +529,7 @@ def render_result(done: LockedEviction, *, width: int | None = None) -> Block:
     lines = [result.title]
     if result.evicted:
         lines.append(format_table(("KEY", "FREED", "REASON"),
-                                  [(e.key, human_bytes(e.bytes), clipped(e.reason, 100)) for e in result.evicted], right=(1,),
+                                  [(e.key, human_bytes(e.bytes), _reason(e.reason, width)) for e in result.evicted], right=(1,),
                                   width=width, wrap="REASON"))
     lines += _skipped_table(result.skipped, width)
     lines += [f"error: {err}" for err in result.errors]

@@ -30,7 +30,16 @@ from fvconsole.cli.outcome import (
     record_write,
     warn_if_unwritten,
 )
-from fvconsole.core.shared import EXIT_OK, PartialFailure, clipped, flags, human_bytes, plural
+from fvconsole.core.shared import (
+    EXIT_OK,
+    FvError,
+    PartialFailure,
+    UsageError,
+    clipped,
+    flags,
+    human_bytes,
+    plural,
+)
 
 if TYPE_CHECKING:  # the core's records, for the hints only: importing retention costs every `checkpoints` start-up
     from fvconsole.core.retention import PrunePlan, PruneResult, PruneRules
@@ -42,9 +51,11 @@ A dry run unless --yes: it lists what would go and what stays, and why.
 Complete checkpoints are selected by --keep-last N (beyond the N newest complete ones) and
 --older-than D (newest file modified more than D ago); with both, a checkpoint goes only
 when it is beyond the newest N *and* older than D. Interrupted saves (no dcp/.metadata, or
-an rng_state_rank<r>.pt missing) are selected by --incomplete alone; one newer than the
-newest complete checkpoint only once older than --grace (default 10m). --keep-every K
-(complete checkpoints whose step is a multiple of K) and --keep STEP only keep.
+an rng_state_rank<r>.pt missing) are selected by --incomplete; one newer than the newest
+complete checkpoint only once older than --grace (default 10m). --step N selects
+checkpoint-N, complete or not, by name (as the console's marked prune; a step that is not
+there refuses the prune). --keep-every K (complete checkpoints whose step is a multiple of K)
+and --keep STEP only keep.
 
 Never deleted, whatever the flags: the newest complete checkpoint; one with a file open or
 mapped by a live process on this node (named by pid); the one whose published sidecar set
@@ -54,7 +65,8 @@ that is not a checkpoint-<step> directory of this output dir; anything across a 
 this user could not remove entirely.
 
 --yes takes the output dir's lock (the one a migration into it takes: a prune and a
-migration exclude each other), plans again under it, renames each victim out of the
+migration exclude each other; named from the real directory, so a symlink to it or ~ takes
+the same lock), plans again under it, renames each victim out of the
 checkpoint-<step> pattern (FastVideo's "latest" and its cleanup never see a half-deleted
 one), re-checks it and removes it with a progress line on stderr. A prune interrupted part-way
 leaves only hidden .fvconsole-pruning-* leftovers, which the next prune removes first
@@ -66,6 +78,7 @@ examples:
   fvconsole checkpoints prune /runs/gb200/outputs --keep-last 3            # preview only
   fvconsole checkpoints prune /runs/gb200/outputs --keep-last 3 --keep-every 1000 --yes
   fvconsole checkpoints prune /runs/gb200/outputs --keep-last 2 --older-than 7d --incomplete --json
+  fvconsole checkpoints prune /runs/gb200/outputs --step 3000 --step 3500 --yes
 
 exit codes: 0 ok (dry run included), 1 refused (also: another prune or migration holds the
 lock), 2 usage error, 3 failed part-way.
@@ -104,6 +117,9 @@ def register_prune(commands: argparse._SubParsersAction) -> None:
     prune.add_argument("--incomplete", action="store_true", help="select interrupted saves")
     add_grace(prune, "an interrupted save newer than the newest complete one goes only once older "
                      "than D (default 10m: it may still be being written)", default="10m")
+    prune.add_argument(flags.STEP, metavar="N", type=_bounded(0, MAX_STEP), action="append", default=[],
+                       help="select checkpoint-N (repeatable), as the console's marked prune does: still never "
+                            "deleted when a rule that always holds keeps it (newest complete, in use, published ...)")
     prune.add_argument(flags.KEEP, metavar="STEP", type=_bounded(0, MAX_STEP), action="append", default=[],
                        help="keep this step (repeatable)")
     add_yes(prune)
@@ -119,8 +135,24 @@ def rules_from_args(args: argparse.Namespace) -> PruneRules:
 
     older = parse_duration(args.older_than, flags.OLDER_THAN) if args.older_than is not None else None
     grace = parse_duration(args.grace, flags.GRACE)
+    both = sorted(set(args.step) & set(args.keep))
+    if both:
+        raise UsageError(f"{flags.STEP} {both[0]} and {flags.KEEP} {both[0]} contradict each other")
     return PruneRules(keep_last=args.keep_last, keep_every=args.keep_every, older_than=older,
-                      incomplete=args.incomplete, grace=grace, keep_steps=frozenset(args.keep))
+                      incomplete=args.incomplete, grace=grace, keep_steps=frozenset(args.keep),
+                      marked=frozenset(args.step))
+
+
+def missing_steps(plan: PrunePlan) -> None:
+    """A --step that names no checkpoint refuses the whole prune (exit 1, nothing pruned), as `cache evict
+    --key` does: it is a typo or the wrong output dir, and pruning the rest would report success for what
+    was not asked."""
+    there = {k.step for k in plan.kept} | {d.step for d in plan.delete if not d.leftover}
+    missing = sorted(plan.rules.marked - there)
+    if missing:
+        more = f" (+{len(missing) - 1} more)" if len(missing) > 1 else ""
+        raise FvError(f"checkpoint-{missing[0]}: not a checkpoint of {plan.output_dir} ({flags.STEP}){more}; "
+                      "nothing pruned", details={"missing": missing})
 
 
 def run_prune(args: argparse.Namespace) -> int:
@@ -138,7 +170,9 @@ def run_prune(args: argparse.Namespace) -> int:
     rules = rules_from_args(args)
 
     def make_plan() -> PrunePlan:
-        return plan_prune(scan_output_dir(args.dir), rules)
+        plan = plan_prune(scan_output_dir(args.dir), rules)
+        missing_steps(plan)
+        return plan
 
     if not args.yes:
         plan = make_plan()

@@ -3,11 +3,18 @@
 from __future__ import annotations
 
 import argparse
+from typing import TYPE_CHECKING, Any
 
 from fvconsole.cli.checkpoints import add_set_option
 from fvconsole.cli.common import Block, block, command_failed, emit_json, format_table, say, warn
 from fvconsole.cli.options import add_checkpoint, add_config, add_json, add_torch_check
-from fvconsole.core.shared import elided, flags, plural
+from fvconsole.core.shared import MissingExtra, elided, flags, plural
+
+#: The extra --deep needs (pyarrow reads the dataset's next sample ids).
+PARQUET = "parquet"
+
+if TYPE_CHECKING:  # the core's record, for the hint only (importing migration costs start-up)
+    from fvconsole.core.migration import VerifyResult
 
 VERIFY_EPILOG = """\
 examples:
@@ -64,10 +71,15 @@ def register(sub: argparse._SubParsersAction) -> None:
 def _verify(args: argparse.Namespace) -> int:
     from fvconsole.core.migration import verify_sidecars
 
-    result = verify_sidecars(
-        args.config, args.checkpoint, args.sidecar_dir, overrides=tuple(args.overrides), deep=args.deep,
-        torch_check=args.torch_check, upstream_receipt=args.upstream_receipt,
-    )
+    try:
+        result = verify_sidecars(
+            args.config, args.checkpoint, args.sidecar_dir, overrides=tuple(args.overrides), deep=args.deep,
+            torch_check=args.torch_check, upstream_receipt=args.upstream_receipt,
+        )
+    except MissingExtra as exc:  # name the option that needs the extra: what the user typed
+        if not args.deep or exc.extra != PARQUET:
+            raise
+        raise MissingExtra(f"{flags.DEEP} (each rank's next sample id)", exc.package, exc.extra) from None
     if not args.json:
         say(_report(result, args.deep))
         warn(*result.warnings)
@@ -80,7 +92,7 @@ def _verify(args: argparse.Namespace) -> int:
     return 0
 
 
-def _report(result, deep: bool) -> Block:
+def _report(result: VerifyResult, deep: bool) -> Block:
     lines = [f"sidecar dir: {result.sidecar_dir}"]
     if result.step is not None:
         lines.append(f"plan: step {result.step}, world size {result.world_size}")
@@ -101,7 +113,7 @@ def _report(result, deep: bool) -> Block:
     return block(lines)
 
 
-def _row(r: dict, deep: bool) -> list:
+def _row(r: dict[str, Any], deep: bool) -> list[Any]:
     row = [r["rank"], "ok" if r["ok"] else "BAD", r["row_group_position"], r["row_offset"],
            r["yielded_samples"], r["next_sample_index"]]
     if deep:

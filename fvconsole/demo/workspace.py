@@ -150,6 +150,8 @@ def _no_space_left(root: str) -> str | None:
 class DemoBuildFailed(FvError):
     """The build failed part-way; the message says what happened to the partial workspace."""
 
+    kind = "demo_failed"
+
 
 def _check_no_mounts(root: str) -> None:
     """Refuse a workspace with a mount point inside (bind mounts of the same filesystem included).

@@ -300,9 +300,11 @@ class FvConsoleApp(App[int]):
         self.call_after_refresh(self._focus_active)
 
     def _focus_active(self) -> None:
-        """Focus the main widget of whichever view is active *now* (tab events can arrive late)."""
+        """Focus the main widget of whichever view is active *now* (tab events can arrive late),
+        unless focus is in that view already (a field focused on purpose keeps it)."""
         view = self.current_view()
-        if view is not None and not self.exiting:
+        focused = self.focused
+        if view is not None and not self.exiting and (focused is None or view not in focused.ancestors_with_self):
             view.focus_main()
 
     def on_tabbed_content_tab_activated(self, event: TabbedContent.TabActivated) -> None:
@@ -380,7 +382,14 @@ class FvConsoleApp(App[int]):
         self.notify("Press q (or ctrl+q) to quit the console.", title="Do you want to quit?")
 
     def action_help(self) -> None:
-        self.push_screen(HelpScreen(keymap.sections(self.key_layout()), self.state.read_only))
+        """Every key, the view on screen's first (as lazygit shows the current context's), then
+        those of everywhere and of the tables, then the other views'."""
+        layout = self.key_layout()
+        view = self.current_view()
+        title = type(view).TITLE if view is not None else None
+        first = [(f"{name} (this view)", classes) for name, classes in layout if name == title]
+        rest = [(name, classes) for name, classes in layout if name != title]
+        self.push_screen(HelpScreen(keymap.sections(first + rest), self.state.read_only))
 
     # ------------------------------------------------------------ command palette
 

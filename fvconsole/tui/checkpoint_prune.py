@@ -9,6 +9,7 @@ bytes freed; the confirmation scrolls past a screenful and fits 80x24). Reasons 
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import replace
 from typing import Any
 
@@ -25,6 +26,7 @@ from fvconsole.core.retention import (
 )
 from fvconsole.core.shared import human_bytes, plural, run_locked
 from fvconsole.tui import state
+from fvconsole.tui.checkpoints_text import ORPHANS
 from fvconsole.tui.messages import CheckpointsPruned, PruneFailed, PrunePlanned
 from fvconsole.tui.modals import ConfirmScreen, ErrorScreen
 from fvconsole.tui.wording import reason_text
@@ -36,12 +38,16 @@ def prune_command(plan: PrunePlan) -> str:
     return f"fvconsole (console): checkpoints prune {plan.output_dir} marked {steps}".rstrip()
 
 
-def confirm_lines(plan: PrunePlan) -> list[str]:
-    """The confirmation's body: each checkpoint that goes (size, why), each that stays (why), the total."""
+def confirm_lines(plan: PrunePlan, published: Mapping[int, str] | None = None) -> list[str]:
+    """The confirmation's body: each checkpoint that goes (size, why; a published sidecar set it
+    orphans, by step in ``published``: the set's dir), each that stays (why), the total."""
+    published = published or {}
     lines = [f"Delete {len(plan.delete)} from {plan.output_dir}:"]
     for item in plan.delete:
         lines.append(f"  checkpoint-{item.step}  {human_bytes(item.bytes):>9}  "
                      + "; ".join(reason_text(r) for r in item.why))
+        if not item.leftover and item.step in published:
+            lines.append(f"    ⚠ {ORPHANS}: {published[item.step]}")
     lines.append("Keep:" if plan.kept else "Keep: nothing")
     for kept in plan.kept:
         lines.append(f"  checkpoint-{kept.step}  {reason_text(kept.why[0])}")
@@ -112,7 +118,9 @@ class PruneMarks:
                              if k.step in plan.rules.marked)
             self.notify(f"nothing to prune: {kept}", severity="warning", timeout=10)
             return
-        self.app.push_screen(ConfirmScreen(f"Prune {plural(len(plan.delete), 'checkpoint')}?", confirm_lines(plan), "Prune"),
+        published = {r.info.step: r.published.output_dir for r in self.listed if r.published is not None}
+        self.app.push_screen(ConfirmScreen(f"Prune {plural(len(plan.delete), 'checkpoint')}?",
+                                           confirm_lines(plan, published), "Prune"),
                              lambda ok: self._prune_confirmed(plan, ok))
 
     def _prune_confirmed(self, plan: PrunePlan, ok: bool | None) -> None:

@@ -164,15 +164,22 @@ def summary_text(row: CheckpointRow, detail: CheckpointDetail | None, width: int
     return text
 
 
+#: What pruning a checkpoint that has a published sidecar set does to the set (it resumes only
+#: from that checkpoint): the detail pane's retention line and the prune's confirmation say it.
+ORPHANS = "pruning it orphans its published sidecar set (the set resumes only from this checkpoint)"
+
+
 def retention_status(row: CheckpointRow, text: PlainText) -> None:
-    """Why a prune keeps it, or that it may go (marks: space, prune: p)."""
+    """Why a prune keeps it, or that it may go (marks: space, prune: p), and what it orphans."""
     if row.kept_why is None:
         return
     if row.kept_why:
         text.append("retention: kept", style="bold")
         text.append(f": {reason_text(row.kept_why[0])}\n")
-    else:
-        text.append("retention: may be pruned (space marks it, p prunes the marked)\n", style="grey62")
+        return
+    text.append("retention: may be pruned (space marks it, p prunes the marked)\n", style="grey62")
+    if row.published is not None:
+        text.append(f"⚠ {ORPHANS}\n", style="yellow")
 
 
 def migration_status(row: CheckpointRow, text: PlainText, width: int) -> None:
@@ -201,8 +208,8 @@ def migration_status(row: CheckpointRow, text: PlainText, width: int) -> None:
     elif kind is not None and not kind.migratable:
         text.append(f"⚠ loader unknown: {kind.why}\n", style="yellow")
     elif kind is not None and published is None:
-        text.append("Legacy: the streaming loader's state is a DCP chimera; migrate to rank-local "
-                    "sidecars (m).\n", style="italic")
+        text.append("Legacy: every rank saved its loader state under the same DCP key, so one rank's "
+                    "state overwrote the others'; migrate to rank-local sidecars (m).\n", style="italic")
 
 
 def detail_text(detail: CheckpointDetail, text: PlainText) -> None:

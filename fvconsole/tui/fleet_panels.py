@@ -39,6 +39,7 @@ class FleetForm(Vertical):
         self._node_list = Input(placeholder="e.g. gpu[001-016]", id="fleet-nodes", compact=True)
         self._root = PathInput(root, placeholder="the same path on every node; {node} allowed", id="fleet-root",
                                compact=True)
+        self.scan_button = Button("Scan ^R", id="fleet-scan", variant="primary", compact=True)
 
     def compose(self) -> ComposeResult:
         with Horizontal(classes="form-row", id="fleet-select"):
@@ -49,7 +50,7 @@ class FleetForm(Vertical):
         with Horizontal(classes="form-row", id="fleet-root-row"):
             yield Label("cache root")
             yield self._root
-            yield Button("Scan ^R", id="fleet-scan", variant="primary", compact=True)
+            yield self.scan_button
 
     @property
     def values(self) -> tuple[str | None, str | None, str]:

@@ -134,7 +134,9 @@ class FleetView(BaseView):
         return text
 
     def focus_main(self) -> None:
-        (self.matrix if self.scanned is not None else self._form.job_box).focus()
+        """The matrix once scanned, else Scan (Enter scans): never a field on arrival, where
+        ``q``, ``?`` and ``1``-``5`` would type text instead of acting."""
+        (self.matrix if self.scanned is not None else self._form.scan_button).focus()
 
     def offer_cache_root(self, old: str | None, new: str | None) -> None:
         self._form.offer_cache_root(old, new)

@@ -28,9 +28,11 @@ from fvconsole.tui.widgets import ListingTable, PlainStatic
 #: (label, key, width): what fits at 80 columns first (when, what, outcome, how much); the
 #: target takes whatever width is left (a path keeps its end), "who" and "items" make room for
 #: it on a narrow terminal (``FastTable`` fits them), and the detail pane has everything whole.
-COLUMNS = (("time (UTC)", "time", 19), ("action", "action", 11), ("result", "result", 11), ("bytes", "size", 10),
-           ("items", "items", 6), ("who", "who", 20), ("target", "target", 30))
-FIT = {"flex": "target", "shrink": {"target": 16, "result": 8, "who": 12}, "optional": ("items", "who")}
+#: "action" is as wide as the longest action ("checkpoints prune", "fleet cache evict") and narrows
+#: on a narrow terminal; the target's 24 is its least before "who" gives way, not its width.
+COLUMNS = (("time (UTC)", "time", 19), ("action", "action", 17), ("result", "result", 11), ("bytes", "size", 10),
+           ("items", "items", 6), ("who", "who", 20), ("target", "target", 24))
+FIT = {"flex": "target", "shrink": {"target": 16, "action": 11, "result": 8, "who": 12}, "optional": ("items", "who")}
 RESULT_STYLE = {"ok": "green", "partial": "bold yellow", "failed": "bold red"}
 #: Items and errors listed in the detail pane (a record holds at most 1000 of each).
 DETAIL_LIMIT = 200

@@ -16,7 +16,7 @@ from textual.widget import Widget
 
 from fvconsole.tui import migration_text as mt
 from fvconsole.tui.plain import PlainText
-from fvconsole.tui.widgets import FastTable, OneLine, PathsLine, PlainStatic
+from fvconsole.tui.widgets import BoundStatic, FastTable, OneLine, PathsLine, PlainStatic
 
 
 class Stage(Enum):
@@ -55,6 +55,15 @@ class Verdict(PlainStatic):
         text, kind = verdict
         self.set_classes(f"banner {kind}".strip())
         self.update(text)
+
+
+class TableNote(BoundStatic):
+    """One line under the rank table about its "next id" column (why ids are missing), shown
+    only when there is something to say: one note instead of the same words in every cell."""
+
+    def watch_text(self, text: Any) -> None:
+        super().watch_text(text)
+        self.display = bool(str(text))
 
 
 class PinnedScroll(VerticalScroll):

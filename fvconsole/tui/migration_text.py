@@ -45,7 +45,7 @@ def rank_sort_key(index: int) -> Any:
     return key
 
 
-def plan_summary(plan: MigrationPlan, ids_note: str | None = None) -> Text:
+def plan_summary(plan: MigrationPlan) -> Text:
     """Step, ranks, SP groups, samples per worker and epoch progress of a plan."""
     groups = plan.world_size // max(plan.sp_world_size, 1)
     text = PlainText()
@@ -72,16 +72,12 @@ def plan_summary(plan: MigrationPlan, ids_note: str | None = None) -> Text:
         text.append(f"ⓘ {plan.columns.message}\n", style="grey62")
     for note in plan.notes:
         text.append(f"⚠ {reason_text(note)}\n", style="yellow")
-    if ids_note:
-        text.append(f"ⓘ {ids_note}\n", style="grey62")
     return text
 
 
-def install_cell(result: NextSampleIds | None) -> str | None:
-    """The "next id" cell of every rank when reading the ids needs an extra that is missing."""
-    if result is None or result.missing_extra is None:
-        return None
-    return f"install fvconsole[{result.missing_extra}]"
+def ids_note_text(note: str | None) -> Text:
+    """The note under the rank table: why its "next id" column lacks ids (empty: it has them)."""
+    return PlainText(f"ⓘ {note}", style="grey62") if note else PlainText()
 
 
 def next_ids_note(result: NextSampleIds) -> str | None:

@@ -55,6 +55,7 @@ from fvconsole.tui.migration_panels import (
     ReceiptPanel,
     ReceiptParts,
     Stage,
+    TableNote,
     Verdict,
 )
 from fvconsole.tui.modals import ConfirmScreen, ErrorScreen
@@ -105,6 +106,8 @@ class MigrationView(BaseView):
                                          init=False)
     rank_rows: var[tuple[RankRow, ...]] = var((), init=False)
     summary: var[Text] = var(PlainText, always_update=True, init=False)
+    #: Why the "next id" column lacks ids (no pyarrow, too many row groups, unreadable files), under the table.
+    ids_note: var[Text] = var(PlainText, always_update=True, init=False)
     mismatch: var[Text] = var(PlainText, always_update=True, init=False)
     receipt: var[ReceiptParts | None] = var(None, always_update=True, init=False)
     #: The preview's elastic resume (every mode's accounting), None when the topology does not change.
@@ -139,6 +142,7 @@ class MigrationView(BaseView):
                 with Vertical(id="mig-table-pane"):
                     yield Input(placeholder="filter ranks (Esc closes)", classes="view-filter")
                     yield self.ranks
+                    yield TableNote(id="mig-ids-note").data_bind(text=MigrationView.ids_note)
                 with Vertical(id="mig-info"):
                     yield BoundStatic(id="mig-summary").data_bind(text=MigrationView.summary)
                     yield BoundStatic(id="mig-mismatch").data_bind(text=MigrationView.mismatch)
@@ -184,6 +188,7 @@ class MigrationView(BaseView):
         self.stage = stage
         self.rank_rows = ()
         self.summary = PlainText()
+        self.ids_note = PlainText()
         self.mismatch = PlainText()
         self.reshard = None
         self.verdict = (PlainText(message, style="italic"), "")
@@ -270,6 +275,7 @@ class MigrationView(BaseView):
             self.focus_table()
         self._verdict_on_top()
         self.next_ids_note = None
+        self.ids_note = PlainText()
         self.read_next_ids(plan)
 
     # ------------------------------------------------------------ next sample ids
@@ -287,20 +293,15 @@ class MigrationView(BaseView):
         if self._current_plan() is not message.plan:
             return  # a newer preview (or an edit) superseded this one
         ids = message.result.ids if message.result is not None else {}
-        # No pyarrow (the lean install): each cell says which extra reads the ids. The column is
-        # the table's flex one, already as wide as the room allows (widening it past the fit ran
-        # it off the screen's edge unmarked); narrower, the hint ends in "…" and the summary says it.
-        install = mt.install_cell(message.result)
         # Refilling 4096 rows costs tens of ms: at most once per preview (an equal value is no change).
-        self.rank_rows = tuple(row[:-1] + (install or (mt.ID_NONE if ids.get(int(row[0])) is None
-                                                       else str(ids[int(row[0])])),)
+        self.rank_rows = tuple(row[:-1] + (mt.ID_NONE if ids.get(int(row[0])) is None else str(ids[int(row[0])]),)
                                for row in self.rank_rows)
         if message.result is not None:
             self.next_ids_note = mt.next_ids_note(message.result)
         else:
             self.next_ids_note = f"next sample ids not read: {describe_error(message.error)}"
-        if self.next_ids_note is not None:
-            self.summary = mt.plan_summary(message.plan, self.next_ids_note)
+        # One note under the table (a missing extra: which one to install), never the same words in every cell.
+        self.ids_note = mt.ids_note_text(self.next_ids_note)
 
     def apply_filter(self, text: str) -> None:
         self.ranks.filter_text = text

@@ -79,14 +79,17 @@ class ConfirmScreen(Dialog[bool]):
     """
 
     AUTO_FOCUS = "#cancel"
-    BINDINGS = [Binding("escape", "cancel", "Cancel"), Binding("left,right", "switch", "Switch button", show=False)]
+    #: ``y`` and ``n`` answer as the buttons do (lazygit, k9s); Enter answers the focused button,
+    #: which starts as Cancel, so the default stays No.
+    BINDINGS = [Binding("escape,n", "cancel", "Cancel"), Binding("y", "confirm", "Confirm", show=False),
+                Binding("left,right", "switch", "Switch button", show=False)]
 
     def __init__(self, title: str, body_lines: Sequence[str], confirm_label: str = "Confirm") -> None:
         super().__init__()
         self._title = title
         self._body = list(body_lines)
-        self._confirm = Button(confirm_label, variant="error", id="confirm", compact=True)
-        self._cancel = Button("Cancel", variant="primary", id="cancel", compact=True)
+        self._confirm = Button(f"{confirm_label} (y)", variant="error", id="confirm", compact=True)
+        self._cancel = Button("Cancel (n)", variant="primary", id="cancel", compact=True)
 
     def compose(self) -> ComposeResult:
         with Vertical(id="dialog", classes="danger"):
@@ -103,6 +106,9 @@ class ConfirmScreen(Dialog[bool]):
 
     def action_cancel(self) -> None:
         self.dismiss(False)
+
+    def action_confirm(self) -> None:
+        self.dismiss(True)
 
     def action_switch(self) -> None:
         (self._confirm if self.focused is self._cancel else self._cancel).focus()
@@ -158,7 +164,7 @@ def help_table(sections: Sequence[tuple[str, Sequence[KeyHelp]]], read_only: boo
             table.add_row("", Text("no keys of its own: those under Everywhere and Tables apply", style="italic"))
     table.add_row("", "")
     table.add_row("", Text("In a text field keys type text: Esc goes back to the view's table. "
-                           "Write actions always ask first, with focus on Cancel.", style="italic"))
+                           "Write actions always ask first, with focus on Cancel: y confirms, n or Esc cancels.", style="italic"))
     if read_only:
         table.add_row("", Text("Read-only mode: execute and evict are disabled.", style="bold yellow"))
     return table
@@ -167,12 +173,16 @@ def help_table(sections: Sequence[tuple[str, Sequence[KeyHelp]]], read_only: boo
 class HelpScreen(_Notice):
     """Every key, grouped by view, generated from the bindings (see ``tui.keymap``)."""
 
-    AUTO_FOCUS = "#dialog-body"  # ↑ ↓ PgUp PgDn scroll the list
-    BINDINGS = [Binding("escape,question_mark,q", "close", "Close")]
+    AUTO_FOCUS = "#dialog-body"  # ↑ ↓ PgUp PgDn scroll the list, and j k as in the tables
+    BINDINGS = [Binding("escape,question_mark,q", "close", "Close"),
+                Binding("j", "scroll_keys(1)", "Down", show=False), Binding("k", "scroll_keys(-1)", "Up", show=False)]
 
     def __init__(self, sections: Sequence[tuple[str, Sequence[KeyHelp]]], read_only: bool) -> None:
         super().__init__(Label("fvconsole keys", id="dialog-title"),
                          Static(help_table(sections, read_only), id="help-keys"))
+
+    def action_scroll_keys(self, lines: int) -> None:
+        self.query_one("#dialog-body", VerticalScroll).scroll_relative(y=lines, animate=False)
 
 
 class PathsScreen(Dialog["dict[str, str] | None"]):

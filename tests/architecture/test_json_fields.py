@@ -42,7 +42,6 @@ NOT_EMITTED: dict[str, dict[str, str]] = {
         "planned_at": "a monotonic clock reading: meaningless outside this process",
     },
     "core/retention/plan.py:KeptCheckpoint": {
-        "bytes": "the console's size column; the issue's JSON shape is step, path and reason",
         "complete": "the console's completeness column; the reason says it",
     },
     "core/retention/fastvideo.py:FastVideoOutlook": {
@@ -71,7 +70,6 @@ NOT_EMITTED: dict[str, dict[str, str]] = {
     "core/fleet/outcomes.py:NodeOutcome": {
         "node": "the key of its object in the parent's `nodes`",
         "srun_exit": "srun's own status: the node's verdict is `failure` and the command's `exit_code`",
-        "reason": "`error` as data for the console; the JSON carries its text as `error`",
         "document": "`output` read into typed records for the fleet's views; the JSON is `output` as the node sent it",
     },
     "core/formats/manifest.py:Manifest": {

@@ -17,7 +17,7 @@ from slurm_cluster import write_fake_srun
 
 from fvconsole.cli import main
 from fvconsole.core.cache.columns import LABELS, METRICS
-from fvconsole.core.fleet.export import safe_cell
+from fvconsole.core.cache.export import safe_cell
 
 DAY = 86400.0
 #: name -> (MiB, age): two complete entries, an incomplete one (no manifest) and a broken one.

@@ -35,7 +35,9 @@ def assert_contract(code: int, out: str, err: list[str], *, json_out: bool, hint
     assert err[0].startswith("error: ") and "usage:" not in "".join(err)
     assert err[1] == f"try: {hint} --help"
     if json_out:
-        assert json.loads(out) == {"error": err[0][len("error: "):]}
+        doc = json.loads(out)
+        assert isinstance(doc.pop("code"), str)  # a stable code for scripts (issue 38 item 15)
+        assert doc == {"error": err[0][len("error: "):]}
     else:
         assert out == ""
     return err[0]
@@ -120,7 +122,8 @@ def test_usage_error_in_a_real_process_exits_2_with_json(tmp_path) -> None:
     assert proc.returncode == 2
     assert proc.stderr.splitlines() == ["error: unrecognized arguments: --sortt size (did you mean --sort?)",
                                         "try: fvconsole cache ls --help"]
-    assert json.loads(proc.stdout) == {"error": "unrecognized arguments: --sortt size (did you mean --sort?)"}
+    assert json.loads(proc.stdout) == {"error": "unrecognized arguments: --sortt size (did you mean --sort?)",
+                                       "code": "usage"}
 
 
 def test_control_characters_in_a_bad_argument_are_escaped_on_stderr(capsys) -> None:

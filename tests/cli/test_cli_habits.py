@@ -68,3 +68,174 @@ def test_cache_evict_reason_is_not_cut_when_piped(cache: Path, capsys) -> None:
         assert main([*argv, *extra]) == 0
         out = capsys.readouterr().out
         assert all(reason in out for reason in long), out
+
+
+# ---------------------------------------------------------------- item 11: checkpoints prune --step N
+
+
+@pytest.fixture
+def out(tmp_path: Path) -> Path:
+    """Complete 100, 200, 300 (300 the newest: never deleted) and an interrupted 250 (five days old)."""
+    from retention_runs import make_checkpoint
+
+    out = tmp_path / "out"
+    out.mkdir()
+    for step, days in ((100, 9), (200, 8), (300, 1)):
+        make_checkpoint(out, step, age=days * DAY)
+    make_checkpoint(out, 250, complete=False, age=5 * DAY)
+    return out
+
+
+def test_prune_step_selects_checkpoints_by_name_under_the_never_delete_rules(out: Path, capsys) -> None:
+    plan = _json(capsys, "checkpoints", "prune", str(out), "--step", "200", "--step", "250", "--step", "300", "--json")
+    assert sorted(d["step"] for d in plan["delete"]) == [200, 250]
+    kept = {k["step"]: k["reason"] for k in plan["kept"]}
+    assert sorted(kept) == [100, 300] and "never deleted" in kept[300]  # the newest complete one stays
+    assert {d["reason"] for d in plan["delete"]} == {"selected by its step (--step 200)",
+                                                    "selected by its step (--step 250)"}
+    assert plan["rules"]["marked"] == [200, 250, 300]
+    assert main(["checkpoints", "prune", str(out), "--step", "200", "-y", "--no-journal"]) == 0
+    capsys.readouterr()
+    assert sorted(p.name for p in out.iterdir()) == ["checkpoint-100", "checkpoint-250", "checkpoint-300"]
+
+
+def test_prune_step_that_is_not_there_refuses_the_prune(out: Path, capsys) -> None:
+    assert main(["checkpoints", "prune", str(out), "--step", "100", "--step", "150", "--yes", "--json"]) == 1
+    captured = capsys.readouterr()
+    assert captured.err.splitlines()[0] == f"error: checkpoint-150: not a checkpoint of {out} (--step); nothing pruned"
+    assert json.loads(captured.out)["missing"] == [150]
+    assert (out / "checkpoint-100").is_dir()
+    assert main(["checkpoints", "prune", str(out), "--step", "100", "--keep", "100"]) == 2
+    assert capsys.readouterr().err.startswith("error: --step 100 and --keep 100 contradict each other\n")
+
+
+# ---------------------------------------------------------------- item 15: JSON
+
+
+def test_prune_kept_items_have_bytes(out: Path, capsys) -> None:
+    plan = _json(capsys, "checkpoints", "prune", str(out), "--keep-last", "1", "--json")
+    listing = _json(capsys, "checkpoints", "ls", str(out), "--json")
+    sizes = {c["step"]: c["bytes"] for c in listing["checkpoints"]}
+    assert plan["kept"] and all(k["bytes"] == sizes[k["step"]] for k in plan["kept"])
+
+
+def test_latest_has_keys_that_name_its_three_meanings(out: Path, capsys) -> None:
+    from retention_runs import make_checkpoint
+
+    make_checkpoint(out, 400, complete=False, age=60)  # the newest save, interrupted: `latest` resumes from it
+    doc = _json(capsys, "checkpoints", "ls", str(out), "--json")
+    assert doc["latest"] == doc["latest_resume_path"] == str(out / "checkpoint-400")
+    assert doc["disk"]["latest"] == doc["disk"]["latest_complete_path"] == str(out / "checkpoint-300")
+    assert doc["fastvideo"]["latest"] == doc["fastvideo"]["latest_resume_step"] == 400
+
+
+def test_every_json_error_has_a_stable_code(cache: Path, tmp_path: Path, capsys) -> None:
+    cases = [
+        (["cache", "evict", str(cache), "--json"], 2, "evict.nothing_selected"),  # a reason's code
+        (["cache", "evict", str(cache), "--json", "--bogus"], 2, "usage"),  # argparse's
+        (["cache", "evict", str(cache), "--key", "f" * 16, "--json"], 1, "refused"),
+        (["cache", "ls", str(tmp_path / "absent"), "--json"], 1, None),
+    ]
+    for argv, code, expected in cases:
+        try:
+            got = main(argv)
+        except SystemExit as stop:
+            got = stop.code
+        doc = json.loads(capsys.readouterr().out)
+        assert got == code and "error" in doc, argv
+        assert isinstance(doc["code"], str) and doc["code"], argv
+        if expected is not None:
+            assert doc["code"] == expected, (argv, doc)
+
+
+# ---------------------------------------------------------------- item 14: wording
+
+
+def test_a_wrong_typed_value_leads_with_its_type_and_suggests_no_override(ws, tmp_path: Path, capsys) -> None:
+    code = main(ws.migrate_args(tmp_path / "out", "--set", "training.distributed.num_gpus=eight", yes=False))
+    captured = capsys.readouterr()
+    assert code == 1
+    assert captured.err.startswith("error: training.distributed.num_gpus: must be an integer"), captured.err
+    assert "--set training.distributed.num_gpus=" not in captured.out + captured.err
+
+
+def test_an_empty_run_config_says_so(ws, tmp_path: Path, capsys) -> None:
+    empty = tmp_path / "empty.yaml"
+    empty.write_text("")
+    argv = ws.migrate_args(tmp_path / "out", yes=False)
+    argv[argv.index("--config") + 1] = str(empty)
+    assert main(argv) == 1
+    err = capsys.readouterr().err
+    assert f"{empty}: run config is empty" in err and "NoneType" not in err
+
+
+def test_no_jargon_and_the_helps_say_what_they_mean(capsys) -> None:
+    package = Path(__import__("fvconsole").__file__).parent
+    assert not [p for p in package.rglob("*.py") if "chimera" in p.read_text()]
+    with pytest.raises(SystemExit):
+        main(["migrate", "--help"])
+    text = " ".join(capsys.readouterr().out.split())
+    assert "the checkpoint's world size" in text and "the run's world size" not in text
+    assert "--reshard" in text and "FastVideo-native" in text
+    with pytest.raises(SystemExit):
+        main(["history", "--help"])
+    text = " ".join(capsys.readouterr().out.split())
+    assert "`checkpoints prune --yes`" in text and "--oldest-first" in text
+
+
+def test_after_a_reshard_the_next_step_names_the_world_size(ws, tmp_path: Path, capsys) -> None:
+    argv = ws.migrate_args(tmp_path / "out", "--set", "training.distributed.num_gpus=8", "--reshard", "nearest",
+                           "--no-journal")
+    assert main(argv) == 0
+    out = capsys.readouterr().out
+    assert "next step: resume training on world size 8 (sp size 2; this set is for 8 ranks) with" in out, out
+
+
+def test_a_refusal_is_not_printed_twice_on_one_terminal(ws, tmp_path: Path) -> None:
+    """stdout and stderr on one terminal: the `error:` line stays, the block's copy of it goes."""
+    import os
+    import pty
+    import subprocess
+    import sys
+
+    argv = ws.migrate_args(tmp_path / "out", "--set", "training.distributed.num_gpus=eight", yes=False)
+    leader, follower = pty.openpty()
+    proc = subprocess.Popen([sys.executable, "-m", "fvconsole", *argv], stdin=subprocess.DEVNULL, stdout=follower,
+                            stderr=follower, env={**os.environ, "COLUMNS": "200"})
+    os.close(follower)
+    chunks = []
+    while True:
+        try:
+            chunk = os.read(leader, 65536)
+        except OSError:  # EIO: the child closed the terminal
+            break
+        if not chunk:
+            break
+        chunks.append(chunk)
+    assert proc.wait(timeout=120) == 1
+    os.close(leader)
+    text = b"".join(chunks).decode()
+    first = "training.distributed.num_gpus: must be an integer"
+    assert text.count(first) == 1, text  # on the error line only
+    assert "error: " + first in text
+    assert "refused (2 reasons); nothing written; the first is the error line below:" in text
+
+
+def test_history_lists_newest_first(tmp_path: Path, capsys) -> None:
+    from fvconsole.core.journal import JournalRecord, append_record
+
+    journal = str(tmp_path / "journal.jsonl")
+    for n, target in enumerate(("/r/first", "/r/second")):
+        record = JournalRecord(action="cache evict", target=target, result="ok", exit_code=0, bytes=n, user="u",
+                               host="h", pid=1, time=1_800_000_000.0 + n, command="fvconsole cache evict --yes")
+        assert append_record(record, journal).written
+    assert main(["history", "--journal", journal]) == 0
+    out = capsys.readouterr().out
+    assert out.index("/r/second") < out.index("/r/first")
+    assert main(["history", "--journal", journal, "--oldest-first"]) == 0
+    out = capsys.readouterr().out
+    assert out.index("/r/first") < out.index("/r/second")
+    doc = _json(capsys, "history", "--journal", journal, "--json", "--limit", "1")
+    assert [r["target"] for r in doc["records"]] == ["/r/second"]
+    doc = _json(capsys, "history", "--journal", journal, "--json")
+    assert [r["target"] for r in doc["records"]] == ["/r/second", "/r/first"]

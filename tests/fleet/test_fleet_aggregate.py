@@ -90,7 +90,7 @@ def test_failed_nodes_are_reported_not_counted(tmp_path: Path) -> None:
     view = aggregate_ls(_run(outcomes))
     doc = view.to_json()
     assert "does not exist" in doc["nodes"]["n5"]["error"]
-    assert doc["nodes"]["n6"] == {"error": "timed out after 60s", "failure": "timeout"}
+    assert doc["nodes"]["n6"] == {"error": "timed out after 60s", "failure": "timeout", "code": "timeout"}
     assert set(doc["keys"][key]) == set(NODES) - {"n5", "n6"}
     assert view.exit_code == 3
     assert "error: timed out after 60s" in render_fleet_ls(view, "/r")

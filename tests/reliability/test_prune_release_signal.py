@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 from retention_runs import DAY, make_checkpoint
 
-from fvconsole.core.migration.output_dir import lock_path
+from fvconsole.core.migration.output_dir import migration_lock
 from fvconsole.core.shared import locks
 
 
@@ -38,7 +38,7 @@ def test_sigterm_while_a_prune_releases_its_lock_is_reported(tmp_path: Path, cli
 
     # Two checkpoints were removed before the signal: it stands, and the signal is reported (exit 3).
     assert sorted(p.name for p in out.iterdir()) == ["checkpoint-300"]
-    assert not os.path.lexists(lock_path(str(out))), "the lock was left behind"
+    assert not os.path.lexists(migration_lock(str(out)).path), "the lock was left behind"
     assert result.returncode == 3, result.describe()
     errors = [line for line in result.stderr.splitlines() if line.startswith("error:")]
     assert errors == [f"error: interrupted by SIGTERM; the prune ran: 2 checkpoints removed from {out}"], errors

@@ -60,7 +60,7 @@ def test_a_binary_yaml_value_is_read_as_int_reads_bytes(tmp_path: Path, cli) -> 
     run.write_text("training:\n  checkpoint:\n    checkpoints_total_limit: !!binary Mw==\n")  # b'3'
     code, stdout, err = cli(["checkpoints", "ls", str(out), "--config", str(run), "--json"])
     assert code == 0, err
-    assert one_json(stdout)["fastvideo"] == {"cleanup_limit": 3, "cleanup_deletes": [100, 200], "latest": 400}
+    assert one_json(stdout)["fastvideo"] == {"cleanup_limit": 3, "cleanup_deletes": [100, 200], "latest": 400, "latest_resume_step": 400}
 
 
 def test_set_without_config_applies_to_the_embedded_config(tmp_path: Path, cli) -> None:
@@ -68,7 +68,7 @@ def test_set_without_config_applies_to_the_embedded_config(tmp_path: Path, cli) 
     argv = ["checkpoints", "ls", str(out), "--set", "training.checkpoint.checkpoints_total_limit=2"]
     code, stdout, err = cli([*argv, "--json"])
     assert code == 0, err
-    assert one_json(stdout)["fastvideo"] == {"cleanup_limit": 2, "cleanup_deletes": [100, 200, 300], "latest": 400}
+    assert one_json(stdout)["fastvideo"] == {"cleanup_limit": 2, "cleanup_deletes": [100, 200, 300], "latest": 400, "latest_resume_step": 400}
     code, stdout, err = cli(argv)
     assert ("fastvideo: checkpoints_total_limit 2 (from the embedded config of checkpoint-400 with --set): right "
             "after the next save its cleanup deletes checkpoint-100, checkpoint-200, checkpoint-300") in stdout

@@ -83,7 +83,7 @@ def test_symlinked_and_interrupted_saves_take_slots_and_the_warnings(tmp_path: P
     data = one_json(stdout)
     # 100, 150 (symlink), 200, 300, 400 and the next save: the newest 3 are 300, 400 and the next save;
     # 150 is selected too but stays (rmtree refuses a symlink): it and the next save are complete.
-    assert data["fastvideo"] == {"cleanup_limit": 3, "cleanup_deletes": [100, 200], "latest": 400}
+    assert data["fastvideo"] == {"cleanup_limit": 3, "cleanup_deletes": [100, 200], "latest": 400, "latest_resume_step": 400}
     warnings = "\n".join(data["warnings"])
     assert "keeps 2 complete checkpoints of its limit 3" in warnings
     assert "deletes checkpoint-200, the newest complete checkpoint" in warnings
@@ -95,12 +95,12 @@ def test_symlinked_and_interrupted_saves_take_slots_and_the_warnings(tmp_path: P
     run = tmp_path / "run.yaml"
     run.write_text(json.dumps({"training": {"checkpoint": {"checkpoints_total_limit": 0}}}))
     code, stdout, err = cli(["checkpoints", "ls", str(out), "--config", str(run), "--json"])
-    assert one_json(stdout)["fastvideo"] == {"cleanup_limit": 0, "cleanup_deletes": [], "latest": 400}
+    assert one_json(stdout)["fastvideo"] == {"cleanup_limit": 0, "cleanup_deletes": [], "latest": 400, "latest_resume_step": 400}
     # Pruning the interrupted saves first removes the trap: the next cleanup keeps both complete ones.
     code, _, err = cli(["checkpoints", "prune", str(out), "--incomplete", "--grace", "0", "--yes", "--no-journal"])
     assert code == 0, err
     data = one_json(cli(["checkpoints", "ls", str(out), "--json"]).stdout)
-    assert data["fastvideo"] == {"cleanup_limit": 3, "cleanup_deletes": [100], "latest": 200}
+    assert data["fastvideo"] == {"cleanup_limit": 3, "cleanup_deletes": [100], "latest": 200, "latest_resume_step": 200}
 
 
 def test_an_unreadable_limit_is_a_warning(tmp_path: Path, cli) -> None:

@@ -18,7 +18,7 @@ from migration_runs import one_json
 from reliability.harness import cli_env, tree_digest
 from retention_runs import DAY, make_checkpoint
 
-from fvconsole.core.migration.output_dir import lock_path, migration_lock
+from fvconsole.core.migration.output_dir import migration_lock
 
 CHECKPOINT = re.compile(r"^checkpoint-(\d+)$")
 LEFTOVER = re.compile(r"^\.fvconsole-pruning-[0-9a-f]{16}-")
@@ -54,7 +54,7 @@ def test_the_dry_run_changes_nothing_and_yes_deletes_exactly_what_it_listed(out:
     assert [r["step"] for r in done["removed"]] == [250, 200, 100]
     assert done["freed_bytes"] == planned["freed_bytes"]
     assert names(out) == ["checkpoint-300", "checkpoint-400"]
-    assert not os.path.lexists(lock_path(str(out)))
+    assert not os.path.lexists(migration_lock(str(out)).path)
     [line] = journal.read_text().splitlines()
     record = json.loads(line)
     assert (record["action"], record["target"], record["items"]) == (
@@ -200,4 +200,4 @@ def test_sigkill_at_random_moments_never_leaves_a_partly_removed_checkpoint(tmp_
     code, stdout, err = cli(["checkpoints", "prune", str(out), "--older-than", "7d", "--yes", "--no-journal"])
     assert code == 0, err
     assert names(out) == ["checkpoint-50"]
-    assert not os.path.lexists(lock_path(str(out)))
+    assert not os.path.lexists(migration_lock(str(out)).path)

@@ -175,8 +175,9 @@ def test_the_newest_resumable_checkpoints_published_set_is_kept(tmp_path: Path, 
 def test_the_json_shape(out: Path) -> None:
     plan = plan_prune(scan_output_dir(str(out), use=ProcessUse(), now=time.time()), PruneRules(keep_last=5))
     data = plan.to_json()
-    assert data["kept"][0] == {"step": 700, "path": str(out / "checkpoint-700"),
+    assert data["kept"][0] == {"step": 700, "path": str(out / "checkpoint-700"), "bytes": data["kept"][0]["bytes"],
                                "reason": "interrupted save; --incomplete would select it"}
+    assert data["kept"][0]["bytes"] == sum(p.stat().st_size for p in (out / "checkpoint-700").rglob("*") if p.is_file())
     [gone] = data["delete"]
     assert set(gone) == {"step", "path", "bytes", "reason", "warnings"} and gone["step"] == 100
     assert gone["bytes"] == sum(p.stat().st_size for p in (out / "checkpoint-100").rglob("*") if p.is_file())

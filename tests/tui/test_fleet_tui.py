@@ -166,8 +166,8 @@ async def test_filter_and_r_rescan_in_fleet_view(fleet: dict) -> None:
     async with app.run_test(size=SIZE) as pilot:
         view = await open_fleet(app, pilot, fleet["root"])
         view.dispatcher = SrunDispatcher(timeout=60, srun=fleet["srun"])
-        assert isinstance(app.focused, Input)  # the form first: type a job id or node list
-        await pilot.press("escape", "r")  # Esc leaves the field; r before any scan runs no srun
+        assert app.focused is view.query_one("#fleet-scan")  # Scan first: the global keys act, no field types them
+        await pilot.press("r")  # r before any scan runs no srun
         assert view.view_result is None
         assert any("nothing scanned yet" in n.message for n in app._notifications)
         view.action_scan()

@@ -145,7 +145,8 @@ def test_rank_table_holds_4096_ranks(tmp_path) -> None:
             await app.workers.wait_for_complete()
             await pilot.pause()
             assert view.next_ids_note is not None and "distinct row groups" in view.next_ids_note
-            assert "not read" in str(app.query_one("#mig-summary").render())
+            assert "not read" in str(app.query_one("#mig-ids-note").render())  # one note, under the table
+            assert "not read" not in str(app.query_one("#mig-summary").render())
             view.apply_filter("")
             assert table.row_count == 4096 and table.get_row_at(17)[-1] == "-"
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 from fvconsole.core.cache.columns import CONSOLE, DROPPABLE, LISTING, listing_cells, shards_text
 from fvconsole.core.cache.detail import CacheEntryDetail, cache_entry_detail
 from fvconsole.core.cache.evict import EvictionResult, StoppedEviction, execute_eviction
+from fvconsole.core.cache.export import listing_csv
 from fvconsole.core.cache.freespace import FreeSpacePlan
 from fvconsole.core.cache.gc_order import gc_sort_key
 from fvconsole.core.cache.locked import EvictionPreview, EvictionRequest, LockedEviction, evict_under_lock
@@ -45,7 +46,7 @@ from fvconsole.core.cache.verify import CacheVerification, EntryVerification, ve
 __all__ = [
     # verbs
     "scan_cache", "plan_eviction", "execute_eviction", "evict_under_lock", "probe_evictor", "verify_cache", "verify_entry",
-    "cache_entry_detail", "prometheus_text", "gc_sort_key", "resolve_root", "protection_reason",
+    "cache_entry_detail", "prometheus_text", "listing_csv", "gc_sort_key", "resolve_root", "protection_reason",
     # records
     "CacheScan", "CacheEntry", "CacheEntryDetail", "EvictionRequest", "EvictionPreview", "EvictionSelectors", "FreeTarget",
     "EvictionPlan", "PlannedEviction", "FreeSpacePlan", "EvictionResult", "LockedEviction", "StoppedEviction",

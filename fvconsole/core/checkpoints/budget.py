@@ -28,7 +28,9 @@ class DiskBudget:
     saves_fit: int | None  # free // latest_bytes; None when either is unknown
 
     def to_json(self) -> dict[str, Any]:
-        return fields_json(self)
+        # latest_complete_path: `latest` named for what it is (the newest complete checkpoint, the size
+        # a save costs); `latest` stays for the scripts that read it (issue 38 item 15).
+        return fields_json(self, latest_complete_path=self.latest)
 
 
 def _unit(infos: list[CheckpointInfo]) -> CheckpointInfo | None:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 import re
 import stat
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -69,6 +70,9 @@ class CheckpointInfo:
     #: Why this process could not read the checkpoint (None: it could): never complete, and a
     #: prune keeps it saying so; ``checkpoints ls`` lists it and goes on.
     unreadable: str | None = None
+    #: A checkpoint view (``migrate --reshard`` of a native checkpoint): the real path of the
+    #: checkpoint its ``dcp`` link leads into. Judged through its links, as FastVideo follows them.
+    view_of: str | None = None
 
     @property
     def name(self) -> str:
@@ -110,23 +114,59 @@ def read_metadata(checkpoint_dir: str | os.PathLike[str]) -> dict:
     return data
 
 
-def _scan_rank_files(path: str) -> tuple[set[int], set[int], bool, bool]:
-    """(rng ranks, sidecar ranks, has dcp dir, has metadata.json) from one directory listing."""
+@dataclass(frozen=True)
+class _Entries:
+    """What one listing of a checkpoint dir found (symlinks judged as FastVideo follows them)."""
+
+    rng: set[int]
+    sidecars: set[int]
+    has_dcp: bool
+    has_meta: bool
+    #: ``dcp`` is a symlink: a checkpoint view (docs/formats.md §3) whose links FastVideo follows.
+    dcp_linked: bool
+
+
+def _scan_rank_files(path: str) -> _Entries:
+    """One directory listing: the RNG files and sidecars by rank, ``dcp/`` and ``metadata.json``.
+
+    A symlinked entry (a checkpoint view's) counts as FastVideo sees it, through the link: an RNG
+    file that resolves to no file is not there, ``dcp`` that resolves to a directory is.
+    """
     rng: set[int] = set()
     sidecars: set[int] = set()
-    has_dcp = has_meta = False
+    has_dcp = has_meta = dcp_linked = False
     with listing(path) as it:
         for entry in it:
             name = entry.name
+            linked = entry.is_symlink()
             if name == "dcp":
-                has_dcp = entry.is_dir(follow_symlinks=False)
+                dcp_linked = linked
+                has_dcp = _follows_to(path, name, stat.S_ISDIR) if linked else entry.is_dir(follow_symlinks=False)
             elif name == "metadata.json":
                 has_meta = True
             elif (m := RNG_RE.match(name)) is not None:
-                rng.add(int(m.group(1)))
+                if not linked or _follows_to(path, name, stat.S_ISREG):
+                    rng.add(int(m.group(1)))
             elif (m := SIDECAR_RE.match(name)) is not None:
                 sidecars.add(int(m.group(1)))
-    return rng, sidecars, has_dcp, has_meta
+    return _Entries(rng, sidecars, has_dcp, has_meta, dcp_linked)
+
+
+def _follows_to(path: str, name: str, kind: Callable[[int], bool]) -> bool:
+    """The link ``path/name`` resolves to an entry of ``kind`` (PermissionError: cannot be told)."""
+    try:
+        return kind(os.stat(os.path.join(path, name)).st_mode)
+    except PermissionError:
+        raise
+    except OSError:
+        return False
+
+
+def _viewed(path: str, entries: _Entries) -> str | None:
+    """The checkpoint a view's ``dcp`` link leads into (its real directory), None for a checkpoint of its own."""
+    if not (entries.dcp_linked and entries.has_dcp):
+        return None
+    return os.path.dirname(os.path.realpath(os.path.join(path, "dcp")))
 
 
 def _world_size(config: Any) -> int | None:
@@ -255,14 +295,17 @@ def inspect_checkpoint(path: str | os.PathLike[str], *, read_dcp: bool = True,
         raise FvError(f"{path}: checkpoint directory does not exist")
     problems: list[str] = ["checkpoint directory is a symlink"] if os.path.islink(path) else []
     try:
-        rng, sidecars, has_dcp, has_meta = _scan_rank_files(path)
-        dcp_meta = has_dcp and _dcp_metadata_present(path)
+        entries = _scan_rank_files(path)
+        dcp_meta = entries.has_dcp and _dcp_metadata_present(path)
     except PermissionError as exc:
         return _unreadable(path, step, exc, problems)
-    embedded = _read_embedded(path, has_meta, step, problems)
+    rng, sidecars, has_dcp = entries.rng, entries.sidecars, entries.has_dcp
+    view_of = _viewed(path, entries)
+    embedded = _read_embedded(path, entries.has_meta, step, problems)
     world = _world_size(embedded.config)
     complete = _completeness(has_dcp, dcp_meta, rng, world, problems)
-    if sidecars and world is not None and sidecars != set(range(world)):
+    if sidecars and world is not None and sidecars != set(range(world)) and view_of is None:
+        # A view's sidecars are the target world's (its receipt says which); the embedded config is the source's.
         problems.append(f"{plural(len(sidecars), 'dataloader_state_rank<r>.pt file')} for world size {world}")
     kind, loader_keys = _kind(path, sidecars, dcp_meta, read_dcp, verdicts, problems)
     size = tree_size(path) if size is None else size
@@ -289,6 +332,7 @@ def inspect_checkpoint(path: str | os.PathLike[str], *, read_dcp: bool = True,
         files=size.files,
         newest_mtime=size.newest_mtime,
         total_limit=_total_limit(embedded.config),
+        view_of=view_of,
     )
 
 

@@ -99,15 +99,20 @@ class Finding:
     nodes: tuple[str, ...]
 
     def to_json(self) -> dict[str, Any]:
-        return {"key": self.key, "kind": self.kind, "message": self.message, "nodes": compress_hostlist(self.nodes)}
+        return {"key": self.key, "kind": self.kind, "message": self.message, "nodes": compress_hostlist(self.nodes),
+                "node_list": list(self.nodes)}
 
 
 def nodes_by(pairs: Iterable[tuple[str, str]]) -> dict[str, dict[str, Any]]:
-    """(node, label) pairs -> {label: {"count": n, "nodes": hostlist}}, labels sorted."""
+    """(node, label) pairs -> {label: {"count": n, "nodes": hostlist, "node_list": [node, ...]}}, labels sorted.
+
+    Each node set is given folded (a Slurm hostlist, short) and expanded (``node_list``: a script
+    needs no hostlist expander)."""
     grouped: dict[str, list[str]] = {}
     for node, label in pairs:
         grouped.setdefault(label, []).append(node)
-    return {label: {"count": len(nodes), "nodes": compress_hostlist(nodes)} for label, nodes in sorted(grouped.items())}
+    return {label: {"count": len(nodes), "nodes": compress_hostlist(nodes), "node_list": nodes}
+            for label, nodes in sorted(grouped.items())}
 
 
 @dataclass(frozen=True)
@@ -173,7 +178,7 @@ class FleetCacheView:
         if self.slurm is None:
             return None
         return {"ok": not self.slurm.unknown, "note": self.slurm.note, "problems": list(self.slurm.problems),
-                "busy_nodes": compress_hostlist(self.busy)}
+                "busy_nodes": compress_hostlist(self.busy), "busy_node_list": list(self.busy)}
 
     @property
     def exit_code(self) -> int:
@@ -208,7 +213,8 @@ class FleetCacheView:
         }
         if self.slurm is not None and self.slurm.jobs_known:  # unknown is not "on no node"
             for row in self.keys:
-                keys[row.key]["busy_nodes"] = compress_hostlist(n for n, _ in row.statuses if self.entry_busy(n, row.key))
+                busy = [n for n, _ in row.statuses if self.entry_busy(n, row.key)]
+                keys[row.key].update(busy_nodes=compress_hostlist(busy), busy_node_list=busy)
         return {
             "form": "summary",
             "outcomes": self.outcome_counts(),

@@ -92,6 +92,8 @@ class NodeOutcome:
         payload: dict[str, Any] = dict(self.output or {})
         payload["error"] = self.error or "failed"
         payload["failure"] = self.kind
+        # the node's own code when it sent one, else its refusal's, else how it failed (timeout, unreachable ...)
+        payload.setdefault("code", self.reason.code if self.reason is not None else self.kind)
         if self.exit_code is not None:
             payload["exit_code"] = self.exit_code
         return payload

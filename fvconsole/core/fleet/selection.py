@@ -34,7 +34,7 @@ class NodeSelection:
     srun_args: tuple[str, ...] = ()
 
     def to_json(self) -> dict[str, Any]:
-        return fields_json(self, nodes=compress_hostlist(self.nodes), count=len(self.nodes))
+        return fields_json(self, nodes=compress_hostlist(self.nodes), node_list=list(self.nodes), count=len(self.nodes))
 
 
 def find_srun(srun: str = "srun") -> str:

@@ -67,7 +67,7 @@ class SlurmJob:
 
     def to_json(self) -> dict[str, Any]:
         return {"job_id": self.job_id, "uid": self.uid, "user": self.user, "name": self.name,
-                "state": self.state, "nodes": compress_hostlist(self.nodes)}
+                "state": self.state, "nodes": compress_hostlist(self.nodes), "node_list": list(self.nodes)}
 
     def text(self) -> str:
         """``job 123 alice (train)``, made printable."""

@@ -12,6 +12,7 @@ import hashlib
 import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Any
 
 from fvconsole.core.shared.errors import FvError
@@ -69,6 +70,63 @@ def get_path(mapping: Any, dotted: str, default: Any = MISSING) -> Any:
 
 
 @dataclass(frozen=True)
+class TrainingKeys:
+    """The values of a run config that fvconsole reads (docs/formats.md §2), as found: MISSING where absent.
+
+    Read in one walk of the ``training`` mapping (:meth:`of`); a reader checks each value's
+    type and range where it uses it, naming it by :data:`KEY_PATHS`.
+    """
+
+    num_gpus: Any = MISSING
+    sp_size: Any = MISSING
+    train_batch_size: Any = MISSING
+    streaming_read_batch_size: Any = MISSING
+    gradient_accumulation_steps: Any = MISSING
+    seed: Any = MISSING
+    dataloader_num_workers: Any = MISSING
+    streaming_shuffle_row_groups: Any = MISSING
+    dataloader_type: Any = MISSING
+    streaming_manifest_path: Any = MISSING
+    data_path: Any = MISSING
+    preprocessed_data_type: Any = MISSING
+    output_dir: Any = MISSING
+
+    @classmethod
+    def of(cls, mapping: Any) -> TrainingKeys:
+        """The keys of ``mapping`` (a run config's tree), each section looked up once."""
+        training = mapping.get("training") if isinstance(mapping, Mapping) else None
+        values = {}
+        for name, dotted in KEY_PATHS.items():
+            section = training.get(dotted.split(".")[1]) if isinstance(training, Mapping) else None
+            if isinstance(section, Mapping) and name in section:
+                values[name] = section[name]
+        return cls(**values)
+
+    @staticmethod
+    def path(name: str) -> str:
+        """A field's dotted path in the run config (``num_gpus`` → ``training.distributed.num_gpus``)."""
+        return KEY_PATHS[name]
+
+
+#: Each :class:`TrainingKeys` field's dotted path (every one is ``training.<section>.<field>``).
+KEY_PATHS: dict[str, str] = {
+    "num_gpus": "training.distributed.num_gpus",
+    "sp_size": "training.distributed.sp_size",
+    "train_batch_size": "training.data.train_batch_size",
+    "streaming_read_batch_size": "training.data.streaming_read_batch_size",
+    "gradient_accumulation_steps": "training.loop.gradient_accumulation_steps",
+    "seed": "training.data.seed",
+    "dataloader_num_workers": "training.data.dataloader_num_workers",
+    "streaming_shuffle_row_groups": "training.data.streaming_shuffle_row_groups",
+    "dataloader_type": "training.data.dataloader_type",
+    "streaming_manifest_path": "training.data.streaming_manifest_path",
+    "data_path": "training.data.data_path",
+    "preprocessed_data_type": "training.data.preprocessed_data_type",
+    "output_dir": "training.checkpoint.output_dir",
+}
+
+
+@dataclass(frozen=True)
 class RunConfig:
     """A loaded run config: the mapping after overrides, plus where it came from."""
 
@@ -79,6 +137,11 @@ class RunConfig:
 
     def get(self, dotted: str, default: Any = MISSING) -> Any:
         return get_path(self.data, dotted, default)
+
+    @cached_property
+    def keys(self) -> TrainingKeys:
+        """The values fvconsole reads, read once."""
+        return TrainingKeys.of(self.data)
 
     def to_json(self) -> dict:
         return fields_json(self, omit=("data",))
@@ -131,6 +194,19 @@ def apply_overrides(data: Mapping[str, Any], overrides: Sequence[str]) -> dict:
     return result
 
 
+def _yaml_kind(value: Any) -> str:
+    """What a YAML document holds instead of a mapping, in YAML's words (never a Python type name)."""
+    if isinstance(value, list):
+        return "a list"
+    if isinstance(value, str):
+        return "a string"
+    if isinstance(value, bool):
+        return "a boolean"
+    if isinstance(value, (int, float)):
+        return "a number"
+    return "a single value"
+
+
 def load_run_config(path: str | os.PathLike[str], overrides: Sequence[str] = ()) -> RunConfig:
     """Read a YAML run config (must be a mapping) and apply dotted overrides.
 
@@ -163,8 +239,10 @@ def load_run_config(path: str | os.PathLike[str], overrides: Sequence[str] = ())
         # PyYAML raises plain ValueError for e.g. an impossible date or a 5000-digit integer.
         reason = " ".join(f"{type(exc).__name__}: {exc}".split())[:200]
         raise FvError(f"{shown}: invalid YAML value ({reason})") from None
+    if data is None:
+        raise FvError(f"{shown}: run config is empty (a YAML mapping of the run's settings was expected)")
     if not isinstance(data, dict):
-        raise FvError(f"{shown}: run config must be a YAML mapping, got {type(data).__name__}")
+        raise FvError(f"{shown}: run config must be a YAML mapping (key: value lines), got {_yaml_kind(data)}")
     data = apply_overrides(data, overrides)
     require_bounded_tree(data, shown, "run config" + (" with its overrides" if overrides else ""))
     return RunConfig(

@@ -63,6 +63,29 @@ def shard_order(shard: range, seed: int, epoch: int, shuffle: bool) -> list[int]
     return order
 
 
+class ShardOrders:
+    """Every shard's reading order in an epoch (:func:`shard_order`), shuffled once and handed on.
+
+    A plan needs the same orders in several places (a reshard's accounting and the target's
+    cursors; a native checkpoint's check and what its ranks consumed); a shuffle of a million
+    row groups costs about a third of a second, so each epoch's orders are made once.
+    """
+
+    __slots__ = ("_made", "seed", "shards", "shuffle")
+
+    def __init__(self, shards: Sequence[range], seed: int, shuffle: bool) -> None:
+        self.shards, self.seed, self.shuffle = shards, seed, shuffle
+        self._made: dict[int, tuple[list[int], ...]] = {}
+
+    def __call__(self, epoch: int) -> tuple[list[int], ...]:
+        """One order per shard, in ``epoch``."""
+        made = self._made.get(epoch)
+        if made is None:
+            made = self._made[epoch] = tuple(shard_order(shard, self.seed, epoch, self.shuffle)
+                                             for shard in self.shards)
+        return made
+
+
 @dataclass(frozen=True, slots=True)
 class Cursor:
     """Where one shard's reader stands after ``yielded`` samples of an epoch."""
@@ -231,13 +254,17 @@ class RankCursors(Sequence[RankCursor]):
 
 
 def compute_cursors(
-    rows: Any, sample_starts: Any, shards: list[range], topo: Topology, yielded: int, epoch: int = 0
+    rows: Any, sample_starts: Any, shards: list[range], topo: Topology, yielded: int, epoch: int = 0,
+    orders: ShardOrders | None = None,
 ) -> RankCursors:
-    """One shuffle and one walk per SP group; ranks of a group share the cursor (``yielded`` samples into ``epoch``)."""
+    """One shuffle and one walk per SP group; ranks of a group share the cursor (``yielded`` samples into ``epoch``).
+
+    ``orders``: the shards' orders when the caller already made them (:class:`ShardOrders`).
+    """
     sp = topo.sp_world_size
     groups: list[RankCursor] = []
-    for group, shard in enumerate(shards):
-        order = shard_order(shard, topo.seed, epoch, topo.shuffle)
+    made = (orders or ShardOrders(shards, topo.seed, topo.shuffle))(epoch)
+    for group, order in enumerate(made):
         c = walk(order, rows, yielded)
         nxt = -1 if c.next_row_group < 0 else sample_starts[c.next_row_group] + c.next_row_offset
         groups.append(RankCursor(group * sp, group, c.row_group_position, c.row_offset, yielded, nxt,

@@ -81,6 +81,8 @@ class MigrationFailure:
 class MigrationFailed(PartialFailure):
     """A migration that failed part-way (exit 3); ``failure`` says where, ``report`` is its JSON."""
 
+    kind = "migration_failed"
+
     def __init__(self, message: str, *, failure: MigrationFailure, reason: Reason | None = None) -> None:
         super().__init__(message, report=failure.to_json(), reason=reason)
         self.failure = failure

@@ -9,17 +9,16 @@ from __future__ import annotations
 
 import os
 import shlex
-from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from fvconsole.core.formats.parquet_columns import COLUMNS, DEFAULT_TYPE, TYPE_PATH, DataType, data_type
 from fvconsole.core.formats.runconfig import (
     MISSING,
     Mismatch,
     RunConfig,
+    TrainingKeys,
     compare_configs,
-    get_path,
     load_run_config,
 )
 from fvconsole.core.shared.errors import FvError
@@ -50,8 +49,8 @@ class Params:
     data_type: DataType | None = None
 
 
-def _int_param(cfg: Mapping, dotted: str, where: str, col: Collector, minimum: int | None) -> int | None:
-    value = get_path(cfg, dotted)
+def _int_param(keys: TrainingKeys, name: str, where: str, col: Collector, minimum: int | None) -> int | None:
+    value, dotted = getattr(keys, name), keys.path(name)
     if value is MISSING:
         col.refuse(dotted, f"missing from the run config {where}")
         return None
@@ -64,8 +63,8 @@ def _int_param(cfg: Mapping, dotted: str, where: str, col: Collector, minimum: i
     return value
 
 
-def _str_param(cfg: Mapping, dotted: str, where: str, col: Collector) -> str | None:
-    value = get_path(cfg, dotted)
+def _str_param(keys: TrainingKeys, name: str, where: str, col: Collector) -> str | None:
+    value, dotted = getattr(keys, name), keys.path(name)
     if value is MISSING or value is None:
         col.refuse(dotted, f"missing from the run config {where}")
         return None
@@ -78,26 +77,37 @@ def _str_param(cfg: Mapping, dotted: str, where: str, col: Collector) -> str | N
     return value
 
 
-def read_params(cfg: Mapping, where: str, col: Collector, max_workers: int = 0) -> Params:
-    """The run config's values; ``max_workers``: the most ``dataloader_num_workers`` allowed (1: a native reshard)."""
-    p = Params()
-    p.world = _int_param(cfg, "training.distributed.num_gpus", where, col, 1)
-    p.sp = _int_param(cfg, "training.distributed.sp_size", where, col, 1)
-    p.batch = _int_param(cfg, "training.data.train_batch_size", where, col, 1)
-    p.read_batch = _int_param(cfg, "training.data.streaming_read_batch_size", where, col, 1)
-    p.accum = _int_param(cfg, "training.loop.gradient_accumulation_steps", where, col, 1)
-    p.seed = _int_param(cfg, "training.data.seed", where, col, None)
-    p.workers = _int_param(cfg, "training.data.dataloader_num_workers", where, col, 0)
-    shuffle = get_path(cfg, "training.data.streaming_shuffle_row_groups")
-    if isinstance(shuffle, bool):
-        p.shuffle = shuffle
-    else:
-        what = "missing from" if shuffle is MISSING else f"must be true or false (got {shuffle!r}) in"
-        col.refuse("training.data.streaming_shuffle_row_groups", f"{what} the run config {where}")
-    p.loader_type = _str_param(cfg, "training.data.dataloader_type", where, col)
-    p.manifest_path = _str_param(cfg, "training.data.streaming_manifest_path", where, col)
-    p.data_path = _str_param(cfg, "training.data.data_path", where, col)
-    p.data_type = _data_type(cfg, where, col)
+def _bool_param(keys: TrainingKeys, name: str, where: str, col: Collector) -> bool | None:
+    value = getattr(keys, name)
+    if isinstance(value, bool):
+        return value
+    what = "missing from" if value is MISSING else f"must be true or false (got {value!r}) in"
+    col.refuse(keys.path(name), f"{what} the run config {where}")
+    return None
+
+
+def read_params(keys: TrainingKeys, where: str, col: Collector, max_workers: int = 0) -> Params:
+    """The run config's values, each checked; ``max_workers``: the most ``dataloader_num_workers`` allowed (1: a native reshard)."""
+    p = Params(
+        world=_int_param(keys, "num_gpus", where, col, 1),
+        sp=_int_param(keys, "sp_size", where, col, 1),
+        batch=_int_param(keys, "train_batch_size", where, col, 1),
+        read_batch=_int_param(keys, "streaming_read_batch_size", where, col, 1),
+        accum=_int_param(keys, "gradient_accumulation_steps", where, col, 1),
+        seed=_int_param(keys, "seed", where, col, None),
+        workers=_int_param(keys, "dataloader_num_workers", where, col, 0),
+        shuffle=_bool_param(keys, "streaming_shuffle_row_groups", where, col),
+        loader_type=_str_param(keys, "dataloader_type", where, col),
+        manifest_path=_str_param(keys, "streaming_manifest_path", where, col),
+        data_path=_str_param(keys, "data_path", where, col),
+        data_type=_data_type(keys.preprocessed_data_type, where, col),
+    )
+    _check_together(p, where, col, max_workers)
+    return p
+
+
+def _check_together(p: Params, where: str, col: Collector, max_workers: int) -> None:
+    """What the values refuse in each other's light: the loader, its workers, sp_size against num_gpus."""
     if p.loader_type is not None and "".join(p.loader_type.split()).lower() != "streaming":
         col.refuse(
             "training.data.dataloader_type",
@@ -114,12 +124,10 @@ def read_params(cfg: Mapping, where: str, col: Collector, max_workers: int = 0) 
             "training.distributed.sp_size",
             f"{p.sp} does not divide training.distributed.num_gpus {p.world} in {where}",
         )
-    return p
 
 
-def _data_type(cfg: Mapping, where: str, col: Collector) -> DataType | None:
+def _data_type(value: Any, where: str, col: Collector) -> DataType | None:
     """``training.data.preprocessed_data_type`` as FastVideo reads it (absent: ``t2v``); refused if it refuses it."""
-    value = get_path(cfg, TYPE_PATH)
     found = data_type(None if value is MISSING else value)
     if found is None:
         accepted = ", ".join(repr(name) for name in COLUMNS)
@@ -146,12 +154,15 @@ class CheckpointFacts:
     rank_sidecars: int = 0
     rank_local_at: int | None = None
 
+    #: The embedded config's values fvconsole reads (read once, with ``embedded``).
+    keys: TrainingKeys = TrainingKeys()
+
     @property
     def topology(self) -> tuple[int, int] | None:
         """(world size, sp size) of the embedded config, when both are valid."""
         if self.embedded is None:
             return None
-        world, sp = (get_path(self.embedded, path) for path in TOPOLOGY_PATHS)
+        world, sp = self.keys.num_gpus, self.keys.sp_size
         if any(isinstance(v, bool) or not isinstance(v, int) or v < 1 for v in (world, sp)) or world % sp:
             return None
         return world, sp
@@ -202,7 +213,7 @@ def inspect_source(ckpt: str, col: Collector) -> CheckpointFacts:
         facts.metadata_step = meta["step"]
         facts.metadata_sha256 = sha256_regular_file(meta_path)
         if isinstance(meta.get("config"), dict):
-            facts.embedded = meta["config"]
+            facts.embedded, facts.keys = meta["config"], TrainingKeys.of(meta["config"])
         else:
             col.refuse("metadata.config", f"{meta_path} has no embedded run config (field 'config')")
     except FvError as exc:
@@ -281,7 +292,9 @@ def check_config(
         differs = (f"run config {cfg.path} differs from the checkpoint's embedded config on "
                    f"{plural(len(critical), 'critical key')}: " + "; ".join(m.describe() for m in critical))
         fixes = [m.override for m in critical]
-        if all(fixes):  # each is a launch override the form or --set can repeat
+        # each is a launch override the form or --set can repeat; not for a value of another type than the
+        # checkpoint's (num_gpus: eight): that value is refused as such, repeating the checkpoint's is no fix
+        if all(fixes) and all(type(m.checkpoint) is type(m.config) for m in critical):
             col.add(reason("config.critical_override", "config", differs=differs,
                            overrides=" ".join(shlex.quote(f) for f in fixes if f)))
         else:

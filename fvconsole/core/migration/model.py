@@ -176,6 +176,10 @@ class EncodedSidecars(Sequence[tuple[int, str, dict, bytes]]):
     def __len__(self) -> int:
         return len(self.data)
 
+    def sizes(self) -> tuple[tuple[int, str, int], ...]:
+        """(rank, file name, bytes) of every sidecar: the room a set needs, no payload made again."""
+        return tuple((rank, sidecar_name(rank), len(data)) for rank, data in enumerate(self.data))
+
     @overload
     def __getitem__(self, index: int) -> tuple[int, str, dict, bytes]: ...
 

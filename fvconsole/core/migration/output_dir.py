@@ -56,16 +56,10 @@ def staging_name(outname: str, me: HostIdentity | None = None, pid: int | None =
     return f".{outname}{STAGING_TAG}{me.label}-{me.key}-{pid}-{secrets.token_hex(4)}"
 
 
-def lock_path(out: str) -> str:
-    """The migration lock of output dir ``out``: beside it, so no set ever contains it."""
-    out = os.path.abspath(out)
-    return os.path.join(os.path.dirname(out), f".{os.path.basename(out)}{LOCK_TAG}")
-
-
 def migration_lock(out: str, step: Any = None) -> FileLock:
-    """The lock that serialises executions on ``out`` (any host sharing the filesystem)."""
-    return FileLock(lock_path(out), subject=os.path.abspath(out), what="another migration holds the lock", step=step,
-                    field="output_dir")
+    """The lock that serialises executions on ``out`` (any host sharing the filesystem): beside its real
+    path, so no set ever contains it and every path to it takes one lock."""
+    return FileLock.beside(out, LOCK_TAG, what="another migration holds the lock", step=step, field="output_dir")
 
 
 @dataclass(frozen=True)

@@ -11,11 +11,11 @@ execution read without importing the planner.
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
-from fvconsole.core.formats.runconfig import Mismatch, get_path
-from fvconsole.core.formats.streaming import Topology, compute_cursors, shard_layout
+from fvconsole.core.formats.runconfig import Mismatch, RunConfig
+from fvconsole.core.formats.streaming import ShardOrders, Topology, compute_cursors, shard_layout
 from fvconsole.core.migration import inputs, output_dir
 from fvconsole.core.migration.elastic import TargetLayout, checkpoint_links, groups_refusal, plan_elastic
 from fvconsole.core.migration.model import MigrationPlan
@@ -89,113 +89,175 @@ def plan_from_sources(req: MigrationRequest, progress: Progress | None = None) -
     return _plan(req, progress, output_rules=False, break_lock=False)
 
 
+#: The preview's progress steps: the checkpoint, the run config, the manifest, its columns, the cursors.
+STEPS = 5
+
+
+@dataclass(frozen=True)
+class _Sources:
+    """What the checkpoint and the run config say, read once: the planner's inputs for every later step."""
+
+    facts: inputs.CheckpointFacts
+    step: int | None
+    config: RunConfig | None
+    mismatches: tuple[Mismatch, ...]
+    #: The run config's checked values (the target's, when resharding).
+    params: inputs.Params
+    #: The topology changes, or a mode was chosen; ``native``: a rank-local checkpoint resharded (a checkpoint view).
+    resharding: bool
+    native: bool
+
+
+
 def _plan(req: MigrationRequest, progress: Progress | None, *, output_rules: bool, break_lock: bool) -> MigrationPreview:
     progress = progress or no_progress
     col = Collector()
+    if _refused_at_once(req, col, output_rules):
+        return MigrationPreview(req, (), tuple(col.refusals), (), None)
+    progress(0, STEPS, "reading checkpoint")
+    ckpt = real(req.checkpoint)
+    src = _read_sources(req, ckpt, col, progress)
+    out = output_dir.resolve(req.output_dir)
+    if output_rules:
+        _check_output_dir(req.overwrite, ckpt, src, out, col)
+    progress(2, STEPS, "loading manifest")
+    manifest = _load_manifest(req, src.params, col, progress)
+    columns = _check_columns(src.params, manifest, col, progress)
+    progress(4, STEPS, "computing cursors")
+    layout, reshard = _target(req, src, manifest, col)
+    plan = None
+    if layout is not None and not col.refusals:
+        plan = _finish(req, ckpt, src, manifest, layout, columns, reshard, out, col, output_rules, break_lock)
+    progress(5, STEPS, "done")
+    return MigrationPreview(req, src.mismatches, tuple(col.refusals), tuple(col.notes), plan, columns, reshard)
+
+
+def _refused_at_once(req: MigrationRequest, col: Collector, output_rules: bool) -> bool:
+    """A path with a NUL byte (every os call would raise on it) or an unknown mode: refused before anything is read."""
     paths = [("config", req.config_path), ("checkpoint", req.checkpoint)]
     paths += [("output_dir", req.output_dir)] if output_rules else []
-    nul = [(name, os.fspath(value)) for name, value in paths if "\x00" in os.fspath(value)]
-    if nul:  # every os call would raise ValueError on these: refuse before touching anything
-        for name, value in nul:
-            col.refuse(name, f"path contains a NUL byte ({value!r})")
-        return MigrationPreview(req, (), tuple(col.refusals), (), None)
+    for name, value in paths:
+        if "\x00" in os.fspath(value):
+            col.refuse(name, f"path contains a NUL byte ({os.fspath(value)!r})")
+    if col.refusals:
+        return True
     if req.reshard is not None and req.reshard not in MODES:
         col.refuse("reshard", f"unknown mode {req.reshard!r}; the modes are {', '.join(MODES)}")
-        return MigrationPreview(req, (), tuple(col.refusals), (), None)
-    total = 5
-    progress(0, total, "reading checkpoint")
-    ckpt = real(req.checkpoint)
+        return True
+    return False
+
+
+def _read_sources(req: MigrationRequest, ckpt: str, col: Collector, progress: Progress) -> _Sources:
+    """The checkpoint ``ckpt``, the steps, the run config and its values, each read once; the confirmations checked."""
     facts = inputs.inspect_source(ckpt, col)
     step = inputs.check_steps(req, facts, col)
-    progress(1, total, "reading run config")
+    progress(1, STEPS, "reading run config")
     cfg, mismatches = inputs.check_config(req, facts, col)
     resharding = req.reshard is not None or bool(inputs.topology_change(mismatches))
     native = resharding and facts.kind == "rank-local"
     if not resharding:
         inputs.refuse_rank_local(facts, col)
-    params = (inputs.read_params(cfg.data, cfg.path or req.config_path, col, max_workers=1 if native else 0)
+    params = (inputs.read_params(cfg.keys, cfg.path or req.config_path, col, max_workers=1 if native else 0)
               if cfg is not None else inputs.Params())
     _check_confirmations(req, step, params, col, facts.topology if resharding else None)
-    out = output_dir.resolve(req.output_dir)
-    if output_rules:
-        data_root = None if params.data_path is None else real(params.data_path)
-        for why in output_dir.output_dir_rules(out, ckpt, data_root, req.overwrite).reasons:
+    return _Sources(facts, step, cfg, mismatches, params, resharding, native)
+
+
+def _check_output_dir(overwrite: bool, ckpt: str, src: _Sources, out: str, col: Collector) -> None:
+    """Every output dir rule (and a checkpoint view's), as execution would apply them."""
+    data_root = None if src.params.data_path is None else real(src.params.data_path)
+    for why in output_dir.output_dir_rules(out, ckpt, data_root, overwrite).reasons:
+        col.add(why)
+    if src.native and src.step is not None:
+        for why in output_dir.checkpoint_view_rules(out, src.step, _run_output_dirs(src.config, src.facts)):
             col.add(why)
-        if native and step is not None:
-            for why in output_dir.checkpoint_view_rules(out, step, _run_output_dirs(cfg, facts)):
-                col.add(why)
-    progress(2, total, "loading manifest")
-    manifest = _load_manifest(req, params, col, progress)
-    columns = _check_columns(params, manifest, col, progress)
-    progress(4, total, "computing cursors")
-    layout = _layout(req, params, manifest, col, resharding, cfg.path or req.config_path if cfg else "")
-    reshard = None
-    if layout is not None and resharding:
-        reshard = plan_elastic(req, params, manifest, facts, step, layout, col)
-        if reshard is None and not col.refusals:
+
+
+def _target(req: MigrationRequest, src: _Sources, manifest: Any,
+            col: Collector) -> tuple[TargetLayout | None, Reshard | None]:
+    """The run config's layout and, when resharding, every mode with the chosen one's start applied to it."""
+    where = (src.config.path if src.config is not None else None) or req.config_path
+    layout = _layout(req, src.params, manifest, col, src.resharding, where)
+    if layout is None or not src.resharding:
+        return layout, None
+    reshard = plan_elastic(req, src.params, manifest, src.facts, src.step, layout, col)
+    if reshard is None:
+        if not col.refusals:
             col.refuse("reshard", "the checkpoint's topology (its embedded training.distributed.num_gpus and "
                        "sp_size) could not be read")
-        if reshard is not None:
-            layout = TargetLayout(layout.topo, layout.shards, layout.spw,
-                             reshard.start(reshard.mode).yielded_samples if reshard.mode else 0)
-    plan = None
-    if layout is not None and not col.refusals:
-        if params.world == 1 and not resharding:
-            col.warn("world size 1: FastVideo can resume this legacy checkpoint without sidecars")
-        plan_notes = tuple(col.notes)
-        review = output_dir.review(out, break_lock=break_lock) if output_rules else None
-        if review is not None:
-            col.notes.extend(review.notes)
-            if review.refusal:
-                col.add(review.refusal)
-        if not col.refusals:
-            topo, shards, spw, yielded = layout.topo, layout.shards, layout.spw, layout.yielded
-            epoch = 0 if reshard is None or reshard.mode is None else reshard.start(reshard.mode).epoch
-            plan = MigrationPlan(
-                request=req,
-                checkpoint=ckpt,
-                checkpoint_metadata_sha256=facts.metadata_sha256 or "",
-                config_path=cfg.path or req.config_path,
-                config_sha256=cfg.sha256 or "",
-                manifest_path=manifest.path,
-                manifest_fingerprint=manifest.fingerprint,
-                manifest_sha256=manifest.content_sha256,
-                dataset_root=manifest.dataset_root,
-                output_dir=out,
-                step=step,
-                world_size=topo.world_size,
-                sp_world_size=topo.sp_world_size,
-                batch_size=topo.batch_size,
-                read_batch_size=params.read_batch,
-                seed=params.seed,
-                shuffle_row_groups=params.shuffle,
-                gradient_accumulation_steps=params.accum,
-                consumed_batches_per_rank=req.consumed_batches_per_rank,
-                yielded_samples_per_rank=yielded,
-                samples_per_worker=spw,
-                num_row_groups=manifest.num_row_groups,
-                total_rows=manifest.total_rows,
-                ranks=compute_cursors(manifest.rows, manifest.sample_starts, shards, topo, yielded, epoch),
-                mismatches=mismatches,
-                notes=plan_notes,
-                output_dir_notes=review.notes if review is not None else (),
-                columns=columns,
-                reshard=reshard,
-                links=checkpoint_links(ckpt) if native else (),
-            )
-            room = output_dir.room_rule(out, set_files(plan)) if output_rules else None
-            if room is not None:  # as --yes refuses it, before anything is written
-                col.add(room)
-                plan = None
-    progress(5, total, "done")
-    return MigrationPreview(req, mismatches, tuple(col.refusals), tuple(col.notes), plan, columns, reshard)
+        return layout, None
+    start = reshard.start(reshard.mode) if reshard.mode else None
+    return replace(layout, yielded=start.yielded_samples if start else 0, epoch=start.epoch if start else 0), reshard
 
 
-def _run_output_dirs(cfg: Any, facts: inputs.CheckpointFacts) -> tuple[str, ...]:
+def _finish(req: MigrationRequest, ckpt: str, src: _Sources, manifest: Any, layout: TargetLayout, columns: ColumnCheck | None,
+            reshard: Reshard | None, out: str, col: Collector, output_rules: bool,
+            break_lock: bool) -> MigrationPlan | None:
+    """The plan, once nothing refuses: the output dir's review (its lock) and its room for the set."""
+    if src.params.world == 1 and not src.resharding:
+        col.warn("world size 1: FastVideo can resume this legacy checkpoint without sidecars")
+    plan_notes = tuple(col.notes)
+    review = output_dir.review(out, break_lock=break_lock) if output_rules else None
+    if review is not None:
+        col.notes.extend(review.notes)
+        if review.refusal:
+            col.add(review.refusal)
+    if col.refusals:
+        return None
+    plan = _make_plan(req, ckpt, src, manifest, layout, columns, reshard, out, plan_notes,
+                      review.notes if review is not None else ())
+    room = output_dir.room_rule(out, set_files(plan)) if output_rules else None
+    if room is not None:  # as --yes refuses it, before anything is written
+        col.add(room)
+        return None
+    return plan
+
+
+def _make_plan(req: MigrationRequest, ckpt: str, src: _Sources, manifest: Any, layout: TargetLayout, columns: ColumnCheck | None,
+               reshard: Reshard | None, out: str, notes: tuple[Reason, ...],
+               output_dir_notes: tuple[Reason, ...]) -> MigrationPlan:
+    """The record of exactly what executing writes: every rank's cursor from the layout, once per group."""
+    topo, params, cfg = layout.topo, src.params, src.config
+    return MigrationPlan(
+        request=req,
+        checkpoint=ckpt,
+        checkpoint_metadata_sha256=src.facts.metadata_sha256 or "",
+        config_path=(cfg.path if cfg is not None else None) or req.config_path,
+        config_sha256=(cfg.sha256 if cfg is not None else None) or "",
+        manifest_path=manifest.path,
+        manifest_fingerprint=manifest.fingerprint,
+        manifest_sha256=manifest.content_sha256,
+        dataset_root=manifest.dataset_root,
+        output_dir=out,
+        step=src.step,
+        world_size=topo.world_size,
+        sp_world_size=topo.sp_world_size,
+        batch_size=topo.batch_size,
+        read_batch_size=params.read_batch,
+        seed=params.seed,
+        shuffle_row_groups=params.shuffle,
+        gradient_accumulation_steps=params.accum,
+        consumed_batches_per_rank=req.consumed_batches_per_rank,
+        yielded_samples_per_rank=layout.yielded,
+        samples_per_worker=layout.spw,
+        num_row_groups=manifest.num_row_groups,
+        total_rows=manifest.total_rows,
+        ranks=compute_cursors(manifest.rows, manifest.sample_starts, layout.shards, topo, layout.yielded,
+                              layout.epoch, layout.orders),
+        mismatches=src.mismatches,
+        notes=notes,
+        output_dir_notes=output_dir_notes,
+        columns=columns,
+        reshard=reshard,
+        links=checkpoint_links(ckpt) if src.native else (),
+    )
+
+
+def _run_output_dirs(cfg: RunConfig | None, facts: inputs.CheckpointFacts) -> tuple[str, ...]:
     """The run's ``training.checkpoint.output_dir``, in the new config and in the checkpoint's (where set)."""
     found = []
-    for data in (None if cfg is None else cfg.data, facts.embedded):
-        value = None if data is None else get_path(data, "training.checkpoint.output_dir", None)
+    for keys in (facts.keys,) if cfg is None else (cfg.keys, facts.keys):
+        value = keys.output_dir
         if isinstance(value, str) and value.strip() and "\x00" not in value:
             found.append(real(os.path.expanduser(value)))
     found.append(os.path.dirname(facts.path))  # the checkpoint's own parent is a run's output dir
@@ -234,7 +296,7 @@ def _load_manifest(req: MigrationRequest, params: inputs.Params, col: Collector,
     except FvError as exc:
         col.refuse("training.data.streaming_manifest_path", str(exc))
         return None
-    progress(3, 5, "checking manifest")
+    progress(3, STEPS, "checking manifest")
     check = check_manifest(manifest, params.data_path, source=True)
     for problem in check.problems:
         col.refuse("manifest", problem)
@@ -256,7 +318,7 @@ def _check_columns(params: inputs.Params, manifest: Any, col: Collector, progres
     if manifest is None or params.data_type is None:
         return None
     check = check_columns(manifest, params.data_type, lambda done, total, message: progress(
-        3, 5, f"{message} ({done}/{total})"))
+        3, STEPS, f"{message} ({done}/{total})"))
     if check.refuses:
         col.refuse(TYPE_PATH, check.message)
     elif check.verdict == "not-checked":
@@ -268,7 +330,7 @@ def _layout(req: MigrationRequest, params: inputs.Params, manifest: Any, col: Co
             resharding: bool = False, where: str = "") -> TargetLayout | None:
     """The run config's (the target's) layout when it can feed this step, else None.
 
-    ``resharding``: the step is the checkpoint's, on its own layout (:func:`_reshard` checks it).
+    ``resharding``: the step is the checkpoint's, on its own layout (:func:`plan_elastic` checks it).
     """
     batch, world, sp = params.batch, params.world, params.sp
     if manifest is None or None in (batch, world, sp, params.seed, params.shuffle) or world % sp:
@@ -293,4 +355,4 @@ def _layout(req: MigrationRequest, params: inputs.Params, manifest: Any, col: Co
             f"per rank reaches the epoch boundary (samples_per_worker {spw}); only first-epoch cursors can be "
             "reconstructed",
         )
-    return TargetLayout(topo, shards, spw, yielded)
+    return TargetLayout(topo, shards, spw, yielded, ShardOrders(shards, params.seed, params.shuffle))

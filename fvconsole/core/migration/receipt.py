@@ -102,11 +102,11 @@ def set_files(plan: MigrationPlan) -> tuple[tuple[str, int], ...]:
     """(name, bytes) of every file of the set ``plan`` writes, known before any is written (the room
     the dry run and execution ask for): the encoded sidecars, the receipt (a sha256 is always 64 hex
     digits) and a checkpoint view's symlinks (an inode each, and their target's length)."""
-    sidecars = plan.encoded_sidecars
-    placeholder = [WrittenSidecar(rank, name, "0" * 64) for rank, name, _, _ in sidecars]
+    sidecars = plan.encoded_sidecars.sizes()
+    placeholder = [WrittenSidecar(rank, name, "0" * 64) for rank, name, _ in sidecars]
     receipt = len(receipt_bytes(build_receipt(plan, placeholder))) + RECEIPT_SLACK
     links = ((name, len(os.fsencode(target))) for name, target in plan.links)
-    return (*((name, len(data)) for _, name, _, data in sidecars), (RECEIPT_NAME, receipt), *links)
+    return (*((name, size) for _, name, size in sidecars), (RECEIPT_NAME, receipt), *links)
 
 
 def check_receipt(directory: str, plan: MigrationPlan, problems: list[str]) -> dict[int, dict]:

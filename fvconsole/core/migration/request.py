@@ -87,7 +87,15 @@ class Collector:
         self.add(invalid(field_name, message))
 
     def add(self, why: Reason) -> None:
-        self.refusals.append(Refusal(why))
+        """Keep ``why``; a key's own value refused (``training.distributed.num_gpus: must be an integer``)
+        goes before the config's mismatch report, which that bad value also shows up in: the real cause first."""
+        refusal = Refusal(why)
+        if why.field.startswith("training."):
+            mismatch = next((i for i, r in enumerate(self.refusals) if r.field == "config"), None)
+            if mismatch is not None:
+                self.refusals.insert(mismatch, refusal)
+                return
+        self.refusals.append(refusal)
 
     def warn(self, message: str) -> None:
         """A warning with no code of its own: ``message`` names no flag."""

@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
-from fvconsole.core.formats.streaming import shard_order
+from fvconsole.core.formats.streaming import ShardOrders
 from fvconsole.core.shared.fields_json import fields_json
 
 NEXT_EPOCH, EPOCH_START, NEAREST = "next-epoch", "epoch-start", "nearest"
@@ -150,38 +150,39 @@ def mode_starts(source: SourceLoader, target: TargetLoader, batch_size: int) -> 
 
 def plan_reshard(rows: Sequence[int] | Any, source_shards: Sequence[range], target_shards: Sequence[range],
                  source: SourceLoader, target: TargetLoader, *, batch_size: int, seed: int,
-                 shuffle: bool) -> Reshard:
-    """Every mode's start and accounting over the manifest's row groups (``rows``: each one's row count)."""
+                 shuffle: bool, source_orders: ShardOrders | None = None,
+                 target_orders: ShardOrders | None = None) -> Reshard:
+    """Every mode's start and accounting over the manifest's row groups (``rows``: each one's row count).
+
+    ``source_orders``, ``target_orders``: the shards' orders when the planner already made
+    them (the target's cursors then use the same).
+    """
     total = sum(rows)
     e = source.epoch
-    taken = _consumed_prefixes(rows, source_shards, seed, e, shuffle, source.yielded_samples)
+    source_orders = source_orders or ShardOrders(source_shards, seed, shuffle)
+    target_orders = target_orders or ShardOrders(target_shards, seed, shuffle)
+    taken = _consumed_prefixes(rows, source_orders(e), source.yielded_samples) if source.yielded_samples > 0 else {}
     consumed = source.groups * source.yielded_samples
     unread_without_change = total - source.groups * source.samples_per_worker
     starts = mode_starts(source, target, batch_size)
-    target_orders = None
     found = []
     for start in starts:
         if start.epoch != e:  # the rest of epoch e is never read
             to_read = repeated = 0
         else:
-            if target_orders is None:
-                target_orders = [shard_order(shard, seed, e, shuffle) for shard in target_shards]
-            to_read, repeated = _read_overlap(rows, target_orders, taken, start.yielded_samples,
+            to_read, repeated = _read_overlap(rows, target_orders(e), taken, start.yielded_samples,
                                               target.samples_per_worker)
         found.append(Accounting(consumed, to_read, repeated, total - consumed - to_read + repeated,
                                 unread_without_change))
     return Reshard(None, source, target, batch_size, starts, tuple(found))
 
 
-def _consumed_prefixes(rows: Sequence[int] | Any, shards: Sequence[range], seed: int, epoch: int, shuffle: bool,
-                       yielded: int) -> dict[int, int]:
+def _consumed_prefixes(rows: Sequence[int] | Any, orders: Sequence[Sequence[int]], yielded: int) -> dict[int, int]:
     """Per row group the source touched: how many of its first rows it yielded (a prefix: FastVideo reads in order)."""
     taken: dict[int, int] = {}
-    if yielded <= 0:
-        return taken
-    for shard in shards:
+    for order in orders:
         left = yielded
-        for index in shard_order(shard, seed, epoch, shuffle):
+        for index in order:
             n = rows[index]
             if left <= n:
                 taken[index] = left

@@ -160,9 +160,8 @@ class NextSampleIds:
     #: Distinct row groups needed when there were too many to read (None: they were read).
     too_many_row_groups: int | None = None
     limit: int = MAX_NEXT_ID_ROW_GROUPS
+    #: What kept ids from being read; without pyarrow, the one line naming the extra to install.
     problems: tuple[str, ...] = ()
-    #: The extra to install when the ids cannot be read without it (pyarrow: ``parquet``).
-    missing_extra: str | None = None
 
 
 def next_sample_ids(plan: MigrationPlan, max_row_groups: int = MAX_NEXT_ID_ROW_GROUPS) -> NextSampleIds:
@@ -170,7 +169,7 @@ def next_sample_ids(plan: MigrationPlan, max_row_groups: int = MAX_NEXT_ID_ROW_G
 
     The same reads as ``sidecars verify --deep`` (:func:`add_next_sample_ids`). Beyond
     ``max_row_groups`` distinct row groups nothing is read and ``too_many_row_groups`` says so;
-    without pyarrow nothing is read and ``missing_extra`` names the extra to install.
+    without pyarrow nothing is read and ``problems`` names the extra to install.
     """
     needed = {c.next_row_group for c in plan.ranks if c.next_row_group is not None and c.next_row_group >= 0}
     if len(needed) > max_row_groups:
@@ -180,6 +179,6 @@ def next_sample_ids(plan: MigrationPlan, max_row_groups: int = MAX_NEXT_ID_ROW_G
     try:
         add_next_sample_ids(plan, rows, problems)
     except MissingExtra as exc:
-        return NextSampleIds({}, 0, limit=max_row_groups, problems=(exc.message,), missing_extra=exc.extra)
+        return NextSampleIds({}, 0, limit=max_row_groups, problems=(exc.message,))
     return NextSampleIds({row["rank"]: row.get("next_sample_id") for row in rows}, len(needed),
                          limit=max_row_groups, problems=tuple(problems))

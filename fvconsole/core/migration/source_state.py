@@ -22,6 +22,7 @@ from fvconsole.core.formats.sidecar_files import (
     read_sidecar_bytes,
     sidecar_name,
 )
+from fvconsole.core.formats.streaming import ShardOrders
 from fvconsole.core.formats.streaming import walk as cursor_after
 from fvconsole.core.shared.errors import FvError
 from fvconsole.core.shared.humanize import plural
@@ -55,14 +56,14 @@ def _whole(value: Any) -> bool:
 
 def read_source_states(checkpoint: str, *, step: int, world_size: int, sp_world_size: int,
                        topology: Mapping[str, Any], fingerprint: str, rows: Sequence[int] | Any,
-                       shards: Sequence[range], seed: int, shuffle: bool,
-                       batch_size: int) -> tuple[int, int] | str:
+                       orders: ShardOrders, batch_size: int) -> tuple[int, int] | str:
     """(epoch, yielded samples per rank) every source rank's sidecar agrees on, or the first problem found.
 
     ``topology``: the source loader's topology less ``global_rank``/``sp_group_index`` (the
     live one FastVideo compares with). Every rank must name that topology, the manifest's
     fingerprint, worker 0, one epoch and one count (a batch multiple, at most the epoch's
-    length), and the cursor the walk of its shard gives for that count.
+    length), and the cursor the walk of its shard gives for that count (``orders``: the source
+    shards' orders, made once for the planner).
     """
     agreed: tuple[int, int] | None = None
     walked: dict[tuple[int, int, int], tuple[int, int]] = {}
@@ -117,7 +118,7 @@ def read_source_states(checkpoint: str, *, step: int, world_size: int, sp_world_
         group = rank // sp_world_size
         key = (group, epoch, yielded)
         if key not in walked:
-            c = cursor_after(streaming.shard_order(shards[group], seed, epoch, shuffle), rows, yielded)
+            c = cursor_after(orders(epoch)[group], rows, yielded)
             walked[key] = (c.row_group_position, c.row_offset)
         if (position, offset) != walked[key]:
             return (f"{path}: cursor (row_group_position {position}, row_offset {offset}) is not {walked[key]}, "

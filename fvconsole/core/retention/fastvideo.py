@@ -51,8 +51,10 @@ class FastVideoOutlook:
 
     def to_json(self) -> dict[str, Any]:
         # The shape; the text line words the rest (source, symlinks) and `warnings` join ls's own.
+        # latest_resume_step: `latest` named for what it is (the step `resume_from_checkpoint: latest`
+        # resumes from); `latest` stays for the scripts that read it.
         return {"cleanup_limit": self.cleanup_limit, "cleanup_deletes": list(self.cleanup_deletes),
-                "latest": self.latest}
+                "latest": self.latest, "latest_resume_step": self.latest}
 
 
 #: The types a run config's value can have (YAML's safe loader, JSON): ``int()`` of these runs no

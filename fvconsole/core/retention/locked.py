@@ -12,13 +12,12 @@ thread worker.
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 from fvconsole.core.journal.log import JournalRecord, JournalWrite
-from fvconsole.core.migration.output_dir import lock_path
+from fvconsole.core.migration.output_dir import LOCK_TAG
 from fvconsole.core.retention.execute import PruneResult, RemovalProgress, execute_prune
 from fvconsole.core.retention.plan import PrunePlan
 from fvconsole.core.retention.record import prune_record
@@ -56,9 +55,9 @@ class LockedPrune:
 
 
 def prune_lock(output_dir: str) -> FileLock:
-    """The lock that serialises prunes and migrations on ``output_dir`` (any host sharing the filesystem)."""
-    out = os.path.abspath(output_dir)
-    return FileLock(lock_path(out), subject=out, what="another prune or migration holds the lock", field="output_dir")
+    """The lock that serialises prunes and migrations on ``output_dir`` (any host sharing the filesystem,
+    whatever path reached it: the locks door names it from the real directory)."""
+    return FileLock.beside(output_dir, LOCK_TAG, what="another prune or migration holds the lock", field="output_dir")
 
 
 def probe_prune_lock(output_dir: str) -> LockProbe:

@@ -63,7 +63,7 @@ class KeptCheckpoint:
         return "; ".join(r.cli for r in self.why)
 
     def to_json(self) -> dict[str, Any]:
-        return {"step": self.step, "path": self.path, "reason": self.reason}
+        return {"step": self.step, "path": self.path, "bytes": self.bytes, "reason": self.reason}
 
 
 @dataclass(frozen=True)
@@ -235,7 +235,7 @@ def _judge_marked(ck: ScannedCheckpoint, rules: PruneRules, newest_complete: int
         age = _age(ck, now)
         if age is None or age < rules.grace:
             keeps.append(reason("keep.grace", "grace", age=human_age(age), grace=format_duration(rules.grace)))
-    return keeps, [reason("prune.marked", "marked")]
+    return keeps, [reason("prune.marked", "marked", step=ck.step)]
 
 
 def _leftover(item: PruneLeftover) -> DoomedCheckpoint:

@@ -27,6 +27,7 @@ from fvconsole.core.retention.leftovers import (
 )
 from fvconsole.core.shared.errors import FvError
 from fvconsole.core.shared.host import current_identity
+from fvconsole.core.shared.locks import real_directory
 from fvconsole.core.shared.mounts import mount_points, mounts_by_child
 from fvconsole.core.shared.process_use import Holder, ProcessUse, scan_processes
 from fvconsole.core.shared.walk import listing, tree_size
@@ -100,8 +101,13 @@ class OutputScan:
 
 
 def scan_output_dir(output_dir: str, *, now: float | None = None, use: ProcessUse | None = None) -> OutputScan:
-    """Scan ``output_dir`` (reads only). FvError when it is not a readable directory."""
-    out = os.path.abspath(os.path.expanduser(output_dir))
+    """Scan ``output_dir`` (reads only). FvError when it is not a readable directory.
+
+    The scan, its checkpoints' and leftovers' paths, and so the plan and its journal line, name the
+    real directory (``~`` expanded, every symlink resolved): the one name the output dir's lock has,
+    however the command line reached it (issue 37 item 1).
+    """
+    out = real_directory(output_dir)
     try:
         st = os.stat(out)
     except OSError as exc:
@@ -110,7 +116,7 @@ def scan_output_dir(output_dir: str, *, now: float | None = None, use: ProcessUs
         raise FvError(f"{out}: not a directory (expected a training output dir)")
     if re.match(r"^checkpoint-\d+$", os.path.basename(out)):
         raise FvError(f"{out}: is a checkpoint-<step> dir; give the training output dir that holds it")
-    real = os.path.realpath(out)
+    real = out
     try:
         dirs = checkpoint_dirs(out)
         leftovers = _leftovers(out)

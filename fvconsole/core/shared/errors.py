@@ -21,6 +21,8 @@ class FvError(Exception):
     """
 
     exit_code = EXIT_REFUSED
+    #: The error's stable code in JSON (``"code"``) when it carries no reason: one per error class.
+    kind = "refused"
 
     def __init__(self, message: str, *, details: dict[str, Any] | None = None, reason: Reason | None = None) -> None:
         super().__init__(message)
@@ -34,6 +36,11 @@ class FvError(Exception):
         """The error for ``reason``: its message is the command line's wording."""
         return cls(reason.cli, reason=reason, **kwargs)
 
+    @property
+    def error_code(self) -> str:
+        """What a script tests instead of the message: the reason's code, else the error class's ``kind``."""
+        return self.reason.code if self.reason is not None else self.kind
+
     def __str__(self) -> str:
         return self.message
 
@@ -42,6 +49,7 @@ class UsageError(FvError):
     """The command line itself is wrong (exit 2)."""
 
     exit_code = EXIT_USAGE
+    kind = "usage"
 
 
 class PartialFailure(FvError):
@@ -51,6 +59,7 @@ class PartialFailure(FvError):
     """
 
     exit_code = EXIT_PARTIAL
+    kind = "partial_failure"
 
     def __init__(self, message: str, *, report: dict[str, Any] | None = None, reason: Reason | None = None) -> None:
         super().__init__(message, details=report, reason=reason)

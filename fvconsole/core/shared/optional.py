@@ -33,6 +33,8 @@ class MissingExtra(FvError):
     ``--torch-check`` is refused by a migration's execution before it writes.
     """
 
+    kind = "missing_extra"
+
     def __init__(self, purpose: str, package: str, extra: str) -> None:
         why = reason("extra.missing", "extra", purpose=purpose, package=package, extra=extra)
         super().__init__(why.cli, details={"missing_package": package, "extra": extra}, reason=why)

@@ -47,6 +47,8 @@ class OutputRefused(FvError):
     themselves (the journal reports "the journal is a directory").
     """
 
+    kind = "output_refused"
+
     def __init__(self, path: str, what: str, why: str) -> None:
         super().__init__(f"{path}: {what}: {why}")
         self.path = path

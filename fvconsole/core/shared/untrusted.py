@@ -55,6 +55,8 @@ class UntrustedError(FvError, ValueError):
     ``syntax``: True when the text is not JSON at all (as opposed to JSON that cannot be used).
     """
 
+    kind = "untrusted_document"
+
     def __init__(self, message: str, *, detail: str = "", syntax: bool = False) -> None:
         super().__init__(message)
         self.detail = detail or message

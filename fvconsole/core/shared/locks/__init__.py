@@ -16,9 +16,14 @@ One interface (:mod:`.interface`: :class:`Lock` with ``probe`` → :class:`LockP
 - :class:`FileLock` (:mod:`.lock_file`): a lock file beside a directory other hosts share (a
   migration's and a prune's output dir);
 - :class:`RootLock` (:mod:`.root_lock`): the evictor's lock of a cache root, an OFD write lock
-  (:class:`OwnerLock`, :mod:`.owner_lock`) inside it composed with a :class:`HolderRecord` beside it.
+  (:class:`OwnerLock`, :mod:`.owner_lock`) inside it composed with a :class:`HolderRecord` beside it;
+- :class:`ReaderRecord` (:mod:`.readers`), held shared: a reader's record beside a run it reads (a
+  migration reading one of its checkpoints); :func:`live_readers` lists a run's live readers, which
+  a prune treats as holding what they read.
 
-Beside them, the journal's brief append lock on an open file (:mod:`.append_lock`).
+A directory's lock is named from its one real path (:mod:`.naming`: ``~`` expanded, every symlink
+resolved), so each path that reaches it takes the same lock. Beside them, the journal's brief
+append lock on an open file (:mod:`.append_lock`).
 """
 
 from __future__ import annotations
@@ -38,12 +43,14 @@ from fvconsole.core.shared.locks.holder import (
 )
 from fvconsole.core.shared.locks.interface import Lock, LockBusy, LockMode, LockProbe, LockState, wait_for
 from fvconsole.core.shared.locks.lock_file import FileLock
+from fvconsole.core.shared.locks.naming import lock_file_beside, real_directory
 from fvconsole.core.shared.locks.owner_lock import (
     LockFileRefused,
     OwnerLock,
     is_write_locked,
     lock_holder_pids,
 )
+from fvconsole.core.shared.locks.readers import READER_TAG, Reader, ReaderRecord, Readers, live_readers
 from fvconsole.core.shared.locks.root_lock import RootLock, RootLockKind
 
 __all__ = [
@@ -61,13 +68,20 @@ __all__ = [
     "LockState",
     "MAX_LOCK_BYTES",
     "OwnerLock",
+    "READER_TAG",
+    "Reader",
+    "ReaderRecord",
+    "Readers",
     "RootLock",
     "RootLockKind",
     "clean_dead_temps",
     "is_write_locked",
+    "live_readers",
+    "lock_file_beside",
     "lock_holder_pids",
     "lock_open_file",
     "read_holder",
+    "real_directory",
     "record_bytes",
     "temp_record_path",
     "unlock_open_file",

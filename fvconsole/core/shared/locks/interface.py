@@ -57,6 +57,8 @@ class LockBusy(FvError):
     ``host``, ``pid`` and ``operation`` (its command line) as values, for whoever words it.
     """
 
+    kind = "lock_busy"
+
     def __init__(self, subject: str, what: str, path: str | None, holder: Holder | None,
                  code: str = "lock.alive", *, who: str | None = None, field: str = "lock", **values: Any) -> None:
         if who is None:

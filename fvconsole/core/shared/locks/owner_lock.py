@@ -32,6 +32,8 @@ MAX_FDS_SCANNED = 200_000
 class LockFileRefused(FvError):
     """The lock file cannot be opened for writing, or is not a regular file: exit 1, naming it."""
 
+    kind = "lock_file_refused"
+
 
 def _ofd(fd: int, cmd: int, kind: int) -> tuple[int, int]:
     import fcntl

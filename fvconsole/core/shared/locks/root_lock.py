@@ -17,6 +17,7 @@ from fvconsole.core.shared.host import current_identity, host_label
 from fvconsole.core.shared.interrupts import deferred
 from fvconsole.core.shared.locks.holder import Holder, HolderRecord
 from fvconsole.core.shared.locks.interface import Lock, LockBusy, LockProbe, LockState, wait_for
+from fvconsole.core.shared.locks.naming import real_directory
 from fvconsole.core.shared.locks.owner_lock import (
     LockFileRefused,
     OwnerLock,
@@ -91,7 +92,7 @@ class RootLock(Lock):
 
     def __init__(self, root: str, kind: RootLockKind, *, command: str | None = None) -> None:
         self.root = os.path.abspath(root)
-        self.real_root = os.path.realpath(self.root)
+        self.real_root = real_directory(self.root)
         self.kind = kind
         self.record = kind.record(self.real_root)
         self._record = HolderRecord(self.record)
