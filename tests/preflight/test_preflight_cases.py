@@ -305,3 +305,16 @@ def test_the_cache_check_runs_on_every_node_through_the_fleet(cli, tmp_path, sru
     assert code == 0 and set(lines) == {"a1", "a2"}
     assert lines["a1"]["status"] == "ok" and "warm" in lines["a1"]["detail"]
     assert lines["a2"]["status"] == "warn" and "cold" in lines["a2"]["detail"]
+
+
+def test_a_planted_pickle_as_rank_2s_rng_file_is_a_finding_and_never_runs(cli, tmp_path) -> None:
+    from reliability.harness import write_malicious_pt
+
+    run = _native(tmp_path)
+    marker = tmp_path / "pwned"
+    write_malicious_pt(Path(run.checkpoint(2)) / "rng_state_rank2.pt", marker)
+    code, out, _ = cli(["preflight", "--config", run.config_path, "--resume", "latest", "--json"])
+    doc = json.loads(out)
+    assert code == 1 and not marker.exists()
+    (first,) = _blocking(doc)
+    assert first["check"] == "rng" and first["ranks"] == [2] and "is not readable" in first["detail"]
