@@ -14,7 +14,6 @@ Sidecars are read by the torch-free reader; ranks sharing a finding fold into on
 from __future__ import annotations
 
 import os
-import shlex
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -30,7 +29,6 @@ from fvconsole.core.formats.sidecar_files import (
 from fvconsole.core.migration.source_state import dataset_state_of
 from fvconsole.core.preflight.model import Check, Status, per_rank
 from fvconsole.core.preflight.request import STATE_DIR_ENV
-from fvconsole.core.shared import flags
 from fvconsole.core.shared.errors import FvError
 from fvconsole.core.shared.walk import listing
 
@@ -236,14 +234,3 @@ def check_loader(checkpoint: str, own: set[str], step: int, world: int, live: Li
         found.fingerprints[rank] = fingerprint
     found.checks = per_rank("dataloader", findings)
     return found
-
-
-def migrate_command(config: str, overrides: Sequence[str], checkpoint: str, out: str, reshard: bool) -> str:
-    """The ``fvconsole migrate`` dry run that writes the state this job needs (``--yes`` executes it)."""
-    words = ["fvconsole", "migrate", flags.CONFIG, config]
-    for item in overrides:
-        words += [flags.SET, item]
-    words += [flags.CHECKPOINT, checkpoint, flags.OUTPUT_DIR, out]
-    if reshard:
-        words += [flags.RESHARD, "nearest"]
-    return shlex.join(words)

@@ -10,7 +10,6 @@ group, the fallback RNG file once; each rank then costs one sidecar and one RNG 
 from __future__ import annotations
 
 import os
-import shlex
 from collections.abc import Mapping
 from typing import Any
 
@@ -31,13 +30,21 @@ from fvconsole.core.migration.verify import verify_sidecars
 from fvconsole.core.preflight.cache import check_cache
 from fvconsole.core.preflight.checkpoint import config_check, read_checkpoint
 from fvconsole.core.preflight.dataset import fingerprint_checks, predict_manifest
-from fvconsole.core.preflight.loader import check_loader, live_loader, migrate_command
+from fvconsole.core.preflight.fixes import (
+    WORLD_FLAG,
+    migrate_command,
+    no_state_dir_note,
+    pass_state_dir,
+    prune_command,
+    resharded_by,
+    verify_command,
+)
+from fvconsole.core.preflight.loader import check_loader, live_loader
 from fvconsole.core.preflight.model import Check, PreflightReport, ResumePoint, ordered
-from fvconsole.core.preflight.request import PreflightRequest
-from fvconsole.core.preflight.resolve import OUTPUT_PATH, PRUNE_FIX, RESUME_PATH, resolve_resume
+from fvconsole.core.preflight.request import STATE_DIR_ENV, PreflightRequest
+from fvconsole.core.preflight.resolve import OUTPUT_PATH, RESUME_PATH, resolve_resume
 from fvconsole.core.preflight.rng import check_rng
 from fvconsole.core.preflight.room import check_room
-from fvconsole.core.shared import flags
 from fvconsole.core.shared.errors import FvError
 from fvconsole.core.shared.humanize import plural
 from fvconsole.core.shared.untrusted import load_file
@@ -82,8 +89,7 @@ def _reshard_note(set_dir: str | None, world: int) -> str | None:
         return None
     counts = ", ".join(f"{k.replace('_', ' ')} {acc.get(k)}" for k in ("consumed", "to_read", "repeated", "unread")
                        if isinstance(acc.get(k), int))
-    return f"the state was resharded for world size {world} by fvconsole's migration (reshard mode " \
-           f"{reshard.get('mode')}; {counts} samples)"
+    return f"the state was resharded for world size {world} by {resharded_by(reshard.get('mode'))} ({counts} samples)"
 
 
 def _set_checks(req: PreflightRequest, set_dir: str, world: int) -> list[Check]:
@@ -97,8 +103,7 @@ def _set_checks(req: PreflightRequest, set_dir: str, world: int) -> list[Check]:
         result = verify_sidecars(req.config_path, source, set_dir, overrides=tuple(overrides))
     except FvError as exc:
         return [Check("dataloader", "warn", f"{set_dir}: the published set was not verified ({exc})")]
-    command = shlex.join(["fvconsole", "sidecars", "verify", flags.CONFIG, req.config_path, flags.CHECKPOINT, source,
-                          flags.SIDECAR_DIR, set_dir])
+    command = verify_command(req.config_path, source, set_dir)
     if result.ok:
         return [Check("dataloader", "ok", f"{set_dir}: the published set verifies (receipt, hashes"
                       + (", FastVideo's validation receipt)" if result.upstream_validation is not None else ")"))]
@@ -123,9 +128,8 @@ def run_preflight(req: PreflightRequest) -> PreflightReport:
     cfg: RunConfig = load_run_config(req.config_path, req.overrides)
     notes: list[str] = []
     if req.world_size is not None:
-        # Only a command line asks for a world size (the console judges the config's): named by its flag.
-        world = _whole(req.world_size, flags.WORLD_SIZE, flags.WORLD_SIZE)
-        notes.append(f"world size {world} from {flags.WORLD_SIZE}")
+        world = _whole(req.world_size, WORLD_FLAG, WORLD_FLAG)
+        notes.append(f"world size {world} from {WORLD_FLAG}")
     else:
         world = _whole(cfg.get(WORLD_PATH, None), WORLD_PATH, cfg.path)
         notes.append(f"world size {world} from the config's {WORLD_PATH}")
@@ -135,8 +139,7 @@ def run_preflight(req: PreflightRequest) -> PreflightReport:
         override = os.path.realpath(os.path.expanduser(req.dataloader_state_dir))
         notes.append(f"dataloader override dir {override} (from {req.state_dir_source})")
     else:
-        notes.append("no dataloader override dir (none given, and FASTVIDEO_DATALOADER_STATE_DIR "
-                     "unset where preflight runs)")
+        notes.append(no_state_dir_note(STATE_DIR_ENV))
     resume = req.resume if req.resume is not None else cfg.get(RESUME_PATH, None)
     resolution = resolve_resume(resume, cfg.get(OUTPUT_PATH, None), cfg)
     checks = [resolution.check]
@@ -149,7 +152,7 @@ def run_preflight(req: PreflightRequest) -> PreflightReport:
 
 def _resume_checks(req: PreflightRequest, cfg: RunConfig, point: ResumePoint, infos: tuple, world: int, sp: int,
                    override: str | None) -> list[Check]:
-    prune = PRUNE_FIX.format(out=os.path.dirname(point.checkpoint))
+    prune = prune_command(os.path.dirname(point.checkpoint))
     facts = read_checkpoint(point, prune)
     checks = list(facts.checks)
     own = _own_files(point.checkpoint)
@@ -198,9 +201,8 @@ def _resume_checks(req: PreflightRequest, cfg: RunConfig, point: ResumePoint, in
                 published = published_for(point.checkpoint, point.step)
                 if published is not None:
                     checks.append(Check("dataloader", "warn", f"a published sidecar set for {point.name} is in "
-                                        f"{published.output_dir}, but no override dir was given: export "
-                                        "FASTVIDEO_DATALOADER_STATE_DIR as that dir in the job, and give "
-                                        "preflight the same dir"))
+                                        f"{published.output_dir}, but no override dir was given: "
+                                        f"{pass_state_dir(STATE_DIR_ENV)}"))
     checks.append(config_check(facts.embedded, target, _reshard_note(set_dir, world)))
     checks += check_rng(point.checkpoint, own, world)
     checks.append(check_room(point.checkpoint, infos))

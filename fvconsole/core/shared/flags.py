@@ -3,7 +3,7 @@
 The CLI declares each with these constants (``cli/options.py``, ``cli/selectors.py``, ``cli/migrate.py``,
 ``cli/prune.py``); the core names them in its usage errors and writes them into the command
 lines it builds for a fleet's nodes (``core/fleet/node_commands.py``) and for an operator to run
-(preflight's fixes, ``core/preflight/``). Tests prove that no
+(preflight's fixes, ``core/preflight/fixes.py``). Tests prove that no
 other module spells a selector (``tests/cache/test_eviction_selectors.py``) and that no flag
 is declared twice for one meaning (``tests/cli/test_cli_flags.py``). A spelling may stand for
 two meanings in two commands (``--older-than`` is a cache entry's last use in ``cache evict``
