@@ -26,7 +26,7 @@ from fvconsole.core.checkpoints.listing import CheckpointInfo
 from fvconsole.core.formats.runconfig import TrainingKeys
 from fvconsole.core.migration.output_dir import OutputState
 from fvconsole.core.migration.sample_ids import NextSampleIds
-from fvconsole.core.shared.locks import LockMode, LockState
+from fvconsole.core.shared.locks import LockState, Reader, ReaderRecord
 from fvconsole.demo import fleet_builders
 from fvconsole.demo.workspace import DemoWorkspace
 from fvconsole.tui import state, wording
@@ -83,7 +83,6 @@ _fields(TrainingKeys).streaming_manifest_path  # as above
 # Data read outside the package: by the JSON a user gets, by the tests, by the docs.
 _fields(CheckpointInfo).dataloader_keys  # `checkpoints ls --json` emits it (to_json: every field, via core/shared/fields_json.py)
 _fields(LockState).record_problem  # `cache evict --yes --json` emits it under "lock" (to_json via fields_json)
-LockMode.SHARED  # a reader's record (room for shared holding: issue 35 item 2)
 _fields(DemoWorkspace).created_at  # `fvconsole demo --json` prints it (to_json is the instance __dict__)
 _fields(NextSampleIds).row_groups_read  # part of the result; tests/tui/test_tui_app.py checks how many were read
 FleetView.view_result  # the fleet view's last result, which tests/tui/test_fleet_tui.py reads
@@ -94,3 +93,5 @@ state.freeze_clock  # tests/tour.py: frozen_display
 state.freeze_free_space  # tests/tour.py: frozen_display
 state.freeze_process_warnings  # tests/tour.py: frozen_display
 fleet_builders.local_dispatcher  # tests/tour.py: the fleet stop of the tour
+ReaderRecord.of_checkpoint  # issue 37 item 3: what a migration calls to leave a reader's record (tests/shared/test_reader_records.py)
+Reader.judged_alive  # issue 37 item 3: a prune words a live reader by it (seen running, or another host's)

@@ -178,6 +178,22 @@ def _fit(cells: list[list[str]], width: int, droppable: Sequence[str], wrap: str
     return cells, hidden
 
 
+def same_terminal() -> bool:
+    """Whether stdout and stderr are one terminal: a line printed on both would be read twice there.
+
+    Compared by the device each descriptor is open on, so ``2>&1`` to a file, or two terminals, is not one.
+    """
+    import os
+
+    try:
+        if not (sys.stdout.isatty() and sys.stderr.isatty()):
+            return False
+        out, err = os.fstat(sys.stdout.fileno()), os.fstat(sys.stderr.fileno())
+    except (AttributeError, ValueError, OSError):
+        return False
+    return (out.st_dev, out.st_ino, out.st_rdev) == (err.st_dev, err.st_ino, err.st_rdev)
+
+
 def terminal_width() -> int | None:
     """The terminal's width when stdout is one (``$COLUMNS`` first, as shutil does); None when piped.
 

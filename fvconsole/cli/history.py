@@ -22,8 +22,9 @@ from fvconsole.core.shared import (
 )
 
 HELP = f"""\
-List the journal: one line per executed `cache evict --yes`, `fleet cache evict --yes` and
-`migrate --yes` (who, when, on which host, what was removed or written, bytes, result).
+List the journal: one line per executed `cache evict --yes`, `fleet cache evict --yes`,
+`checkpoints prune --yes` and `migrate --yes` (who, when, on which host, what was removed or
+written, bytes, result), newest first (--oldest-first for the other order).
 Read-only. The journal is --journal PATH, else ${ENV_JOURNAL}, else
 $XDG_STATE_HOME/fvconsole/journal.jsonl (default ~/.local/state/fvconsole/journal.jsonl).
 
@@ -44,7 +45,9 @@ def register(sub: argparse._SubParsersAction) -> None:
                         help="only records from WHEN on: a duration ago (12h, 7d) or a UTC date/time "
                              "(2025-06-01, 2025-06-01T12:00:00Z)")
     parser.add_argument("--root", metavar="PATH", help="only records for this cache root or migration output dir")
-    parser.add_argument("--limit", type=whole_number(1), metavar="N", help="only the last N matching records")
+    parser.add_argument("--limit", type=whole_number(1), metavar="N", help="only the newest N matching records")
+    parser.add_argument("--oldest-first", action="store_true",
+                        help="list the oldest record first (default: newest first, as the console's History view)")
     add_journal(parser, f"the journal to read (default ${ENV_JOURNAL}, ...; also before the command)")
     add_json(parser)
     parser.set_defaults(func=run_history)
@@ -89,6 +92,8 @@ def run_history(args: argparse.Namespace) -> int:
     except OSError as exc:
         raise FvError(f"{path}: cannot read the journal ({exc.strerror or exc})") from None
     records = read.records[-args.limit:] if args.limit else read.records
+    if not args.oldest_first:  # newest first, as the console's History view lists them
+        records = records[::-1]
     if args.json:
         doc = read.to_json()
         doc["records"] = [r.to_json() for r in records]

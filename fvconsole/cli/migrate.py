@@ -17,6 +17,7 @@ from fvconsole.cli.common import (
     emit_json,
     format_table,
     progress_printer,
+    same_terminal,
     say,
     warn,
     whole_number,
@@ -45,7 +46,9 @@ if TYPE_CHECKING:  # the core's records, for the hints only: importing migration
 DESCRIPTION = """\
 Recompute every rank's streaming-dataloader cursor for a legacy checkpoint and write
 dataloader_state_rank<r>.pt sidecars plus migration_receipt.json into --output-dir, for
-FastVideo's FASTVIDEO_DATALOADER_STATE_DIR. The checkpoint is never modified.
+FastVideo's FASTVIDEO_DATALOADER_STATE_DIR. With --reshard, carry a checkpoint's loader
+state (legacy, or FastVideo-native with its own sidecars) to the world size and sp size of
+--config (elastic resume). The checkpoint is never modified.
 
 Without --yes this is a dry run: the config mismatch report, the plan and the per-rank
 cursors are printed and nothing is written. --expected-step, --expected-world-size and
@@ -86,7 +89,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     """Add the `migrate` parser."""
     parser = sub.add_parser(
         "migrate",
-        help="write rank-local dataloader sidecars for a legacy checkpoint (dry run unless --yes)",
+        help="write rank-local dataloader sidecars for a legacy checkpoint, or reshard a checkpoint's "
+             "(dry run unless --yes)",
         description=DESCRIPTION,
         epilog=EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
@@ -94,10 +98,12 @@ def register(sub: argparse._SubParsersAction) -> None:
     from fvconsole.core.migration import RESHARD_MODES  # the modes the command line offers are the core's
 
     add_config(parser, "the run config (YAML)", required=True)
-    add_checkpoint(parser, "the legacy checkpoint-<step> dir")
+    add_checkpoint(parser, "the checkpoint-<step> dir: a legacy one, or with --reshard also a FastVideo-native one")
     parser.add_argument("--output-dir", required=True, metavar="DIR", help="where to write the sidecar set (outside the checkpoint)")
     parser.add_argument("--expected-step", required=True, type=whole_number(0), metavar="S", help="the checkpoint's step")
-    parser.add_argument("--expected-world-size", required=True, type=whole_number(1), metavar="W", help="the run's world size")
+    parser.add_argument("--expected-world-size", required=True, type=whole_number(1), metavar="W",
+                        help="the checkpoint's world size (the run that saved it; with --reshard the new one is "
+                             "--config's)")
     parser.add_argument(
         "--consumed-batches-per-rank", required=True, type=whole_number(0), metavar="B",
         help="batches each rank consumed (= step x gradient_accumulation_steps)",
@@ -205,15 +211,24 @@ def _run(args: argparse.Namespace) -> int:
     if args.json:
         emit_json(dict(result.to_json(), journal=journal_json(run.journal)))
         return 0
+    on = _resume_topology(result.plan)
     if result.plan.links:  # a native checkpoint's reshard: FastVideo resumes from the view itself
         say("", f"wrote {plural(result.sidecars, 'sidecar')} to the checkpoint view {result.output_dir} "
             f"({plural(len(result.plan.links), 'entry', 'entries')} linked to {result.plan.checkpoint})",
-            f"receipt: {result.receipt_path}", "next step: resume training with (FASTVIDEO_DATALOADER_STATE_DIR unset)",
+            f"receipt: {result.receipt_path}", f"next step: resume training{on} with (FASTVIDEO_DATALOADER_STATE_DIR unset)",
             f"  training.checkpoint.resume_from_checkpoint: {result.output_dir}")
         return 0
     say("", f"wrote {plural(result.sidecars, 'sidecar')} to {result.output_dir}", f"receipt: {result.receipt_path}",
-        "next step: resume training with", f"  export FASTVIDEO_DATALOADER_STATE_DIR={result.output_dir}")
+        f"next step: resume training{on} with", f"  export FASTVIDEO_DATALOADER_STATE_DIR={result.output_dir}")
     return 0
+
+
+def _resume_topology(plan: MigrationPlan) -> str:
+    """`` on world size 16 (sp size 2; this set is for 16 ranks)`` after a reshard (the console says it too);
+    empty for a migration, whose set is for the checkpoint's own world size."""
+    if plan.reshard is None:
+        return ""
+    return f" on world size {plan.world_size} (sp size {plan.sp_world_size}; this set is for {plan.world_size} ranks)"
 
 
 def _describe_failure(exc: FvError, base: dict[str, object]) -> None:
@@ -262,7 +277,12 @@ def _refuse(args: argparse.Namespace, preview: MigrationPreview, refusals: list[
         warn(*warnings)
         if preview.reshard is not None:
             say(*reshard_lines(preview.reshard), "")
-        say(f"refused ({plural(len(refusals), 'reason')}); nothing written:", *[f"  - {r.message}" for r in refusals])
+        # On one terminal the `error:` line below says the first refusal: the block lists the others only.
+        listed = refusals[1:] if same_terminal() else refusals
+        if listed:
+            head = "" if listed is refusals else "; the first is the error line below"
+            say(f"refused ({plural(len(refusals), 'reason')}); nothing written{head}:",
+                *[f"  - {r.message}" for r in listed])
     first = refusals[0].message
     more = f" (+{plural(len(refusals) - 1, 'more refusal')})" if len(refusals) > 1 else ""
     details = {"executed": False, "mismatches": mismatches, "refusals": [r.to_json() for r in refusals],

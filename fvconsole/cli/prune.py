@@ -65,7 +65,8 @@ that is not a checkpoint-<step> directory of this output dir; anything across a 
 this user could not remove entirely.
 
 --yes takes the output dir's lock (the one a migration into it takes: a prune and a
-migration exclude each other), plans again under it, renames each victim out of the
+migration exclude each other; named from the real directory, so a symlink to it or ~ takes
+the same lock), plans again under it, renames each victim out of the
 checkpoint-<step> pattern (FastVideo's "latest" and its cleanup never see a half-deleted
 one), re-checks it and removes it with a progress line on stderr. A prune interrupted part-way
 leaves only hidden .fvconsole-pruning-* leftovers, which the next prune removes first

@@ -7,7 +7,10 @@ import argparse
 from fvconsole.cli.checkpoints import add_set_option
 from fvconsole.cli.common import Block, block, command_failed, emit_json, format_table, say, warn
 from fvconsole.cli.options import add_checkpoint, add_config, add_json, add_torch_check
-from fvconsole.core.shared import elided, flags, plural
+from fvconsole.core.shared import MissingExtra, elided, flags, plural
+
+#: The extra --deep needs (pyarrow reads the dataset's next sample ids).
+PARQUET = "parquet"
 
 VERIFY_EPILOG = """\
 examples:
@@ -64,10 +67,15 @@ def register(sub: argparse._SubParsersAction) -> None:
 def _verify(args: argparse.Namespace) -> int:
     from fvconsole.core.migration import verify_sidecars
 
-    result = verify_sidecars(
-        args.config, args.checkpoint, args.sidecar_dir, overrides=tuple(args.overrides), deep=args.deep,
-        torch_check=args.torch_check, upstream_receipt=args.upstream_receipt,
-    )
+    try:
+        result = verify_sidecars(
+            args.config, args.checkpoint, args.sidecar_dir, overrides=tuple(args.overrides), deep=args.deep,
+            torch_check=args.torch_check, upstream_receipt=args.upstream_receipt,
+        )
+    except MissingExtra as exc:  # name the option that needs the extra: what the user typed
+        if not args.deep or exc.extra != PARQUET:
+            raise
+        raise MissingExtra(f"{flags.DEEP} (each rank's next sample id)", exc.package, exc.extra) from None
     if not args.json:
         say(_report(result, args.deep))
         warn(*result.warnings)

@@ -208,8 +208,8 @@ def migration_status(row: CheckpointRow, text: PlainText, width: int) -> None:
     elif kind is not None and not kind.migratable:
         text.append(f"⚠ loader unknown: {kind.why}\n", style="yellow")
     elif kind is not None and published is None:
-        text.append("Legacy: the streaming loader's state is a DCP chimera; migrate to rank-local "
-                    "sidecars (m).\n", style="italic")
+        text.append("Legacy: every rank saved its loader state under the same DCP key, so one rank's "
+                    "state overwrote the others'; migrate to rank-local sidecars (m).\n", style="italic")
 
 
 def detail_text(detail: CheckpointDetail, text: PlainText) -> None:

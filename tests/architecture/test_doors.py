@@ -384,6 +384,8 @@ DOORS: tuple[Door, ...] = (
                                                                          "write",
              ("fvconsole/core/shared/locks/holder.py", "HolderRecord.withdraw"): "its own holder record, still under the lock",
              ("fvconsole/core/shared/locks/holder.py", "clean_dead_temps"): "temp records of this identity's dead runs",
+             ("fvconsole/core/shared/locks/readers.py", "_clean_dead_records"): "reader records (and their temps) of "
+                                                                                 "this identity's dead readers",
              ("fvconsole/core/shared/locks/lock_file.py", "FileLock.release"): "its own lock file",
              ("fvconsole/core/shared/locks/lock_file.py", "FileLock._create"): "its own temp lock record (after link)",
              ("fvconsole/core/shared/locks/lock_file.py", "FileLock._create_direct"): "its own lock file, after a failed write",
@@ -522,7 +524,7 @@ DOORS: tuple[Door, ...] = (
              ("fvconsole/core/shared/durable.py", "fsync_at"): "a file fvconsole wrote, for fsync",
              ("fvconsole/core/migration/write.py", "_execute_locked"): "the staging dir this run just made",
              ("fvconsole/core/shared/mounts.py", "_read_bounded"): "/proc (no atimes, no symlinks planted)",
-             ("fvconsole/core/shared/locks/holder.py", "read_holder"): "a lock record (the locks door reads its own)",
+             ("fvconsole/core/shared/locks/holder.py", "read_record"): "a lock record (the locks door reads its own)",
              ("fvconsole/core/shared/locks/owner_lock.py", "is_write_locked"): "a lock file, for F_OFD_GETLK only",
              ("fvconsole/core/shared/locks/root_lock.py", "RootLock.acquire"): "the cache root, to hold the lock file by "
                                                                       "its directory fd",

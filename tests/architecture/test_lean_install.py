@@ -173,10 +173,11 @@ def test_deep_verify_without_pyarrow_names_the_parquet_extra(run: dict, tmp_path
     wrote, text, as_json, plain = run_without(("pyarrow",), _migrate(run, out, "--yes"), _verify(run, out, "--deep"),
                                               _verify(run, out, "--deep", "--json"), _verify(run, out))
     assert wrote["code"] == 0 and plain["code"] == 0
-    assert one_error_line(text) == "error: reading next sample ids needs pyarrow: pip install 'fvconsole[parquet]'"
+    assert one_error_line(text) == ("error: --deep (each rank's next sample id) needs pyarrow: "
+                                    "pip install 'fvconsole[parquet]'")
     assert as_json["code"] == 1
     assert json.loads(as_json["stdout"])["error"] == \
-        "reading next sample ids needs pyarrow: pip install 'fvconsole[parquet]'"
+        "--deep (each rank's next sample id) needs pyarrow: pip install 'fvconsole[parquet]'"
 
 
 def test_columns_that_differ_without_pyarrow_are_a_warning_naming_the_parquet_extra(run: dict, tmp_path) -> None:

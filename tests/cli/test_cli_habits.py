@@ -146,3 +146,96 @@ def test_every_json_error_has_a_stable_code(cache: Path, tmp_path: Path, capsys)
         assert isinstance(doc["code"], str) and doc["code"], argv
         if expected is not None:
             assert doc["code"] == expected, (argv, doc)
+
+
+# ---------------------------------------------------------------- item 14: wording
+
+
+def test_a_wrong_typed_value_leads_with_its_type_and_suggests_no_override(ws, tmp_path: Path, capsys) -> None:
+    code = main(ws.migrate_args(tmp_path / "out", "--set", "training.distributed.num_gpus=eight", yes=False))
+    captured = capsys.readouterr()
+    assert code == 1
+    assert captured.err.startswith("error: training.distributed.num_gpus: must be an integer"), captured.err
+    assert "--set training.distributed.num_gpus=" not in captured.out + captured.err
+
+
+def test_an_empty_run_config_says_so(ws, tmp_path: Path, capsys) -> None:
+    empty = tmp_path / "empty.yaml"
+    empty.write_text("")
+    argv = ws.migrate_args(tmp_path / "out", yes=False)
+    argv[argv.index("--config") + 1] = str(empty)
+    assert main(argv) == 1
+    err = capsys.readouterr().err
+    assert f"{empty}: run config is empty" in err and "NoneType" not in err
+
+
+def test_no_jargon_and_the_helps_say_what_they_mean(capsys) -> None:
+    package = Path(__import__("fvconsole").__file__).parent
+    assert not [p for p in package.rglob("*.py") if "chimera" in p.read_text()]
+    with pytest.raises(SystemExit):
+        main(["migrate", "--help"])
+    text = " ".join(capsys.readouterr().out.split())
+    assert "the checkpoint's world size" in text and "the run's world size" not in text
+    assert "--reshard" in text and "FastVideo-native" in text
+    with pytest.raises(SystemExit):
+        main(["history", "--help"])
+    text = " ".join(capsys.readouterr().out.split())
+    assert "`checkpoints prune --yes`" in text and "--oldest-first" in text
+
+
+def test_after_a_reshard_the_next_step_names_the_world_size(ws, tmp_path: Path, capsys) -> None:
+    argv = ws.migrate_args(tmp_path / "out", "--set", "training.distributed.num_gpus=8", "--reshard", "nearest",
+                           "--no-journal")
+    assert main(argv) == 0
+    out = capsys.readouterr().out
+    assert "next step: resume training on world size 8 (sp size 2; this set is for 8 ranks) with" in out, out
+
+
+def test_a_refusal_is_not_printed_twice_on_one_terminal(ws, tmp_path: Path) -> None:
+    """stdout and stderr on one terminal: the `error:` line stays, the block's copy of it goes."""
+    import os
+    import pty
+    import subprocess
+    import sys
+
+    argv = ws.migrate_args(tmp_path / "out", "--set", "training.distributed.num_gpus=eight", yes=False)
+    leader, follower = pty.openpty()
+    proc = subprocess.Popen([sys.executable, "-m", "fvconsole", *argv], stdin=subprocess.DEVNULL, stdout=follower,
+                            stderr=follower, env={**os.environ, "COLUMNS": "200"})
+    os.close(follower)
+    chunks = []
+    while True:
+        try:
+            chunk = os.read(leader, 65536)
+        except OSError:  # EIO: the child closed the terminal
+            break
+        if not chunk:
+            break
+        chunks.append(chunk)
+    assert proc.wait(timeout=120) == 1
+    os.close(leader)
+    text = b"".join(chunks).decode()
+    first = "training.distributed.num_gpus: must be an integer"
+    assert text.count(first) == 1, text  # on the error line only
+    assert "error: " + first in text
+    assert "refused (2 reasons); nothing written; the first is the error line below:" in text
+
+
+def test_history_lists_newest_first(tmp_path: Path, capsys) -> None:
+    from fvconsole.core.journal import JournalRecord, append_record
+
+    journal = str(tmp_path / "journal.jsonl")
+    for n, target in enumerate(("/r/first", "/r/second")):
+        record = JournalRecord(action="cache evict", target=target, result="ok", exit_code=0, bytes=n, user="u",
+                               host="h", pid=1, time=1_800_000_000.0 + n, command="fvconsole cache evict --yes")
+        assert append_record(record, journal).written
+    assert main(["history", "--journal", journal]) == 0
+    out = capsys.readouterr().out
+    assert out.index("/r/second") < out.index("/r/first")
+    assert main(["history", "--journal", journal, "--oldest-first"]) == 0
+    out = capsys.readouterr().out
+    assert out.index("/r/first") < out.index("/r/second")
+    doc = _json(capsys, "history", "--journal", journal, "--json", "--limit", "1")
+    assert [r["target"] for r in doc["records"]] == ["/r/second"]
+    doc = _json(capsys, "history", "--journal", journal, "--json")
+    assert [r["target"] for r in doc["records"]] == ["/r/second", "/r/first"]

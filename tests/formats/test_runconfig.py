@@ -71,13 +71,16 @@ def test_bad_override_names_the_override(tmp_path, override, fragment) -> None:
     assert "\n" not in str(info.value)
 
 
-@pytest.mark.parametrize("text, kind", [("- a\n- b\n", "list"), ("42\n", "int"), ("", "NoneType")])
+@pytest.mark.parametrize("text, kind", [("- a\n- b\n", "got a list"), ("42\n", "got a number"),
+                                        ("", "is empty")])
 def test_non_mapping_yaml_is_refused_naming_the_file(tmp_path, text, kind) -> None:
+    """In YAML's words, never a Python type name ("got NoneType" for an empty file: issue 38 item 14)."""
     path = tmp_path / "run.yaml"
     path.write_text(text)
     with pytest.raises(FvError) as info:
         load_run_config(path)
     assert str(path) in str(info.value) and "mapping" in str(info.value) and kind in str(info.value)
+    assert "NoneType" not in str(info.value) and " int" not in str(info.value)
 
 
 def test_yaml_syntax_error_names_file_and_line(tmp_path) -> None:

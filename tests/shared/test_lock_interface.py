@@ -101,3 +101,22 @@ def test_cache_evict_help_names_the_lock_for_what_it_is() -> None:
     from fvconsole.cli.cache import EVICT_HELP
 
     assert "flock" not in EVICT_HELP and "OFD write lock" in EVICT_HELP
+
+
+def test_no_lock_module_refuses_with_a_bare_message() -> None:
+    """Every refusal of the locks door is built from a reason of the catalogue (``FvError.of``, ``LockBusy``):
+    an ``FvError("...")`` or ``LockFileRefused("...")`` with a message of its own was a refusal no front end
+    could word (the root lock's five f-string refusals)."""
+    import ast
+
+    from fvconsole.core.shared import locks
+
+    package = Path(locks.__file__).parent
+    bare = []
+    for module in sorted(package.glob("*.py")):
+        for node in ast.walk(ast.parse(module.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in (
+                    "FvError", "LockFileRefused", "UsageError"):
+                bare.append(f"{module.name}:{node.lineno}: {ast.unparse(node)[:80]}")
+    assert bare == []
+    assert len(list(package.glob("*.py"))) >= 8, "the scan looks in the wrong place"

@@ -194,6 +194,19 @@ def apply_overrides(data: Mapping[str, Any], overrides: Sequence[str]) -> dict:
     return result
 
 
+def _yaml_kind(value: Any) -> str:
+    """What a YAML document holds instead of a mapping, in YAML's words (never a Python type name)."""
+    if isinstance(value, list):
+        return "a list"
+    if isinstance(value, str):
+        return "a string"
+    if isinstance(value, bool):
+        return "a boolean"
+    if isinstance(value, (int, float)):
+        return "a number"
+    return "a single value"
+
+
 def load_run_config(path: str | os.PathLike[str], overrides: Sequence[str] = ()) -> RunConfig:
     """Read a YAML run config (must be a mapping) and apply dotted overrides.
 
@@ -226,8 +239,10 @@ def load_run_config(path: str | os.PathLike[str], overrides: Sequence[str] = ())
         # PyYAML raises plain ValueError for e.g. an impossible date or a 5000-digit integer.
         reason = " ".join(f"{type(exc).__name__}: {exc}".split())[:200]
         raise FvError(f"{shown}: invalid YAML value ({reason})") from None
+    if data is None:
+        raise FvError(f"{shown}: run config is empty (a YAML mapping of the run's settings was expected)")
     if not isinstance(data, dict):
-        raise FvError(f"{shown}: run config must be a YAML mapping, got {type(data).__name__}")
+        raise FvError(f"{shown}: run config must be a YAML mapping (key: value lines), got {_yaml_kind(data)}")
     data = apply_overrides(data, overrides)
     require_bounded_tree(data, shown, "run config" + (" with its overrides" if overrides else ""))
     return RunConfig(

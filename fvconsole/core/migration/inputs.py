@@ -289,7 +289,9 @@ def check_config(
         differs = (f"run config {cfg.path} differs from the checkpoint's embedded config on "
                    f"{plural(len(critical), 'critical key')}: " + "; ".join(m.describe() for m in critical))
         fixes = [m.override for m in critical]
-        if all(fixes):  # each is a launch override the form or --set can repeat
+        # each is a launch override the form or --set can repeat; not for a value of another type than the
+        # checkpoint's (num_gpus: eight): that value is refused as such, repeating the checkpoint's is no fix
+        if all(fixes) and all(type(m.checkpoint) is type(m.config) for m in critical):
             col.refused("config.critical_override", "config", differs=differs,
                         overrides=" ".join(shlex.quote(f) for f in fixes if f))
         else:

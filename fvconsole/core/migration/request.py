@@ -125,15 +125,28 @@ class Collector:
     def refuse(self, field_name: str, message: str, *, at: int | None = None) -> None:
         """A refusal with no code of its own: ``message`` names no flag and no remedy (``at``: its place)."""
         finding = Finding(INVALID, field_name, (("text", message),))
-        self._refusals.insert(len(self._refusals) if at is None else at, finding)
+        if at is None:
+            self._put(finding)
+        else:
+            self._refusals.insert(at, finding)
 
     def refused(self, code: str, field_name: str, **values: Any) -> None:
         """The catalogue's refusal ``code`` about ``field_name`` naming ``values``, worded at the end."""
-        self._refusals.append(Finding(code, field_name, tuple(values.items())))
+        self._put(Finding(code, field_name, tuple(values.items())))
 
     def add(self, why: Reason) -> None:
         """A refusal another module already worded."""
-        self._refusals.append(why)
+        self._put(why)
+
+    def _put(self, item: Reason | Finding) -> None:
+        """Keep ``item``; a key's own value refused (``training.distributed.num_gpus: must be an integer``)
+        goes before the config's mismatch report, which that bad value also shows up in: the real cause first."""
+        if item.field.startswith("training."):
+            mismatch = next((i for i, r in enumerate(self._refusals) if r.field == "config"), None)
+            if mismatch is not None:
+                self._refusals.insert(mismatch, item)
+                return
+        self._refusals.append(item)
 
     def warn(self, message: str) -> None:
         """A warning with no code of its own: ``message`` names no flag."""

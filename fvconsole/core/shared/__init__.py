@@ -51,6 +51,7 @@ from fvconsole.core.shared.humanize import (
 from fvconsole.core.shared.interrupts import SIGNALS, Interrupted, as_interrupted, signal_name
 from fvconsole.core.shared.interrupts import handlers as interrupt_handlers
 from fvconsole.core.shared.operation import Run, Stop, run_locked
+from fvconsole.core.shared.optional import MissingExtra
 from fvconsole.core.shared.output_file import write_output
 from fvconsole.core.shared.progress import Progress
 from fvconsole.core.shared.reasons import (
@@ -76,6 +77,7 @@ __all__ = [
     "FORCE",
     "FvError",
     "Interrupted",
+    "MissingExtra",
     "OVERWRITE",
     "PartialFailure",
     "Progress",

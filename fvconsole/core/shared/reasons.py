@@ -266,6 +266,11 @@ KINDS: Mapping[str, Kind] = _kinds(
          "by hand"),
     Kind("lock.taken_at_release", "{file}: the lock file now belongs to {holder}; left in place"),
     Kind("lock.not_removed", "{file}: cannot remove the lock file ({why}); remove it by hand"),
+    # locks: a reader's record beside a run it reads (shared holding)
+    Kind("lock.reader_unwritten", "{file}: cannot write the reader's record ({why}): a prune of {directory} "
+         "will not see that {operation} reads {item}"),
+    Kind("lock.reader_damaged", "{file}: a reader's record that cannot be read ({why}); what it reads is not known"),
+    Kind("lock.readers_beyond_cap", "{directory}: {records} beside it; only the first {limit} are judged"),
     # cache: where eviction may run
     Kind("cache_root.mount_point", "{root}: is the root of a mounted filesystem; use a subdirectory",
          "{root}: is the root of a mounted filesystem; use a subdirectory, or --force if it really is the cache root",

@@ -16,7 +16,10 @@ One interface (:mod:`.interface`: :class:`Lock` with ``probe`` → :class:`LockP
 - :class:`FileLock` (:mod:`.lock_file`): a lock file beside a directory other hosts share (a
   migration's and a prune's output dir);
 - :class:`RootLock` (:mod:`.root_lock`): the evictor's lock of a cache root, an OFD write lock
-  (:class:`OwnerLock`, :mod:`.owner_lock`) inside it composed with a :class:`HolderRecord` beside it.
+  (:class:`OwnerLock`, :mod:`.owner_lock`) inside it composed with a :class:`HolderRecord` beside it;
+- :class:`ReaderRecord` (:mod:`.readers`), held shared: a reader's record beside a run it reads (a
+  migration reading one of its checkpoints); :func:`live_readers` lists a run's live readers, which
+  a prune treats as holding what they read.
 
 A directory's lock is named from its one real path (:mod:`.naming`: ``~`` expanded, every symlink
 resolved), so each path that reaches it takes the same lock. Beside them, the journal's brief
@@ -47,6 +50,7 @@ from fvconsole.core.shared.locks.owner_lock import (
     is_write_locked,
     lock_holder_pids,
 )
+from fvconsole.core.shared.locks.readers import READER_TAG, Reader, ReaderRecord, Readers, live_readers
 from fvconsole.core.shared.locks.root_lock import RootLock, RootLockKind
 
 __all__ = [
@@ -64,10 +68,15 @@ __all__ = [
     "LockState",
     "MAX_LOCK_BYTES",
     "OwnerLock",
+    "READER_TAG",
+    "Reader",
+    "ReaderRecord",
+    "Readers",
     "RootLock",
     "RootLockKind",
     "clean_dead_temps",
     "is_write_locked",
+    "live_readers",
     "lock_file_beside",
     "lock_holder_pids",
     "lock_open_file",

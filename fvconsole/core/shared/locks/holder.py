@@ -22,7 +22,7 @@ import shlex
 import stat
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from enum import Enum
 from typing import Any
@@ -159,6 +159,14 @@ def _after(exc: Exception, path: str) -> str:
 
 def read_holder(path: str) -> Holder:
     """The holder recorded in lock file ``path`` (FileNotFoundError if none; ValueError if damaged)."""
+    return read_record(path)[0]
+
+
+def read_record(path: str) -> tuple[Holder, Fields]:
+    """The holder a record names, and the record's fields for what a kind adds (a reader's checkpoint).
+
+    FileNotFoundError if there is none; ValueError if it is damaged (not a regular file, too large,
+    not an fvconsole record)."""
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
     except OSError as exc:
@@ -174,14 +182,16 @@ def read_holder(path: str) -> Holder:
     if not data:
         raise ValueError("it is empty")
     try:
-        return Holder.from_json(decode(data, path, "lock record"), path, "lock record")
+        document = decode(data, path, "lock record")
+        return Holder.from_json(document, path, "lock record"), Fields(document, path, "lock record")
     except UntrustedError as exc:
         raise ValueError(f"not an fvconsole lock ({_after(exc, path)})") from None
 
 
-def record_bytes(holder: Holder) -> bytes:
-    """The bytes of a holder record (a lock file, or a record beside a locked directory)."""
-    return (json.dumps(holder.to_json(), indent=2, sort_keys=True) + "\n").encode("utf-8")
+def record_bytes(holder: Holder, extra: Mapping[str, Any] | None = None) -> bytes:
+    """The bytes of a holder record (a lock file, or a record beside a locked directory); ``extra``: the
+    fields a kind of record adds to the holder's."""
+    return (json.dumps({**holder.to_json(), **(extra or {})}, indent=2, sort_keys=True) + "\n").encode("utf-8")
 
 
 def temp_record_path(path: str, identity: HostIdentity) -> str:
@@ -245,14 +255,14 @@ class HolderRecord:
             return str(exc)
         return None
 
-    def publish(self, holder: Holder) -> Reason | None:
+    def publish(self, holder: Holder, extra: Mapping[str, Any] | None = None) -> Reason | None:
         """Write ``holder`` in place of whatever record is there; a problem (the lock still holds) or None."""
         tmp = temp_record_path(self.path, holder.identity)
         clean_dead_temps(self.path)
         try:
             fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
             try:
-                write_all(fd, record_bytes(holder))
+                write_all(fd, record_bytes(holder, extra))
             finally:
                 os.close(fd)
             os.rename(tmp, self.path)
