@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from benchmarks.harness import Row, format_machine, format_table, machine_info
 
 CASES = ("fingerprint", "plan", "dryrun", "reshard", "dcpkeys", "execute", "sidecars", "cache", "headers", "scale",
-         "startup", "tui", "fleet", "prune")
+         "startup", "tui", "fleet", "prune", "preflight")
 
 
 @dataclass(frozen=True)
@@ -49,16 +49,26 @@ class Sizes:
     reshard_row_groups: int = 1_000_000
     prune_checkpoints: int = 2000  # `checkpoints prune` dry run (issue 31 item 6)
     prune_files: int = 100_000  # one checkpoint of this many files removed by `checkpoints prune --yes`
+    preflight_ranks: int = 1024  # `preflight` of every rank's sidecar and RNG file (issue 36 item 6)
+    preflight_row_groups: int = 1_000_000
 
 
 FULL = Sizes(1024, 100_000, 128, 4096, 1_000_000, 8, 1024, 0.005, 2000, 32, 4096, 2000, 15, 3)
 QUICK = Sizes(64, 5_000, 16, 256, 20_000, 4, 64, 0.0, 100, 8, 256, 200, 4, 1, 200, 10, sidecar_ranks=64,
               scale_cache_entries=300, scale_checkpoints=20, reshard_ranks=64, reshard_row_groups=20_000,
-              prune_checkpoints=50, prune_files=2000)
+              prune_checkpoints=50, prune_files=2000, preflight_ranks=64, preflight_row_groups=20_000)
 
 
 def _runners(sizes: Sizes, tmp: str) -> dict[str, Callable[[], list[Row]]]:
-    from benchmarks import cases_fleet, cases_io, cases_plan, cases_retention, cases_sidecars, cases_tui
+    from benchmarks import (
+        cases_fleet,
+        cases_io,
+        cases_plan,
+        cases_preflight,
+        cases_retention,
+        cases_sidecars,
+        cases_tui,
+    )
 
     def plan() -> list[Row]:
         return [
@@ -89,6 +99,8 @@ def _runners(sizes: Sizes, tmp: str) -> dict[str, Callable[[], list[Row]]]:
         "startup": lambda: cases_io.startup_case(f"{tmp}/startup", max(3, sizes.repeat)),
         "tui": lambda: cases_tui.tui_cases(f"{tmp}/tui", sizes.tui_ranks, sizes.tui_entries, sizes.key_presses),
         "fleet": lambda: cases_fleet.fanout_case(f"{tmp}/fleet", sizes.fleet_nodes, sizes.fleet_per_node_sample),
+        "preflight": lambda: cases_preflight.preflight_case(f"{tmp}/preflight", sizes.preflight_ranks,
+                                                            sizes.preflight_row_groups),
         "prune": lambda: cases_retention.prune_cases(f"{tmp}/prune", sizes.prune_checkpoints, sizes.prune_files,
                                                      min(2, sizes.repeat)),
     }

@@ -508,3 +508,234 @@ def resume_latest(output_dir: Path) -> int | None:
     found = [(int(child.name.split("-", 1)[1]), child.name) for child in output_dir.iterdir()
              if child.is_dir() and re.match(CHECKPOINT_DIR, child.name) and (child / "dcp").is_dir()]
     return max(found)[0] if found else None
+
+
+# --------------------------------------------------------------------------- resume on every rank
+# FastVideo's resume, transcribed from ``fastvideo/train/utils/checkpoint.py`` (``_resolve_resume_checkpoint``,
+# ``maybe_resume``, ``_resolve_dataloader_snapshot``, ``_load_dataloader_snapshot``, ``load_rng_snapshot``) and
+# the streaming dataset (``load_or_create_streaming_manifest``, ``load_state_dict``, ``__iter__``), run for
+# every target rank on CPU: the DCP load is a real ``dcp.load`` of every item, the CUDA setters are stand-ins
+# that index the same keys. What ``fvconsole preflight``'s ``go`` must equal (issue 36).
+
+DATALOADER_STATE_ENV = "FASTVIDEO_DATALOADER_STATE_DIR"
+
+
+def find_latest_checkpoint(output_dir: Path) -> Path | None:
+    """``_find_latest_checkpoint``: the highest ``checkpoint-<step>`` child that is a dir with a ``dcp/`` dir."""
+    import re
+
+    if not output_dir.exists():
+        return None
+    found = [(int(c.name.split("-", 1)[1]), c) for c in output_dir.iterdir()
+             if c.is_dir() and re.match(CHECKPOINT_DIR, c.name) and (c / "dcp").is_dir()]
+    return max(found, key=lambda item: item[0])[1] if found else None
+
+
+def resolve_resume_checkpoint(value: str, output_dir: str) -> Path | None:
+    """``_resolve_resume_checkpoint``: FileNotFoundError / ValueError as FastVideo raises them."""
+    import re
+
+    if str(value).strip().lower() == "latest":
+        return find_latest_checkpoint(Path(os.path.expanduser(str(output_dir))).resolve())
+    path = Path(os.path.expanduser(str(value))).resolve()
+    if not path.exists():
+        raise FileNotFoundError(f"resume_from_checkpoint not found: {path}")
+    if path.is_dir() and path.name == "dcp":
+        path = path.parent
+    if path.is_dir() and re.match(CHECKPOINT_DIR, path.name):
+        if not (path / "dcp").is_dir():
+            raise FileNotFoundError(f"Missing dcp dir under checkpoint: {path / 'dcp'}")
+        return path
+    latest = find_latest_checkpoint(path)
+    if latest is not None:
+        return latest
+    raise ValueError(f"Could not resolve resume checkpoint. Got: {path}")
+
+
+def _dcp_load(dcp_dir: Path) -> None:
+    """``dcp.load`` of every item the metadata lists, into CPU tensors of its size (reads every storage file)."""
+    import warnings
+
+    import torch
+    import torch.distributed.checkpoint as dcp
+    from torch.distributed.checkpoint.metadata import TensorStorageMetadata
+
+    reader = dcp.FileSystemReader(str(dcp_dir))
+    metadata = reader.read_metadata()
+    state = {key: torch.empty(meta.size, dtype=meta.properties.dtype) if isinstance(meta, TensorStorageMetadata)
+             else None for key, meta in metadata.state_dict_metadata.items()}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        dcp.load(state, storage_reader=reader, no_dist=True)
+
+
+def _manifest_matches_source(root: str, manifest: dict[str, Any]) -> bool:
+    row_groups = manifest.get("row_groups")
+    if not isinstance(row_groups, list) or not row_groups:
+        return False
+    start = 0
+    stats: dict[str, os.stat_result] = {}
+    try:
+        for item in row_groups:
+            rows = int(item["rows"])
+            if rows <= 0 or int(item["row_group"]) < 0 or int(item["sample_start"]) != start:
+                return False
+            start += rows
+            name = str(item["file"])
+            if name not in stats:
+                full = os.path.realpath(os.path.join(root, name))
+                if os.path.commonpath([root, full]) != root:
+                    return False
+                stats[name] = os.stat(full)
+            if int(item["file_size"]) != stats[name].st_size or int(item["file_mtime_ns"]) != stats[name].st_mtime_ns:
+                return False
+    except (KeyError, OSError, TypeError, ValueError):
+        return False
+    return int(manifest.get("total_rows", -1)) == start and manifest.get("fingerprint") == manifest_fingerprint(row_groups)
+
+
+def streaming_manifest(data_path: str, manifest_path: str, columns: tuple[str, ...]) -> dict[str, Any]:
+    """``load_or_create_streaming_manifest`` without the write: the manifest reused, or the rescan's."""
+    import pyarrow.parquet as pq
+
+    root = os.path.realpath(os.path.expanduser(data_path))
+    if os.path.exists(manifest_path):
+        with open(manifest_path, encoding="utf-8") as handle:
+            candidate = json.load(handle)
+        if (candidate.get("version") == 2 and candidate.get("dataset_root") == root
+                and candidate.get("columns") == list(columns) and _manifest_matches_source(root, candidate)):
+            return candidate
+    files = sorted(os.path.realpath(os.path.join(d, n)) for d, _, names in os.walk(root) for n in sorted(names)
+                   if n.endswith(".parquet"))
+    if not files:
+        raise FileNotFoundError(f"No parquet files found under dataset path: {root}")
+    row_groups, start = [], 0
+    for path in files:
+        st = os.stat(path)
+        meta = pq.ParquetFile(path)
+        missing = sorted(set(columns) - set(meta.schema_arrow.names))
+        if missing:
+            raise ValueError(f"Parquet file {path} is missing projected T2V columns: {missing}")
+        for index in range(meta.num_row_groups):
+            rows = meta.metadata.row_group(index).num_rows
+            row_groups.append({"file": os.path.relpath(path, root), "row_group": index, "rows": rows,
+                               "sample_start": start, "file_size": st.st_size, "file_mtime_ns": st.st_mtime_ns})
+            start += rows
+    return {"version": 2, "dataset_root": root, "columns": list(columns), "total_rows": start,
+            "row_groups": row_groups, "fingerprint": manifest_fingerprint(row_groups)}
+
+
+def _dataset_state(payload: dict[str, Any]) -> dict[str, Any]:
+    """What the stateful loader hands its dataset: the ``dataset`` state, or torchdata's ``dataset_state``."""
+    state = payload["state"]
+    if payload.get("state_kind") == "dataset":
+        return state
+    if "dataset_state" in state:
+        return state["dataset_state"]
+    return state["_snapshot"]["_worker_snapshots"]["worker_0"]["dataset_state"]
+
+
+def _rank_resumes(checkpoint: Path, step: int, rank: int, world: int, config: dict[str, Any],
+                  manifest: dict[str, Any] | None, override: str | None) -> None:
+    """One rank's dataloader state load, RNG restore and first batch; raises where FastVideo raises."""
+    import random as random_module
+
+    import numpy as np
+    import torch
+
+    data, dist = config["training"]["data"], config["training"]["distributed"]
+    if manifest is not None:  # the streaming loader is stateful
+        path: Path | None = checkpoint / f"dataloader_state_rank{rank}.pt"
+        if not path.is_file():
+            if override:
+                path = Path(os.path.expanduser(override)).resolve() / f"dataloader_state_rank{rank}.pt"
+                if not path.is_file():
+                    raise FileNotFoundError(f"{DATALOADER_STATE_ENV} is set, but rank {rank} state is missing: {path}")
+            elif world == 1:
+                path = None
+            else:
+                raise RuntimeError("Checkpoint has no rank-local dataloader state sidecar.")
+        sp = int(dist.get("sp_size", 1))
+        batch = int(data["train_batch_size"])
+        shards = contiguous_row_group_shards(manifest["row_groups"], world // sp * max(int(data.get(
+            "dataloader_num_workers", 0)), 1))
+        spw = samples_per_worker(shards, batch)
+        if spw == 0:
+            raise ValueError("Dataset is too small for the requested DP/SP/worker layout")
+        if path is not None:
+            payload = torch.load(path, map_location="cpu", weights_only=False)
+            if not isinstance(payload, dict):
+                raise ValueError(f"Invalid dataloader state payload: {path}")
+            for name, want in (("version", SIDECAR_VERSION), ("rank", rank), ("world_size", world), ("step", step)):
+                if payload.get(name) != want:
+                    raise ValueError(f"Dataloader state {name} mismatch in {path}")
+            if not isinstance(payload.get("state"), dict) or payload.get("state_kind") not in ("dataloader", "dataset"):
+                raise ValueError(f"Unsupported dataloader state in {path}")
+            state = _dataset_state(payload)
+            if int(state.get("version", -1)) != STATE_VERSION:
+                raise ValueError(f"Cannot resume: unsupported streaming dataset state ({path})")
+            if state.get("manifest_fingerprint") != manifest["fingerprint"]:
+                raise ValueError(f"Cannot resume: streaming dataset manifest changed ({path})")
+            live = _topology(rank=rank, world_size=world, sp_world_size=sp, batch_size=batch,
+                             read_batch_size=int(data["streaming_read_batch_size"]), seed=int(data["seed"]),
+                             shuffle_row_groups=bool(data["streaming_shuffle_row_groups"]), samples_per_worker=spw)
+            if state.get("topology") != live:
+                raise ValueError(f"Cannot resume: streaming loader topology or sampling config changed ({path})")
+            epoch_samples(manifest, world_size=world, sp_world_size=sp, batch_size=batch, seed=int(data["seed"]),
+                          shuffle_row_groups=bool(data["streaming_shuffle_row_groups"]), epoch=int(state["epoch"]),
+                          rank=rank, resume=state)
+    rng_path = checkpoint / f"rng_state_rank{rank}.pt"
+    if not rng_path.is_file():
+        rng_path = checkpoint / "rng_state.pt"
+    if rng_path.is_file():
+        rng = torch.load(rng_path, map_location="cpu", weights_only=False)
+        saved = (torch.get_rng_state(), random_module.getstate(), np.random.get_state())
+        try:
+            if "torch_rng" in rng:
+                torch.set_rng_state(rng["torch_rng"])
+            if "python_rng" in rng:
+                random_module.setstate(rng["python_rng"])
+            if "numpy_rng" in rng:
+                np.random.set_state(rng["numpy_rng"])
+            torch.ByteTensor(rng["cuda_rng"])  # torch.cuda.set_rng_state's stand-in: the same key, a byte tensor
+            torch.Generator().set_state(rng["gen_cuda"])  # the method's CUDA generator's stand-in
+        finally:
+            torch.set_rng_state(saved[0])
+            random_module.setstate(saved[1])
+            np.random.set_state(saved[2])
+
+
+def resume_every_rank(config: dict[str, Any], *, resume: str | None, world_size: int, override: str | None,
+                      columns: tuple[str, ...]) -> tuple[bool, list[str]]:
+    """(every target rank resumes, each failure as ``where: error``) for the next job of ``config``."""
+    import re
+
+    if not resume:
+        return True, []
+    try:
+        checkpoint = resolve_resume_checkpoint(resume, config["training"]["checkpoint"]["output_dir"])
+    except (FileNotFoundError, ValueError, NotADirectoryError) as exc:
+        return False, [f"resolve: {exc}"]
+    if checkpoint is None:
+        return True, []
+    step = int(re.match(CHECKPOINT_DIR, checkpoint.name).group(1))
+    data = config["training"]["data"]
+    manifest = None
+    if str(data.get("dataloader_type", "")).strip().lower() == "streaming":
+        try:
+            manifest = streaming_manifest(data["data_path"], data["streaming_manifest_path"], columns)
+        except (FileNotFoundError, ValueError) as exc:
+            return False, [f"dataset: {exc}"]
+    from torch.distributed.checkpoint.api import CheckpointException  # a BaseException, not an Exception
+
+    try:
+        _dcp_load(checkpoint / "dcp")
+    except (Exception, CheckpointException) as exc:  # noqa: BLE001 - whatever dcp.load raises fails every rank
+        return False, [f"dcp: {type(exc).__name__}: {str(exc)[:200]}"]
+    failures = []
+    for rank in range(world_size):
+        try:
+            _rank_resumes(checkpoint, step, rank, world_size, config, manifest, override)
+        except Exception as exc:  # noqa: BLE001 - FastVideo's failure on that rank, whatever its type
+            failures.append(f"rank {rank}: {type(exc).__name__}: {exc}")
+    return not failures, failures

@@ -8,13 +8,18 @@ from __future__ import annotations
 
 import argparse
 import os
-from collections.abc import Sequence
-from typing import Any
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any
 
 from fvconsole.cli.common import Block, block, emit_json, format_table, say, warn
 from fvconsole.cli.options import add_config, add_json
 from fvconsole.cli.prune import register_prune
 from fvconsole.core.shared import elided, head_tail, human_bytes, plural
+
+if TYPE_CHECKING:  # the core's records, for the hints only: importing them costs every start-up
+    from fvconsole.core.checkpoints import CheckpointInfo, DcpTensors, DiskBudget, RunKind
+    from fvconsole.core.formats import Mismatch
+    from fvconsole.core.retention import FastVideoOutlook
 
 LS_EPILOG = """\
 examples:
@@ -51,13 +56,13 @@ def add_set_option(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def short(value: Any, width: int = 48) -> str:
+def short(value: Any, width: int = 48) -> str:  # a config value: any YAML value
     """A one-line rendering of a config value for tables."""
     text = "<missing>" if value is None else repr(value) if isinstance(value, str) else str(value)
     return text if len(text) <= width else text[: width - 3] + "..."
 
 
-def mismatch_rows(mismatches: Sequence[Any]) -> list[list[str]]:
+def mismatch_rows(mismatches: Sequence[Mismatch]) -> list[list[str]]:
     rows = []
     for data in mismatches_json(mismatches):
         missing = data.get("missing")
@@ -67,7 +72,7 @@ def mismatch_rows(mismatches: Sequence[Any]) -> list[list[str]]:
     return rows
 
 
-def format_mismatches(mismatches: Sequence[Any], *, limit: int = 40) -> str | Block:
+def format_mismatches(mismatches: Sequence[Mismatch], *, limit: int = 40) -> str | Block:
     """Critical rows first (the caller's order is already critical-first), marked with '!'."""
     if not mismatches:
         return "config: matches the checkpoint's embedded config on every key"
@@ -79,21 +84,21 @@ def format_mismatches(mismatches: Sequence[Any], *, limit: int = 40) -> str | Bl
     return block([title, format_table(["", "path", "checkpoint", "config"], shown)])
 
 
-def mismatches_json(mismatches: Sequence[Any]) -> list[dict]:
+def mismatches_json(mismatches: Sequence[Mismatch]) -> list[dict]:
     return [m.to_json() if hasattr(m, "to_json") else dict(m) for m in mismatches]
 
 
 # --------------------------------------------------------------------------- ls
 
 
-def _latest_resume(infos: Sequence[Any]) -> Any | None:
+def _latest_resume(infos: Sequence[CheckpointInfo]) -> CheckpointInfo | None:
     """The checkpoint FastVideo's "latest" resume picks: highest step with a dcp/ dir."""
     from fvconsole.core.checkpoints import latest_resumable
 
     return latest_resumable(list(infos))
 
 
-def ls_warnings(infos: Sequence[Any]) -> list[str]:
+def ls_warnings(infos: Sequence[CheckpointInfo]) -> list[str]:
     warnings = []
     latest = _latest_resume(infos)
     if latest is not None and not latest.complete:
@@ -161,7 +166,7 @@ def _ls(args: argparse.Namespace) -> int:
     return 0
 
 
-def _fastvideo_outlook(args: argparse.Namespace, infos: Sequence[Any]) -> Any | None:
+def _fastvideo_outlook(args: argparse.Namespace, infos: Sequence[CheckpointInfo]) -> FastVideoOutlook | None:
     """What FastVideo's cleanup and "latest" will do (None for one checkpoint dir: no output dir to judge)."""
     from fvconsole.core.checkpoints import checkpoint_step
     from fvconsole.core.retention import fastvideo_outlook
@@ -176,7 +181,7 @@ def _fastvideo_outlook(args: argparse.Namespace, infos: Sequence[Any]) -> Any | 
     return fastvideo_outlook(os.path.abspath(os.path.expanduser(args.dir)), infos, config, args.overrides or ())
 
 
-def fastvideo_lines(outlook: Any) -> list[str]:
+def fastvideo_lines(outlook: FastVideoOutlook) -> list[str]:
     """``fastvideo:`` lines: the cleanup limit and where it is from, what it deletes, what ``latest`` picks."""
     source = f" (from {outlook.limit_source})" if outlook.limit_source else " (not set anywhere)"
     if outlook.cleanup_limit is None:
@@ -196,7 +201,7 @@ def fastvideo_lines(outlook: Any) -> list[str]:
     return [f"fastvideo: {cleanup}", f"fastvideo: resume_from_checkpoint latest resumes from {latest}"]
 
 
-def legacy_run_kinds(infos: Sequence[Any]) -> dict[str, Any]:
+def legacy_run_kinds(infos: Sequence[CheckpointInfo]) -> dict[str, RunKind]:
     """The run kind (streaming or map-style loader) of every legacy checkpoint, by path
     (found by the listing's one read of its ``metadata.json``)."""
     from fvconsole.core.checkpoints import checkpoint_run_kind
@@ -204,12 +209,12 @@ def legacy_run_kinds(infos: Sequence[Any]) -> dict[str, Any]:
     return {i.path: i.run_kind or checkpoint_run_kind(i.path) for i in infos if i.kind == "legacy"}
 
 
-def loader_cell(kind: Any) -> str:
+def loader_cell(kind: RunKind | None) -> str:
     """``streaming``, ``map-style`` or ``unknown`` for a legacy checkpoint; ``-`` otherwise."""
     return "-" if kind is None else kind.loader
 
 
-def budget_line(budget: Any) -> str:
+def budget_line(budget: DiskBudget) -> str:
     """Free space of the output dir's filesystem and how many more saves of the latest size fit."""
     if budget.free_bytes is None:
         return f"disk: free space unknown (statvfs failed on {budget.path})"
@@ -233,7 +238,7 @@ def dcp_summary(keys: Sequence[str]) -> dict:
     return {"keys": len(keys), "prefixes": dict(sorted(prefixes.items())), "dataloader_keys": dataloader}
 
 
-def critical_values(config: Any) -> dict:
+def critical_values(config: Mapping[str, Any] | None) -> dict:
     """The checkpoint's embedded values on the docs/formats.md §2 critical paths."""
     from fvconsole.core.formats import CRITICAL_PATHS, get_path
 
@@ -312,14 +317,14 @@ def _show(args: argparse.Namespace) -> int:
     return _metadata_exit(metadata_error)
 
 
-def run_kind_line(kind: Any) -> str:
+def run_kind_line(kind: RunKind) -> str:
     """Which dataloader state the legacy checkpoint holds, and whether it can be migrated."""
     if kind.migratable:
         return "legacy dataloader state: streaming loader (migratable to rank-local sidecars)"
     return f"legacy dataloader state: {kind.loader} loader, not migratable: {kind.why}"
 
 
-def _read_tensors(checkpoint: str) -> tuple[Any, str | None]:
+def _read_tensors(checkpoint: str) -> tuple[DcpTensors | None, str | None]:
     """The DCP tensors, or why not (an unreadable DCP is reported like the key summary's)."""
     from fvconsole.core.checkpoints import dcp_tensors
     from fvconsole.core.shared import FvError
@@ -330,7 +335,7 @@ def _read_tensors(checkpoint: str) -> tuple[Any, str | None]:
         return None, " ".join(str(exc).split())
 
 
-def tensors_json(tensors: Any, error: str | None) -> dict:
+def tensors_json(tensors: DcpTensors | None, error: str | None) -> dict:
     """``--tensors --json``: every tensor and the bytes per first key component."""
     if tensors is None:
         return {"tensors": None, "totals": None, "tensors_error": error}
@@ -338,7 +343,7 @@ def tensors_json(tensors: Any, error: str | None) -> dict:
             "tensors_error": None}
 
 
-def tensor_lines(tensors: Any, error: str | None) -> list[str | Block]:
+def tensor_lines(tensors: DcpTensors | None, error: str | None) -> list[str | Block]:
     """``--tensors``: one row per tensor (key, dtype, shape, bytes), then totals per top-level key."""
     if tensors is None:
         return ["DCP tensors:", f"  unreadable: {error}"]

@@ -51,6 +51,7 @@ from fvconsole.core.fleet import (
     NodeEviction,
     NodeOutcome,
     NodeSelection,
+    SlurmJob,
     check_selection_args,
     compress_hostlist,
     execute_fleet_eviction,
@@ -195,7 +196,7 @@ def _finish(code: int, outcomes: tuple[NodeOutcome, ...], doc: dict[str, Any] | 
                                f"({compress_hostlist(o.node for o in failed)}); first: {first.node}: {first.error}", doc)
 
 
-def _rows(outcomes: list[Any], full: bool) -> tuple[list[Any], int]:
+def _rows(outcomes: list[NodeOutcome], full: bool) -> tuple[list[NodeOutcome], int]:
     """Which node rows to print: all with --full, else every failed one (bounded) and the ok ones' head/tail."""
     if full:
         return outcomes, 0
@@ -344,7 +345,7 @@ def slurm_lines(view: FleetCacheView) -> list[str]:
     return lines
 
 
-def _job_row(job: Any, wanted: set[str], busy_ids: set[str]) -> tuple[Any, ...]:
+def _job_row(job: SlurmJob, wanted: set[str], busy_ids: set[str]) -> tuple[str, ...]:
     nodes = compress_hostlist(n for n in job.nodes if n in wanted)
     return (job.job_id, job.user, job.name, job.state, nodes, "cache owner's job: node busy" if job.job_id in busy_ids
             else "")

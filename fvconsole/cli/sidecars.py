@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+from typing import TYPE_CHECKING, Any
 
 from fvconsole.cli.checkpoints import add_set_option
 from fvconsole.cli.common import Block, block, command_failed, emit_json, format_table, say, warn
@@ -11,6 +12,9 @@ from fvconsole.core.shared import MissingExtra, elided, flags, plural
 
 #: The extra --deep needs (pyarrow reads the dataset's next sample ids).
 PARQUET = "parquet"
+
+if TYPE_CHECKING:  # the core's record, for the hint only (importing migration costs start-up)
+    from fvconsole.core.migration import VerifyResult
 
 VERIFY_EPILOG = """\
 examples:
@@ -88,7 +92,7 @@ def _verify(args: argparse.Namespace) -> int:
     return 0
 
 
-def _report(result, deep: bool) -> Block:
+def _report(result: VerifyResult, deep: bool) -> Block:
     lines = [f"sidecar dir: {result.sidecar_dir}"]
     if result.step is not None:
         lines.append(f"plan: step {result.step}, world size {result.world_size}")
@@ -109,7 +113,7 @@ def _report(result, deep: bool) -> Block:
     return block(lines)
 
 
-def _row(r: dict, deep: bool) -> list:
+def _row(r: dict[str, Any], deep: bool) -> list[Any]:
     row = [r["rank"], "ok" if r["ok"] else "BAD", r["row_group_position"], r["row_offset"],
            r["yielded_samples"], r["next_sample_index"]]
     if deep:

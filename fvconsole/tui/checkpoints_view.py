@@ -23,6 +23,7 @@ from fvconsole.core.shared import human_age
 from fvconsole.tui import checkpoints_text as ct
 from fvconsole.tui import state
 from fvconsole.tui.base import BaseView
+from fvconsole.tui.checkpoint_preflight import PreflightVerdict
 from fvconsole.tui.checkpoint_prune import PruneMarks
 from fvconsole.tui.checkpoint_rows import CheckpointRow, list_checkpoint_rows
 from fvconsole.tui.messages import CheckpointDetailRead, CheckpointsListed, CheckpointsListFailed
@@ -84,7 +85,7 @@ class CheckpointTable(ListingTable[CheckpointRow]):
                 self.update_cell(row.info.path, "age", human_age(now - row.mtime))
 
 
-class CheckpointsView(PruneMarks, BaseView):
+class CheckpointsView(PreflightVerdict, PruneMarks, BaseView):
     """Table of checkpoints + detail (metadata, DCP keys, migration, mismatch report)."""
 
     TITLE = "1 Checkpoints"
@@ -100,6 +101,9 @@ class CheckpointsView(PruneMarks, BaseView):
                 tooltip="delete the marked checkpoints: a fresh judgement (the newest complete one, one in use, the "
                         "newest resumable published set always stay), then confirm"),
         Binding("p", "refuse('prune')", "Prune marked", show=False),
+        Binding("w", "preflight", "Preflight",
+                tooltip="judge a resume from the selected checkpoint with the loaded config: every check, "
+                        "rank ranges, the verdict and the fix, in the detail pane"),
         Binding("y", "copy_path", "Copy path", show=False,
                 tooltip="copy the selected checkpoint's full path (a long one is shortened in the middle on screen)"),
     ]
@@ -111,11 +115,13 @@ class CheckpointsView(PruneMarks, BaseView):
         self._details: dict[str, CheckpointDetail] = {}
         self._pruning = False
         self._banner = FitStatic(id="ckpt-banner", classes="banner")
+        self._preflight_panel = FitStatic(id="ckpt-preflight")
         self._detail = FitStatic("Select a checkpoint.", id="ckpt-detail")
 
     def compose(self) -> ComposeResult:
         self.table = CheckpointTable(id="ckpt-table")
         yield self._banner
+        yield self._preflight_panel
         yield Input(placeholder="filter checkpoints (Esc closes)", classes="view-filter")
         with Container(id="ckpt-main", classes="split"):
             yield self.table
@@ -137,6 +143,7 @@ class CheckpointsView(PruneMarks, BaseView):
         self._banner.update(PlainText(f"loading {st.checkpoints_path} …", style="italic"))
         self._details.clear()
         self.list_checkpoints(st.checkpoints_path)
+        self.preflight_run()
 
     @work(thread=True, exclusive=True, group="ckpt-list", exit_on_error=False)
     def list_checkpoints(self, path: str) -> None:

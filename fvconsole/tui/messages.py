@@ -37,6 +37,7 @@ from fvconsole.core.migration import (
     NextSampleIds,
     VerifyResult,
 )
+from fvconsole.core.preflight import PreflightReport
 from fvconsole.core.retention import LockedPrune, PrunePlan
 
 if TYPE_CHECKING:
@@ -96,6 +97,19 @@ class PruneFailed(ViewMessage):
 class CheckpointDetailRead(ViewMessage):
     row: CheckpointRow
     detail: CheckpointDetail
+
+
+@dataclass
+class PreflightJudged(ViewMessage):
+    """A resume preflight's verdict: for the loaded config's resume, or (``selected``) the selected checkpoint."""
+
+    report: PreflightReport
+    selected: bool
+
+
+@dataclass
+class PreflightFailed(ViewMessage):
+    error: BaseException
 
 
 # ------------------------------------------------------------ view 2: migration

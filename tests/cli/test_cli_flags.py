@@ -126,3 +126,28 @@ def test_y_is_yes_and_dry_run_is_the_default(tmp_path, capsys) -> None:
     assert capsys.readouterr().out * 2 == plain and "re-run with --yes" in plain
     assert main(["cache", "evict", str(root), "--invalid", "--grace", "0s", "--no-journal", "-y"]) == 0
     assert sorted(p.name for p in root.iterdir()) == [make_key("good")]
+
+
+#: Parameters that hold any value on purpose (a run config's value, a table's cell), by module:function:parameter.
+ANY_ON_PURPOSE = {"cli/checkpoints.py:short:value", "cli/checkpoints.py:critical_values:config"}
+
+
+def test_the_cli_names_the_cores_records_in_its_hints_not_any() -> None:
+    """Issue 35 item 4: about 20 parameters of these modules were typed ``Any`` where they hold a core record
+    (a side effect of function-local imports); the hints name the records (``TYPE_CHECKING`` imports)."""
+    loose = []
+    for name in ("checkpoints", "migrate", "prune", "reshard_text", "sidecars", "fleet", "cache"):
+        path = PACKAGE / "cli" / f"{name}.py"
+        for node in ast.walk(ast.parse(path.read_text())):
+            if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                continue
+            hints = [(a.arg, a.annotation) for a in (*node.args.args, *node.args.kwonlyargs)]
+            hints.append(("return", node.returns))
+            for arg, hint in hints:
+                text = ast.unparse(hint) if hint is not None else ""
+                if arg not in ("self", "args") and (text == "Any" or text.startswith("Any |")
+                                                    or text.endswith("| Any") or text.startswith("Sequence[Any]")):
+                    where = f"cli/{name}.py:{node.name}:{arg}"
+                    if where not in ANY_ON_PURPOSE:
+                        loose.append(where)
+    assert loose == []

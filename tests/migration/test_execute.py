@@ -160,7 +160,11 @@ def test_swap_failure_leaves_old_set(tmp_path, monkeypatch) -> None:
     with pytest.raises(PartialFailure, match="while publishing") as info:
         write.execute_migration(plan_for(legacy, overwrite=True))
     assert info.value.report["output_dir_changed"] is False
-    assert tree_digest(str(tmp_path), mtimes=True, modes=True, include_root=False) == before
+    # The source's reader's record came and went beside its run (issue 37 item 3): the dir holding the
+    # run's output dir had its own mtime moved, no entry did.
+    after = tree_digest(str(tmp_path), mtimes=True, modes=True, include_root=False)
+    assert {k: v for k, v in after.items() if k != "run"} == {k: v for k, v in before.items() if k != "run"}
+    assert after["run"][::2] == before["run"][::2]
 
 
 def test_existing_set_needs_overwrite(tmp_path) -> None:

@@ -4,7 +4,10 @@ Every run is built by ``fvconsole.demo.builders`` as FastVideo writes it: a real
 DCP save (torch CPU), real Parquet files and manifest, per-rank ``dataloader_state_rank<r>.pt``
 (native) or a published migration set (legacy), per-rank RNG snapshots with FastVideo's keys.
 The expected verdicts (go or not, the first blocking check, the ranks and the words that name
-the file or field) are written by hand from FastVideo's resume code, never read from preflight.
+the file or field) are written by hand from FastVideo's resume code, never read from preflight;
+and every verdict is checked against FastVideo's own resume run on every target rank
+(``tests/fastvideo_reference.py: resume_every_rank``: a real ``dcp.load``, ``torch.load`` of each
+sidecar and RNG file, the streaming dataset's checks): ``go`` must be "every rank resumes".
 """
 
 from __future__ import annotations
@@ -13,20 +16,61 @@ import json
 import os
 from pathlib import Path
 
+import fastvideo_reference
 import pytest
+import yaml
 
-from fvconsole.demo.builders import build_run, rng_state
+from fvconsole.demo.builders import DEFAULT_COLUMNS, build_run, rng_state
 
 pytestmark = pytest.mark.filterwarnings("ignore::UserWarning")
 
 
+def _flag(extra: tuple[str, ...], name: str) -> list[str]:
+    return [extra[i + 1] for i, word in enumerate(extra) if word == name]
+
+
+def _oracle(run, extra: tuple[str, ...]) -> tuple[bool, list[str]]:
+    """FastVideo's own resume on every target rank (tests/fastvideo_reference.py), for the same inputs."""
+    config = yaml.safe_load(Path(run.config_path).read_text(encoding="utf-8"))
+    for item in _flag(extra, "--set"):
+        key, _, value = item.partition("=")
+        node = config
+        *parents, leaf = key.split(".")
+        for part in parents:
+            node = node.setdefault(part, {})
+        node[leaf] = yaml.safe_load(value) if value else None
+    world = int((_flag(extra, "--world-size") or [config["training"]["distributed"]["num_gpus"]])[0])
+    resume = (_flag(extra, "--resume") or [config["training"]["checkpoint"].get("resume_from_checkpoint")])[0]
+    override = (_flag(extra, "--dataloader-state-dir") or [None])[0]
+    return fastvideo_reference.resume_every_rank(config, resume=resume, world_size=world, override=override,
+                                                 columns=DEFAULT_COLUMNS)
+
+
+def _agrees(doc: dict, oracle: tuple[bool, list[str]]) -> None:
+    """preflight's go is "every rank resumes" in FastVideo; a no-go names a rank or a stage FastVideo fails on."""
+    resumes, failures = oracle
+    assert doc["go"] == resumes, (doc["problems"], failures)
+    if resumes:
+        return
+    failing = {int(f.split(":")[0].split()[1]) for f in failures if f.startswith("rank ")}
+    blocking = _blocking(doc)
+    if failing:
+        assert any(failing & set(c.get("ranks", ())) for c in blocking), (doc["problems"], failures)
+    else:
+        stage = failures[0].split(":")[0]
+        assert any(c["check"] == stage for c in blocking), (doc["problems"], failures)
+
+
 def _preflight(cli, run, *extra: str) -> tuple[int, dict]:
     """``preflight --json`` of ``run`` (``--resume latest`` unless ``extra`` names another: the demo's
-    run config resumes from nothing)."""
+    run config resumes from nothing), checked against FastVideo's own resume unless ``--strict``."""
     resume = () if "--resume" in extra else ("--resume", "latest")
     code, out, err = cli(["preflight", "--config", run.config_path, "--json", *resume, *extra])
     assert err == "", err
-    return code, json.loads(out)
+    doc = json.loads(out)
+    if "--strict" not in extra:
+        _agrees(doc, _oracle(run, (*resume, *extra)))
+    return code, doc
 
 
 def _blocking(doc: dict) -> list[dict]:
@@ -230,3 +274,47 @@ def test_usage_errors_exit_2(cli, tmp_path) -> None:
     assert code == 2 and "--cache-root" in err
     code, _, err = cli(["preflight", "--config", run.config_path, "--world-size", "0"])
     assert code == 2 and "--world-size" in err
+
+
+def test_the_weight_cache_is_warm_or_cold_and_never_blocks(cli, tmp_path) -> None:
+    from fvconsole.demo.cache_builders import write_cache_entry
+
+    run = _native(tmp_path)
+    cache = tmp_path / "wcache"
+    write_cache_entry(cache, num_shards=8)  # another job's layout: cold for 4 ranks
+    code, doc = _preflight(cli, run, "--cache-root", str(cache))
+    (line,) = [c for c in doc["checks"] if c["check"] == "cache"]
+    assert code == 0 and doc["go"] is True
+    assert line["status"] == "warn" and "cold (no complete entry of 4 shards)" in line["detail"]
+    key = os.path.basename(write_cache_entry(cache, num_shards=4))
+    code, doc = _preflight(cli, run, "--cache-root", str(cache))
+    (line,) = [c for c in doc["checks"] if c["check"] == "cache"]
+    assert line["status"] == "ok" and f"warm ({key}, 4 shards" in line["detail"]
+    code, doc = _preflight(cli, run, "--cache-root", str(tmp_path / "no-such-cache"), "--strict")
+    assert code == 1 and [c["status"] for c in doc["checks"] if c["check"] == "cache"] == ["warn"]
+
+
+def test_the_cache_check_runs_on_every_node_through_the_fleet(cli, tmp_path, srun_on_path) -> None:
+    from fvconsole.demo.cache_builders import write_cache_entry
+
+    run = _native(tmp_path)
+    write_cache_entry(tmp_path / "a1" / "wcache", num_shards=4, tensor_bytes=256)
+    write_cache_entry(tmp_path / "a2" / "wcache", num_shards=8, tensor_bytes=256)
+    code, doc = _preflight(cli, run, "--cache-root", str(tmp_path / "{node}" / "wcache"), "--nodes", "a[1-2]")
+    lines = {c["detail"].split(":")[0]: c for c in doc["checks"] if c["check"] == "cache"}
+    assert code == 0 and set(lines) == {"a1", "a2"}
+    assert lines["a1"]["status"] == "ok" and "warm" in lines["a1"]["detail"]
+    assert lines["a2"]["status"] == "warn" and "cold" in lines["a2"]["detail"]
+
+
+def test_a_planted_pickle_as_rank_2s_rng_file_is_a_finding_and_never_runs(cli, tmp_path) -> None:
+    from reliability.harness import write_malicious_pt
+
+    run = _native(tmp_path)
+    marker = tmp_path / "pwned"
+    write_malicious_pt(Path(run.checkpoint(2)) / "rng_state_rank2.pt", marker)
+    code, out, _ = cli(["preflight", "--config", run.config_path, "--resume", "latest", "--json"])
+    doc = json.loads(out)
+    assert code == 1 and not marker.exists()
+    (first,) = _blocking(doc)
+    assert first["check"] == "rng" and first["ranks"] == [2] and "is not readable" in first["detail"]

@@ -120,3 +120,27 @@ def test_no_lock_module_refuses_with_a_bare_message() -> None:
                 bare.append(f"{module.name}:{node.lineno}: {ast.unparse(node)[:80]}")
     assert bare == []
     assert len(list(package.glob("*.py"))) >= 8, "the scan looks in the wrong place"
+
+
+def test_a_signal_while_the_lock_file_is_made_is_acted_on_once_it_is_held(tmp_path: Path) -> None:
+    """The lock owns its signal safety (the runner and the migration need no section of their own): a
+    SIGTERM that arrives once the lock file is linked, before this object knew it held it, left the file
+    behind with nobody to remove it; now it is acted on once ``held`` is set, and ``release`` removes it."""
+    import signal
+
+    from fvconsole.core.shared.interrupts import Interrupted, handlers
+
+    path = tmp_path / ".out.fvconsole-lock"
+
+    def step(label: str) -> None:
+        if label.startswith("unlink ") and label.endswith(".tmp"):  # the lock file is linked by now
+            os.kill(os.getpid(), signal.SIGTERM)
+
+    lock = FileLock(str(path), subject=str(tmp_path / "out"), step=step)
+    with handlers():
+        with pytest.raises(Interrupted) as stopped:
+            lock.acquire()
+        assert stopped.value.signum == signal.SIGTERM
+        assert lock.held is not None and path.is_file()
+        assert lock.release() is None
+    assert not path.exists()

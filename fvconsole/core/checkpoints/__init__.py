@@ -6,7 +6,7 @@ migration needs (:mod:`.disk_budget`). Reads only; imports the shared layer and 
 
 from __future__ import annotations
 
-from fvconsole.core.checkpoints.budget import disk_budget
+from fvconsole.core.checkpoints.budget import DiskBudget, disk_budget
 from fvconsole.core.checkpoints.dcp_keys import dcp_state_keys
 from fvconsole.core.checkpoints.detail import CheckpointDetail, checkpoint_detail
 from fvconsole.core.checkpoints.kind import RunKind, run_kind
@@ -19,11 +19,13 @@ from fvconsole.core.checkpoints.listing import (
     latest_resumable,
     read_metadata,
 )
-from fvconsole.core.checkpoints.tensors import dcp_tensors
+from fvconsole.core.checkpoints.tensors import DcpTensors, dcp_tensors
 
 __all__ = [
     "CheckpointDetail",
     "CheckpointInfo",
+    "DcpTensors",
+    "DiskBudget",
     "RunKind",
     "checkpoint_detail",
     "checkpoint_run_kind",

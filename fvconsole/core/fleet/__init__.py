@@ -52,6 +52,7 @@ from fvconsole.core.fleet.selection import (
     find_srun,
     select_nodes,
 )
+from fvconsole.core.fleet.slurm_state import SlurmJob
 
 __all__ = [
     "AUTO",
@@ -70,6 +71,7 @@ __all__ = [
     "NodeOutcome",
     "NodeSelection",
     "SINGLE_STEP_MIN_NODES",
+    "SlurmJob",
     "SrunDispatcher",
     "check_selection_args",
     "compress_hostlist",

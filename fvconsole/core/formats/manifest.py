@@ -123,15 +123,23 @@ def _row_group_error(path: str, index: int, item: Any) -> FvError | None:
     return None
 
 
-def _read_json(path: str) -> tuple[Any, str]:
-    """Parsed manifest JSON and the sha256 of its bytes; depth is checked by the caller (cheaply, knowing the shape)."""
+def _read_bytes(path: str) -> bytes:
+    """The manifest's bytes (regular file, size cap); FvError naming it when it cannot be read."""
     try:
-        data = read_regular_file(path, "streaming manifest", MAX_MANIFEST_BYTES)
+        return read_regular_file(path, "streaming manifest", MAX_MANIFEST_BYTES)
     except FileNotFoundError:
         raise FvError(f"{path}: streaming manifest does not exist") from None
     except OSError as exc:
         raise FvError(f"{path}: cannot read streaming manifest ({exc.strerror or exc})") from None
-    return decode(data, path, "streaming manifest", max_depth=None), hashlib.sha256(data).hexdigest()
+
+
+#: The last manifests loaded, by (path, sha256 of the bytes): the same bytes parse to the same
+#: manifest, so a command that reads one twice (preflight, then the published set's verification)
+#: decodes a million row groups once. Manifests are never mutated after loading.
+_LOADED: dict[tuple[str, str], Manifest] = {}
+#: Row-group fingerprints recomputed, by the manifest's content sha256 (same bytes, same hash).
+_RECOMPUTED: dict[str, str] = {}
+_CACHE_SIZE = 2
 
 
 def manifest_bytes_sha256(path: str) -> str:
@@ -218,7 +226,14 @@ def load_manifest(path: str | os.PathLike[str]) -> Manifest:
     if not _nul_free(os.fspath(path)):
         raise FvError(f"{os.fspath(path)!r}: streaming manifest path contains a NUL byte")
     path = real(path)
-    data, content_sha256 = _read_json(path)
+    raw_bytes = _read_bytes(path)
+    content_sha256 = hashlib.sha256(raw_bytes).hexdigest()
+    cached = _LOADED.get((path, content_sha256))
+    if cached is not None:
+        return cached
+    # Depth is checked below, cheaply, knowing the shape.
+    data = decode(raw_bytes, path, "streaming manifest", max_depth=None)
+    del raw_bytes
     if not isinstance(data, dict):
         raise FvError(f"{path}: streaming manifest must be a JSON object, got {_type_name(data)}")
     for name, kind in _TOP_FIELDS:
@@ -252,7 +267,7 @@ def load_manifest(path: str | os.PathLike[str]) -> Manifest:
     file_index = list(map(names.__getitem__, files_col))
     # One shared string object per file (the parsed JSON has one per row group).
     files = list(map(name_list.__getitem__, file_index))
-    return Manifest(
+    loaded = Manifest(
         path=path,
         dataset_root=data["dataset_root"],
         fingerprint=data["fingerprint"],
@@ -268,6 +283,10 @@ def load_manifest(path: str | os.PathLike[str]) -> Manifest:
         columns=data.get("columns"),
         content_sha256=content_sha256,
     )
+    if len(_LOADED) >= _CACHE_SIZE:
+        _LOADED.clear()
+    _LOADED[(path, content_sha256)] = loaded
+    return loaded
 
 
 # --------------------------------------------------------------------------- checks
@@ -439,7 +458,13 @@ def check_manifest(m: Manifest, data_path: str | None, *, source: bool = True) -
     problems: list[str] = []
     if m.version != MANIFEST_VERSION:
         problems.append(f"{m.path}: field 'version' is {m.version!r}, expected {MANIFEST_VERSION}")
-    recomputed = compute_fingerprint(m.raw["row_groups"])
+    recomputed = _RECOMPUTED.get(m.content_sha256) if m.content_sha256 else None
+    if recomputed is None:
+        recomputed = compute_fingerprint(m.raw["row_groups"])
+        if m.content_sha256:
+            if len(_RECOMPUTED) >= _CACHE_SIZE:
+                _RECOMPUTED.clear()
+            _RECOMPUTED[m.content_sha256] = recomputed
     if recomputed != m.fingerprint:
         problems.append(f"{m.path}: field 'fingerprint' is {m.fingerprint!r} but the row groups hash to {recomputed!r}")
     problems.extend(_check_values(m))

@@ -4,9 +4,9 @@ Why this shape: FastVideo reads ``$FASTVIDEO_DATALOADER_STATE_DIR/dataloader_sta
 for every rank, so an output dir holding half a set (or a new receipt beside old sidecars)
 would resume a run from the wrong samples. Everything is therefore staged in a sibling
 directory on the same filesystem (:mod:`.output_dir` names it), each file written atomically
-and verified, the receipt written last, and only then published (:mod:`.publish`). The
-legacy checkpoint is only ever read. Executions on one output dir take turns through its
-lock; every file-system step first calls the test-only fault hook (:mod:`.faults`).
+and verified, the receipt written last, and only then published (:mod:`.publish`). The source
+checkpoint is only read (a reader's record says so); executions on one output dir take turns
+through its lock; every file-system step first calls the test-only fault hook (:mod:`.faults`).
 """
 
 from __future__ import annotations
@@ -36,6 +36,7 @@ from fvconsole.core.shared.atomic import atomic_write_bytes
 from fvconsole.core.shared.errors import FvError, PartialFailure
 from fvconsole.core.shared.host import current_identity
 from fvconsole.core.shared.humanize import plural
+from fvconsole.core.shared.locks import ReaderRecord
 from fvconsole.core.shared.progress import Progress, no_progress
 from fvconsole.core.shared.reasons import Reason, invalid, reason
 from fvconsole.core.shared.safe_read import sha256_regular_file
@@ -57,17 +58,28 @@ def _write_file_atomic(directory: str, name: str, data: bytes, sync_file: bool =
                               step=faults.point)
 
 
+def _recheck_source_still_there(plan: MigrationPlan) -> None:
+    """Right before publishing: the source checkpoint is still the one planned (not pruned meanwhile)."""
+    if not (os.path.isdir(plan.checkpoint) and os.path.isdir(os.path.join(plan.checkpoint, "dcp"))):
+        raise FvError.of(reason("recheck.source_gone", "checkpoint", path=plan.checkpoint))
+    _recheck_metadata(plan)
+
+
+def _recheck_metadata(plan: MigrationPlan) -> None:
+    meta = os.path.join(plan.checkpoint, "metadata.json")
+    meta_sha = _sha256_now(meta, "metadata.json", "recheck.metadata_unreadable")
+    if meta_sha != plan.checkpoint_metadata_sha256:
+        raise FvError.of(reason("recheck.metadata_changed", "metadata.json", path=meta, now=meta_sha[:12],
+                                planned=plan.checkpoint_metadata_sha256[:12]))
+
+
 def _recheck_sources(plan: MigrationPlan) -> None:
     """The checkpoint metadata, config and manifest must still be what the plan was made from.
 
     Each refusal is a :class:`Reason` about the field the preview would name (``metadata.json``,
     ``config``, ``manifest``), so a front end words it as it words the preview's refusals.
     """
-    meta = os.path.join(plan.checkpoint, "metadata.json")
-    meta_sha = _sha256_now(meta, "metadata.json", "recheck.metadata_unreadable")
-    if meta_sha != plan.checkpoint_metadata_sha256:
-        raise FvError.of(reason("recheck.metadata_changed", "metadata.json", path=meta, now=meta_sha[:12],
-                                planned=plan.checkpoint_metadata_sha256[:12]))
+    _recheck_metadata(plan)
     if plan.config_path and plan.config_sha256:
         cfg_sha = _sha256_now(plan.config_path, "config", "recheck.config_unreadable")
         if cfg_sha != plan.config_sha256:
@@ -211,9 +223,6 @@ def _write_all(
         done.append(_checked(rank, name, payload, data, stored[i], torch_check))
 
 
-# --------------------------------------------------------------------------- execute
-
-
 def _precheck(plan: MigrationPlan) -> tuple[str, str, str]:
     """Everything that can refuse, before the first write (the lock file included). Returns (out, parent, outname).
 
@@ -292,10 +301,10 @@ def execute_migration(
     the output dir's lock". A lock whose holder is provably dead (this host identity; the PID
     gone, a zombie or reused) is taken over (``break_lock``: also one of another host or
     container, on the operator's word); each such note goes to ``on_lock_note`` (else to
-    ``on_warning``) and into ``MigrationResult.lock_notes`` (and a PartialFailure's
-    ``lock_taken_over``), so the journal line records it. A failure after the first write removes the staging dir, leaves any
-    previous set untouched and raises PartialFailure; so does a published set that does not
-    read back as written. ``on_warning`` receives each warning execution finds that the plan
+    ``on_warning``) and into ``MigrationResult.lock_notes`` (and a PartialFailure's ``lock_taken_over``),
+    so the journal line records it. A failure after the first write removes the staging dir, leaves any
+    previous set untouched and raises PartialFailure; so does a published set that does not read back as
+    written. A reader's record stands beside the source checkpoint meanwhile (``ReaderRecord``). ``on_warning`` receives each warning execution finds that the plan
     did not already carry, when it is found (staging dirs of other hosts left alone, a stale
     lock removed). ``torch_check``: each staged sidecar is also read back with real torch
     before publishing.
@@ -332,12 +341,19 @@ def execute_migration(
                 on_lock_note(note)
             else:
                 warn(note)
+        # Read (and linked to) while this runs: a prune of its run keeps it (its record says so).
+        reader = ReaderRecord.of_checkpoint(plan.checkpoint, operation="migrate")
         try:
+            unrecorded = reader.acquire().problem  # never refuses; a record not written is said
+            if unrecorded is not None:
+                warn(unrecorded)
             receipt = _execute_locked(plan, jobs, out, parent, outname, progress, workers, warn, torch_check)
         except MigrationFailed as exc:
             if notes:
                 exc.took_over("; ".join(n.cli for n in notes))
             raise
+        finally:
+            reader.release()
     finally:
         with interrupts.deferred(reraise=False) as released:
             problem = lock.release()
@@ -404,6 +420,9 @@ def _execute_locked(
         data = receipt_bytes(receipt)
         _write_file_atomic(staging, RECEIPT_NAME, data)
         fsync_dir(staging, f"fsync {staging}")
+        stage = "re-checking the source checkpoint"
+        faults.point(f"recheck {plan.checkpoint}")
+        _recheck_source_still_there(plan)
     except BaseException as exc:
         raise cleanup_and_fail(exc) from None
     stage = "publishing"

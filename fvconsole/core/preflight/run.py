@@ -13,7 +13,13 @@ import os
 from collections.abc import Mapping
 from typing import Any
 
-from fvconsole.core.formats.runconfig import RunConfig, apply_overrides, get_path, load_run_config
+from fvconsole.core.formats.runconfig import (
+    RunConfig,
+    TrainingKeys,
+    apply_overrides,
+    get_path,
+    load_run_config,
+)
 from fvconsole.core.formats.sidecar_files import RECEIPT_NAME
 from fvconsole.core.migration.defaults import suggest_output_dir
 from fvconsole.core.migration.inputs import read_params
@@ -163,7 +169,7 @@ def _resume_checks(req: PreflightRequest, cfg: RunConfig, point: ResumePoint, in
         checks.append(Check("dataset", "skip", "not a streaming loader: no manifest"))
     elif world % sp == 0:
         col = Collector()
-        params = read_params(target, "the next config", col, max_workers=1)
+        params = read_params(TrainingKeys.of(target), "the next config", col, max_workers=1)
         if col.refusals:
             first = col.refusals[0]
             checks.append(Check("dataloader", "fail", f"the next config: {first.message}"))

@@ -25,6 +25,7 @@ from fvconsole.core.shared import reasons
 from fvconsole.core.shared.atomic import fsync_dir, write_all
 from fvconsole.core.shared.errors import FvError
 from fvconsole.core.shared.host import current_identity
+from fvconsole.core.shared.interrupts import deferred
 from fvconsole.core.shared.locks.holder import (
     Holder,
     Judgement,
@@ -111,7 +112,12 @@ class FileLock(Lock):
 
     def acquire(self, wait: float = 0.0, *, break_stale: bool = False) -> LockState:
         """Take the lock or raise :class:`LockBusy`; the state's ``notes`` say what was done beside
-        (a stale lock taken over or broken), also kept in ``notes`` here."""
+        (a stale lock taken over or broken), also kept in ``notes`` here.
+
+        Each attempt runs in a deferred section (:func:`~fvconsole.core.shared.interrupts.deferred`): the
+        lock file exists exactly when this object knows it holds it, so a signal that arrives while it is
+        created is acted on once ``held`` is set (and ``release`` removes the file); a signal while
+        waiting between attempts ends the wait at once."""
         if self.held is not None:
             raise RuntimeError(f"{self.path}: lock already held by this object")
         started = time.monotonic()
@@ -122,9 +128,14 @@ class FileLock(Lock):
             clean_dead_temps(self.path, self._step)
 
             def attempt() -> bool | None:
+                with deferred():
+                    return take()
+
+            def take() -> bool | None:
                 refusal.clear()
                 for _ in range(3):  # the lock may vanish between our create and our read
                     if self._create(holder):
+                        self.held, self.notes = holder, tuple(notes)
                         return True
                     try:
                         current = read_holder(self.path)
@@ -151,8 +162,6 @@ class FileLock(Lock):
         if not taken:
             raise refusal[0] if refusal else LockBusy(self.subject, self.what, self.path, None, "lock.changing",
                                                       field=self.field)
-        self.held = holder
-        self.notes = tuple(notes)
         return LockState(True, time.monotonic() - started, notes=self.notes)
 
     def release(self) -> Reason | None:
