@@ -3,11 +3,15 @@
 from __future__ import annotations
 
 import argparse
+from typing import TYPE_CHECKING
 
 from fvconsole.cli.checkpoints import add_set_option
 from fvconsole.cli.common import block, emit_json, say, whole_number
 from fvconsole.cli.options import add_config, add_job, add_json, add_nodes
 from fvconsole.core.shared import UsageError
+
+if TYPE_CHECKING:  # pragma: no cover - typing only
+    from fvconsole.cli.outcome import Invocation
 
 EPILOG = """\
 examples:
@@ -57,7 +61,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     parser.set_defaults(func=_preflight)
 
 
-def _preflight(args: argparse.Namespace) -> int:
+def _preflight(args: argparse.Namespace, _invocation: Invocation) -> int:
     from fvconsole.core.preflight import PreflightRequest, run_preflight
 
     if (args.nodes or args.job) and not args.cache_root:

@@ -16,6 +16,9 @@ PARQUET = "parquet"
 if TYPE_CHECKING:  # the core's record, for the hint only (importing migration costs start-up)
     from fvconsole.core.migration import VerifyResult
 
+if TYPE_CHECKING:  # pragma: no cover - typing only
+    from fvconsole.cli.outcome import Invocation
+
 VERIFY_EPILOG = """\
 examples:
   fvconsole sidecars verify --config run.yaml --checkpoint outputs/checkpoint-4000 \\
@@ -68,7 +71,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     verify.set_defaults(func=_verify)
 
 
-def _verify(args: argparse.Namespace) -> int:
+def _verify(args: argparse.Namespace, _invocation: Invocation) -> int:
     from fvconsole.core.migration import verify_sidecars
 
     try:
