@@ -140,6 +140,7 @@ FLAG_PLACES = {
     ("reasons.py", None), ("reasons.py", "min_free_words"), ("flags.py", None),
     ("dispatch.py", "_srun_argv"), ("dispatch.py", "_single_steps"), ("dispatch.py", "check_options"),
     ("node_commands.py", None),  # what a fleet node is asked to run (built from the flags' constants)
+    ("fixes.py", None),  # preflight's fix commands and the options its notes name: command lines, run as shown
     ("selectors.py", "parse_min_free_gb"), ("selectors.py", "parse_min_free_percent"), ("selectors.py", "parse_max_gb"),
     ("metrics.py", "prometheus_text"),
     ("slurm_state.py", "squeue_argv"), ("slurm_state.py", "sinfo_argv"),  # Slurm's own command lines
