@@ -15,7 +15,7 @@ import sys
 from collections.abc import Sequence
 
 from fvconsole import installed_version
-from fvconsole.cli.outcome import CommandOutcome, begin_command, write_done
+from fvconsole.cli.outcome import CommandOutcome, Interruption, Invocation
 from fvconsole.cli.parser import CliUsageError, json_requested, parse_command_line, parsed_prog, usage_hint
 from fvconsole.cli.streams import (
     OutputError,
@@ -30,6 +30,7 @@ from fvconsole.core.shared import (
     EXIT_REFUSED,
     EXIT_USAGE,
     FvError,
+    Stop,
     UsageError,
     as_interrupted,
     interrupt_handlers,
@@ -164,7 +165,8 @@ def _report_usage(exc: CliUsageError, argv: Sequence[str]) -> int:
     return EXIT_USAGE
 
 
-def _report_output_failure(args: argparse.Namespace | None, exc: OutputError, code: int | None) -> int:
+def _report_output_failure(args: argparse.Namespace | None, invocation: Invocation | None, exc: OutputError,
+                           code: int | None) -> int:
     """stdout failed (full disk, closed, reader gone): say what was already done, if anything.
 
     After a recorded write: exit 3 and what was written. Before it, when --yes asked for a
@@ -172,7 +174,7 @@ def _report_output_failure(args: argparse.Namespace | None, exc: OutputError, co
     exit code quietly; any other output failure is exit 1.
     """
     discard_stdout()
-    done = write_done(args)
+    done = invocation.written if invocation is not None else None
     reason = f"error: could not write the output ({exc})"
     if done:
         _say(f"{reason}; {printable(done)}")
@@ -186,21 +188,22 @@ def _report_output_failure(args: argparse.Namespace | None, exc: OutputError, co
     return max(code or 0, EXIT_REFUSED)
 
 
-def _report_interrupt(args: argparse.Namespace | None, exc: KeyboardInterrupt, *, json_out: bool = False) -> int:
+def _report_interrupt(args: argparse.Namespace | None, invocation: Invocation | None, stopped: Interruption, *,
+                      json_out: bool = False) -> int:
     """Ctrl-C, SIGTERM or SIGHUP: one line saying what was already done; exit 3 after a change.
 
     Before anything was changed the exit code is the shell's 128 + signal (130, 143, 129),
     with what the cleanup did (a write command) or "nothing was changed" (--yes).
     """
-    stop = as_interrupted(exc)
-    done = write_done(args) or stop.done
+    stop = stopped.stop
+    done = (invocation.written if invocation is not None else None) or stop.done
     if done:
         message, code = f"interrupted by {stop.name}; {done}", EXIT_PARTIAL
     else:
         after = stop.note or ("nothing was changed" if getattr(args, "yes", False) else None)
         message, code = f"interrupted by {stop.name}" + (f"; {after}" if after else ""), stop.exit_code
     json_out = json_out or (args is not None and getattr(args, "json", False))
-    _emit_error_json({**stop.details, "error": message, "code": INTERRUPTED, "interrupted_by": stop.name}
+    _emit_error_json({**stopped.details, "error": message, "code": INTERRUPTED, "interrupted_by": stop.name}
                      if json_out else None)
     _say(f"error: {printable(message)}")
     return code
@@ -211,14 +214,14 @@ def _no_terminal() -> int:
     return EXIT_USAGE
 
 
-def _run(args: argparse.Namespace) -> int:
+def _run(args: argparse.Namespace, invocation: Invocation) -> int | Interruption:
     if args.command is None:
         if not has_terminal():
             return _no_terminal()
         from fvconsole.tui.launch import run_console
 
         return run_console(args)
-    return int(args.func(args) or 0)
+    return args.func(args, invocation) or 0
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -229,8 +232,8 @@ def main(argv: Sequence[str] | None = None) -> int:
 def run(argv: Sequence[str]) -> CommandOutcome:
     """Run ``fvconsole <argv>`` in-process: how it ended (exit code, and the refusal as data).
 
-    Usage errors raise SystemExit(2), like --help's 0. Each run keeps what it did with its own
-    parsed arguments (:mod:`fvconsole.cli.outcome`), so runs in one process never share state.
+    Usage errors raise SystemExit(2), like --help's 0. Each run passes its own
+    :class:`~fvconsole.cli.outcome.Invocation` to its command, so runs in one process never share state.
     """
     with guarded_streams(), contextlib.ExitStack() as handlers:
         return _dispatch(list(argv), handlers)
@@ -238,6 +241,7 @@ def run(argv: Sequence[str]) -> CommandOutcome:
 
 def _dispatch(argv: list[str], handlers: contextlib.ExitStack) -> CommandOutcome:
     args = None
+    invocation = None
     code = None
     try:
         try:
@@ -247,16 +251,19 @@ def _dispatch(argv: list[str], handlers: contextlib.ExitStack) -> CommandOutcome
             raise
         except CliUsageError as exc:
             raise SystemExit(_report_usage(exc, argv)) from None
-        begin_command(args, argv)
+        invocation = Invocation.of(args, argv)
         if args.command is not None:
             # A subcommand: SIGTERM/SIGHUP unwind like Ctrl-C (cleanup, one line, exit code),
             # until its outcome is reported. The console (no command) keeps Textual's handling.
             handlers.enter_context(interrupt_handlers())
-        code = _run(args)
+        ran = _run(args, invocation)
+        if isinstance(ran, Interruption):  # stopped by a signal: the runner's account, as the command returned it
+            return CommandOutcome(_report_interrupt(args, invocation, ran))
+        code = int(ran)
         flush_stdout()
         return CommandOutcome(code)
     except OutputError as exc:
-        code = _report_output_failure(args, exc, code)
+        code = _report_output_failure(args, invocation, exc, code)
         if args is None:  # while printing --help: keep argparse's way of ending
             raise SystemExit(code) from None
         return CommandOutcome(code)
@@ -265,8 +272,9 @@ def _dispatch(argv: list[str], handlers: contextlib.ExitStack) -> CommandOutcome
     except OSError as exc:
         where = f": {exc.filename}" if exc.filename else ""
         return _report_error(args, FvError(f"{exc.strerror or exc}{where}"))
-    except KeyboardInterrupt as exc:
-        return CommandOutcome(_report_interrupt(args, exc, json_out=args is None and json_requested(argv)))
+    except KeyboardInterrupt as exc:  # outside a runner (a read, printing the result): only its signal
+        stopped = Interruption(Stop(as_interrupted(exc).signum))
+        return CommandOutcome(_report_interrupt(args, invocation, stopped, json_out=args is None and json_requested(argv)))
     except Exception as exc:  # noqa: BLE001 - last line of defence: no tracebacks for users
         if os.environ.get("FVCONSOLE_DEBUG"):
             raise

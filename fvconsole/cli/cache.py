@@ -10,7 +10,7 @@ import argparse
 import socket
 import sys
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from fvconsole.cli.common import (
     Block,
@@ -29,13 +29,7 @@ from fvconsole.cli.common import (
 )
 from fvconsole.cli.formats import add_format_args, output_format, write_output_file
 from fvconsole.cli.options import add_deep, add_force, add_grace, add_json, add_wait, add_yes
-from fvconsole.cli.outcome import (
-    add_journal_args,
-    command_line,
-    journal_target,
-    record_write,
-    warn_if_unwritten,
-)
+from fvconsole.cli.outcome import Interruption, add_journal_args, warn_if_unwritten
 from fvconsole.cli.selectors import add_key_option, add_selector_args, selectors_from
 from fvconsole.cli.streams import write_out
 from fvconsole.core.cache import (
@@ -51,6 +45,7 @@ from fvconsole.core.cache import (
     EvictionPlan,
     EvictionPreview,
     EvictionRequest,
+    EvictionResult,
     LockedEviction,
     StoppedEviction,
     cap_bytes,
@@ -64,12 +59,13 @@ from fvconsole.core.cache import (
     scan_cache,
     verify_cache,
 )
+from fvconsole.core.journal import appender
 from fvconsole.core.shared import (
     EXIT_OK,
     EXIT_REFUSED,
     FvError,
-    Interrupted,
     PartialFailure,
+    Run,
     UsageError,
     clipped,
     elided,
@@ -77,8 +73,12 @@ from fvconsole.core.shared import (
     human_bytes,
     parse_duration,
     plural,
+    run_locked,
     utc_text,
 )
+
+if TYPE_CHECKING:  # pragma: no cover - typing only
+    from fvconsole.cli.outcome import Invocation
 
 LS_HELP = f"""\
 List the entries of a weight shard cache root (default ${ENV_ROOT}) with their size,
@@ -248,7 +248,7 @@ def _env_cap() -> tuple[int | None, str | None]:
 # ---------------------------------------------------------------- ls
 
 
-def run_ls(args: argparse.Namespace) -> int:
+def run_ls(args: argparse.Namespace, _invocation: Invocation) -> int:
     """`cache ls`: exit 0 unless the root itself is missing or unlistable (with --watch: the last scan)."""
     fmt = output_format(args)
     grace = parse_duration(args.grace, flags.GRACE)
@@ -421,7 +421,7 @@ def holders_line(holders: tuple, limit: int = 3) -> str:
 # ---------------------------------------------------------------- evict
 
 
-def run_evict(args: argparse.Namespace) -> int:
+def run_evict(args: argparse.Namespace, invocation: Invocation) -> int | Interruption:
     """`cache evict`: 0 ok (dry run too), 1 refused, 2 usage, 3 failed part-way."""
     request = evict_request(args)
     width = _width(args)
@@ -429,14 +429,14 @@ def run_evict(args: argparse.Namespace) -> int:
         _show_preview(request.preview(), as_json=args.json, width=width)
         return EXIT_OK
     # The root's lock is taken before the scan: the plan is made under it (LockBusy: exit 1).
-    try:
-        done = request.execute(command=command_line(args), wait=args.wait, journal_path=journal_target(args),
-                               progress=None if args.json else progress_printer("evicting"))
-    except Interrupted as stop:  # Ctrl-C, SIGTERM, SIGHUP: what was evicted so far, as data too
-        _describe_stop(stop)
-        raise
+    operation = request.operation(command=invocation.command_line,
+                                  progress=None if args.json else progress_printer("evicting"))
+    run = run_locked(operation, wait=args.wait, journal=appender(invocation.journal))
+    if run.stop is not None:  # Ctrl-C, SIGTERM, SIGHUP: what was evicted so far, as data too
+        return _stopped(run)
+    done = LockedEviction.of(run)
     if done.result.evicted:
-        record_write(args, done.done_text)
+        invocation.record_write(done.done_text)
     _show_result(done, as_json=args.json, width=width)
     return EXIT_OK
 
@@ -479,11 +479,14 @@ def _show_result(done: LockedEviction, *, as_json: bool, width: int | None) -> N
     warn(*done.missed_target)
 
 
-def _describe_stop(stop: Interrupted) -> None:
+def _stopped(run: Run[EvictionPlan, EvictionResult]) -> Interruption:
     """The eviction's result so far as the interruption's JSON (and a journal warning)."""
-    if isinstance(stop.partial, StoppedEviction):
-        warn_if_unwritten(stop.journal)
-        stop.details = stop.partial.envelope(stop.journal)
+    assert run.stop is not None
+    stopped = run.stop.account
+    if not isinstance(stopped, StoppedEviction):  # stopped before it began: nothing to say but the signal
+        return Interruption(run.stop)
+    warn_if_unwritten(run.journal)
+    return Interruption(run.stop, stopped.envelope(run.journal))
 
 
 #: On a terminal a reason longer than this is clipped (then wrapped to the width); piped or --wide, never.
@@ -542,7 +545,7 @@ def render_result(done: LockedEviction, *, width: int | None = None) -> Block:
 # ---------------------------------------------------------------- verify
 
 
-def run_verify(args: argparse.Namespace) -> int:
+def run_verify(args: argparse.Namespace, _invocation: Invocation) -> int:
     """`cache verify`: exit 0 when every entry verified, 1 otherwise."""
     keys = parse_keys(args.key)
     root = _root(args)

@@ -14,9 +14,10 @@ from typing import TYPE_CHECKING, Any
 from fvconsole.cli.common import Block, block, emit_json, format_table, say, warn
 from fvconsole.cli.options import add_config, add_json
 from fvconsole.cli.prune import register_prune
-from fvconsole.core.shared import elided, head_tail, human_bytes, plural
+from fvconsole.core.shared import elided, flags, head_tail, human_bytes, plural
 
 if TYPE_CHECKING:  # the core's records, for the hints only: importing them costs every start-up
+    from fvconsole.cli.outcome import Invocation
     from fvconsole.core.checkpoints import CheckpointInfo, DcpTensors, DiskBudget, RunKind
     from fvconsole.core.formats import Mismatch
     from fvconsole.core.retention import FastVideoOutlook
@@ -46,7 +47,7 @@ exit codes: 0 shown (mismatches are reported, not an error), 1 unreadable checkp
 def add_set_option(parser: argparse.ArgumentParser) -> None:
     """``--set k.a.b=value`` (repeatable): the launch-time dotted overrides of the run."""
     parser.add_argument(
-        "--set",
+        flags.SET,
         dest="overrides",
         metavar="KEY=VALUE",
         action="append",
@@ -111,7 +112,7 @@ def ls_warnings(infos: Sequence[CheckpointInfo]) -> list[str]:
     return warnings
 
 
-def _ls(args: argparse.Namespace) -> int:
+def _ls(args: argparse.Namespace, _invocation: Invocation) -> int:
     from fvconsole.core.checkpoints import discover_checkpoints, disk_budget
 
     infos = sorted(discover_checkpoints(args.dir), key=lambda i: i.step, reverse=True)
@@ -247,7 +248,7 @@ def critical_values(config: Mapping[str, Any] | None) -> dict:
     return {p: get_path(config, p, None) for p in CRITICAL_PATHS}
 
 
-def _show(args: argparse.Namespace) -> int:
+def _show(args: argparse.Namespace, _invocation: Invocation) -> int:
     from fvconsole.core.checkpoints import dcp_state_keys, inspect_checkpoint, read_metadata, run_kind
     from fvconsole.core.shared import FvError
 

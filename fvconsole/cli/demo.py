@@ -6,6 +6,10 @@ import argparse
 import os
 import shlex
 import time
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # pragma: no cover - typing only
+    from fvconsole.cli.outcome import Invocation
 
 EPILOG = """\
 examples:
@@ -43,6 +47,8 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def cli_commands(ws: object) -> list[str]:
     """The headless commands that do what the console does on this workspace."""
+    from fvconsole.demo.fleet_builders import DEMO_JOB
+
     q = shlex.quote
     ckpt, out = ws.legacy_checkpoint, ws.sidecar_dir  # type: ignore[attr-defined]
     cfg, root = ws.config_path, ws.cache_root  # type: ignore[attr-defined]
@@ -63,11 +69,18 @@ def cli_commands(ws: object) -> list[str]:
         f"fvconsole sidecars verify --config {q(cfg)} --checkpoint {q(ckpt)} --sidecar-dir {q(out)}",
         f"fvconsole sidecars verify --config {q(cfg)} --checkpoint {q(os.path.join(ws.output_dir, 'checkpoint-100'))} "
         f"--sidecar-dir {q(ws.validated_sidecar_dir)}   # FastVideo's validation receipt",
+        f"fvconsole migrate --config {q(cfg)} --checkpoint {q(os.path.join(ws.output_dir, 'checkpoint-400'))} "  # type: ignore[attr-defined]
+        f"--set training.distributed.num_gpus=4 \\\n"
+        f"    --output-dir {q(os.path.join(ws.root, 'resume', 'checkpoint-400'))} "  # type: ignore[attr-defined]
+        "--expected-step 400 --expected-world-size 8 --consumed-batches-per-rank 800 --reshard nearest"
+        "   # elastic resume of the native checkpoint on 4 GPUs: dry run",
         f"fvconsole cache ls {q(root)}",
         f"fvconsole cache evict {q(root)} --invalid          # dry run; add --yes to delete",
         f"fvconsole cache verify {q(root)}   # exit 1: a complete entry whose shard header disagrees with its manifest",
         f"fvconsole cache evict {q(root)} --invalid --verify   # dry run: that entry selected too",
         f"{fleet_command(ws)}   # a stand-in fleet: 8 emulated nodes, no Slurm needed",
+        f"{fleet_prefix(ws)} fvconsole fleet cache ls --job {DEMO_JOB} "
+        f"--cache-root {q(ws.fleet_cache_root)}   # the nodes of the training job (the stand-in squeue)",  # type: ignore[attr-defined]
         f"{fleet_prefix(ws)} fvconsole fleet cache evict --nodes {q(ws.fleet_nodes)} "  # type: ignore[attr-defined]
         f"--cache-root {q(ws.fleet_cache_root)} --invalid   # dry run on every node",  # type: ignore[attr-defined]
         f"{reopen_command(ws)}   # the console again",
@@ -88,12 +101,11 @@ def fleet_prefix(ws: object) -> str:
     return f'PATH={shlex.quote(ws.fleet_bin)}:"$PATH"'  # type: ignore[attr-defined]
 
 
-def run_demo(args: argparse.Namespace) -> int:
+def run_demo(args: argparse.Namespace, invocation: Invocation) -> int:
     """Build the workspace, then open the console (or print the commands with --no-tui or no terminal)."""
     import tempfile
 
     from fvconsole.cli import has_terminal
-    from fvconsole.cli.outcome import record_write
     from fvconsole.cli.streams import write_err, write_out
     from fvconsole.core.shared import printable, remove_empty_dir
     from fvconsole.demo import require_demo_extra
@@ -108,7 +120,7 @@ def run_demo(args: argparse.Namespace) -> int:
         if not args.dir:  # the fresh temp dir is ours: leave nothing behind when it is empty
             remove_empty_dir(target)
         raise
-    record_write(args, f"the demo workspace was built in {ws.root}")
+    invocation.record_write(f"the demo workspace was built in {ws.root}")
     write_out(f"demo workspace: {printable(ws.root)}  (built in {time.monotonic() - started:.1f}s)\n")
     write_out(f"  run config   {printable(ws.config_path)}\n  checkpoints  {printable(ws.output_dir)}\n"
               f"  shard cache  {printable(ws.cache_root)}\n"

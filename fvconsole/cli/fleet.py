@@ -8,7 +8,7 @@ aggregate. The work is in :mod:`fvconsole.core.fleet`.
 from __future__ import annotations
 
 import argparse
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from fvconsole.cli.common import (
     Block,
@@ -31,7 +31,7 @@ from fvconsole.cli.options import (
     add_wait,
     add_yes,
 )
-from fvconsole.cli.outcome import add_journal_args, command_line, journal_json, record_write, write_journal
+from fvconsole.cli.outcome import Interruption, add_journal_args, journal_json, warn_if_unwritten
 from fvconsole.cli.selectors import add_key_option, add_selector_args, selectors_from
 from fvconsole.cli.streams import write_out
 from fvconsole.core.cache import RECLAIMABLE_SUM, parse_keys
@@ -44,6 +44,7 @@ from fvconsole.core.fleet import (
     SINGLE_STEP_MIN_NODES,
     DispatchOptions,
     FleetCacheView,
+    FleetEvictionOperation,
     FleetEvictionPlan,
     FleetEvictionResult,
     FleetVerification,
@@ -54,17 +55,20 @@ from fvconsole.core.fleet import (
     SlurmJob,
     check_selection_args,
     compress_hostlist,
-    execute_fleet_eviction,
     find_srun,
     fleet_cache_root,
     fleet_csv,
-    fleet_eviction_record,
     fleet_ls,
     fleet_verify,
     preview_fleet_eviction,
+    ran_on,
     select_nodes,
 )
-from fvconsole.core.shared import elided, flags, head_tail, human_bytes, parse_duration, plural
+from fvconsole.core.journal import appender
+from fvconsole.core.shared import elided, flags, head_tail, human_bytes, parse_duration, plural, run_locked
+
+if TYPE_CHECKING:  # pragma: no cover - typing only
+    from fvconsole.cli.outcome import Invocation
 
 #: Node rows printed without --full: every failed node up to this many, and ok nodes head + tail.
 FAILED_ROWS = 20
@@ -215,7 +219,7 @@ def _dispatch_note(fanout: str, job_steps: int) -> str:
 # ---------------------------------------------------------------- ls
 
 
-def run_fleet_ls(args: argparse.Namespace) -> int:
+def run_fleet_ls(args: argparse.Namespace, _invocation: Invocation) -> int:
     """`fleet cache ls`: 0 all nodes answered, 3 some failed, 1 all failed."""
     fmt = output_format(args)
     grace = _grace(args)
@@ -360,7 +364,7 @@ def node_eviction(args: argparse.Namespace) -> NodeEviction:
     return NodeEviction(selectors, grace=_grace(args), force=args.force, wait=args.wait)
 
 
-def run_fleet_evict(args: argparse.Namespace) -> int:
+def run_fleet_evict(args: argparse.Namespace, invocation: Invocation) -> int | Interruption:
     """`fleet cache evict`: preview on every node; with --yes execute exactly that plan."""
     request = node_eviction(args)
     root = _root(args)
@@ -371,13 +375,16 @@ def run_fleet_evict(args: argparse.Namespace) -> int:
     plan = preview_fleet_eviction(selection, root, request, options, progress)
     result: FleetEvictionPlan | FleetEvictionResult = plan
     journal = None
-    if args.yes:
-        result = execute_fleet_eviction(plan, options, progress)
+    if args.yes:  # the runner: no lock here (each node locks its root), one journal line once a node was asked
+        run = run_locked(FleetEvictionOperation(plan, command=invocation.command_line, options=options),
+                         journal=appender(invocation.journal), progress=progress)
+        warn_if_unwritten(run.journal)
+        if run.stop is not None:
+            return Interruption(run.stop)
+        assert run.result is not None
+        result, journal = run.result, run.journal
         if result.executed:
-            record_write(args, f"the eviction ran on {compress_hostlist(result.selection.nodes)}")
-            if result.plan.requests:  # some node was asked to delete something
-                done = result
-                journal = write_journal(args, lambda: fleet_eviction_record(done, command=command_line(args)))
+            invocation.record_write(ran_on(result))
     doc = None
     if args.json:
         doc = result.to_json()
@@ -421,7 +428,7 @@ def render_fleet_evict(result: FleetEvictionPlan | FleetEvictionResult, root: st
 # ---------------------------------------------------------------- verify
 
 
-def run_fleet_verify(args: argparse.Namespace) -> int:
+def run_fleet_verify(args: argparse.Namespace, _invocation: Invocation) -> int:
     """`fleet cache verify`: 0 every node verified everything, 1 a problem found, 3 some nodes did not answer."""
     keys = parse_keys(args.key)
     root = _root(args)

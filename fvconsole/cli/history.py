@@ -6,6 +6,7 @@ import argparse
 import os
 import time
 from datetime import datetime, timezone
+from typing import TYPE_CHECKING
 
 from fvconsole.cli.common import Block, block, emit_json, format_table, say, warn, whole_number
 from fvconsole.cli.options import add_journal, add_json
@@ -20,6 +21,9 @@ from fvconsole.core.shared import (
     plural,
     quote_input,
 )
+
+if TYPE_CHECKING:  # pragma: no cover - typing only
+    from fvconsole.cli.outcome import Invocation
 
 HELP = f"""\
 List the journal: one line per executed `cache evict --yes`, `fleet cache evict --yes`,
@@ -84,7 +88,7 @@ def journal_source(arg: str | None) -> str:
     return "the default: one per user, shared by all of their runs"
 
 
-def run_history(args: argparse.Namespace) -> int:
+def run_history(args: argparse.Namespace, _invocation: Invocation) -> int:
     since = parse_since(args.since) if args.since else None
     path = journal_path(getattr(args, "journal", None))
     try:

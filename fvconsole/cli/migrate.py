@@ -23,25 +23,21 @@ from fvconsole.cli.common import (
     whole_number,
 )
 from fvconsole.cli.options import add_checkpoint, add_config, add_json, add_torch_check, add_yes
-from fvconsole.cli.outcome import (
-    add_journal_args,
-    command_line,
-    journal_json,
-    journal_target,
-    record_write,
-    warn_if_unwritten,
-)
+from fvconsole.cli.outcome import Interruption, add_journal_args, journal_json, warn_if_unwritten
 from fvconsole.cli.reshard_text import reshard_lines
-from fvconsole.core.shared import FvError, Interrupted, Reason, elided, plural
+from fvconsole.core.shared import FvError, Reason, elided, flags, plural
 
 if TYPE_CHECKING:  # the core's records, for the hints only: importing migration costs every start-up
+    from fvconsole.cli.outcome import Invocation
     from fvconsole.core.migration import (
         ColumnCheck,
         MigrationPlan,
         MigrationPreview,
         MigrationRequest,
+        MigrationResult,
         Refusal,
     )
+    from fvconsole.core.shared import Run
 
 DESCRIPTION = """\
 Recompute every rank's streaming-dataloader cursor for a legacy checkpoint and write
@@ -99,7 +95,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
     add_config(parser, "the run config (YAML)", required=True)
     add_checkpoint(parser, "the checkpoint-<step> dir: a legacy one, or with --reshard also a FastVideo-native one")
-    parser.add_argument("--output-dir", required=True, metavar="DIR", help="where to write the sidecar set (outside the checkpoint)")
+    parser.add_argument(flags.OUTPUT_DIR, required=True, metavar="DIR", help="where to write the sidecar set (outside the checkpoint)")
     parser.add_argument("--expected-step", required=True, type=whole_number(0), metavar="S", help="the checkpoint's step")
     parser.add_argument("--expected-world-size", required=True, type=whole_number(1), metavar="W",
                         help="the checkpoint's world size (the run that saved it; with --reshard the new one is "
@@ -121,7 +117,7 @@ def register(sub: argparse._SubParsersAction) -> None:
              "is never broken",
     )
     parser.add_argument(
-        "--reshard", choices=RESHARD_MODES, metavar="MODE", default=None,
+        flags.RESHARD, choices=RESHARD_MODES, metavar="MODE", default=None,
         help="elastic resume on the run config's world size / sp size: where the new ranks start "
         f"({_modes(RESHARD_MODES)}; a dry run without it shows each mode's accounting)",
     )
@@ -156,7 +152,7 @@ def _request(args: argparse.Namespace) -> MigrationRequest:
     )
 
 
-def _run(args: argparse.Namespace) -> int:
+def _run(args: argparse.Namespace, invocation: Invocation) -> int | Interruption:
     from fvconsole.core.migration import plan_migration
 
     preview = plan_migration(_request(args), break_lock=args.break_lock)
@@ -177,7 +173,9 @@ def _run(args: argparse.Namespace) -> int:
             say("", f"dry run: nothing written; re-run with --yes to write {plural(plan.world_size, 'sidecar')} "
                 f"to {os.path.abspath(plan.output_dir)}")
         return 0
-    from fvconsole.core.migration import run_migration
+    from fvconsole.core.journal import appender
+    from fvconsole.core.migration import MigrationOperation, completed
+    from fvconsole.core.shared import run_locked
 
     base = {"executed": False, "plan": plan.to_json(), "mismatches": mismatches, "receipt": None, "warnings": warnings}
     if not args.json:
@@ -193,20 +191,23 @@ def _run(args: argparse.Namespace) -> int:
         warnings.append(why.cli)
         warn(why.cli)
 
+    progress = None if args.json and not sys.stderr.isatty() else progress_printer("writing sidecars", plain_lines=True)
+    operation = MigrationOperation(plan, command=invocation.command_line, workers=args.workers,
+                                   on_warning=execution_warning, on_lock_note=lock_note, torch_check=args.torch_check)
     try:
-        progress = None if args.json and not sys.stderr.isatty() else progress_printer("writing sidecars", plain_lines=True)
-        run = run_migration(plan, command=command_line(args), journal_path=journal_target(args), progress=progress,
-                            workers=args.workers, break_lock=args.break_lock, on_warning=execution_warning,
-                            on_lock_note=lock_note, torch_check=args.torch_check)
-    except FvError as exc:
-        _describe_failure(exc, base)
-        raise
-    except Interrupted as stop:  # Ctrl-C, SIGTERM, SIGHUP (fvconsole.core.shared.interrupts)
-        _describe_stop(stop, base)
-        raise
-    result = run.result
-    record_write(args, f"the migration completed: {plural(result.sidecars, 'sidecar')} and the receipt in "
-                       f"{result.output_dir}")
+        run = run_locked(operation, break_stale=args.break_lock, journal=appender(invocation.journal),
+                         progress=progress)
+    except FvError as exc:  # a refusal before the first write
+        raise exc.with_details(_refusal_details(exc, base)) from None
+    result = operation.settled(run)
+    if run.stop is not None:  # Ctrl-C, SIGTERM, SIGHUP (fvconsole.core.shared.interrupts)
+        return _stopped(run, base)
+    if run.failure is not None:  # failed part-way (exit 3): where it stopped, and its journal line
+        warn_if_unwritten(run.journal)
+        details = dict(base, failure=run.failure.report, journal=journal_json(run.journal))
+        raise run.failure.with_details(details) from None
+    assert result is not None
+    invocation.record_write(completed(result.sidecars, result.output_dir))
     warn_if_unwritten(run.journal)
     if args.json:
         emit_json(dict(result.to_json(), journal=journal_json(run.journal)))
@@ -231,36 +232,31 @@ def _resume_topology(plan: MigrationPlan) -> str:
     return f" on world size {plan.world_size} (sp size {plan.sp_world_size}; this set is for {plan.world_size} ranks)"
 
 
-def _describe_failure(exc: FvError, base: dict[str, object]) -> None:
-    """The command's JSON for an execution that failed: where it stopped (exit 3), or the re-check's refusal.
+def _refusal_details(exc: FvError, base: dict[str, object]) -> dict[str, object]:
+    """The command's JSON for a re-check's refusal before the first write (nothing was written).
 
     A re-check right before writing refuses with a reason (the preview's code and field for the
     same rule), so its refusal object is the preview's shape: ``Refusal(reason).to_json()``.
     """
-    from fvconsole.core.migration import MigrationFailed, Refusal
+    from fvconsole.core.migration import Refusal
     from fvconsole.core.shared import invalid
 
-    merged = dict(base)
-    if isinstance(exc, MigrationFailed):
-        warn_if_unwritten(exc.journal)
-        merged["failure"] = exc.failure.to_json()
-        merged["journal"] = journal_json(exc.journal)
-    else:  # nothing was written; every refusal of execution carries its reason (an unforeseen one: its text)
-        merged["refusals"] = [Refusal(exc.reason or invalid("execute", exc.message)).to_json()]
-    exc.details = merged
+    # every refusal of execution carries its reason (an unforeseen one: its text)
+    return dict(base, refusals=[Refusal(exc.reason or invalid("execute", exc.message)).to_json()])
 
 
-def _describe_stop(stop: Interrupted, base: dict[str, object]) -> None:
+def _stopped(run: Run[MigrationPlan, MigrationResult], base: dict[str, object]) -> Interruption:
     """The command's JSON for an interruption: once execution had begun writing, where and its journal line."""
     from fvconsole.core.migration import MigrationFailure
 
-    failure = stop.partial if isinstance(stop.partial, MigrationFailure) else None
+    stop = run.stop
+    failure = stop.account if isinstance(stop.account, MigrationFailure) else None
     merged = dict(base, executed=bool(failure and failure.output_dir_changed))
     if failure is not None:  # staging had begun (or the set was published): who stopped it, and where
-        warn_if_unwritten(stop.journal)
+        warn_if_unwritten(run.journal)
         merged["failure"] = {**failure.to_json(), "interrupted_by": stop.name}
-        merged["journal"] = journal_json(stop.journal)
-    stop.details = merged
+        merged["journal"] = journal_json(run.journal)
+    return Interruption(stop, merged)
 
 
 def _refuse(args: argparse.Namespace, preview: MigrationPreview, refusals: list[Refusal], mismatches: list[dict],

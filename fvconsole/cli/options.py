@@ -58,12 +58,12 @@ def add_torch_check(parser: argparse.ArgumentParser, help_text: str) -> None:
 
 def add_config(parser: argparse.ArgumentParser, help_text: str, *, required: bool = False) -> None:
     """``--config RUN.yaml``: the run config."""
-    parser.add_argument("--config", required=required, metavar="RUN.yaml", help=help_text)
+    parser.add_argument(flags.CONFIG, required=required, metavar="RUN.yaml", help=help_text)
 
 
 def add_checkpoint(parser: argparse.ArgumentParser, help_text: str) -> None:
     """``--checkpoint CKPT``: one ``checkpoint-<step>`` dir."""
-    parser.add_argument("--checkpoint", required=True, metavar="CKPT", help=help_text)
+    parser.add_argument(flags.CHECKPOINT, required=True, metavar="CKPT", help=help_text)
 
 
 def add_journal(parser: argparse.ArgumentParser, help_text: str, *, default: object = argparse.SUPPRESS) -> None:

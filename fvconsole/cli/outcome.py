@@ -1,12 +1,16 @@
-"""What one command has done, where it is journalled and how it ended, kept with that command, never in module state.
+"""What one command has done, where it is journalled and how it ended: one context passed to it, never module state.
 
-A write command calls :func:`record_write` on its parsed arguments the moment its write is
-complete (sidecars published, entries evicted). Anything that fails after that point, such
+The dispatcher makes one :class:`Invocation` per command line and passes it to the command
+(``func(args, invocation)``): its command line (for the journal), where its journal goes and
+what it has written. A write command calls :meth:`Invocation.record_write` the moment its write
+is complete (sidecars published, entries evicted). Anything that fails after that point, such
 as printing the result to a full disk or a closed pipe, is then exit 3 with this description
-on stderr, never exit 1 ("refused, nothing written"). The dispatcher returns a
-:class:`CommandOutcome` (``fvconsole.cli.run``): the exit code and the refusal as data, which
-the fleet's node runner sends along. ``main()`` may run several times in one process (the node
-runner, tests): each run has its own namespace, so nothing carries over.
+on stderr, never exit 1 ("refused, nothing written"). A command returns its exit code, or an
+:class:`Interruption` (the runner's ``Stop`` and the command's JSON fields) for the dispatcher
+to report. The dispatcher returns a :class:`CommandOutcome` (``fvconsole.cli.run``): the exit
+code and the refusal as data, which the fleet's node runner sends along. ``main()`` may run
+several times in one process (the node runner, tests): each run has its own invocation, so
+nothing carries over.
 
 The journal from the command line: ``--journal PATH`` / ``--no-journal``
 (:func:`add_journal_args`, :func:`journal_target`). Each write command builds its record in the
@@ -18,23 +22,20 @@ from __future__ import annotations
 
 import argparse
 import shlex
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
 
 from fvconsole.cli.common import warn
 from fvconsole.cli.options import add_journal
-from fvconsole.core.journal import ENV_JOURNAL, JournalRecord, JournalWrite, append_record, journal_path
+from fvconsole.core.journal import ENV_JOURNAL, JournalWrite, journal_path
 from fvconsole.core.shared import flags
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
-    from fvconsole.core.shared import Reason
+    from fvconsole.core.shared import Reason, Stop
 
 #: A journal line must stay short (core.journal.log.LINE_MAX): a longer command line is cut here.
 COMMAND_MAX = 1000
-#: Namespace attributes: the command line as given, and what the command has written.
-_ARGV = "_fvconsole_argv"
-_DONE = "_fvconsole_write_done"
 
 
 @dataclass(frozen=True)
@@ -45,25 +46,41 @@ class CommandOutcome:
     reason: Reason | None = None
 
 
-def begin_command(args: argparse.Namespace, argv: Sequence[str]) -> None:
-    """Remember the command line of the command ``args`` was parsed from (for the journal)."""
-    setattr(args, _ARGV, tuple(argv))
+@dataclass(frozen=True)
+class Interruption:
+    """A command stopped by a signal, as it returns it: the runner's ``Stop`` and the command's JSON fields."""
+
+    stop: Stop
+    details: dict[str, Any] = field(default_factory=dict)
 
 
-def record_write(args: argparse.Namespace, what: str) -> None:
-    """Mark the command's write as done; ``what`` completes "error: ...; <what>"."""
-    setattr(args, _DONE, what)
+@dataclass
+class Invocation:
+    """One command line's run: what the command is given (its command line, its journal) and what it wrote.
 
+    Made by the dispatcher for each run and passed to the command: the CLI keeps no module state.
+    """
 
-def write_done(args: argparse.Namespace | None) -> str | None:
-    """The description given to :func:`record_write` by this command, if any."""
-    return getattr(args, _DONE, None)
+    argv: tuple[str, ...]
+    #: The journal this command appends to (None: --no-journal, or a command without one).
+    journal: str | None = None
+    #: What the command has written so far, completing "error: ...; <written>" (None: nothing yet).
+    written: str | None = None
 
+    @classmethod
+    def of(cls, args: argparse.Namespace, argv: Sequence[str]) -> Invocation:
+        """The invocation of ``argv`` parsed into ``args`` (the journal: ``--journal``, ``--no-journal``, the default)."""
+        return cls(tuple(argv), journal_target(args))
 
-def command_line(args: argparse.Namespace) -> str:
-    """``fvconsole <the command's arguments>``, shell-quoted and bounded (for the journal)."""
-    text = shlex.join(["fvconsole", *getattr(args, _ARGV, ())])
-    return text if len(text) <= COMMAND_MAX else text[: COMMAND_MAX - 3] + "..."
+    def record_write(self, what: str) -> None:
+        """Mark the command's write as done; ``what`` completes "error: ...; <what>"."""
+        self.written = what
+
+    @property
+    def command_line(self) -> str:
+        """``fvconsole <the command's arguments>``, shell-quoted and bounded (for the journal)."""
+        text = shlex.join(["fvconsole", *self.argv])
+        return text if len(text) <= COMMAND_MAX else text[: COMMAND_MAX - 3] + "..."
 
 
 # ---------------------------------------------------------------- the journal
@@ -85,16 +102,6 @@ def journal_target(args: argparse.Namespace) -> str | None:
 def warn_if_unwritten(result: JournalWrite | None) -> None:
     if result is not None and not result.written:
         warn(f"journal {result.path}: {result.error}; the action itself is done and stands")
-
-
-def write_journal(args: argparse.Namespace, build: Callable[[], JournalRecord]) -> JournalWrite | None:
-    """Append the record ``build()`` makes, unless --no-journal; warn on stderr when it fails."""
-    path = journal_target(args)
-    if path is None:
-        return None
-    result = append_record(build(), path)
-    warn_if_unwritten(result)
-    return result
 
 
 def journal_json(result: JournalWrite | None) -> dict[str, object] | None:

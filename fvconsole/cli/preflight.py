@@ -3,11 +3,15 @@
 from __future__ import annotations
 
 import argparse
+from typing import TYPE_CHECKING
 
 from fvconsole.cli.checkpoints import add_set_option
 from fvconsole.cli.common import block, emit_json, say, whole_number
 from fvconsole.cli.options import add_config, add_job, add_json, add_nodes
-from fvconsole.core.shared import UsageError
+from fvconsole.core.shared import UsageError, flags
+
+if TYPE_CHECKING:  # pragma: no cover - typing only
+    from fvconsole.cli.outcome import Invocation
 
 EPILOG = """\
 examples:
@@ -44,9 +48,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     parser.add_argument("--resume", metavar="latest|PATH",
                         help="resume_from_checkpoint to judge (default: the config's "
                         "training.checkpoint.resume_from_checkpoint)")
-    parser.add_argument("--world-size", type=whole_number(1), metavar="N",
+    parser.add_argument(flags.WORLD_SIZE, type=whole_number(1), metavar="N",
                         help="the world size torch.distributed will report (default: the config's num_gpus)")
-    parser.add_argument("--dataloader-state-dir", metavar="DIR",
+    parser.add_argument(flags.DATALOADER_STATE_DIR, metavar="DIR",
                         help="the job's FASTVIDEO_DATALOADER_STATE_DIR (default: as preflight sees it)")
     parser.add_argument("--cache-root", metavar="ROOT", help="also judge the weight shard cache at ROOT")
     where = parser.add_mutually_exclusive_group()
@@ -57,7 +61,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     parser.set_defaults(func=_preflight)
 
 
-def _preflight(args: argparse.Namespace) -> int:
+def _preflight(args: argparse.Namespace, _invocation: Invocation) -> int:
     from fvconsole.core.preflight import PreflightRequest, run_preflight
 
     if (args.nodes or args.job) and not args.cache_root:

@@ -22,14 +22,7 @@ from fvconsole.cli.common import (
     whole_number,
 )
 from fvconsole.cli.options import add_grace, add_json, add_yes
-from fvconsole.cli.outcome import (
-    add_journal_args,
-    command_line,
-    journal_json,
-    journal_target,
-    record_write,
-    warn_if_unwritten,
-)
+from fvconsole.cli.outcome import Interruption, add_journal_args, journal_json, warn_if_unwritten
 from fvconsole.core.shared import (
     EXIT_OK,
     FvError,
@@ -42,8 +35,8 @@ from fvconsole.core.shared import (
 )
 
 if TYPE_CHECKING:  # the core's records, for the hints only: importing retention costs every `checkpoints` start-up
+    from fvconsole.cli.outcome import Invocation
     from fvconsole.core.retention import PrunePlan, PruneResult, PruneRules
-
 PRUNE_HELP = """\
 Delete the checkpoint-<step> dirs of a training output dir that no keep rule keeps.
 A dry run unless --yes: it lists what would go and what stays, and why.
@@ -114,7 +107,7 @@ def register_prune(commands: argparse._SubParsersAction) -> None:
     # something else here: a checkpoint's newest file, a step kept. Declared here, once each.
     prune.add_argument(flags.OLDER_THAN, metavar="D",
                        help="select complete checkpoints whose newest file is older than D (e.g. 7d, 12h)")
-    prune.add_argument("--incomplete", action="store_true", help="select interrupted saves")
+    prune.add_argument(flags.INCOMPLETE, action="store_true", help="select interrupted saves")
     add_grace(prune, "an interrupted save newer than the newest complete one goes only once older "
                      "than D (default 10m: it may still be being written)", default="10m")
     prune.add_argument(flags.STEP, metavar="N", type=_bounded(0, MAX_STEP), action="append", default=[],
@@ -155,7 +148,7 @@ def missing_steps(plan: PrunePlan) -> None:
                       "nothing pruned", details={"missing": missing})
 
 
-def run_prune(args: argparse.Namespace) -> int:
+def run_prune(args: argparse.Namespace, invocation: Invocation) -> int | Interruption:
     """`checkpoints prune`: 0 ok (dry run too), 1 refused, 2 usage, 3 failed part-way."""
     from fvconsole.core.journal import appender
     from fvconsole.core.retention import (
@@ -165,7 +158,7 @@ def run_prune(args: argparse.Namespace) -> int:
         probe_prune_lock,
         scan_output_dir,
     )
-    from fvconsole.core.shared import Interrupted, run_locked
+    from fvconsole.core.shared import run_locked
 
     rules = rules_from_args(args)
 
@@ -186,17 +179,17 @@ def run_prune(args: argparse.Namespace) -> int:
         warn(*plan.notes)
         return EXIT_OK
     progress = None if args.json else progress_printer("pruning", in_bytes=True, plain_lines=True)
-    run = run_locked(PruneOperation(args.dir, make_plan, command=command_line(args), progress=progress),
-                     journal=appender(journal_target(args)))
-    if run.stop is not None:
+    run = run_locked(PruneOperation(args.dir, make_plan, command=invocation.command_line, progress=progress),
+                     journal=appender(invocation.journal))
+    if run.stop is not None:  # Ctrl-C, SIGTERM, SIGHUP: what was pruned, in the stop's words
         warn_if_unwritten(run.journal)
-        raise Interrupted(run.stop.signum, done=run.stop.done, note=run.stop.note)
+        return Interruption(run.stop)
     done = LockedPrune.of(run)
     plan, result = done.plan, done.result
     warn(*done.warnings, *plan.notes)
     warn_if_unwritten(done.journal)
     if result.removed:
-        record_write(args, done.done_text)
+        invocation.record_write(done.done_text)
     payload = {**plan.to_json(), **result.to_json(), "journal": journal_json(done.journal)}
     if result.errors:
         if not args.json:

@@ -16,6 +16,9 @@ PARQUET = "parquet"
 if TYPE_CHECKING:  # the core's record, for the hint only (importing migration costs start-up)
     from fvconsole.core.migration import VerifyResult
 
+if TYPE_CHECKING:  # pragma: no cover - typing only
+    from fvconsole.cli.outcome import Invocation
+
 VERIFY_EPILOG = """\
 examples:
   fvconsole sidecars verify --config run.yaml --checkpoint outputs/checkpoint-4000 \\
@@ -54,7 +57,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     add_config(verify, "the run config (YAML)", required=True)
     add_checkpoint(verify, "the checkpoint-<step> dir")
-    verify.add_argument("--sidecar-dir", required=True, metavar="DIR", help="the dir holding the sidecars")
+    verify.add_argument(flags.SIDECAR_DIR, required=True, metavar="DIR", help="the dir holding the sidecars")
     add_set_option(verify)
     # --deep here reads the dataset's next sample ids, not a cache's shards: its own declaration.
     verify.add_argument(flags.DEEP, action="store_true", help="read each rank's next sample id from the dataset")
@@ -68,7 +71,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     verify.set_defaults(func=_verify)
 
 
-def _verify(args: argparse.Namespace) -> int:
+def _verify(args: argparse.Namespace, _invocation: Invocation) -> int:
     from fvconsole.core.migration import verify_sidecars
 
     try:

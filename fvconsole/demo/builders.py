@@ -298,11 +298,14 @@ def run_config(
     shuffle: bool = True,
     num_workers: int = 0,
     max_train_steps: int = 1000,
-    keep_last: int = 3,
+    checkpoints_total_limit: int = 3,
+    checkpointing_steps: int = 100,
     dataloader_type: str = "streaming",
     **extra: Any,
 ) -> dict:
-    """A realistic FastVideo-like nested run config.
+    """A realistic FastVideo-like nested run config, with the keys FastVideo reads (its cleanup's
+    ``training.checkpoint.checkpoints_total_limit``, ``training_state_checkpointing_steps``, the
+    tracker's ``project_name``).
 
     ``extra`` keys containing dots are dotted paths (``**{"training.loop.max_train_steps": 5}``);
     other keys are set at the top level.
@@ -341,11 +344,11 @@ def run_config(
             "optimizer": {"learning_rate": 1.0e-5, "weight_decay": 0.01, "betas": [0.9, 0.999]},
             "checkpoint": {
                 "output_dir": output_dir,
-                "keep_last": keep_last,
-                "save_every": 500,
+                "training_state_checkpointing_steps": checkpointing_steps,
+                "checkpoints_total_limit": checkpoints_total_limit,
             },
+            "tracker": {"project_name": "fastvideo-t2v"},
         },
-        "tracker": {"project": "fastvideo-t2v", "run_name": "openvid-gb200"},
     }
     for key, value in extra.items():
         if "." in key:
@@ -381,7 +384,7 @@ def _streaming_state(config: Mapping[str, Any], rank: int, world_size: int, step
     seed = int(get_path(config, "training.data.seed", 0) or 0)
     read_batch = int(get_path(config, "training.data.streaming_read_batch_size", 8) or 8)
     shuffle = bool(get_path(config, "training.data.streaming_shuffle_row_groups", True))
-    fingerprint, position, offset, spw = "unknown", 0, 0, 0
+    fingerprint, position, offset, spw, epoch = "unknown", 0, 0, 0, 0
     yielded = step * accum * batch
     try:
         with open(os.path.expanduser(str(get_path(config, "training.data.streaming_manifest_path", None))), encoding="utf-8") as fh:
@@ -391,8 +394,11 @@ def _streaming_state(config: Mapping[str, Any], rank: int, world_size: int, step
         shards = contiguous_shards(rows, groups)
         spw = samples_per_worker([sum(rows[i] for i in s) for s in shards], batch)
         fingerprint = str(manifest["fingerprint"])
-        if 0 <= yielded < spw:
-            cursor = walk(shard_order(shards[rank // sp], seed, 0, shuffle), rows, yielded)
+        if spw > 0 and yielded >= 0:
+            # As FastVideo's loader: an epoch ends after samples_per_worker; the next starts from 0
+            # in its own shuffle (Random(seed + epoch)), and the state counts within the epoch.
+            epoch, yielded = divmod(yielded, spw)
+            cursor = walk(shard_order(shards[rank // sp], seed, epoch, shuffle), rows, yielded)
             position, offset = cursor.row_group_position, cursor.row_offset
     except (OSError, ValueError, KeyError, TypeError, IndexError):
         pass
@@ -409,6 +415,7 @@ def _streaming_state(config: Mapping[str, Any], rank: int, world_size: int, step
         row_group_position=position,
         row_offset=offset,
         yielded_samples=yielded,
+        epoch=epoch,
     )
 
 
@@ -597,9 +604,9 @@ def write_validated_set(config_path: str, checkpoint: str, sidecar_dir: str, *, 
     ``scripts/train/validate_streaming_dataloader_sidecars.py`` (docs/formats.md §3), as if every
     rank had resumed in FastVideo's loader where its cursor says. Returns the receipt's path.
     """
+    from fvconsole.core.migration.locked import execute_migration
     from fvconsole.core.migration.plan import MigrationRequest, plan_migration
     from fvconsole.core.migration.upstream_receipt import UPSTREAM_SCHEMA
-    from fvconsole.core.migration.write import execute_migration
     from fvconsole.core.shared.atomic import atomic_write_json
 
     preview = plan_migration(MigrationRequest(

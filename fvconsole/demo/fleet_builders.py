@@ -3,8 +3,9 @@
 ``build_fleet(base, now)`` writes ``base/<node>/wcache`` for eight nodes showing the per-node
 manifest pathology (rank 0's node holds the manifest, the others only their shards) and an
 ``srun`` that runs the command locally as the node named by ``--nodelist`` (``SLURMD_NODENAME``
-set, so ``{node}`` roots resolve), and a stand-in ``squeue`` and ``sinfo`` printing what
-Slurm would: a job of the caches' owner on gpu[001-004] (so those nodes are busy), another
+set, so ``{node}`` roots resolve), and a stand-in ``squeue`` (answering ``-j``, ``--states``,
+``--nodelist`` and ``-o`` as squeue does, so ``fleet cache ls --job 812345`` works) and ``sinfo``
+printing what Slurm would: a job of the caches' owner on gpu[001-004] (so those nodes are busy), another
 user's job on gpu006 (a ``|`` in its name), gpu008 drained. ``local_dispatcher`` is the real
 ``SrunDispatcher`` pointed at them, with the job's nodes given.
 """
@@ -20,6 +21,8 @@ from dataclasses import dataclass
 from fvconsole.core.shared.removal import remove_tree
 
 FLEET_NODES = tuple(f"gpu{i:03d}" for i in range(1, 9))
+#: The training job of the caches' owner on gpu[001-004] (the stand-in squeue knows it; ``--job`` works).
+DEMO_JOB = "812345"
 
 STAND_IN_SRUN = """#!{python}
 # Stand-in srun: run the command locally as node --nodelist (SLURMD_NODENAME set).
@@ -31,9 +34,63 @@ os.execv(cmd[0], cmd)
 """
 
 
-#: What the stand-in squeue prints (``%i|%U|%u|%T|%N|%j|%i``); {uid}: the caches' owner.
-STAND_IN_SQUEUE = """812345|{uid}|fvdemo|RUNNING|gpu[001-004]|wan2.1-t2v-14b finetune|812345
-812399|{other}|bob|RUNNING|gpu006|eval|vbench|812399
+#: The stand-in squeue: the demo's jobs (a job of the caches' owner on gpu[001-004], so those nodes
+#: are busy; another user's job on gpu006, a ``|`` in its name), answering as squeue does to what
+#: fvconsole asks: ``-j JOB`` (unknown: squeue's own error, exit 1), ``--states``, ``--nodelist``
+#: (a hostlist) and ``-o FORMAT`` (``%i %U %u %T %N %j``), ``-h``/``--noheader``.
+STAND_IN_SQUEUE = """#!{python}
+# Stand-in squeue for the fvconsole demo: a fixed job table, filtered and formatted like squeue.
+import re, sys
+JOBS = [
+    {{"i": "{job}", "U": "{uid}", "u": "fvdemo", "T": "RUNNING", "N": "gpu[001-004]", "j": "wan2.1-t2v-14b finetune"}},
+    {{"i": "812399", "U": "{other}", "u": "bob", "T": "RUNNING", "N": "gpu006", "j": "eval|vbench"}},
+]
+
+
+def expand(text):
+    names = []
+    for item in re.findall(r"[^,\\[]+(?:\\[[^\\]]*\\])?[^,]*", text):
+        match = re.fullmatch(r"([^\\[]*)\\[([^\\]]*)\\](.*)", item)
+        if not match:
+            names.append(item)
+            continue
+        prefix, ranges, suffix = match.groups()
+        for part in ranges.split(","):
+            lo, _, hi = part.partition("-")
+            names += [f"{{prefix}}{{n:0{{len(lo)}}d}}{{suffix}}" for n in range(int(lo), int(hi or lo) + 1)]
+    return names
+
+
+args, opts, header = sys.argv[1:], {{}}, True
+while args:
+    arg = args.pop(0)
+    if arg in ("-h", "--noheader"):
+        header = False
+    elif arg in ("-j", "--jobs", "-o", "--format", "-t", "--states", "-w", "--nodelist"):
+        opts[arg.lstrip("-")[0] if len(arg) == 2 else arg] = args.pop(0) if args else ""
+    elif "=" in arg:
+        key, value = arg.split("=", 1)
+        opts[key] = value
+key = {{"--jobs": "j", "--format": "o", "--states": "t", "--nodelist": "w"}}
+opts = {{key.get(k, k): v for k, v in opts.items()}}
+jobs = JOBS
+if "j" in opts:
+    wanted = opts["j"].split(",")
+    jobs = [job for job in jobs if job["i"] in wanted]
+    if not jobs:
+        print("slurm_load_jobs error: Invalid job id specified", file=sys.stderr)
+        sys.exit(1)
+if "t" in opts:
+    jobs = [job for job in jobs if job["T"] in opts["t"].upper().split(",")]
+if "w" in opts:
+    nodes = set(expand(opts["w"]))
+    jobs = [job for job in jobs if nodes & set(expand(job["N"]))]
+fmt = opts.get("o", "%i %T %N")
+if header:
+    print(re.sub(r"%(.)", lambda m: {{"i": "JOBID", "U": "UID", "u": "USER", "T": "STATE", "N": "NODELIST",
+                                     "j": "NAME"}}.get(m.group(1), m.group(1)), fmt))
+for job in jobs:
+    print(re.sub(r"%(.)", lambda m: job.get(m.group(1), m.group(0)), fmt))
 """
 #: What the stand-in sinfo prints (``%N|%T``).
 STAND_IN_SINFO = """gpu[001-004,006]|allocated
@@ -85,7 +142,10 @@ def build_fleet(base: str, now: float, nodes: Sequence[str] = FLEET_NODES) -> Fl
         fh.write(STAND_IN_SRUN.replace("{python}", sys.executable))
     os.chmod(srun, 0o755)
     uid = os.getuid()
-    squeue = _stand_in(os.path.join(bindir, "squeue"), STAND_IN_SQUEUE.format(uid=uid, other=uid + 1))
+    squeue = os.path.join(bindir, "squeue")
+    with open(squeue, "w") as fh:
+        fh.write(STAND_IN_SQUEUE.format(python=sys.executable, uid=uid, other=uid + 1, job=DEMO_JOB))
+    os.chmod(squeue, 0o755)
     sinfo = _stand_in(os.path.join(bindir, "sinfo"), STAND_IN_SINFO)
     return Fleet(os.path.join(base, "{node}", "wcache"), srun, tuple(nodes), squeue, sinfo)
 

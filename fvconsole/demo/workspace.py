@@ -10,13 +10,16 @@ Layout (all under one directory)::
     manifests/openvid.json        its streaming manifest (outside the dataset)
     run.yaml                      run config: 8 ranks, sp 2 — matches checkpoint-300
     output/checkpoint-100,200,300 legacy checkpoints (real DCP); 200 was saved with seed 7
-    output/checkpoint-400         rank-local (new-style) checkpoint
+    output/checkpoint-400         rank-local (FastVideo-native) checkpoint, saved in epoch 1 as FastVideo's
+                                  loader counts (800 samples per rank: 724 make an epoch, 76 into the next)
     output/checkpoint-500         interrupted save (RNG files for half the ranks)
     output/dataloader-state/validated-100
                                   checkpoint-100 migrated, with FastVideo's validation receipt
     shard-cache/<key>/            complete, partial, incomplete, empty, writing and invalid entries
     shard-cache/README.txt        a foreign file the scan must ignore
     shard-cache/old-run-weights/  a foreign directory (FastVideo's GC counts it and may delete it)
+    resume/                       empty: where the printed reshard command puts its checkpoint view
+    fleet/                        the stand-in fleet: per-node caches, srun, squeue, sinfo
 """
 
 from __future__ import annotations
@@ -37,7 +40,7 @@ from fvconsole.core.shared.untrusted import load_file
 MARKER = ".fvconsole-demo.json"
 #: Everything a build makes at the top of DIR (besides the marker); the marker records it.
 CREATED = ("data", "manifests", "output", "map-style-output", "text-only-output", "run.yaml", "run-text-only.yaml",
-           "shard-cache", "fleet")
+           "shard-cache", "fleet", "resume")
 MAX_MARKER_BYTES = 1 << 20
 _TOKEN = re.compile(r"[0-9a-f]{32}")
 _MARKER_TMP = re.compile(r"\." + re.escape(MARKER) + r"\.[0-9a-f]{8}\.tmp")
@@ -277,6 +280,7 @@ def _build(root: str, now: float) -> DemoWorkspace:
     text_config_path = builders.write_run_config(os.path.join(root, "run-text-only.yaml"), text_config)
     text_checkpoint = builders.write_checkpoint(text_output, 120, text_config)
     _age(text_checkpoint, now - 30 * 3600)
+    os.mkdir(os.path.join(root, "resume"))  # the reshard command's checkpoint view goes here (outside output/)
     cache_root = os.path.join(root, "shard-cache")
     cache_builders.build_demo_cache(cache_root, now=now)
     with open(os.path.join(cache_root, "README.txt"), "w", encoding="utf-8") as handle:

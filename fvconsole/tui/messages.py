@@ -240,6 +240,7 @@ class FleetPreviewed(ViewMessage):
 @dataclass
 class FleetExecuted(ViewMessage):
     result: Any
+    journal: JournalWrite | None = None  # the runner's journal line (None: nothing was asked of any node)
 
 
 @dataclass

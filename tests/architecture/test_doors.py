@@ -522,7 +522,7 @@ DOORS: tuple[Door, ...] = (
          allowed={
              ("fvconsole/core/shared/atomic.py", "fsync_dir"): "a directory fvconsole just wrote into, for fsync",
              ("fvconsole/core/shared/durable.py", "fsync_at"): "a file fvconsole wrote, for fsync",
-             ("fvconsole/core/migration/write.py", "_execute_locked"): "the staging dir this run just made",
+             ("fvconsole/core/migration/write.py", "write_set"): "the staging dir this run just made",
              ("fvconsole/core/shared/mounts.py", "_read_bounded"): "/proc (no atimes, no symlinks planted)",
              ("fvconsole/core/shared/locks/holder.py", "read_record"): "a lock record (the locks door reads its own)",
              ("fvconsole/core/shared/locks/owner_lock.py", "is_write_locked"): "a lock file, for F_OFD_GETLK only",

@@ -18,7 +18,7 @@ from migration_runs import build_legacy, plan_for, request
 from fvconsole.core.cache import EvictionSelectors, PlannedEviction, plan_eviction, scan_cache
 from fvconsole.core.cache.evict import EvictedEntry
 from fvconsole.core.cache.plan import SkippedEntry
-from fvconsole.core.migration import output_dir, write
+from fvconsole.core.migration import locked, output_dir, write
 from fvconsole.core.migration.output_dir import migration_lock
 from fvconsole.core.migration.plan import MigrationPlan, MigrationPreview, Refusal, plan_migration
 from fvconsole.core.shared import locks
@@ -62,7 +62,7 @@ def test_execution_reports_each_warning_once_by_value_not_by_its_text(tmp_path) 
     [seen] = [n for n in plan.output_dir_notes if str(other) in n.cli]
     assert isinstance(seen, Reason) and "another host or container (login2" in seen.detail
     told: list[Reason] = []
-    result = write.execute_migration(plan, on_warning=told.append)
+    result = locked.execute_migration(plan, on_warning=told.append)
     assert told == [] and all(isinstance(n, Reason) for n in result.notes)
     assert [n for n in result.notes if str(other) in n.cli] == [seen]
     assert result.to_json()["warnings"] == [n.cli for n in result.notes]
@@ -76,7 +76,7 @@ def test_executions_refusals_are_the_previews_reasons(tmp_path) -> None:
     os.makedirs(legacy.out)
     (tmp_path / "sidecars" / "train.log").write_text("not ours")
     with pytest.raises(FvError) as refused:
-        write.execute_migration(plan)
+        locked.execute_migration(plan)
     [preview_refusal] = plan_migration(request(legacy)).refusals
     assert refused.value.reason == preview_refusal.why
     assert (preview_refusal.why.code, preview_refusal.field) == ("output_dir.foreign", "output_dir")
@@ -87,7 +87,7 @@ def test_executions_refusals_are_the_previews_reasons(tmp_path) -> None:
     other.acquire()
     try:
         with pytest.raises(FvError) as refused:
-            write.execute_migration(plan)
+            locked.execute_migration(plan)
         [preview_refusal] = plan_migration(request(legacy)).refusals
     finally:
         other.release()
@@ -98,7 +98,7 @@ def test_executions_refusals_are_the_previews_reasons(tmp_path) -> None:
     with open(legacy.run.config_path, "a", encoding="utf-8") as fh:
         fh.write("# edited after planning\n")
     with pytest.raises(FvError) as refused:
-        write.execute_migration(plan)
+        locked.execute_migration(plan)
     why = refused.value.reason
     assert (why.code, why.field, why.value("path")) == ("recheck.config_changed", "config", legacy.run.config_path)
     assert Refusal(why).to_json() == {

@@ -17,10 +17,19 @@ import pytest
 from sized_cache import sized_entry
 
 from fvconsole.core.cache import EvictionSelectors, plan_eviction, scan_cache
-from fvconsole.core.cache.locked import evict_under_lock
+from fvconsole.core.cache.locked import EvictionOperation, LockedEviction
 from fvconsole.core.cache.roots import EVICTOR, evictor_lock, probe_evictor
+from fvconsole.core.journal import appender
+from fvconsole.core.shared import run_locked
 from fvconsole.core.shared.errors import FvError
 from fvconsole.core.shared.locks import LockBusy
+
+
+def evict_under_lock(root, make_plan, *, command, wait=0.0, journal_path=None):
+    """The console's way through the one runner: the confirmed plan under the root's lock, journaled."""
+    run = run_locked(EvictionOperation(root, make_plan, command=command), wait=wait, journal=appender(journal_path))
+    return LockedEviction.of(run)
+
 
 DAY = 86400.0
 

@@ -16,8 +16,10 @@ from sized_cache import key_of, sized_entry
 
 from fvconsole.cli import build_parser
 from fvconsole.cli.cache import evict_request
-from fvconsole.core.cache import EvictionRequest, EvictionSelectors, FreeTarget
+from fvconsole.core.cache import EvictionRequest, EvictionSelectors, FreeTarget, LockedEviction
 from fvconsole.core.cache.roots import evictor_lock
+from fvconsole.core.journal import appender
+from fvconsole.core.shared import run_locked
 from fvconsole.core.shared.errors import FvError, UsageError
 
 DAY = 86400.0
@@ -83,14 +85,14 @@ def test_a_key_that_names_no_entry_refuses_the_whole_eviction(root: Path) -> Non
     with pytest.raises(FvError, match=f"^{'f' * 16}: not an entry of {root} \\(--key\\); nothing evicted$"):
         request.preview()
     with pytest.raises(FvError, match="nothing evicted"):
-        request.execute(command="test")
+        run_locked(request.operation(command="test"))
     assert sorted(p.name for p in root.iterdir()) == sorted(key_of(n) for n in "abc")
 
 
 def test_execute_evicts_what_the_preview_showed_under_the_lock(root: Path, tmp_path: Path) -> None:
     request = request_of(str(root), "--older-than", "36h")
-    done = request.execute(command="fvconsole cache evict --older-than 36h --yes",
-                           journal_path=str(tmp_path / "journal.jsonl"))
+    done = LockedEviction.of(run_locked(request.operation(command="fvconsole cache evict --older-than 36h --yes"),
+                                        journal=appender(str(tmp_path / "journal.jsonl"))))
     assert [e.key for e in done.result.evicted] == [key_of("a"), key_of("b")]
     assert [p.name for p in root.iterdir()] == [key_of("c")]
     assert done.lock.held and done.journal is not None and done.journal.written

@@ -17,7 +17,7 @@ import pytest
 from migration_runs import build_legacy, plan_for
 
 from fvconsole.cli import main
-from fvconsole.core.migration import write
+from fvconsole.core.migration import locked
 from fvconsole.demo.cache_builders import make_key, write_cache_entry
 
 
@@ -99,7 +99,7 @@ def test_suggestions_are_close_and_valid_where_they_stand(argv, expected, capsys
 @pytest.fixture(scope="module")
 def migrated(tmp_path_factory):
     legacy = build_legacy(str(tmp_path_factory.mktemp("legacy")))
-    write.execute_migration(plan_for(legacy))
+    locked.execute_migration(plan_for(legacy))
     return legacy
 
 

@@ -35,7 +35,8 @@ MEANINGS = {
 #: Flags the core names (usage errors) or writes into a node's command line: spelled only in core/shared/flags.py.
 CORE_FLAGS = ("--max-gb", "--min-free-gb", "--min-free-percent", "--best-effort", "--key", "--invalid", "--verify", "--older-than",
               "--keep", "--grace", "--force", "--wait", "--yes", "-y", "--dry-run", "--json", "--no-journal",
-              "--deep", "--step")
+              "--deep", "--step", "--config", "--set", "--checkpoint", "--output-dir", "--reshard", "--incomplete",
+              "--sidecar-dir", "--world-size", "--dataloader-state-dir")
 
 
 def declarations(monkeypatch) -> dict[str, set[str]]:

@@ -132,3 +132,38 @@ def test_demo_builds_a_stand_in_fleet_and_prints_the_command_that_tries_it(tmp_p
     assert proc.returncode == 0, proc.stderr
     assert "gpu[001-008] (8 nodes" in proc.stdout and "nodes: 8 ok" in proc.stdout, proc.stdout
     assert all(f"gpu00{i}" in proc.stdout for i in range(1, 9))
+
+
+def test_the_stand_in_squeue_answers_what_it_is_asked(tmp_path, capsys, monkeypatch) -> None:
+    """`fleet cache ls --job 812345` (the job the demo's fleet shows) finds its four nodes through the
+    stand-in squeue; an unknown job is "no such job", as with Slurm's own squeue."""
+    import time
+
+    from fvconsole.cli.demo import cli_commands
+    from fvconsole.demo.fleet_builders import DEMO_JOB, build_fleet
+
+    fleet = build_fleet(str(tmp_path / "fleet"), time.time())
+    monkeypatch.setenv("PATH", f"{os.path.dirname(fleet.srun)}:{os.environ['PATH']}")
+    assert main(["fleet", "cache", "ls", "--job", DEMO_JOB, "--cache-root", fleet.root]) == 0
+    out = capsys.readouterr().out
+    assert f"on job {DEMO_JOB}: gpu[001-004] (4 nodes" in out and "nodes: 4 ok" in out, out
+    assert main(["fleet", "cache", "ls", "--job", "999", "--cache-root", fleet.root]) == 1
+    assert capsys.readouterr().err.strip() == "error: --job 999: no such job in squeue (finished, or never existed)"
+    ws = build_demo_workspace(str(tmp_path / "demo"))
+    assert any(f"fleet cache ls --job {DEMO_JOB} " in c for c in cli_commands(ws))
+
+
+def test_the_run_config_has_the_keys_fastvideo_reads(tmp_path, capsys) -> None:
+    """FastVideo's cleanup reads training.checkpoint.checkpoints_total_limit; its save interval
+    training_state_checkpointing_steps; the tracker training.tracker.project_name: no keys it ignores."""
+    import yaml
+
+    ws = build_demo_workspace(str(tmp_path / "demo"))
+    with open(ws.config_path) as fh:
+        config = yaml.safe_load(fh)
+    assert config["training"]["checkpoint"] == {"output_dir": ws.output_dir, "training_state_checkpointing_steps": 100,
+                                                "checkpoints_total_limit": 3}
+    assert config["training"]["tracker"] == {"project_name": "fastvideo-t2v"} and "tracker" not in config
+    assert main(["checkpoints", "ls", ws.output_dir]) == 0
+    out = capsys.readouterr().out
+    assert "fastvideo: checkpoints_total_limit 3 (from the embedded config of checkpoint-500)" in out, out

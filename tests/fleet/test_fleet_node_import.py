@@ -82,7 +82,8 @@ def test_the_demo_fleet_and_the_console_dispatcher_too(tmp_path: Path, hostile_c
     code = main(["fleet", "cache", "ls", "--nodes", "gpu[001-008]", "--cache-root", fleet.root, "--json"])
     out, err = capsys.readouterr()
     assert code == 0, err
-    assert json.loads(out)["outcomes"] == {"ok": {"count": 8, "nodes": "gpu[001-008]"}}
+    assert json.loads(out)["outcomes"] == {"ok": {"count": 8, "nodes": "gpu[001-008]",
+                                                  "node_list": [f"gpu{i:03d}" for i in range(1, 9)]}}
     dispatcher = local_dispatcher(fleet)
     view = dispatcher.ls(dispatcher.select(None, None), fleet.root)
     assert [o.node for o in view.outcomes if o.ok] == list(fleet.nodes)

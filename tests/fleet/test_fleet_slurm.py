@@ -164,7 +164,7 @@ def test_job_targets_the_running_jobs_nodes(slurm_cluster: SlurmCluster, tmp_pat
         code, doc, err = _fleet(slurm_cluster, "ls", "--job", job, "--cache-root", template, "--fanout",
                                 "single-step")
         assert code == 0, err
-        assert doc["keys"][KEY]["statuses"] == {"incomplete": {"count": 2, "nodes": "n[2-3]"}}
+        assert doc["keys"][KEY]["statuses"] == {"incomplete": {"count": 2, "nodes": "n[2-3]", "node_list": ["n2", "n3"]}}
     finally:
         slurm_cluster.run("scancel", job)
     deadline = time.monotonic() + 30
@@ -230,8 +230,8 @@ def test_single_step_lists_every_node_in_one_job_step(slurm_cluster: SlurmCluste
     assert code == 0, err
     assert _steps(log) == 1
     assert single["keys"] == per_node["keys"]
-    assert single["keys"][KEY]["statuses"] == {"incomplete": {"count": 2, "nodes": "n[2-3]"},
-                                               "partial": {"count": 1, "nodes": "n1"}}
+    assert single["keys"][KEY]["statuses"] == {"incomplete": {"count": 2, "nodes": "n[2-3]", "node_list": ["n2", "n3"]},
+                                               "partial": {"count": 1, "nodes": "n1", "node_list": ["n1"]}}
     assert {n: d["outcome"] for n, d in single["nodes"].items()} == {n: "ok" for n in NODES}
 
 
@@ -401,7 +401,7 @@ def test_ls_shows_the_node_busy_with_the_owners_job(slurm_cluster: SlurmCluster,
             slurm = doc["nodes"][node]["slurm"]
             assert slurm["state"] == "allocated" and slurm["busy"] is True and slurm["busy_jobs"] == [job]
             assert slurm["jobs"] == [{"job_id": job, "uid": 0, "user": "root", "name": "train|wan 14b",
-                                      "state": "RUNNING", "nodes": "n[2-3]"}]
+                                      "state": "RUNNING", "nodes": "n[2-3]", "node_list": ["n2", "n3"]}]
         n2 = {e["key"]: e["node_busy"] for e in doc["nodes"]["n2"]["entries"]}
         assert n2 == {KEY: True, OLD: False}
         assert doc["slurm"]["busy_nodes"] == "n[2-3]" and doc["slurm"]["note"] is None

@@ -105,12 +105,12 @@ def test_identical_configs_have_no_rows(tmp_path) -> None:
 def test_critical_rows_first_then_sorted_non_critical(tmp_path) -> None:
     old = _cfg(tmp_path)
     new = _cfg(tmp_path, seed=7, num_gpus=16, max_train_steps=5)
-    new["tracker"]["run_name"] = "other"
+    new["training"]["tracker"]["project_name"] = "other"
     rows = compare_configs(old, new)
     assert [r.path for r in rows if r.critical] == ["training.distributed.num_gpus", "training.data.seed"]
     non = [r.path for r in rows if not r.critical]
     assert non == sorted(non)
-    assert "training.loop.max_train_steps" in non and "tracker.run_name" in non
+    assert "training.loop.max_train_steps" in non and "training.tracker.project_name" in non
     assert "training.distributed.hsdp_shard_dim" in non  # derived from num_gpus by the builder
     seed = next(r for r in rows if r.path == "training.data.seed")
     assert seed.to_json() == {"path": "training.data.seed", "checkpoint": 42, "config": 7, "critical": True}

@@ -15,7 +15,7 @@ from fastvideo_reference import live_loader_state
 from migration_runs import BATCH, SP, STEP, WORLD, build_legacy, plan_for
 from reliability.harness import tree_digest
 
-from fvconsole.core.migration import output_dir, verify, write
+from fvconsole.core.migration import locked, output_dir, verify, write
 from fvconsole.core.migration.receipt import RECEIPT_SCHEMA
 from fvconsole.core.shared.errors import FvError, PartialFailure
 
@@ -43,7 +43,7 @@ def test_execute_writes_exactly_the_plan(tmp_path) -> None:
     ck_before = tree_digest(legacy.checkpoint, mtimes=True, modes=True)
     plan = plan_for(legacy)
     calls = []
-    receipt = write.execute_migration(plan, progress=lambda d, t, m: calls.append((d, t))).receipt
+    receipt = locked.execute_migration(plan, progress=lambda d, t, m: calls.append((d, t))).receipt
     with open(legacy.run.manifest_path, encoding="utf-8") as fh:
         manifest = json.load(fh)
 
@@ -97,7 +97,7 @@ def test_parallel_writes_many_ranks(tmp_path) -> None:
     req = dataclasses.replace(request(legacy), expected_world_size=32)
     plan = plan_migration(req).plan
     assert plan is not None
-    receipt = write.execute_migration(plan, workers=4).receipt
+    receipt = locked.execute_migration(plan, workers=4).receipt
     assert len(receipt["sidecars"]) == 32
     for entry in receipt["sidecars"]:
         path = os.path.join(legacy.out, entry["path"])
@@ -107,10 +107,10 @@ def test_parallel_writes_many_ranks(tmp_path) -> None:
 
 def test_overwrite_replaces_set_and_failure_keeps_old_set(tmp_path, monkeypatch) -> None:
     legacy = build_legacy(str(tmp_path))
-    first = write.execute_migration(plan_for(legacy)).receipt
+    first = locked.execute_migration(plan_for(legacy)).receipt
     old_ino = os.stat(legacy.out).st_ino
     plan = plan_for(legacy, overwrite=True)
-    second = write.execute_migration(plan).receipt
+    second = locked.execute_migration(plan).receipt
     assert os.stat(legacy.out).st_ino != old_ino  # a new directory was swapped in
     assert second["created_at_utc"] >= first["created_at_utc"]
     before = tree_digest(legacy.out, mtimes=True, modes=True)
@@ -126,7 +126,7 @@ def test_overwrite_replaces_set_and_failure_keeps_old_set(tmp_path, monkeypatch)
 
     monkeypatch.setattr(write, "_write_file_atomic", flaky)
     with pytest.raises(PartialFailure) as info:
-        write.execute_migration(plan)
+        locked.execute_migration(plan)
     assert info.value.exit_code == 3
     assert info.value.report["sidecars_written"] == 2 and info.value.report["staging_removed"] is True
     assert "No space left" in str(info.value)
@@ -138,9 +138,9 @@ def test_overwrite_without_renameat2_falls_back_to_renames(tmp_path, monkeypatch
     import fvconsole.core.shared.atomic as atomic
 
     legacy = build_legacy(str(tmp_path))
-    write.execute_migration(plan_for(legacy))
+    locked.execute_migration(plan_for(legacy))
     monkeypatch.setattr(atomic, "exchange_paths", lambda a, b: False)
-    receipt = write.execute_migration(plan_for(legacy, overwrite=True)).receipt
+    receipt = locked.execute_migration(plan_for(legacy, overwrite=True)).receipt
     with open(os.path.join(legacy.out, "migration_receipt.json"), encoding="utf-8") as fh:
         assert json.load(fh)["created_at_utc"] == receipt["created_at_utc"]
     assert sorted(n for n in os.listdir(tmp_path) if n != "run") == ["sidecars"]
@@ -150,7 +150,7 @@ def test_swap_failure_leaves_old_set(tmp_path, monkeypatch) -> None:
     import fvconsole.core.shared.atomic as atomic
 
     legacy = build_legacy(str(tmp_path))
-    write.execute_migration(plan_for(legacy))
+    locked.execute_migration(plan_for(legacy))
     before = tree_digest(str(tmp_path), mtimes=True, modes=True, include_root=False)
 
     def broken(a, b):
@@ -158,18 +158,22 @@ def test_swap_failure_leaves_old_set(tmp_path, monkeypatch) -> None:
 
     monkeypatch.setattr(atomic, "exchange_paths", broken)
     with pytest.raises(PartialFailure, match="while publishing") as info:
-        write.execute_migration(plan_for(legacy, overwrite=True))
+        locked.execute_migration(plan_for(legacy, overwrite=True))
     assert info.value.report["output_dir_changed"] is False
-    assert tree_digest(str(tmp_path), mtimes=True, modes=True, include_root=False) == before
+    # The source's reader's record came and went beside its run (issue 37 item 3): the dir holding the
+    # run's output dir had its own mtime moved, no entry did.
+    after = tree_digest(str(tmp_path), mtimes=True, modes=True, include_root=False)
+    assert {k: v for k, v in after.items() if k != "run"} == {k: v for k, v in before.items() if k != "run"}
+    assert after["run"][::2] == before["run"][::2]
 
 
 def test_existing_set_needs_overwrite(tmp_path) -> None:
     legacy = build_legacy(str(tmp_path))
     plan = plan_for(legacy)  # planned while the output dir did not exist yet
-    write.execute_migration(plan)
+    locked.execute_migration(plan)
     before = tree_digest(str(tmp_path), mtimes=True, modes=True, include_root=False)
     with pytest.raises(FvError, match="--overwrite") as info:
-        write.execute_migration(plan)
+        locked.execute_migration(plan)
     assert info.value.exit_code == 1
     assert tree_digest(str(tmp_path), mtimes=True, modes=True, include_root=False) == before
 
@@ -182,7 +186,7 @@ def test_foreign_files_refused_even_with_overwrite(tmp_path) -> None:
         fh.write("mine")
     before = tree_digest(str(tmp_path), mtimes=True, modes=True, include_root=False)
     with pytest.raises(FvError, match="notes.txt"):
-        write.execute_migration(plan)
+        locked.execute_migration(plan)
     assert tree_digest(str(tmp_path), mtimes=True, modes=True, include_root=False) == before
 
 
@@ -202,7 +206,7 @@ def test_output_in_checkpoint_refused(tmp_path, where) -> None:
         os.symlink(target, out)
     before = tree_digest(str(tmp_path), mtimes=True, modes=True, include_root=False)
     with pytest.raises(FvError) as info:
-        write.execute_migration(_replace_out(plan, out))
+        locked.execute_migration(_replace_out(plan, out))
     assert "checkpoint" in str(info.value) or "symlink" in str(info.value)
     assert tree_digest(str(tmp_path), mtimes=True, modes=True, include_root=False) == before
 
@@ -213,7 +217,7 @@ def test_sources_rechecked_before_writing(tmp_path) -> None:
     with open(legacy.run.config_path, "a", encoding="utf-8") as fh:
         fh.write("# edited after planning\n")
     with pytest.raises(FvError, match="run.yaml"):
-        write.execute_migration(plan)
+        locked.execute_migration(plan)
     assert not os.path.exists(legacy.out)
 
 
@@ -237,7 +241,7 @@ def test_stale_staging_dirs_cleaned_safely(tmp_path) -> None:
     (other / "dataloader_state_rank0.pt").write_bytes(b"theirs")
     legacy_name = tmp_path / f".{name}.fvconsole-staging-{_dead_pid()}-abcd"
     legacy_name.mkdir()
-    warnings = write.execute_migration(plan_for(legacy)).warnings  # the plan's, then execution's own
+    warnings = locked.execute_migration(plan_for(legacy)).warnings  # the plan's, then execution's own
     assert not dead.exists()
     assert alive.is_dir()
     assert os.path.islink(link) and (victim / "dataloader_state_rank0.pt").read_bytes() == b"keep me"
@@ -254,7 +258,7 @@ def test_fault_hook_kill_leaves_no_half_set(tmp_path, monkeypatch) -> None:
     legacy = build_legacy(str(tmp_path))
     trace = tmp_path / "trace.txt"
     monkeypatch.setenv("FVCONSOLE_FAULT_TRACE", str(trace))
-    write.execute_migration(plan_for(legacy, out=str(tmp_path / "traced")))
+    locked.execute_migration(plan_for(legacy, out=str(tmp_path / "traced")))
     monkeypatch.delenv("FVCONSOLE_FAULT_TRACE")
     labels = trace.read_text().splitlines()
     publish = next(i for i, line in enumerate(labels, 1) if line.endswith(f"-> {tmp_path / 'traced'}"))
@@ -280,7 +284,7 @@ def test_fault_hook_kill_leaves_no_half_set(tmp_path, monkeypatch) -> None:
     assert verify.verify_sidecars(legacy.run.config_path, legacy.checkpoint, out).ok
     # The next run (breaking the killed run's lock) cleans its staging dir and publishes a complete set.
     out = str(tmp_path / f"out-{publish}")
-    write.execute_migration(plan_for(legacy, out=out, break_lock=True), break_lock=True)
+    locked.execute_migration(plan_for(legacy, out=out, break_lock=True), break_lock=True)
     assert [n for n in os.listdir(tmp_path) if f"out-{publish}.fvconsole-staging" in n] == []
     assert verify.verify_sidecars(legacy.run.config_path, legacy.checkpoint, out).ok
 
@@ -299,7 +303,7 @@ def test_parallel_write_failure_reports_the_ranks_before_it(tmp_path, monkeypatc
 
     monkeypatch.setattr(write, "_write_file_atomic", failing)
     with pytest.raises(PartialFailure) as info:
-        write.execute_migration(plan, workers=4)
+        locked.execute_migration(plan, workers=4)
     assert info.value.report["sidecars_written"] == 5 and info.value.report["staging_removed"] is True
     assert not os.path.exists(legacy.out)
     assert not [n for n in os.listdir(tmp_path) if "fvconsole-staging" in n]

@@ -1,4 +1,5 @@
-"""run_migration: what both front ends run for `migrate --yes` (execute under the lock, then one journal line)."""
+"""MigrationOperation through the one runner: what both front ends run for `migrate --yes` (execute under the
+lock, then one journal line)."""
 
 from __future__ import annotations
 
@@ -9,9 +10,15 @@ from pathlib import Path
 import pytest
 from migration_runs import STEP, WORLD, build_legacy, plan_for
 
+from fvconsole.core.journal import appender
 from fvconsole.core.migration import write
 from fvconsole.core.migration.failure import MigrationFailed, MigrationFailure
-from fvconsole.core.migration.locked import run_migration
+from fvconsole.core.migration.locked import MigrationOperation
+from fvconsole.core.shared import run_locked
+
+
+def run_migration(plan, *, command: str, journal_path: str | None):
+    return run_locked(MigrationOperation(plan, command=command), journal=appender(journal_path))
 
 
 def _lines(path: Path) -> list[dict]:
@@ -42,15 +49,15 @@ def test_a_failure_part_way_is_typed_and_journaled(tmp_path: Path, monkeypatch) 
         return real(directory, name, data, *rest)
 
     monkeypatch.setattr(write, "_write_file_atomic", failing)
-    with pytest.raises(MigrationFailed) as info:
-        run_migration(plan_for(legacy), command="fvconsole migrate --yes", journal_path=str(journal))
-    failure = info.value.failure
+    run = run_migration(plan_for(legacy), command="fvconsole migrate --yes", journal_path=str(journal))
+    assert isinstance(run.failure, MigrationFailed) and run.result is None
+    failure = run.failure.failure
     assert isinstance(failure, MigrationFailure) and failure.output_dir_changed is False
     assert (failure.stage, failure.sidecars_written, failure.sidecars_total) == ("writing sidecars", 2, WORLD)
     # The report's JSON is the shape it had as a dict: the staging dir's fate, nothing of publishing.
-    assert set(info.value.report) == {"stage", "output_dir", "output_dir_changed", "sidecars_written",
+    assert set(run.failure.report) == {"stage", "output_dir", "output_dir_changed", "sidecars_written",
                                       "sidecars_total", "staging_dir", "staging_removed"}
-    assert info.value.journal is not None and info.value.journal.written
+    assert run.journal is not None and run.journal.written
     [line] = _lines(journal)
     assert line["result"] == "partial" and line["exit_code"] == 3 and "Input/output error" in line["errors"][0]
     assert {k: line["details"][k] for k in ("stage", "output_dir_changed", "sidecars_written", "sidecars_total")} \

@@ -13,7 +13,7 @@ import pytest
 from migration_runs import build_legacy, plan_for, request
 from reliability.harness import tree_digest
 
-from fvconsole.core.migration import write
+from fvconsole.core.migration import locked
 from fvconsole.core.migration.plan import plan_migration
 from fvconsole.core.shared.errors import FvError
 
@@ -32,7 +32,7 @@ def test_execution_refuses_a_plan_whose_output_dir_is_inside_the_dataset_root(tm
     inside = os.path.join(legacy.run.dataset_root, "sidecars")
     before = tree_digest(str(tmp_path), mtimes=True, modes=True, include_root=False)
     with pytest.raises(FvError) as refused:
-        write.execute_migration(_moved(plan, inside))
+        locked.execute_migration(_moved(plan, inside))
     assert "dataset root" in str(refused.value) and inside in str(refused.value)
     assert refused.value.reason.code == "output_dir.in_dataset"
     assert tree_digest(str(tmp_path), mtimes=True, modes=True, include_root=False) == before
@@ -50,7 +50,7 @@ def test_a_parent_swapped_for_a_symlink_into_the_dataset_after_the_preview_is_re
     os.symlink(legacy.run.dataset_root, place)
     before = tree_digest(legacy.run.dataset_root, mtimes=True, modes=True)
     with pytest.raises(FvError, match="dataset root"):
-        write.execute_migration(preview.plan)
+        locked.execute_migration(preview.plan)
     assert tree_digest(legacy.run.dataset_root, mtimes=True, modes=True) == before
 
 
@@ -85,5 +85,5 @@ def test_inside_the_checkpoint_is_one_code_for_the_preview_and_execution(tmp_pat
         os.symlink(os.path.join(legacy.checkpoint, "dcp"), out)
     assert _codes(plan_migration(request(legacy, out=out))) == ["output_dir.in_checkpoint"]
     with pytest.raises(FvError) as refused:
-        write.execute_migration(_moved(plan_for(legacy), out))
+        locked.execute_migration(_moved(plan_for(legacy), out))
     assert refused.value.reason.code == "output_dir.in_checkpoint"

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 
 import pytest
 from fastvideo_reference import (
@@ -226,3 +227,43 @@ def test_more_than_one_worker_and_a_wrong_batch_count_refuse_a_native_reshard(tm
                                             overrides=(grow, "training.loop.gradient_accumulation_steps=1"),
                                             reshard="nearest"))
     assert "consumed_batches_per_rank" in [r.field for r in wrong.refusals]
+
+
+def test_a_count_past_the_epoch_is_refused_saying_so(tmp_path) -> None:
+    """A native state that counts into the next epoch under the old one (epoch 0, more samples than
+    an epoch holds: what the demo's checkpoint-400 used to say) is refused naming both numbers."""
+    import torch
+
+    run, manifest, step = _native(tmp_path, world=4, epoch=1, batches_in_epoch=2)
+    spw = samples_per_worker(contiguous_row_group_shards(manifest["row_groups"], 4), BATCH)
+    ckpt = run.checkpoint(step)
+    for rank in range(4):
+        path = os.path.join(ckpt, f"dataloader_state_rank{rank}.pt")
+        payload = torch.load(path, weights_only=True)
+        payload["state"]["dataset_state"].update(epoch=0, yielded_samples=spw + 2 * BATCH)
+        torch.save(payload, path)
+    preview = plan_migration(MigrationRequest(run.config_path, ckpt, str(tmp_path / "views" / f"checkpoint-{step}"),
+                                              step, 4, step, overrides=("training.distributed.num_gpus=8",),
+                                              reshard="nearest"))
+    said = [r.message for r in preview.refusals]
+    assert any(f"{spw + 2 * BATCH} exceeds the {spw} samples of an epoch" in m for m in said), said
+
+
+def test_the_demo_native_checkpoint_is_in_its_second_epoch_and_reshards(tmp_path, capsys) -> None:
+    """The demo's checkpoint-400 as FastVideo writes it: 800 samples per rank are epoch 1 after 76 of 724,
+    and the reshard the demo prints plans (exit 0)."""
+    from fvconsole.cli.demo import cli_commands
+    from fvconsole.core.formats.sidecar_files import decode_sidecar, read_sidecar_bytes
+    from fvconsole.demo.workspace import build_demo_workspace
+
+    ws = build_demo_workspace(str(tmp_path / "demo"))
+    ckpt = os.path.join(ws.output_dir, "checkpoint-400")
+    state = decode_sidecar(read_sidecar_bytes(os.path.join(ckpt, "dataloader_state_rank0.pt")))["state"]
+    dataset = state["dataset_state"]
+    assert (dataset["epoch"], dataset["yielded_samples"], dataset["topology"]["samples_per_worker"]) == (1, 76, 724)
+    [command] = [c for c in cli_commands(ws) if "--reshard" in c]
+    argv = shlex.split(command.replace("\\\n", " "), comments=True)  # a backslash-newline continues the line
+    assert argv[:2] == ["fvconsole", "migrate"]
+    code, out, err = _cli([*argv[1:], "--json"], capsys)
+    assert code == 0, out + err
+    assert one_json(out)["plan"]["reshard"]["mode"] == "nearest"

@@ -15,14 +15,14 @@ from fastvideo_reference import validation_receipt as upstream_receipt
 from fastvideo_reference import write_validation_receipt as write_upstream
 from migration_runs import WORLD, build_legacy, one_json, plan_for
 
-from fvconsole.core.migration import verify, write
+from fvconsole.core.migration import locked, verify
 
 
 @pytest.fixture()
 def validated(tmp_path):
     legacy = build_legacy(str(tmp_path))
     plan = plan_for(legacy)
-    write.execute_migration(plan)
+    locked.execute_migration(plan)
     receipt = upstream_receipt(legacy.run.config_path, legacy.checkpoint, legacy.out, plan.step, WORLD)
     path = os.path.join(legacy.out, "fastvideo_validation.json")
     write_upstream(path, receipt)
@@ -103,7 +103,7 @@ def test_given_path_outside_the_dir(validated, tmp_path, cli) -> None:
 def test_not_foreign_when_the_set_is_replaced(validated, cli) -> None:
     legacy, _, path, _ = validated
     plan = plan_for(legacy, overwrite=True)  # a dir with a foreign file is refused
-    write.execute_migration(plan)
+    locked.execute_migration(plan)
     assert not os.path.exists(path)  # it vouched for the old set's files only: gone with them
     assert sorted(os.listdir(legacy.out)) == sorted(
         [f"dataloader_state_rank{r}.pt" for r in range(WORLD)] + ["migration_receipt.json"])

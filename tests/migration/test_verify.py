@@ -12,14 +12,14 @@ from migration_runs import WORLD, build_legacy, one_json, plan_for
 
 import fvconsole.core.formats.sidecar_files as files
 from fvconsole.core.formats import torch_zip
-from fvconsole.core.migration import verify, write
+from fvconsole.core.migration import locked, verify
 
 
 @pytest.fixture()
 def migrated(tmp_path):
     legacy = build_legacy(str(tmp_path))
     plan = plan_for(legacy)
-    write.execute_migration(plan)
+    locked.execute_migration(plan)
     return legacy, plan
 
 

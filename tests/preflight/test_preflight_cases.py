@@ -274,3 +274,47 @@ def test_usage_errors_exit_2(cli, tmp_path) -> None:
     assert code == 2 and "--cache-root" in err
     code, _, err = cli(["preflight", "--config", run.config_path, "--world-size", "0"])
     assert code == 2 and "--world-size" in err
+
+
+def test_the_weight_cache_is_warm_or_cold_and_never_blocks(cli, tmp_path) -> None:
+    from fvconsole.demo.cache_builders import write_cache_entry
+
+    run = _native(tmp_path)
+    cache = tmp_path / "wcache"
+    write_cache_entry(cache, num_shards=8)  # another job's layout: cold for 4 ranks
+    code, doc = _preflight(cli, run, "--cache-root", str(cache))
+    (line,) = [c for c in doc["checks"] if c["check"] == "cache"]
+    assert code == 0 and doc["go"] is True
+    assert line["status"] == "warn" and "cold (no complete entry of 4 shards)" in line["detail"]
+    key = os.path.basename(write_cache_entry(cache, num_shards=4))
+    code, doc = _preflight(cli, run, "--cache-root", str(cache))
+    (line,) = [c for c in doc["checks"] if c["check"] == "cache"]
+    assert line["status"] == "ok" and f"warm ({key}, 4 shards" in line["detail"]
+    code, doc = _preflight(cli, run, "--cache-root", str(tmp_path / "no-such-cache"), "--strict")
+    assert code == 1 and [c["status"] for c in doc["checks"] if c["check"] == "cache"] == ["warn"]
+
+
+def test_the_cache_check_runs_on_every_node_through_the_fleet(cli, tmp_path, srun_on_path) -> None:
+    from fvconsole.demo.cache_builders import write_cache_entry
+
+    run = _native(tmp_path)
+    write_cache_entry(tmp_path / "a1" / "wcache", num_shards=4, tensor_bytes=256)
+    write_cache_entry(tmp_path / "a2" / "wcache", num_shards=8, tensor_bytes=256)
+    code, doc = _preflight(cli, run, "--cache-root", str(tmp_path / "{node}" / "wcache"), "--nodes", "a[1-2]")
+    lines = {c["detail"].split(":")[0]: c for c in doc["checks"] if c["check"] == "cache"}
+    assert code == 0 and set(lines) == {"a1", "a2"}
+    assert lines["a1"]["status"] == "ok" and "warm" in lines["a1"]["detail"]
+    assert lines["a2"]["status"] == "warn" and "cold" in lines["a2"]["detail"]
+
+
+def test_a_planted_pickle_as_rank_2s_rng_file_is_a_finding_and_never_runs(cli, tmp_path) -> None:
+    from reliability.harness import write_malicious_pt
+
+    run = _native(tmp_path)
+    marker = tmp_path / "pwned"
+    write_malicious_pt(Path(run.checkpoint(2)) / "rng_state_rank2.pt", marker)
+    code, out, _ = cli(["preflight", "--config", run.config_path, "--resume", "latest", "--json"])
+    doc = json.loads(out)
+    assert code == 1 and not marker.exists()
+    (first,) = _blocking(doc)
+    assert first["check"] == "rng" and first["ranks"] == [2] and "is not readable" in first["detail"]

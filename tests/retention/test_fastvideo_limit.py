@@ -70,5 +70,5 @@ def test_set_without_config_applies_to_the_embedded_config(tmp_path: Path, cli) 
     assert code == 0, err
     assert one_json(stdout)["fastvideo"] == {"cleanup_limit": 2, "cleanup_deletes": [100, 200, 300], "latest": 400, "latest_resume_step": 400}
     code, stdout, err = cli(argv)
-    assert ("fastvideo: checkpoints_total_limit 2 (from the embedded config of checkpoint-400 with --set): right "
+    assert ("fastvideo: checkpoints_total_limit 2 (from the embedded config of checkpoint-400 with the overrides given): right "
             "after the next save its cleanup deletes checkpoint-100, checkpoint-200, checkpoint-300") in stdout

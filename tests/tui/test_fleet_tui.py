@@ -9,6 +9,7 @@ waits on srun.
 from __future__ import annotations
 
 import asyncio
+import json
 import threading
 from pathlib import Path
 
@@ -107,6 +108,29 @@ async def test_evict_preview_confirm_cancel_then_execute(fleet: dict) -> None:
         # the view rescanned after executing
         assert {r.key for r in view.view_result.keys} == {KEY, OTHER}
         assert dict(next(r for r in view.view_result.keys if r.key == KEY).statuses) == {"a1": "partial"}
+
+
+async def test_the_consoles_fleet_eviction_is_journaled_with_its_nodes(fleet: dict, tmp_path: Path) -> None:
+    """Issue 35: view 4's eviction goes through the one runner, so the journal (view 5, `fvconsole history`)
+    has its line: the fleet action, the cache root, what was evicted on which node, the node set."""
+    journal = tmp_path / "journal.jsonl"
+    app = make_app(journal=journal)
+    async with app.run_test(size=SIZE) as pilot:
+        view = await open_fleet(app, pilot, fleet["root"])
+        view.dispatcher = SrunDispatcher(timeout=60, srun=fleet["srun"])
+        view.action_scan()
+        await settle(app, pilot)
+        view.query_one("#fleet-matrix", DataTable).focus()
+        await press(app, pilot, "i")
+        app.screen.query_one("#confirm", Button).press()
+        await settle(app, pilot)
+        await settle(app, pilot)
+        assert _entries(fleet["base"], "a2") == [OTHER]
+    [line] = [json.loads(x) for x in journal.read_text().splitlines()]
+    assert line["action"] == "fleet cache evict" and line["target"] == fleet["root"] and line["exit_code"] == 0
+    assert sorted(line["items"]) == [f"a2:{KEY}", f"a3:{KEY}"]
+    assert line["command"].startswith("fvconsole console: fleet evict") and "on a[1-3]" in line["command"]
+    assert line["details"]["nodes_total"] == 3 and line["details"]["outcomes"]["ok"]["nodes"] == "a[1-3]"
 
 
 async def test_failed_node_is_shown_and_read_only_refuses(fleet: dict) -> None:

@@ -1,4 +1,4 @@
-"""Weight shard cache: scan, plan an eviction, evict under the root's lock, verify (docs/formats.md §6).
+"""Weight shard cache: scan, plan an eviction, evict under the root's lock (an operation of the one runner), verify (docs/formats.md §6).
 
 The front ends' one door into the package: its verbs, its records and their presentation
 (columns, Prometheus text); the selector values a command line or the console's dialog reads.
@@ -14,7 +14,7 @@ from fvconsole.core.cache.evict import EvictionResult, StoppedEviction, execute_
 from fvconsole.core.cache.export import listing_csv
 from fvconsole.core.cache.freespace import FreeSpacePlan
 from fvconsole.core.cache.gc_order import gc_sort_key
-from fvconsole.core.cache.locked import EvictionPreview, EvictionRequest, LockedEviction, evict_under_lock
+from fvconsole.core.cache.locked import EvictionOperation, EvictionPreview, EvictionRequest, LockedEviction
 from fvconsole.core.cache.metrics import prometheus_text
 from fvconsole.core.cache.model import CacheEntry, CacheScan
 from fvconsole.core.cache.plan import (
@@ -45,11 +45,12 @@ from fvconsole.core.cache.verify import CacheVerification, EntryVerification, ve
 
 __all__ = [
     # verbs
-    "scan_cache", "plan_eviction", "execute_eviction", "evict_under_lock", "probe_evictor", "verify_cache", "verify_entry",
+    "scan_cache", "plan_eviction", "execute_eviction", "probe_evictor", "verify_cache", "verify_entry",
     "cache_entry_detail", "prometheus_text", "listing_csv", "gc_sort_key", "resolve_root", "protection_reason",
     # records
     "CacheScan", "CacheEntry", "CacheEntryDetail", "EvictionRequest", "EvictionPreview", "EvictionSelectors", "FreeTarget",
-    "EvictionPlan", "PlannedEviction", "FreeSpacePlan", "EvictionResult", "LockedEviction", "StoppedEviction",
+    "EvictionPlan", "PlannedEviction", "FreeSpacePlan", "EvictionResult", "EvictionOperation", "LockedEviction",
+    "StoppedEviction",
     "CacheVerification", "EntryVerification",
     # presentation: the listing's columns
     "LISTING", "CONSOLE", "DROPPABLE", "listing_cells", "shards_text", "SYMLINK_NOTE", "INVALID_SELECTS",

@@ -46,6 +46,7 @@ from fvconsole.core.shared.fields_json import fields_json
 from fvconsole.core.shared.host import node_names
 from fvconsole.core.shared.humanize import human_age, human_bytes, plural
 from fvconsole.core.shared.mounts import mount_points, mounts_by_child
+from fvconsole.core.shared.operation import Stop
 from fvconsole.core.shared.process_use import ProcessUse, scan_processes
 from fvconsole.core.shared.progress import Progress, no_progress
 from fvconsole.core.shared.reasons import Reason
@@ -209,8 +210,12 @@ class _Refused(Exception):
     """This item is not removed, and that is an error (it changed in a way eviction must not cross)."""
 
 
-def execute_eviction(plan: EvictionPlan, progress: Progress | None = None) -> EvictionResult:
-    """Remove exactly the plan's items, continuing past per-item failures."""
+def execute_eviction(plan: EvictionPlan, progress: Progress | None = None,
+                     on_stop: Callable[[Stop], None] | None = None) -> EvictionResult:
+    """Remove exactly the plan's items, continuing past per-item failures.
+
+    Stopped by a signal, it tells ``on_stop`` what was done (a :class:`StoppedEviction`) and lets the signal go on.
+    """
     progress = progress or no_progress
     free_before = fs_free_bytes(plan.root)
     evicted: list[EvictedEntry] = []
@@ -228,11 +233,14 @@ def execute_eviction(plan: EvictionPlan, progress: Progress | None = None) -> Ev
             free_target_bytes=plan.free_space.target_bytes if plan.free_space else None)
 
     for done, item in enumerate(plan.evict):
-        progress(done, total, f"evicting {item.key}")
         try:
+            progress(done, total, f"evicting {item.key}")  # a signal while it reports: the item is untouched
             freed = _evict_item(plan, item, processes)
         except KeyboardInterrupt as exc:  # Ctrl-C, SIGTERM, SIGHUP: stop here, say what was done
-            raise _interrupted(exc, plan, item, evicted, result) from None
+            stop = _interrupted(exc, plan, item, evicted, result)
+            if on_stop is not None:
+                on_stop(stop)
+            raise interrupts.as_interrupted(exc) from None
         except _Skip as skip:
             skipped.append(skip.skipped or SkippedEntry.of(item.key, "skip.changed", text=str(skip)))
             continue
@@ -254,7 +262,7 @@ def execute_eviction(plan: EvictionPlan, progress: Progress | None = None) -> Ev
 
 
 def _interrupted(exc: KeyboardInterrupt, plan: EvictionPlan, item: PlannedEviction, evicted: list[EvictedEntry],
-                 result: Callable[[tuple[str, ...]], EvictionResult]) -> interrupts.Interrupted:
+                 result: Callable[[tuple[str, ...]], EvictionResult]) -> Stop:
     """Stopped by a signal while evicting ``item``: the result so far, and what is left behind.
 
     The item is either untouched under its key (stopped before the hiding rename) or a
@@ -279,9 +287,8 @@ def _interrupted(exc: KeyboardInterrupt, plan: EvictionPlan, item: PlannedEvicti
     if left:
         what += f"; {os.path.basename(hidden)} left for the next `cache evict`"
     changed = bool(evicted) or left
-    return interrupts.as_interrupted(stop, done=what if changed else None,
-                                     note=None if changed else "nothing was evicted",
-                                     partial=StoppedEviction(partial, item.path, hidden if left else None))
+    return Stop(stop.signum, StoppedEviction(partial, item.path, hidden if left else None),
+                           done=what if changed else None, note=None if changed else "nothing was evicted")
 
 
 def _check_inside_root(plan: EvictionPlan, item: PlannedEviction) -> None:

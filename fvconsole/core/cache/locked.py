@@ -1,12 +1,13 @@
-"""An eviction as a front end runs it: the request, the root's lock, the plan under it, execute, journal, release.
+"""An eviction as a front end runs it: the request, and the eviction as an operation of the one runner.
 
 Why one module: the CLI and the console must do these steps in the same order and journal
 the same fields. An :class:`EvictionRequest` is a command line's (or the console dialog's)
 eviction, validated before any disk access; ``request.plan()`` is the dry run's plan and
-``request.execute(...)`` the ``--yes``, through :func:`evict_under_lock`: the root is checked
-before anything is written beside it; the plan is made (or confirmed) while the lock is
-held, so a second evictor that waited plans against what the first one left; the journal
-line is appended still under the lock, so a root's lines are in execution order.
+``request.operation(...)`` the ``--yes``, an :class:`EvictionOperation` that
+``core/shared/operation.py: run_locked`` runs: the root is checked before anything is written
+beside it; the plan is made (or confirmed) while the lock is held, so a second evictor that
+waited plans against what the first one left; the journal line is appended once the lock is
+released, when it is known how the run ended.
 ``plan_eviction`` and ``execute_eviction`` themselves stay free of locks and journal side
 effects (tests and tools call them directly). ``request.preview()`` is the dry run's
 :class:`EvictionPreview`: the plan and the eviction running in the root now, if any.
@@ -15,8 +16,8 @@ One evictor per root (``roots.EVICTOR``: an OFD write lock on ``.fvconsole-evict
 inside the root, the holder record ``.<root>.fvconsole-evictor`` beside it, through
 ``core/shared/locks/root_lock.py: RootLock``). Dry runs never take it (``roots.probe_evictor`` only reads).
 
-Blocking (waits up to ``wait`` seconds, then removes files): the console calls it from a
-thread worker. Raises :class:`~fvconsole.core.shared.locks.LockBusy` (exit 1) when another
+Blocking (waits up to ``wait`` seconds, then removes files): the console runs it in a
+thread worker. The runner raises :class:`~fvconsole.core.shared.locks.LockBusy` (exit 1) when another
 eviction holds the root, FvError for a refused root; never prints.
 """
 
@@ -32,20 +33,13 @@ from fvconsole.core.cache.plan import EvictionPlan, plan_eviction
 from fvconsole.core.cache.roots import check_root_early, evictor_lock, probe_evictor
 from fvconsole.core.cache.scan import DEFAULT_GRACE_SECONDS, scan_cache
 from fvconsole.core.cache.selectors import EvictionSelectors
-from fvconsole.core.journal.log import (
-    CACHE_EVICT,
-    JournalRecord,
-    JournalWrite,
-    append_record,
-    result_for,
-    shorten,
-)
+from fvconsole.core.journal.log import CACHE_EVICT, JournalRecord, JournalWrite, result_for, shorten
 from fvconsole.core.shared import flags
 from fvconsole.core.shared.errors import EXIT_OK, EXIT_PARTIAL, FvError
 from fvconsole.core.shared.host import node_names
 from fvconsole.core.shared.humanize import human_bytes
-from fvconsole.core.shared.interrupts import Interrupted, deferred
-from fvconsole.core.shared.locks import Holder, LockState
+from fvconsole.core.shared.locks import Holder, LockState, RootLock
+from fvconsole.core.shared.operation import Run, Stop
 from fvconsole.core.shared.progress import Progress
 from fvconsole.core.shared.reasons import Reason, min_free_words
 
@@ -104,11 +98,9 @@ class EvictionRequest:
         plan = self.plan()
         return EvictionPreview(plan, probe_evictor(plan.root))
 
-    def execute(self, *, command: str, wait: float = 0.0, journal_path: str | None = None,
-                progress: Progress | None = None) -> LockedEviction:
-        """``--yes``: lock the root, plan afresh under the lock, execute, journal, unlock."""
-        return evict_under_lock(self.root, self.plan, command=command, wait=wait, force=self.force,
-                                journal_path=journal_path, progress=progress)
+    def operation(self, *, command: str, progress: Progress | None = None) -> EvictionOperation:
+        """``--yes``, for the runner: lock the root, plan afresh under the lock, execute, journal, unlock."""
+        return EvictionOperation(self.root, self.plan, command=command, force=self.force, progress=progress)
 
 
 @dataclass(frozen=True)
@@ -120,6 +112,12 @@ class LockedEviction:
     lock: LockState
     journal: JournalWrite | None  # None: no journal asked for, or nothing was changed
     release_problem: Reason | None = None
+
+    @classmethod
+    def of(cls, run: Run[EvictionPlan, EvictionResult]) -> LockedEviction:
+        """The finished run's record (``run.result`` set)."""
+        assert run.plan is not None and run.result is not None
+        return cls(run.plan, run.result, run.held[0], run.journal, run.problems[0] if run.problems else None)
 
     @property
     def exit_code(self) -> int:
@@ -177,45 +175,58 @@ def changed_anything(result: EvictionResult) -> bool:
     return bool(result.evicted or result.errors or result.partial_bytes)
 
 
-def evict_under_lock(root: str, make_plan: Callable[[], EvictionPlan], *, command: str, wait: float = 0.0,
-                     force: bool = False, journal_path: str | None = None,
-                     progress: Progress | None = None) -> LockedEviction:
-    """Lock ``root`` (waiting up to ``wait`` s), ``make_plan()`` under the lock, execute it, journal, unlock.
+class EvictionOperation:
+    """An eviction as an operation of the one runner (``core/shared/operation.py: run_locked``).
 
-    ``make_plan``: the CLI scans and plans afresh; the console returns the plan the operator
-    confirmed (each entry is re-checked before removal either way). ``force``: the plan's
-    --force (a mount point as root is then allowed). ``journal_path`` None writes no line;
-    otherwise a line is appended when something was removed or failed part-way.
+    Its lock: the root's evictor lock, taken before the scan so the plan is made under it.
+    Its policy when the plan under the lock differs from the preview: ``make_plan`` decides.
+    The CLI scans and plans again (an evictor that waited plans against what the first one
+    left); the console returns the plan the operator confirmed. Each entry is re-checked right
+    before its removal either way. ``force``: the plan's --force (a mount point as root is then
+    allowed). Its journal line (:func:`eviction_record`) when something was removed or failed part-way.
     """
-    check_root_early(root, force)
-    lock = evictor_lock(root, command)
-    plan = None
-    try:
-        state = lock.acquire(wait)
-        plan = make_plan()
-        result = execute_eviction(plan, progress=progress)
-        journal = None
-        if journal_path is not None and changed_anything(result):
-            record = eviction_record(plan, result, command=command, exit_code=exit_code_of(result),
-                                     lock_taken_over=state.took_over)
-            journal = append_record(record, journal_path)
-    except Interrupted as stop:  # Ctrl-C, SIGTERM, SIGHUP: journal what was done, then unlock
-        stopped = stop.partial
-        if journal_path is not None and plan is not None and isinstance(stopped, StoppedEviction) \
-                and changed_anything(stopped.result):
-            code = EXIT_PARTIAL if stop.done else stop.exit_code
-            stop.journal = append_record(eviction_record(plan, stopped.result, command=command, exit_code=code,
-                                                         lock_taken_over=lock.state.took_over if lock.state else None),
-                                         journal_path)
-        raise
-    finally:
-        with deferred(reraise=False) as released:  # the holder record goes with the lock, never after it
-            release_problem = lock.release()
-    done = LockedEviction(plan, result, state, journal, release_problem)
-    if released.signum is not None:  # arrived while unlocking a finished eviction: it stands
-        raise Interrupted(released.signum, done=done.done_text if changed_anything(result) else None,
-                          note=None if changed_anything(result) else "nothing was evicted", partial=StoppedEviction(result))
-    return done
+
+    def __init__(self, root: str, make_plan: Callable[[], EvictionPlan], *, command: str, force: bool = False,
+                 progress: Progress | None = None) -> None:
+        self.root = root
+        self.make_plan = make_plan
+        self.command = command
+        self.force = force
+        self.progress = progress
+
+    def prepare(self) -> None:
+        """The root is checked before anything is written beside it."""
+        check_root_early(self.root, self.force)
+
+    def locks(self) -> tuple[RootLock]:
+        return (evictor_lock(self.root, self.command),)
+
+    def plan(self) -> EvictionPlan:
+        return self.make_plan()
+
+    def execute(self, plan: EvictionPlan, progress: Progress | None, on_stop: Callable[[Stop], None]) -> EvictionResult:
+        return execute_eviction(plan, progress=progress or self.progress, on_stop=on_stop)
+
+    def finished(self, plan: EvictionPlan, result: EvictionResult, signum: int) -> Stop:
+        if changed_anything(result):
+            return Stop(signum, StoppedEviction(result), done=f"the eviction ran: {result.evicted_text}")
+        return Stop(signum, StoppedEviction(result), note="nothing was evicted")
+
+    def record(self, run: Run[EvictionPlan, EvictionResult]) -> JournalRecord | None:
+        """A line when something was removed or failed part-way (an interruption's exit code: 3 after a change)."""
+        if run.plan is None:  # stopped before planning: nothing was changed
+            return None
+        if run.stop is not None:
+            stopped = run.stop.account
+            result = stopped.result if isinstance(stopped, StoppedEviction) else None
+            code = run.stop.exit_code
+        else:
+            result = run.result
+            code = exit_code_of(result) if result is not None else EXIT_PARTIAL
+        if result is None or not changed_anything(result):
+            return None
+        took_over = run.held[0].took_over if run.held else None
+        return eviction_record(run.plan, result, command=self.command, exit_code=code, lock_taken_over=took_over)
 
 
 def eviction_record(plan: EvictionPlan, result: EvictionResult, *, command: str, exit_code: int,

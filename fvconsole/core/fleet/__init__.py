@@ -8,8 +8,9 @@ deadline); :mod:`.demux` (srun output -> per-node streams, with a byte budget pe
 :mod:`.outcomes` and :mod:`.documents` (classifying each node's answer and reading it
 into typed records through the untrusted-document door); :mod:`.aggregate` (pure fleet views
 over those records); :mod:`.ops` (``fleet cache ls``, the console's dispatcher),
-:mod:`.eviction` (preview plan -> execution result) and :mod:`.node_commands` (what each node
-is asked to run, built from typed values in one place).
+:mod:`.eviction` (preview plan -> execution result), :mod:`.operation` (its execution as an
+operation of the one runner, journaled by :mod:`.record`) and :mod:`.node_commands` (what each
+node is asked to run, built from typed values in one place).
 Nothing here imports the CLI or the console.
 """
 
@@ -36,6 +37,7 @@ from fvconsole.core.fleet.export import fleet_csv
 from fvconsole.core.fleet.frames import result_lines, start_line
 from fvconsole.core.fleet.hostlist import compress_hostlist, expand_hostlist
 from fvconsole.core.fleet.node_commands import NodeEviction
+from fvconsole.core.fleet.operation import FleetEvictionOperation, ran_on
 from fvconsole.core.fleet.ops import (
     FleetVerification,
     SrunDispatcher,
@@ -45,7 +47,6 @@ from fvconsole.core.fleet.ops import (
 )
 from fvconsole.core.fleet.outcomes import NodeOutcome
 from fvconsole.core.fleet.process import read_pipes
-from fvconsole.core.fleet.record import fleet_eviction_record
 from fvconsole.core.fleet.selection import (
     NodeSelection,
     check_selection_args,
@@ -61,6 +62,7 @@ __all__ = [
     "DispatchOptions",
     "FANOUTS",
     "FleetCacheView",
+    "FleetEvictionOperation",
     "FleetEvictionPlan",
     "FleetEvictionResult",
     "FleetVerification",
@@ -80,10 +82,10 @@ __all__ = [
     "find_srun",
     "fleet_cache_root",
     "fleet_csv",
-    "fleet_eviction_record",
     "fleet_ls",
     "fleet_verify",
     "preview_fleet_eviction",
+    "ran_on",
     "read_pipes",
     "result_lines",
     "select_nodes",

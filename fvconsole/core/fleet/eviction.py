@@ -8,8 +8,9 @@ Execution takes only the plan: on each node that planned something it runs
 ``cache evict ROOT --key K ... <protections> --yes --json`` for exactly those keys, so it
 cannot widen what was previewed. The node re-checks each entry right before deleting it
 (an entry used since the preview is skipped), as single-node eviction always does, under
-that root's eviction lock (the request's ``wait`` lets it wait for another evictor). The nodes write no journal lines (``--no-journal``): the login side records the
-fleet eviction once, with every node's outcome (``core.journal.log.fleet_eviction_record``).
+that root's eviction lock (the request's ``wait`` lets it wait for another evictor). The nodes
+write no journal lines (``--no-journal``): the login side records the fleet eviction once,
+with every node's outcome (``core/fleet/operation.py``).
 """
 
 from __future__ import annotations

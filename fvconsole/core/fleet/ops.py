@@ -26,11 +26,10 @@ from fvconsole.core.fleet.dispatch import (
 from fvconsole.core.fleet.documents import LS, VERIFY
 from fvconsole.core.fleet.eviction import (
     FleetEvictionPlan,
-    FleetEvictionResult,
-    execute_fleet_eviction,
     preview_fleet_eviction,
 )
 from fvconsole.core.fleet.node_commands import NodeEviction, ls_args, verify_args
+from fvconsole.core.fleet.operation import FleetEvictionOperation
 from fvconsole.core.fleet.outcomes import NodeOutcome
 from fvconsole.core.fleet.selection import select_nodes
 from fvconsole.core.fleet.slurm_state import DEFAULT_QUERY, SlurmQuery, read_slurm_state
@@ -148,5 +147,6 @@ class SrunDispatcher:
         return preview_fleet_eviction(selection, root, NodeEviction(selectors), self.options, progress,
                                       slurm=self.slurm)
 
-    def execute(self, plan: FleetEvictionPlan, progress: Progress | None = None) -> FleetEvictionResult:
-        return execute_fleet_eviction(plan, self.options, progress)
+    def eviction(self, plan: FleetEvictionPlan, command: str) -> FleetEvictionOperation:
+        """The confirmed plan's execution, for the runner (which journals it as the CLI's is)."""
+        return FleetEvictionOperation(plan, command=command, options=self.options)

@@ -15,6 +15,8 @@ from fvconsole.core.shared.fields_json import fields_json
 from fvconsole.core.shared.reasons import reason
 
 _JOB_ID = re.compile(r"^\d+([_+]\d+)?$")
+#: What squeue says (exit 1) for a job id slurmctld does not know.
+_UNKNOWN_JOB = "Invalid job id specified"
 
 
 def _one_line(text: str, limit: int = 400) -> str:
@@ -59,6 +61,8 @@ def job_nodes(job_id: str, squeue: str = "squeue", timeout: float = 30.0) -> tup
         raise FvError.of(reason("fleet.squeue_timeout", "job", job=job_id, timeout=f"{timeout:g}")) from exc
     if proc.returncode != 0:
         why = _one_line(proc.stderr) or f"exit {proc.returncode}"
+        if _UNKNOWN_JOB in why:  # squeue's words for a job slurmctld does not know (finished and purged, or a typo)
+            raise FvError.of(reason("fleet.no_such_job", "job", job=job_id))
         raise FvError.of(reason("fleet.squeue_failed", "job", job=job_id, why=why))
     lines = [line.split(None, 1) for line in proc.stdout.splitlines() if line.strip()]
     if not lines:

@@ -22,7 +22,7 @@ from __future__ import annotations
 from fvconsole.core.migration.columns import ColumnCheck
 from fvconsole.core.migration.defaults import MigrationDefaults, config_output_dir, migration_defaults
 from fvconsole.core.migration.failure import MigrationFailed, MigrationFailure
-from fvconsole.core.migration.locked import run_migration
+from fvconsole.core.migration.locked import MigrationOperation, execute_migration
 from fvconsole.core.migration.model import MigrationPlan
 from fvconsole.core.migration.plan import MigrationPreview, plan_migration
 from fvconsole.core.migration.published import (
@@ -36,10 +36,12 @@ from fvconsole.core.migration.reshard import MODES as RESHARD_MODES
 from fvconsole.core.migration.reshard import Reshard
 from fvconsole.core.migration.sample_ids import NextSampleIds, next_sample_ids
 from fvconsole.core.migration.verify import VerifyResult, verify_sidecars
-from fvconsole.core.migration.write import MigrationResult
+from fvconsole.core.migration.write import MigrationResult, completed
 
 __all__ = [
     "ColumnCheck",
+    "MigrationOperation",
+    "execute_migration",
     "MigrationDefaults",
     "MigrationFailed",
     "MigrationFailure",
@@ -47,6 +49,7 @@ __all__ = [
     "MigrationPreview",
     "MigrationRequest",
     "MigrationResult",
+    "completed",
     "NextSampleIds",
     "PublishedSet",
     "RESHARD_MODES",
@@ -60,6 +63,5 @@ __all__ = [
     "next_sample_ids",
     "plan_migration",
     "published_for",
-    "run_migration",
     "verify_sidecars",
 ]

@@ -20,7 +20,6 @@ from fvconsole.core.migration.reshard import MODES, Reshard, SourceLoader, Targe
 from fvconsole.core.migration.source_state import FIELD as SOURCE_FIELD
 from fvconsole.core.migration.source_state import read_source_states
 from fvconsole.core.shared.humanize import plural
-from fvconsole.core.shared.reasons import reason
 from fvconsole.core.shared.walk import listing
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
@@ -68,8 +67,8 @@ def groups_refusal(world: int, sp: int, manifest: Any, col: Collector, where: st
         )
         return True
     if world > MAX_WORLD_SIZE:
-        col.add(reason("world_size.max", "training.distributed.num_gpus", world=world, where=where,
-                       max=MAX_WORLD_SIZE))
+        col.refused("world_size.max", "training.distributed.num_gpus", world=world, where=where,
+                    max=MAX_WORLD_SIZE)
         return True
     return False
 
@@ -99,9 +98,9 @@ def plan_elastic(req: MigrationRequest, params: inputs.Params, manifest: Any, fa
         source_orders=source.orders, target_orders=target.orders,
     )
     if req.reshard is None:
-        col.add(reason("reshard.required", "reshard", source_world=loader.world_size, source_sp=loader.sp_world_size,
-                       target_world=target.topo.world_size, target_sp=target.topo.sp_world_size,
-                       modes=", ".join(MODES)))
+        col.refused("reshard.required", "reshard", source_world=loader.world_size, source_sp=loader.sp_world_size,
+                    target_world=target.topo.world_size, target_sp=target.topo.sp_world_size,
+                    modes=", ".join(MODES))
         return found
     chosen = found.choose(req.reshard)
     _warn_target(chosen, facts.path, col)
@@ -143,9 +142,9 @@ def _native_loader(req: MigrationRequest, params: inputs.Params, manifest: Any, 
     epoch, yielded = found
     drawn = epoch * (spw // batch) + yielded // batch
     if req.consumed_batches_per_rank != drawn:
-        col.add(reason("consumed_batches_per_rank.source", "consumed_batches_per_rank",
-                       given=req.consumed_batches_per_rank, epoch=epoch, yielded=yielded, batch=batch,
-                       per_epoch=spw // batch, actual=drawn))
+        col.refused("consumed_batches_per_rank.source", "consumed_batches_per_rank",
+                    given=req.consumed_batches_per_rank, epoch=epoch, yielded=yielded, batch=batch,
+                    per_epoch=spw // batch, actual=drawn)
     return SourceLoader(topo.world_size, topo.sp_world_size, epoch, yielded, spw, "native")
 
 

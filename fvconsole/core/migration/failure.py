@@ -14,7 +14,6 @@ from typing import TYPE_CHECKING, Any
 from fvconsole.core.shared.errors import PartialFailure
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
-    from fvconsole.core.journal.log import JournalWrite
     from fvconsole.core.shared.reasons import Reason
 
 #: The scalars of a failure a failed migration's journal line keeps.
@@ -86,11 +85,7 @@ class MigrationFailed(PartialFailure):
     def __init__(self, message: str, *, failure: MigrationFailure, reason: Reason | None = None) -> None:
         super().__init__(message, report=failure.to_json(), reason=reason)
         self.failure = failure
-        #: The journal line appended for it by ``run_migration`` (None: no journal asked for).
-        self.journal: JournalWrite | None = None
 
-    def took_over(self, notes: str) -> None:
-        """Say that this run had taken over a dead holder's lock (``notes``) before it failed."""
-        self.failure = replace(self.failure, lock_taken_over=notes)
-        self.report = self.failure.to_json()
-        self.details = dict(self.report)
+    def after_taking_over(self, notes: str) -> MigrationFailed:
+        """The same failure of a run that had taken over a dead holder's lock (``notes``) before it failed."""
+        return MigrationFailed(self.message, failure=replace(self.failure, lock_taken_over=notes), reason=self.reason)

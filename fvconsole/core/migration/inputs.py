@@ -23,7 +23,6 @@ from fvconsole.core.formats.runconfig import (
 )
 from fvconsole.core.shared.errors import FvError
 from fvconsole.core.shared.humanize import plural
-from fvconsole.core.shared.reasons import reason
 from fvconsole.core.shared.safe_read import sha256_regular_file
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
@@ -172,15 +171,13 @@ def refuse_rank_local(facts: CheckpointFacts, col: Collector) -> None:
     """A rank-local checkpoint on its own topology: FastVideo resumes it as it is (refused where it was found)."""
     if facts.rank_local_at is None:
         return
-    from fvconsole.core.migration.request import Refusal
-    from fvconsole.core.shared.reasons import invalid
-
-    col.refusals.insert(facts.rank_local_at, Refusal(invalid(
+    col.refuse(
         "checkpoint.kind",
         f"{facts.path} already holds {plural(facts.rank_sidecars, 'rank-local dataloader_state_rank<r>.pt sidecar')} "
         f"(kind 'rank-local', expected 'legacy'); FastVideo uses {'it' if facts.rank_sidecars == 1 else 'them'} and "
         "would ignore migrated ones: migration is unnecessary",
-    )))
+        at=facts.rank_local_at,
+    )
 
 
 def inspect_source(ckpt: str, col: Collector) -> CheckpointFacts:
@@ -233,7 +230,7 @@ def inspect_source(ckpt: str, col: Collector) -> CheckpointFacts:
             )
         facts.kind = info.kind
         if info.kind == "rank-local":
-            facts.rank_sidecars, facts.rank_local_at = info.rank_sidecars, len(col.refusals)
+            facts.rank_sidecars, facts.rank_local_at = info.rank_sidecars, col.count
         elif info.kind == "none":
             col.warn(
                 f"checkpoint {ckpt} has no 'dataloader' state in DCP (kind 'none', expected 'legacy'); the "
@@ -251,11 +248,11 @@ def inspect_source(ckpt: str, col: Collector) -> CheckpointFacts:
 def check_steps(req: MigrationRequest, facts: CheckpointFacts, col: Collector) -> int | None:
     """expected_step vs metadata.json step AND vs the directory-name step; returns the step."""
     if facts.metadata_step is not None and req.expected_step != facts.metadata_step:
-        col.add(reason("expected_step.metadata", "expected_step", given=req.expected_step,
-                       actual=facts.metadata_step, path=facts.path))
+        col.refused("expected_step.metadata", "expected_step", given=req.expected_step,
+                    actual=facts.metadata_step, path=facts.path)
     if facts.dir_step is not None and req.expected_step != facts.dir_step:
-        col.add(reason("expected_step.directory", "expected_step", given=req.expected_step, actual=facts.dir_step,
-                       name=os.path.basename(facts.path)))
+        col.refused("expected_step.directory", "expected_step", given=req.expected_step, actual=facts.dir_step,
+                    name=os.path.basename(facts.path))
     if facts.dir_step is not None:
         return facts.dir_step
     return facts.metadata_step
@@ -295,8 +292,8 @@ def check_config(
         # each is a launch override the form or --set can repeat; not for a value of another type than the
         # checkpoint's (num_gpus: eight): that value is refused as such, repeating the checkpoint's is no fix
         if all(fixes) and all(type(m.checkpoint) is type(m.config) for m in critical):
-            col.add(reason("config.critical_override", "config", differs=differs,
-                           overrides=" ".join(shlex.quote(f) for f in fixes if f)))
+            col.refused("config.critical_override", "config", differs=differs,
+                        overrides=" ".join(shlex.quote(f) for f in fixes if f))
         else:
             col.refuse("config", differs)
     others = sum(1 for m in mismatches if not m.critical and m.path not in TOPOLOGY_PATHS)

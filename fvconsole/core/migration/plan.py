@@ -26,7 +26,7 @@ from fvconsole.core.shared.errors import FvError
 from fvconsole.core.shared.fsutil import real
 from fvconsole.core.shared.humanize import plural
 from fvconsole.core.shared.progress import Progress, no_progress
-from fvconsole.core.shared.reasons import Reason, reason
+from fvconsole.core.shared.reasons import Reason
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
     from fvconsole.core.migration.columns import ColumnCheck
@@ -126,7 +126,7 @@ def _plan(req: MigrationRequest, progress: Progress | None, *, output_rules: boo
     progress(4, STEPS, "computing cursors")
     layout, reshard = _target(req, src, manifest, col)
     plan = None
-    if layout is not None and not col.refusals:
+    if layout is not None and not col.refusing:
         plan = _finish(req, ckpt, src, manifest, layout, columns, reshard, out, col, output_rules, break_lock)
     progress(5, STEPS, "done")
     return MigrationPreview(req, src.mismatches, tuple(col.refusals), tuple(col.notes), plan, columns, reshard)
@@ -139,7 +139,7 @@ def _refused_at_once(req: MigrationRequest, col: Collector, output_rules: bool) 
     for name, value in paths:
         if "\x00" in os.fspath(value):
             col.refuse(name, f"path contains a NUL byte ({os.fspath(value)!r})")
-    if col.refusals:
+    if col.refusing:
         return True
     if req.reshard is not None and req.reshard not in MODES:
         col.refuse("reshard", f"unknown mode {req.reshard!r}; the modes are {', '.join(MODES)}")
@@ -182,7 +182,7 @@ def _target(req: MigrationRequest, src: _Sources, manifest: Any,
         return layout, None
     reshard = plan_elastic(req, src.params, manifest, src.facts, src.step, layout, col)
     if reshard is None:
-        if not col.refusals:
+        if not col.refusing:
             col.refuse("reshard", "the checkpoint's topology (its embedded training.distributed.num_gpus and "
                        "sp_size) could not be read")
         return layout, None
@@ -199,10 +199,11 @@ def _finish(req: MigrationRequest, ckpt: str, src: _Sources, manifest: Any, layo
     plan_notes = tuple(col.notes)
     review = output_dir.review(out, break_lock=break_lock) if output_rules else None
     if review is not None:
-        col.notes.extend(review.notes)
+        for note in review.notes:
+            col.note(note)
         if review.refusal:
             col.add(review.refusal)
-    if col.refusals:
+    if col.refusing:
         return None
     plan = _make_plan(req, ckpt, src, manifest, layout, columns, reshard, out, plan_notes,
                       review.notes if review is not None else ())
@@ -273,16 +274,16 @@ def _check_confirmations(req: MigrationRequest, step: int | None, params: inputs
     """
     if source is not None:
         if req.expected_world_size != source[0]:
-            col.add(reason("expected_world_size.source", "expected_world_size", given=req.expected_world_size,
-                           actual=source[0]))
+            col.refused("expected_world_size.source", "expected_world_size", given=req.expected_world_size,
+                        actual=source[0])
     elif params.world is not None and req.expected_world_size != params.world:
-        col.add(reason("expected_world_size.config", "expected_world_size", given=req.expected_world_size,
-                       actual=params.world))
+        col.refused("expected_world_size.config", "expected_world_size", given=req.expected_world_size,
+                    actual=params.world)
     if step is not None and params.accum is not None:
         expected = step * params.accum
         if req.consumed_batches_per_rank != expected:
-            col.add(reason("consumed_batches_per_rank.config", "consumed_batches_per_rank",
-                           given=req.consumed_batches_per_rank, step=step, accum=params.accum, actual=expected))
+            col.refused("consumed_batches_per_rank.config", "consumed_batches_per_rank",
+                        given=req.consumed_batches_per_rank, step=step, accum=params.accum, actual=expected)
 
 
 def _load_manifest(req: MigrationRequest, params: inputs.Params, col: Collector, progress: Progress) -> Any:
@@ -304,7 +305,7 @@ def _load_manifest(req: MigrationRequest, params: inputs.Params, col: Collector,
         if req.skip_source_check:
             col.warn(f"source check skipped: {problem}")
         else:
-            col.add(reason("manifest.source", "manifest.source", problem=problem))
+            col.refused("manifest.source", "manifest.source", problem=problem)
     for warning in check.warnings:
         col.warn(warning)
     return manifest

@@ -1,6 +1,6 @@
 """The journal lines of an executed migration: the set published, a failure part-way, an interruption.
 
-Both front ends journal through :func:`fvconsole.core.migration.locked.run_migration`, so a
+Both front ends journal through :class:`fvconsole.core.migration.locked.MigrationOperation`, so a
 migration reads the same in ``fvconsole history`` whoever ran it.
 """
 

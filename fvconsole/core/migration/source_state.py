@@ -105,9 +105,12 @@ def read_source_states(checkpoint: str, *, step: int, world_size: int, sp_world_
         if epoch >= MAX_SIDECAR_INT:  # the next epoch, where a reshard may start, must fit a sidecar too
             return f"{path}: field 'state.epoch' is {epoch}: a reshard could not write the epoch after it"
         if agreed is None:
-            if yielded > spw or yielded % batch_size:
-                return (f"{path}: field 'state.yielded_samples' {yielded} is not a multiple of batch size "
-                        f"{batch_size} up to samples_per_worker {spw}")
+            if yielded > spw:
+                return (f"{path}: field 'state.yielded_samples' is {yielded}: {yielded} exceeds the {spw} samples "
+                        f"of an epoch (samples_per_worker; FastVideo starts the next epoch from 0)")
+            if yielded % batch_size:
+                return (f"{path}: field 'state.yielded_samples' is {yielded}: not a multiple of batch size "
+                        f"{batch_size}")
             agreed = (epoch, yielded)
         elif (epoch, yielded) != agreed:
             return (f"{path}: epoch {epoch}, yielded_samples {yielded} differ from rank 0's "

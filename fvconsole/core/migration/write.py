@@ -4,9 +4,10 @@ Why this shape: FastVideo reads ``$FASTVIDEO_DATALOADER_STATE_DIR/dataloader_sta
 for every rank, so an output dir holding half a set (or a new receipt beside old sidecars)
 would resume a run from the wrong samples. Everything is therefore staged in a sibling
 directory on the same filesystem (:mod:`.output_dir` names it), each file written atomically
-and verified, the receipt written last, and only then published (:mod:`.publish`). The
-legacy checkpoint is only ever read. Executions on one output dir take turns through its
-lock; every file-system step first calls the test-only fault hook (:mod:`.faults`).
+and verified, the receipt written last, and only then published (:mod:`.publish`). The source
+checkpoint is only read (a reader's record says so); executions on one output dir take turns
+through its lock (the runner takes both: :mod:`.locked`); every file-system step, the lock's
+included, first calls the test-only fault hook (:mod:`.faults`).
 """
 
 from __future__ import annotations
@@ -36,7 +37,9 @@ from fvconsole.core.shared.atomic import atomic_write_bytes
 from fvconsole.core.shared.errors import FvError, PartialFailure
 from fvconsole.core.shared.host import current_identity
 from fvconsole.core.shared.humanize import plural
-from fvconsole.core.shared.progress import Progress, no_progress
+from fvconsole.core.shared.locks import FileLock
+from fvconsole.core.shared.operation import Stop
+from fvconsole.core.shared.progress import Progress
 from fvconsole.core.shared.reasons import Reason, invalid, reason
 from fvconsole.core.shared.safe_read import sha256_regular_file
 
@@ -57,17 +60,28 @@ def _write_file_atomic(directory: str, name: str, data: bytes, sync_file: bool =
                               step=faults.point)
 
 
+def _recheck_source_still_there(plan: MigrationPlan) -> None:
+    """Right before publishing: the source checkpoint is still the one planned (not pruned meanwhile)."""
+    if not (os.path.isdir(plan.checkpoint) and os.path.isdir(os.path.join(plan.checkpoint, "dcp"))):
+        raise FvError.of(reason("recheck.source_gone", "checkpoint", path=plan.checkpoint))
+    _recheck_metadata(plan)
+
+
+def _recheck_metadata(plan: MigrationPlan) -> None:
+    meta = os.path.join(plan.checkpoint, "metadata.json")
+    meta_sha = _sha256_now(meta, "metadata.json", "recheck.metadata_unreadable")
+    if meta_sha != plan.checkpoint_metadata_sha256:
+        raise FvError.of(reason("recheck.metadata_changed", "metadata.json", path=meta, now=meta_sha[:12],
+                                planned=plan.checkpoint_metadata_sha256[:12]))
+
+
 def _recheck_sources(plan: MigrationPlan) -> None:
     """The checkpoint metadata, config and manifest must still be what the plan was made from.
 
     Each refusal is a :class:`Reason` about the field the preview would name (``metadata.json``,
     ``config``, ``manifest``), so a front end words it as it words the preview's refusals.
     """
-    meta = os.path.join(plan.checkpoint, "metadata.json")
-    meta_sha = _sha256_now(meta, "metadata.json", "recheck.metadata_unreadable")
-    if meta_sha != plan.checkpoint_metadata_sha256:
-        raise FvError.of(reason("recheck.metadata_changed", "metadata.json", path=meta, now=meta_sha[:12],
-                                planned=plan.checkpoint_metadata_sha256[:12]))
+    _recheck_metadata(plan)
     if plan.config_path and plan.config_sha256:
         cfg_sha = _sha256_now(plan.config_path, "config", "recheck.config_unreadable")
         if cfg_sha != plan.config_sha256:
@@ -211,9 +225,6 @@ def _write_all(
         done.append(_checked(rank, name, payload, data, stored[i], torch_check))
 
 
-# --------------------------------------------------------------------------- execute
-
-
 def _precheck(plan: MigrationPlan) -> tuple[str, str, str]:
     """Everything that can refuse, before the first write (the lock file included). Returns (out, parent, outname).
 
@@ -275,44 +286,16 @@ class MigrationResult:
         }
 
 
-def execute_migration(
-    plan: MigrationPlan,
-    progress: Progress | None = None,
-    workers: int | None = None,
-    *,
-    break_lock: bool = False,
-    on_warning: Callable[[Reason], None] | None = None,
-    on_lock_note: Callable[[Reason], None] | None = None,
-    torch_check: bool = False,
-) -> MigrationResult:
-    """Write exactly ``plan``'s sidecars and receipt to ``plan.output_dir``.
+def prepare_output(plan: MigrationPlan, *, torch_check: bool = False) -> tuple[str, str, str]:
+    """Everything before the output dir's lock: the refusals, then the parent the lock lives in.
 
     Refusals (FvError, each carrying its ``reason``: the preview's codes for the output dir
-    rules and the lock) happen before anything is written, including "another migration holds
-    the output dir's lock". A lock whose holder is provably dead (this host identity; the PID
-    gone, a zombie or reused) is taken over (``break_lock``: also one of another host or
-    container, on the operator's word); each such note goes to ``on_lock_note`` (else to
-    ``on_warning``) and into ``MigrationResult.lock_notes`` (and a PartialFailure's
-    ``lock_taken_over``), so the journal line records it. A failure after the first write removes the staging dir, leaves any
-    previous set untouched and raises PartialFailure; so does a published set that does not
-    read back as written. ``on_warning`` receives each warning execution finds that the plan
-    did not already carry, when it is found (staging dirs of other hosts left alone, a stale
-    lock removed). ``torch_check``: each staged sidecar is also read back with real torch
-    before publishing.
+    rules) happen before anything is written, the lock file included; ``torch_check`` needs
+    torch. A parent that cannot be created is a failure (exit 3). Returns (out, parent, outname).
     """
     if torch_check:  # refused before anything is written
         torch_zip.require_torch()
-    progress = progress or no_progress
-    told = [*plan.notes, *plan.output_dir_notes]
-
-    def warn(why: Reason) -> None:
-        if why not in told:
-            told.append(why)
-            if on_warning is not None:
-                on_warning(why)
-
     faults.reset()
-    jobs = plan.encoded_sidecars
     out, parent, outname = _precheck(plan)
     if not os.path.isdir(parent):  # the lock lives in the parent
         try:
@@ -321,50 +304,32 @@ def execute_migration(
         except OSError as exc:
             raise _unchanged_failure(out, "creating the output dir's parent", exc, None, True, 0,
                                      len(plan.ranks)) from None
-    lock = migration_lock(out, step=lambda label: faults.point(f"lock: {label}"))
-    try:
-        with interrupts.deferred():  # the lock file exists exactly when `lock` knows it holds it
-            state = lock.acquire(break_stale=break_lock)
-        notes = state.notes
-        for note in notes:
-            if on_lock_note is not None:
-                told.append(note)
-                on_lock_note(note)
-            else:
-                warn(note)
-        try:
-            receipt = _execute_locked(plan, jobs, out, parent, outname, progress, workers, warn, torch_check)
-        except MigrationFailed as exc:
-            if notes:
-                exc.took_over("; ".join(n.cli for n in notes))
-            raise
-    finally:
-        with interrupts.deferred(reraise=False) as released:
-            problem = lock.release()
-        if problem:
-            warn(problem)
-    if released.signum is not None:  # arrived while the lock of a published set was released
-        raise interrupts.Interrupted(released.signum, done=_completed(len(plan.ranks), out),
-                                     partial=MigrationFailure.published(out, len(plan.ranks)))
-    return MigrationResult(plan, receipt, out, tuple(told), tuple(notes))
+    return out, parent, outname
 
 
-def _completed(sidecars: int, out: str) -> str:
+def output_lock(out: str) -> FileLock:
+    """The output dir's lock, each of its file-system steps through the fault hook."""
+    return migration_lock(out, step=lambda label: faults.point(f"lock: {label}"))
+
+
+def completed(sidecars: int, out: str) -> str:
+    """``the migration completed: N sidecars and the receipt in OUT``: what stands once the set is published."""
     return f"the migration completed: {plural(sidecars, 'sidecar')} and the receipt in {out}"
 
 
-def _execute_locked(
-    plan: MigrationPlan, jobs: Sequence[tuple[int, str, Any, bytes]], out: str, parent: str, outname: str,
-    progress: Progress, workers: int | None, warn: Callable[[Reason], None], torch_check: bool,
+def write_set(
+    plan: MigrationPlan, out: str, parent: str, outname: str, progress: Progress, workers: int | None,
+    warn: Callable[[Reason], None], torch_check: bool, on_stop: Callable[[Stop], None],
 ) -> dict:
-    """Stage, publish and re-verify, holding the output dir's lock.
+    """Stage, publish and re-verify, holding the output dir's lock (checked under it first); the receipt.
 
     Interrupted (Ctrl-C, SIGTERM, SIGHUP) while staging: the staging dir is removed and the
     output dir is unchanged. A signal once publishing has begun waits until the set is
     published, synced and verified (:func:`fvconsole.core.shared.interrupts.deferred`), then stops
-    the run with the published set reported.
+    the run with the published set reported. Either way ``on_stop`` is told first.
     """
     check_destination(out, plan.checkpoint, plan.dataset_root, plan.request.overwrite)  # now that we hold the lock
+    jobs = plan.encoded_sidecars
     staging = os.path.join(parent, staging_name(outname))
     written: list[WrittenSidecar] = []
     links = dict(plan.links)
@@ -376,8 +341,9 @@ def _execute_locked(
         if isinstance(exc, KeyboardInterrupt):
             failure = MigrationFailure.unchanged(out, stage, staging, removed, len(written), len(plan.ranks))
             left = "staging dir removed" if removed else f"staging dir left at {staging}"
-            return interrupts.as_interrupted(exc, partial=failure,
-                                             note=f"stopped while {stage}; {left}; {out} was not changed")
+            stop = interrupts.as_interrupted(exc)
+            on_stop(Stop(stop.signum, failure, note=f"stopped while {stage}; {left}; {out} was not changed"))
+            return stop
         return _unchanged_failure(out, stage, exc, staging, removed, len(written), len(plan.ranks))
 
     try:
@@ -404,6 +370,9 @@ def _execute_locked(
         data = receipt_bytes(receipt)
         _write_file_atomic(staging, RECEIPT_NAME, data)
         fsync_dir(staging, f"fsync {staging}")
+        stage = "re-checking the source checkpoint"
+        faults.point(f"recheck {plan.checkpoint}")
+        _recheck_source_still_there(plan)
     except BaseException as exc:
         raise cleanup_and_fail(exc) from None
     stage = "publishing"
@@ -421,8 +390,8 @@ def _execute_locked(
         after_publish(out, parent, old, (staged.st_dev, staged.st_ino), expected, links)
     progress(len(plan.ranks), len(plan.ranks), f"published {out}")
     if held.signum is not None:
-        raise interrupts.Interrupted(held.signum, done=_completed(len(written), out),
-                                     partial=MigrationFailure.published(out, len(written)))
+        on_stop(Stop(held.signum, MigrationFailure.published(out, len(written)), done=completed(len(written), out)))
+        raise interrupts.Interrupted(held.signum)
     return receipt
 
 

@@ -13,8 +13,9 @@ checkpoints (DCP storage, disk budget), the cache and the formats. Reads only.
 
 from __future__ import annotations
 
+from fvconsole.core.preflight.fixes import STATE_DIR_FLAG
 from fvconsole.core.preflight.model import CHECKS, Check, PreflightReport, ResumePoint
-from fvconsole.core.preflight.request import STATE_DIR_ENV, STATE_DIR_FLAG, PreflightRequest
+from fvconsole.core.preflight.request import STATE_DIR_ENV, PreflightRequest
 from fvconsole.core.preflight.run import run_preflight
 
 __all__ = [

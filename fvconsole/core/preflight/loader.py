@@ -14,7 +14,6 @@ Sidecars are read by the torch-free reader; ranks sharing a finding fold into on
 from __future__ import annotations
 
 import os
-import shlex
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -235,14 +234,3 @@ def check_loader(checkpoint: str, own: set[str], step: int, world: int, live: Li
         found.fingerprints[rank] = fingerprint
     found.checks = per_rank("dataloader", findings)
     return found
-
-
-def migrate_command(config: str, overrides: Sequence[str], checkpoint: str, out: str, reshard: bool) -> str:
-    """The ``fvconsole migrate`` dry run that writes the state this job needs (``--yes`` executes it)."""
-    words = ["fvconsole", "migrate", "--config", config]
-    for item in overrides:
-        words += ["--set", item]
-    words += ["--checkpoint", checkpoint, "--output-dir", out]
-    if reshard:
-        words += ["--reshard", "nearest"]
-    return shlex.join(words)

@@ -11,11 +11,11 @@ import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
+from fvconsole.core.preflight.fixes import STATE_DIR_FLAG
 from fvconsole.core.shared.fields_json import fields_json
 
 #: FastVideo's ``_DATALOADER_STATE_OVERRIDE_ENV``.
 STATE_DIR_ENV = "FASTVIDEO_DATALOADER_STATE_DIR"
-STATE_DIR_FLAG = "--dataloader-state-dir"
 
 
 @dataclass(frozen=True)

@@ -16,13 +16,13 @@ from dataclasses import dataclass
 from typing import Any
 
 from fvconsole.core.checkpoints.listing import CheckpointInfo, checkpoint_step, discover_checkpoints
+from fvconsole.core.preflight.fixes import prune_command
 from fvconsole.core.preflight.model import Check, ResumePoint
 from fvconsole.core.retention.fastvideo import fastvideo_outlook
 from fvconsole.core.shared.errors import FvError
 
 RESUME_PATH = "training.checkpoint.resume_from_checkpoint"
 OUTPUT_PATH = "training.checkpoint.output_dir"
-PRUNE_FIX = "fvconsole checkpoints prune {out} --incomplete"
 
 
 @dataclass(frozen=True)
@@ -54,7 +54,7 @@ def _interrupted_warning(chosen: str, infos: tuple[CheckpointInfo, ...], out: st
         return None
     why = "; ".join(info.problems[:2]) or "incomplete"
     return Check("resolve", "warn", f"latest picks {info.name}, an interrupted save ({why}), while "
-                 f"{complete.name} is complete", fix=PRUNE_FIX.format(out=out))
+                 f"{complete.name} is complete", fix=prune_command(out))
 
 
 def resolve_resume(value: Any, output_dir: Any, config: Any) -> Resolution:

@@ -30,10 +30,19 @@ from fvconsole.core.migration.verify import verify_sidecars
 from fvconsole.core.preflight.cache import check_cache
 from fvconsole.core.preflight.checkpoint import config_check, read_checkpoint
 from fvconsole.core.preflight.dataset import fingerprint_checks, predict_manifest
-from fvconsole.core.preflight.loader import check_loader, live_loader, migrate_command
+from fvconsole.core.preflight.fixes import (
+    WORLD_FLAG,
+    migrate_command,
+    no_state_dir_note,
+    pass_state_dir,
+    prune_command,
+    resharded_by,
+    verify_command,
+)
+from fvconsole.core.preflight.loader import check_loader, live_loader
 from fvconsole.core.preflight.model import Check, PreflightReport, ResumePoint, ordered
-from fvconsole.core.preflight.request import PreflightRequest
-from fvconsole.core.preflight.resolve import OUTPUT_PATH, PRUNE_FIX, RESUME_PATH, resolve_resume
+from fvconsole.core.preflight.request import STATE_DIR_ENV, PreflightRequest
+from fvconsole.core.preflight.resolve import OUTPUT_PATH, RESUME_PATH, resolve_resume
 from fvconsole.core.preflight.rng import check_rng
 from fvconsole.core.preflight.room import check_room
 from fvconsole.core.shared.errors import FvError
@@ -80,8 +89,7 @@ def _reshard_note(set_dir: str | None, world: int) -> str | None:
         return None
     counts = ", ".join(f"{k.replace('_', ' ')} {acc.get(k)}" for k in ("consumed", "to_read", "repeated", "unread")
                        if isinstance(acc.get(k), int))
-    return f"the state was resharded for world size {world} by fvconsole migrate --reshard {reshard.get('mode')} " \
-           f"({counts} samples)"
+    return f"the state was resharded for world size {world} by {resharded_by(reshard.get('mode'))} ({counts} samples)"
 
 
 def _set_checks(req: PreflightRequest, set_dir: str, world: int) -> list[Check]:
@@ -95,7 +103,7 @@ def _set_checks(req: PreflightRequest, set_dir: str, world: int) -> list[Check]:
         result = verify_sidecars(req.config_path, source, set_dir, overrides=tuple(overrides))
     except FvError as exc:
         return [Check("dataloader", "warn", f"{set_dir}: the published set was not verified ({exc})")]
-    command = f"fvconsole sidecars verify --config {req.config_path} --checkpoint {source} --sidecar-dir {set_dir}"
+    command = verify_command(req.config_path, source, set_dir)
     if result.ok:
         return [Check("dataloader", "ok", f"{set_dir}: the published set verifies (receipt, hashes"
                       + (", FastVideo's validation receipt)" if result.upstream_validation is not None else ")"))]
@@ -120,8 +128,8 @@ def run_preflight(req: PreflightRequest) -> PreflightReport:
     cfg: RunConfig = load_run_config(req.config_path, req.overrides)
     notes: list[str] = []
     if req.world_size is not None:
-        world = _whole(req.world_size, "--world-size", "--world-size")
-        notes.append(f"world size {world} from --world-size")
+        world = _whole(req.world_size, WORLD_FLAG, WORLD_FLAG)
+        notes.append(f"world size {world} from {WORLD_FLAG}")
     else:
         world = _whole(cfg.get(WORLD_PATH, None), WORLD_PATH, cfg.path)
         notes.append(f"world size {world} from the config's {WORLD_PATH}")
@@ -131,8 +139,7 @@ def run_preflight(req: PreflightRequest) -> PreflightReport:
         override = os.path.realpath(os.path.expanduser(req.dataloader_state_dir))
         notes.append(f"dataloader override dir {override} (from {req.state_dir_source})")
     else:
-        notes.append("no dataloader override dir (no --dataloader-state-dir; FASTVIDEO_DATALOADER_STATE_DIR "
-                     "unset where preflight runs)")
+        notes.append(no_state_dir_note(STATE_DIR_ENV))
     resume = req.resume if req.resume is not None else cfg.get(RESUME_PATH, None)
     resolution = resolve_resume(resume, cfg.get(OUTPUT_PATH, None), cfg)
     checks = [resolution.check]
@@ -145,7 +152,7 @@ def run_preflight(req: PreflightRequest) -> PreflightReport:
 
 def _resume_checks(req: PreflightRequest, cfg: RunConfig, point: ResumePoint, infos: tuple, world: int, sp: int,
                    override: str | None) -> list[Check]:
-    prune = PRUNE_FIX.format(out=os.path.dirname(point.checkpoint))
+    prune = prune_command(os.path.dirname(point.checkpoint))
     facts = read_checkpoint(point, prune)
     checks = list(facts.checks)
     own = _own_files(point.checkpoint)
@@ -194,8 +201,8 @@ def _resume_checks(req: PreflightRequest, cfg: RunConfig, point: ResumePoint, in
                 published = published_for(point.checkpoint, point.step)
                 if published is not None:
                     checks.append(Check("dataloader", "warn", f"a published sidecar set for {point.name} is in "
-                                        f"{published.output_dir}, but no override dir was given: pass "
-                                        "--dataloader-state-dir and export FASTVIDEO_DATALOADER_STATE_DIR in the job"))
+                                        f"{published.output_dir}, but no override dir was given: "
+                                        f"{pass_state_dir(STATE_DIR_ENV)}"))
     checks.append(config_check(facts.embedded, target, _reshard_note(set_dir, world)))
     checks += check_rng(point.checkpoint, own, world)
     checks.append(check_room(point.checkpoint, infos))

@@ -27,6 +27,7 @@ from fvconsole.core.retention.scan import holders_of
 from fvconsole.core.shared import interrupts
 from fvconsole.core.shared.fields_json import fields_json
 from fvconsole.core.shared.humanize import plural
+from fvconsole.core.shared.locks import live_readers
 from fvconsole.core.shared.mounts import mount_points, mounts_by_child
 from fvconsole.core.shared.operation import Stop
 from fvconsole.core.shared.process_use import holders_text, scan_processes
@@ -192,6 +193,11 @@ def _recheck(hidden: str, item: DoomedCheckpoint, *, walk: bool) -> str | None:
     if held:
         how, pid, command, more = holders_text(held)
         return f"in use: {how} by pid {pid} ({command}){more}"
+    name = os.path.basename(item.path)
+    reading = live_readers(os.path.dirname(hidden)).of(name)
+    if reading:  # a migration that began reading after the plan: its reader's record is there now
+        first = reading[0]
+        return f"read by pid {first.holder.pid} on host {first.holder.host} ({first.operation})"
     obstacle = removal_obstacle(hidden) if walk else None
     if obstacle is not None:
         return f"not removable by {obstacle.user}: {obstacle.path} ({obstacle.why})"

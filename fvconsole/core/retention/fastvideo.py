@@ -101,7 +101,7 @@ def configured_limit(config: Any, infos: Sequence[CheckpointInfo],
     for info in sorted(infos, key=lambda i: -i.step):
         if info.has_config:
             if overrides:
-                return _overridden(info.total_limit, overrides), f"the embedded config of {info.name} with --set"
+                return _overridden(info.total_limit, overrides), f"the embedded config of {info.name} with the overrides given"
             return info.total_limit, f"the embedded config of {info.name}"
     return _MISSING, None
 

@@ -24,7 +24,7 @@ from fvconsole.core.retention.record import prune_record
 from fvconsole.core.shared.errors import EXIT_OK, EXIT_PARTIAL
 from fvconsole.core.shared.humanize import plural
 from fvconsole.core.shared.locks import FileLock, LockProbe
-from fvconsole.core.shared.operation import FileLockTurn, Run, Stop
+from fvconsole.core.shared.operation import Run, Stop
 
 
 @dataclass(frozen=True)
@@ -41,7 +41,7 @@ class LockedPrune:
     def of(cls, run: Run[PrunePlan, PruneResult]) -> LockedPrune:
         """The finished run's record (``run.result`` set)."""
         assert run.plan is not None and run.result is not None
-        notes = tuple(n.cli for held in run.held for n in held)
+        notes = tuple(n.cli for state in run.held for n in state.notes)
         return cls(run.plan, run.result, run.journal, notes + tuple(p.cli for p in run.problems))
 
     @property
@@ -84,8 +84,8 @@ class PruneOperation:
     def prepare(self) -> None:
         """Nothing to check before the lock: the plan judges the output dir."""
 
-    def locks(self) -> tuple[FileLockTurn]:
-        return (FileLockTurn(prune_lock(self.output_dir)),)
+    def locks(self) -> tuple[FileLock]:
+        return (prune_lock(self.output_dir),)
 
     def plan(self) -> PrunePlan:
         return self.make_plan()
@@ -100,7 +100,8 @@ class PruneOperation:
 
     def record(self, run: Run[PrunePlan, PruneResult]) -> JournalRecord | None:
         """A line when something was removed or failed part-way (an interruption's exit code: 3 after a change)."""
-        assert run.plan is not None
+        if run.plan is None:  # stopped or refused before planning: nothing was changed
+            return None
         done = run.result if run.result is not None else run.stop.account if run.stop is not None else None
         if not isinstance(done, PruneResult) or not changed_anything(done):
             return None

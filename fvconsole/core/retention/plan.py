@@ -21,7 +21,7 @@ from typing import Any
 
 from fvconsole.core.retention.scan import OutputScan, PruneLeftover, ScannedCheckpoint
 from fvconsole.core.shared.fields_json import fields_json
-from fvconsole.core.shared.humanize import format_duration, human_age
+from fvconsole.core.shared.humanize import clipped, format_duration, human_age, plural
 from fvconsole.core.shared.process_use import holders_text
 from fvconsole.core.shared.reasons import Reason, reason
 from fvconsole.core.shared.removal import removal_obstacle
@@ -161,6 +161,11 @@ def _never(ck: ScannedCheckpoint, newest_complete: int | None, resumable: Scanne
         where = ("is itself a mount point" if "." in ck.mounts
                  else f"contains a mount point ({', '.join(ck.mounts[:3])})")
         found.append(reason("keep.mounted", "checkpoint", where=where))
+    if ck.readers:
+        first = ck.readers[0].holder
+        more = f" (and {plural(len(ck.readers) - 1, 'more reader')})" if len(ck.readers) > 1 else ""
+        found.append(reason("keep.read", "checkpoint", pid=first.pid, host=first.host,
+                            operation=f"{ck.readers[0].operation}: {clipped(first.command, 120)}", more=more))
     if ck.holders:
         how, pid, command, more = holders_text(ck.holders)
         found.append(reason("keep.in_use", "checkpoint", how=how, pid=pid, command=command, more=more))

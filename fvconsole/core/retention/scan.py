@@ -14,7 +14,7 @@ import os
 import re
 import stat
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from fvconsole.core.checkpoints.listing import CheckpointInfo, checkpoint_dirs, inspect_checkpoint
 from fvconsole.core.migration.published import PublishedSet, run_sets
@@ -27,7 +27,7 @@ from fvconsole.core.retention.leftovers import (
 )
 from fvconsole.core.shared.errors import FvError
 from fvconsole.core.shared.host import current_identity
-from fvconsole.core.shared.locks import real_directory
+from fvconsole.core.shared.locks import Reader, live_readers, real_directory
 from fvconsole.core.shared.mounts import mount_points, mounts_by_child
 from fvconsole.core.shared.process_use import Holder, ProcessUse, scan_processes
 from fvconsole.core.shared.walk import listing, tree_size
@@ -51,6 +51,8 @@ class ScannedCheckpoint:
     #: Every set published in the output dir for it (their dirs): a prune that deletes it says they
     #: are left without their checkpoint.
     sets: tuple[str, ...] = ()
+    #: Live readers (a migration or reshard reading it: their reader's records beside it).
+    readers: tuple[Reader, ...] = ()
 
     @property
     def step(self) -> int:
@@ -127,14 +129,15 @@ def scan_output_dir(output_dir: str, *, now: float | None = None, use: ProcessUs
     mounted = mounts_by_child(mount_points() or (), real)
     published = run_sets(out)
     by_checkpoint = published.made_for()
-    found, notes = [], list(published.notes)
+    reading = live_readers(out)
+    found, notes = [], [*published.notes, *(p.cli for p in reading.problems)]
     for path in dirs:
         try:
             sets = by_checkpoint.get(os.path.join(real, os.path.basename(path)), ())
             scanned = _scan_one(path, st.st_dev, use, held, mounted, sets)
         except (FvError, OSError):
             continue  # vanished since the listing (pruned or renamed by someone else)
-        found.append(scanned)
+        found.append(replace(scanned, readers=reading.of(os.path.basename(path))))
     return OutputScan(out, tuple(found), leftovers, time.time() if now is None else now,
                       use.partial, tuple(notes))
 

@@ -44,6 +44,14 @@ class FvError(Exception):
     def __str__(self) -> str:
         return self.message
 
+    def with_details(self, details: dict[str, Any]) -> FvError:
+        """The same error (message, reason, exit code) with a command's JSON fields: a new value, since an
+        error that was raised is never changed."""
+        if self.exit_code == EXIT_PARTIAL:
+            return PartialFailure(self.message, report=details, reason=self.reason)
+        kind = UsageError if self.exit_code == EXIT_USAGE else FvError
+        return kind(self.message, details=details, reason=self.reason)
+
 
 class UsageError(FvError):
     """The command line itself is wrong (exit 2)."""

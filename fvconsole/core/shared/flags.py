@@ -1,8 +1,9 @@
 """The command line's flags, spelled once: every flag the core names or more than one command declares.
 
-The CLI declares each with these constants (``cli/options.py``, ``cli/selectors.py``,
+The CLI declares each with these constants (``cli/options.py``, ``cli/selectors.py``, ``cli/migrate.py``,
 ``cli/prune.py``); the core names them in its usage errors and writes them into the command
-lines it builds for a fleet's nodes (``core/fleet/node_commands.py``). Tests prove that no
+lines it builds for a fleet's nodes (``core/fleet/node_commands.py``) and for an operator to run
+(preflight's fixes, ``core/preflight/fixes.py``). Tests prove that no
 other module spells a selector (``tests/cache/test_eviction_selectors.py``) and that no flag
 is declared twice for one meaning (``tests/cli/test_cli_flags.py``). A spelling may stand for
 two meanings in two commands (``--older-than`` is a cache entry's last use in ``cache evict``
@@ -37,3 +38,15 @@ DEEP = "--deep"
 
 # ``checkpoints prune``: checkpoints by step.
 STEP = "--step"
+
+# The fixes preflight writes as command lines (``migrate``, ``checkpoints prune``, ``sidecars verify``)
+# and the inputs only a ``preflight`` command line gives (its notes say where they came from).
+CONFIG = "--config"
+SET = "--set"
+CHECKPOINT = "--checkpoint"
+OUTPUT_DIR = "--output-dir"
+RESHARD = "--reshard"
+INCOMPLETE = "--incomplete"
+SIDECAR_DIR = "--sidecar-dir"
+WORLD_SIZE = "--world-size"
+DATALOADER_STATE_DIR = "--dataloader-state-dir"

@@ -39,24 +39,13 @@ SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 class Interrupted(KeyboardInterrupt):
     """The process was asked to stop by ``signum``; unwinds like Ctrl-C.
 
-    The one value an interruption is, from the step it stopped to the front end's line:
-    ``done``: what had already been changed on disk when it stopped (None: nothing), for
-    the one-line message and exit 3; ``note``: what the cleanup did when nothing was
-    changed; ``partial``: the action's own typed account of what was done so far (an
-    eviction's ``StoppedEviction``, a migration's ``MigrationFailure``), set once where it
-    stopped (:func:`as_interrupted`). ``journal``: the line the journaling step appended;
-    ``details``: the command's JSON object, when a front end has one.
+    It carries its signal and nothing else: what an action had done when it stopped is the
+    action's own record, which the one runner returns (``core/shared/operation.py``: ``Stop``).
     """
 
-    def __init__(self, signum: int = signal.SIGINT, *, done: str | None = None, note: str | None = None,
-                 partial: Any = None) -> None:
+    def __init__(self, signum: int = signal.SIGINT) -> None:
         super().__init__(signal_name(signum))
         self.signum = int(signum)
-        self.done = done
-        self.note = note
-        self.partial = partial
-        self.journal: Any = None  # the journal's JournalWrite (a package above this one)
-        self.details: dict[str, Any] = {}
 
     @property
     def name(self) -> str:
@@ -75,22 +64,10 @@ def signal_name(signum: int) -> str:
         return f"signal {signum}"
 
 
-def as_interrupted(exc: BaseException, *, done: str | None = None, note: str | None = None,
-                   partial: Any = None) -> Interrupted:
-    """``exc`` (a KeyboardInterrupt) as an :class:`Interrupted`, with what was done added.
-
-    A plain KeyboardInterrupt (Python's own Ctrl-C handler, where ours is not installed)
-    becomes an Interrupted by SIGINT. Called where an action stops (the only place that
-    knows what it did) and by the dispatcher; everything between passes it on unchanged.
-    """
-    stop = exc if isinstance(exc, Interrupted) else Interrupted(signal.SIGINT)
-    if done is not None:
-        stop.done = done
-    if note is not None:
-        stop.note = note
-    if partial is not None:
-        stop.partial = partial
-    return stop
+def as_interrupted(exc: BaseException) -> Interrupted:
+    """``exc`` (a KeyboardInterrupt) as an :class:`Interrupted`: a plain KeyboardInterrupt (Python's own
+    Ctrl-C handler, where ours is not installed) is one by SIGINT."""
+    return exc if isinstance(exc, Interrupted) else Interrupted(signal.SIGINT)
 
 
 @dataclass

@@ -35,19 +35,10 @@ from typing import Any, Generic, Protocol, TypeVar
 
 from fvconsole.core.shared.errors import EXIT_PARTIAL, PartialFailure
 from fvconsole.core.shared.interrupts import as_interrupted, deferred, signal_name
+from fvconsole.core.shared.locks import Lock
 
 P = TypeVar("P")
 R = TypeVar("R")
-
-
-class Lock(Protocol):
-    """A lock as the runner takes it (every kind of ``core/shared/locks/`` behind one shape: ``locks.Lock``)."""
-
-    def acquire(self, wait: float = 0.0, break_stale: bool = False) -> Any:
-        """Take it (waiting up to ``wait`` s) or raise a refusal; returns how it is held (its state)."""
-
-    def release(self) -> Any:
-        """Give it up (nothing when not held); returns a problem for the operator or None, never raises."""
 
 
 @dataclass(frozen=True)
@@ -92,7 +83,8 @@ class Operation(Protocol[P, R]):
         """Checks before any lock is taken (nothing written yet); raises a refusal."""
 
     def locks(self) -> Sequence[Lock]:
-        """Its locks, in the order they are taken (released in reverse); none for the fleet's login side."""
+        """Its locks (``core/shared/locks/``: ``acquire(wait, break_stale=) -> LockState``, ``release() -> problem
+        or None``), in the order they are taken (released in reverse); none for the fleet's login side."""
 
     def plan(self) -> P:
         """The plan under the locks: planned again, or the confirmed one re-checked (the operation's policy)."""
@@ -104,14 +96,15 @@ class Operation(Protocol[P, R]):
         """A signal that came once execution had finished: the run stands, in words."""
 
     def record(self, run: Run[P, R]) -> Any:
-        """Its journal line for ``run`` (released), or None when nothing was changed."""
+        """Its journal line for ``run`` (released, however far it got), or None when nothing was changed."""
 
 
 @dataclass(frozen=True)
 class Run(Generic[P, R]):
     """What one run did: the plan it executed, its result, the locks, the journal line and any signal.
 
-    ``result`` is None when the run did not finish (``stop`` or ``failure`` says how far it got);
+    ``result``: what execution returned, None when it did not finish (``stop`` or ``failure`` says
+    how far it got; a signal that came after it finished leaves it and adds ``stop``);
     ``held``: each lock's state as ``acquire`` returned it, in order; ``problems``: what releasing
     them reported; ``journal``: what the journal callable returned (None: none asked for, or
     nothing was changed).
@@ -124,11 +117,6 @@ class Run(Generic[P, R]):
     held: tuple[Any, ...] = ()
     problems: tuple[Any, ...] = ()
     journal: Any = None
-
-    @property
-    def changed(self) -> bool:
-        """Whether execution had begun changing things (what is journaled): a failure part-way or a stop after a change."""
-        return self.failure is not None or (self.stop is not None and self.stop.changed)
 
 
 def run_locked(operation: Operation[P, R], *, wait: float = 0.0, break_stale: bool = False,
@@ -146,7 +134,7 @@ def run_locked(operation: Operation[P, R], *, wait: float = 0.0, break_stale: bo
         operation.prepare()
         for lock in operation.locks():
             taken.append(lock)  # released whatever happens in acquire (releasing a lock not held does nothing)
-            held.append(lock.acquire(wait, break_stale))
+            held.append(lock.acquire(wait, break_stale=break_stale))  # signal-safe: the locks door's own sections
         run = replace(run, held=tuple(held))
         plan = operation.plan()
         run = replace(run, plan=plan)
@@ -159,7 +147,7 @@ def run_locked(operation: Operation[P, R], *, wait: float = 0.0, break_stale: bo
         stop = replace(stops[-1], signum=signum) if stops else Stop(signum)
         run = replace(run, held=tuple(held), stop=stop)
     except BaseException:  # a refusal before execution (or a defect): nothing to journal
-        with deferred(reraise=False):
+        with deferred():  # a signal while releasing is not lost: it is raised instead (nothing was changed)
             _release(taken)
         raise
     return _finish(operation, run, taken, journal)
@@ -179,7 +167,7 @@ def _finish(operation: Operation[P, R], run: Run[P, R], taken: list[Lock],
     if tail.signum is not None and run.stop is None:
         run = _late_stop(operation, run, tail.signum)
     with deferred(reraise=False) as writing:
-        record = operation.record(run) if journal is not None and run.plan is not None else None
+        record = operation.record(run) if journal is not None else None
         if record is not None:
             run = replace(run, journal=journal(record))
     if writing.signum is not None and run.stop is None:
@@ -194,30 +182,4 @@ def _late_stop(operation: Operation[P, R], run: Run[P, R], signum: int) -> Run[P
     if run.failure is not None:  # failed part-way, then the signal: what was done is the failure's
         return replace(run, stop=Stop(signum, done=run.failure.message))
     return replace(run, stop=Stop(signum))
-
-
-# --------------------------------------------------------------------------- today's locks in the runner's shape
-
-
-class FileLockTurn:
-    """A :class:`~.locks.FileLock` (a lock file beside a directory) as the runner takes it.
-
-    Taken in a deferred section when not waiting (the file exists exactly when the object
-    knows it holds it); while waiting, a signal ends the wait. ``acquire`` returns the notes
-    (a stale lock taken over or broken, as reasons).
-    """
-
-    def __init__(self, lock: Any) -> None:
-        self.lock = lock
-
-    def acquire(self, wait: float = 0.0, break_stale: bool = False) -> tuple[Any, ...]:
-        if wait > 0:
-            self.lock.acquire(wait=wait, break_stale=break_stale)
-        else:
-            with deferred():
-                self.lock.acquire(wait=wait, break_stale=break_stale)
-        return tuple(self.lock.notes)
-
-    def release(self) -> Any:
-        return self.lock.release()
 

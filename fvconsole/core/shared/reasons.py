@@ -215,6 +215,8 @@ KINDS: Mapping[str, Kind] = _kinds(
          "{path}: not enough free space on the filesystem of {where}: the lock, the staging dir and {files} files "
          "need {need} and {need_inodes} inodes; {free} and {free_inodes} inodes are free"),
     # migration: execution's re-check that the plan's sources are still what it was made from
+    Kind("recheck.source_gone", "{path}: the source checkpoint is gone since the plan was made (pruned?); "
+         "nothing was published"),
     Kind("recheck.metadata_unreadable", "{path}: cannot read checkpoint metadata ({why})"),
     Kind("recheck.metadata_changed", "{path}: changed since the plan was made (sha256 {now} != {planned})"),
     Kind("recheck.config_unreadable", "{path}: cannot read run config ({why})"),
@@ -353,6 +355,7 @@ KINDS: Mapping[str, Kind] = _kinds(
     Kind("keep.newest_complete", "the newest complete checkpoint: never deleted"),
     Kind("keep.in_use", "in use: {how} by pid {pid} ({command}){more}: never deleted"),
     Kind("keep.published", "its published sidecar set ({path}) is the newest resumable state: never deleted"),
+    Kind("keep.read", "read by pid {pid} on host {host} ({operation}): never deleted while it reads{more}"),
     Kind("keep.unreadable", "{why}: never deleted (what cannot be read is not judged)"),
     Kind("keep.symlink", "a symlink, not a checkpoint directory of this output dir: never deleted"),
     Kind("keep.mounted", "{where}: never deleted (removal never crosses a mount)"),

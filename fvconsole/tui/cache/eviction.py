@@ -5,7 +5,7 @@ Why a module of its own: the cache view scans, lists, marks and explains; this m
 write it offers, in three steps. Options and live preview (cap, force, free space: the dialog,
 ``tui/cache/evict_dialog.py``) → rescan and plan in a worker, so the confirmation (focus on Cancel)
 shows exactly what executes → execute in a worker → rescan. Execution is
-``core.cache.locked.evict_under_lock``, as for ``fvconsole cache evict --yes``: the root's
+the one runner (``run_locked``) with an ``EvictionOperation``, as for ``fvconsole cache evict --yes``: the root's
 evictor lock is held while the confirmed plan runs (another evictor on the root: refused,
 nothing removed) and the journal gets its line. The view keeps its state (``scanned``,
 ``marked``, ``_busy``: an eviction is being planned or run), the progress row and the report
@@ -17,8 +17,16 @@ from __future__ import annotations
 
 from textual import work
 
-from fvconsole.core.cache import CacheScan, EvictionPlan, default_max_gb, evict_under_lock, scan_cache
-from fvconsole.core.shared import FvError, Progress, human_bytes, plural
+from fvconsole.core.cache import (
+    CacheScan,
+    EvictionOperation,
+    EvictionPlan,
+    LockedEviction,
+    default_max_gb,
+    scan_cache,
+)
+from fvconsole.core.journal import appender
+from fvconsole.core.shared import FvError, Progress, human_bytes, plural, run_locked
 from fvconsole.tui import state
 from fvconsole.tui.cache import text as cache_text
 from fvconsole.tui.cache.evict_dialog import EvictScreen, confirm_body, plan_for
@@ -108,9 +116,8 @@ class CacheEviction:
     def evict(self, plan: EvictionPlan, progress: Progress, command: str, journal: str) -> None:
         """The confirmed plan under the root's evictor lock (not waiting: a busy root is refused), journaled."""
         with self.failures(EvictionFailed):
-            done = evict_under_lock(plan.root, lambda: plan, command=command, force=plan.force,
-                                    journal_path=journal, progress=progress)
-            self.deliver(CacheEvicted(done))
+            operation = EvictionOperation(plan.root, lambda: plan, command=command, force=plan.force, progress=progress)
+            self.deliver(CacheEvicted(LockedEviction.of(run_locked(operation, journal=appender(journal)))))
 
     def on_cache_evicted(self, message: CacheEvicted) -> None:
         self._busy = False

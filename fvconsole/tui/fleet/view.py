@@ -24,7 +24,8 @@ from textual.widgets import Button, Input
 
 from fvconsole.core.cache import INVALID_SELECTS, EvictionSelectors
 from fvconsole.core.fleet import compress_hostlist
-from fvconsole.core.shared import plural, printable
+from fvconsole.core.journal import appender
+from fvconsole.core.shared import plural, printable, run_locked
 from fvconsole.tui.base import BaseView, describe_error
 from fvconsole.tui.fleet import text as ft
 from fvconsole.tui.fleet.panels import FleetForm, KeyMatrix, NodeTable
@@ -252,21 +253,24 @@ class FleetView(BaseView):
                         severity="warning")
             return
         self.app.push_screen(ConfirmScreen(f"{what.capitalize()}?", ft.confirm_body(root, preview), "Evict"),
-                             lambda ok: self._confirmed(preview, ok))
+                             lambda ok: self._confirmed(preview, ok, what))
 
-    def _confirmed(self, plan: Any, ok: bool | None) -> None:
+    def _confirmed(self, plan: Any, ok: bool | None, what: str = "evict") -> None:
         if not ok:
             self.notify("fleet eviction cancelled: nothing deleted")
             return
         if self.refuse_read_only("eviction"):
             return
         self._busy = True
-        self.run_execute(plan, self._progress.start("evicting"))
+        command = f"fvconsole console: fleet {what} in {plan.root} on {compress_hostlist(plan.selection.nodes)}"
+        self.run_execute(plan, self._progress.start("evicting"), command, self.app.state.journal())
 
     @work(thread=True, exclusive=True, group="fleet-evict", exit_on_error=False)
-    def run_execute(self, plan: Any, progress: ThreadProgress) -> None:
+    def run_execute(self, plan: Any, progress: ThreadProgress, command: str, journal: str) -> None:
+        """The confirmed per-node plans through the one runner, journaled as ``fleet cache evict --yes`` is."""
         with self.failures(FleetFailed):
-            self.deliver(FleetExecuted(self.dispatcher.execute(plan, progress)))
+            run = run_locked(self.dispatcher.eviction(plan, command), journal=appender(journal), progress=progress)
+            self.deliver(FleetExecuted(run.result, run.journal))
 
     def on_fleet_executed(self, message: FleetExecuted) -> None:
         result = message.result
@@ -280,4 +284,10 @@ class FleetView(BaseView):
                         severity="error", timeout=10)
         else:
             self.notify(summary)
+        journal = message.journal
+        if journal is not None and not journal.written:
+            self.notify(f"journal {journal.path}: {journal.error}; the eviction itself is done", severity="warning",
+                        timeout=10)
+        if journal is not None:
+            self.app.journal_written()
         self.action_scan()

@@ -18,9 +18,9 @@ from textual.containers import Container, Vertical
 from textual.reactive import var
 from textual.widgets import Button, Input
 
-from fvconsole.core.journal import JournalWrite
+from fvconsole.core.journal import JournalWrite, appender
 from fvconsole.core.migration import (
-    MigrationFailed,
+    MigrationOperation,
     MigrationPlan,
     MigrationPreview,
     MigrationRequest,
@@ -30,10 +30,9 @@ from fvconsole.core.migration import (
     migration_defaults,
     next_sample_ids,
     plan_migration,
-    run_migration,
     verify_sidecars,
 )
-from fvconsole.core.shared import FvError, PartialFailure, Progress, plural
+from fvconsole.core.shared import FvError, PartialFailure, Progress, plural, run_locked
 from fvconsole.tui.base import BaseView, describe_error
 from fvconsole.tui.checkpoints.text import export_line
 from fvconsole.tui.messages import (
@@ -334,17 +333,18 @@ class MigrationView(BaseView):
 
     @work(thread=True, exclusive=True, group="mig-exec", exit_on_error=False)
     def run_execute(self, plan: MigrationPlan, progress: Progress, journal: str) -> None:
-        """Write the plan and journal it: ``run_migration``, as ``migrate --yes`` runs it.
+        """Write the plan and journal it through the one runner, as ``migrate --yes`` runs it.
 
         A journal that cannot be written never undoes the write: the view reports it.
         """
         with self.failures(MigrationActionFailed):
-            try:
-                run = run_migration(plan, command=console_command(plan), journal_path=journal, progress=progress)
-            except MigrationFailed as exc:
-                self.deliver(MigrationActionFailed(exc, exc.journal))
+            operation = MigrationOperation(plan, command=console_command(plan))
+            run = run_locked(operation, journal=appender(journal), progress=progress)
+            result = operation.settled(run)
+            if run.failure is not None:
+                self.deliver(MigrationActionFailed(run.failure, run.journal))
                 return
-            self.deliver(MigrationExecuted(run.result, run.journal))
+            self.deliver(MigrationExecuted(result, run.journal))
 
     def on_migration_executed(self, message: MigrationExecuted) -> None:
         self._finish()
