@@ -41,6 +41,7 @@ STEPS = [
     ("migrate dry run (text_only run)", plain(lambda a: a[1] == "migrate" and "run-text-only.yaml" in a[3])),
     ("migrate dry run", plain(lambda a: a[1] == "migrate" and "--yes" not in a and "--reshard" not in a)),
     ("migrate --yes", plain(lambda a: a[1] == "migrate" and "--yes" in a)),
+    ("preflight (after the migration)", plain(lambda a: a[1] == "preflight")),
     ("sidecars verify", plain(lambda a: a[1:3] == ["sidecars", "verify"] and "validated-100" not in a[-1])),
     ("sidecars verify (FastVideo's receipt)",
      plain(lambda a: a[1:3] == ["sidecars", "verify"] and "validated-100" in a[-1])),

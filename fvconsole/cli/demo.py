@@ -66,6 +66,8 @@ def cli_commands(ws: object) -> list[str]:
         "    --expected-step 300 --expected-world-size 8 --consumed-batches-per-rank 600   # dry run",
         f"fvconsole migrate --config {q(cfg)} --checkpoint {q(ckpt)} --output-dir {q(out)} \\\n"
         "    --expected-step 300 --expected-world-size 8 --consumed-batches-per-rank 600 --yes",
+        f"fvconsole preflight --config {q(cfg)} --dataloader-state-dir {q(out)}"
+        "   # GO now: run.yaml resumes checkpoint-300 (without the dir: NO-GO, exit 1)",
         f"fvconsole sidecars verify --config {q(cfg)} --checkpoint {q(ckpt)} --sidecar-dir {q(out)}",
         f"fvconsole sidecars verify --config {q(cfg)} --checkpoint {q(os.path.join(ws.output_dir, 'checkpoint-100'))} "
         f"--sidecar-dir {q(ws.validated_sidecar_dir)}   # FastVideo's validation receipt",

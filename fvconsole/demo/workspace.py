@@ -8,7 +8,7 @@ Layout (all under one directory)::
                                   died part-way), deleting only those names
     data/openvid/*.parquet        real Parquet dataset (~50 row groups)
     manifests/openvid.json        its streaming manifest (outside the dataset)
-    run.yaml                      run config: 8 ranks, sp 2 — matches checkpoint-300
+    run.yaml                      the next job: 8 ranks, sp 2, resumes from checkpoint-300 (legacy)
     output/checkpoint-100,200,300 legacy checkpoints (real DCP); 200 was saved with seed 7
     output/checkpoint-400         rank-local (FastVideo-native) checkpoint, saved in epoch 1 as FastVideo's
                                   loader counts (800 samples per rank: 724 make an epoch, 76 into the next)
@@ -24,6 +24,7 @@ Layout (all under one directory)::
 
 from __future__ import annotations
 
+import copy
 import os
 import re
 import secrets
@@ -254,7 +255,11 @@ def _build(root: str, now: float) -> DemoWorkspace:
     output = os.path.join(root, "output")
     config = builders.run_config(data_path=dataset, manifest_path=manifest, output_dir=output, num_gpus=8,
                                  sp_size=2, train_batch_size=1, grad_accum=2, seed=42, read_batch_size=8)
-    config_path = builders.write_run_config(os.path.join(root, "run.yaml"), config)
+    # The next job's run.yaml resumes from checkpoint-300 explicitly, as an operator's relaunch would;
+    # the checkpoints embed the config of the jobs that saved them (which set no resume).
+    next_job = copy.deepcopy(config)
+    next_job["training"]["checkpoint"]["resume_from_checkpoint"] = os.path.join(output, "checkpoint-300")
+    config_path = builders.write_run_config(os.path.join(root, "run.yaml"), next_job)
     other_seed = builders.run_config(data_path=dataset, manifest_path=manifest, output_dir=output, num_gpus=8,
                                      sp_size=2, train_batch_size=1, grad_accum=2, seed=7, read_batch_size=8)
     builders.write_checkpoint(output, 100, config)

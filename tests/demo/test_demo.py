@@ -162,8 +162,27 @@ def test_the_run_config_has_the_keys_fastvideo_reads(tmp_path, capsys) -> None:
     with open(ws.config_path) as fh:
         config = yaml.safe_load(fh)
     assert config["training"]["checkpoint"] == {"output_dir": ws.output_dir, "training_state_checkpointing_steps": 100,
-                                                "checkpoints_total_limit": 3}
+                                                "checkpoints_total_limit": 3,
+                                                "resume_from_checkpoint": ws.legacy_checkpoint}
     assert config["training"]["tracker"] == {"project_name": "fastvideo-t2v"} and "tracker" not in config
     assert main(["checkpoints", "ls", ws.output_dir]) == 0
     out = capsys.readouterr().out
     assert "fastvideo: checkpoints_total_limit 3 (from the embedded config of checkpoint-500)" in out, out
+
+
+def test_the_run_config_resumes_checkpoint_300_and_preflight_judges_it(tmp_path, capsys) -> None:
+    """Issue 36 item 4: run.yaml resumes the legacy checkpoint-300 (8 ranks): a no-go naming the missing
+    rank-local dataloader state and the migrate fix before the migration; a go given the published dir
+    after it; the new key is no config mismatch against a checkpoint whose embedded config lacks it."""
+    ws = build_demo_workspace(str(tmp_path / "demo"))
+    assert main(["preflight", "--config", ws.config_path]) == 1
+    out = capsys.readouterr().out
+    assert "ok    config      the next config equals the checkpoint's embedded config" in out, out
+    assert "no dataloader_state_rank<r>.pt" in out and f"fix: fvconsole migrate --config {ws.config_path}" in out
+    assert out.splitlines()[-1].startswith("NO-GO: 1 blocking problem; first: dataloader: ranks 0-7:"), out
+    assert main(["migrate", "--config", ws.config_path, "--checkpoint", ws.legacy_checkpoint, "--output-dir",
+                 ws.sidecar_dir, "--expected-step", "300", "--expected-world-size", "8",
+                 "--consumed-batches-per-rank", "600", "--yes"]) == 0
+    capsys.readouterr()
+    assert main(["preflight", "--config", ws.config_path, "--dataloader-state-dir", ws.sidecar_dir]) == 0
+    assert capsys.readouterr().out.splitlines()[-1] == "GO: resume checkpoint-300 (step 300) on 8 ranks"

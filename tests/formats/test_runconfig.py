@@ -102,6 +102,18 @@ def test_identical_configs_have_no_rows(tmp_path) -> None:
     assert compare_configs(cfg, copy.deepcopy(cfg)) == ()
 
 
+def test_the_resume_key_is_no_mismatch(tmp_path) -> None:
+    """A resumed job's resume_from_checkpoint always differs from the job that saved (which had none or
+    another): it says where the launch starts, not how the run trains, so it is no row either way."""
+    cfg = _cfg(tmp_path)
+    resumed = copy.deepcopy(cfg)
+    resumed["training"]["checkpoint"]["resume_from_checkpoint"] = "latest"
+    assert compare_configs(cfg, resumed) == ()
+    other = copy.deepcopy(resumed)
+    other["training"]["checkpoint"]["resume_from_checkpoint"] = "/elsewhere/checkpoint-100"
+    assert compare_configs(other, resumed) == ()
+
+
 def test_critical_rows_first_then_sorted_non_critical(tmp_path) -> None:
     old = _cfg(tmp_path)
     new = _cfg(tmp_path, seed=7, num_gpus=16, max_train_steps=5)

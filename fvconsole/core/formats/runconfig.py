@@ -358,8 +358,14 @@ def _leaves(mapping: Mapping[str, Any], prefix: str, out: dict[str, Any]) -> Non
             out[dotted] = value
 
 
+#: Keys that say where a launch starts, not how the run trains: a resumed job always differs from the
+#: job that saved in them (FastVideo compares none of them), so the report leaves them out.
+LAUNCH_ONLY_PATHS = frozenset({"training.checkpoint.resume_from_checkpoint"})
+
+
 def compare_configs(checkpoint_cfg: Mapping[str, Any], run_cfg: Mapping[str, Any]) -> tuple[Mismatch, ...]:
-    """Critical mismatches (CRITICAL_PATHS order) then non-critical leaf differences (sorted)."""
+    """Critical mismatches (CRITICAL_PATHS order) then non-critical leaf differences (sorted), leaving
+    out LAUNCH_ONLY_PATHS."""
     rows: list[Mismatch] = []
     for path in CRITICAL_PATHS:
         old = get_path(checkpoint_cfg, path)
@@ -377,7 +383,7 @@ def compare_configs(checkpoint_cfg: Mapping[str, Any], run_cfg: Mapping[str, Any
     _leaves(checkpoint_cfg, "", left)
     _leaves(run_cfg, "", right)
     for path in sorted(set(left) | set(right)):
-        if path in critical or any(path.startswith(c + ".") for c in critical):
+        if path in critical or path in LAUNCH_ONLY_PATHS or any(path.startswith(c + ".") for c in critical):
             continue
         old = left.get(path, MISSING)
         new = right.get(path, MISSING)
