@@ -32,8 +32,10 @@ from fvconsole.demo.workspace import DemoWorkspace
 from fvconsole.tui import state, wording
 from fvconsole.tui.app import FvConsoleApp
 from fvconsole.tui.base import BaseView
-from fvconsole.tui.fleet_view import FleetView
-from fvconsole.tui.widgets import FastTable, PathSuggester, TickBox
+from fvconsole.tui.fleet.view import FleetView
+from fvconsole.tui.widgets.inputs import PathSuggester, TickBox
+from fvconsole.tui.widgets.tables import FastTable
+from fvconsole.tui.widgets.textual_private import RELIED_ON, RELIED_ON_ATTRIBUTES
 
 
 def _params(function: Any) -> SimpleNamespace:
@@ -71,6 +73,7 @@ Widget.border_title  # set on the focused pane (tui/base.py): Textual draws it i
 FvConsoleApp.VERTICAL_BREAKPOINTS  # as above, -short/-tall
 Text().no_wrap  # Rich reads it when rendering: FastTable's fitted cells never wrap
 DataTable()._require_update_dimensions  # DataTable re-measures on its next render when set (FastTable's column widths)
+RELIED_ON, RELIED_ON_ATTRIBUTES  # Textual's private API the console uses: tests/tui/test_table_drawing.py checks them against the installed Textual
 TickBox.BUTTON_INNER  # Textual's ToggleButton draws self.BUTTON_INNER: TickBox sets it to the state (X or blank)
 
 # Fields read by name: core/migration/inputs.py: read_params checks each TrainingKeys field by its

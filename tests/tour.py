@@ -145,7 +145,7 @@ async def tour(app: Any, pilot: Any, shot: Callable[[str], None], fleet: Fleet) 
     from textual.widgets import Input
 
     from fvconsole.demo.fleet_builders import local_dispatcher
-    from fvconsole.tui.fleet_view import FleetView
+    from fvconsole.tui.fleet.view import FleetView
     from fvconsole.tui.modals import ErrorScreen
 
     async def stop(name: str) -> None:

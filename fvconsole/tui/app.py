@@ -32,17 +32,19 @@ from fvconsole.core.migration import PublishedSet, config_output_dir, latest
 from fvconsole.core.shared import printable
 from fvconsole.tui import keymap
 from fvconsole.tui.base import BaseView, describe_error
-from fvconsole.tui.cache_view import CacheView
-from fvconsole.tui.checkpoints_view import CheckpointsView
-from fvconsole.tui.fleet_view import FleetView
-from fvconsole.tui.history_view import HistoryView
+from fvconsole.tui.cache.view import CacheView
+from fvconsole.tui.checkpoints.view import CheckpointsView
+from fvconsole.tui.fleet.view import FleetView
+from fvconsole.tui.history.view import HistoryView
 from fvconsole.tui.messages import StateLoaded
-from fvconsole.tui.migration_view import MigrationView
-from fvconsole.tui.modals import ConsolePalette, HelpScreen, PathsScreen
+from fvconsole.tui.migration.view import MigrationView
+from fvconsole.tui.modals import HelpScreen, PathsScreen
 from fvconsole.tui.plain import PlainText
 from fvconsole.tui.state import ConsoleState
 from fvconsole.tui.terminal import ConsoleDriver
-from fvconsole.tui.widgets import FastTable, PathsLine
+from fvconsole.tui.widgets.statics import PathsLine
+from fvconsole.tui.widgets.tables import FastTable
+from fvconsole.tui.widgets.textual_private import ConsolePalette
 
 #: (tab id, view class) in tab order; the digit of a view is its position. Adding a view is one
 #: entry here: its key (the next digit), tab, help section and palette commands follow from
@@ -315,7 +317,7 @@ class FvConsoleApp(App[int]):
         self.view(MigrationView).prefill(checkpoint, step)
         self.action_show("migration")
 
-    async def _on_key(self, event: events.Key) -> None:
+    async def on_key(self, event: events.Key) -> None:
         """A key the focused text field would type, arriving here as an unhandled key, was
         queued for the widget focused before it: type it into the field.
 
@@ -323,13 +325,13 @@ class FvConsoleApp(App[int]):
         fast burst (`/evict`) the keys behind `/` reach the table after `/` has focused the
         filter, bubble up, and are dropped (the field's focus chain consumes printable keys,
         so no binding runs). The field would have stopped a key sent to it, so any such key
-        here was meant for it. Other keys go on to ``App._on_key`` (bindings), which Textual
-        calls after this handler.
+        here was meant for it. Other keys go on to ``App``'s own key handler (bindings), which
+        Textual calls after this one (a class's handler runs before its bases').
         """
         focused = self.focused
         if focused is not None and event.is_printable and focused.check_consume_key(event.key, event.character):
             event.stop()
-            event.prevent_default()  # App._on_key (next in the MRO) would look for a binding
+            event.prevent_default()  # App's key handler (next in the MRO) would look for a binding
             focused._forward_event(events.Key(event.key, event.character))
 
     def action_filter(self) -> None:

@@ -41,7 +41,7 @@ from fvconsole.core.preflight import PreflightReport
 from fvconsole.core.retention import LockedPrune, PrunePlan
 
 if TYPE_CHECKING:
-    from fvconsole.tui.checkpoint_rows import CheckpointRow
+    from fvconsole.tui.checkpoints.rows import CheckpointRow
     from fvconsole.tui.state import ConsoleState
 
 
@@ -189,7 +189,7 @@ class EvictSelection:
 
 @dataclass(frozen=True)
 class EvictOptions:
-    """What the eviction dialog (``tui/evict_dialog.py``) hands back to the cache view: the
+    """What the eviction dialog (``tui/cache/evict_dialog.py``) hands back to the cache view: the
     selectors (the value ``cache evict`` builds) and whether to force. Plain data, here below
     both the dialog and the view (the planning worker's message carries it)."""
 

@@ -20,19 +20,17 @@ from typing import Any, TypeVar
 
 from rich.table import Table
 from rich.text import Text
-from textual import work
 from textual.app import ComposeResult
 from textual.await_complete import AwaitComplete
 from textual.binding import Binding
-from textual.command import CommandPalette
 from textual.containers import Horizontal, Vertical, VerticalScroll
-from textual.css.query import NoMatches
 from textual.screen import ModalScreen
 from textual.widgets import Button, Label, Static
 
 from fvconsole.tui.keymap import KeyHelp
 from fvconsole.tui.plain import PlainText
-from fvconsole.tui.widgets import PathInput, PlainStatic
+from fvconsole.tui.widgets.inputs import PathInput
+from fvconsole.tui.widgets.statics import PlainStatic
 
 _R = TypeVar("_R")
 
@@ -46,30 +44,6 @@ class Dialog(ModalScreen[_R]):
         if self.app.screen is not self:
             return AwaitComplete.nothing()
         return super().dismiss(result)
-
-
-class ConsolePalette(CommandPalette):
-    """Textual's command palette, minus a race: PgUp/PgDn typed before its list has been laid
-    out looked up a line that does not exist yet (KeyError from OptionList). Then there is
-    nothing to page through, so the key does nothing."""
-
-    def _action_command_list(self, action: str) -> None:
-        try:
-            super()._action_command_list(action)
-        except (KeyError, IndexError):
-            if action not in ("page_up", "page_down"):
-                raise
-
-    @work(exclusive=True, group=CommandPalette._GATHER_COMMANDS_GROUP)
-    async def _gather_commands(self, search_value: str) -> None:
-        """Textual's search worker, minus a second race: a palette closed by a key typed while
-        it searched has no command list left to fill (NoMatches); that search has no one to
-        answer, so it ends quietly."""
-        try:
-            await CommandPalette._gather_commands.__wrapped__(self, search_value)
-        except NoMatches:
-            if self.is_attached and self.app.screen is self:
-                raise
 
 
 class ConfirmScreen(Dialog[bool]):

@@ -548,7 +548,7 @@ DOORS: tuple[Door, ...] = (
              ("fvconsole/core/shared/process_use.py", "scan_processes"): "/proc (no atimes to keep)",
              ("fvconsole/core/shared/process_use.py", "_read_fds"): "/proc (no atimes to keep)",
              ("fvconsole/core/shared/locks/owner_lock.py", "_holds_write_lock"): "/proc (no atimes to keep)",
-             ("fvconsole/tui/widgets.py", "complete_path"): "completes the path the operator is typing",
+             ("fvconsole/tui/widgets/inputs.py", "complete_path"): "completes the path the operator is typing",
              "fvconsole/demo/": "fixture builders listing the workspace they build",
          },
          exempt={"fvconsole/core/shared/removal.py": "the removal door: lists directory fds it opened through "

@@ -214,7 +214,7 @@ def test_torch_check_without_torch_names_the_torch_extra_and_writes_nothing(run:
 @pytest.mark.tui
 async def test_console_shows_the_parquet_extra_in_the_next_id_column(demo_ws, monkeypatch) -> None:
     from fvconsole.tui.app import FvConsoleApp
-    from fvconsole.tui.migration_view import MigrationView
+    from fvconsole.tui.migration.view import MigrationView
     from fvconsole.tui.state import ConsoleState
 
     ws = demo_ws

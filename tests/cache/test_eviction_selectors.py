@@ -183,8 +183,8 @@ def test_the_invalid_selection_has_one_wording_that_names_what_it_selects(tmp_pa
     empty entries too; the CLI's helps said "invalid, incomplete and empty". What it selects is
     taken from a real plan over entries of every status; every help names each of those
     statuses in the same words."""
-    from fvconsole.tui.cache_view import CacheView
-    from fvconsole.tui.fleet_view import FleetView
+    from fvconsole.tui.cache.view import CacheView
+    from fvconsole.tui.fleet.view import FleetView
 
     root = tmp_path / "cache"
     two_days_ago = time.time() - 2 * 86400

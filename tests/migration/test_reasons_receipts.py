@@ -215,7 +215,7 @@ def test_the_console_controls_named_by_remedies_exist() -> None:
 
     import fvconsole.tui as tui
 
-    sources = "".join(p.read_text() for p in pathlib.Path(tui.__file__).parent.glob("*.py"))
+    sources = "".join(p.read_text() for p in pathlib.Path(tui.__file__).parent.rglob("*.py"))
     for widget_id, label in CONTROLS.values():
         assert f'id="{widget_id}"' in sources and f'"{label}' in sources, widget_id
 
@@ -271,7 +271,7 @@ def test_a_node_refusal_reaches_the_fleet_view_as_data_and_is_worded_without_fla
     from fvconsole.cli.node import _run
     from fvconsole.core.cache.roots import evictor_lock
     from fvconsole.core.fleet.outcomes import from_envelope
-    from fvconsole.tui.fleet_text import node_error
+    from fvconsole.tui.fleet.text import node_error
 
     root = tmp_path / "cache"
     write_cache_entry(str(root), seed=1, num_shards=2, tensor_bytes=256, last_used=1.0)

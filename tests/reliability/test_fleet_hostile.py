@@ -251,7 +251,7 @@ def test_fleet_view_shows_what_nodes_send_as_plain_text(fleet: dict, monkeypatch
 
     from fvconsole.core.fleet.ops import SrunDispatcher
     from fvconsole.tui.app import FvConsoleApp
-    from fvconsole.tui.fleet_view import FleetView
+    from fvconsole.tui.fleet.view import FleetView
     from fvconsole.tui.state import ConsoleState
 
     _node(fleet, "mark1", PATCHED_RUNNER.format(code=0, doc=MARKUP_DOC))

@@ -22,7 +22,7 @@ from tour import press, settle
 from fvconsole.core.fleet.ops import SrunDispatcher
 from fvconsole.core.fleet.slurm_state import SlurmQuery
 from fvconsole.demo.cache_builders import make_key, write_cache_entry
-from fvconsole.tui.fleet_view import FleetView
+from fvconsole.tui.fleet.view import FleetView
 from fvconsole.tui.modals import ConfirmScreen
 
 pytestmark = pytest.mark.tui

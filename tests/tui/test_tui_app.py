@@ -18,9 +18,9 @@ from tour import line_slice, press, screen_lines, select_row, settle, started
 from fvconsole.cli import main as cli_main
 from fvconsole.demo.workspace import DemoWorkspace
 from fvconsole.tui.app import FvConsoleApp
-from fvconsole.tui.cache_view import CacheView
-from fvconsole.tui.evict_dialog import EvictScreen
-from fvconsole.tui.migration_view import MigrationView
+from fvconsole.tui.cache.evict_dialog import EvictScreen
+from fvconsole.tui.cache.view import CacheView
+from fvconsole.tui.migration.view import MigrationView
 from fvconsole.tui.modals import ConfirmScreen, HelpScreen, PathsScreen
 from fvconsole.tui.state import ConsoleState
 
@@ -427,9 +427,9 @@ SHOWN_KEYS = {"slash": "/", "question_mark": "?", "escape": "Esc", "enter": "Ent
 def declared_bindings() -> list[tuple[type, object]]:
     """Every binding the app, the views and the tables declare themselves (refusals excluded)."""
     from fvconsole.tui.base import BaseView
-    from fvconsole.tui.checkpoints_view import CheckpointsView
-    from fvconsole.tui.fleet_view import FleetView
-    from fvconsole.tui.widgets import FastTable
+    from fvconsole.tui.checkpoints.view import CheckpointsView
+    from fvconsole.tui.fleet.view import FleetView
+    from fvconsole.tui.widgets.tables import FastTable
 
     out = []
     for cls in (FvConsoleApp, BaseView, FastTable, CheckpointsView, MigrationView, CacheView, FleetView):
@@ -507,7 +507,7 @@ async def test_help_headings_palette_views_dialog_reasons_and_unset_paths_read_r
 async def test_palette_has_fleet_actions_and_picked_root_reaches_fleet(work: dict[str, str], tmp_path) -> None:
     from textual.widgets import Input
 
-    from fvconsole.tui.fleet_view import FleetView
+    from fvconsole.tui.fleet.view import FleetView
 
     app = make_app(**work)
     notified = Notified(app)  # kept as raised: the first one may expire before the last check on a loaded machine

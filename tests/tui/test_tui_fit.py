@@ -87,7 +87,7 @@ def test_every_dialog_keeps_its_buttons_on_screen_at_80x24(work: dict[str, str])
     from fvconsole.tui import state
 
     async def body(app: FvConsoleApp, pilot) -> None:
-        from fvconsole.tui.evict_dialog import EvictScreen
+        from fvconsole.tui.cache.evict_dialog import EvictScreen
         from fvconsole.tui.modals import ConfirmScreen, HelpScreen, PathsScreen
 
         await open_dialog(app, pilot, "3")
@@ -192,16 +192,18 @@ def test_every_table_cell_is_its_value_or_marked_as_shortened(work: dict[str, st
 
 @pytest.mark.parametrize("size", [(80, 24), (120, 40), (200, 60)])
 def test_the_lean_installs_next_id_cells_are_whole_or_marked(work: dict[str, str], size, monkeypatch) -> None:
-    # Without pyarrow (the base install) every "next id" cell holds the install hint, wider than an
-    # id; at 120x40 it ran off the screen's edge unmarked ("install fvcons"). The snapshot tour
-    # checks every other table at these sizes (tests/tui/test_tui_snapshots.py).
-    from lean_checks import PARQUET_HINT, preview_next_ids
+    # Without pyarrow (the base install) every "next id" cell is "-" and one note under the table
+    # names the extra (it was the install hint in every cell, which at 120x40 ran off the screen's
+    # edge unmarked, "install fvcons"). The snapshot tour checks every other table at these sizes
+    # (tests/tui/test_tui_snapshots.py).
+    from lean_checks import PARQUET_HINT, preview_next_ids, table_note
 
     for name in ("pyarrow", "pyarrow.parquet"):
         monkeypatch.setitem(sys.modules, name, None)
 
     async def body(app: FvConsoleApp, pilot) -> None:
-        assert set(await preview_next_ids(app, pilot)) == {PARQUET_HINT}
+        assert set(await preview_next_ids(app, pilot)) == {"-"}
+        assert PARQUET_HINT in table_note(app)
         assert check_tables(app) >= 8
 
     run(work, size, body)
@@ -240,7 +242,7 @@ def test_a_cell_cut_by_the_view_is_marked_left_of_the_scrollbar() -> None:
     # view cuts ends with "…" in the last column shown, not under the vertical scrollbar.
     from textual.app import App
 
-    from fvconsole.tui.widgets import FastTable
+    from fvconsole.tui.widgets.tables import FastTable
 
     class Wide(App[None]):
         def compose(self):
@@ -291,7 +293,7 @@ async def open_fleet(app: FvConsoleApp, pilot, fleet: dict[str, str]) -> None:
     from textual.widgets import Input
 
     from fvconsole.core.fleet.ops import SrunDispatcher
-    from fvconsole.tui.fleet_view import FleetView
+    from fvconsole.tui.fleet.view import FleetView
 
     await open_dialog(app, pilot, "4")
     view = app.query_one(FleetView)
@@ -330,7 +332,7 @@ def test_read_only_palette_actions_say_why_like_their_key(work: dict[str, str]) 
 
 def test_ctrl_c_says_how_to_quit_without_markup_and_q_waits_for_a_running_write(work: dict[str, str]) -> None:
     async def body(app: FvConsoleApp, pilot) -> None:
-        from fvconsole.tui.cache_view import CacheView
+        from fvconsole.tui.cache.view import CacheView
 
         await pilot.press("ctrl+c")
         await pilot.pause()
@@ -462,7 +464,7 @@ def test_the_footer_shows_f_where_it_has_room(work: dict[str, str], size) -> Non
         footer = screen_lines(app)[-1]
         assert "f Evict" not in footer and "q Quit" in footer, footer
         await open_dialog(app, pilot, "f")
-        from fvconsole.tui.evict_dialog import EvictScreen
+        from fvconsole.tui.cache.evict_dialog import EvictScreen
 
         assert isinstance(app.screen, EvictScreen)
 

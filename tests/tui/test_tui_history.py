@@ -23,8 +23,8 @@ from fvconsole.cli import main as cli_main
 from fvconsole.core.journal.log import MIGRATE, JournalRecord, append_record
 from fvconsole.demo.workspace import DemoWorkspace
 from fvconsole.tui.app import FvConsoleApp
-from fvconsole.tui.evict_dialog import EvictScreen
-from fvconsole.tui.history_view import HistoryView
+from fvconsole.tui.cache.evict_dialog import EvictScreen
+from fvconsole.tui.history.view import HistoryView
 from fvconsole.tui.modals import ConfirmScreen
 
 pytestmark = pytest.mark.tui

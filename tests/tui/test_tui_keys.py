@@ -24,7 +24,7 @@ from tour import settle, started
 from fvconsole.core.shared.errors import FvError
 from fvconsole.demo.workspace import DemoWorkspace
 from fvconsole.tui.app import FvConsoleApp
-from fvconsole.tui.fleet_view import FleetView
+from fvconsole.tui.fleet.view import FleetView
 
 pytestmark = pytest.mark.tui
 

@@ -23,7 +23,7 @@ from tour import press, started
 from fvconsole.core.migration.output_dir import staging_name
 from fvconsole.demo.workspace import DemoWorkspace
 from fvconsole.tui.app import FvConsoleApp
-from fvconsole.tui.evict_dialog import EvictScreen
+from fvconsole.tui.cache.evict_dialog import EvictScreen
 from fvconsole.tui.state import ConsoleState
 
 pytestmark = pytest.mark.tui

@@ -74,7 +74,7 @@ def test_a_table_draws_every_cell_plain_a_new_columns_default_too() -> None:
 
     from textual.app import App
 
-    from fvconsole.tui.widgets import FastTable
+    from fvconsole.tui.widgets.tables import FastTable
 
     class One(App[None]):
         def compose(self):

@@ -13,7 +13,7 @@ from retention_runs import DAY, make_checkpoint
 from tour import press, select_row, settle
 
 from fvconsole.core.shared import human_bytes
-from fvconsole.tui.checkpoints_view import CheckpointsView
+from fvconsole.tui.checkpoints.view import CheckpointsView
 from fvconsole.tui.modals import ConfirmScreen
 
 SMALL = (80, 24)
@@ -33,7 +33,7 @@ def notes(app) -> list[str]:
 
 
 def dialog_text(app) -> str:
-    from fvconsole.tui.widgets import PlainStatic
+    from fvconsole.tui.widgets.statics import PlainStatic
 
     return "\n".join(str(w.render()) for w in app.screen.query(PlainStatic))
 

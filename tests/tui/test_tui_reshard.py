@@ -9,7 +9,7 @@ import pytest
 from console_apps import make_app, running, work_copy
 from tour import press, select_row
 
-from fvconsole.tui.migration_view import MigrationView
+from fvconsole.tui.migration.view import MigrationView
 from fvconsole.tui.modals import ConfirmScreen
 
 pytestmark = pytest.mark.tui

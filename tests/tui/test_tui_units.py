@@ -10,8 +10,8 @@ import pytest
 
 from fvconsole.core.cache.detail import cache_entry_detail
 from fvconsole.core.migration.defaults import migration_defaults
-from fvconsole.tui.cache_view import lru_order
-from fvconsole.tui.widgets import complete_path
+from fvconsole.tui.cache.view import lru_order
+from fvconsole.tui.widgets.inputs import complete_path
 
 pytestmark = pytest.mark.tui
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -102,7 +102,7 @@ def test_rank_table_holds_4096_ranks(tmp_path) -> None:
     from fvconsole.demo.builders import synthetic_manifest
     from fvconsole.tui.app import FvConsoleApp
     from fvconsole.tui.messages import MigrationPreviewed
-    from fvconsole.tui.migration_view import MigrationView
+    from fvconsole.tui.migration.view import MigrationView
     from fvconsole.tui.state import ConsoleState
 
     run = builders.build_run(tmp_path / "run", steps=(3,), num_gpus=2, sp_size=1)
@@ -185,7 +185,7 @@ def test_fit_path_keeps_the_end_of_the_run_name_in_the_room_there_is() -> None:
 
 
 def test_paths_line_cuts_no_name_while_it_has_room_and_shares_the_rest() -> None:
-    from fvconsole.tui.widgets import path_shares
+    from fvconsole.tui.widgets.statics import path_shares
 
     run = "/tmp/projects/video-generation/wan2.1-t2v/run-2026-11-30-finetune-ablation"
     paths = [run + "/run.yaml", run + "/output", run + "/shard-cache"]
@@ -237,7 +237,7 @@ def test_a_fit_static_lays_the_screen_out_again_only_when_its_height_changes() -
     from textual.app import App, ComposeResult
     from textual.containers import VerticalScroll
 
-    from fvconsole.tui.widgets import FitStatic
+    from fvconsole.tui.widgets.statics import FitStatic
 
     def lines(*words: str):
         return lambda width: "\n".join(words)

@@ -21,9 +21,10 @@ from fvconsole.core.cache import scan_cache
 from fvconsole.core.shared import human_bytes
 from fvconsole.demo.cache_builders import write_cache_entry
 from fvconsole.demo.workspace import DemoWorkspace
-from fvconsole.tui import cache_view, state
+from fvconsole.tui import state
 from fvconsole.tui.app import FvConsoleApp
-from fvconsole.tui.evict_dialog import EvictScreen
+from fvconsole.tui.cache import view as cache_view
+from fvconsole.tui.cache.evict_dialog import EvictScreen
 from fvconsole.tui.modals import ConfirmScreen, HelpScreen
 
 pytestmark = pytest.mark.tui

@@ -3,8 +3,8 @@
 The view holds the scan, the marks and auto-refresh as reactive attributes, composes the head,
 the table, the detail pane and the eviction report, and binds the keys. The eviction (options
 and live preview → rescan and plan → confirm → execute under the root's evictor lock → rescan)
-is ``tui/cache_eviction.py``'s, the verify's worker and outcome ``tui/cache_verify.py``'s; the
-wording ``tui/cache_text.py``'s. The view rescans by itself every few seconds (``a`` toggles
+is ``tui/cache/eviction.py``'s, the verify's worker and outcome ``tui/cache/verify.py``'s; the
+wording ``tui/cache/text.py``'s. The view rescans by itself every few seconds (``a`` toggles
 it), so entries a running job is writing move on screen without ``r``.
 """
 
@@ -32,11 +32,12 @@ from fvconsole.core.cache import (
     scan_cache,
 )
 from fvconsole.core.shared import plural
-from fvconsole.tui import cache_text, state
+from fvconsole.tui import state
 from fvconsole.tui.base import BaseView
-from fvconsole.tui.cache_eviction import CacheEviction
-from fvconsole.tui.cache_panels import CacheTable, EvictionReport
-from fvconsole.tui.cache_verify import EntryVerify
+from fvconsole.tui.cache import text as cache_text
+from fvconsole.tui.cache.eviction import CacheEviction
+from fvconsole.tui.cache.panels import CacheTable, EvictionReport
+from fvconsole.tui.cache.verify import EntryVerify
 from fvconsole.tui.messages import (
     CacheDetailRead,
     CacheScanFailed,
@@ -44,7 +45,8 @@ from fvconsole.tui.messages import (
     EvictSelection,
 )
 from fvconsole.tui.plain import PlainText
-from fvconsole.tui.widgets import FitStatic, PlainStatic, ProgressRow, UsageBar
+from fvconsole.tui.widgets.progress import ProgressRow, UsageBar
+from fvconsole.tui.widgets.statics import FitStatic, PlainStatic
 
 #: Seconds between automatic rescans (and age updates).
 AUTO_REFRESH = 5.0
@@ -72,10 +74,10 @@ class CacheView(CacheEviction, EntryVerify, BaseView):
 
     State, as reactive attributes: ``scanned`` (the scan on screen), ``marked`` (keys, bound to
     the table) and ``auto_rescan``; their watchers draw the head, the table and the status
-    line. The wording is ``tui/cache_text.py``'s; the table and the eviction report are
-    ``tui/cache_panels.py``'s widgets; the eviction's steps after its key are
-    ``tui/cache_eviction.py``'s (:class:`~fvconsole.tui.cache_eviction.CacheEviction`), the verify's
-    worker and outcome ``tui/cache_verify.py``'s (:class:`~fvconsole.tui.cache_verify.EntryVerify`).
+    line. The wording is ``tui/cache/text.py``'s; the table and the eviction report are
+    ``tui/cache/panels.py``'s widgets; the eviction's steps after its key are
+    ``tui/cache/eviction.py``'s (:class:`~fvconsole.tui.cache.eviction.CacheEviction`), the verify's
+    worker and outcome ``tui/cache/verify.py``'s (:class:`~fvconsole.tui.cache.verify.EntryVerify`).
     """
 
     TITLE = "3 Shard cache"

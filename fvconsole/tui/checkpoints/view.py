@@ -1,8 +1,8 @@
 """View 1: the checkpoints of a training output dir, newest first, with a detail pane.
 
 State: ``listed`` (the rows of the last listing, a reactive the table is bound to), the marks
-(the table's ``marked``) and the details read so far; the prune is ``tui/checkpoint_prune.py``'s; the wording is ``tui/checkpoints_text.py``'s, the rows
-``tui/checkpoint_rows.py``'s.
+(the table's ``marked``) and the details read so far; the prune is ``tui/checkpoints/prune.py``'s; the wording is ``tui/checkpoints/text.py``'s, the rows
+``tui/checkpoints/rows.py``'s.
 """
 
 from __future__ import annotations
@@ -20,15 +20,16 @@ from textual.widgets import DataTable, Input
 from fvconsole.core.checkpoints import CheckpointDetail, CheckpointInfo, checkpoint_detail
 from fvconsole.core.formats import RunConfig
 from fvconsole.core.shared import human_age
-from fvconsole.tui import checkpoints_text as ct
 from fvconsole.tui import state
 from fvconsole.tui.base import BaseView
-from fvconsole.tui.checkpoint_preflight import PreflightVerdict
-from fvconsole.tui.checkpoint_prune import PruneMarks
-from fvconsole.tui.checkpoint_rows import CheckpointRow, list_checkpoint_rows
+from fvconsole.tui.checkpoints import text as ct
+from fvconsole.tui.checkpoints.preflight import PreflightVerdict
+from fvconsole.tui.checkpoints.prune import PruneMarks
+from fvconsole.tui.checkpoints.rows import CheckpointRow, list_checkpoint_rows
 from fvconsole.tui.messages import CheckpointDetailRead, CheckpointsListed, CheckpointsListFailed
 from fvconsole.tui.plain import PlainText
-from fvconsole.tui.widgets import FitStatic, ListingTable
+from fvconsole.tui.widgets.statics import FitStatic
+from fvconsole.tui.widgets.tables import ListingTable
 
 #: How often ages on screen are recomputed (seconds).
 AGE_TICK = 5.0

@@ -26,7 +26,7 @@ from fvconsole.core.retention import (
 )
 from fvconsole.core.shared import human_bytes, plural, run_locked
 from fvconsole.tui import state
-from fvconsole.tui.checkpoints_text import ORPHANS
+from fvconsole.tui.checkpoints.text import ORPHANS
 from fvconsole.tui.messages import CheckpointsPruned, PruneFailed, PrunePlanned
 from fvconsole.tui.modals import ConfirmScreen, ErrorScreen
 from fvconsole.tui.wording import reason_text
@@ -72,7 +72,7 @@ def result_lines(done: LockedPrune) -> list[str]:
 
 
 class PruneMarks:
-    """Marks and the prune action of :class:`~fvconsole.tui.checkpoints_view.CheckpointsView`."""
+    """Marks and the prune action of :class:`~fvconsole.tui.checkpoints.view.CheckpointsView`."""
 
     listed: tuple[Any, ...]
     table: Any  # the view's CheckpointTable: its ``marked`` holds the marks

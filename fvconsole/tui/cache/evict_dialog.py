@@ -37,7 +37,9 @@ from fvconsole.tui.base import describe_error
 from fvconsole.tui.messages import EvictOptions, EvictSelection
 from fvconsole.tui.modals import Dialog
 from fvconsole.tui.plain import PlainText, one_line
-from fvconsole.tui.widgets import FitStatic, TickBox, UsageBar
+from fvconsole.tui.widgets.inputs import TickBox
+from fvconsole.tui.widgets.progress import UsageBar
+from fvconsole.tui.widgets.statics import FitStatic
 from fvconsole.tui.wording import evict_reason_text, free_space_text, skip_text
 
 #: How often the preview is planned again (ages and "in use" move on).

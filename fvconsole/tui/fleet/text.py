@@ -15,7 +15,7 @@ from fvconsole.core.cache import RECLAIMABLE_SUM
 from fvconsole.core.fleet import NodeOutcome, compress_hostlist
 from fvconsole.core.shared import WAIT, elided, human_bytes, plural, printable
 from fvconsole.tui import state
-from fvconsole.tui.cache_text import STATUS_STYLE
+from fvconsole.tui.cache.text import STATUS_STYLE
 from fvconsole.tui.plain import PlainText
 from fvconsole.tui.wording import REMEDIES, reason_text
 

@@ -3,7 +3,7 @@ the locked execution, the report.
 
 Why a module of its own: the cache view scans, lists, marks and explains; this mixin adds the
 write it offers, in three steps. Options and live preview (cap, force, free space: the dialog,
-``tui/evict_dialog.py``) → rescan and plan in a worker, so the confirmation (focus on Cancel)
+``tui/cache/evict_dialog.py``) → rescan and plan in a worker, so the confirmation (focus on Cancel)
 shows exactly what executes → execute in a worker → rescan. Execution is
 the one runner (``run_locked``) with an ``EvictionOperation``, as for ``fvconsole cache evict --yes``: the root's
 evictor lock is held while the confirmed plan runs (another evictor on the root: refused,
@@ -27,12 +27,13 @@ from fvconsole.core.cache import (
 )
 from fvconsole.core.journal import appender
 from fvconsole.core.shared import FvError, Progress, human_bytes, plural, run_locked
-from fvconsole.tui import cache_text, state
-from fvconsole.tui.cache_panels import EvictionReport
-from fvconsole.tui.evict_dialog import EvictScreen, confirm_body, plan_for
+from fvconsole.tui import state
+from fvconsole.tui.cache import text as cache_text
+from fvconsole.tui.cache.evict_dialog import EvictScreen, confirm_body, plan_for
+from fvconsole.tui.cache.panels import EvictionReport
 from fvconsole.tui.messages import CacheEvicted, EvictionFailed, EvictionPlanned, EvictOptions, EvictSelection
 from fvconsole.tui.modals import ConfirmScreen, ErrorScreen
-from fvconsole.tui.widgets import ProgressRow
+from fvconsole.tui.widgets.progress import ProgressRow
 from fvconsole.tui.wording import free_target_text
 
 
@@ -49,7 +50,7 @@ def console_command(plan: EvictionPlan, what: str) -> str:
 
 
 class CacheEviction:
-    """The eviction of :class:`~fvconsole.tui.cache_view.CacheView`, from its dialog to its report."""
+    """The eviction of :class:`~fvconsole.tui.cache.view.CacheView`, from its dialog to its report."""
 
     scanned: CacheScan | None
     marked: frozenset[str]

@@ -16,7 +16,7 @@ from rich.text import Text
 from fvconsole.core.checkpoints import CheckpointDetail, RunKind
 from fvconsole.core.formats import Mismatch
 from fvconsole.core.shared import human_age, human_bytes, plural
-from fvconsole.tui.checkpoint_rows import CheckpointRow
+from fvconsole.tui.checkpoints.rows import CheckpointRow
 from fvconsole.tui.plain import PlainText, fitted
 from fvconsole.tui.wording import reason_text
 

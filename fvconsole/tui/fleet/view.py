@@ -26,13 +26,14 @@ from fvconsole.core.cache import INVALID_SELECTS, EvictionSelectors
 from fvconsole.core.fleet import compress_hostlist
 from fvconsole.core.journal import appender
 from fvconsole.core.shared import plural, printable, run_locked
-from fvconsole.tui import fleet_text as ft
 from fvconsole.tui.base import BaseView, describe_error
-from fvconsole.tui.fleet_panels import FleetForm, KeyMatrix, NodeTable
+from fvconsole.tui.fleet import text as ft
+from fvconsole.tui.fleet.panels import FleetForm, KeyMatrix, NodeTable
 from fvconsole.tui.messages import FleetExecuted, FleetFailed, FleetPreviewed, FleetScanned, FormSubmitted
 from fvconsole.tui.modals import ConfirmScreen
 from fvconsole.tui.plain import PlainText
-from fvconsole.tui.widgets import PlainStatic, ProgressRow, ThreadProgress
+from fvconsole.tui.widgets.progress import ProgressRow, ThreadProgress
+from fvconsole.tui.widgets.statics import PlainStatic
 
 WRITE_ACTIONS = (
     ("evict_invalid", "i", "Evict invalid",
@@ -47,7 +48,7 @@ class FleetView(BaseView):
     """Node × key matrix of weight shard caches across Slurm nodes, with fleet eviction.
 
     State: ``scanned`` (the last aggregated scan, a reactive both tables are bound to); the form
-    holds what to scan; the wording is ``tui/fleet_text.py``'s.
+    holds what to scan; the wording is ``tui/fleet/text.py``'s.
     """
 
     TITLE = "4 Fleet"

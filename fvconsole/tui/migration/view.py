@@ -33,9 +33,8 @@ from fvconsole.core.migration import (
     verify_sidecars,
 )
 from fvconsole.core.shared import FvError, PartialFailure, Progress, plural, run_locked
-from fvconsole.tui import migration_text as mt
 from fvconsole.tui.base import BaseView, describe_error
-from fvconsole.tui.checkpoints_text import export_line
+from fvconsole.tui.checkpoints.text import export_line
 from fvconsole.tui.messages import (
     FormEdited,
     FormSubmitted,
@@ -45,8 +44,9 @@ from fvconsole.tui.messages import (
     MigrationVerified,
     NextIdsRead,
 )
-from fvconsole.tui.migration_form import MigrationForm
-from fvconsole.tui.migration_panels import (
+from fvconsole.tui.migration import text as mt
+from fvconsole.tui.migration.form import MigrationForm
+from fvconsole.tui.migration.panels import (
     HINT,
     PinnedScroll,
     RankRow,
@@ -57,10 +57,11 @@ from fvconsole.tui.migration_panels import (
     TableNote,
     Verdict,
 )
+from fvconsole.tui.migration.reshard import ReshardPanel
 from fvconsole.tui.modals import ConfirmScreen, ErrorScreen
 from fvconsole.tui.plain import PlainText
-from fvconsole.tui.reshard_panel import ReshardPanel
-from fvconsole.tui.widgets import BoundStatic, ProgressRow
+from fvconsole.tui.widgets.progress import ProgressRow
+from fvconsole.tui.widgets.statics import BoundStatic
 
 
 def console_command(plan: MigrationPlan) -> str:

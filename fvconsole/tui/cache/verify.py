@@ -17,7 +17,7 @@ from fvconsole.tui.messages import CacheVerified
 
 
 class EntryVerify:
-    """The verify of :class:`~fvconsole.tui.cache_view.CacheView`: its worker and its outcome."""
+    """The verify of :class:`~fvconsole.tui.cache.view.CacheView`: its worker and its outcome."""
 
     _verified: dict[str, tuple[int | None, EntryVerification]]
 

@@ -16,10 +16,11 @@ from textual.widgets import Button, DataTable, Input, Label
 
 from fvconsole.core.fleet import compress_hostlist
 from fvconsole.core.shared import human_bytes
-from fvconsole.tui.cache_text import STATUS_STYLE
-from fvconsole.tui.fleet_text import node_cells, plain
+from fvconsole.tui.cache.text import STATUS_STYLE
+from fvconsole.tui.fleet.text import node_cells, plain
 from fvconsole.tui.messages import FormSubmitted
-from fvconsole.tui.widgets import FastTable, PathInput
+from fvconsole.tui.widgets.inputs import PathInput
+from fvconsole.tui.widgets.tables import FastTable
 
 #: Node columns shown in the matrix; more nodes are summarised in the last column.
 MAX_NODE_COLUMNS = 12

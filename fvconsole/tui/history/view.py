@@ -23,7 +23,8 @@ from fvconsole.core.shared import human_bytes, plural
 from fvconsole.tui.base import BaseView, describe_error
 from fvconsole.tui.messages import HistoryRead, HistoryReadFailed
 from fvconsole.tui.plain import PlainText
-from fvconsole.tui.widgets import ListingTable, PlainStatic
+from fvconsole.tui.widgets.statics import PlainStatic
+from fvconsole.tui.widgets.tables import ListingTable
 
 #: (label, key, width): what fits at 80 columns first (when, what, outcome, how much); the
 #: target takes whatever width is left (a path keeps its end), "who" and "items" make room for

@@ -20,9 +20,10 @@ from textual.widgets import Button, Checkbox, Input, Label, Select
 from fvconsole.core.migration import RESHARD_MODES, MigrationDefaults, MigrationRequest
 from fvconsole.core.shared import FvError
 from fvconsole.tui.messages import FormEdited, FormSubmitted
-from fvconsole.tui.migration_panels import Stage
+from fvconsole.tui.migration.panels import Stage
 from fvconsole.tui.plain import PlainText
-from fvconsole.tui.widgets import PathInput, PlainStatic, TickBox
+from fvconsole.tui.widgets.inputs import PathInput, TickBox
+from fvconsole.tui.widgets.statics import PlainStatic
 
 INT_FIELDS = (
     ("expected_step", "mig-step", "expected step"),

@@ -14,7 +14,7 @@ from textual.reactive import var
 
 from fvconsole.core.migration import Reshard
 from fvconsole.tui.plain import PlainText
-from fvconsole.tui.widgets import PlainStatic
+from fvconsole.tui.widgets.statics import PlainStatic
 
 #: Column widths (the console's 80 columns: 13 + 14 + 5 x 8 + separators = 73).
 WIDTHS = (13, 14, 8, 8, 8, 8, 8)

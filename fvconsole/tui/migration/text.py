@@ -16,7 +16,7 @@ from fvconsole.core.migration import (
     PublishedSet,
 )
 from fvconsole.core.shared import Reason, plural
-from fvconsole.tui.checkpoints_text import export_line, render_mismatches
+from fvconsole.tui.checkpoints.text import export_line, render_mismatches
 from fvconsole.tui.plain import PlainText
 from fvconsole.tui.wording import reason_text, refusal_text
 

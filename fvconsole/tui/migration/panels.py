@@ -14,9 +14,10 @@ from textual.containers import Vertical, VerticalScroll
 from textual.reactive import var
 from textual.widget import Widget
 
-from fvconsole.tui import migration_text as mt
+from fvconsole.tui.migration import text as mt
 from fvconsole.tui.plain import PlainText
-from fvconsole.tui.widgets import BoundStatic, FastTable, OneLine, PathsLine, PlainStatic
+from fvconsole.tui.widgets.statics import BoundStatic, OneLine, PathsLine, PlainStatic
+from fvconsole.tui.widgets.tables import FastTable
 
 
 class Stage(Enum):

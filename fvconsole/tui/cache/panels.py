@@ -13,8 +13,9 @@ from textual.reactive import var
 
 from fvconsole.core.cache import CONSOLE, CacheEntry
 from fvconsole.tui import state
-from fvconsole.tui.cache_text import MARK, age_cell, status_cell
-from fvconsole.tui.widgets import ListingTable, PlainStatic
+from fvconsole.tui.cache.text import MARK, age_cell, status_cell
+from fvconsole.tui.widgets.statics import PlainStatic
+from fvconsole.tui.widgets.tables import ListingTable
 
 #: The mark, then the listing's columns that the console shows (core/cache/columns.py: header, key, width).
 COLUMNS = ((" ", "mark", 1), *((c.header.lower(), c.key, c.width) for c in CONSOLE))

@@ -1,0 +1,1 @@
+"""View 4, Fleet: the form, the node table and key matrix, the fleet eviction, their wording."""

@@ -1,0 +1,1 @@
+"""View 5, History: the journal's records and the record pane."""
