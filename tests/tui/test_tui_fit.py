@@ -75,22 +75,41 @@ async def open_dialog(app: FvConsoleApp, pilot, *keys: str) -> None:
     await press(app, pilot, *keys)
 
 
+#: The cache's filesystem as the free-space cases see it (frozen, as in the screenshots: the real
+#: free space would decide whether a target is reachable): 1 GiB free of 100 GiB.
+SPACE = (1 << 30, 100 << 30)
+
+
 def test_every_dialog_keeps_its_buttons_on_screen_at_80x24(work: dict[str, str]) -> None:
+    """The free-space target is checked both ways on the frozen :data:`SPACE`: one that evicting
+    the demo's entries reaches (1 GiB and a few KiB free), and 99%, which nothing reaches: that
+    dialog offers no Continue (it evicts nothing for the target) until *best effort* is ticked."""
+    from fvconsole.tui import state
+
     async def body(app: FvConsoleApp, pilot) -> None:
         from fvconsole.tui.cache.evict_dialog import EvictScreen
         from fvconsole.tui.modals import ConfirmScreen, HelpScreen, PathsScreen
 
         await open_dialog(app, pilot, "3")
-        cases = [("evict invalid", ("i",), None), ("evict marked", ("A", "e"), None),
-                 ("evict to cap", ("c",), "0.0000001"), ("evict to free space", ("f",), "99")]
-        for name, keys, value in cases:
+        cases = [("evict invalid", ("i",), None, None), ("evict marked", ("A", "e"), None, None),
+                 ("evict to cap", ("c",), "#evict-cap", "0.0000001"),
+                 ("evict to a reachable free space", ("f",), "#evict-free-gb", "1.00001"),
+                 ("evict to an unreachable free space", ("f",), "#evict-free-pct", "99")]
+        for name, keys, field, value in cases:
             await open_dialog(app, pilot, *keys)
             assert isinstance(app.screen, EvictScreen), name
             if value is not None:
-                field = app.screen.query_one("#evict-cap" if name.endswith("cap") else "#evict-free-pct")
-                field.value = value
+                app.screen.query_one(field).value = value
                 await settle(app, pilot)
+            continue_button = app.screen.query_one("#evict-continue", Button)
+            assert continue_button.disabled == name.endswith("unreachable free space"), name
             await check_buttons(app, pilot, name)
+            if continue_button.disabled:  # nothing is evicted for it, and the dialog says so
+                assert any("cannot be reached" in line for line in screen_lines(app)), name
+                app.screen.query_one("#evict-best-effort").value = True
+                await settle(app, pilot)
+                assert not continue_button.disabled, name
+                await check_buttons(app, pilot, f"{name}: best effort")
             # Continue… leads to the confirmation, whose buttons must fit too.
             app.screen.query_one("#evict-continue", Button).press()
             await settle(app, pilot)
@@ -114,7 +133,11 @@ def test_every_dialog_keeps_its_buttons_on_screen_at_80x24(work: dict[str, str])
         assert isinstance(app.screen, PathsScreen)
         await check_buttons(app, pilot, "paths")
 
-    run(work, (80, 24), body)
+    state.freeze_free_space(SPACE)
+    try:
+        run(work, (80, 24), body)
+    finally:
+        state.freeze_free_space(None)
 
 
 # --------------------------------------------------------------------------- table cells

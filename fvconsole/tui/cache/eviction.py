@@ -86,10 +86,12 @@ class CacheEviction:
 
     @work(thread=True, exclusive=True, group="cache-plan", exit_on_error=False)
     def plan(self, root: str, options: EvictOptions) -> None:
-        """Rescan, then plan on what is there now: the confirmation shows exactly what executes."""
+        """Rescan, then plan on what is there now: the confirmation shows exactly what executes. A free-space
+        target is planned on the free space the console shows, as the dialog's preview is (``state.shown_scan``:
+        statvfs's figures, or the frozen ones of screenshots and tests), so the two never disagree."""
         with self.failures(EvictionFailed):
             fresh = scan_cache(root, now=state.now())
-            self.deliver(EvictionPlanned(options, fresh, plan_for(fresh, options)))
+            self.deliver(EvictionPlanned(options, fresh, plan_for(state.shown_scan(fresh), options)))
 
     def on_eviction_planned(self, message: EvictionPlanned) -> None:
         self._busy = False
