@@ -75,3 +75,39 @@ def test_the_search_is_two_levels_deep_never_inside_a_checkpoint_and_bounded(tmp
     bounded = run_sets(run.output_dir, max_dirs=10)
     assert len(bounded.sets) == 1 and any("in 10 directories and stopped" in n for n in bounded.notes)
     assert not any("stopped" in n for n in run_sets(run.output_dir, max_dirs=40).notes)
+
+
+def _fastvideo_receipt(path: str, sidecar_dir: str, checkpoint: str) -> None:
+    """A FastVideo validation receipt (the fields of its validator's --output) naming ``sidecar_dir``."""
+    import json
+
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    with open(path, "w", encoding="utf-8") as handle:
+        json.dump({"schema": "fastvideo-streaming-dataloader-sidecar-validation/v1", "checkpoint": checkpoint,
+                   "sidecar_dir": sidecar_dir, "step": 2, "world_size": 4, "results": []}, handle)
+
+
+@pytest.mark.parametrize("receipt", ["validation-2.json", "reports/validation-2.json"])
+def test_a_set_outside_the_output_dir_that_a_receipt_inside_names_is_said_too(tmp_path: Path, cli,
+                                                                            receipt: str) -> None:
+    """Issue 37 item 6: FastVideo's validation receipt in the output dir (or a subdirectory) names its
+    set's ``sidecar_dir``, published outside the run: deleting its checkpoint says it is left behind."""
+    run = small_run(tmp_path / "run", steps=(2, 4, 6))
+    accum = run.config["training"]["loop"]["gradient_accumulation_steps"]
+    outside = str(tmp_path / "scratch" / "sets-2")
+    code, _, err = cli(migrate_argv(run.config_path, run.checkpoint(2), outside, step=2, world=4,
+                                    consumed=2 * accum, extra=("--yes", "--no-journal")))
+    assert code == 0, err
+    _fastvideo_receipt(os.path.join(run.output_dir, receipt), outside, run.checkpoint(2))
+    assert [s.output_dir for s in run_sets(run.output_dir).named] == [outside]
+    code, stdout, err = cli(["checkpoints", "prune", run.output_dir, "--keep-last", "1", "--json"])
+    assert code == 0, err
+    plan = one_json(stdout)
+    gone = {d["step"]: d for d in plan["delete"]}
+    assert sorted(gone) == [2, 4]
+    assert gone[2]["warnings"] == [f"its sidecar set {outside} is left without its checkpoint"]
+    assert gone[4].get("warnings", []) == []
+    # A receipt naming a dir with no published set there (or an unreadable one) adds nothing.
+    _fastvideo_receipt(os.path.join(run.output_dir, "validation-x.json"), str(tmp_path / "nowhere"),
+                       run.checkpoint(4))
+    assert [s.output_dir for s in run_sets(run.output_dir).named] == [outside]

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from fvconsole.core.formats.sidecar_files import RECEIPT_NAME, SIDECAR_RE
 from fvconsole.core.migration.defaults import MigrationDefaults, suggest_output_dir
 from fvconsole.core.migration.receipt import MAX_RECEIPT_BYTES, RECEIPT_SCHEMA
+from fvconsole.core.migration.upstream_receipt import named_sidecar_dirs
 from fvconsole.core.shared.errors import FvError
 from fvconsole.core.shared.untrusted import Fields, load_file
 from fvconsole.core.shared.walk import listing
@@ -100,6 +101,9 @@ def published_for(checkpoint: str, step: int | None) -> PublishedSet | None:
 #: Directories of an output dir looked into for receipts (its children and theirs, checkpoints
 #: excluded): a run's sidecar sets sit there (``dataloader-state/checkpoint-<step>``, ``sidecars-600``).
 MAX_SET_DIRS = 10_000
+#: FastVideo validation receipts read in an output dir (itself and the directories looked into) for
+#: the ``sidecar_dir`` they name: a set outside the output dir that a receipt inside it vouches for.
+MAX_NAMED_RECEIPTS = 256
 _CHECKPOINT_NAME = re.compile(r"checkpoint-[0-9]+\n?")
 
 
@@ -110,11 +114,14 @@ class RunSets:
     sets: tuple[PublishedSet, ...]
     #: Receipts that could not be read, a bound reached: scan-level notes.
     notes: tuple[str, ...] = ()
+    #: Sets outside the output dir that a FastVideo validation receipt inside it names (``sidecar_dir``).
+    named: tuple[PublishedSet, ...] = ()
 
-    def made_for(self) -> dict[str, tuple[PublishedSet, ...]]:
-        """The sets by the real path of the checkpoint each receipt names."""
+    def made_for(self, include_named: bool = False) -> dict[str, tuple[PublishedSet, ...]]:
+        """The sets by the real path of the checkpoint each receipt names (with ``include_named``, the
+        sets outside the output dir too)."""
         found: dict[str, list[PublishedSet]] = {}
-        for item in self.sets:
+        for item in (*self.sets, *self.named) if include_named else self.sets:
             found.setdefault(os.path.realpath(item.checkpoint), []).append(item)
         return {k: tuple(v) for k, v in found.items()}
 
@@ -126,8 +133,20 @@ def run_sets(output_dir: str, max_dirs: int = MAX_SET_DIRS) -> RunSets:
     sets: list[PublishedSet] = []
     notes: list[str] = []
     budget = [max_dirs]
+    named: list[str] = []
+    receipts = [MAX_NAMED_RECEIPTS]
+
+    def receipts_in(directory: str) -> None:
+        if receipts[0] <= 0:
+            return
+        found, more = named_sidecar_dirs(directory, receipts[0])
+        receipts[0] -= len(found)
+        named.extend(found)
+        if more:
+            receipts[0] = 0
 
     def look(directory: str, depth: int) -> None:
+        receipts_in(directory)
         try:
             with listing(directory) as entries:
                 children = [e.name for e in entries if not e.name.startswith(".") and e.is_dir(follow_symlinks=False)
@@ -153,7 +172,32 @@ def run_sets(output_dir: str, max_dirs: int = MAX_SET_DIRS) -> RunSets:
     if budget[0] <= 0:
         notes.append(f"{output_dir}: looked for published sidecar sets in {max_dirs} directories and stopped; "
                      "sets beyond them are not seen")
-    return RunSets(tuple(sets), tuple(notes))
+    if receipts[0] <= 0:
+        notes.append(f"{output_dir}: read {MAX_NAMED_RECEIPTS} FastVideo validation receipts for the sidecar "
+                     "dirs they name and stopped; sets named beyond them are not seen")
+    return RunSets(tuple(sets), tuple(notes), _named_sets(output_dir, named, sets, notes))
+
+
+def _named_sets(output_dir: str, named: list[str], inside: list[PublishedSet],
+                notes: list[str]) -> tuple[PublishedSet, ...]:
+    """The published sets at the ``sidecar_dir`` paths receipts name, outside ``output_dir`` (inside
+    ones were found by the walk), each once."""
+    root = os.path.realpath(output_dir).rstrip("/") + "/"
+    seen = {os.path.realpath(item.output_dir) for item in inside}
+    found: list[PublishedSet] = []
+    for path in named:
+        real = os.path.realpath(os.path.expanduser(path))
+        if real in seen or (real + "/").startswith(root):
+            continue
+        seen.add(real)
+        try:
+            item = read_published_set(real)
+        except FvError as exc:
+            notes.append(str(exc))
+            continue
+        if item is not None:
+            found.append(item)
+    return tuple(found)
 
 
 def latest(sets: Iterable[PublishedSet | None]) -> PublishedSet | None:

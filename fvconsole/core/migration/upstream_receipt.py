@@ -90,6 +90,28 @@ def find_upstream_receipts(directory: str) -> tuple[str, ...]:
     return tuple(sorted(n for n in names if is_upstream_receipt(os.path.join(directory, n))))
 
 
+def named_sidecar_dirs(directory: str, limit: int) -> tuple[tuple[str, ...], bool]:
+    """The ``sidecar_dir`` each FastVideo validation receipt directly in ``directory`` names (each
+    read once, bounded, through the untrusted-document door), at most ``limit`` receipts read; and
+    whether the limit was reached before every candidate was read."""
+    try:
+        with listing(directory) as entries:
+            names = sorted(e.name for e in entries if _candidate(e))
+    except OSError:
+        return (), False
+    found: list[str] = []
+    for name in names[:limit]:
+        try:
+            doc = load_file(os.path.join(directory, name), "FastVideo validation receipt", MAX_UPSTREAM_RECEIPT_BYTES)
+        except (OSError, FvError):
+            continue
+        if isinstance(doc, dict) and doc.get("schema") == UPSTREAM_SCHEMA:
+            named = doc.get("sidecar_dir")
+            if isinstance(named, str) and named and "\0" not in named and len(named) <= 4096:
+                found.append(named)
+    return tuple(found), len(names) > limit
+
+
 def check_upstream_receipt(
     path: str,
     *,

@@ -48,8 +48,8 @@ class ScannedCheckpoint:
     holders: tuple[Holder, ...]
     #: The published sidecar set made for it (its dir), if one is complete.
     published: str | None
-    #: Every set published in the output dir for it (their dirs): a prune that deletes it says they
-    #: are left without their checkpoint.
+    #: Every set published in the output dir for it, or outside it and named by a FastVideo validation
+    #: receipt there (their dirs): a prune that deletes it says they are left without their checkpoint.
     sets: tuple[str, ...] = ()
     #: Live readers (a migration or reshard reading it: their reader's records beside it).
     readers: tuple[Reader, ...] = ()
@@ -129,12 +129,14 @@ def scan_output_dir(output_dir: str, *, now: float | None = None, use: ProcessUs
     mounted = mounts_by_child(mount_points() or (), real)
     published = run_sets(out)
     by_checkpoint = published.made_for()
+    every_set = published.made_for(include_named=True)  # also the sets outside the output dir receipts name
     reading = live_readers(out)
     found, notes = [], [*published.notes, *(p.cli for p in reading.problems)]
     for path in dirs:
         try:
-            sets = by_checkpoint.get(os.path.join(real, os.path.basename(path)), ())
-            scanned = _scan_one(path, st.st_dev, use, held, mounted, sets)
+            key = os.path.join(real, os.path.basename(path))
+            scanned = _scan_one(path, st.st_dev, use, held, mounted, by_checkpoint.get(key, ()),
+                                every_set.get(key, ()))
         except (FvError, OSError):
             continue  # vanished since the listing (pruned or renamed by someone else)
         found.append(replace(scanned, readers=reading.of(os.path.basename(path))))
@@ -143,7 +145,8 @@ def scan_output_dir(output_dir: str, *, now: float | None = None, use: ProcessUs
 
 
 def _scan_one(path: str, out_dev: int, use: ProcessUse, held: dict[str, set[Holder]],
-              mounted: dict[str, tuple[str, ...]], sets: tuple[PublishedSet, ...]) -> ScannedCheckpoint:
+              mounted: dict[str, tuple[str, ...]], sets: tuple[PublishedSet, ...],
+              orphaned: tuple[PublishedSet, ...]) -> ScannedCheckpoint:
     name = os.path.basename(path)
     lst = os.lstat(path)
     symlink = stat.S_ISLNK(lst.st_mode)
@@ -161,7 +164,7 @@ def _scan_one(path: str, out_dev: int, use: ProcessUse, held: dict[str, set[Hold
         published = next((found.output_dir for found in sets if found.complete), None)
     return ScannedCheckpoint(info, symlink, (lst.st_dev, lst.st_ino), tuple(sorted(mounts)),
                              tuple(sorted(holders)), published,
-                             () if symlink else tuple(sorted(found.output_dir for found in sets)))
+                             () if symlink else tuple(sorted(found.output_dir for found in orphaned)))
 
 
 def _holders_by_child(use: ProcessUse, real: str) -> dict[str, set[Holder]]:
