@@ -186,3 +186,8 @@ def test_the_run_config_resumes_checkpoint_300_and_preflight_judges_it(tmp_path,
     capsys.readouterr()
     assert main(["preflight", "--config", ws.config_path, "--dataloader-state-dir", ws.sidecar_dir]) == 0
     assert capsys.readouterr().out.splitlines()[-1] == "GO: resume checkpoint-300 (step 300) on 8 ranks"
+    # Migrated but not given the dir: still FastVideo's failure, and the fix is the dir, not a second migration.
+    assert main(["preflight", "--config", ws.config_path]) == 1
+    out = capsys.readouterr().out
+    assert f"fix: export FASTVIDEO_DATALOADER_STATE_DIR={ws.sidecar_dir}" in out, out
+    assert "fix: fvconsole migrate" not in out, out

@@ -50,5 +50,10 @@ def no_state_dir_note(env: str) -> str:
     return f"no dataloader override dir (none given, and {env} unset where preflight runs)"
 
 
+def export_state_dir(env: str, set_dir: str) -> str:
+    """The job's fix when its published set exists but the job would not be given it."""
+    return f"export {env}={shlex.quote(set_dir)}"
+
+
 def pass_state_dir(env: str) -> str:
     return f"export {env} as that dir in the job, and give preflight the same dir"

@@ -32,6 +32,7 @@ from fvconsole.core.preflight.checkpoint import config_check, read_checkpoint
 from fvconsole.core.preflight.dataset import fingerprint_checks, predict_manifest
 from fvconsole.core.preflight.fixes import (
     WORLD_FLAG,
+    export_state_dir,
     migrate_command,
     no_state_dir_note,
     pass_state_dir,
@@ -166,6 +167,10 @@ def _resume_checks(req: PreflightRequest, cfg: RunConfig, point: ResumePoint, in
     native = any(name.startswith("dataloader_state_rank") for name in own)
     reshard_fix = migrate_command(req.config_path, overrides, point.checkpoint, view_dir if native else legacy_dir,
                                   True)
+    published = published_for(point.checkpoint, point.step) if override is None and not native else None
+    if published is not None and not changed:
+        # The set exists: what the job lacks is the dir, not a migration.
+        migrate_fix = export_state_dir(STATE_DIR_ENV, published.output_dir)
     set_dir = None
     if world % sp:
         checks.append(Check("config", "fail", f"{SP_PATH} {sp} does not divide the world size {world} "
@@ -197,12 +202,10 @@ def _resume_checks(req: PreflightRequest, cfg: RunConfig, point: ResumePoint, in
             set_dir = loader.set_dir
             if set_dir is not None:
                 checks += _set_checks(req, set_dir, world)
-            if override is None and not native:
-                published = published_for(point.checkpoint, point.step)
-                if published is not None:
-                    checks.append(Check("dataloader", "warn", f"a published sidecar set for {point.name} is in "
-                                        f"{published.output_dir}, but no override dir was given: "
-                                        f"{pass_state_dir(STATE_DIR_ENV)}"))
+            if published is not None:
+                checks.append(Check("dataloader", "warn", f"a published sidecar set for {point.name} is in "
+                                    f"{published.output_dir}, but no override dir was given: "
+                                    f"{pass_state_dir(STATE_DIR_ENV)}"))
     checks.append(config_check(facts.embedded, target, _reshard_note(set_dir, world)))
     checks += check_rng(point.checkpoint, own, world)
     checks.append(check_room(point.checkpoint, infos))
