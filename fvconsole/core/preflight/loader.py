@@ -170,12 +170,11 @@ def _judge(payload: Any, shown: str, rank: int, world: int, step: int, live: Liv
             None), fingerprint
 
 
-def _override_names(override: str | None) -> set[str]:
-    """The regular files directly in the override dir (FastVideo's ``is_file()``: symlinks followed)."""
-    if override is None or not os.path.isdir(override):
-        return set()
+def regular_files(directory: str) -> set[str]:
+    """The regular files directly in ``directory`` (FastVideo's ``is_file()``: symlinks followed):
+    the checkpoint's own files and the override dir's, which FastVideo looks up the same way."""
     names: set[str] = set()
-    with listing(override) as entries:
+    with listing(directory) as entries:
         for entry in entries:
             try:
                 if entry.is_file():
@@ -183,6 +182,13 @@ def _override_names(override: str | None) -> set[str]:
             except OSError:
                 continue
     return names
+
+
+def _override_names(override: str | None) -> set[str]:
+    """The override dir's regular files; none when no dir is given or it is not a directory."""
+    if override is None or not os.path.isdir(override):
+        return set()
+    return regular_files(override)
 
 
 def check_loader(checkpoint: str, own: set[str], step: int, world: int, live: LiveLoader, override: str | None,

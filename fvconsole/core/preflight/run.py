@@ -40,7 +40,7 @@ from fvconsole.core.preflight.fixes import (
     resharded_by,
     verify_command,
 )
-from fvconsole.core.preflight.loader import check_loader, live_loader
+from fvconsole.core.preflight.loader import check_loader, live_loader, regular_files
 from fvconsole.core.preflight.model import Check, PreflightReport, ResumePoint, ordered
 from fvconsole.core.preflight.request import STATE_DIR_ENV, PreflightRequest
 from fvconsole.core.preflight.resolve import OUTPUT_PATH, RESUME_PATH, resolve_resume
@@ -49,7 +49,6 @@ from fvconsole.core.preflight.room import check_room
 from fvconsole.core.shared.errors import FvError
 from fvconsole.core.shared.humanize import plural
 from fvconsole.core.shared.untrusted import load_file
-from fvconsole.core.shared.walk import listing
 
 WORLD_PATH = "training.distributed.num_gpus"
 SP_PATH = "training.distributed.sp_size"
@@ -59,19 +58,6 @@ def _whole(value: Any, path: str, where: str, minimum: int = 1) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
         raise FvError(f"{where}: field '{path}' must be an integer >= {minimum} (got {value!r})")
     return value
-
-
-def _own_files(checkpoint: str) -> set[str]:
-    """The checkpoint dir's regular files (FastVideo's ``is_file()``: symlinks followed)."""
-    names: set[str] = set()
-    with listing(checkpoint) as entries:
-        for entry in entries:
-            try:
-                if entry.is_file():
-                    names.add(entry.name)
-            except OSError:
-                continue
-    return names
 
 
 def _reshard_note(set_dir: str | None, world: int) -> str | None:
@@ -156,7 +142,7 @@ def _resume_checks(req: PreflightRequest, cfg: RunConfig, point: ResumePoint, in
     prune = prune_command(os.path.dirname(point.checkpoint))
     facts = read_checkpoint(point, prune)
     checks = list(facts.checks)
-    own = _own_files(point.checkpoint)
+    own = regular_files(point.checkpoint)
     target = apply_overrides(cfg.data, [f"{WORLD_PATH}={world}"])
     embedded_topology = (get_path(facts.embedded, WORLD_PATH, None), get_path(facts.embedded, SP_PATH, 1)) \
         if facts.embedded is not None else None
