@@ -20,6 +20,7 @@ from fvconsole.core.migration.defaults import MigrationDefaults, suggest_output_
 from fvconsole.core.migration.receipt import MAX_RECEIPT_BYTES, RECEIPT_SCHEMA
 from fvconsole.core.migration.upstream_receipt import named_sidecar_dirs
 from fvconsole.core.shared.errors import FvError
+from fvconsole.core.shared.fsutil import is_within, real
 from fvconsole.core.shared.untrusted import Fields, load_file
 from fvconsole.core.shared.walk import listing
 
@@ -182,16 +183,16 @@ def _named_sets(output_dir: str, named: list[str], inside: list[PublishedSet],
                 notes: list[str]) -> tuple[PublishedSet, ...]:
     """The published sets at the ``sidecar_dir`` paths receipts name, outside ``output_dir`` (inside
     ones were found by the walk), each once."""
-    root = os.path.realpath(output_dir).rstrip("/") + "/"
+    root = os.path.realpath(output_dir)
     seen = {os.path.realpath(item.output_dir) for item in inside}
     found: list[PublishedSet] = []
     for path in named:
-        real = os.path.realpath(os.path.expanduser(path))
-        if real in seen or (real + "/").startswith(root):
+        where = real(path)
+        if where in seen or is_within(where, root):
             continue
-        seen.add(real)
+        seen.add(where)
         try:
-            item = read_published_set(real)
+            item = read_published_set(where)
         except FvError as exc:
             notes.append(str(exc))
             continue

@@ -20,6 +20,7 @@ from fvconsole.core.preflight.fixes import prune_command
 from fvconsole.core.preflight.model import Check, ResumePoint
 from fvconsole.core.retention.fastvideo import fastvideo_outlook
 from fvconsole.core.shared.errors import FvError
+from fvconsole.core.shared.fsutil import real
 
 RESUME_PATH = "training.checkpoint.resume_from_checkpoint"
 OUTPUT_PATH = "training.checkpoint.output_dir"
@@ -65,7 +66,7 @@ def resolve_resume(value: Any, output_dir: Any, config: Any) -> Resolution:
         if not isinstance(output_dir, str) or not output_dir:
             return Resolution(None, Check("resolve", "fail", f"{RESUME_PATH} is 'latest' but {OUTPUT_PATH} "
                                           "is not set"))
-        out = os.path.realpath(os.path.expanduser(output_dir))
+        out = real(output_dir)
         if not os.path.exists(out):
             return Resolution(None, Check("resolve", "warn", f"latest: {out} does not exist: FastVideo starts "
                                           "from scratch"))
@@ -84,7 +85,7 @@ def resolve_resume(value: Any, output_dir: Any, config: Any) -> Resolution:
 
 
 def _resolve_path(value: str, config: Any) -> Resolution:
-    path = os.path.realpath(os.path.expanduser(value))
+    path = real(value)
     if not os.path.exists(path):
         return Resolution(None, Check("resolve", "fail", f"resume_from_checkpoint not found: {path}"))
     if os.path.isdir(path) and os.path.basename(path) == "dcp":

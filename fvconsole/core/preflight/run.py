@@ -47,6 +47,7 @@ from fvconsole.core.preflight.resolve import OUTPUT_PATH, RESUME_PATH, resolve_r
 from fvconsole.core.preflight.rng import check_rng
 from fvconsole.core.preflight.room import check_room
 from fvconsole.core.shared.errors import FvError
+from fvconsole.core.shared.fsutil import real
 from fvconsole.core.shared.humanize import plural
 from fvconsole.core.shared.untrusted import load_file
 
@@ -123,7 +124,7 @@ def run_preflight(req: PreflightRequest) -> PreflightReport:
     sp = _whole(cfg.get(SP_PATH, 1), SP_PATH, cfg.path)
     override = None
     if req.dataloader_state_dir:
-        override = os.path.realpath(os.path.expanduser(req.dataloader_state_dir))
+        override = real(req.dataloader_state_dir)
         notes.append(f"dataloader override dir {override} (from {req.state_dir_source})")
     else:
         notes.append(no_state_dir_note(STATE_DIR_ENV))
