@@ -17,7 +17,7 @@ from typing import Any
 from rich.text import Text
 from textual.app import App
 from textual.widget import Widget
-from textual.widgets import DataTable, Input, TabbedContent
+from textual.widgets import Input, TabbedContent
 
 from fvconsole.cli import InstalledVersion
 from fvconsole.cli.completion import PrintCompletion
@@ -34,6 +34,7 @@ from fvconsole.tui.app import FvConsoleApp
 from fvconsole.tui.base import BaseView
 from fvconsole.tui.fleet.view import FleetView
 from fvconsole.tui.widgets.inputs import PathSuggester, TickBox
+from fvconsole.tui.widgets.strip_table import StripTable
 from fvconsole.tui.widgets.tables import FastTable
 from fvconsole.tui.widgets.textual_private import RELIED_ON, RELIED_ON_ATTRIBUTES
 
@@ -72,8 +73,12 @@ Widget.can_focus  # set on the tab bar (tui/app.py): Textual's focus chain reads
 Widget.border_title  # set on the focused pane (tui/base.py): Textual draws it in the pane's border
 FvConsoleApp.VERTICAL_BREAKPOINTS  # as above, -short/-tall
 Text().no_wrap  # Rich reads it when rendering: FastTable's fitted cells never wrap
-DataTable()._require_update_dimensions  # DataTable re-measures on its next render when set (FastTable's column widths)
-RELIED_ON, RELIED_ON_ATTRIBUTES  # Textual's private API the console uses: tests/tui/test_table_drawing.py checks them against the installed Textual
+StripTable.ALLOW_SELECT  # Textual reads it: no text selection by mouse in a table (as DataTable)
+StripTable.COMPONENT_CLASSES  # Textual reads it: the components the table's CSS styles
+StripTable.validate_cursor_coordinate  # Textual calls validate_<reactive> before setting it
+Widget.scroll_target_x, Widget.scroll_target_y  # Textual's scrolling reads them: a cleared table starts at the top
+StripTable.get_row_at, StripTable.get_cell_at  # DataTable's API, kept for the tests and the tour that read cells by place
+RELIED_ON, RELIED_ON_ATTRIBUTES  # Textual's private API the console uses: tests/tui/test_textual_internals.py checks them against the installed Textual
 TickBox.BUTTON_INNER  # Textual's ToggleButton draws self.BUTTON_INNER: TickBox sets it to the state (X or blank)
 
 # Fields read by name: core/migration/inputs.py: read_params checks each TrainingKeys field by its

@@ -118,9 +118,8 @@ async def _key_latency(pilot: Any, clock: FrameClock, table: Any, key: str, pres
 
 async def _populate_and_scroll(state: Any, view_name: str, fill: Any, table_id: str, presses: int,
                                detail_pane: str | None = None) -> dict:
-    from textual.widgets import DataTable
-
     from fvconsole.tui.app import FvConsoleApp
+    from fvconsole.tui.widgets.tables import FastTable
 
     app = FvConsoleApp(state)
     async with app.run_test(size=SIZE) as pilot:
@@ -139,7 +138,7 @@ async def _populate_and_scroll(state: Any, view_name: str, fill: Any, table_id: 
         # table when it reports); let them finish so they do not land inside a key-press timing.
         await _settle(app, pilot)
         settled = time.perf_counter() - start[0]
-        table = app.query_one(table_id, DataTable)
+        table = app.query_one(table_id, FastTable)
         table.focus()
         await _settle(app, pilot)
         detail = DetailClock(app.query_one(detail_pane)) if detail_pane else None

@@ -269,9 +269,10 @@ def check_cells(app: Any, table_id: Any, lines: list[str] | None = None) -> int:
     marked shortening; returns how many were checked. A column that runs past the table's
     edge counts too: what the screen shows of it must be marked as cut."""
     from rich.cells import cell_len
-    from textual.widgets import DataTable
 
-    table = app.screen.query_one(table_id, DataTable) if isinstance(table_id, str) else table_id
+    from fvconsole.tui.widgets.tables import FastTable
+
+    table = app.screen.query_one(table_id, FastTable) if isinstance(table_id, str) else table_id
     lines = screen_lines(app) if lines is None else lines
     region = table.scrollable_content_region  # what the scrollbars leave in view
     pad = table.cell_padding
@@ -304,10 +305,10 @@ def check_cells(app: Any, table_id: Any, lines: list[str] | None = None) -> int:
 
 def check_tables(app: Any) -> int:
     """:func:`check_cells` for every table shown on the screen on top; how many cells were checked."""
-    from textual.widgets import DataTable
+    from fvconsole.tui.widgets.tables import FastTable
 
     lines = screen_lines(app)
-    return sum(check_cells(app, table, lines) for table in app.screen.query(DataTable)
+    return sum(check_cells(app, table, lines) for table in app.screen.query(FastTable)
                if table.display and table.region.width > 0 and table.region.height > 1 and table.visible
                and table.row_count)
 

@@ -18,11 +18,12 @@ from textual import events
 from textual.binding import Binding, BindingType
 from textual.containers import Vertical
 from textual.message import Message
-from textual.widgets import DataTable, Input
+from textual.widgets import Input
 from textual.worker import get_current_worker
 
 from fvconsole.core.shared import FvError
 from fvconsole.tui.messages import WorkFailed
+from fvconsole.tui.widgets.tables import FastTable
 from fvconsole.tui.wording import reason_text
 
 
@@ -196,4 +197,4 @@ class BaseView(Vertical):
 
     def focus_table(self) -> None:
         """Focus the view's table (Esc)."""
-        self.query_one(f"#{self.TABLE}", DataTable).focus()
+        self.query_one(f"#{self.TABLE}", FastTable).focus()

@@ -73,9 +73,9 @@ def plain_content(content: Any) -> Any:
 
 
 def table_cell(value: Any) -> Any:
-    """A DataTable cell. Textual parses string cells as markup: one that markup would change,
-    or that holds a control character, becomes plain Text of its printable form. Others stay
-    strings (cheap: thousands of rank rows are refilled at once)."""
+    """A table cell: a string that holds a control character, or that markup would change
+    (should it ever reach a markup parser), becomes plain Text of its printable form. Others
+    stay strings (cheap: thousands of rank rows are refilled at once)."""
     if isinstance(value, str):
         shown = printable(value)
         if shown == value and not MARKUP_CHARACTER.search(value):

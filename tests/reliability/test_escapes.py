@@ -291,10 +291,10 @@ def assert_screen_clean(app) -> str:
 
 
 def rendered_cell(table, row: int, column: int):
-    """The cell as the DataTable renders it (its own cell formatter), as a Rich Text."""
-    from textual.widgets._data_table import default_cell_formatter
+    """The cell as the table draws it (its own cell formatter), as a Rich Text."""
+    from fvconsole.tui.widgets.strip_rows import cell_text
 
-    return default_cell_formatter(table.get_cell_at((row, column)), wrap=False, height=1)
+    return cell_text(table.get_cell_at((row, column)))
 
 
 def has_link(text) -> bool:

@@ -246,13 +246,14 @@ MARKUP_DOC = json.dumps({"entries": [
 def test_fleet_view_shows_what_nodes_send_as_plain_text(fleet: dict, monkeypatch: pytest.MonkeyPatch) -> None:
     import asyncio
 
-    from textual.widgets import DataTable, Input, Static
+    from textual.widgets import Input, Static
     from tour import settle
 
     from fvconsole.core.fleet.ops import SrunDispatcher
     from fvconsole.tui.app import FvConsoleApp
     from fvconsole.tui.fleet.view import FleetView
     from fvconsole.tui.state import ConsoleState
+    from fvconsole.tui.widgets.tables import FastTable
 
     _node(fleet, "mark1", PATCHED_RUNNER.format(code=0, doc=MARKUP_DOC))
     _node(fleet, "mark2", PATCHED_RUNNER.format(code=1, doc=json.dumps({"error": "[/]broken [red]x\x1b[2J"})))
@@ -273,10 +274,10 @@ def test_fleet_view_shows_what_nodes_send_as_plain_text(fleet: dict, monkeypatch
             view.action_scan()
             await settle(app, pilot)
             await settle(app, pilot)
-            matrix = view.query_one("#fleet-matrix", DataTable)
+            matrix = view.query_one("#fleet-matrix", FastTable)
             shown = {str(matrix.get_row(key)[0]) for key in matrix.rows}
             assert {"[/]s52", "[link=https://example.invalid]k[/link]", "k\\x1b]0;title\\x07"} <= shown
-            nodes = view.query_one("#fleet-node-table", DataTable)
+            nodes = view.query_one("#fleet-node-table", FastTable)
             assert str(nodes.get_row("mark2")[-1]) == "error: [/]broken [red]x\\x1b[2J"
             detail = str(view.query_one("#fleet-detail", Static).render())
             assert "[/]broken [red]x" in detail and "\x1b" not in detail

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 from console_apps import make_app
 from slurm_cluster import write_fake_srun
-from textual.widgets import Button, DataTable, Input, Static
+from textual.widgets import Button, Input, Static
 from tour import press, settle
 
 from fvconsole.core.fleet.ops import SrunDispatcher
@@ -24,6 +24,7 @@ from fvconsole.core.fleet.slurm_state import SlurmQuery
 from fvconsole.demo.cache_builders import make_key, write_cache_entry
 from fvconsole.tui.fleet.view import FleetView
 from fvconsole.tui.modals import ConfirmScreen
+from fvconsole.tui.widgets.tables import FastTable
 
 pytestmark = pytest.mark.tui
 SIZE = (160, 48)
@@ -68,12 +69,12 @@ async def test_scan_shows_matrix_and_pathology(fleet: dict) -> None:
         await press(app, pilot, "enter")
         result = view.view_result
         assert result is not None and result.exit_code == 0
-        matrix = view.query_one("#fleet-matrix", DataTable)
+        matrix = view.query_one("#fleet-matrix", FastTable)
         assert [r.value for r in matrix.rows] == sorted([KEY, OTHER])
         row = [str(c) for c in matrix.get_row(KEY)]
         assert row[2].startswith("partial") and row[3].startswith("incomplete") and row[4].startswith("incomplete")
         assert str(matrix.get_row(OTHER)[2]) == "—"
-        nodes = view.query_one("#fleet-node-table", DataTable)
+        nodes = view.query_one("#fleet-node-table", FastTable)
         assert [r.value for r in nodes.rows] == ["a1", "a2", "a3"]
         detail = str(view.query_one("#fleet-detail", Static).render())
         assert "incomplete (shards, no manifest.json) on a[2-3]" in detail
@@ -88,7 +89,7 @@ async def test_evict_preview_confirm_cancel_then_execute(fleet: dict) -> None:
         view.dispatcher = SrunDispatcher(timeout=60, srun=fleet["srun"])
         view.action_scan()
         await settle(app, pilot)
-        view.query_one("#fleet-matrix", DataTable).focus()
+        view.query_one("#fleet-matrix", FastTable).focus()
         await press(app, pilot, "i")
         assert isinstance(app.screen, ConfirmScreen)
         assert app.focused is not None and app.focused.id == "cancel"
@@ -120,7 +121,7 @@ async def test_the_consoles_fleet_eviction_is_journaled_with_its_nodes(fleet: di
         view.dispatcher = SrunDispatcher(timeout=60, srun=fleet["srun"])
         view.action_scan()
         await settle(app, pilot)
-        view.query_one("#fleet-matrix", DataTable).focus()
+        view.query_one("#fleet-matrix", FastTable).focus()
         await press(app, pilot, "i")
         app.screen.query_one("#confirm", Button).press()
         await settle(app, pilot)
@@ -141,10 +142,10 @@ async def test_failed_node_is_shown_and_read_only_refuses(fleet: dict) -> None:
         view.dispatcher = SrunDispatcher(timeout=60, srun=fleet["srun"])
         view.action_scan()
         await settle(app, pilot)
-        nodes = view.query_one("#fleet-node-table", DataTable)
+        nodes = view.query_one("#fleet-node-table", FastTable)
         assert "does not exist" in str(nodes.get_row("a3")[-1])
         assert view.view_result.exit_code == 3
-        view.query_one("#fleet-matrix", DataTable).focus()
+        view.query_one("#fleet-matrix", FastTable).focus()
         await press(app, pilot, "i")
         assert not isinstance(app.screen, ConfirmScreen)
         assert any("read-only" in n.message for n in app._notifications)
@@ -196,7 +197,7 @@ async def test_filter_and_r_rescan_in_fleet_view(fleet: dict) -> None:
         assert any("nothing scanned yet" in n.message for n in app._notifications)
         view.action_scan()
         await settle(app, pilot)
-        matrix = view.query_one("#fleet-matrix", DataTable)
+        matrix = view.query_one("#fleet-matrix", FastTable)
         assert app.focused is matrix and matrix.row_count == 2
         await pilot.press("slash", *OTHER[:8])
         assert [r.value for r in matrix.rows] == [OTHER]
@@ -232,11 +233,11 @@ async def test_scan_shows_slurm_state_and_busy_nodes(fleet: dict) -> None:
                                          slurm=SlurmQuery(squeue=squeue, sinfo=sinfo))
         view.query_one("#fleet-nodes", Input).focus()
         await press(app, pilot, "enter")
-        nodes = view.query_one("#fleet-node-table", DataTable)
+        nodes = view.query_one("#fleet-node-table", FastTable)
         assert [str(nodes.get_row(n)[1]) for n in ("a1", "a2", "a3")] == [
             "allocated · busy", "allocated · busy", "mixed"]
         assert str(nodes.get_row("a2")[-1]).endswith("; node busy (2 entries)")
-        matrix = view.query_one("#fleet-matrix", DataTable)
+        matrix = view.query_one("#fleet-matrix", FastTable)
         row = [str(c) for c in matrix.get_row(KEY)]
         assert row[2].endswith(" busy") and row[3].endswith(" busy") and not row[4].endswith(" busy")
         assert [str(c.label) for c in matrix.columns.values()][2:5] == ["a1 (busy)", "a2 (busy)", "a3"]

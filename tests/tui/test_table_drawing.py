@@ -1,195 +1,211 @@
-"""The console's tables draw what Textual's DataTable draws, segment for segment.
+"""The console's table (``tui/widgets/strip_table.py: StripTable``, a ``ScrollView`` on Textual's
+public API) draws its header, rows, cursor and cut edge from the data it holds.
 
-``tui/widgets/textual_private.py: LineCachedTable`` draws one-line cells without Rich's render pipeline,
-looks styles up once per frame and keeps a row's lines while the cursor moves elsewhere. The
-oracle here is Textual's own ``DataTable`` holding the same cells: both tables sit side by side
-in one app, are walked through the same cursor, hover, scroll and focus states, and every line
-of the two must be the same segments (text, style, meta). The walk goes back to rows drawn
-before, so a line kept from an earlier cursor position that should have changed fails too.
-
-That drawing uses Textual's private API (the one module that may, ``tui/widgets/textual_private.py``):
-the first test here names each private member it relies on that a newer Textual moved, renamed
-or gave other parameters, before the drawings are compared.
+Every expected line below is written by hand from the data and the rules the module states:
+each cell is padded by one cell on each side and fitted to its column by ``FittedCell``'s rule
+(``plain.fit_cell``: a cell longer than its column keeps its start and ends with ``…``), a row
+is extended to the view's width in its row's style, the cursor's row is drawn in the cursor's
+colours, rows alternate between the even and odd styles, and a cell the view's right edge cuts
+ends with ``…`` in the last column shown. The colours are the test app's own CSS.
 """
 
 from __future__ import annotations
 
 import asyncio
-import inspect
+from collections.abc import Awaitable, Callable
 from typing import Any
 
-import pytest
+from rich.segment import Segment
 from rich.text import Text
 from textual.app import App, ComposeResult
-from textual.coordinate import Coordinate
 from textual.geometry import Region
-from textual.widgets import DataTable
 
-from fvconsole.tui.plain import table_cell
-from fvconsole.tui.widgets.cells import FittedCell
-from fvconsole.tui.widgets.tables import FastTable
-from fvconsole.tui.widgets.textual_private import RELIED_ON, RELIED_ON_ATTRIBUTES, LineCachedTable
+from fvconsole.tui.widgets.strip_table import StripTable
 
-#: What the console relies on, written here by hand from Textual 8's source: a change to
-#: ``RELIED_ON`` must be a change here too, after reading the new Textual.
-EXPECTED_MEMBERS = {
-    "DataTable": ("_render_line", "_render_line_in_row", "_get_row_style", "_render_cell", "_get_styles_to_render_cell",
-                  "_compute_row_renderables", "_get_row_renderables", "_update_dimensions", "_get_offsets",
-                  "_should_highlight", "_clear_caches"),
-    "CommandPalette": ("_action_command_list", "_gather_commands"),
-}
+HEADER, CURSOR, EVEN, ODD, BASE = "#0000ff", "#ff0000", "#222222", "#000000", "#000000"
+CSS = f"""
+StripTable, StripTable:focus {{ width: 30; height: 8; background: {BASE}; color: #ffffff; background-tint: {BASE} 0%; }}
+StripTable > .table--header, StripTable:focus > .table--header {{
+    background: {HEADER}; color: #ffff00; text-style: bold; background-tint: {BASE} 0%; }}
+StripTable > .table--cursor, StripTable:focus > .table--cursor {{ background: {CURSOR}; color: #00ff00; text-style: none; }}
+StripTable > .table--even-row {{ background: {EVEN}; }}
+StripTable > .table--odd-row {{ background: {ODD}; }}
+"""
 
 
-def test_the_private_textual_api_relied_on_is_still_there() -> None:
-    """Fails loudly, naming each member, on a Textual whose internals changed underneath."""
-    import textual
+class One(App[None]):
+    """One table; every message it posts is kept."""
 
-    assert {cls.__name__: tuple(members) for cls, members in RELIED_ON.items()} == EXPECTED_MEMBERS
-    problems = []
-    for cls, members in RELIED_ON.items():
-        for name, parameters in members.items():
-            member = inspect.getattr_static(cls, name, None)
-            if member is None:
-                problems.append(f"{cls.__name__}.{name} is gone")
-                continue
-            found = tuple(inspect.signature(getattr(member, "__func__", member)).parameters)
-            if found != parameters:
-                problems.append(f"{cls.__name__}.{name}{found}: textual_private.py expects {parameters}")
-    for cls, names in RELIED_ON_ATTRIBUTES.items():
-        holder = DataTable() if cls is DataTable else cls
-        problems += [f"{cls.__name__}.{name} is gone" for name in names if not hasattr(holder, name)]
-    assert not problems, (f"Textual {textual.__version__} changed what tui/widgets/textual_private.py relies on: "
-                          + "; ".join(problems))
-
-
-#: Every kind of cell the console stores, and a few it does not (numbers, None, tabs, newlines,
-#: justified Text: those take DataTable's own path), in columns narrower than many of them.
-CELLS: list[Any] = [
-    "", "abc", "[/]s52", "/lustre/fsw/runs/wan-t2v-14b/output/checkpoint-300", "日本語のテキスト", "x" * 40,
-    "esc \x1b[31m", Text("complete", style="green"), Text("invalid*", style="bold red"), Text("", style="green"),
-    Text.assemble(("a", "red"), "b", ("ccc", "underline"), end=""), Text("right", justify="right"),
-    Text("two\nlines"), Text("tab\tx"), 3.5, 12, None, Text("éñ longer than its column for sure", style="cyan"),
-    Text("1023.9 GiB", style="bold", justify="default"),
-]
-WIDTHS = (1, 3, 8, 12, 20)
-
-
-class _SameCells:
-    """Cells stored and wrapped as FastTable stores them (plain, fitted), for both tables."""
-
-    def add_row(self, *cells: Any, **kwargs: Any) -> Any:
-        return super().add_row(*(table_cell(c) for c in cells), **kwargs)  # type: ignore[misc]
-
-    def _compute_row_renderables(self, row_index: int) -> Any:
-        row = super()._compute_row_renderables(row_index)  # type: ignore[misc]
-        return type(row)(row.label, [FittedCell(cell) for cell in row.cells])
-
-
-class Oracle(_SameCells, DataTable):
-    """Textual's DataTable, drawing its own way."""
-
-
-class Drawn(_SameCells, LineCachedTable):
-    """The console's drawing."""
-
-
-class Solo(App[None]):
-    """One table filling the screen, focused or not for the whole walk (a focus change clears
-    DataTable's caches, which would hide a line kept when it should not be)."""
-
+    CSS = CSS
     AUTO_FOCUS = None
 
-    def __init__(self, table: type[DataTable], focused: bool, labels: bool = False, **options: Any) -> None:
+    def __init__(self, fill: Callable[[StripTable], None], **options: Any) -> None:
         super().__init__()
-        self.table = table(**options)
-        self.focus_table = focused
-        self.labels = labels
+        self.fill = fill
+        self.options = options
+        self.said: list[tuple[str, Any]] = []
 
     def compose(self) -> ComposeResult:
-        yield self.table
+        yield StripTable(zebra_stripes=True, **self.options)
 
-    def on_mount(self) -> None:  # before the first frame (a fixed row must exist when drawn)
-        table = self.table
-        for i, width in enumerate(WIDTHS):
-            table.add_column(f"c{i}", key=f"c{i}", width=width)
-        for r in range(len(CELLS) * 3):
-            table.add_row(*(CELLS[(r + 3 * k) % len(CELLS)] for k in range(len(WIDTHS))), key=f"r{r}",
-                          label=f"L{r}" if self.labels and r % 3 == 0 else None)
-        self.set_focus(table if self.focus_table else None)
+    def on_mount(self) -> None:
+        self.fill(self.query_one(StripTable))
 
+    def on_strip_table_row_highlighted(self, event: StripTable.RowHighlighted) -> None:
+        self.said.append(("highlighted", event.cursor_row, event.row_key.value))
 
-KINDS = {
-    "row cursor, zebra": dict(cursor_type="row", zebra_stripes=True),
-    "cell cursor": dict(cursor_type="cell"),
-    "column cursor, zebra": dict(cursor_type="column", zebra_stripes=True),
-    "no cursor": dict(cursor_type="none"),
-    "fixed rows and columns": dict(cursor_type="row", fixed_rows=2, fixed_columns=1),
-    "cell cursor, fixed columns": dict(cursor_type="cell", fixed_columns=2),
-    "no header": dict(cursor_type="row", show_header=False),
-    "row labels, no padding": dict(cursor_type="row", cell_padding=0, labels=True),
-}
+    def on_strip_table_row_selected(self, event: StripTable.RowSelected) -> None:
+        self.said.append(("selected", event.cursor_row, event.row_key.value))
 
-#: (cursor row, cursor column, hover row or None, scroll x, scroll y): there and back again.
-WALK = [(0, 0, None, 0, 0), (5, 2, None, 0, 3), (6, 3, 6, 4, 3), (5, 2, 9, 4, 3), (6, 3, None, 4, 3),
-        (20, 1, None, 0, 10), (40, 4, 41, 9, 30), (20, 1, None, 0, 10), (21, 1, 20, 0, 10), (0, 0, None, 0, 0)]
+    def on_strip_table_header_selected(self, event: StripTable.HeaderSelected) -> None:
+        self.said.append(("header", event.column_index, event.column_key.value))
 
 
-#: A screen narrower than the columns (the walk scrolls sideways too), and one they fit in.
-NARROW, WIDE = (50, 20), (80, 20)
-
-
-def _lines(table: DataTable) -> list[list[Any]]:
-    table._styles_cache.clear()
+def lines(table: StripTable) -> list[list[Segment]]:
     return [list(strip) for strip in table.render_lines(Region(0, 0, table.size.width, table.size.height))]
 
 
-async def _walk(table: type[DataTable], focused: bool, options: dict[str, Any],
-                size: tuple[int, int] = NARROW) -> list[list[list[Any]]]:
-    """Every line the table draws at each step of the walk."""
-    app = Solo(table, focused, **options)
-    drawn = []
-    async with app.run_test(size=size) as pilot:
-        await pilot.pause()
-        for row, column, hover, x, y in WALK:
-            app.table.move_cursor(row=row, column=column, animate=False)
-            app.table.scroll_to(x, y, animate=False, immediate=True)
-            app.table._show_hover_cursor = hover is not None
-            app.table.hover_coordinate = Coordinate(hover or 0, 1)
+def text(line: list[Segment]) -> str:
+    return "".join(segment.text for segment in line)
+
+
+def backgrounds(line: list[Segment]) -> set[str]:
+    """The background of every cell of the line."""
+    return {segment.style.bgcolor.triplet.hex for segment in line if segment.text}
+
+
+def run(fill: Callable[[StripTable], None], steps: Callable[[Any, StripTable], Awaitable[Any]],
+        size: tuple[int, int] = (40, 10), **options: Any) -> Any:
+    async def main() -> Any:
+        app = One(fill, **options)
+        async with app.run_test(size=size) as pilot:
             await pilot.pause()
-            assert app.table.has_focus == focused
-            drawn.append(_lines(app.table))
-    return drawn
+            return await steps(pilot, app.query_one(StripTable))
+
+    return asyncio.run(main())
 
 
-def _differences(oracle: list[list[list[Any]]], drawn: list[list[list[Any]]]) -> list[str]:
-    assert len(oracle) == len(drawn) == len(WALK)
-    assert all(len(lines) > 10 for lines in drawn)
-    return [f"step {step} {WALK[step]} line {y}:\n  oracle {a}\n  drawn  {b}"
-            for step, (theirs, mine) in enumerate(zip(oracle, drawn, strict=True))
-            for y, (a, b) in enumerate(zip(theirs, mine, strict=True)) if a != b]
+def three_rows(table: StripTable) -> None:
+    table.add_column("id", key="id", width=3)
+    table.add_column("name", key="name", width=6)
+    table.add_column("size-in-bytes", key="size", width=5)
+    table.add_row("1", "alpha", "10", key="r0")
+    table.add_row("2", "a-very-long-name", "2000", key="r1")
+    table.add_row("3", Text("[b]x", style="underline"), 7, key="r2")
 
 
-@pytest.mark.parametrize("focused", [True, False], ids=["focused", "unfocused"])
-@pytest.mark.parametrize("kind", KINDS)
-def test_the_console_draws_a_table_as_textual_does(kind: str, focused: bool) -> None:
-    oracle = asyncio.run(_walk(Oracle, focused, dict(KINDS[kind])))
-    drawn = asyncio.run(_walk(Drawn, focused, dict(KINDS[kind])))
-    if kind not in ("no header", "row labels, no padding"):  # those fit the narrow screen
-        assert drawn[0][0] != drawn[-4][0]  # the header scrolled sideways
-    differences = _differences(oracle, drawn)
-    assert not differences, "\n".join(differences[:3])
+def test_the_header_and_the_rows_are_drawn_from_the_data() -> None:
+    async def steps(pilot: Any, table: StripTable) -> list[list[Segment]]:
+        return lines(table)
+
+    drawn = run(three_rows, steps)
+    assert [text(line) for line in drawn] == [
+        " id   name    size… " + " " * 10,  # the header's label fitted too
+        " 1    alpha   10    " + " " * 10,
+        " 2    a-ver…  2000  " + " " * 10,
+        " 3    [b]x    7     " + " " * 10,  # markup shown as written, a number as its digits
+        *[" " * 30] * 4,
+    ]
+    header, first, second, third, *blank = drawn
+    assert backgrounds(header) == {HEADER} and all(s.style.bold for s in header if s.text)
+    assert backgrounds(first) == {CURSOR}  # the cursor's row, extension included
+    assert {s.style.color.triplet.hex for s in first if s.text} == {"#00ff00"}
+    assert backgrounds(second) == {ODD} and backgrounds(third) == {EVEN}
+    assert [s.text for s in third if s.style.underline] == ["[b]x"]  # the cell's own style over the row's
+    assert all(backgrounds(line) == {BASE} for line in blank)
 
 
-@pytest.mark.parametrize("kind", ["row cursor, zebra", "no header", "row labels, no padding"])
-def test_fast_table_draws_its_cells_as_textual_does(kind: str) -> None:
-    # FastTable itself: its cells (a string as Text without the markup parse) and its drawing,
-    # where its columns fit (a table wider than its view marks the cut cell, which DataTable does not).
-    oracle = asyncio.run(_walk(Oracle, True, dict(KINDS[kind]), WIDE))
-    drawn = asyncio.run(_walk(FastTable, True, dict(KINDS[kind]), WIDE))
-    differences = _differences(oracle, drawn)
-    assert not differences, "\n".join(differences[:3])
+def numbered(count: int) -> Callable[[StripTable], None]:
+    def fill(table: StripTable) -> None:
+        table.add_column("n", key="n", width=4)
+        for r in range(count):
+            table.add_row(str(r), key=f"r{r}")
+
+    return fill
 
 
-def test_fast_table_draws_through_the_line_cached_drawing() -> None:
-    assert issubclass(FastTable, LineCachedTable)
-    assert FastTable.render_line is not DataTable.render_line
+def test_the_cursor_moves_with_the_keys_and_the_table_says_where() -> None:
+    async def steps(pilot: Any, table: StripTable) -> list[Any]:
+        table.focus()
+        seen = []
+        for key in ("down", "pagedown", "pageup", "ctrl+end", "up", "ctrl+home", "enter"):
+            await pilot.press(key)
+            await pilot.pause()
+            drawn = lines(table)
+            cursor_lines = [y for y, line in enumerate(drawn) if backgrounds(line) == {CURSOR}]
+            seen.append((key, table.cursor_row, text(drawn[1]).split()[0], cursor_lines))
+        return [seen, pilot.app.said]
+
+    seen, said = run(numbered(20), steps)
+    # 8 lines: the header and 7 rows, so a page is 7 rows (DataTable's rule: the view scrolls a
+    # page, the cursor moves as many rows).
+    assert seen == [
+        ("down", 1, "0", [2]),
+        ("pagedown", 8, "7", [2]),
+        ("pageup", 1, "0", [2]),
+        ("ctrl+end", 19, "13", [7]),
+        ("up", 18, "13", [6]),
+        ("ctrl+home", 0, "0", [1]),
+        ("enter", 0, "0", [1]),
+    ]
+    assert said == [("highlighted", 0, "r0"), ("highlighted", 1, "r1"), ("highlighted", 8, "r8"),
+                    ("highlighted", 1, "r1"), ("highlighted", 19, "r19"), ("highlighted", 18, "r18"),
+                    ("highlighted", 0, "r0"), ("selected", 0, "r0")]
+
+
+def test_a_click_on_a_header_or_a_row() -> None:
+    async def steps(pilot: Any, table: StripTable) -> list[Any]:
+        await pilot.click(StripTable, offset=(8, 0))  # "name"
+        await pilot.click(StripTable, offset=(2, 3))  # the third row
+        await pilot.click(StripTable, offset=(25, 3))  # right of its cells: the same row again
+        await pilot.pause()
+        return [table.cursor_row, pilot.app.said]
+
+    cursor, said = run(three_rows, steps)
+    assert cursor == 2
+    assert said == [("highlighted", 0, "r0"), ("header", 1, "name"), ("highlighted", 2, "r2"), ("selected", 2, "r2")]
+
+
+def wide(table: StripTable) -> None:
+    for c in range(5):
+        table.add_column(f"c{c}", key=f"c{c}", width=8)
+    table.add_row(*(letter * 8 for letter in "abcde"), key="r0")
+    table.add_row("x", "y", "z", "", "w", key="r1")
+
+
+def test_a_cell_the_view_cuts_ends_with_a_mark() -> None:
+    async def steps(pilot: Any, table: StripTable) -> list[list[str]]:
+        table.styles.width = 25
+        await pilot.pause()
+        shots = [[text(line) for line in lines(table)[:3]]]
+        table.scroll_to(x=25, animate=False, immediate=True)
+        await pilot.pause()
+        shots.append([text(line) for line in lines(table)[:3]])
+        return shots
+
+    before, after = run(wide, steps)
+    # columns 10 cells wide (8 and padding) in a 25-cell view: the edge cuts the third column
+    assert before == [
+        " c0       " + " c1       " + " c2  ",  # only the label's padding is beyond the edge: no mark
+        " aaaaaaaa " + " bbbbbbbb " + " ccc…",
+        " x        " + " y        " + " z   ",  # nothing of "z" lies beyond the edge
+    ]
+    # scrolled to the end (50 cells, 25 shown): the last two columns and the end of the third
+    assert after == [
+        "     " + " c3       " + " c4       ",
+        "cccc " + " dddddddd " + " eeeeeeee ",
+        "     " + " " * 10 + " w        ",
+    ]
+
+
+def test_a_changed_cell_is_drawn_again() -> None:
+    async def steps(pilot: Any, table: StripTable) -> list[str]:
+        before = text(lines(table)[2])
+        table.update_cell("r1", "name", "beta")
+        await pilot.pause()
+        return [before, text(lines(table)[2]), table.get_row("r1"), table.get_cell_at((1, 1))]
+
+    before, after, row, cell = run(three_rows, steps)
+    assert before.startswith(" 2    a-ver…  2000")
+    assert after.startswith(" 2    beta    2000")
+    assert row == ["2", "beta", "2000"] and cell == "beta"

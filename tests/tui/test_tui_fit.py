@@ -15,12 +15,13 @@ from collections.abc import Awaitable, Callable
 
 import pytest
 from console_apps import run_console, running, work_copy
-from textual.widgets import Button, DataTable
+from textual.widgets import Button
 from tour import check_cells, check_tables, drawn_form_of, line_slice, press, screen_lines, settle
 
 from fvconsole.demo.workspace import DemoWorkspace
 from fvconsole.tui.app import FvConsoleApp
 from fvconsole.tui.state import ConsoleState
+from fvconsole.tui.widgets.tables import FastTable
 
 pytestmark = pytest.mark.tui
 
@@ -120,7 +121,7 @@ def test_every_dialog_keeps_its_buttons_on_screen_at_80x24(work: dict[str, str])
             await open_dialog(app, pilot, "U")
         # The migration's confirmation.
         await open_dialog(app, pilot, "1")
-        table = app.query_one("#ckpt-table", DataTable)
+        table = app.query_one("#ckpt-table", FastTable)
         keys = [table.coordinate_to_cell_key((i, 0)).row_key.value for i in range(table.row_count)]
         table.move_cursor(row=keys.index(os.path.join(work["output"], "checkpoint-300")))
         await open_dialog(app, pilot, "m", "ctrl+r", "ctrl+e")
@@ -171,7 +172,7 @@ def test_every_table_cell_is_its_value_or_marked_as_shortened(work: dict[str, st
     async def body(app: FvConsoleApp, pilot) -> None:
         await open_dialog(app, pilot, "1")
         assert check_cells(app, "#ckpt-table") >= 5
-        table = app.query_one("#ckpt-table", DataTable)
+        table = app.query_one("#ckpt-table", FastTable)
         keys = [table.coordinate_to_cell_key((i, 0)).row_key.value for i in range(table.row_count)]
         table.move_cursor(row=keys.index(os.path.join(work["output"], "checkpoint-300")))
         await open_dialog(app, pilot, "m", "ctrl+r")
@@ -225,7 +226,7 @@ def test_a_long_cache_listing_fits_beside_its_scrollbar(tmp_path, size) -> None:
 
     async def body(app: FvConsoleApp, pilot) -> None:
         await press(app, pilot, "3")
-        table = app.query_one("#cache-table", DataTable)
+        table = app.query_one("#cache-table", FastTable)
         assert table.row_count == 80 and table.show_vertical_scrollbar
         assert not table.show_horizontal_scrollbar
         assert table.virtual_size.width <= table.scrollable_content_region.width
@@ -305,7 +306,7 @@ async def open_fleet(app: FvConsoleApp, pilot, fleet: dict[str, str]) -> None:
     await settle(app, pilot)
     await settle(app, pilot)
     assert view.view_result is not None and view.view_result.exit_code == 0, view.view_result
-    view.query_one("#fleet-matrix", DataTable).focus()
+    view.query_one("#fleet-matrix", FastTable).focus()
     await settle(app, pilot)
 
 
@@ -367,7 +368,7 @@ def test_paths_line_and_unfocused_path_fields_show_which_run_at_80x24(work: dict
             assert shown.startswith("…") and shown.endswith("/" + name), (label, line)
             end = shown[1:-len("/" + name)]
             assert len(end) >= 4 and run_name.endswith(end), (label, shown, line)
-        table = app.query_one("#ckpt-table", DataTable)
+        table = app.query_one("#ckpt-table", FastTable)
         keys = [table.coordinate_to_cell_key((i, 0)).row_key.value for i in range(table.row_count)]
         table.move_cursor(row=keys.index(os.path.join(work["output"], "checkpoint-300")))
         await open_dialog(app, pilot, "m")
@@ -431,7 +432,7 @@ def test_the_critical_mismatch_is_on_screen_without_scrolling_at_80x24(work: dic
     selecting it shows that mismatch at once, not three keys later."""
 
     async def body(app: FvConsoleApp, pilot) -> None:
-        table = app.query_one("#ckpt-table", DataTable)
+        table = app.query_one("#ckpt-table", FastTable)
         keys = [table.coordinate_to_cell_key((i, 0)).row_key.value for i in range(table.row_count)]
         table.move_cursor(row=keys.index(os.path.join(work["output"], "checkpoint-200")))
         await settle(app, pilot)
@@ -493,7 +494,7 @@ def test_long_paths_in_headers_and_details_are_shortened_in_the_middle_not_wrapp
     checkpoint = os.path.join(work["output"], "checkpoint-300")
 
     async def body(app: FvConsoleApp, pilot) -> None:
-        table = app.query_one("#ckpt-table", DataTable)
+        table = app.query_one("#ckpt-table", FastTable)
         keys = [table.coordinate_to_cell_key((i, 0)).row_key.value for i in range(table.row_count)]
         table.move_cursor(row=keys.index(checkpoint))
         await settle(app, pilot)
@@ -506,7 +507,7 @@ def test_long_paths_in_headers_and_details_are_shortened_in_the_middle_not_wrapp
         assert app.clipboard == checkpoint
         await open_dialog(app, pilot, "3")
         await settle(app, pilot)
-        entry = app.query_one("#cache-table", DataTable).coordinate_to_cell_key((0, 0)).row_key.value
+        entry = app.query_one("#cache-table", FastTable).coordinate_to_cell_key((0, 0)).row_key.value
         for widget_id, path in (("#cache-root-line", work["cache"]), ("#cache-detail", os.path.join(work["cache"], entry))):
             drawn = path_on_screen(app, widget_id, path)
             assert drawn_form_of(drawn, path), (widget_id, drawn, size)

@@ -67,9 +67,9 @@ def test_no_raw_control_survives(value: str) -> None:
 
 
 def test_a_table_draws_every_cell_plain_a_new_columns_default_too() -> None:
-    # FastTable makes a string cell Text without Rich's markup parser (plain.table_cell keeps a
-    # string only without a markup character); a column's default, which DataTable stores for
-    # the rows already there without add_row, goes through table_cell too.
+    # FastTable shows a string cell as written, never through Rich's markup parser, its controls
+    # escaped (plain.table_cell); a column's default, which the table stores for the rows
+    # already there without add_row, goes through table_cell too.
     import asyncio
 
     from textual.app import App

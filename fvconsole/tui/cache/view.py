@@ -18,7 +18,7 @@ from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import Container, Vertical, VerticalScroll
 from textual.reactive import var
-from textual.widgets import DataTable, Input
+from textual.widgets import Input
 
 from fvconsole.core.cache import (
     INVALID_SELECTS,
@@ -47,6 +47,7 @@ from fvconsole.tui.messages import (
 from fvconsole.tui.plain import PlainText
 from fvconsole.tui.widgets.progress import ProgressRow, UsageBar
 from fvconsole.tui.widgets.statics import FitStatic, PlainStatic
+from fvconsole.tui.widgets.tables import FastTable
 
 #: Seconds between automatic rescans (and age updates).
 AUTO_REFRESH = 5.0
@@ -244,7 +245,7 @@ class CacheView(CacheEviction, EntryVerify, BaseView):
         if entry is not None:
             self.read_detail(entry)
 
-    def on_data_table_row_highlighted(self, event: DataTable.RowHighlighted) -> None:
+    def on_strip_table_row_highlighted(self, event: FastTable.RowHighlighted) -> None:
         entry = self.entry(self.table.selected)
         if event.row_key is None or entry is None:
             return

@@ -15,7 +15,7 @@ from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import Container, VerticalScroll
 from textual.reactive import var
-from textual.widgets import DataTable, Input
+from textual.widgets import Input
 
 from fvconsole.core.checkpoints import CheckpointDetail, CheckpointInfo, checkpoint_detail
 from fvconsole.core.formats import RunConfig
@@ -29,7 +29,7 @@ from fvconsole.tui.checkpoints.rows import CheckpointRow, list_checkpoint_rows
 from fvconsole.tui.messages import CheckpointDetailRead, CheckpointsListed, CheckpointsListFailed
 from fvconsole.tui.plain import PlainText
 from fvconsole.tui.widgets.statics import FitStatic
-from fvconsole.tui.widgets.tables import ListingTable
+from fvconsole.tui.widgets.tables import FastTable, ListingTable
 
 #: How often ages on screen are recomputed (seconds).
 AGE_TICK = 5.0
@@ -189,7 +189,7 @@ class CheckpointsView(PreflightVerdict, PruneMarks, BaseView):
         row = self.selected_row()
         return row.info if row is not None else None
 
-    def on_data_table_row_highlighted(self, event: DataTable.RowHighlighted) -> None:
+    def on_strip_table_row_highlighted(self, event: FastTable.RowHighlighted) -> None:
         row = self.selected_row()
         if event.row_key is None or row is None:
             return
@@ -203,7 +203,7 @@ class CheckpointsView(PreflightVerdict, PruneMarks, BaseView):
         with self.failures():
             self.deliver(CheckpointDetailRead(row, checkpoint_detail(row.info.path, run_config)))
 
-    def on_data_table_row_selected(self, event: DataTable.RowSelected) -> None:
+    def on_strip_table_row_selected(self, event: FastTable.RowSelected) -> None:
         event.stop()
         self.action_migrate()
 

@@ -12,7 +12,7 @@ from rich.text import Text
 from textual.app import ComposeResult
 from textual.containers import Horizontal, Vertical
 from textual.reactive import var
-from textual.widgets import Button, DataTable, Input, Label
+from textual.widgets import Button, Input, Label
 
 from fvconsole.core.fleet import compress_hostlist
 from fvconsole.core.shared import human_bytes
@@ -134,7 +134,7 @@ class KeyMatrix(FastTable):
         if self.scanned is not None:
             self.refill()
 
-    def on_data_table_row_highlighted(self, event: DataTable.RowHighlighted) -> None:
+    def on_strip_table_row_highlighted(self, event: FastTable.RowHighlighted) -> None:
         if event.row_key is not None:
             self.selected = event.row_key.value
 

@@ -16,7 +16,7 @@ from textual import work
 from textual.app import ComposeResult
 from textual.containers import Container, VerticalScroll
 from textual.reactive import var
-from textual.widgets import DataTable, Input
+from textual.widgets import Input
 
 from fvconsole.core.journal import ENV_JOURNAL, JournalRead, JournalRecord, read_journal
 from fvconsole.core.shared import human_bytes, plural
@@ -24,7 +24,7 @@ from fvconsole.tui.base import BaseView, describe_error
 from fvconsole.tui.messages import HistoryRead, HistoryReadFailed
 from fvconsole.tui.plain import PlainText
 from fvconsole.tui.widgets.statics import PlainStatic
-from fvconsole.tui.widgets.tables import ListingTable
+from fvconsole.tui.widgets.tables import FastTable, ListingTable
 
 #: (label, key, width): what fits at 80 columns first (when, what, outcome, how much); the
 #: target takes whatever width is left (a path keeps its end), "who" and "items" make room for
@@ -253,7 +253,7 @@ class HistoryView(BaseView):
                 what = "No records."
             self._detail.update(what)
 
-    def on_data_table_row_highlighted(self, event: DataTable.RowHighlighted) -> None:
+    def on_strip_table_row_highlighted(self, event: FastTable.RowHighlighted) -> None:
         record = self.selected_record()
         if event.row_key is not None and record is not None:
             self._detail.update(record_text(record))

@@ -1,9 +1,6 @@
 """How the console's table cells are fitted to their columns: :class:`FittedCell`, one rule for
-every cell (headers too), so a cut is always visible as ``…``.
-
-The drawing of the lines themselves (Textual's ``DataTable`` drawing, the same segments for less
-work, issue 29) reaches into ``DataTable``'s private methods, so it lives with every other use of
-Textual's private API in ``tui/widgets/textual_private.py``.
+every cell (headers too), so a cut is always visible as ``…``. ``tui/widgets/strip_rows.py``
+draws each cell through it.
 """
 
 from __future__ import annotations
@@ -18,7 +15,7 @@ from fvconsole.tui.plain import fit_cell
 class FittedCell:
     """A table cell drawn in the width its column gives it, by :func:`plain.fit_cell`'s rule.
 
-    DataTable crops a one-line cell at the column's edge without a mark; every FastTable cell
+    A cell longer than its column would be cut at its edge without a mark; every table cell
     (headers too) is drawn through this, so a cut is always visible as ``…``. Styles are kept
     on what fits; a path elided in the middle keeps the cell's base style.
     """
@@ -42,11 +39,3 @@ class FittedCell:
             text = Text(fitted, style=cell.style, end="")
         text.no_wrap, text.end = True, ""
         return text
-
-    def __rich_console__(self, console: Any, options: Any) -> Any:
-        yield self.fitted(options.max_width)
-
-    def __rich_measure__(self, console: Any, options: Any) -> Any:
-        from rich.measure import Measurement
-
-        return Measurement.get(console, options, self.cell)

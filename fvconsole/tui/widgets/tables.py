@@ -13,13 +13,13 @@ from rich.text import Text
 from textual.binding import Binding, BindingType
 from textual.message import Message
 from textual.reactive import var
-from textual.widgets import DataTable
+from textual.widgets.data_table import ColumnKey, RowKey
 
 from fvconsole.tui import state
 from fvconsole.tui.plain import (
     table_cell,
 )
-from fvconsole.tui.widgets.textual_private import PlainRowsTable
+from fvconsole.tui.widgets.strip_table import StripTable
 
 _T = TypeVar("_T")
 
@@ -28,12 +28,12 @@ _T = TypeVar("_T")
 ASCENDING, DESCENDING = " ▲", " ▼"
 
 
-class FastTable(PlainRowsTable):
-    """A DataTable that stays responsive with thousands of rows, shows data as plain text,
+class FastTable(StripTable):
+    """A table that stays responsive with thousands of rows, shows data as plain text,
     moves with the keys people know (j/k, g/G, Home/End) and sorts by any column.
 
-    Textual parses string cells as markup: every cell goes through ``plain.table_cell`` so an
-    id such as ``[/]s52`` is shown as written (not a crash, not a link), escapes escaped.
+    Every cell goes through ``plain.table_cell``, so an id such as ``[/]s52`` is shown as written
+    and a control character escaped.
 
     Sorting: the view owns the rows (it rebuilds the table from memory on every filter), so
     the table only keeps *which* column sorts and which way, and posts ``Sorted`` when that
@@ -41,9 +41,8 @@ class FastTable(PlainRowsTable):
     press ``<``/``>`` (htop) to move the sort column, ``s`` for size (largest first, as ncdu)
     and ``n`` for the first column; the same choice again reverses it.
 
-    How it draws (DataTable's lines for a fraction of the work; fixed-width rows never
-    measured; every cell fitted, a cut marked) is :class:`PlainRowsTable`'s, in
-    ``tui/widgets/textual_private.py``, the one module that uses Textual's private API.
+    How it draws (rows as ``Strip`` s on Textual's public API, every cell fitted, a cut
+    marked) is :class:`StripTable`'s, in ``tui/widgets/strip_table.py``.
     """
 
     BINDINGS: ClassVar[list[BindingType]] = [
@@ -92,7 +91,7 @@ class FastTable(PlainRowsTable):
         self._fitting = False
 
     def add_column(self, label: Any, *, width: int | None = None, key: str | None = None,
-                   default: Any = None) -> Any:
+                   default: Any = None) -> ColumnKey:
         if not self._fitting:
             self._specs.append((label, key or str(label), width))
         column = super().add_column(label, width=width, key=key, default=table_cell(default))
@@ -109,15 +108,15 @@ class FastTable(PlainRowsTable):
         super().clear(columns=columns)
         return self
 
-    def add_row(self, *cells: Any, **kwargs: Any) -> Any:
+    def add_row(self, *cells: Any, key: str | None = None) -> RowKey:
         if self._hidden and len(cells) == len(self._specs):
-            cells = tuple(c for c, (_l, key, _w) in zip(cells, self._specs, strict=True) if key not in self._hidden)
-        return super().add_row(*(table_cell(cell) for cell in cells), **kwargs)
+            cells = tuple(c for c, (_l, k, _w) in zip(cells, self._specs, strict=True) if k not in self._hidden)
+        return super().add_row(*(table_cell(cell) for cell in cells), key=key)
 
-    def update_cell(self, row_key: Any, column_key: Any, value: Any, **kwargs: Any) -> None:
+    def update_cell(self, row_key: RowKey | str, column_key: ColumnKey | str, value: Any) -> None:
         if str(getattr(column_key, "value", column_key)) in self._hidden:
             return
-        super().update_cell(row_key, column_key, table_cell(value), **kwargs)
+        super().update_cell(row_key, column_key, table_cell(value))
 
     # ------------------------------------------------------------ width
 
@@ -168,7 +167,7 @@ class FastTable(PlainRowsTable):
                 column.width = widths[key.value]
                 changed = True
         if changed:
-            self.widths_changed()
+            self.columns_changed()
 
     # ------------------------------------------------------------ sorting
 
@@ -200,9 +199,9 @@ class FastTable(PlainRowsTable):
                 column.label = label + Text(DESCENDING if self.sort_reverse else ASCENDING, style="bold")
             else:
                 column.label = label.copy()
-        self.redraw()
+        self.columns_changed()
 
-    def on_data_table_header_selected(self, event: DataTable.HeaderSelected) -> None:
+    def on_strip_table_header_selected(self, event: StripTable.HeaderSelected) -> None:
         event.stop()
         if event.column_key.value is not None:
             self.sort_by(event.column_key.value)
@@ -256,7 +255,7 @@ class ListingTable(FastTable, Generic[_T]):
     def on_fast_table_sorted(self) -> None:
         self.refill()  # and on to the view, which says the order
 
-    def on_data_table_row_highlighted(self, event: DataTable.RowHighlighted) -> None:
+    def on_strip_table_row_highlighted(self, event: StripTable.RowHighlighted) -> None:
         if event.row_key is not None and event.row_key.value is not None:
             self.selected = event.row_key.value
 
