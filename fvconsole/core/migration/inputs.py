@@ -54,8 +54,9 @@ Checked = tuple[Any, Reason | None]
 
 def _int_param(keys: TrainingKeys, name: str, where: str, minimum: int | None) -> Checked:
     value, dotted = getattr(keys, name), keys.path(name)
+    missing, where = _missing(keys, name, where), keys.where(name, where)  # the value's source: file or override
     if value is MISSING:
-        return None, invalid(dotted, f"missing from the run config {where}")
+        return None, invalid(dotted, missing)
     if isinstance(value, bool) or not isinstance(value, int):
         return None, invalid(dotted, f"must be an integer in {where} (got {value!r})")
     if minimum is not None and value < minimum:
@@ -65,8 +66,9 @@ def _int_param(keys: TrainingKeys, name: str, where: str, minimum: int | None) -
 
 def _str_param(keys: TrainingKeys, name: str, where: str) -> Checked:
     value, dotted = getattr(keys, name), keys.path(name)
+    missing, where = _missing(keys, name, where), keys.where(name, where)  # the value's source: file or override
     if value is MISSING or value is None:
-        return None, invalid(dotted, f"missing from the run config {where}")
+        return None, invalid(dotted, missing)
     if not isinstance(value, str) or not value.strip():
         return None, invalid(dotted, f"must be a non-empty string in {where} (got {value!r})")
     if "\x00" in value:
@@ -78,8 +80,15 @@ def _bool_param(keys: TrainingKeys, name: str, where: str) -> Checked:
     value = getattr(keys, name)
     if isinstance(value, bool):
         return value, None
-    what = "missing from" if value is MISSING else f"must be true or false (got {value!r}) in"
-    return None, invalid(keys.path(name), f"{what} the run config {where}")
+    at = keys.where(name, f"the run config {where}")
+    return None, invalid(keys.path(name), _missing(keys, name, where) if value is MISSING else
+                         f"must be true or false (got {value!r}) in {at}")
+
+
+def _missing(keys: TrainingKeys, name: str, where: str) -> str:
+    """A key absent from the run config ``where``, or from the mapping an override put above it."""
+    override = keys.override(name)
+    return f"missing from the run config {where}" if override is None else f"missing after the override {override}"
 
 
 def read_params(keys: TrainingKeys, where: str, max_workers: int = 0) -> tuple[Params, tuple[Reason, ...]]:
@@ -97,31 +106,35 @@ def read_params(keys: TrainingKeys, where: str, max_workers: int = 0) -> tuple[P
         "loader_type": _str_param(keys, "dataloader_type", where),
         "manifest_path": _str_param(keys, "streaming_manifest_path", where),
         "data_path": _str_param(keys, "data_path", where),
-        "data_type": _data_type(keys.preprocessed_data_type, where),
+        "data_type": _data_type(keys.preprocessed_data_type, keys.where("preprocessed_data_type", where)),
     }
     p = Params(**{name: value for name, (value, _) in checked.items()})
     refused = tuple(why for _, why in checked.values() if why is not None)
-    return p, refused + _together(p, where, max_workers)
+    return p, refused + _together(p, keys, where, max_workers)
 
 
-def _together(p: Params, where: str, max_workers: int) -> tuple[Reason, ...]:
-    """What the values refuse in each other's light: the loader, its workers, sp_size against num_gpus."""
+def _together(p: Params, keys: TrainingKeys, where: str, max_workers: int) -> tuple[Reason, ...]:
+    """What the values refuse in each other's light: the loader, its workers, sp_size against num_gpus
+    (each named in the source of the value refused: the override that set it, else ``where``)."""
     found = []
     if p.loader_type is not None and "".join(p.loader_type.split()).lower() != "streaming":
         found.append(invalid(
             "training.data.dataloader_type",
-            f"is {p.loader_type!r} in {where}; only the 'streaming' dataloader can be migrated",
+            f"is {p.loader_type!r} in {keys.where('dataloader_type', where)}; "
+            "only the 'streaming' dataloader can be migrated",
         ))
     if p.workers is not None and p.workers > max_workers:
+        at = keys.where("dataloader_num_workers", where)
         found.append(invalid(
             "training.data.dataloader_num_workers",
-            f"is {p.workers} in {where}; legacy migration requires 0 (one reader per rank)" if max_workers == 0 else
-            f"is {p.workers} in {where}; a reshard requires 0 or 1: FastVideo's dataset state is one worker's cursor",
+            f"is {p.workers} in {at}; legacy migration requires 0 (one reader per rank)" if max_workers == 0 else
+            f"is {p.workers} in {at}; a reshard requires 0 or 1: FastVideo's dataset state is one worker's cursor",
         ))
     if p.world is not None and p.sp is not None and p.world % p.sp:
         found.append(invalid(
             "training.distributed.sp_size",
-            f"{p.sp} does not divide training.distributed.num_gpus {p.world} in {where}",
+            f"{p.sp} does not divide training.distributed.num_gpus {p.world} in "
+            f"{keys.where('sp_size', keys.where('num_gpus', where))}",
         ))
     return tuple(found)
 

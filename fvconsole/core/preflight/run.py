@@ -118,9 +118,9 @@ def run_preflight(req: PreflightRequest) -> PreflightReport:
         world = _whole(req.world_size, WORLD_FLAG, WORLD_FLAG)
         notes.append(f"world size {world} from {WORLD_FLAG}")
     else:
-        world = _whole(cfg.get(WORLD_PATH, None), WORLD_PATH, cfg.path)
+        world = _whole(cfg.get(WORLD_PATH, None), WORLD_PATH, cfg.source(WORLD_PATH))
         notes.append(f"world size {world} from the config's {WORLD_PATH}")
-    sp = _whole(cfg.get(SP_PATH, 1), SP_PATH, cfg.path)
+    sp = _whole(cfg.get(SP_PATH, 1), SP_PATH, cfg.source(SP_PATH))
     override = None
     if req.dataloader_state_dir:
         override = real(req.dataloader_state_dir)
@@ -166,7 +166,7 @@ def _resume_checks(req: PreflightRequest, cfg: RunConfig, point: ResumePoint, in
                             "does not restore a map-style loader's state"))
         checks.append(Check("dataset", "skip", "not a streaming loader: no manifest"))
     elif world % sp == 0:
-        params, refused = read_params(TrainingKeys.of(target), "the next config", max_workers=1)
+        params, refused = read_params(TrainingKeys.of(target, cfg.overrides), "the next config", max_workers=1)
         if refused:
             first = refused[0]
             checks.append(Check("dataloader", "fail", f"the next config: {first.field}: {first.cli}"))
