@@ -75,7 +75,7 @@ class Elastic:
     with the chosen mode's start, and the refusals and warnings found."""
 
     reshard: Reshard | None
-    target: TargetLayout
+    target: TargetLayout | None
     refusals: tuple[Found, ...] = ()
     warnings: tuple[Reason, ...] = ()
 

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING
 from fvconsole.core.formats.runconfig import Mismatch
 from fvconsole.core.formats.streaming import ShardOrders, Topology, compute_cursors, shard_layout
 from fvconsole.core.migration import output_dir
-from fvconsole.core.migration.elastic import TargetLayout, groups_refusal, plan_elastic
+from fvconsole.core.migration.elastic import Elastic, TargetLayout, groups_refusal, plan_elastic
 from fvconsole.core.migration.model import MigrationPlan
 from fvconsole.core.migration.receipt import set_files
 from fvconsole.core.migration.request import Finding, Found, MigrationRequest, Refusal, refusals_of
@@ -83,24 +83,22 @@ def plan_migration(req: MigrationRequest, sources: Sources) -> MigrationPreview:
     if sources.refused:
         return MigrationPreview(req, (), refusals_of(sources.refused), (), None)
     target, layout_refusals = _target(req, sources)
-    elastic = None
+    elastic = Elastic(None, target)
     if target is not None and sources.resharding:
         elastic = plan_elastic(req, sources.facts, sources.manifest.rows, sources.reshard, target)
     found: tuple[Found, ...] = (
         *sources.checkpoint_refusals, *_check_steps(req, sources.facts), *sources.config_refusals,
         *_check_confirmations(req, sources), *sources.output_refusals, *sources.dataset_refusals,
-        *layout_refusals, *(elastic.refusals if elastic is not None else ()))
-    notes = (*sources.warnings, *(elastic.warnings if elastic is not None else ()))
-    if elastic is not None:
-        target = elastic.target
-        if elastic.reshard is None and not found:
-            found = (invalid("reshard", "the checkpoint's topology (its embedded training.distributed.num_gpus "
-                             "and sp_size) could not be read"),)
-    reshard = elastic.reshard if elastic is not None else None
+        *layout_refusals, *elastic.refusals)
+    notes = (*sources.warnings, *elastic.warnings)
+    if target is not None and sources.resharding and elastic.reshard is None and not found:
+        found = (invalid("reshard", "the checkpoint's topology (its embedded training.distributed.num_gpus "
+                         "and sp_size) could not be read"),)
     plan = None
-    if target is not None and not found:
-        plan, found, notes = _finish(req, sources, target, reshard, notes)
-    return MigrationPreview(req, sources.mismatches, refusals_of(found), notes, plan, sources.columns, reshard)
+    if elastic.target is not None and not found:
+        plan, found, notes = _finish(req, sources, elastic.target, elastic.reshard, notes)
+    return MigrationPreview(req, sources.mismatches, refusals_of(found), notes, plan, sources.columns,
+                            elastic.reshard)
 
 
 def preview_migration(req: MigrationRequest, progress: Progress | None = None, *,
