@@ -207,6 +207,7 @@ def rank_local_refusal(facts: CheckpointFacts) -> Reason | None:
 
 def inspect_source(ckpt: str) -> Inspected:
     """Directory name, dcp/, metadata.json and its embedded config; kind and completeness."""
+    from fvconsole.core.checkpoints.dcp_metadata import dcp_metadata_path, missing_text
     from fvconsole.core.checkpoints.listing import checkpoint_step
 
     dir_step = checkpoint_step(ckpt)
@@ -222,14 +223,10 @@ def inspect_source(ckpt: str) -> Inspected:
     dcp = os.path.join(ckpt, "dcp")
     if not os.path.isdir(dcp):
         refused.append(invalid("checkpoint.dcp", f"missing DCP directory {dcp}"))
-    elif not os.path.lexists(os.path.join(dcp, ".metadata")):
+    elif not os.path.lexists(dcp_metadata_path(ckpt)):
         # dcp.save writes .metadata last: without it the save was interrupted and FastVideo
         # cannot load this checkpoint at all, so sidecars for it could never be used.
-        refused.append(invalid(
-            "checkpoint.dcp",
-            f"{os.path.join(dcp, '.metadata')} is missing (interrupted save); FastVideo cannot resume "
-            "from this checkpoint",
-        ))
+        refused.append(invalid("checkpoint.dcp", f"{missing_text(ckpt)}; FastVideo cannot resume from this checkpoint"))
     facts, why = _read_metadata(CheckpointFacts(ckpt, dir_step))
     refused += [why] if why is not None else []
     if dir_step is None:
@@ -245,7 +242,8 @@ def _read_metadata(facts: CheckpointFacts) -> tuple[CheckpointFacts, Reason | No
     meta_path = os.path.join(facts.path, "metadata.json")
     try:
         meta = read_metadata(facts.path)
-        facts = replace(facts, metadata_step=meta["step"], metadata_sha256=sha256_regular_file(meta_path))
+        facts = replace(facts, metadata_step=meta["step"])
+        facts = replace(facts, metadata_sha256=sha256_regular_file(meta_path))
         if not isinstance(meta.get("config"), dict):
             return facts, invalid("metadata.config", f"{meta_path} has no embedded run config (field 'config')")
         return replace(facts, embedded=meta["config"], keys=TrainingKeys.of(meta["config"])), None
@@ -275,7 +273,8 @@ def _inspect_kind(ckpt: str) -> tuple[str | None, int, tuple[Reason, ...]]:
     elif info.kind == "unknown":
         why = "DCP metadata unreadable" if info.has_dcp_metadata else "no dcp/.metadata to read"
         warned.append(invalid("warning", f"checkpoint {ckpt} kind is unknown ({why}); expected 'legacy'"))
-    warned += [invalid("warning", problem) for problem in info.problems if "unreadable DCP metadata" in problem]
+    if info.dcp_error is not None:
+        warned.append(invalid("warning", info.dcp_error))
     return info.kind, info.rank_sidecars if info.kind == "rank-local" else 0, tuple(warned)
 
 
