@@ -195,6 +195,7 @@ def refuse_rank_local(facts: CheckpointFacts, col: Collector) -> None:
 
 def inspect_source(ckpt: str, col: Collector) -> CheckpointFacts:
     """Directory name, dcp/, metadata.json and its embedded config; kind and completeness."""
+    from fvconsole.core.checkpoints.dcp_metadata import dcp_metadata_path, missing_text
     from fvconsole.core.checkpoints.listing import checkpoint_step, inspect_checkpoint, read_metadata
 
     facts = CheckpointFacts(ckpt, dir_step=checkpoint_step(ckpt))
@@ -209,14 +210,10 @@ def inspect_source(ckpt: str, col: Collector) -> CheckpointFacts:
         )
     if not os.path.isdir(os.path.join(ckpt, "dcp")):
         col.refuse("checkpoint.dcp", f"missing DCP directory {os.path.join(ckpt, 'dcp')}")
-    elif not os.path.lexists(os.path.join(ckpt, "dcp", ".metadata")):
+    elif not os.path.lexists(dcp_metadata_path(ckpt)):
         # dcp.save writes .metadata last: without it the save was interrupted and FastVideo
         # cannot load this checkpoint at all, so sidecars for it could never be used.
-        col.refuse(
-            "checkpoint.dcp",
-            f"{os.path.join(ckpt, 'dcp', '.metadata')} is missing (interrupted save); FastVideo cannot resume "
-            "from this checkpoint",
-        )
+        col.refuse("checkpoint.dcp", f"{missing_text(ckpt)}; FastVideo cannot resume from this checkpoint")
     meta_path = os.path.join(ckpt, "metadata.json")
     try:
         meta = read_metadata(ckpt)
@@ -252,9 +249,8 @@ def inspect_source(ckpt: str, col: Collector) -> CheckpointFacts:
         elif info.kind == "unknown":
             why = "DCP metadata unreadable" if info.has_dcp_metadata else "no dcp/.metadata to read"
             col.warn(f"checkpoint {ckpt} kind is unknown ({why}); expected 'legacy'")
-        for problem in info.problems:
-            if "unreadable DCP metadata" in problem:
-                col.warn(problem)
+        if info.dcp_error is not None:
+            col.warn(info.dcp_error)
     return facts
 
 
