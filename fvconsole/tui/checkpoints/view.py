@@ -114,7 +114,7 @@ class CheckpointsView(PreflightVerdict, PruneMarks, BaseView):
     def __init__(self, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self._details: dict[str, CheckpointDetail] = {}
-        self._pruning = False
+        self._prune_running = False
         self._banner = FitStatic(id="ckpt-banner", classes="banner")
         self._preflight_panel = FitStatic(id="ckpt-preflight")
         self._detail = FitStatic("Select a checkpoint.", id="ckpt-detail")
