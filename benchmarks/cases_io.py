@@ -142,8 +142,9 @@ def dcp_keys_case(root: str, repeat: int) -> Row:
     fixture = build_run(os.path.join(root, "run"), num_gpus=4)
     ckpt = fixture.checkpoints[0]
     dcp = os.path.join(ckpt, "dcp")
-    core_way = ("import json, sys; from fvconsole.core.checkpoints.dcp_keys import dcp_state_keys;"
-                f" k = dcp_state_keys({ckpt!r}); assert k and 'torch' not in sys.modules; print(json.dumps(k))")
+    core_way = ("import json, sys; from fvconsole.core.checkpoints import read_dcp_metadata;"
+                f" k = list(read_dcp_metadata({ckpt!r}).keys); assert k and 'torch' not in sys.modules;"
+                " print(json.dumps(k))")
     torch_way = ("import json; from torch.distributed.checkpoint import FileSystemReader;"
                  f" k = sorted(FileSystemReader({dcp!r}).read_metadata().state_dict_metadata); print(json.dumps(k))")
     fast, core_keys = _keys_in_fresh_interpreter(core_way, os.path.join(root, "core.json"), repeat)
@@ -152,7 +153,7 @@ def dcp_keys_case(root: str, repeat: int) -> Row:
         raise AssertionError("the core's DCP reader and torch's FileSystemReader read different keys")
     return Row("DCP .metadata keys, fresh interpreter", fast.wall, slow.wall,
                "import torch.distributed.checkpoint + FileSystemReader", "", None,
-               f"core.checkpoints.dcp_keys.dcp_state_keys, no torch import; same {len(core_keys)} keys",
+               f"core.checkpoints.read_dcp_metadata, no torch import; same {len(core_keys)} keys",
                fast.cpu, slow.cpu)
 
 

@@ -50,8 +50,9 @@ class Params:
 
 def _int_param(keys: TrainingKeys, name: str, where: str, col: Collector, minimum: int | None) -> int | None:
     value, dotted = getattr(keys, name), keys.path(name)
+    missing, where = _missing(keys, name, where), keys.where(name, where)  # the value's source: file or override
     if value is MISSING:
-        col.refuse(dotted, f"missing from the run config {where}")
+        col.refuse(dotted, missing)
         return None
     if isinstance(value, bool) or not isinstance(value, int):
         col.refuse(dotted, f"must be an integer in {where} (got {value!r})")
@@ -64,8 +65,9 @@ def _int_param(keys: TrainingKeys, name: str, where: str, col: Collector, minimu
 
 def _str_param(keys: TrainingKeys, name: str, where: str, col: Collector) -> str | None:
     value, dotted = getattr(keys, name), keys.path(name)
+    missing, where = _missing(keys, name, where), keys.where(name, where)  # the value's source: file or override
     if value is MISSING or value is None:
-        col.refuse(dotted, f"missing from the run config {where}")
+        col.refuse(dotted, missing)
         return None
     if not isinstance(value, str) or not value.strip():
         col.refuse(dotted, f"must be a non-empty string in {where} (got {value!r})")
@@ -80,9 +82,16 @@ def _bool_param(keys: TrainingKeys, name: str, where: str, col: Collector) -> bo
     value = getattr(keys, name)
     if isinstance(value, bool):
         return value
-    what = "missing from" if value is MISSING else f"must be true or false (got {value!r}) in"
-    col.refuse(keys.path(name), f"{what} the run config {where}")
+    at = keys.where(name, f"the run config {where}")
+    col.refuse(keys.path(name), _missing(keys, name, where) if value is MISSING else
+               f"must be true or false (got {value!r}) in {at}")
     return None
+
+
+def _missing(keys: TrainingKeys, name: str, where: str) -> str:
+    """A key absent from the run config ``where``, or from the mapping an override put above it."""
+    override = keys.override(name)
+    return f"missing from the run config {where}" if override is None else f"missing after the override {override}"
 
 
 def read_params(keys: TrainingKeys, where: str, col: Collector, max_workers: int = 0) -> Params:
@@ -99,29 +108,33 @@ def read_params(keys: TrainingKeys, where: str, col: Collector, max_workers: int
         loader_type=_str_param(keys, "dataloader_type", where, col),
         manifest_path=_str_param(keys, "streaming_manifest_path", where, col),
         data_path=_str_param(keys, "data_path", where, col),
-        data_type=_data_type(keys.preprocessed_data_type, where, col),
+        data_type=_data_type(keys.preprocessed_data_type, keys.where("preprocessed_data_type", where), col),
     )
-    _check_together(p, where, col, max_workers)
+    _check_together(p, keys, where, col, max_workers)
     return p
 
 
-def _check_together(p: Params, where: str, col: Collector, max_workers: int) -> None:
-    """What the values refuse in each other's light: the loader, its workers, sp_size against num_gpus."""
+def _check_together(p: Params, keys: TrainingKeys, where: str, col: Collector, max_workers: int) -> None:
+    """What the values refuse in each other's light: the loader, its workers, sp_size against num_gpus
+    (each named in the source of the value refused: the override that set it, else ``where``)."""
     if p.loader_type is not None and "".join(p.loader_type.split()).lower() != "streaming":
         col.refuse(
             "training.data.dataloader_type",
-            f"is {p.loader_type!r} in {where}; only the 'streaming' dataloader can be migrated",
+            f"is {p.loader_type!r} in {keys.where('dataloader_type', where)}; "
+            "only the 'streaming' dataloader can be migrated",
         )
     if p.workers is not None and p.workers > max_workers:
+        at = keys.where("dataloader_num_workers", where)
         col.refuse(
             "training.data.dataloader_num_workers",
-            f"is {p.workers} in {where}; legacy migration requires 0 (one reader per rank)" if max_workers == 0 else
-            f"is {p.workers} in {where}; a reshard requires 0 or 1: FastVideo's dataset state is one worker's cursor",
+            f"is {p.workers} in {at}; legacy migration requires 0 (one reader per rank)" if max_workers == 0 else
+            f"is {p.workers} in {at}; a reshard requires 0 or 1: FastVideo's dataset state is one worker's cursor",
         )
     if p.world is not None and p.sp is not None and p.world % p.sp:
         col.refuse(
             "training.distributed.sp_size",
-            f"{p.sp} does not divide training.distributed.num_gpus {p.world} in {where}",
+            f"{p.sp} does not divide training.distributed.num_gpus {p.world} in "
+            f"{keys.where('sp_size', keys.where('num_gpus', where))}",
         )
 
 
@@ -182,6 +195,7 @@ def refuse_rank_local(facts: CheckpointFacts, col: Collector) -> None:
 
 def inspect_source(ckpt: str, col: Collector) -> CheckpointFacts:
     """Directory name, dcp/, metadata.json and its embedded config; kind and completeness."""
+    from fvconsole.core.checkpoints.dcp_metadata import dcp_metadata_path, missing_text
     from fvconsole.core.checkpoints.listing import checkpoint_step, inspect_checkpoint, read_metadata
 
     facts = CheckpointFacts(ckpt, dir_step=checkpoint_step(ckpt))
@@ -196,14 +210,10 @@ def inspect_source(ckpt: str, col: Collector) -> CheckpointFacts:
         )
     if not os.path.isdir(os.path.join(ckpt, "dcp")):
         col.refuse("checkpoint.dcp", f"missing DCP directory {os.path.join(ckpt, 'dcp')}")
-    elif not os.path.lexists(os.path.join(ckpt, "dcp", ".metadata")):
+    elif not os.path.lexists(dcp_metadata_path(ckpt)):
         # dcp.save writes .metadata last: without it the save was interrupted and FastVideo
         # cannot load this checkpoint at all, so sidecars for it could never be used.
-        col.refuse(
-            "checkpoint.dcp",
-            f"{os.path.join(ckpt, 'dcp', '.metadata')} is missing (interrupted save); FastVideo cannot resume "
-            "from this checkpoint",
-        )
+        col.refuse("checkpoint.dcp", f"{missing_text(ckpt)}; FastVideo cannot resume from this checkpoint")
     meta_path = os.path.join(ckpt, "metadata.json")
     try:
         meta = read_metadata(ckpt)
@@ -239,9 +249,8 @@ def inspect_source(ckpt: str, col: Collector) -> CheckpointFacts:
         elif info.kind == "unknown":
             why = "DCP metadata unreadable" if info.has_dcp_metadata else "no dcp/.metadata to read"
             col.warn(f"checkpoint {ckpt} kind is unknown ({why}); expected 'legacy'")
-        for problem in info.problems:
-            if "unreadable DCP metadata" in problem:
-                col.warn(problem)
+        if info.dcp_error is not None:
+            col.warn(info.dcp_error)
     return facts
 
 

@@ -119,9 +119,9 @@ def run_preflight(req: PreflightRequest) -> PreflightReport:
         world = _whole(req.world_size, WORLD_FLAG, WORLD_FLAG)
         notes.append(f"world size {world} from {WORLD_FLAG}")
     else:
-        world = _whole(cfg.get(WORLD_PATH, None), WORLD_PATH, cfg.path)
+        world = _whole(cfg.get(WORLD_PATH, None), WORLD_PATH, cfg.source(WORLD_PATH))
         notes.append(f"world size {world} from the config's {WORLD_PATH}")
-    sp = _whole(cfg.get(SP_PATH, 1), SP_PATH, cfg.path)
+    sp = _whole(cfg.get(SP_PATH, 1), SP_PATH, cfg.source(SP_PATH))
     override = None
     if req.dataloader_state_dir:
         override = real(req.dataloader_state_dir)
@@ -168,7 +168,7 @@ def _resume_checks(req: PreflightRequest, cfg: RunConfig, point: ResumePoint, in
         checks.append(Check("dataset", "skip", "not a streaming loader: no manifest"))
     elif world % sp == 0:
         col = Collector()
-        params = read_params(TrainingKeys.of(target), "the next config", col, max_workers=1)
+        params = read_params(TrainingKeys.of(target, cfg.overrides), "the next config", col, max_workers=1)
         if col.refusals:
             first = col.refusals[0]
             checks.append(Check("dataloader", "fail", f"the next config: {first.message}"))
