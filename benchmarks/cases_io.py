@@ -47,14 +47,14 @@ def slow_fsync(delay: float) -> Iterator[None]:
 def execute_case(root: str, ranks: int, repeat: int, fsync_delay: float = 0.0) -> Row:
     """execute_migration (staging, parallel writes, verify, receipt, publish) vs the seed's loop."""
     from fvconsole.core.migration.locked import execute_migration
-    from fvconsole.core.migration.plan import plan_migration
+    from fvconsole.core.migration.plan import preview_migration
 
     run = inputs.migration_run(root, world_size=ranks, num_row_groups=ranks * 16, step=50)
     fv_times, base_times = [], []
     with slow_fsync(fsync_delay) if fsync_delay else contextlib.nullcontext():
         for i in range(repeat):
             out = os.path.join(root, f"fv-{i}")
-            preview = plan_migration(run.request(out))
+            preview = preview_migration(run.request(out))
             plan = preview.plan
             if plan is None:
                 raise AssertionError(f"preview refused: {[r.message for r in preview.refusals]}")

@@ -244,7 +244,7 @@ def _between_plan_and_write(monkeypatch, tmp_path, change) -> dict:
     executes: returns the tree digest of ``tmp_path`` right after the change, to show nothing was written."""
     import fvconsole.core.migration as planning  # the façade the CLI plans through
 
-    real_plan = planning.plan_migration
+    real_plan = planning.preview_migration
     after: dict = {}
 
     def plan_then_change(*args, **kwargs):
@@ -254,7 +254,7 @@ def _between_plan_and_write(monkeypatch, tmp_path, change) -> dict:
         after["digest"] = tree_digest(str(tmp_path), mtimes=True, modes=True)
         return preview
 
-    monkeypatch.setattr(planning, "plan_migration", plan_then_change)
+    monkeypatch.setattr(planning, "preview_migration", plan_then_change)
     return after
 
 
