@@ -537,7 +537,7 @@ DOORS: tuple[Door, ...] = (
                   (("fvconsole/core/checkpoints/storage.py",), "fvconsole.core.checkpoints.dcp_metadata",
                    frozenset({"read_dcp_metadata"})),
                   (("fvconsole/core/checkpoints/listing.py",), "fvconsole.core.checkpoints.dcp_metadata",
-                   frozenset({"dataloader_key_count", "dcp_metadata_present", "missing_text"})))),
+                   frozenset({"dataloader_key_count", "dcp_metadata_present", "not_present_text"})))),
     Door("locks", "fvconsole/core/shared/locks/",
          "a lock names its holder's host, boot and PID namespace, so a stale one is judged the same everywhere",
          lock_scan,

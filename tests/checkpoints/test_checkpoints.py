@@ -205,6 +205,8 @@ def test_fifo_metadata_files_do_not_hang_listing(tmp_path, config) -> None:
         os.mkfifo(os.path.join(ckpt, name))
     (info,) = discover_checkpoints(tmp_path / "out")
     assert any("metadata.json must be a regular file, but it is a FIFO" in p for p in info.problems)
+    meta = os.path.join(info.path, "dcp", ".metadata")
+    assert f"{meta}: DCP metadata must be a regular file, but it is a FIFO" in info.problems  # it said "missing"
     with pytest.raises(FvError, match="DCP metadata must be a regular file"):
         read_dcp_metadata(ckpt)
     with pytest.raises(FvError, match="metadata.json must be a regular file"):

@@ -8,14 +8,13 @@ of the two must be the same segments (text, style, meta). The walk goes back to 
 before, so a line kept from an earlier cursor position that should have changed fails too.
 
 That drawing uses Textual's private API (the one module that may, ``tui/widgets/textual_private.py``):
-the first test here names each private member it relies on that a newer Textual moved, renamed
-or gave other parameters, before the drawings are compared.
+``tests/tui/test_textual_internals.py`` names each private member it relies on that a newer
+Textual moved, renamed or gave other parameters.
 """
 
 from __future__ import annotations
 
 import asyncio
-import inspect
 from typing import Any
 
 import pytest
@@ -28,39 +27,7 @@ from textual.widgets import DataTable
 from fvconsole.tui.plain import table_cell
 from fvconsole.tui.widgets.cells import FittedCell
 from fvconsole.tui.widgets.tables import FastTable
-from fvconsole.tui.widgets.textual_private import RELIED_ON, RELIED_ON_ATTRIBUTES, LineCachedTable
-
-#: What the console relies on, written here by hand from Textual 8's source: a change to
-#: ``RELIED_ON`` must be a change here too, after reading the new Textual.
-EXPECTED_MEMBERS = {
-    "DataTable": ("_render_line", "_render_line_in_row", "_get_row_style", "_render_cell", "_get_styles_to_render_cell",
-                  "_compute_row_renderables", "_get_row_renderables", "_update_dimensions", "_get_offsets",
-                  "_should_highlight", "_clear_caches"),
-    "CommandPalette": ("_action_command_list", "_gather_commands"),
-}
-
-
-def test_the_private_textual_api_relied_on_is_still_there() -> None:
-    """Fails loudly, naming each member, on a Textual whose internals changed underneath."""
-    import textual
-
-    assert {cls.__name__: tuple(members) for cls, members in RELIED_ON.items()} == EXPECTED_MEMBERS
-    problems = []
-    for cls, members in RELIED_ON.items():
-        for name, parameters in members.items():
-            member = inspect.getattr_static(cls, name, None)
-            if member is None:
-                problems.append(f"{cls.__name__}.{name} is gone")
-                continue
-            found = tuple(inspect.signature(getattr(member, "__func__", member)).parameters)
-            if found != parameters:
-                problems.append(f"{cls.__name__}.{name}{found}: textual_private.py expects {parameters}")
-    for cls, names in RELIED_ON_ATTRIBUTES.items():
-        holder = DataTable() if cls is DataTable else cls
-        problems += [f"{cls.__name__}.{name} is gone" for name in names if not hasattr(holder, name)]
-    assert not problems, (f"Textual {textual.__version__} changed what tui/widgets/textual_private.py relies on: "
-                          + "; ".join(problems))
-
+from fvconsole.tui.widgets.textual_private import LineCachedTable
 
 #: Every kind of cell the console stores, and a few it does not (numbers, None, tabs, newlines,
 #: justified Text: those take DataTable's own path), in columns narrower than many of them.

@@ -108,6 +108,17 @@ def missing_text(checkpoint_dir: str | os.PathLike[str]) -> str:
     return _missing(dcp_metadata_path(checkpoint_dir))
 
 
+def not_present_text(checkpoint_dir: str | os.PathLike[str]) -> str:
+    """Why ``dcp/.metadata`` is not a regular file (:func:`dcp_metadata_present` said so), in the reader's
+    words: missing, or what the read door found there instead (a FIFO, a directory)."""
+    meta = dcp_metadata_path(checkpoint_dir)
+    try:
+        _read(meta)
+    except FvError as exc:
+        return str(exc)
+    return _missing(meta)  # a save finished writing it since: it was missing when looked at
+
+
 def dcp_metadata_present(checkpoint_dir: str | os.PathLike[str]) -> bool:
     """``dcp/.metadata`` is a regular file (through links, as ``dcp.load`` opens it).
 

@@ -16,7 +16,11 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from fvconsole.core.checkpoints.dcp_metadata import dataloader_key_count, dcp_metadata_present, missing_text
+from fvconsole.core.checkpoints.dcp_metadata import (
+    dataloader_key_count,
+    dcp_metadata_present,
+    not_present_text,
+)
 from fvconsole.core.checkpoints.kind import RunKind, run_kind
 from fvconsole.core.checkpoints.verdicts import VerdictCache, default_path
 from fvconsole.core.formats.sidecar_files import SIDECAR_RE
@@ -223,7 +227,7 @@ def _completeness(path: str, has_dcp: bool, dcp_meta: bool, rng: set[int], world
     if not has_dcp:
         problems.append("dcp/ directory is missing")
     elif not dcp_meta:
-        problems.append(missing_text(path))
+        problems.append(not_present_text(path))
     if world is None:
         return dcp_meta
     missing_rng = world - sum(1 for r in range(world) if r in rng)

@@ -117,7 +117,7 @@ class CheckpointsView(PreflightVerdict, PruneMarks, BaseView):
         #: The detail pane's claim: a cursor move's summary or w's report, whichever came last (w in preflight.py);
         #: the preflight panel's: the latest listing's verdict.
         self.detail_claim, self.panel_claim = Claim(), Claim()
-        self._pruning = False
+        self._prune_running = False
         self._banner = FitStatic(id="ckpt-banner", classes="banner")
         self._preflight_panel = FitStatic(id="ckpt-preflight")
         self._detail = FitStatic("Select a checkpoint.", id="ckpt-detail")

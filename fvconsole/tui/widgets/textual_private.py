@@ -19,6 +19,11 @@ The interface the rest of the console uses:
   a cell cut at the view's right edge with ``…``; and two calls: :meth:`~PlainRowsTable.widths_changed`
   after changing column widths, :meth:`~PlainRowsTable.redraw` after changing labels.
 - :class:`ConsolePalette`, Textual's command palette without two races.
+- The output side of Textual's Linux driver, which ``tui/terminal.py: ConsoleDriver`` bounds:
+  :func:`wrap_driver_output` (the file its output thread writes to), :func:`driver_output_thread`
+  and :func:`queue_output` (a put that gives up after a timeout). Why: the driver has no public
+  way to watch or bound its output; a terminal that hangs up or stops reading otherwise leaves
+  the console stuck in ``Queue.put`` for good (D40).
 
 Textual is pinned ``<9`` in pyproject. ``RELIED_ON`` names each private member used here with
 its parameters; ``tests/tui/test_table_drawing.py`` checks them against the installed Textual
@@ -28,8 +33,10 @@ fails those tests loudly, naming what changed, instead of drawing something else
 
 from __future__ import annotations
 
+import threading
+from collections.abc import Callable
 from itertools import chain
-from typing import Any
+from typing import IO, Any, TypeVar
 
 from rich.segment import Segment
 from rich.style import Style
@@ -40,6 +47,8 @@ from textual.color import Color
 from textual.command import CommandPalette
 from textual.coordinate import Coordinate
 from textual.css.query import NoMatches
+from textual.drivers._writer_thread import WriterThread
+from textual.drivers.linux_driver import LinuxDriver
 from textual.geometry import Region, Size
 from textual.strip import Strip
 from textual.widgets import DataTable
@@ -71,9 +80,11 @@ RELIED_ON: dict[type, dict[str, tuple[str, ...]]] = {
         "_gather_commands": ("self", "search_value"),
     },
 }
-#: Textual's private attributes read here: a DataTable's (set in its ``__init__`` or properties) and
-#: CommandPalette's worker group.
+#: Textual's private attributes read here: a DataTable's (set in its ``__init__`` or properties),
+#: CommandPalette's worker group, the Linux driver's output file and thread, and that thread's queue.
 RELIED_ON_ATTRIBUTES: dict[type, tuple[str, ...]] = {
+    LinuxDriver: ("_file", "_writer_thread"),
+    WriterThread: ("_queue",),
     DataTable: ("_row_locations", "_column_locations", "_line_cache", "_row_render_cache", "_cell_render_cache",
                 "_data", "_show_hover_cursor", "_update_count", "_pseudo_class_state", "_labelled_row_exists",
                 "_header_row_key", "_row_label_column_width", "_total_row_height", "_require_update_dimensions",
@@ -398,3 +409,33 @@ class ConsolePalette(CommandPalette):
         except NoMatches:
             if self.is_attached and self.app.screen is self:
                 raise
+
+
+# ------------------------------------------------------------ the terminal driver's output
+
+_Wrapped = TypeVar("_Wrapped")
+
+
+def wrap_driver_output(driver: LinuxDriver, wrap: Callable[[IO[str]], _Wrapped]) -> _Wrapped:
+    """Make the driver's output thread write to ``wrap(its file)``, and return that.
+
+    Call it before application mode starts (the thread takes the file when it starts). Why
+    private: Textual's output thread dies on the first failed write (EIO from a hung-up
+    terminal) with a traceback, and nobody hears of it; a wrapped file reports the failure."""
+    wrapped = wrap(driver._file)
+    driver._file = wrapped  # type: ignore[assignment]  # a file in all the thread uses: write, flush, fileno
+    return wrapped
+
+
+def driver_output_thread(driver: LinuxDriver) -> threading.Thread | None:
+    """The thread that writes the driver's output to the terminal (None outside application
+    mode): whether it still lives tells a stuck or dead terminal from a slow one."""
+    return driver._writer_thread
+
+
+def queue_output(thread: threading.Thread, data: str | None, timeout: float) -> None:
+    """Queue ``data`` (None: the thread's stop mark) for the output thread, waiting at most
+    ``timeout`` seconds for room (``queue.Full`` then). The driver's own ``write`` waits forever,
+    where no signal handler of the event loop can run."""
+    assert isinstance(thread, WriterThread), thread
+    thread._queue.put(data, timeout=timeout)

@@ -1,0 +1,84 @@
+"""What ``tui/widgets/textual_private.py`` relies on of Textual's private API is still there.
+
+``RELIED_ON`` names each private method it overrides or calls, with its parameters, and
+``RELIED_ON_ATTRIBUTES`` each private attribute it reads or sets (the tables', the command
+palette's, the Linux driver's output file and thread). A Textual that moved, renamed or gave
+other parameters to any of them fails here, naming each, instead of drawing something else or
+hanging on a dead terminal.
+"""
+
+from __future__ import annotations
+
+import inspect
+import io
+from collections.abc import Callable, Mapping
+
+from textual.app import App
+from textual.drivers._writer_thread import WriterThread
+from textual.drivers.linux_driver import LinuxDriver
+from textual.widgets import DataTable
+
+from fvconsole.tui.widgets.textual_private import RELIED_ON, RELIED_ON_ATTRIBUTES
+
+#: What the console relies on, written here by hand from Textual 8's source: a change to
+#: ``RELIED_ON`` or ``RELIED_ON_ATTRIBUTES`` must be a change here too, after reading the new Textual.
+EXPECTED_MEMBERS = {
+    "DataTable": ("_render_line", "_render_line_in_row", "_get_row_style", "_render_cell", "_get_styles_to_render_cell",
+                  "_compute_row_renderables", "_get_row_renderables", "_update_dimensions", "_get_offsets",
+                  "_should_highlight", "_clear_caches"),
+    "CommandPalette": ("_action_command_list", "_gather_commands"),
+}
+EXPECTED_ATTRIBUTES = {
+    "LinuxDriver": ("_file", "_writer_thread"),
+    "WriterThread": ("_queue",),
+    "DataTable": ("_row_locations", "_column_locations", "_line_cache", "_row_render_cache", "_cell_render_cache",
+                  "_data", "_show_hover_cursor", "_update_count", "_pseudo_class_state", "_labelled_row_exists",
+                  "_header_row_key", "_row_label_column_width", "_total_row_height", "_require_update_dimensions",
+                  "_should_render_row_labels"),
+    "CommandPalette": ("_GATHER_COMMANDS_GROUP",),
+}
+
+#: An instance to look an attribute up on, for a class whose ``__init__`` sets it (others: the class).
+HOLDERS: dict[type, Callable[[], object]] = {
+    DataTable: DataTable,
+    LinuxDriver: lambda: LinuxDriver(App()),  # needs a running event loop: the test is async
+    WriterThread: lambda: WriterThread(io.StringIO()),  # made, never started
+}
+
+
+def problems(members: Mapping[type, Mapping[str, tuple[str, ...]]],
+             attributes: Mapping[type, tuple[str, ...]]) -> list[str]:
+    """Each member that is gone or has other parameters, each attribute its holder lacks."""
+    found = []
+    for cls, named in members.items():
+        for name, parameters in named.items():
+            member = inspect.getattr_static(cls, name, None)
+            if member is None:
+                found.append(f"{cls.__name__}.{name} is gone")
+                continue
+            signature = tuple(inspect.signature(getattr(member, "__func__", member)).parameters)
+            if signature != parameters:
+                found.append(f"{cls.__name__}.{name}{signature}: textual_private.py expects {parameters}")
+    for cls, names in attributes.items():
+        holder = HOLDERS.get(cls, lambda cls=cls: cls)()
+        found += [f"{cls.__name__}.{name} is gone" for name in names if not hasattr(holder, name)]
+    return found
+
+
+async def test_the_private_textual_api_relied_on_is_still_there() -> None:
+    """Fails loudly, naming each member, on a Textual whose internals changed underneath."""
+    import textual
+
+    assert {cls.__name__: tuple(members) for cls, members in RELIED_ON.items()} == EXPECTED_MEMBERS
+    assert {cls.__name__: names for cls, names in RELIED_ON_ATTRIBUTES.items()} == EXPECTED_ATTRIBUTES
+    found = problems(RELIED_ON, RELIED_ON_ATTRIBUTES)
+    assert not found, (f"Textual {textual.__version__} changed what tui/widgets/textual_private.py relies on: "
+                       + "; ".join(found))
+
+
+async def test_a_changed_member_is_named() -> None:
+    """The check can fail: what a Textual without these would look like, named one by one."""
+    assert problems({DataTable: {"_render_line": ("self", "y"), "_no_such_method": ("self",)}},
+                    {LinuxDriver: ("_writer_thread", "_no_such_file"), WriterThread: ("_no_such_queue",)}) == [
+        "DataTable._render_line('self', 'y', 'x1', 'x2', 'base_style'): textual_private.py expects ('self', 'y')",
+        "DataTable._no_such_method is gone", "LinuxDriver._no_such_file is gone", "WriterThread._no_such_queue is gone"]
