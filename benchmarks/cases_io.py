@@ -47,14 +47,14 @@ def slow_fsync(delay: float) -> Iterator[None]:
 def execute_case(root: str, ranks: int, repeat: int, fsync_delay: float = 0.0) -> Row:
     """execute_migration (staging, parallel writes, verify, receipt, publish) vs the seed's loop."""
     from fvconsole.core.migration.locked import execute_migration
-    from fvconsole.core.migration.plan import plan_migration
+    from fvconsole.core.migration.plan import preview_migration
 
     run = inputs.migration_run(root, world_size=ranks, num_row_groups=ranks * 16, step=50)
     fv_times, base_times = [], []
     with slow_fsync(fsync_delay) if fsync_delay else contextlib.nullcontext():
         for i in range(repeat):
             out = os.path.join(root, f"fv-{i}")
-            preview = plan_migration(run.request(out))
+            preview = preview_migration(run.request(out))
             plan = preview.plan
             if plan is None:
                 raise AssertionError(f"preview refused: {[r.message for r in preview.refusals]}")
@@ -142,8 +142,9 @@ def dcp_keys_case(root: str, repeat: int) -> Row:
     fixture = build_run(os.path.join(root, "run"), num_gpus=4)
     ckpt = fixture.checkpoints[0]
     dcp = os.path.join(ckpt, "dcp")
-    core_way = ("import json, sys; from fvconsole.core.checkpoints.dcp_keys import dcp_state_keys;"
-                f" k = dcp_state_keys({ckpt!r}); assert k and 'torch' not in sys.modules; print(json.dumps(k))")
+    core_way = ("import json, sys; from fvconsole.core.checkpoints import read_dcp_metadata;"
+                f" k = list(read_dcp_metadata({ckpt!r}).keys); assert k and 'torch' not in sys.modules;"
+                " print(json.dumps(k))")
     torch_way = ("import json; from torch.distributed.checkpoint import FileSystemReader;"
                  f" k = sorted(FileSystemReader({dcp!r}).read_metadata().state_dict_metadata); print(json.dumps(k))")
     fast, core_keys = _keys_in_fresh_interpreter(core_way, os.path.join(root, "core.json"), repeat)
@@ -152,7 +153,7 @@ def dcp_keys_case(root: str, repeat: int) -> Row:
         raise AssertionError("the core's DCP reader and torch's FileSystemReader read different keys")
     return Row("DCP .metadata keys, fresh interpreter", fast.wall, slow.wall,
                "import torch.distributed.checkpoint + FileSystemReader", "", None,
-               f"core.checkpoints.dcp_keys.dcp_state_keys, no torch import; same {len(core_keys)} keys",
+               f"core.checkpoints.read_dcp_metadata, no torch import; same {len(core_keys)} keys",
                fast.cpu, slow.cpu)
 
 

@@ -208,7 +208,7 @@ def _with_baseline(row: Row, run: inputs.MigrationRun, plan_ranks: list[dict], s
 
 def _in_process_preview(run: inputs.MigrationRun, out_dir: str, repeat: int) -> Row:
     """The same dry run in-process (no interpreter start, no JSON output), phase by phase."""
-    from fvconsole.core.migration.plan import plan_migration
+    from fvconsole.core.migration.plan import preview_migration
 
     phases: list[tuple[str, float]] = []
     last = [time.perf_counter()]
@@ -223,7 +223,7 @@ def _in_process_preview(run: inputs.MigrationRun, out_dir: str, repeat: int) -> 
     def once() -> None:
         phases.clear()
         last[0] = time.perf_counter()
-        box["preview"] = plan_migration(run.request(out_dir), progress)
+        box["preview"] = preview_migration(run.request(out_dir), progress)
 
     t = measure(once, repeat)
     preview = box["preview"]

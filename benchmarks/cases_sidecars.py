@@ -78,13 +78,13 @@ def _cases(root: str, ranks: int, repeat: int, where: str) -> list[Row]:
     allocating, reading the inode table for each; 0.3-0.6 s per 1024 files for either side),
     which no real migration pays and which would be measured on both sides alike.
     """
-    from fvconsole.core.migration.plan import plan_migration
+    from fvconsole.core.migration.plan import preview_migration
 
     run = inputs.migration_run(root, world_size=ranks, num_row_groups=ranks * 16, step=STEP)
     outs = [os.path.join(root, f"fv-out-{i}") for i in range(max(1, repeat))]
     seed_outs = [os.path.join(root, f"seed-out-{i}") for i in range(max(1, repeat))]
     out, seed_out = outs[-1], seed_outs[-1]
-    plan = plan_migration(run.request(out)).plan
+    plan = preview_migration(run.request(out)).plan
     if plan is None:
         raise AssertionError("the benchmark's migration was refused")
     payload_file = os.path.join(root, "payloads.json")

@@ -151,7 +151,7 @@ async def _populate_and_scroll(state: Any, view_name: str, fill: Any, table_id: 
 def tui_cases(root: str, ranks: int, cache_entries: int, presses: int) -> list[Row]:
     """First screen on the demo workspace, then the migration and cache views at scale."""
     from fvconsole.core.cache import scan_cache
-    from fvconsole.core.migration.plan import plan_migration
+    from fvconsole.core.migration.plan import preview_migration
     from fvconsole.demo.workspace import build_demo_workspace
     from fvconsole.tui.state import ConsoleState
 
@@ -162,7 +162,7 @@ def tui_cases(root: str, ranks: int, cache_entries: int, presses: int) -> list[R
                 "run_test() start until loaded and settled (Pilot idle waits included)", cpu)]
 
     run = inputs.migration_run(os.path.join(root, "mig"), world_size=ranks, num_row_groups=ranks * 8, step=20)
-    preview = plan_migration(run.request(os.path.join(root, "mig-out")))
+    preview = preview_migration(run.request(os.path.join(root, "mig-out")))
     if preview.plan is None:
         raise AssertionError(f"preview refused: {[r.message for r in preview.refusals]}")
     from fvconsole.tui.messages import MigrationPreviewed

@@ -90,9 +90,9 @@ def request(legacy: Legacy, *, out: str | None = None, overwrite: bool = False,
 
 
 def plan_for(legacy: Legacy, *, break_lock: bool = False, **kwargs):
-    from fvconsole.core.migration.plan import plan_migration
+    from fvconsole.core.migration.plan import preview_migration
 
-    preview = plan_migration(request(legacy, **kwargs), break_lock=break_lock)
+    preview = preview_migration(request(legacy, **kwargs), break_lock=break_lock)
     assert preview.plan is not None, [r.message for r in preview.refusals]
     return preview.plan
 

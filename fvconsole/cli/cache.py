@@ -39,6 +39,8 @@ from fvconsole.core.cache import (
     ENV_ROOT,
     INVALID_SELECTS,
     LISTING,
+    LISTING_FORMATS,
+    LISTING_ORDERS,
     CacheEntry,
     CacheScan,
     CacheVerification,
@@ -50,9 +52,9 @@ from fvconsole.core.cache import (
     StoppedEviction,
     cap_bytes,
     default_max_gb,
-    gc_sort_key,
     listing_cells,
     listing_csv,
+    listing_order,
     parse_keys,
     prometheus_text,
     resolve_root,
@@ -181,8 +183,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     ls = actions.add_parser("ls", help="list cache entries", description=LS_HELP,
                             formatter_class=argparse.RawDescriptionHelpFormatter)
     _common(ls, json_flag=False)
-    add_format_args(ls, ("text", "json", "csv", "prometheus"), output=True)
-    ls.add_argument("--sort", choices=("lru", "size", "key"), default="lru",
+    add_format_args(ls, LISTING_FORMATS, output=True)
+    ls.add_argument("--sort", choices=LISTING_ORDERS, default=LISTING_ORDERS[0],
                     help="lru: FastVideo's GC order, next victim first (default); size: largest first; key")
     ls.add_argument("--per-entry", action="store_true",
                     help="--format prometheus: also one series per entry (label key)")
@@ -265,7 +267,7 @@ def run_ls(args: argparse.Namespace, _invocation: Invocation) -> int:
 
 def _show_ls(args: argparse.Namespace, fmt: str, scan: CacheScan, *, watching: bool = False) -> None:
     """One listing in ``fmt``, to stdout or (--output) through the output-file door."""
-    entries = sort_entries(scan, args.sort)
+    entries = listing_order(scan.entries, args.sort)
     if fmt == "prometheus":
         text = prometheus_text(scan, cap=_env_cap()[0], per_entry=args.per_entry)
     elif fmt == "csv":
@@ -345,14 +347,6 @@ def _watch_error(fmt: str, exc: FvError) -> None:
     if fmt == "json":
         emit_json({"error": exc.message, "code": exc.error_code, "time": stamp})
     say(f"error: {stamp}: {exc.message} (still watching)", err=True)
-
-
-def sort_entries(scan: CacheScan, order: str) -> list:
-    if order == "size":
-        return sorted(scan.entries, key=lambda e: (-e.bytes, e.key))
-    if order == "key":
-        return sorted(scan.entries, key=lambda e: e.key)
-    return sorted(scan.entries, key=gc_sort_key)
 
 
 def ls_payload(scan: CacheScan, entries: list, *, with_entries: bool = True) -> dict[str, Any]:

@@ -18,7 +18,7 @@ from fvconsole.core.shared import elided, flags, head_tail, human_bytes, plural
 
 if TYPE_CHECKING:  # the core's records, for the hints only: importing them costs every start-up
     from fvconsole.cli.outcome import Invocation
-    from fvconsole.core.checkpoints import CheckpointInfo, DcpTensors, DiskBudget, RunKind
+    from fvconsole.core.checkpoints import CheckpointInfo, DcpMetadata, DcpTensors, DiskBudget, RunKind
     from fvconsole.core.formats import Mismatch
     from fvconsole.core.retention import FastVideoOutlook
 
@@ -249,7 +249,7 @@ def critical_values(config: Mapping[str, Any] | None) -> dict:
 
 
 def _show(args: argparse.Namespace, _invocation: Invocation) -> int:
-    from fvconsole.core.checkpoints import dcp_state_keys, inspect_checkpoint, read_metadata, run_kind
+    from fvconsole.core.checkpoints import inspect_checkpoint, read_metadata, run_kind
     from fvconsole.core.shared import FvError
 
     info = inspect_checkpoint(args.checkpoint)
@@ -262,12 +262,8 @@ def _show(args: argparse.Namespace, _invocation: Invocation) -> int:
         metadata = {}  # show the rest, then exit 1: this checkpoint cannot be resumed or migrated
         metadata_error = exc
     embedded = metadata.get("config")
-    keys: list[str] = []
-    dcp_error = None
-    try:
-        keys = list(dcp_state_keys(args.checkpoint))
-    except Exception as exc:  # noqa: BLE001 - an unreadable DCP is reported, the rest still shown
-        dcp_error = " ".join(str(exc).split())
+    dcp, dcp_error = _read_dcp(info.path)  # the keys and, with --tensors, the tensors: one read (the listing's)
+    keys = list(dcp.keys) if dcp is not None else []
     mismatches = None
     if args.config:
         from fvconsole.core.formats import compare_configs, load_run_config
@@ -275,7 +271,7 @@ def _show(args: argparse.Namespace, _invocation: Invocation) -> int:
         cfg = load_run_config(args.config, args.overrides)
         mismatches = compare_configs(embedded if isinstance(embedded, dict) else {}, cfg.data)
     summary = dcp_summary(keys)
-    tensors, tensors_error = _read_tensors(args.checkpoint) if args.tensors else (None, None)
+    tensors = dcp.tensors if dcp is not None else None
     if args.json:
         emit_json(
             {
@@ -285,7 +281,7 @@ def _show(args: argparse.Namespace, _invocation: Invocation) -> int:
                 "critical_config": critical_values(embedded),
                 "dcp": dict(summary, error=dcp_error),
                 "mismatches": mismatches_json(mismatches) if mismatches is not None else None,
-                **(tensors_json(tensors, tensors_error) if args.tensors else {}),
+                **(tensors_json(tensors, dcp_error) if args.tensors else {}),
                 **({"error": str(metadata_error), "code": metadata_error.error_code} if metadata_error else {}),
             }
         )
@@ -312,7 +308,7 @@ def _show(args: argparse.Namespace, _invocation: Invocation) -> int:
             say(f"legacy dataloader state in DCP: {plural(len(summary['dataloader_keys']), 'key')} "
                 "(unsafe to resume with world size > 1 without rank-local sidecars)")
     if args.tensors:
-        say("", *tensor_lines(tensors, tensors_error))
+        say("", *tensor_lines(tensors, dcp_error))
     if mismatches is not None:
         say("", format_mismatches(mismatches))
     return _metadata_exit(metadata_error)
@@ -325,13 +321,13 @@ def run_kind_line(kind: RunKind) -> str:
     return f"legacy dataloader state: {kind.loader} loader, not migratable: {kind.why}"
 
 
-def _read_tensors(checkpoint: str) -> tuple[DcpTensors | None, str | None]:
-    """The DCP tensors, or why not (an unreadable DCP is reported like the key summary's)."""
-    from fvconsole.core.checkpoints import dcp_tensors
+def _read_dcp(checkpoint: str) -> tuple[DcpMetadata | None, str | None]:
+    """The DCP metadata, or why not (reported in place of the keys and tensors; the rest is still shown)."""
+    from fvconsole.core.checkpoints import read_dcp_metadata
     from fvconsole.core.shared import FvError
 
     try:
-        return dcp_tensors(checkpoint), None
+        return read_dcp_metadata(checkpoint), None
     except FvError as exc:
         return None, " ".join(str(exc).split())
 

@@ -40,6 +40,7 @@ from fvconsole.core.fleet import (
     DEFAULT_PARALLEL,
     DEFAULT_TIMEOUT,
     FANOUTS,
+    FLEET_LISTING_FORMATS,
     MAX_NODE_OUTPUT,
     SINGLE_STEP_MIN_NODES,
     DispatchOptions,
@@ -126,7 +127,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     ls = actions.add_parser("ls", help="list every node's cache and aggregate",
                             description=FLEET_HELP, formatter_class=argparse.RawDescriptionHelpFormatter)
     _selection_args(ls, json_flag=False)
-    add_format_args(ls, ("text", "json", "csv"), output=True)
+    add_format_args(ls, FLEET_LISTING_FORMATS, output=True)
     ls.add_argument("--full", action="store_true",
                     help="every node's own listing (--json: each node's `cache ls` object; text: every node row); "
                          "default: a summary per key and per node")

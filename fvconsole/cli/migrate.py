@@ -153,9 +153,9 @@ def _request(args: argparse.Namespace) -> MigrationRequest:
 
 
 def _run(args: argparse.Namespace, invocation: Invocation) -> int | Interruption:
-    from fvconsole.core.migration import plan_migration
+    from fvconsole.core.migration import preview_migration
 
-    preview = plan_migration(_request(args), break_lock=args.break_lock)
+    preview = preview_migration(_request(args), break_lock=args.break_lock)
     mismatches = mismatches_json(preview.mismatches)
     warnings = list(preview.warnings)
     refusals = list(preview.refusals)

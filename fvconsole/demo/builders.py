@@ -605,11 +605,11 @@ def write_validated_set(config_path: str, checkpoint: str, sidecar_dir: str, *, 
     rank had resumed in FastVideo's loader where its cursor says. Returns the receipt's path.
     """
     from fvconsole.core.migration.locked import execute_migration
-    from fvconsole.core.migration.plan import MigrationRequest, plan_migration
+    from fvconsole.core.migration.plan import MigrationRequest, preview_migration
     from fvconsole.core.migration.upstream_receipt import UPSTREAM_SCHEMA
     from fvconsole.core.shared.atomic import atomic_write_json
 
-    preview = plan_migration(MigrationRequest(
+    preview = preview_migration(MigrationRequest(
         config_path=config_path, checkpoint=checkpoint, output_dir=sidecar_dir, expected_step=step,
         expected_world_size=world_size, consumed_batches_per_rank=consumed_batches_per_rank))
     if preview.plan is None:

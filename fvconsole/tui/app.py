@@ -119,8 +119,9 @@ class FvConsoleApp(App[int]):
 
     @property
     def exiting(self) -> bool:
-        """The app was asked to exit: keys still queued must not start anything."""
-        return bool(self._exit) or self._closing or self._closed
+        """The app was asked to exit (``exit`` or an unhandled error set its return code) or has
+        stopped running: keys still queued must not start anything."""
+        return self.return_code is not None or not self.is_running
 
     def push_screen(self, screen: Any, callback: Any = None, wait_for_dismiss: bool = False) -> Any:
         """No screen is pushed once the app exits (``q`` then ``?`` within a few ms crashed it)."""
@@ -190,6 +191,13 @@ class FvConsoleApp(App[int]):
 
     #: The exit code of the first SIGTERM/SIGHUP (128 + its number), once one arrived.
     _signal_code: int | None = None
+    #: The console's terminal driver, once it has attached itself (not under ``run_test``).
+    terminal: ConsoleDriver | None = None
+
+    def terminal_attached(self, driver: ConsoleDriver) -> None:
+        """Called by the driver Textual builds for this app: the signal handlers and the launcher
+        bound its waits for the terminal and ask it whether the terminal is gone."""
+        self.terminal = driver
 
     def _signalled(self, loop: asyncio.AbstractEventLoop, signum: int) -> None:
         """A signal handler: nothing here waits, takes a lock the main thread may hold, or
@@ -197,8 +205,8 @@ class FvConsoleApp(App[int]):
         if self._signal_code is not None:
             return
         self._signal_code = code = 128 + signum
-        driver = self._driver
-        if isinstance(driver, ConsoleDriver):
+        driver = self.terminal
+        if driver is not None:
             driver.stopping()
         with contextlib.suppress(RuntimeError):  # the loop has closed: the process is ending
             loop.call_soon_threadsafe(self._exit_with, code)
@@ -214,16 +222,16 @@ class FvConsoleApp(App[int]):
         time.sleep(LAST_RESORT)
         while any(view._writing for view in self.views.values()):
             time.sleep(0.5)
-        driver = self._driver
-        if isinstance(driver, ConsoleDriver):
+        driver = self.terminal
+        if driver is not None:
             driver.restore_modes()
         os._exit(code)
 
     @property
     def terminal_gone(self) -> bool:
         """The terminal hung up or stopped reading: the launcher ends the process with ``os._exit``."""
-        driver = self._driver
-        return isinstance(driver, ConsoleDriver) and driver.gone
+        driver = self.terminal
+        return driver is not None and driver.gone
 
     def terminal_hung_up(self) -> None:
         """The driver saw the terminal go away: end the console as SIGHUP does (on the loop)."""
@@ -325,14 +333,15 @@ class FvConsoleApp(App[int]):
         fast burst (`/evict`) the keys behind `/` reach the table after `/` has focused the
         filter, bubble up, and are dropped (the field's focus chain consumes printable keys,
         so no binding runs). The field would have stopped a key sent to it, so any such key
-        here was meant for it. Other keys go on to ``App``'s own key handler (bindings), which
+        here was meant for it: it is posted to the field (which stops it: it never comes back
+        here). Other keys go on to ``App``'s own key handler (bindings), which
         Textual calls after this one (a class's handler runs before its bases').
         """
         focused = self.focused
         if focused is not None and event.is_printable and focused.check_consume_key(event.key, event.character):
             event.stop()
             event.prevent_default()  # App's key handler (next in the MRO) would look for a binding
-            focused._forward_event(events.Key(event.key, event.character))
+            focused.post_message(events.Key(event.key, event.character))
 
     def action_filter(self) -> None:
         view = self.current_view()

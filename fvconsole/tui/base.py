@@ -6,6 +6,7 @@ and post a typed message (``tui/messages.py``: ``CacheScanned``, ``MigrationPrev
 view with :meth:`BaseView.deliver`; the view handles it on the event loop. A worker superseded
 by a newer one of its group (``exclusive=True``) posts nothing, and a message posted while
 the app shuts down is dropped by Textual, so a late result never reaches a removed widget.
+Workers of different groups that fill one pane take a :class:`Claim` on it: the last action wins.
 """
 
 from __future__ import annotations
@@ -35,6 +36,23 @@ def describe_error(exc: BaseException) -> str:
         where = f": {exc.filename}" if exc.filename else ""
         return f"{exc.strerror or exc}{where}"
     return f"internal error: {type(exc).__name__}: {exc}"
+
+
+class Claim:
+    """Who fills a pane now. Each action that fills it (a cursor move, a key) takes a new number and hands it to
+    the worker it starts; the worker's result is shown only while its number is still the latest. Why not
+    ``exclusive``: the workers are of different groups (a detail read, a preflight), and a worker that checked
+    it was not cancelled may still post after a newer action began; the number is checked on the event loop."""
+
+    def __init__(self) -> None:
+        self._latest = 0
+
+    def take(self) -> int:
+        self._latest += 1
+        return self._latest
+
+    def holds(self, number: int) -> bool:
+        return number == self._latest
 
 
 def pane_title(name: str, focused: bool) -> str:

@@ -97,6 +97,8 @@ class PruneFailed(ViewMessage):
 class CheckpointDetailRead(ViewMessage):
     row: CheckpointRow
     detail: CheckpointDetail
+    #: The detail pane's claim the read was started with (``tui/base.py: Claim``).
+    claim: int
 
 
 @dataclass
@@ -105,11 +107,15 @@ class PreflightJudged(ViewMessage):
 
     report: PreflightReport
     selected: bool
+    #: The claim on the pane it fills (``tui/base.py: Claim``): the panel's, or (``selected``) the detail pane's.
+    claim: int
 
 
 @dataclass
 class PreflightFailed(ViewMessage):
     error: BaseException
+    selected: bool
+    claim: int
 
 
 # ------------------------------------------------------------ view 2: migration

@@ -30,6 +30,8 @@ from typing import IO, Any
 
 from textual.drivers.linux_driver import LinuxDriver
 
+from fvconsole.tui.widgets.textual_private import driver_output_thread, queue_output, wrap_driver_output
+
 #: Seconds a stopping console waits for its terminal to take the last output (a live
 #: terminal takes it in milliseconds).
 EXIT_GRACE = 2.0
@@ -72,18 +74,28 @@ class _Terminal:
 
 
 class ConsoleDriver(LinuxDriver):
-    """Textual's Linux driver with bounded output and hang-up detection (see the module)."""
+    """Textual's Linux driver with bounded output and hang-up detection (see the module).
+
+    The few driver internals this needs (its output file, its output thread and that thread's
+    queue) are reached through ``tui/widgets/textual_private.py``; everything else here is the
+    driver's public API or this class's own state. The app learns of its driver through
+    ``app.terminal_attached(driver)``, when the app has it."""
 
     def __init__(self, app: Any, **kwargs: Any) -> None:
         super().__init__(app, **kwargs)
-        self._file = _Terminal(self._file, self.hung_up)  # type: ignore[assignment]
+        self._console_app = app
+        self._terminal = wrap_driver_output(self, lambda file: _Terminal(file, self.hung_up))
         self._lost = False
         self._deadline: float | None = None
-        self._loop: asyncio.AbstractEventLoop | None = None
+        #: The event loop the app runs on (set when application mode starts), for the hang-up call.
+        self._event_loop: asyncio.AbstractEventLoop | None = None
         self._watching = threading.Event()
         self._watcher: threading.Thread | None = None
         #: Called (on the event loop) once the terminal hung up.
         self.on_hang_up: Callable[[], None] | None = getattr(app, "terminal_hung_up", None)
+        attached = getattr(app, "terminal_attached", None)
+        if attached is not None:
+            attached(self)
 
     # ------------------------------------------------------------ state
 
@@ -108,7 +120,7 @@ class ConsoleDriver(LinuxDriver):
     @property
     def gone(self) -> bool:
         """The terminal hung up, or the output thread is still stuck in a write."""
-        thread = self._writer_thread
+        thread = driver_output_thread(self)
         return self._lost or (thread is not None and thread.is_alive())
 
     def hung_up(self) -> None:
@@ -116,7 +128,7 @@ class ConsoleDriver(LinuxDriver):
         if self._lost:
             return
         self._lost = True
-        callback, loop = self.on_hang_up, self._loop
+        callback, loop = self.on_hang_up, self._event_loop
         if callback is not None and loop is not None:
             with contextlib.suppress(RuntimeError):  # the loop has already closed
                 loop.call_soon_threadsafe(callback)
@@ -132,7 +144,7 @@ class ConsoleDriver(LinuxDriver):
 
     def start_application_mode(self) -> None:
         """Start (or, after ctrl+z, resume): no deadline until the app stops again."""
-        self._loop = asyncio.get_running_loop()
+        self._event_loop = asyncio.get_running_loop()
         self._deadline = None
         super().start_application_mode()
         self._watch_for_hang_up()
@@ -141,11 +153,11 @@ class ConsoleDriver(LinuxDriver):
         """Queue output for the terminal. While the queue is full, wait as long as the terminal
         is there, but once the app stops no longer than the deadline: a live terminal drains
         the queue in milliseconds and loses nothing."""
-        thread = self._writer_thread
+        thread = driver_output_thread(self)
         assert thread is not None, "Driver must be in application mode"
         while not self._lost:
             try:
-                thread._queue.put(data, timeout=_SLICE)
+                queue_output(thread, data, _SLICE)
                 return
             except queue.Full:
                 if not thread.is_alive():
@@ -154,7 +166,7 @@ class ConsoleDriver(LinuxDriver):
                     return
 
     def stop_application_mode(self) -> None:
-        if not self._app.is_running:  # exiting, not suspending (ctrl+z)
+        if not self._console_app.is_running:  # exiting, not suspending (ctrl+z)
             self.stopping()
         super().stop_application_mode()
 
@@ -162,7 +174,7 @@ class ConsoleDriver(LinuxDriver):
         """Stop the output thread, waiting for it no longer than the deadline allows."""
         self.stopping()
         self._watching.set()
-        thread = self._writer_thread
+        thread = driver_output_thread(self)
         if thread is not None:
             self.write(None)  # type: ignore[arg-type]  # the thread's stop mark
             thread.join(timeout=0.0 if self._lost else max(self.time_left(), _LAST_WRITES))
@@ -172,7 +184,7 @@ class ConsoleDriver(LinuxDriver):
         input thread then reads end-of-file in a busy loop and tells nobody)."""
         fds = {self.fileno}
         with contextlib.suppress(AttributeError, OSError, ValueError):
-            fds.add(self._file.fileno())
+            fds.add(self._terminal.fileno())
         poller = select.poll()
         for fd in fds:
             poller.register(fd, 0)  # no events asked for: only hang-up and errors are reported

@@ -23,10 +23,10 @@ from benchmarks.harness import Row, format_table  # noqa: E402
 
 def test_upstream_baseline_matches_fvconsole_plan_on_a_real_checkpoint(tmp_path) -> None:
     """The re-implemented upstream reconstruction agrees with fvconsole's plan, state for state."""
-    from fvconsole.core.migration.plan import plan_migration
+    from fvconsole.core.migration.plan import preview_migration
 
     run = inputs.migration_run(str(tmp_path / "run"), world_size=8, num_row_groups=400, sp_size=2, step=20)
-    preview = plan_migration(run.request(str(tmp_path / "out")))
+    preview = preview_migration(run.request(str(tmp_path / "out")))
     assert preview.plan is not None, [r.message for r in preview.refusals]
     for rank in range(run.world_size):
         state = baselines.upstream_rank_state(

@@ -319,6 +319,36 @@ def sidecar_decoding_scan(rel: str, tree: ast.AST) -> Iterator[Finding]:
             yield node.lineno, f"{dotted(node.value)}.loads", rel
 
 
+_PICKLE_VM = "fvconsole.core.formats.inert_pickle"
+
+
+def _text(node: ast.AST) -> str | None:
+    """A string constant's text, or an f-string's constant parts joined; None for anything else."""
+    if isinstance(node, ast.Constant) and isinstance(node.value, str):
+        return node.value
+    if isinstance(node, ast.JoinedStr):
+        return "".join(v.value for v in node.values if isinstance(v, ast.Constant) and isinstance(v.value, str))
+    return None
+
+
+def dcp_metadata_scan(rel: str, tree: ast.AST) -> Iterator[Finding]:
+    """``dcp/.metadata`` named as a path (keyed by module), or the inert pickle VM's decoders imported
+    (``load``, ``load_recorded``, the module itself: keyed (module, "decoder"))."""
+    for node in ast.walk(tree):
+        text = _text(node)
+        if text is not None and (text == ".metadata" or text.endswith("/.metadata")):
+            yield node.lineno, repr(text), rel
+        elif isinstance(node, ast.ImportFrom) and node.module == _PICKLE_VM:
+            for alias in node.names:
+                if alias.name in ("load", "load_recorded", "*"):
+                    yield node.lineno, f"from {node.module} import {alias.name}", (rel, "decoder")
+        elif isinstance(node, ast.ImportFrom) and node.module == "fvconsole.core.formats" and any(
+                alias.name == "inert_pickle" for alias in node.names):
+            yield node.lineno, "from fvconsole.core.formats import inert_pickle", (rel, "decoder")
+        elif isinstance(node, ast.Import) and any(alias.name == _PICKLE_VM for alias in node.names):
+            yield node.lineno, f"import {_PICKLE_VM}", (rel, "decoder")
+
+
 # ----------------------------------------------------------------------------- the table
 
 @dataclass(frozen=True)
@@ -484,6 +514,30 @@ DOORS: tuple[Door, ...] = (
          passed=("from fvconsole.core.formats import torch_zip\ntorch_zip.dumps(p)\n", "import json\njson.loads(b)\n"),
          callers=((("fvconsole/core/migration/source_state.py", "fvconsole/core/migration/verify.py"),
                    "fvconsole.core.formats.sidecar_files", frozenset({"decode_sidecar"})),)),
+    Door("dcp-metadata", "fvconsole/core/checkpoints/dcp_metadata.py",
+         "a checkpoint's dcp/.metadata (a pickle anyone with write access may plant) is read bounded, decoded "
+         "inertly under DCP_LIMITS and refused in one wording naming the file, by one reader",
+         dcp_metadata_scan,
+         allowed={
+             ("fvconsole/core/formats/torch_zip.py", "decoder"): "decodes torch.save's data.pkl (sidecars, RNG "
+                                                                 "snapshots) with its own resolvers and caps",
+             "fvconsole/tui/checkpoints/rows.py": "stats the file for a row's save time (dcp.save writes it last); "
+                                                  "never reads it",
+             "fvconsole/demo/builders.py": "fixture builder: removes the .metadata of a checkpoint it just wrote",
+         },
+         caught=("import os\np = os.path.join(d, 'dcp', '.metadata')\n", "p = f'{d}/dcp/.metadata'\n",
+                 "from fvconsole.core.formats.inert_pickle import load\n",
+                 "from fvconsole.core.formats.inert_pickle import load_recorded as lr\n",
+                 "from fvconsole.core.formats import inert_pickle\n", "import fvconsole.core.formats.inert_pickle\n"),
+         passed=("x = 'metadata.json'\n", "from fvconsole.core.formats.inert_pickle import InertObject\n",
+                 '"""Reads dcp/.metadata once."""\n', "from fvconsole.core.checkpoints import read_dcp_metadata\n"),
+         callers=((("fvconsole/cli/checkpoints.py",), "fvconsole.core.checkpoints", frozenset({"read_dcp_metadata"})),
+                  (("fvconsole/core/checkpoints/detail.py",), "fvconsole.core.checkpoints.dcp_metadata",
+                   frozenset({"read_dcp_metadata"})),
+                  (("fvconsole/core/checkpoints/storage.py",), "fvconsole.core.checkpoints.dcp_metadata",
+                   frozenset({"read_dcp_metadata"})),
+                  (("fvconsole/core/checkpoints/listing.py",), "fvconsole.core.checkpoints.dcp_metadata",
+                   frozenset({"dataloader_key_count", "dcp_metadata_present", "not_present_text"})))),
     Door("locks", "fvconsole/core/shared/locks/",
          "a lock names its holder's host, boot and PID namespace, so a stale one is judged the same everywhere",
          lock_scan,

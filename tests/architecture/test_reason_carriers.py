@@ -20,7 +20,7 @@ from fvconsole.core.cache.evict import EvictedEntry
 from fvconsole.core.cache.plan import SkippedEntry
 from fvconsole.core.migration import locked, output_dir, write
 from fvconsole.core.migration.output_dir import migration_lock
-from fvconsole.core.migration.plan import MigrationPlan, MigrationPreview, Refusal, plan_migration
+from fvconsole.core.migration.plan import MigrationPlan, MigrationPreview, Refusal, preview_migration
 from fvconsole.core.shared import locks
 from fvconsole.core.shared.errors import FvError
 from fvconsole.core.shared.locks import LockProbe
@@ -77,7 +77,7 @@ def test_executions_refusals_are_the_previews_reasons(tmp_path) -> None:
     (tmp_path / "sidecars" / "train.log").write_text("not ours")
     with pytest.raises(FvError) as refused:
         locked.execute_migration(plan)
-    [preview_refusal] = plan_migration(request(legacy)).refusals
+    [preview_refusal] = preview_migration(request(legacy)).refusals
     assert refused.value.reason == preview_refusal.why
     assert (preview_refusal.why.code, preview_refusal.field) == ("output_dir.foreign", "output_dir")
     os.remove(tmp_path / "sidecars" / "train.log")
@@ -88,7 +88,7 @@ def test_executions_refusals_are_the_previews_reasons(tmp_path) -> None:
     try:
         with pytest.raises(FvError) as refused:
             locked.execute_migration(plan)
-        [preview_refusal] = plan_migration(request(legacy)).refusals
+        [preview_refusal] = preview_migration(request(legacy)).refusals
     finally:
         other.release()
     assert refused.value.reason == preview_refusal.why

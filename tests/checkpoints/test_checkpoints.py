@@ -7,7 +7,7 @@ import os
 
 import pytest
 
-from fvconsole.core.checkpoints.dcp_keys import dcp_key_summary, dcp_state_keys
+from fvconsole.core.checkpoints.dcp_metadata import read_dcp_metadata
 from fvconsole.core.checkpoints.listing import (
     discover_checkpoints,
     inspect_checkpoint,
@@ -45,7 +45,7 @@ def test_discovery_kinds_completeness_and_order(tmp_path, config) -> None:
     assert (by[400].kind, by[400].complete, by[400].rng_states) == ("legacy", False, 2)
     assert any("2 of 4 rng_state" in p for p in by[400].problems)
     assert (by[500].complete, by[500].kind, by[500].has_dcp_metadata) == (False, "unknown", False)
-    assert any("dcp/.metadata is missing" in p for p in by[500].problems)
+    assert os.path.join(by[500].path, "dcp", ".metadata") + ": missing (interrupted save)" in by[500].problems
     for info in infos:
         assert info.has_config and info.metadata_step == info.step and info.world_size == 4
         assert info.bytes == tree_size(info.path).bytes > 0
@@ -76,7 +76,7 @@ def test_unreadable_dcp_metadata_is_reported_not_raised(tmp_path, config) -> Non
     assert info.kind == "unknown"
     assert any("unreadable DCP metadata" in p and ".metadata" in p for p in info.problems)
     with pytest.raises(FvError, match="unreadable DCP metadata"):
-        dcp_state_keys(ckpt)
+        read_dcp_metadata(ckpt)
 
 
 def test_broken_metadata_json_is_reported(tmp_path, config) -> None:
@@ -115,10 +115,10 @@ def test_read_metadata_names_file_and_field(tmp_path, content, field) -> None:
 
 def test_dcp_keys_and_summary(tmp_path, config) -> None:
     ckpt = write_checkpoint(tmp_path / "out", 9, config)
-    keys = dcp_state_keys(ckpt)
-    assert keys == sorted(keys)
+    keys = read_dcp_metadata(ckpt).keys
+    assert list(keys) == sorted(keys)
     assert any(k.startswith("dataloader.") for k in keys) and any(k.startswith("model.") for k in keys)
-    summary = dcp_key_summary(ckpt)
+    summary = dict(read_dcp_metadata(ckpt).key_groups)
     assert set(summary) == {"dataloader", "model", "optimizer", "scheduler"}
     assert sum(summary.values()) == len(keys)
 
@@ -146,7 +146,7 @@ def test_dcp_keys_equal_torch_file_system_reader(tmp_path, config, kind) -> None
 
     ckpt = write_checkpoint(tmp_path / "out", 5, config, kind=kind)
     expected = sorted(FileSystemReader(os.path.join(ckpt, "dcp")).read_metadata().state_dict_metadata)
-    assert dcp_state_keys(ckpt) == expected
+    assert list(read_dcp_metadata(ckpt).keys) == expected
 
 
 def test_dcp_keys_when_python_pickles_an_enum_member_by_name(tmp_path, config, monkeypatch) -> None:
@@ -165,7 +165,7 @@ def test_dcp_keys_when_python_pickles_an_enum_member_by_name(tmp_path, config, m
         ops = [(op.name, arg) for op, arg, _ in pickletools.genops(fh.read())]
     assert ("GLOBAL", "builtins getattr") in ops or ("SHORT_BINUNICODE", "getattr") in ops  # the save has one
     expected = sorted(FileSystemReader(os.path.join(ckpt, "dcp")).read_metadata().state_dict_metadata)
-    assert dcp_state_keys(ckpt) == expected
+    assert list(read_dcp_metadata(ckpt).keys) == expected
     (info,) = discover_checkpoints(tmp_path / "out")
     assert info.kind == "legacy" and not any("DCP metadata" in p for p in info.problems), info.problems
 
@@ -205,7 +205,9 @@ def test_fifo_metadata_files_do_not_hang_listing(tmp_path, config) -> None:
         os.mkfifo(os.path.join(ckpt, name))
     (info,) = discover_checkpoints(tmp_path / "out")
     assert any("metadata.json must be a regular file, but it is a FIFO" in p for p in info.problems)
+    meta = os.path.join(info.path, "dcp", ".metadata")
+    assert f"{meta}: DCP metadata must be a regular file, but it is a FIFO" in info.problems  # it said "missing"
     with pytest.raises(FvError, match="DCP metadata must be a regular file"):
-        dcp_state_keys(ckpt)
+        read_dcp_metadata(ckpt)
     with pytest.raises(FvError, match="metadata.json must be a regular file"):
         read_metadata(ckpt)

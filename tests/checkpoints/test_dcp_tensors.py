@@ -12,7 +12,8 @@ import warnings
 
 import pytest
 
-from fvconsole.core.checkpoints.tensors import dcp_tensors
+from fvconsole.core.checkpoints.dcp_metadata import read_dcp_metadata
+from fvconsole.core.formats.inert_pickle import load
 from fvconsole.core.shared.errors import FvError
 from fvconsole.demo.builders import run_config, write_checkpoint
 
@@ -66,7 +67,7 @@ def config(tmp_path):
 def test_tensors_equal_torch_reader_on_demo_checkpoints(tmp_path, config, kind) -> None:
     ckpt = write_checkpoint(tmp_path / "out", 5, config, kind=kind)
     expected, totals = _torch_view(ckpt)
-    got = dcp_tensors(ckpt)
+    got = read_dcp_metadata(ckpt).tensors
     assert [t.to_json() for t in got.tensors] == expected
     assert got.totals_json() == totals and got.total_bytes == sum(totals.values())
 
@@ -74,7 +75,7 @@ def test_tensors_equal_torch_reader_on_demo_checkpoints(tmp_path, config, kind) 
 def test_tensors_equal_torch_reader_on_mixed_dtypes(tmp_path) -> None:
     ckpt = _mixed_dtype_checkpoint(tmp_path)
     expected, totals = _torch_view(ckpt)
-    got = dcp_tensors(ckpt)
+    got = read_dcp_metadata(ckpt).tensors
     assert [t.to_json() for t in got.tensors] == expected
     assert got.totals_json() == totals
     assert {t["dtype"] for t in expected} >= {"bfloat16", "float16", "float64", "bool", "int64", "uint8"}
@@ -96,6 +97,23 @@ def test_show_tensors_json_and_text(tmp_path, cli) -> None:
     assert "totals per top-level key:" in out and rows["ema"][0] == "ema"
 
 
+def test_show_tensors_decodes_the_metadata_once(tmp_path, cli, monkeypatch) -> None:
+    """The listing's kind, the key summary and the tensors: one decode of one read (it was two)."""
+    import fvconsole.core.checkpoints.dcp_metadata as reader
+
+    ckpt = _mixed_dtype_checkpoint(tmp_path)
+    decoded: list[int] = []
+
+    def counting(data, *args):
+        decoded.append(len(data))
+        return load(data, *args)
+
+    monkeypatch.setattr(reader, "load", counting)
+    code, out, err = cli(["checkpoints", "show", ckpt, "--tensors", "--json"])
+    assert code == 0 and json.loads(out)["tensors"], err
+    assert len(decoded) == 1
+
+
 def test_show_without_tensors_has_no_tensor_fields(tmp_path, cli) -> None:
     ckpt = _mixed_dtype_checkpoint(tmp_path)
     code, out, _ = cli(["checkpoints", "show", ckpt, "--json"])
@@ -108,7 +126,7 @@ def test_unreadable_metadata_is_one_line_naming_the_file(tmp_path, cli) -> None:
     with open(meta, "wb") as fh:
         fh.write(b"cos\nsystem\n(Vtouch /tmp/x\ntR.")
     with pytest.raises(FvError, match=r"\.metadata: unreadable DCP metadata"):
-        dcp_tensors(ckpt)
+        read_dcp_metadata(ckpt)
     code, out, _ = cli(["checkpoints", "show", ckpt, "--tensors", "--json"])
     data = json.loads(out)
     assert data["tensors"] is None and ".metadata" in data["tensors_error"]
@@ -119,7 +137,7 @@ def test_reading_tensors_does_not_import_torch(tmp_path) -> None:
     import sys
 
     ckpt = _mixed_dtype_checkpoint(tmp_path)
-    code = ("import sys; from fvconsole.core.checkpoints.tensors import dcp_tensors; t = dcp_tensors(sys.argv[1]); "
+    code = ("import sys; from fvconsole.core.checkpoints import read_dcp_metadata; t = read_dcp_metadata(sys.argv[1]).tensors; "
             "assert t.tensors; assert 'torch' not in sys.modules, 'torch imported'")
     subprocess.run([sys.executable, "-c", code, ckpt], check=True, env=dict(os.environ))
 
@@ -171,7 +189,7 @@ def test_one_hostile_tensor_size_is_that_tensors_problem(tmp_path, cli) -> None:
     }
     _hostile_sizes(ckpt, hostile)
     expected, totals = _torch_view(ckpt, skip=frozenset(hostile))  # torch's Size.numel cannot take those
-    got = dcp_tensors(ckpt)
+    got = read_dcp_metadata(ckpt).tensors
     by_key = {t.key: t for t in got.tensors}
     assert set(hostile) <= set(by_key) and got.damaged == len(hostile)
     for key in hostile:

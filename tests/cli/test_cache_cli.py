@@ -249,11 +249,11 @@ def test_ls_json_streamed_is_byte_for_byte_one_json_dumps(cache, capsys, monkeyp
     """`cache ls --json` writes its entries as they come; consumers get exactly json.dumps's bytes."""
     from fvconsole.cli import cache as cache_cli
     from fvconsole.cli.common import json_chunks
-    from fvconsole.core.cache import scan_cache
+    from fvconsole.core.cache import listing_order, scan_cache
 
     root, _ = cache
     scan = scan_cache(root)
-    entries = cache_cli.sort_entries(scan, "lru")
+    entries = listing_order(scan.entries, "lru")
     whole = json.dumps(cache_cli.ls_payload(scan, entries), sort_keys=True, default=str) + "\n"
     head = cache_cli.ls_payload(scan, entries, with_entries=False)
     for batch in (1, 2, 512):

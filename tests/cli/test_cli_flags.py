@@ -152,3 +152,60 @@ def test_the_cli_names_the_cores_records_in_its_hints_not_any() -> None:
                     if where not in ANY_ON_PURPOSE:
                         loose.append(where)
     assert loose == []
+
+
+#: Vocabularies the CLI owns because nothing in the core interprets them: option -> why.
+CLI_VOCABULARIES = {"--print-completion": "shell names for shtab's completion script (cli/completion.py)"}
+
+
+def _actions_with_choices(parser: argparse.ArgumentParser, path: str = "fvconsole"):
+    """(command path, action) for every option or positional with choices, in every subparser."""
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for name, sub in action.choices.items():
+                yield from _actions_with_choices(sub, f"{path} {name}")
+        elif action.choices is not None:
+            yield path, action
+
+
+def _core_vocabularies() -> list[tuple[str, ...]]:
+    """Every tuple of strings a core package's façade exports."""
+    import importlib
+    import pkgutil
+
+    import fvconsole.core
+
+    found = []
+    for info in pkgutil.iter_modules(fvconsole.core.__path__):
+        facade = importlib.import_module(f"fvconsole.core.{info.name}")
+        for name in facade.__all__:
+            value = getattr(facade, name)
+            if isinstance(value, tuple) and value and all(isinstance(v, str) for v in value):
+                found.append(value)
+    return found
+
+
+def test_every_vocabulary_the_cli_offers_is_the_cores() -> None:
+    """Issue 35 item 4: each option's choices are the very tuple a core façade exports (the module that
+    interprets the value owns its spelling), so `cache ls --sort`/`--format` cannot drift from the core."""
+    core = _core_vocabularies()
+    spelled_here = sorted(f"{path} {'/'.join(action.option_strings) or action.dest}"
+                          for path, action in _actions_with_choices(build_parser())
+                          if not any(action.choices is vocabulary for vocabulary in core)
+                          and not set(action.option_strings) & set(CLI_VOCABULARIES))
+    assert spelled_here == []
+
+
+def test_no_choices_literal_remains_in_the_cli() -> None:
+    """No ``choices=`` (nor ``add_format_args``'s choices) is written as a literal anywhere in cli/."""
+    literals = []
+    for path in sorted((PACKAGE / "cli").rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if not isinstance(node, ast.Call):
+                continue
+            values = [k.value for k in node.keywords if k.arg == "choices"]
+            if ast.unparse(node.func).endswith("add_format_args"):
+                values += node.args[1:2]
+            literals += [f"{path.relative_to(PACKAGE)}:{node.lineno}" for v in values
+                         if isinstance(v, (ast.Tuple, ast.List, ast.Set, ast.Dict, ast.Constant))]
+    assert literals == []

@@ -244,7 +244,7 @@ def _between_plan_and_write(monkeypatch, tmp_path, change) -> dict:
     executes: returns the tree digest of ``tmp_path`` right after the change, to show nothing was written."""
     import fvconsole.core.migration as planning  # the façade the CLI plans through
 
-    real_plan = planning.plan_migration
+    real_plan = planning.preview_migration
     after: dict = {}
 
     def plan_then_change(*args, **kwargs):
@@ -254,7 +254,7 @@ def _between_plan_and_write(monkeypatch, tmp_path, change) -> dict:
         after["digest"] = tree_digest(str(tmp_path), mtimes=True, modes=True)
         return preview
 
-    monkeypatch.setattr(planning, "plan_migration", plan_then_change)
+    monkeypatch.setattr(planning, "preview_migration", plan_then_change)
     return after
 
 
@@ -345,3 +345,31 @@ def test_a_lock_taken_after_the_plan_is_refused_under_the_output_dir_field(legac
     assert refusal["message"].startswith(f"output_dir: {legacy.out}: another migration holds the lock (pid {os.getpid()} ")
     assert err.startswith(f"error: {legacy.out}: another migration holds the lock (pid {os.getpid()} ")
     assert not os.path.lexists(legacy.out)
+
+
+@pytest.mark.parametrize(("value", "says"), [
+    ("abc", "must be an integer in the override training.distributed.num_gpus=abc (got 'abc')"),
+    ("-2", "must be >= 1 in the override training.distributed.num_gpus=-2 (got -2)"),
+    ("true", "must be an integer in the override training.distributed.num_gpus=true (got True)"),
+])
+def test_a_wrong_typed_override_is_named_as_the_source_of_its_value(legacy, cli, value, says) -> None:
+    """The file-and-field rule: a bad value that came from --set names the override, not the run config file."""
+    code, out, err = cli(legacy.migrate_argv("--set", f"training.distributed.num_gpus={value}"))
+    assert code == 1
+    assert err.startswith(f"error: training.distributed.num_gpus: {says}"), err
+    assert legacy.run.config_path not in err.split(" (+")[0]
+    code, out, _ = cli(legacy.migrate_argv("--set", f"training.distributed={{num_gpus: {value}}}", "--json"))
+    first = one_json(out)["refusals"][0]
+    assert first["field"] == "training.distributed.num_gpus"
+    assert f"in the override training.distributed={{num_gpus: {value}}}" in first["message"]
+
+
+def test_a_value_the_overrides_leave_alone_still_names_the_file(legacy, cli) -> None:
+    with open(legacy.run.config_path, encoding="utf-8") as fh:
+        text = fh.read()
+    assert "seed: " in text
+    with open(legacy.run.config_path, "w", encoding="utf-8") as fh:
+        fh.write(text.replace("seed: ", "seed: x", 1))
+    code, _, err = cli(legacy.migrate_argv("--set", "training.distributed.num_gpus=8"))
+    assert code == 1
+    assert f"training.data.seed: must be an integer in {legacy.run.config_path} (got " in err, err

@@ -13,7 +13,7 @@ from fvconsole.demo.workspace import MARKER, build_demo_workspace
 def test_demo_no_tui_builds_a_realistic_workspace(tmp_path, capsys) -> None:
     from fvconsole.core.cache import scan_cache
     from fvconsole.core.checkpoints.listing import discover_checkpoints
-    from fvconsole.core.migration.plan import MigrationRequest, plan_migration
+    from fvconsole.core.migration.plan import MigrationRequest, preview_migration
 
     root = tmp_path / "demo"
     assert main(["demo", str(root), "--no-tui"]) == 0
@@ -31,7 +31,7 @@ def test_demo_no_tui_builds_a_realistic_workspace(tmp_path, capsys) -> None:
     assert ages[0] < 86400 < ages[-1]  # hours to days
 
     def preview(step: int):
-        return plan_migration(MigrationRequest(
+        return preview_migration(MigrationRequest(
             config_path=str(root / "run.yaml"), checkpoint=str(root / "output" / f"checkpoint-{step}"),
             output_dir=str(tmp_path / "side"), expected_step=step, expected_world_size=8,
             consumed_batches_per_rank=step * 2))

@@ -147,3 +147,36 @@ def test_over_cap_matches_the_nodes_own_eviction_plan(tmp_path: Path, monkeypatc
     assert summary.cap == int(cap_gb * 2**30)
     assert summary.over_cap_bytes == plan["freed_bytes"] > 0
     assert summary.over_cap_bytes < summary.total_bytes
+
+
+def _fleet_summary(nodes: int, keys: int) -> dict:
+    """``fleet cache ls --json`` of ``nodes`` nodes that each hold the same ``keys`` keys; on the first 10 nodes
+    the last key is ``incomplete`` (the per-node manifest pathology), elsewhere every copy is ``partial``."""
+    names = [make_key(f"k{i}") for i in range(keys)]
+
+    def entries(node: int) -> list[dict]:
+        return [{"key": k, "status": "incomplete" if node < 10 and k == names[-1] else "partial", "bytes": 10}
+                for k in names]
+
+    outcomes = [_ok(f"gpu{i:04d}", {"entries": entries(i), "total_bytes": 10 * keys}) for i in range(nodes)]
+    return aggregate_ls(_run(outcomes)).to_summary_json()
+
+
+def test_the_summary_names_each_node_set_once_and_grows_with_nodes_plus_keys() -> None:
+    """Issue 38 item 15 left a node list beside every key's hostlist: the summary grew with nodes x keys
+    (1,000 nodes, 200 keys: 2.2 MB of names). Each set is expanded once in node_sets; a key names its hostlist."""
+    doc = _fleet_summary(1000, 200)
+    every = [f"gpu{i:04d}" for i in range(1000)]
+    rest, first = "gpu[0010-0999]", "gpu[0000-0009]"
+    assert doc["node_sets"] == {"gpu[0000-0999]": every, rest: every[10:], first: every[:10]}
+    key = make_key("k0")
+    assert doc["keys"][key] == {"bytes": 10_000, "nodes": 1000,
+                                "statuses": {"partial": {"count": 1000, "nodes": "gpu[0000-0999]"}}}
+    assert doc["keys"][make_key("k199")]["statuses"] == {"incomplete": {"count": 10, "nodes": first},
+                                                         "partial": {"count": 990, "nodes": rest}}
+    [finding] = doc["findings"]
+    assert finding["nodes"] == first and doc["node_sets"][finding["nodes"]] == every[:10]
+    assert doc["outcomes"]["ok"]["node_list"] == every  # the outcomes name each node once: expanded beside
+    # 200 keys more add what 200 keys' rows take, not 200 lists of 1,000 names (11 bytes each: 2.2 MB)
+    grown = len(json.dumps(_fleet_summary(1000, 400))) - len(json.dumps(doc))
+    assert 0 < grown < 200 * 300

@@ -336,7 +336,8 @@ def test_cli_ls_summary_is_the_default_json(srun_on_path: str, caches: tuple[str
     out = json.loads(capsys.readouterr().out)
     assert code == 3 and out["form"] == "summary"
     assert out["keys"] == {key: {"bytes": out["total_bytes"], "nodes": 2,
-                                 "statuses": {"complete": {"count": 2, "nodes": "a[1-2]", "node_list": ["a1", "a2"]}}}}
+                                 "statuses": {"complete": {"count": 2, "nodes": "a[1-2]"}}}}
+    assert out["node_sets"] == {"a[1-2]": ["a1", "a2"]}  # each key's node set named once, expanded once
     assert out["outcomes"] == {"ok": {"count": 2, "nodes": "a[1-2]", "node_list": ["a1", "a2"]},
                                "failed": {"count": 1, "nodes": "nosuch1", "node_list": ["nosuch1"]}}
     assert out["nodes"]["nosuch1"]["outcome"] == "failed" and "does not exist" in out["nodes"]["nosuch1"]["error"]

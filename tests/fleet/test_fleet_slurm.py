@@ -164,7 +164,8 @@ def test_job_targets_the_running_jobs_nodes(slurm_cluster: SlurmCluster, tmp_pat
         code, doc, err = _fleet(slurm_cluster, "ls", "--job", job, "--cache-root", template, "--fanout",
                                 "single-step")
         assert code == 0, err
-        assert doc["keys"][KEY]["statuses"] == {"incomplete": {"count": 2, "nodes": "n[2-3]", "node_list": ["n2", "n3"]}}
+        assert doc["keys"][KEY]["statuses"] == {"incomplete": {"count": 2, "nodes": "n[2-3]"}}
+        assert doc["node_sets"]["n[2-3]"] == ["n2", "n3"]
     finally:
         slurm_cluster.run("scancel", job)
     deadline = time.monotonic() + 30
@@ -230,8 +231,9 @@ def test_single_step_lists_every_node_in_one_job_step(slurm_cluster: SlurmCluste
     assert code == 0, err
     assert _steps(log) == 1
     assert single["keys"] == per_node["keys"]
-    assert single["keys"][KEY]["statuses"] == {"incomplete": {"count": 2, "nodes": "n[2-3]", "node_list": ["n2", "n3"]},
-                                               "partial": {"count": 1, "nodes": "n1", "node_list": ["n1"]}}
+    assert single["keys"][KEY]["statuses"] == {"incomplete": {"count": 2, "nodes": "n[2-3]"},
+                                               "partial": {"count": 1, "nodes": "n1"}}
+    assert (single["node_sets"]["n[2-3]"], single["node_sets"]["n1"]) == (["n2", "n3"], ["n1"])
     assert {n: d["outcome"] for n, d in single["nodes"].items()} == {n: "ok" for n in NODES}
 
 

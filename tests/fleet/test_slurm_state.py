@@ -111,7 +111,8 @@ def test_only_entries_of_a_running_jobs_owner_are_node_busy() -> None:
     assert summary["nodes"]["n3"]["slurm"]["state"] == "drained"  # a failed node still shows Slurm's view
     assert summary["keys"]["a"]["busy_nodes"] == "n2" and summary["keys"]["b"]["busy_nodes"] == ""
     assert summary["slurm"] == {"ok": True, "note": None, "problems": [], "busy_nodes": "n2", "busy_node_list": ["n2"]}
-    assert summary["keys"]["a"]["busy_node_list"] == ["n2"] and summary["keys"]["b"]["busy_node_list"] == []
+    assert summary["node_sets"]["n2"] == ["n2"] and summary["node_sets"][""] == []
+    assert "busy_node_list" not in summary["keys"]["a"]  # the names are in node_sets, once
     full = view.to_json()
     assert [(e["key"], e["node_busy"]) for e in full["nodes"]["n2"]["entries"]] == [("a", True), ("b", False)]
     assert "node_busy" not in outcomes[1].output["entries"][0]  # the node's own document is left as sent

@@ -14,11 +14,12 @@ import random
 import pytest
 
 import fvconsole.core.checkpoints.verdicts as dcp_verdicts
-from fvconsole.core.checkpoints.dcp_keys import DCP_LIMITS, _dcp_global, _dcp_keys_in
+from fvconsole.core.checkpoints.dcp_metadata import DCP_LIMITS, dcp_global, decode_dcp_metadata
 from fvconsole.core.checkpoints.listing import discover_checkpoints
 from fvconsole.core.checkpoints.verdicts import VerdictCache
-from fvconsole.core.formats.inert_pickle import PickleRefused, load, load_recorded
+from fvconsole.core.formats.inert_pickle import load_recorded
 from fvconsole.core.formats.pickle_shape import Shape, Shapes
+from fvconsole.core.shared.errors import FvError
 from fvconsole.demo.builders import run_config, write_checkpoint
 
 
@@ -50,14 +51,14 @@ def _torch_loader_keys(path: str) -> int:
 def _full(data: bytes) -> int | str:
     """A full decode of ``data`` on its own: the loader key count, or the refusal."""
     try:
-        keys = _dcp_keys_in(load(data, _dcp_global, DCP_LIMITS))
-    except (PickleRefused, ValueError) as exc:
-        return f"refused: {type(exc).__name__}"
+        keys = decode_dcp_metadata(data, ".metadata").keys
+    except FvError as exc:
+        return f"refused: {exc}"
     return sum(1 for k in keys if k == "dataloader" or k.startswith("dataloader."))
 
 
 def _shape(data: bytes) -> Shape:
-    _, spans = load_recorded(data, _dcp_global, DCP_LIMITS)
+    _, spans = load_recorded(data, dcp_global, DCP_LIMITS)
     return Shape(data, spans)
 
 
@@ -75,7 +76,7 @@ def test_a_listing_decodes_one_save_per_shape_and_lists_what_torch_reads(run, tm
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
     monkeypatch.delenv(dcp_verdicts.ENV_SWITCH, raising=False)
     decoded: list[int] = []
-    import fvconsole.core.checkpoints.dcp_keys as checkpoints
+    import fvconsole.core.checkpoints.dcp_metadata as checkpoints
 
     def counting(data, *args):
         decoded.append(len(data))
@@ -138,7 +139,7 @@ def test_random_mutations_give_the_full_decodes_verdict(run) -> None:
     """Whatever a mutated file is, the shapes' answer (when they have one) is the full decode's."""
     data = _meta(run, 100)
     shapes = Shapes()
-    _, spans = load_recorded(data, _dcp_global, DCP_LIMITS)
+    _, spans = load_recorded(data, dcp_global, DCP_LIMITS)
     shapes.keep(data, spans, _full(data))
     rng = random.Random(19)
     matched = 0

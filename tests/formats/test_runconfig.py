@@ -212,3 +212,20 @@ def test_non_regular_config_is_refused_without_blocking(tmp_path) -> None:
         load_run_config("/dev/zero")
     with pytest.raises(FvError, match="a directory"):
         load_run_config(tmp_path)
+
+
+def test_a_value_names_the_override_that_set_it(tmp_path) -> None:
+    """The file-and-field rule for overrides: a value an override set (its key, or a mapping above it) names that
+    override as its source; every other value names the file. The last override of a key wins, as when applied."""
+    path = write_run_config(tmp_path / "run.yaml", _cfg(tmp_path))
+    cfg = load_run_config(path, ["training.distributed.num_gpus=abc", " --training.data = {seed: x}",
+                                 "training.data.seed=7"])
+    assert cfg.source("training.distributed.num_gpus") == "the override training.distributed.num_gpus=abc"
+    assert cfg.source("training.data.seed") == "the override training.data.seed=7"
+    assert cfg.source("training.data.train_batch_size") == "the override  --training.data = {seed: x}"
+    assert cfg.source("training.distributed.sp_size") == str(path)
+    assert cfg.keys.where("num_gpus", "FILE") == "the override training.distributed.num_gpus=abc"
+    assert cfg.keys.where("sp_size", "FILE") == "FILE"
+    assert cfg.keys.override("sp_size") is None
+    assert cfg.keys.override("seed") == "training.data.seed=7"
+    assert load_run_config(path).keys.where("num_gpus", "FILE") == "FILE"

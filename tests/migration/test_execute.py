@@ -92,10 +92,10 @@ def test_parallel_writes_many_ranks(tmp_path) -> None:
     legacy = build_legacy(str(tmp_path), world=32, sp=8)
     from migration_runs import request
 
-    from fvconsole.core.migration.plan import plan_migration
+    from fvconsole.core.migration.plan import preview_migration
 
     req = dataclasses.replace(request(legacy), expected_world_size=32)
-    plan = plan_migration(req).plan
+    plan = preview_migration(req).plan
     assert plan is not None
     receipt = locked.execute_migration(plan, workers=4).receipt
     assert len(receipt["sidecars"]) == 32

@@ -14,7 +14,7 @@ from migration_runs import build_legacy, plan_for, request
 from reliability.harness import tree_digest
 
 from fvconsole.core.migration import locked
-from fvconsole.core.migration.plan import plan_migration
+from fvconsole.core.migration.plan import preview_migration
 from fvconsole.core.shared.errors import FvError
 
 
@@ -44,7 +44,7 @@ def test_a_parent_swapped_for_a_symlink_into_the_dataset_after_the_preview_is_re
     place = tmp_path / "place"
     place.mkdir()
     out = str(place / "sidecars")
-    preview = plan_migration(request(legacy, out=out))
+    preview = preview_migration(request(legacy, out=out))
     assert preview.plan is not None, [r.message for r in preview.refusals]
     place.rmdir()
     os.symlink(legacy.run.dataset_root, place)
@@ -62,7 +62,7 @@ def test_the_preview_collects_every_output_dir_reason(tmp_path) -> None:
         fh.write(b"old")
     with open(os.path.join(out, "notes.txt"), "w", encoding="utf-8") as fh:
         fh.write("mine")
-    codes = _codes(plan_migration(request(legacy, out=out)))
+    codes = _codes(preview_migration(request(legacy, out=out)))
     assert sorted(codes) == ["output_dir.foreign", "output_dir.has_sidecars", "output_dir.in_dataset"]
 
 
@@ -71,8 +71,8 @@ def test_a_name_that_only_looks_like_a_sidecar_is_foreign_in_the_preview_too(tmp
     os.makedirs(legacy.out)
     with open(os.path.join(legacy.out, "dataloader_state_rank0-old.pt"), "wb") as fh:
         fh.write(b"someone's backup")
-    assert _codes(plan_migration(request(legacy))) == ["output_dir.foreign"]
-    assert _codes(plan_migration(request(legacy, overwrite=True))) == ["output_dir.foreign"]
+    assert _codes(preview_migration(request(legacy))) == ["output_dir.foreign"]
+    assert _codes(preview_migration(request(legacy, overwrite=True))) == ["output_dir.foreign"]
 
 
 @pytest.mark.parametrize("where", ["inside", "symlink-into-checkpoint"])
@@ -83,7 +83,7 @@ def test_inside_the_checkpoint_is_one_code_for_the_preview_and_execution(tmp_pat
     else:
         out = str(tmp_path / "link")
         os.symlink(os.path.join(legacy.checkpoint, "dcp"), out)
-    assert _codes(plan_migration(request(legacy, out=out))) == ["output_dir.in_checkpoint"]
+    assert _codes(preview_migration(request(legacy, out=out))) == ["output_dir.in_checkpoint"]
     with pytest.raises(FvError) as refused:
         locked.execute_migration(_moved(plan_for(legacy), out))
     assert refused.value.reason.code == "output_dir.in_checkpoint"

@@ -13,7 +13,7 @@ import pytest
 from fvconsole.cli import main as cli_main
 from fvconsole.core.cache import EvictionSelectors, plan_eviction, scan_cache
 from fvconsole.core.migration import output_dir
-from fvconsole.core.migration.plan import MigrationRequest, plan_migration
+from fvconsole.core.migration.plan import MigrationRequest, preview_migration
 from fvconsole.core.migration.published import defaults_from_published, latest, published_for
 from fvconsole.core.shared.errors import FvError
 from fvconsole.core.shared.reasons import DERIVED, FORCE, KINDS, OVERWRITE, REMEDIES, reason
@@ -43,7 +43,7 @@ def migrate(run: builders.RunFixture, step: int, out: str) -> None:
 
 
 def test_migration_refusals_become_codes_with_values(run: builders.RunFixture, tmp_path) -> None:
-    preview = plan_migration(request(run, str(tmp_path / "out"), expected_step=4, expected_world_size=3,
+    preview = preview_migration(request(run, str(tmp_path / "out"), expected_step=4, expected_world_size=3,
                                         consumed_batches_per_rank=5))
     reasons = {r.code: r.reason for r in preview.refusals}
     assert set(reasons) >= {"expected_step.metadata", "expected_step.directory", "expected_world_size.config",
@@ -63,7 +63,7 @@ def test_migration_refusals_become_codes_with_values(run: builders.RunFixture, t
 def test_an_existing_set_names_the_overwrite_option_not_its_flag(run: builders.RunFixture, tmp_path) -> None:
     out = str(tmp_path / "side")
     migrate(run, 3, out)
-    preview = plan_migration(request(run, out))
+    preview = preview_migration(request(run, out))
     refusal = next(r for r in preview.refusals if r.field == "output_dir")
     reason = refusal.reason
     assert (reason.code, reason.remedy) == ("output_dir.has_sidecars", OVERWRITE)

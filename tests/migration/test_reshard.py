@@ -18,7 +18,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from fvconsole.core.formats import streaming
-from fvconsole.core.formats.streaming import Topology, compute_cursors, shard_layout
+from fvconsole.core.formats.streaming import ShardOrders, Topology, compute_cursors, shard_layout
 from fvconsole.core.migration.reshard import MODES, SourceLoader, TargetLoader, plan_reshard
 from fvconsole.demo.builders import synthetic_manifest
 
@@ -36,10 +36,11 @@ def core_states(manifest: dict, mode: str, *, source: dict, target_world: int, t
     s_shards, s_spw = shard_layout(rows, s_topo)
     t_shards, t_spw = shard_layout(rows, t_topo)
     reshard = plan_reshard(
-        rows, s_shards, t_shards,
+        rows,
         SourceLoader(source["world_size"], source["sp_world_size"], source["epoch"], source["yielded_samples"],
                      s_spw, "legacy"),
-        TargetLoader(target_world, target_sp, t_spw), batch_size=batch, seed=SEED, shuffle=shuffle,
+        TargetLoader(target_world, target_sp, t_spw), ShardOrders(s_shards, SEED, shuffle),
+        ShardOrders(t_shards, SEED, shuffle), batch_size=batch,
     ).choose(mode)
     start = reshard.start(mode)
     cursors = compute_cursors(rows, starts, t_shards, t_topo, start.yielded_samples, start.epoch)

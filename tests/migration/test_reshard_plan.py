@@ -24,7 +24,7 @@ from migration_runs import one_json
 from reliability.harness import tree_digest
 
 from fvconsole.cli import main
-from fvconsole.core.migration import MigrationRequest, plan_migration
+from fvconsole.core.migration import MigrationRequest, preview_migration
 from fvconsole.demo.builders import build_run, write_checkpoint
 
 BATCH = 2
@@ -81,7 +81,7 @@ def test_a_legacy_checkpoint_resharded_in_each_mode_matches_the_replay(tmp_path,
     source = {"world_size": world, "sp_world_size": sp, "epoch": 0, "yielded_samples": 3 * BATCH}
     target = (f"training.distributed.num_gpus={t_world}", f"training.distributed.sp_size={t_sp}")
     for mode in ("next-epoch", "epoch-start", "nearest"):
-        preview = plan_migration(MigrationRequest(
+        preview = preview_migration(MigrationRequest(
             run.config_path, run.checkpoint(3), str(tmp_path / "out"), 3, world, 3, overrides=target, reshard=mode))
         assert preview.refusals == (), [r.message for r in preview.refusals]
         plan = preview.plan
@@ -102,7 +102,7 @@ def test_a_legacy_checkpoint_resharded_in_each_mode_matches_the_replay(tmp_path,
 def test_the_target_ranks_without_an_rng_state_are_counted_with_their_noun(tmp_path, t_world, said) -> None:
     """Issue 28 item 3: "1 target rank (rank 4)", "3 target ranks (ranks 4-6)", never "rank(s)"."""
     run = _run(tmp_path / "run", world=4)
-    preview = plan_migration(MigrationRequest(run.config_path, run.checkpoint(3), str(tmp_path / "out"), 3, 4, 3,
+    preview = preview_migration(MigrationRequest(run.config_path, run.checkpoint(3), str(tmp_path / "out"), 3, 4, 3,
                                               overrides=(f"training.distributed.num_gpus={t_world}",),
                                               reshard="nearest"))
     assert preview.refusals == (), [r.message for r in preview.refusals]
@@ -183,7 +183,7 @@ def test_a_native_view_must_be_a_new_checkpoint_dir_outside_the_run(tmp_path) ->
     run, _manifest_, step = _native(tmp_path, world=4, epoch=1, batches_in_epoch=0)
     for out, said in ((tmp_path / "views" / "elsewhere", f"name it checkpoint-{step}"),
                       (os.path.join(run.output_dir, "v", f"checkpoint-{step}"), "inside the run's output dir")):
-        preview = plan_migration(MigrationRequest(
+        preview = preview_migration(MigrationRequest(
             run.config_path, run.checkpoint(step), str(out), step, 4, step,
             overrides=("training.distributed.num_gpus=8",), reshard="epoch-start"))
         assert any(said in r.message for r in preview.refusals), [r.message for r in preview.refusals]
@@ -219,11 +219,11 @@ def test_more_than_one_worker_and_a_wrong_batch_count_refuse_a_native_reshard(tm
     run, _manifest_, step = _native(tmp_path, world=4, epoch=1, batches_in_epoch=2)
     view = str(tmp_path / "views" / f"checkpoint-{step}")
     grow = "training.distributed.num_gpus=8"
-    workers = plan_migration(MigrationRequest(run.config_path, run.checkpoint(step), view, step, 4, step,
+    workers = preview_migration(MigrationRequest(run.config_path, run.checkpoint(step), view, step, 4, step,
                                               overrides=(grow, "training.data.dataloader_num_workers=2"),
                                               reshard="nearest"))
     assert any("one worker's cursor" in r.message for r in workers.refusals)
-    wrong = plan_migration(MigrationRequest(run.config_path, run.checkpoint(step), view, step, 4, step + 1,
+    wrong = preview_migration(MigrationRequest(run.config_path, run.checkpoint(step), view, step, 4, step + 1,
                                             overrides=(grow, "training.loop.gradient_accumulation_steps=1"),
                                             reshard="nearest"))
     assert "consumed_batches_per_rank" in [r.field for r in wrong.refusals]
@@ -242,7 +242,7 @@ def test_a_count_past_the_epoch_is_refused_saying_so(tmp_path) -> None:
         payload = torch.load(path, weights_only=True)
         payload["state"]["dataset_state"].update(epoch=0, yielded_samples=spw + 2 * BATCH)
         torch.save(payload, path)
-    preview = plan_migration(MigrationRequest(run.config_path, ckpt, str(tmp_path / "views" / f"checkpoint-{step}"),
+    preview = preview_migration(MigrationRequest(run.config_path, ckpt, str(tmp_path / "views" / f"checkpoint-{step}"),
                                               step, 4, step, overrides=("training.distributed.num_gpus=8",),
                                               reshard="nearest"))
     said = [r.message for r in preview.refusals]

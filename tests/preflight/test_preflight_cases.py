@@ -318,3 +318,18 @@ def test_a_planted_pickle_as_rank_2s_rng_file_is_a_finding_and_never_runs(cli, t
     assert code == 1 and not marker.exists()
     (first,) = _blocking(doc)
     assert first["check"] == "rng" and first["ranks"] == [2] and "is not readable" in first["detail"]
+
+
+def test_a_wrong_typed_override_is_named_as_the_source_of_its_value(cli, tmp_path) -> None:
+    """The file-and-field rule: preflight names the --set override that gave a bad value, not the run config file."""
+    run = _native(tmp_path)
+    code, _, err = cli(["preflight", "--config", run.config_path, "--set", "training.distributed.num_gpus=abc"])
+    assert code == 1
+    assert err == ("error: the override training.distributed.num_gpus=abc: field 'training.distributed.num_gpus' "
+                   "must be an integer >= 1 (got 'abc')\n")
+    code, _, err = cli(["preflight", "--config", run.config_path, "--set", "training.distributed.sp_size=-1"])
+    assert code == 1 and err.startswith("error: the override training.distributed.sp_size=-1: field "), err
+    code, doc = _preflight(cli, run, "--set", "training.data.seed=abc", "--strict")
+    assert code == 1
+    assert _blocking(doc)[0]["detail"] == ("the next config: training.data.seed: must be an integer in the override "
+                                           "training.data.seed=abc (got 'abc')")

@@ -621,13 +621,13 @@ async def test_next_sample_ids_fill_the_rank_table(work: dict[str, str]) -> None
 
 
 def test_next_sample_ids_are_bounded(demo_ws: DemoWorkspace) -> None:
-    from fvconsole.core.migration.plan import MigrationRequest, plan_migration
+    from fvconsole.core.migration.plan import MigrationRequest, preview_migration
     from fvconsole.core.migration.sample_ids import next_sample_ids
 
     request = MigrationRequest(config_path=demo_ws.config_path, checkpoint=demo_ws.legacy_checkpoint,
                                output_dir="/nonexistent/out", expected_step=300, expected_world_size=8,
                                consumed_batches_per_rank=600)
-    plan = plan_migration(request).plan
+    plan = preview_migration(request).plan
     distinct = {c.next_row_group for c in plan.ranks if c.next_row_group >= 0}
     assert len(distinct) > 1
     full = next_sample_ids(plan)

@@ -91,3 +91,17 @@ async def test_read_only_hides_the_prune(out: Path) -> None:
         assert any(n.startswith("read-only mode: prune") for n in notes(app))
         assert not app.query_one(CheckpointsView).check_action("prune_marked", ())
     assert len(list(out.iterdir())) == 4
+
+
+async def test_the_view_stays_shown_while_a_prune_is_judged(out: Path) -> None:
+    """The view's own busy flag is not Textual's ``_pruning`` (a widget being removed): under
+    that name a prune being judged or run made Textual take view 1 for one leaving the screen
+    (``display`` False, ``mount`` into it a no-op)."""
+    app = make_app(output=out)
+    async with running(app, SMALL) as pilot:
+        await mark(app, pilot, 100)
+        view = app.query_one(CheckpointsView)
+        view.action_prune_marked()  # the judging worker has started; its answer has not come back
+        assert view.display and view.table.display
+        await wait_until(pilot, lambda: isinstance(app.screen, ConfirmScreen), "the confirmation")
+        assert view.display

@@ -109,7 +109,7 @@ def test_rank_table_holds_4096_ranks(tmp_path) -> None:
     request = migration.MigrationRequest(
         config_path=run.config_path, checkpoint=run.checkpoint(3), output_dir=str(tmp_path / "side"),
         expected_step=3, expected_world_size=2, consumed_batches_per_rank=3)
-    small = migration.plan_migration(request)
+    small = migration.preview_migration(request)
     assert small.plan is not None, small.refusals
     manifest = synthetic_manifest(20_000, rows=64)
     rows = [g["rows"] for g in manifest["row_groups"]]

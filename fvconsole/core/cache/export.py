@@ -18,6 +18,8 @@ from fvconsole.core.cache.columns import EXPORTS, export_cells
 from fvconsole.core.cache.model import CacheEntry, CacheScan
 from fvconsole.core.shared.host import node_names
 
+#: ``cache ls --format``: text and JSON (the scan's envelope), CSV (here), Prometheus (``metrics.py``).
+LISTING_FORMATS = ("text", "json", "csv", "prometheus")
 #: ``cache ls --format csv``: the node and root, each entry's columns (core/cache/columns.py), the free space.
 COLUMNS = ("node", "root", *(x.name for x in EXPORTS), "fs_free_bytes")
 _FORMULA = ("=", "+", "-", "@", "\t", "\r")

@@ -4,7 +4,8 @@ FastVideo's ``_gc_cache_root`` deletes entries by manifest mtime (0.0 without a 
 ties by size then path, until the root's total is at most the cap; it passes over the key it
 just wrote. :func:`gc_sort_key` is that order and :func:`lru_walk` that loop, over anything
 with an entry's ``key``, ``path``, ``bytes`` and ``last_used`` (a scanned :class:`CacheEntry`,
-also one a fleet node sent, read back by ``CacheEntry.from_json``).
+also one a fleet node sent, read back by ``CacheEntry.from_json``). :data:`LISTING_ORDERS` are the
+orders ``cache ls --sort`` offers, and :func:`listing_order` applies one.
 """
 
 from __future__ import annotations
@@ -27,6 +28,9 @@ class Sized(Protocol):
 
 
 T = TypeVar("T", bound=Sized)
+
+#: ``cache ls --sort``: FastVideo's GC order (next victim first), largest first, by key.
+LISTING_ORDERS = ("lru", "size", "key")
 
 
 def gc_sort_key(entry: Sized) -> tuple[float, int, str]:
@@ -53,3 +57,12 @@ def lru_walk(entries: Sequence[T], cap: float, skip: Iterable[str] = ()) -> tupl
         victims.append(entry)
         total -= entry.bytes
     return victims, passed
+
+
+def listing_order(entries: Iterable[T], order: str) -> list[T]:
+    """``entries`` in one of :data:`LISTING_ORDERS` (size: largest first, ties by key)."""
+    if order == "size":
+        return sorted(entries, key=lambda e: (-e.bytes, e.key))
+    if order == "key":
+        return sorted(entries, key=lambda e: e.key)
+    return sorted(entries, key=gc_sort_key)

@@ -10,9 +10,8 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 
-from fvconsole.core.checkpoints.dcp_keys import dcp_key_summary
+from fvconsole.core.checkpoints.dcp_metadata import DcpMetadata, read_dcp_metadata
 from fvconsole.core.checkpoints.listing import read_metadata
-from fvconsole.core.checkpoints.tensors import dcp_tensors
 from fvconsole.core.formats.runconfig import Mismatch, RunConfig, compare_configs
 from fvconsole.core.shared.errors import FvError
 
@@ -41,21 +40,11 @@ def checkpoint_detail(path: str, run_config: RunConfig | None) -> CheckpointDeta
         metadata = read_metadata(path)
     except (FvError, OSError) as exc:
         problems.append(str(exc))
-    groups: dict[str, int] = {}
+    dcp: DcpMetadata | None = None
     try:
-        groups = dcp_key_summary(path)
-    except (FvError, OSError) as exc:
+        dcp = read_dcp_metadata(path)  # keys and tensors from one read
+    except FvError as exc:
         problems.append(str(exc))
-    except Exception as exc:  # noqa: BLE001 - a corrupt pickle raises many types
-        problems.append(f"{os.path.join(path, 'dcp', '.metadata')}: unreadable ({type(exc).__name__}: {exc})")
-    totals: tuple[tuple[str, int], ...] = ()
-    total_bytes: int | None = None
-    if groups:  # else the key summary's problem already says why the metadata is unreadable
-        try:
-            tensors = dcp_tensors(path)
-            totals, total_bytes = tensors.totals, tensors.total_bytes
-        except FvError as exc:
-            problems.append(str(exc))
     mismatches = None
     embedded = metadata.get("config")
     if run_config is not None and isinstance(embedded, dict):
@@ -68,10 +57,10 @@ def checkpoint_detail(path: str, run_config: RunConfig | None) -> CheckpointDeta
         path=path,
         metadata_step=step if isinstance(step, int) and not isinstance(step, bool) else None,
         metadata_keys=tuple(sorted(metadata)),
-        dcp_key_groups=tuple(groups.items()),
-        dcp_key_count=sum(groups.values()),
-        dcp_totals=totals,
-        dcp_total_bytes=total_bytes,
+        dcp_key_groups=dcp.key_groups if dcp is not None else (),
+        dcp_key_count=len(dcp.keys) if dcp is not None else 0,
+        dcp_totals=dcp.tensors.totals if dcp is not None else (),
+        dcp_total_bytes=dcp.tensors.total_bytes if dcp is not None else None,
         mismatches=mismatches,
         problems=tuple(problems),
     )

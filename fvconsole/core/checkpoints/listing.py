@@ -2,8 +2,9 @@
 
 Listing never raises for a damaged checkpoint: what cannot be read is reported in
 ``problems`` (an operator is usually looking precisely because something is wrong).
-``dcp/.metadata`` (a pickle of torch classes) is read with ``core.formats.inert_pickle``, which runs no
-code from the file, is bounded in time and memory, and needs no torch import.
+``dcp/.metadata`` (a pickle of torch classes) is read by its one reader,
+``core/checkpoints/dcp_metadata.py``, which runs no code from the file, is bounded in time and
+memory, and needs no torch import.
 """
 
 from __future__ import annotations
@@ -15,7 +16,11 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from fvconsole.core.checkpoints.dcp_keys import dataloader_key_count
+from fvconsole.core.checkpoints.dcp_metadata import (
+    dataloader_key_count,
+    dcp_metadata_present,
+    not_present_text,
+)
 from fvconsole.core.checkpoints.kind import RunKind, run_kind
 from fvconsole.core.checkpoints.verdicts import VerdictCache, default_path
 from fvconsole.core.formats.sidecar_files import SIDECAR_RE
@@ -73,13 +78,16 @@ class CheckpointInfo:
     #: A checkpoint view (``migrate --reshard`` of a native checkpoint): the real path of the
     #: checkpoint its ``dcp`` link leads into. Judged through its links, as FastVideo follows them.
     view_of: str | None = None
+    #: Why ``dcp/.metadata`` could not be decoded (its reader's one line, also in ``problems``); None
+    #: when it was, or was not read. Not in ``to_json``: ``problems`` says it.
+    dcp_error: str | None = None
 
     @property
     def name(self) -> str:
         return os.path.basename(self.path)
 
     def to_json(self) -> dict:
-        return fields_json(self, omit=("run_kind", "files", "newest_mtime", "total_limit"), name=self.name)
+        return fields_json(self, omit=("run_kind", "files", "newest_mtime", "total_limit", "dcp_error"), name=self.name)
 
 
 def checkpoint_step(path: str | os.PathLike[str]) -> int | None:
@@ -213,22 +221,13 @@ def _read_embedded(path: str, has_meta: bool, step: int, problems: list[str]) ->
     return found
 
 
-def _dcp_metadata_present(path: str) -> bool:
-    """``dcp/.metadata`` is a file; PermissionError when ``dcp/`` cannot be searched (unreadable, not absent)."""
-    try:
-        return stat.S_ISREG(os.stat(os.path.join(path, "dcp", ".metadata")).st_mode)
-    except PermissionError:
-        raise
-    except OSError:
-        return False
-
-
-def _completeness(has_dcp: bool, dcp_meta: bool, rng: set[int], world: int | None, problems: list[str]) -> bool:
+def _completeness(path: str, has_dcp: bool, dcp_meta: bool, rng: set[int], world: int | None,
+                  problems: list[str]) -> bool:
     """Complete: ``dcp/.metadata`` and an RNG file per rank of the embedded world size (§1)."""
     if not has_dcp:
         problems.append("dcp/ directory is missing")
     elif not dcp_meta:
-        problems.append("dcp/.metadata is missing (interrupted save)")
+        problems.append(not_present_text(path))
     if world is None:
         return dcp_meta
     missing_rng = world - sum(1 for r in range(world) if r in rng)
@@ -238,18 +237,18 @@ def _completeness(has_dcp: bool, dcp_meta: bool, rng: set[int], world: int | Non
 
 
 def _kind(path: str, sidecars: set[int], dcp_meta: bool, read_dcp: bool, verdicts: VerdictCache | None,
-          problems: list[str]) -> tuple[Kind, int | None]:
-    """(kind, DCP state keys under ``dataloader``; None when not decoded)."""
+          problems: list[str]) -> tuple[Kind, int | None, str | None]:
+    """(kind, DCP state keys under ``dataloader``, why not: None when decoded or not read)."""
     if sidecars:
-        return "rank-local", None
+        return "rank-local", None, None
     if not read_dcp or not dcp_meta:
-        return "unknown", None
+        return "unknown", None, None
     try:
         keys = dataloader_key_count(path, verdicts)
     except FvError as exc:
         problems.append(str(exc))
-        return "unknown", None
-    return ("legacy" if keys else "none"), keys
+        return "unknown", None, str(exc)
+    return ("legacy" if keys else "none"), keys, None
 
 
 def _loader(kind: Kind, embedded: _Embedded, path: str) -> RunKind | None:
@@ -296,18 +295,18 @@ def inspect_checkpoint(path: str | os.PathLike[str], *, read_dcp: bool = True,
     problems: list[str] = ["checkpoint directory is a symlink"] if os.path.islink(path) else []
     try:
         entries = _scan_rank_files(path)
-        dcp_meta = entries.has_dcp and _dcp_metadata_present(path)
+        dcp_meta = entries.has_dcp and dcp_metadata_present(path)
     except PermissionError as exc:
         return _unreadable(path, step, exc, problems)
     rng, sidecars, has_dcp = entries.rng, entries.sidecars, entries.has_dcp
     view_of = _viewed(path, entries)
     embedded = _read_embedded(path, entries.has_meta, step, problems)
     world = _world_size(embedded.config)
-    complete = _completeness(has_dcp, dcp_meta, rng, world, problems)
+    complete = _completeness(path, has_dcp, dcp_meta, rng, world, problems)
     if sidecars and world is not None and sidecars != set(range(world)) and view_of is None:
         # A view's sidecars are the target world's (its receipt says which); the embedded config is the source's.
         problems.append(f"{plural(len(sidecars), 'dataloader_state_rank<r>.pt file')} for world size {world}")
-    kind, loader_keys = _kind(path, sidecars, dcp_meta, read_dcp, verdicts, problems)
+    kind, loader_keys, dcp_error = _kind(path, sidecars, dcp_meta, read_dcp, verdicts, problems)
     size = tree_size(path) if size is None else size
     if size.note:
         problems.append(size.note)
@@ -333,6 +332,7 @@ def inspect_checkpoint(path: str | os.PathLike[str], *, read_dcp: bool = True,
         newest_mtime=size.newest_mtime,
         total_limit=_total_limit(embedded.config),
         view_of=view_of,
+        dcp_error=dcp_error,
     )
 
 

@@ -1,25 +1,19 @@
 """Every tensor of a checkpoint's ``dcp/.metadata``: key, dtype, shape, bytes; totals per top-level key.
 
-What an operator budgets disk with ("the optimizer is twice the model"): torch's own
-``FileSystemReader.read_metadata`` would answer it, but it is a plain ``pickle.load`` (it runs
-whatever a planted file asks for) and costs a torch import. This reads the same pickle with
-the inert reader (``core.formats.inert_pickle``) under the same caps as ``core.checkpoints.listing``, and
-walks only the fixed shape of torch's dataclasses (``TensorStorageMetadata.properties`` /
-``.size``), so a hostile graph is never walked recursively.
+What an operator budgets disk with ("the optimizer is twice the model"). The file is read and
+decoded by ``core/checkpoints/dcp_metadata.py`` (the one reader); this walks only the fixed shape
+of torch's dataclasses in what it decoded (``TensorStorageMetadata.properties`` / ``.size``),
+so a hostile graph is never walked recursively, and one damaged entry is that tensor's problem.
 """
 
 from __future__ import annotations
 
-import os
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from fvconsole.core.checkpoints.dcp_keys import DCP_LIMITS, MAX_DCP_METADATA_BYTES, _dcp_errors, _dcp_global
 from fvconsole.core.formats.inert_pickle import InertGlobal, InertObject
-from fvconsole.core.formats.inert_pickle import load as load_pickle
-from fvconsole.core.shared.errors import FvError
 from fvconsole.core.shared.fields_json import fields_json
-from fvconsole.core.shared.safe_read import read_regular_file
 from fvconsole.core.shared.untrusted import INT64_MAX, byte_count, element_count, int64_dims
 
 #: Bytes per element of torch's dtypes (``torch.<name>.itemsize``); a dtype not here has
@@ -66,7 +60,7 @@ class DcpTensors:
         return dict(self.totals)
 
 
-def _state_dict(obj: Any) -> dict:
+def dataclass_state(obj: Any) -> dict:
     """A dataclass's pickled state as one dict (with slots it is a (dict, slots) pair)."""
     state = obj.state if isinstance(obj, InertObject) else None
     if isinstance(state, tuple):
@@ -81,7 +75,7 @@ def _state_dict(obj: Any) -> dict:
 def _dtype(props: Any) -> str:
     """``TensorProperties``'s dtype: its ``__getstate__`` tuple starts with it (or a ``dtype`` field)."""
     state = props.state if isinstance(props, InertObject) else None
-    value = state[0] if isinstance(state, tuple) and state else _state_dict(props).get("dtype")
+    value = state[0] if isinstance(state, tuple) and state else dataclass_state(props).get("dtype")
     if isinstance(value, InertGlobal) and value.module == "torch":
         return value.name
     raise ValueError("TensorProperties has no torch dtype")
@@ -108,7 +102,7 @@ def _tensor(key: str, meta: Any) -> DcpTensor | None:
     """
     if not isinstance(meta, InertObject) or meta.cls.name != "TensorStorageMetadata":
         return None
-    state = _state_dict(meta)
+    state = dataclass_state(meta)
     try:
         dtype = _dtype(state.get("properties"))
     except ValueError as exc:
@@ -129,14 +123,10 @@ def _tensor(key: str, meta: Any) -> DcpTensor | None:
     return DcpTensor(key=key, dtype=dtype, shape=shape, bytes=nbytes)
 
 
-def _read(data: bytes) -> DcpTensors:
-    obj = load_pickle(data, _dcp_global, DCP_LIMITS)
-    if not isinstance(obj, InertObject) or obj.cls.name != "Metadata":
-        raise ValueError("top-level object is not a DCP Metadata")
-    table = _state_dict(obj).get("state_dict_metadata")
-    if not isinstance(table, dict) or not all(isinstance(k, str) for k in table):
-        raise ValueError("Metadata has no state_dict_metadata mapping of string keys")
-    tensors = tuple(t for key in sorted(table) if (t := _tensor(key, table[key])) is not None)
+def tensors_of(table: Mapping[str, Any], keys: Sequence[str]) -> DcpTensors:
+    """The tensors of ``Metadata.state_dict_metadata`` (``keys``: its keys, sorted); bytes (pickled
+    objects) are left out, a damaged entry is that tensor's problem."""
+    tensors = tuple(t for key in keys if (t := _tensor(key, table[key])) is not None)
     totals: dict[str, int] = {}
     for t in tensors:
         if t.bytes is not None and t.problem is None:
@@ -149,16 +139,3 @@ def _read(data: bytes) -> DcpTensors:
         unknown_size=sum(1 for t in tensors if t.bytes is None and t.problem is None),
         damaged=sum(1 for t in tensors if t.problem is not None),
     )
-
-
-def dcp_tensors(checkpoint_dir: str | os.PathLike[str]) -> DcpTensors:
-    """The tensors of ``<checkpoint_dir>/dcp/.metadata``; FvError naming the file when unreadable."""
-    meta = os.path.join(os.fspath(checkpoint_dir), "dcp", ".metadata")
-    with _dcp_errors(meta):  # as dcp_state_keys words a decode that fails
-        try:
-            data = read_regular_file(meta, "DCP metadata", MAX_DCP_METADATA_BYTES)
-        except FileNotFoundError:
-            raise FvError(f"{meta}: cannot read DCP metadata (missing)") from None
-        except OSError as exc:
-            raise FvError(f"{meta}: cannot read DCP metadata ({exc.strerror or exc})") from None
-        return _read(data)

@@ -33,7 +33,7 @@ from fvconsole.core.fleet.eviction import (
     execute_fleet_eviction,
     preview_fleet_eviction,
 )
-from fvconsole.core.fleet.export import fleet_csv
+from fvconsole.core.fleet.export import FLEET_LISTING_FORMATS, fleet_csv
 from fvconsole.core.fleet.frames import result_lines, start_line
 from fvconsole.core.fleet.hostlist import compress_hostlist, expand_hostlist
 from fvconsole.core.fleet.node_commands import NodeEviction
@@ -61,6 +61,7 @@ __all__ = [
     "DEFAULT_TIMEOUT",
     "DispatchOptions",
     "FANOUTS",
+    "FLEET_LISTING_FORMATS",
     "FleetCacheView",
     "FleetEvictionOperation",
     "FleetEvictionPlan",

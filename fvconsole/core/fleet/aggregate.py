@@ -98,21 +98,53 @@ class Finding:
     message: str
     nodes: tuple[str, ...]
 
-    def to_json(self) -> dict[str, Any]:
-        return {"key": self.key, "kind": self.kind, "message": self.message, "nodes": compress_hostlist(self.nodes),
-                "node_list": list(self.nodes)}
+    def to_json(self, sets: NodeSets) -> dict[str, Any]:
+        return {"key": self.key, "kind": self.kind, "message": self.message, "nodes": sets.fold(self.nodes)}
+
+
+class NodeSets:
+    """The node sets a document names per key (a key's nodes by status, its busy nodes, a finding's nodes):
+    each folded once (a Slurm hostlist), and expanded once in the document's ``node_sets`` (hostlist -> names).
+
+    Why: a node list beside every key's hostlist made the summary grow with nodes x keys (1,000 nodes with
+    200 keys each: 2.2 MB of names); most keys share a few sets (every node complete), so the document grows
+    with nodes + keys, and a script still reads the names without a hostlist expander.
+    """
+
+    def __init__(self) -> None:
+        self._folded: dict[tuple[str, ...], str] = {}
+        self.expanded: dict[str, list[str]] = {}
+
+    def fold(self, nodes: Iterable[str]) -> str:
+        """The set's hostlist (its names kept for ``node_sets``); a set seen before costs a hash, not a fold."""
+        names = tuple(nodes)
+        folded = self._folded.get(names)
+        if folded is None:
+            folded = self._folded[names] = compress_hostlist(names)
+            self.expanded.setdefault(folded, list(names))
+        return folded
+
+
+def _grouped(pairs: Iterable[tuple[str, str]]) -> list[tuple[str, list[str]]]:
+    """(node, label) pairs -> (label, its nodes in order), labels sorted."""
+    grouped: dict[str, list[str]] = {}
+    for node, label in pairs:
+        grouped.setdefault(label, []).append(node)
+    return sorted(grouped.items())
 
 
 def nodes_by(pairs: Iterable[tuple[str, str]]) -> dict[str, dict[str, Any]]:
     """(node, label) pairs -> {label: {"count": n, "nodes": hostlist, "node_list": [node, ...]}}, labels sorted.
 
-    Each node set is given folded (a Slurm hostlist, short) and expanded (``node_list``: a script
-    needs no hostlist expander)."""
-    grouped: dict[str, list[str]] = {}
-    for node, label in pairs:
-        grouped.setdefault(label, []).append(node)
+    For sets that together name each node once (the outcomes): each folded (a Slurm hostlist, short) and
+    expanded (``node_list``: a script needs no hostlist expander). Per key, :func:`statuses_json`."""
     return {label: {"count": len(nodes), "nodes": compress_hostlist(nodes), "node_list": nodes}
-            for label, nodes in sorted(grouped.items())}
+            for label, nodes in _grouped(pairs)}
+
+
+def statuses_json(pairs: Iterable[tuple[str, str]], sets: NodeSets) -> dict[str, dict[str, Any]]:
+    """A key's (node, status) pairs -> {status: {"count": n, "nodes": hostlist}}; the names are in ``sets``."""
+    return {label: {"count": len(nodes), "nodes": sets.fold(nodes)} for label, nodes in _grouped(pairs)}
 
 
 @dataclass(frozen=True)
@@ -194,8 +226,10 @@ class FleetCacheView:
 
         Per key: bytes fleet-wide and the nodes holding it by status (compressed hostlists);
         per node: its outcome and totals, or its error. ``--full`` gives every node's own
-        document instead (about 1 KiB per cache entry per node).
+        document instead (about 1 KiB per cache entry per node). The per-key node sets are hostlists,
+        each expanded once in ``node_sets`` (:class:`NodeSets`).
         """
+        sets = NodeSets()
         nodes: dict[str, Any] = {}
         for n, outcome in zip(self.nodes, self.outcomes, strict=True):
             if not outcome.ok:
@@ -208,20 +242,21 @@ class FleetCacheView:
             for node, doc in nodes.items():
                 doc["slurm"] = self.slurm_json(node)
         keys = {
-            row.key: {"bytes": row.total_bytes, "nodes": len(row.statuses), "statuses": nodes_by(row.statuses)}
+            row.key: {"bytes": row.total_bytes, "nodes": len(row.statuses), "statuses": statuses_json(row.statuses, sets)}
             for row in self.keys
         }
         if self.slurm is not None and self.slurm.jobs_known:  # unknown is not "on no node"
             for row in self.keys:
-                busy = [n for n, _ in row.statuses if self.entry_busy(n, row.key)]
-                keys[row.key].update(busy_nodes=compress_hostlist(busy), busy_node_list=busy)
+                keys[row.key]["busy_nodes"] = sets.fold(n for n, _ in row.statuses if self.entry_busy(n, row.key))
+        findings = [f.to_json(sets) for f in self.findings]
         return {
             "form": "summary",
             "outcomes": self.outcome_counts(),
             "nodes": nodes,
             "keys": keys,
+            "node_sets": sets.expanded,
             "total_bytes": self.total_bytes,
-            "findings": [f.to_json() for f in self.findings],
+            "findings": findings,
             "selection": self.selection.to_json(),
             "dispatch": {"fanout": self.fanout, "job_steps": self.job_steps},
             "slurm": self._slurm_doc(),
@@ -247,12 +282,15 @@ class FleetCacheView:
                 if o.ok and o.listing.entries:  # the node's own entries, each with its verdict added
                     doc["entries"] = [{**sent, "node_busy": self.entry_busy(o.node, entry.key)}
                                       for sent, entry in zip(doc["entries"], o.listing.entries, strict=True)]
+        sets = NodeSets()
+        findings = [f.to_json(sets) for f in self.findings]
         return {
             "nodes": nodes,
             "keys": {row.key: dict(row.statuses) for row in self.keys},
+            "node_sets": sets.expanded,
             "total_bytes": self.total_bytes,
             "summary": summary,
-            "findings": [f.to_json() for f in self.findings],
+            "findings": findings,
             "selection": self.selection.to_json(),
             "dispatch": {"fanout": self.fanout, "job_steps": self.job_steps},
             "slurm": self._slurm_doc(),

@@ -15,6 +15,8 @@ from fvconsole.core.cache.model import CacheEntry
 from fvconsole.core.fleet.aggregate import FleetCacheView
 from fvconsole.core.fleet.documents import NodeListing
 
+#: ``fleet cache ls --format``: text and JSON (the nodes' documents), CSV (here).
+FLEET_LISTING_FORMATS = ("text", "json", "csv")
 #: The node's columns, then each entry's (declared with the listing's: core/cache/columns.py), then the node's again.
 COLUMNS = ("node", "outcome", "root", *(x.name for x in EXPORTS), "fs_free_bytes", "error")
 _BLANK = [None] * len(EXPORTS)

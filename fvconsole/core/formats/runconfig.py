@@ -74,7 +74,7 @@ class TrainingKeys:
     """The values of a run config that fvconsole reads (docs/formats.md §2), as found: MISSING where absent.
 
     Read in one walk of the ``training`` mapping (:meth:`of`); a reader checks each value's
-    type and range where it uses it, naming it by :data:`KEY_PATHS`.
+    type and range where it uses it, naming it by :data:`KEY_PATHS` and its source by :meth:`where`.
     """
 
     num_gpus: Any = MISSING
@@ -90,17 +90,30 @@ class TrainingKeys:
     data_path: Any = MISSING
     preprocessed_data_type: Any = MISSING
     output_dir: Any = MISSING
+    #: (field, the override that set its value): a value from an override, not from the file.
+    sources: tuple[tuple[str, str], ...] = ()
 
     @classmethod
-    def of(cls, mapping: Any) -> TrainingKeys:
-        """The keys of ``mapping`` (a run config's tree), each section looked up once."""
+    def of(cls, mapping: Any, overrides: Sequence[str] = ()) -> TrainingKeys:
+        """The keys of ``mapping`` (a run config's tree after ``overrides``), each section looked up once."""
         training = mapping.get("training") if isinstance(mapping, Mapping) else None
-        values = {}
+        values: dict[str, Any] = {}
         for name, dotted in KEY_PATHS.items():
             section = training.get(dotted.split(".")[1]) if isinstance(training, Mapping) else None
             if isinstance(section, Mapping) and name in section:
                 values[name] = section[name]
-        return cls(**values)
+        sources = tuple((name, override) for name, dotted in KEY_PATHS.items()
+                        if (override := override_source(overrides, dotted)) is not None)
+        return cls(**values, sources=sources)
+
+    def override(self, name: str) -> str | None:
+        """The override that set a field's value (or replaced a mapping above it), as given; None: the file's."""
+        return dict(self.sources).get(name)
+
+    def where(self, name: str, config: str) -> str:
+        """Where a field's value came from: ``the override KEY=VALUE`` that set it, else ``config`` (the file)."""
+        override = self.override(name)
+        return config if override is None else f"the override {override}"
 
     @staticmethod
     def path(name: str) -> str:
@@ -138,10 +151,15 @@ class RunConfig:
     def get(self, dotted: str, default: Any = MISSING) -> Any:
         return get_path(self.data, dotted, default)
 
+    def source(self, dotted: str) -> str:
+        """Where the value at ``dotted`` came from, for a one-line error: the override that set it, else the file."""
+        override = override_source(self.overrides, dotted)
+        return f"the override {override}" if override is not None else (self.path or "the run config")
+
     @cached_property
     def keys(self) -> TrainingKeys:
         """The values fvconsole reads, read once."""
-        return TrainingKeys.of(self.data)
+        return TrainingKeys.of(self.data, self.overrides)
 
     def to_json(self) -> dict:
         return fields_json(self, omit=("data",))
@@ -156,11 +174,8 @@ def _parse_override(text: str) -> tuple[list[str], Any]:
     )
 
     key, sep, raw = text.partition("=")
-    key = key.strip()
-    if key.startswith("--"):
-        key = key[2:]
-    parts = key.split(".")
-    if not sep or not key or any(not p.strip() for p in parts):
+    parts = _override_parts(key)
+    if not sep or any(not p for p in parts):
         raise FvError(f"override {text!r}: expected dotted.key=value")
     if len(parts) > MAX_YAML_DEPTH:
         raise FvError(f"override {text[:80]!r}...: key has more than {MAX_YAML_DEPTH} parts")
@@ -174,7 +189,22 @@ def _parse_override(text: str) -> tuple[list[str], Any]:
         # ValueError: a date like 2001-02-30 or an integer beyond Python's digit limit.
         reason = " ".join(str(getattr(exc, "problem", None) or exc).split())[:200]
         raise FvError(f"override {text!r}: value is not valid YAML ({reason})") from None
-    return [p.strip() for p in parts], value
+    return parts, value
+
+
+def _override_parts(key: str) -> list[str]:
+    """An override's dotted key as its parts (a leading ``--`` and the space around each part dropped)."""
+    return [part.strip() for part in key.strip().removeprefix("--").split(".")]
+
+
+def override_source(overrides: Sequence[str], dotted: str) -> str | None:
+    """The last of ``overrides`` that set the value at ``dotted`` (its key, or a mapping above it), as given."""
+    found = None
+    for text in overrides:
+        key = ".".join(_override_parts(text.partition("=")[0]))
+        if dotted == key or dotted.startswith(key + "."):
+            found = text
+    return found
 
 
 def apply_overrides(data: Mapping[str, Any], overrides: Sequence[str]) -> dict:

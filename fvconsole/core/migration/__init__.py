@@ -2,9 +2,11 @@
 
 The modules, in the order a migration uses them:
 
-- :mod:`.plan`: the planner and its dry-run preview (reads, never writes), from the request and
-  its refusals (:mod:`.request`); :mod:`.inputs` reads and checks the run config and the
-  checkpoint for it; the plan it builds is a record of :mod:`.model`.
+- :mod:`.sources`: the preview's reading stage (reads, never writes): every file the plan
+  needs, read once into one record, with what reading refused (:mod:`.inputs` reads and
+  checks the run config and the checkpoint for it); :mod:`.plan`: the planner, the preview
+  from the request (:mod:`.request`) and that record alone; the plan it builds is a record
+  of :mod:`.model`.
 - :mod:`.output_dir`: every rule about the output dir (the preview uses them, execution
   re-checks them), its lock and the staging dirs beside it.
 - :mod:`.write`: execution (staging, lock, atomic writes); :mod:`.publish` (the rename or
@@ -24,7 +26,7 @@ from fvconsole.core.migration.defaults import MigrationDefaults, config_output_d
 from fvconsole.core.migration.failure import MigrationFailed, MigrationFailure
 from fvconsole.core.migration.locked import MigrationOperation, execute_migration
 from fvconsole.core.migration.model import MigrationPlan
-from fvconsole.core.migration.plan import MigrationPreview, plan_migration
+from fvconsole.core.migration.plan import MigrationPreview, plan_migration, preview_migration
 from fvconsole.core.migration.published import (
     PublishedSet,
     defaults_from_published,
@@ -35,6 +37,7 @@ from fvconsole.core.migration.request import MigrationRequest, Refusal
 from fvconsole.core.migration.reshard import MODES as RESHARD_MODES
 from fvconsole.core.migration.reshard import Reshard
 from fvconsole.core.migration.sample_ids import NextSampleIds, next_sample_ids
+from fvconsole.core.migration.sources import Sources, read_sources
 from fvconsole.core.migration.verify import VerifyResult, verify_sidecars
 from fvconsole.core.migration.write import MigrationResult, completed
 
@@ -55,6 +58,7 @@ __all__ = [
     "RESHARD_MODES",
     "Refusal",
     "Reshard",
+    "Sources",
     "VerifyResult",
     "config_output_dir",
     "defaults_from_published",
@@ -62,6 +66,8 @@ __all__ = [
     "migration_defaults",
     "next_sample_ids",
     "plan_migration",
+    "preview_migration",
     "published_for",
+    "read_sources",
     "verify_sidecars",
 ]

@@ -1,16 +1,17 @@
-"""What the planner reads from the run config and the checkpoint, each problem as a refusal.
+"""What the reading stage (:mod:`.sources`) reads from the run config and the checkpoint, each problem as a refusal.
 
-The planner collects *all* refusals rather than stopping at the first, so one dry run tells
-an operator everything that is wrong: every check here records into a :class:`Collector`
-and returns what it could read (None where a value is missing or invalid, already refused).
+The preview reports *all* refusals rather than stopping at the first, so one dry run tells
+an operator everything that is wrong: every reader here returns what it could read (None
+where a value is missing or invalid) with its refusals and warnings as values, in the order
+the preview reports them.
 """
 
 from __future__ import annotations
 
 import os
 import shlex
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from dataclasses import dataclass, replace
+from typing import Any
 
 from fvconsole.core.formats.parquet_columns import COLUMNS, DEFAULT_TYPE, TYPE_PATH, DataType, data_type
 from fvconsole.core.formats.runconfig import (
@@ -21,15 +22,14 @@ from fvconsole.core.formats.runconfig import (
     compare_configs,
     load_run_config,
 )
+from fvconsole.core.migration.request import Finding, Found
 from fvconsole.core.shared.errors import FvError
 from fvconsole.core.shared.humanize import plural
+from fvconsole.core.shared.reasons import Reason, invalid
 from fvconsole.core.shared.safe_read import sha256_regular_file
 
-if TYPE_CHECKING:  # pragma: no cover - typing only
-    from fvconsole.core.migration.request import Collector, MigrationRequest
 
-
-@dataclass
+@dataclass(frozen=True)
 class Params:
     """Values read from the run config; None where missing or invalid (already refused)."""
 
@@ -48,98 +48,112 @@ class Params:
     data_type: DataType | None = None
 
 
-def _int_param(keys: TrainingKeys, name: str, where: str, col: Collector, minimum: int | None) -> int | None:
+#: What a check of one value returns: the value (None: missing or invalid) and its refusal (None: none).
+Checked = tuple[Any, Reason | None]
+
+
+def _int_param(keys: TrainingKeys, name: str, where: str, minimum: int | None) -> Checked:
     value, dotted = getattr(keys, name), keys.path(name)
+    missing, where = _missing(keys, name, where), keys.where(name, where)  # the value's source: file or override
     if value is MISSING:
-        col.refuse(dotted, f"missing from the run config {where}")
-        return None
+        return None, invalid(dotted, missing)
     if isinstance(value, bool) or not isinstance(value, int):
-        col.refuse(dotted, f"must be an integer in {where} (got {value!r})")
-        return None
+        return None, invalid(dotted, f"must be an integer in {where} (got {value!r})")
     if minimum is not None and value < minimum:
-        col.refuse(dotted, f"must be >= {minimum} in {where} (got {value})")
-        return None
-    return value
+        return None, invalid(dotted, f"must be >= {minimum} in {where} (got {value})")
+    return value, None
 
 
-def _str_param(keys: TrainingKeys, name: str, where: str, col: Collector) -> str | None:
+def _str_param(keys: TrainingKeys, name: str, where: str) -> Checked:
     value, dotted = getattr(keys, name), keys.path(name)
+    missing, where = _missing(keys, name, where), keys.where(name, where)  # the value's source: file or override
     if value is MISSING or value is None:
-        col.refuse(dotted, f"missing from the run config {where}")
-        return None
+        return None, invalid(dotted, missing)
     if not isinstance(value, str) or not value.strip():
-        col.refuse(dotted, f"must be a non-empty string in {where} (got {value!r})")
-        return None
+        return None, invalid(dotted, f"must be a non-empty string in {where} (got {value!r})")
     if "\x00" in value:
-        col.refuse(dotted, f"contains a NUL byte in {where} (got {value!r})")
-        return None
-    return value
+        return None, invalid(dotted, f"contains a NUL byte in {where} (got {value!r})")
+    return value, None
 
 
-def _bool_param(keys: TrainingKeys, name: str, where: str, col: Collector) -> bool | None:
+def _bool_param(keys: TrainingKeys, name: str, where: str) -> Checked:
     value = getattr(keys, name)
     if isinstance(value, bool):
-        return value
-    what = "missing from" if value is MISSING else f"must be true or false (got {value!r}) in"
-    col.refuse(keys.path(name), f"{what} the run config {where}")
-    return None
+        return value, None
+    at = keys.where(name, f"the run config {where}")
+    return None, invalid(keys.path(name), _missing(keys, name, where) if value is MISSING else
+                         f"must be true or false (got {value!r}) in {at}")
 
 
-def read_params(keys: TrainingKeys, where: str, col: Collector, max_workers: int = 0) -> Params:
-    """The run config's values, each checked; ``max_workers``: the most ``dataloader_num_workers`` allowed (1: a native reshard)."""
-    p = Params(
-        world=_int_param(keys, "num_gpus", where, col, 1),
-        sp=_int_param(keys, "sp_size", where, col, 1),
-        batch=_int_param(keys, "train_batch_size", where, col, 1),
-        read_batch=_int_param(keys, "streaming_read_batch_size", where, col, 1),
-        accum=_int_param(keys, "gradient_accumulation_steps", where, col, 1),
-        seed=_int_param(keys, "seed", where, col, None),
-        workers=_int_param(keys, "dataloader_num_workers", where, col, 0),
-        shuffle=_bool_param(keys, "streaming_shuffle_row_groups", where, col),
-        loader_type=_str_param(keys, "dataloader_type", where, col),
-        manifest_path=_str_param(keys, "streaming_manifest_path", where, col),
-        data_path=_str_param(keys, "data_path", where, col),
-        data_type=_data_type(keys.preprocessed_data_type, where, col),
-    )
-    _check_together(p, where, col, max_workers)
-    return p
+def _missing(keys: TrainingKeys, name: str, where: str) -> str:
+    """A key absent from the run config ``where``, or from the mapping an override put above it."""
+    override = keys.override(name)
+    return f"missing from the run config {where}" if override is None else f"missing after the override {override}"
 
 
-def _check_together(p: Params, where: str, col: Collector, max_workers: int) -> None:
-    """What the values refuse in each other's light: the loader, its workers, sp_size against num_gpus."""
+def read_params(keys: TrainingKeys, where: str, max_workers: int = 0) -> tuple[Params, tuple[Reason, ...]]:
+    """The run config's values, each checked, and every refusal in the keys' order; ``max_workers``:
+    the most ``dataloader_num_workers`` allowed (1: a native reshard)."""
+    checked = {
+        "world": _int_param(keys, "num_gpus", where, 1),
+        "sp": _int_param(keys, "sp_size", where, 1),
+        "batch": _int_param(keys, "train_batch_size", where, 1),
+        "read_batch": _int_param(keys, "streaming_read_batch_size", where, 1),
+        "accum": _int_param(keys, "gradient_accumulation_steps", where, 1),
+        "seed": _int_param(keys, "seed", where, None),
+        "workers": _int_param(keys, "dataloader_num_workers", where, 0),
+        "shuffle": _bool_param(keys, "streaming_shuffle_row_groups", where),
+        "loader_type": _str_param(keys, "dataloader_type", where),
+        "manifest_path": _str_param(keys, "streaming_manifest_path", where),
+        "data_path": _str_param(keys, "data_path", where),
+        "data_type": _data_type(keys.preprocessed_data_type, keys.where("preprocessed_data_type", where)),
+    }
+    p = Params(**{name: value for name, (value, _) in checked.items()})
+    refused = tuple(why for _, why in checked.values() if why is not None)
+    return p, refused + _together(p, keys, where, max_workers)
+
+
+def _together(p: Params, keys: TrainingKeys, where: str, max_workers: int) -> tuple[Reason, ...]:
+    """What the values refuse in each other's light: the loader, its workers, sp_size against num_gpus
+    (each named in the source of the value refused: the override that set it, else ``where``)."""
+    found = []
     if p.loader_type is not None and "".join(p.loader_type.split()).lower() != "streaming":
-        col.refuse(
+        found.append(invalid(
             "training.data.dataloader_type",
-            f"is {p.loader_type!r} in {where}; only the 'streaming' dataloader can be migrated",
-        )
+            f"is {p.loader_type!r} in {keys.where('dataloader_type', where)}; "
+            "only the 'streaming' dataloader can be migrated",
+        ))
     if p.workers is not None and p.workers > max_workers:
-        col.refuse(
+        at = keys.where("dataloader_num_workers", where)
+        found.append(invalid(
             "training.data.dataloader_num_workers",
-            f"is {p.workers} in {where}; legacy migration requires 0 (one reader per rank)" if max_workers == 0 else
-            f"is {p.workers} in {where}; a reshard requires 0 or 1: FastVideo's dataset state is one worker's cursor",
-        )
+            f"is {p.workers} in {at}; legacy migration requires 0 (one reader per rank)" if max_workers == 0 else
+            f"is {p.workers} in {at}; a reshard requires 0 or 1: FastVideo's dataset state is one worker's cursor",
+        ))
     if p.world is not None and p.sp is not None and p.world % p.sp:
-        col.refuse(
+        found.append(invalid(
             "training.distributed.sp_size",
-            f"{p.sp} does not divide training.distributed.num_gpus {p.world} in {where}",
-        )
+            f"{p.sp} does not divide training.distributed.num_gpus {p.world} in "
+            f"{keys.where('sp_size', keys.where('num_gpus', where))}",
+        ))
+    return tuple(found)
 
 
-def _data_type(value: Any, where: str, col: Collector) -> DataType | None:
+def _data_type(value: Any, where: str) -> Checked:
     """``training.data.preprocessed_data_type`` as FastVideo reads it (absent: ``t2v``); refused if it refuses it."""
     found = data_type(None if value is MISSING else value)
     if found is None:
         accepted = ", ".join(repr(name) for name in COLUMNS)
-        col.refuse(TYPE_PATH, f"is {value!r} in {where}; FastVideo accepts {accepted} (not set: {DEFAULT_TYPE!r}) "
-                   "and will not start with another value")
-    return found
+        return None, invalid(TYPE_PATH, f"is {value!r} in {where}; FastVideo accepts {accepted} (not set: "
+                             f"{DEFAULT_TYPE!r}) and will not start with another value")
+    return found, None
 
 
 #: The two critical keys a reshard may change (docs/formats.md §2).
 TOPOLOGY_PATHS = ("training.distributed.num_gpus", "training.distributed.sp_size")
 
 
-@dataclass
+@dataclass(frozen=True)
 class CheckpointFacts:
     path: str
     dir_step: int | None = None
@@ -148,13 +162,16 @@ class CheckpointFacts:
     embedded: dict | None = None
     #: The checkpoint's kind (docs/formats.md §1), None when it could not be inspected.
     kind: str | None = None
-    #: A rank-local checkpoint: its sidecar count, and where its refusal goes among the others
-    #: (refused unless the plan reshards: :func:`refuse_rank_local`).
+    #: A rank-local checkpoint's sidecar count (refused unless the plan reshards: :func:`rank_local_refusal`).
     rank_sidecars: int = 0
-    rank_local_at: int | None = None
 
     #: The embedded config's values fvconsole reads (read once, with ``embedded``).
     keys: TrainingKeys = TrainingKeys()
+
+    @property
+    def step(self) -> int | None:
+        """The step the sidecars are for: the directory name's, else metadata.json's."""
+        return self.dir_step if self.dir_step is not None else self.metadata_step
 
     @property
     def topology(self) -> tuple[int, int] | None:
@@ -167,95 +184,98 @@ class CheckpointFacts:
         return world, sp
 
 
-def refuse_rank_local(facts: CheckpointFacts, col: Collector) -> None:
-    """A rank-local checkpoint on its own topology: FastVideo resumes it as it is (refused where it was found)."""
-    if facts.rank_local_at is None:
-        return
-    col.refuse(
+@dataclass(frozen=True)
+class Inspected:
+    """The checkpoint's facts and what reading them refused and warned of (words without flags)."""
+
+    facts: CheckpointFacts
+    refusals: tuple[Reason, ...]
+    warnings: tuple[Reason, ...]
+
+
+def rank_local_refusal(facts: CheckpointFacts) -> Reason | None:
+    """A rank-local checkpoint on its own topology: FastVideo resumes it as it is (None: not rank-local)."""
+    if facts.kind != "rank-local":
+        return None
+    return invalid(
         "checkpoint.kind",
         f"{facts.path} already holds {plural(facts.rank_sidecars, 'rank-local dataloader_state_rank<r>.pt sidecar')} "
         f"(kind 'rank-local', expected 'legacy'); FastVideo uses {'it' if facts.rank_sidecars == 1 else 'them'} and "
         "would ignore migrated ones: migration is unnecessary",
-        at=facts.rank_local_at,
     )
 
 
-def inspect_source(ckpt: str, col: Collector) -> CheckpointFacts:
+def inspect_source(ckpt: str) -> Inspected:
     """Directory name, dcp/, metadata.json and its embedded config; kind and completeness."""
-    from fvconsole.core.checkpoints.listing import checkpoint_step, inspect_checkpoint, read_metadata
+    from fvconsole.core.checkpoints.dcp_metadata import dcp_metadata_path, missing_text
+    from fvconsole.core.checkpoints.listing import checkpoint_step
 
-    facts = CheckpointFacts(ckpt, dir_step=checkpoint_step(ckpt))
+    dir_step = checkpoint_step(ckpt)
     if not os.path.isdir(ckpt):
-        col.refuse("checkpoint", f"{ckpt} is not a directory")
-        return facts
-    if facts.dir_step is None:
-        col.refuse(
+        return Inspected(CheckpointFacts(ckpt, dir_step), (invalid("checkpoint", f"{ckpt} is not a directory"),), ())
+    refused = []
+    if dir_step is None:
+        refused.append(invalid(
             "checkpoint",
             f"directory name {os.path.basename(ckpt)!r} does not match checkpoint-<step>; FastVideo checks "
             "sidecars against the step in that name",
-        )
-    if not os.path.isdir(os.path.join(ckpt, "dcp")):
-        col.refuse("checkpoint.dcp", f"missing DCP directory {os.path.join(ckpt, 'dcp')}")
-    elif not os.path.lexists(os.path.join(ckpt, "dcp", ".metadata")):
+        ))
+    dcp = os.path.join(ckpt, "dcp")
+    if not os.path.isdir(dcp):
+        refused.append(invalid("checkpoint.dcp", f"missing DCP directory {dcp}"))
+    elif not os.path.lexists(dcp_metadata_path(ckpt)):
         # dcp.save writes .metadata last: without it the save was interrupted and FastVideo
         # cannot load this checkpoint at all, so sidecars for it could never be used.
-        col.refuse(
-            "checkpoint.dcp",
-            f"{os.path.join(ckpt, 'dcp', '.metadata')} is missing (interrupted save); FastVideo cannot resume "
-            "from this checkpoint",
-        )
-    meta_path = os.path.join(ckpt, "metadata.json")
+        refused.append(invalid("checkpoint.dcp", f"{missing_text(ckpt)}; FastVideo cannot resume from this checkpoint"))
+    facts, why = _read_metadata(CheckpointFacts(ckpt, dir_step))
+    refused += [why] if why is not None else []
+    if dir_step is None:
+        return Inspected(facts, tuple(refused), ())
+    kind, sidecars, warnings = _inspect_kind(ckpt)
+    return Inspected(replace(facts, kind=kind, rank_sidecars=sidecars), tuple(refused), warnings)
+
+
+def _read_metadata(facts: CheckpointFacts) -> tuple[CheckpointFacts, Reason | None]:
+    """metadata.json's step, its sha256 and its embedded config (read once, as ``TrainingKeys``)."""
+    from fvconsole.core.checkpoints.listing import read_metadata
+
+    meta_path = os.path.join(facts.path, "metadata.json")
     try:
-        meta = read_metadata(ckpt)
-        facts.metadata_step = meta["step"]
-        facts.metadata_sha256 = sha256_regular_file(meta_path)
-        if isinstance(meta.get("config"), dict):
-            facts.embedded, facts.keys = meta["config"], TrainingKeys.of(meta["config"])
-        else:
-            col.refuse("metadata.config", f"{meta_path} has no embedded run config (field 'config')")
+        meta = read_metadata(facts.path)
+        facts = replace(facts, metadata_step=meta["step"])
+        facts = replace(facts, metadata_sha256=sha256_regular_file(meta_path))
+        if not isinstance(meta.get("config"), dict):
+            return facts, invalid("metadata.config", f"{meta_path} has no embedded run config (field 'config')")
+        return replace(facts, embedded=meta["config"], keys=TrainingKeys.of(meta["config"])), None
     except FvError as exc:
-        col.refuse("metadata.json", str(exc))
+        return facts, invalid("metadata.json", str(exc))
     except OSError as exc:
-        col.refuse("metadata.json", f"{meta_path}: cannot read ({exc.strerror or exc})")
-    if facts.dir_step is not None:
-        try:
-            info = inspect_checkpoint(ckpt)
-        except FvError as exc:
-            col.warn(f"checkpoint could not be inspected: {exc}")
-            return facts
-        if not info.complete:
-            col.warn(
-                f"checkpoint {ckpt} is incomplete (interrupted save?): "
-                + "; ".join(p for p in info.problems if "missing" in p or "interrupted" in p)
-            )
-        facts.kind = info.kind
-        if info.kind == "rank-local":
-            facts.rank_sidecars, facts.rank_local_at = info.rank_sidecars, col.count
-        elif info.kind == "none":
-            col.warn(
-                f"checkpoint {ckpt} has no 'dataloader' state in DCP (kind 'none', expected 'legacy'); the "
-                "sidecars are reconstructed from the step alone"
-            )
-        elif info.kind == "unknown":
-            why = "DCP metadata unreadable" if info.has_dcp_metadata else "no dcp/.metadata to read"
-            col.warn(f"checkpoint {ckpt} kind is unknown ({why}); expected 'legacy'")
-        for problem in info.problems:
-            if "unreadable DCP metadata" in problem:
-                col.warn(problem)
-    return facts
+        return facts, invalid("metadata.json", f"{meta_path}: cannot read ({exc.strerror or exc})")
 
 
-def check_steps(req: MigrationRequest, facts: CheckpointFacts, col: Collector) -> int | None:
-    """expected_step vs metadata.json step AND vs the directory-name step; returns the step."""
-    if facts.metadata_step is not None and req.expected_step != facts.metadata_step:
-        col.refused("expected_step.metadata", "expected_step", given=req.expected_step,
-                    actual=facts.metadata_step, path=facts.path)
-    if facts.dir_step is not None and req.expected_step != facts.dir_step:
-        col.refused("expected_step.directory", "expected_step", given=req.expected_step, actual=facts.dir_step,
-                    name=os.path.basename(facts.path))
-    if facts.dir_step is not None:
-        return facts.dir_step
-    return facts.metadata_step
+def _inspect_kind(ckpt: str) -> tuple[str | None, int, tuple[Reason, ...]]:
+    """The checkpoint's kind, its rank-local sidecar count, and the warnings its inspection gives."""
+    from fvconsole.core.checkpoints.listing import inspect_checkpoint
+
+    try:
+        info = inspect_checkpoint(ckpt)
+    except FvError as exc:
+        return None, 0, (invalid("warning", f"checkpoint could not be inspected: {exc}"),)
+    warned = []
+    if not info.complete:
+        warned.append(invalid("warning", (
+            f"checkpoint {ckpt} is incomplete (interrupted save?): "
+            + "; ".join(p for p in info.problems if "missing" in p or "interrupted" in p))))
+    if info.kind == "none":
+        warned.append(invalid("warning", (
+            f"checkpoint {ckpt} has no 'dataloader' state in DCP (kind 'none', expected 'legacy'); the "
+            "sidecars are reconstructed from the step alone")))
+    elif info.kind == "unknown":
+        why = "DCP metadata unreadable" if info.has_dcp_metadata else "no dcp/.metadata to read"
+        warned.append(invalid("warning", f"checkpoint {ckpt} kind is unknown ({why}); expected 'legacy'"))
+    if info.dcp_error is not None:
+        warned.append(invalid("warning", info.dcp_error))
+    return info.kind, info.rank_sidecars if info.kind == "rank-local" else 0, tuple(warned)
 
 
 def topology_change(mismatches: tuple[Mismatch, ...]) -> tuple[Mismatch, ...]:
@@ -264,27 +284,36 @@ def topology_change(mismatches: tuple[Mismatch, ...]) -> tuple[Mismatch, ...]:
                  and all(isinstance(v, int) and not isinstance(v, bool) and v >= 1 for v in (m.checkpoint, m.config)))
 
 
-def check_config(
-    req: MigrationRequest, facts: CheckpointFacts, col: Collector
-) -> tuple[RunConfig | None, tuple[Mismatch, ...]]:
+@dataclass(frozen=True)
+class ConfigRead:
+    """The run config (None: refused), its mismatch report against the checkpoint's, what they refuse and warn of."""
+
+    config: RunConfig | None
+    mismatches: tuple[Mismatch, ...]
+    refusals: tuple[Found, ...]
+    warnings: tuple[Reason, ...]
+
+
+def read_config(config_path: str, overrides: tuple[str, ...], embedded: dict | None,
+                reshard: str | None) -> ConfigRead:
     """The run config and its mismatch report; a world/sp change refuses here only as part of another mismatch.
 
     A topology change alone is the reshard's (the planner refuses it without a mode); with
-    a mode chosen its rows are reported as non-critical.
+    a mode chosen (``reshard``) its rows are reported as non-critical.
     """
     try:
-        cfg = load_run_config(req.config_path, req.overrides)
+        cfg = load_run_config(config_path, overrides)
     except FvError as exc:
-        col.refuse("config", str(exc))
-        return None, ()
-    if facts.embedded is None:
-        return cfg, ()
-    mismatches = compare_configs(facts.embedded, cfg.data)
+        return ConfigRead(None, (), (invalid("config", str(exc)),), ())
+    if embedded is None:
+        return ConfigRead(cfg, (), (), ())
+    mismatches = compare_configs(embedded, cfg.data)
     carried = topology_change(mismatches)
-    if carried and req.reshard is not None:
+    if carried and reshard is not None:
         mismatches = tuple(Mismatch(m.path, m.checkpoint, m.config, False) if m in carried else m
                            for m in mismatches)
     critical = [m for m in mismatches if m.critical and m not in carried]
+    refused: tuple[Found, ...] = ()
     if critical:
         differs = (f"run config {cfg.path} differs from the checkpoint's embedded config on "
                    f"{plural(len(critical), 'critical key')}: " + "; ".join(m.describe() for m in critical))
@@ -292,12 +321,11 @@ def check_config(
         # each is a launch override the form or --set can repeat; not for a value of another type than the
         # checkpoint's (num_gpus: eight): that value is refused as such, repeating the checkpoint's is no fix
         if all(fixes) and all(type(m.checkpoint) is type(m.config) for m in critical):
-            col.refused("config.critical_override", "config", differs=differs,
-                        overrides=" ".join(shlex.quote(f) for f in fixes if f))
+            refused = (Finding("config.critical_override", "config",
+                               (("differs", differs), ("overrides", " ".join(shlex.quote(f) for f in fixes if f)))),)
         else:
-            col.refuse("config", differs)
+            refused = (invalid("config", differs),)
     others = sum(1 for m in mismatches if not m.critical and m.path not in TOPOLOGY_PATHS)
-    if others:
-        col.warn("the run config differs from the checkpoint's embedded config on "
-                 f"{plural(others, 'non-critical key')}")
-    return cfg, mismatches
+    warned = (invalid("warning", "the run config differs from the checkpoint's embedded config on "
+                      f"{plural(others, 'non-critical key')}"),) if others else ()
+    return ConfigRead(cfg, mismatches, refused, warned)

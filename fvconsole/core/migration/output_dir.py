@@ -295,15 +295,22 @@ def _blocks(size: int, block: int) -> int:
     return -(-size // block) * block if size else 0
 
 
-def room_for_set(out: str, files: Sequence[tuple[str, int]], vfs: Callable[[str], os.statvfs_result] = os.statvfs
-                 ) -> Room | None:
-    """What writing ``files`` ((name, bytes): the sidecars and the receipt) beside and into ``out`` needs.
+@dataclass(frozen=True)
+class Space:
+    """What the filesystem a set would be written to has free, as ``statvfs`` said: the nearest existing
+    ancestor of the output dir's parent (``missing``: the parent dirs the lock would create below it)."""
 
-    Counted in the filesystem's own blocks: every file rounded up to whole blocks, the lock
-    file and its holder record, the staging dir and its entries, and each missing parent dir
-    the lock would create. None when the filesystem cannot be asked (the other rules judge
-    a path that does not lead anywhere). ``vfs``: ``os.statvfs`` (a seam for the filesystem).
-    """
+    where: str
+    missing: int
+    block: int
+    free_bytes: int
+    free_inodes: int | None
+
+
+def free_space(out: str, vfs: Callable[[str], os.statvfs_result] = os.statvfs) -> Space | None:
+    """The free space and inodes where a set at ``out`` would be written; None when the filesystem cannot
+    be asked (the other rules judge a path that does not lead anywhere). ``vfs``: ``os.statvfs`` (a seam
+    for the filesystem)."""
     ancestor, missing = os.path.dirname(out), 0
     while not os.path.isdir(ancestor) and ancestor != os.path.dirname(ancestor):
         ancestor, missing = os.path.dirname(ancestor), missing + 1
@@ -312,23 +319,36 @@ def room_for_set(out: str, files: Sequence[tuple[str, int]], vfs: Callable[[str]
     except OSError:
         return None
     block = st.f_frsize or st.f_bsize or 4096
-    entries = sum(8 + -(-len(os.fsencode(name)) // 4) * 4 for name, _ in files)  # ext4's dirent: 8 bytes + name
-    need = (sum(_blocks(size, block) for _, size in files) + _blocks(LOCK_RECORD_BYTES, block)
-            + _blocks(entries + block, block) + missing * block)
     root = os.geteuid() == 0
     free = (st.f_bfree if root else st.f_bavail) * block
     inodes = (st.f_ffree if root else st.f_favail) if st.f_files else None
-    return Room(ancestor, len(files), need, len(files) + 2 + missing, free, inodes)
+    return Space(ancestor, missing, block, free, inodes)
 
 
-def room_rule(out: str, files: Sequence[tuple[str, int]],
-              vfs: Callable[[str], os.statvfs_result] = os.statvfs) -> Reason | None:
-    """Why the set cannot be written at ``out`` for want of space or inodes (None: it fits).
+def room_for_set(space: Space | None, files: Sequence[tuple[str, int]]) -> Room | None:
+    """What writing ``files`` ((name, bytes): the sidecars and the receipt) beside and into the output dir needs.
+
+    Counted in the filesystem's own blocks: every file rounded up to whole blocks, the lock
+    file and its holder record, the staging dir and its entries, and each missing parent dir
+    the lock would create. None when ``space`` is (the filesystem could not be asked).
+    """
+    if space is None:
+        return None
+    block = space.block
+    entries = sum(8 + -(-len(os.fsencode(name)) // 4) * 4 for name, _ in files)  # ext4's dirent: 8 bytes + name
+    need = (sum(_blocks(size, block) for _, size in files) + _blocks(LOCK_RECORD_BYTES, block)
+            + _blocks(entries + block, block) + space.missing * block)
+    return Room(space.where, len(files), need, len(files) + 2 + space.missing, space.free_bytes, space.free_inodes)
+
+
+def room_rule(out: str, files: Sequence[tuple[str, int]], space: Space | None) -> Reason | None:
+    """Why the set cannot be written at ``out`` for want of space or inodes (None: it fits), judged on
+    ``space`` (:func:`free_space`).
 
     The dry run and ``--yes`` both ask this, before anything is written: a full filesystem is a
     refusal naming what is needed and what is free, never a write that fails part-way.
     """
-    room = room_for_set(out, files, vfs)
+    room = room_for_set(space, files)
     if room is None or room.enough:
         return None
     return reason("output_dir.no_room", "output_dir", path=out, where=room.where, files=room.files,

@@ -1,7 +1,7 @@
-"""What an operator asks a migration for, and the refusals a preview collects (data only).
+"""What an operator asks a migration for, and the refusals a preview finds (data only).
 
-Below both :mod:`.inputs` (which checks the request's sources) and :mod:`.plan` (which
-assembles the preview), so neither imports the other.
+Below :mod:`.inputs` and :mod:`.sources` (which read and check the request's sources) and
+:mod:`.plan` (which assembles the preview), so none imports another for them.
 """
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from fvconsole.core.shared.reasons import INVALID, Reason, reason
+from fvconsole.core.shared.reasons import Reason, reason
 
 
 @dataclass(frozen=True)
@@ -80,7 +80,7 @@ class Refusal:
 class Finding:
     """A refusal or a warning as data: the catalogue's ``code``, the ``field`` and the ``values`` it names.
 
-    The checks record findings and the preview words them once, at the end (:meth:`Collector.refusals`),
+    The checks return findings and the preview words them once, at the end (:func:`refusals_of`),
     so a check hands its values down to the catalogue in one place instead of wording each on the spot.
     """
 
@@ -92,66 +92,24 @@ class Finding:
         return reason(self.code, self.field, **dict(self.values))
 
 
-def _worded(item: Reason | Finding) -> Reason:
+#: A refusal as a check returns it: worded by another module (:class:`Reason`) or a :class:`Finding`.
+Found = Reason | Finding
+
+
+def _worded(item: Found) -> Reason:
     return item.reason() if isinstance(item, Finding) else item
 
 
-class Collector:
-    """Accumulates refusals and warnings as data (:class:`Finding`, or a :class:`Reason` another module worded)."""
+def refusals_of(found: tuple[Found, ...]) -> tuple[Refusal, ...]:
+    """Every refusal a preview found, worded, in the order an operator reads them.
 
-    def __init__(self) -> None:
-        self._refusals: list[Reason | Finding] = []
-        self._notes: list[Reason | Finding] = []
-
-    @property
-    def refusals(self) -> list[Refusal]:
-        """Every refusal so far, worded."""
-        return [Refusal(_worded(item)) for item in self._refusals]
-
-    @property
-    def notes(self) -> list[Reason]:
-        """Every warning so far, worded."""
-        return [_worded(item) for item in self._notes]
-
-    @property
-    def refusing(self) -> bool:
-        return bool(self._refusals)
-
-    @property
-    def count(self) -> int:
-        """How many refusals so far (where a later one is to be placed among them)."""
-        return len(self._refusals)
-
-    def refuse(self, field_name: str, message: str, *, at: int | None = None) -> None:
-        """A refusal with no code of its own: ``message`` names no flag and no remedy (``at``: its place)."""
-        finding = Finding(INVALID, field_name, (("text", message),))
-        if at is None:
-            self._put(finding)
-        else:
-            self._refusals.insert(at, finding)
-
-    def refused(self, code: str, field_name: str, **values: Any) -> None:
-        """The catalogue's refusal ``code`` about ``field_name`` naming ``values``, worded at the end."""
-        self._put(Finding(code, field_name, tuple(values.items())))
-
-    def add(self, why: Reason) -> None:
-        """A refusal another module already worded."""
-        self._put(why)
-
-    def _put(self, item: Reason | Finding) -> None:
-        """Keep ``item``; a key's own value refused (``training.distributed.num_gpus: must be an integer``)
-        goes before the config's mismatch report, which that bad value also shows up in: the real cause first."""
-        if item.field.startswith("training."):
-            mismatch = next((i for i, r in enumerate(self._refusals) if r.field == "config"), None)
-            if mismatch is not None:
-                self._refusals.insert(mismatch, item)
-                return
-        self._refusals.append(item)
-
-    def warn(self, message: str) -> None:
-        """A warning with no code of its own: ``message`` names no flag."""
-        self._notes.append(Finding(INVALID, "warning", (("text", message),)))
-
-    def note(self, why: Reason) -> None:
-        """A warning another module already worded."""
-        self._notes.append(why)
+    A key's own value refused (``training.distributed.num_gpus: must be an integer``) goes
+    before the config's mismatch report found earlier, which that bad value also shows up in:
+    the real cause first.
+    """
+    at = next((i for i, item in enumerate(found) if item.field == "config"), None)
+    if at is not None:
+        later = found[at + 1:]
+        found = (*found[:at], *(item for item in later if item.field.startswith("training.")), found[at],
+                 *(item for item in later if not item.field.startswith("training.")))
+    return tuple(Refusal(_worded(item)) for item in found)

@@ -148,19 +148,19 @@ def mode_starts(source: SourceLoader, target: TargetLoader, batch_size: int) -> 
     return Start(NEXT_EPOCH, e + 1, 0), Start(EPOCH_START, e, 0), near
 
 
-def plan_reshard(rows: Sequence[int] | Any, source_shards: Sequence[range], target_shards: Sequence[range],
-                 source: SourceLoader, target: TargetLoader, *, batch_size: int, seed: int,
-                 shuffle: bool, source_orders: ShardOrders | None = None,
-                 target_orders: ShardOrders | None = None) -> Reshard:
+def plan_reshard(rows: Sequence[int] | Any, source: SourceLoader, target: TargetLoader,
+                 source_orders: ShardOrders, target_orders: ShardOrders, *, batch_size: int,
+                 mode: str | None = None) -> Reshard:
     """Every mode's start and accounting over the manifest's row groups (``rows``: each one's row count).
 
-    ``source_orders``, ``target_orders``: the shards' orders when the planner already made
-    them (the target's cursors then use the same).
+    ``source_orders``, ``target_orders``: the source's and the target's shards with their orders,
+    made once by the planner (the target's cursors use the same); ``mode``: the operator's choice
+    (None: not chosen).
     """
+    if mode is not None and mode not in MODES:
+        raise ValueError(f"unknown reshard mode {mode!r}")
     total = sum(rows)
     e = source.epoch
-    source_orders = source_orders or ShardOrders(source_shards, seed, shuffle)
-    target_orders = target_orders or ShardOrders(target_shards, seed, shuffle)
     taken = _consumed_prefixes(rows, source_orders(e), source.yielded_samples) if source.yielded_samples > 0 else {}
     consumed = source.groups * source.yielded_samples
     unread_without_change = total - source.groups * source.samples_per_worker
@@ -174,7 +174,7 @@ def plan_reshard(rows: Sequence[int] | Any, source_shards: Sequence[range], targ
                                               target.samples_per_worker)
         found.append(Accounting(consumed, to_read, repeated, total - consumed - to_read + repeated,
                                 unread_without_change))
-    return Reshard(None, source, target, batch_size, starts, tuple(found))
+    return Reshard(mode, source, target, batch_size, starts, tuple(found))
 
 
 def _consumed_prefixes(rows: Sequence[int] | Any, orders: Sequence[Sequence[int]], yielded: int) -> dict[int, int]:

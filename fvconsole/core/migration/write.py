@@ -23,6 +23,7 @@ from fvconsole.core.migration import faults
 from fvconsole.core.migration.failure import MigrationFailed, MigrationFailure
 from fvconsole.core.migration.output_dir import (
     check_destination,
+    free_space,
     migration_lock,
     resolve,
     room_rule,
@@ -237,7 +238,7 @@ def _precheck(plan: MigrationPlan) -> tuple[str, str, str]:
     if not plan.ranks or len(plan.ranks) != plan.world_size:
         raise FvError.of(reason("recheck.plan_ranks", "plan", count=len(plan.ranks),
                                 entries=plural(len(plan.ranks), "entry", "entries"), world_size=plan.world_size))
-    room = room_rule(out, set_files(plan))
+    room = room_rule(out, set_files(plan), free_space(out))
     if room is not None:
         raise FvError.of(room)
     return out, os.path.dirname(out), os.path.basename(out)

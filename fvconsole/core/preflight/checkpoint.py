@@ -1,6 +1,6 @@
 """The *dcp* and *config* checks: what ``dcp.load`` reads, and how the next config differs from the saved one.
 
-``dcp``: ``dcp/.metadata`` present and readable (inertly, ``core/checkpoints/storage.py``), every
+``dcp``: ``dcp/.metadata`` present and readable (its one reader, through ``core/checkpoints/storage.py``), every
 storage file it references there, regular and as long as the furthest byte any item reads. A
 missing or inconsistent ``metadata.json`` is a warning: FastVideo's resume does not read it
 (fvconsole's own tools do). ``config``: the mismatch report of ``core/formats/runconfig.py``

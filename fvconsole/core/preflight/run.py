@@ -25,7 +25,6 @@ from fvconsole.core.migration.defaults import suggest_output_dir
 from fvconsole.core.migration.inputs import read_params
 from fvconsole.core.migration.published import published_for, read_published_set
 from fvconsole.core.migration.receipt import MAX_RECEIPT_BYTES
-from fvconsole.core.migration.request import Collector
 from fvconsole.core.migration.verify import verify_sidecars
 from fvconsole.core.preflight.cache import check_cache
 from fvconsole.core.preflight.checkpoint import config_check, read_checkpoint
@@ -119,9 +118,9 @@ def run_preflight(req: PreflightRequest) -> PreflightReport:
         world = _whole(req.world_size, WORLD_FLAG, WORLD_FLAG)
         notes.append(f"world size {world} from {WORLD_FLAG}")
     else:
-        world = _whole(cfg.get(WORLD_PATH, None), WORLD_PATH, cfg.path)
+        world = _whole(cfg.get(WORLD_PATH, None), WORLD_PATH, cfg.source(WORLD_PATH))
         notes.append(f"world size {world} from the config's {WORLD_PATH}")
-    sp = _whole(cfg.get(SP_PATH, 1), SP_PATH, cfg.path)
+    sp = _whole(cfg.get(SP_PATH, 1), SP_PATH, cfg.source(SP_PATH))
     override = None
     if req.dataloader_state_dir:
         override = real(req.dataloader_state_dir)
@@ -167,11 +166,10 @@ def _resume_checks(req: PreflightRequest, cfg: RunConfig, point: ResumePoint, in
                             "does not restore a map-style loader's state"))
         checks.append(Check("dataset", "skip", "not a streaming loader: no manifest"))
     elif world % sp == 0:
-        col = Collector()
-        params = read_params(TrainingKeys.of(target), "the next config", col, max_workers=1)
-        if col.refusals:
-            first = col.refusals[0]
-            checks.append(Check("dataloader", "fail", f"the next config: {first.message}"))
+        params, refused = read_params(TrainingKeys.of(target, cfg.overrides), "the next config", max_workers=1)
+        if refused:
+            first = refused[0]
+            checks.append(Check("dataloader", "fail", f"the next config: {first.field}: {first.cli}"))
         else:
             predicted = predict_manifest(params.manifest_path, params.data_path, params.data_type)
             live = live_loader(world, sp, params.batch, params.read_batch, params.seed, params.shuffle,

@@ -19,6 +19,7 @@ from rich.text import Text
 from textual import work
 
 from fvconsole.core.preflight import CHECKS, PreflightReport, PreflightRequest, run_preflight
+from fvconsole.tui.base import Claim
 from fvconsole.tui.messages import PreflightFailed, PreflightJudged
 from fvconsole.tui.plain import PlainText, one_line
 
@@ -65,7 +66,9 @@ class PreflightVerdict:
 
     app: Any
     _detail: Any  # the view's detail pane (FitStatic)
+    detail_claim: Claim  # the view's claim on it: w's report shows only if no cursor move came after w
     _preflight_panel: Any  # the three lines above the table (FitStatic)
+    panel_claim: Claim  # the latest listing's verdict, never an earlier one that finished later
     #: The last verdict for the config's resume (None: none yet, or no config loaded).
     _preflight: PreflightReport | None = None
 
@@ -86,7 +89,7 @@ class PreflightVerdict:
                 "preflight: load a run config (--config) to judge the next job's resume", style="dim"))
             return
         self._preflight_panel.update(PlainText("preflight: judging …", style="italic"))
-        self.judge_resume(request, False)
+        self.judge_resume(request, False, self.panel_claim.take())
 
     def action_preflight(self) -> None:
         """Judge a resume from the selected checkpoint (w): the full report in the detail pane."""
@@ -98,16 +101,23 @@ class PreflightVerdict:
         if request is None:
             self.notify("preflight needs a run config: pass --config", severity="warning")
             return
+        claim = self.detail_claim.take()
         self._detail.update(PlainText(f"preflight of {info.name}: judging …", style="italic"))
-        self.judge_resume(request, True)
+        self.judge_resume(request, True, claim)
 
     @work(thread=True, exclusive=False, group="ckpt-preflight", exit_on_error=False)
-    def judge_resume(self, request: PreflightRequest, selected: bool) -> None:
-        with self.failures(PreflightFailed):
-            self.deliver(PreflightJudged(run_preflight(request), selected))
+    def judge_resume(self, request: PreflightRequest, selected: bool, claim: int) -> None:
+        with self.failures(lambda exc: PreflightFailed(exc, selected, claim)):
+            self.deliver(PreflightJudged(run_preflight(request), selected, claim))
+
+    def _holds(self, selected: bool, claim: int) -> bool:
+        """The pane the result is for (the detail pane for w, else the panel) still waits for it."""
+        return (self.detail_claim if selected else self.panel_claim).holds(claim)
 
     def on_preflight_judged(self, message: PreflightJudged) -> None:
         report = message.report
+        if not self._holds(message.selected, message.claim):
+            return
         if message.selected:
             self._detail.show(lambda width: report_text(report, width))
             return
@@ -116,5 +126,7 @@ class PreflightVerdict:
         self._preflight_panel.show(lambda width: summary_text(report, width, subject))
 
     def on_preflight_failed(self, message: PreflightFailed) -> None:
-        self._preflight_panel.update(PlainText(
-            one_line(f"preflight: {message.error}", 160), style="bold red"))
+        if not self._holds(message.selected, message.claim):
+            return
+        pane = self._detail if message.selected else self._preflight_panel
+        pane.update(PlainText(one_line(f"preflight: {message.error}", 160), style="bold red"))

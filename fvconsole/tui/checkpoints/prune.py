@@ -4,7 +4,9 @@ Why a module of its own: the checkpoints view lists and explains; this mixin add
 action it offers, and words what the operator confirms (what goes, what stays and why, the
 bytes freed; the confirmation scrolls past a screenful and fits 80x24). Reasons are worded by
 :mod:`fvconsole.tui.wording` (the console's words, never a flag). The view keeps ``listed``
-(the rows), ``table.marked`` (the marked checkpoints' paths) and ``_pruning`` (a prune is being judged or run).
+(the rows), ``table.marked`` (the marked checkpoints' paths) and ``_prune_running`` (a prune is
+being judged or run; not ``_pruning``, Textual's own flag on a widget being removed, which hid
+the view while a prune ran).
 """
 
 from __future__ import annotations
@@ -76,7 +78,7 @@ class PruneMarks:
 
     listed: tuple[Any, ...]
     table: Any  # the view's CheckpointTable: its ``marked`` holds the marks
-    _pruning: bool
+    _prune_running: bool
 
     def action_toggle_mark(self) -> None:
         table = self.table
@@ -98,10 +100,10 @@ class PruneMarks:
         if not path or not marked:
             self.notify("mark checkpoints with space first", severity="warning")
             return
-        if self._pruning:
+        if self._prune_running:
             self.notify("busy: wait for the running prune", severity="warning")
             return
-        self._pruning = True
+        self._prune_running = True
         self.plan_prune(path, PruneRules(marked=frozenset(marked)))
 
     @work(thread=True, exclusive=True, group="ckpt-prune-plan", exit_on_error=False)
@@ -111,7 +113,7 @@ class PruneMarks:
             self.deliver(PrunePlanned(plan_prune(scan_output_dir(path, now=state.now()), rules)))
 
     def on_prune_planned(self, message: PrunePlanned) -> None:
-        self._pruning = False
+        self._prune_running = False
         plan = message.plan
         if not plan.delete:
             kept = "; ".join(f"checkpoint-{k.step}: {reason_text(k.why[0])}" for k in plan.kept
@@ -127,9 +129,9 @@ class PruneMarks:
         if not ok:
             self.notify("prune cancelled: nothing deleted")
             return
-        if self.refuse_read_only("prune") or self._pruning:
+        if self.refuse_read_only("prune") or self._prune_running:
             return
-        self._pruning = True
+        self._prune_running = True
         self.prune(plan, prune_command(plan), self.app.state.journal())
 
     @work(thread=True, exclusive=True, group="ckpt-prune", exit_on_error=False)
@@ -146,7 +148,7 @@ class PruneMarks:
             self.deliver(CheckpointsPruned(LockedPrune.of(run)))
 
     def on_checkpoints_pruned(self, message: CheckpointsPruned) -> None:
-        self._pruning = False
+        self._prune_running = False
         done = message.done
         if done.result.ok:
             self.notify(result_summary(done))
@@ -164,5 +166,5 @@ class PruneMarks:
         self.refresh_view()
 
     def on_prune_failed(self, message: PruneFailed) -> None:
-        self._pruning = False
+        self._prune_running = False
         self.report_error(message.error)

@@ -21,7 +21,7 @@ from fvconsole.core.checkpoints import CheckpointDetail, CheckpointInfo, checkpo
 from fvconsole.core.formats import RunConfig
 from fvconsole.core.shared import human_age
 from fvconsole.tui import state
-from fvconsole.tui.base import BaseView
+from fvconsole.tui.base import BaseView, Claim
 from fvconsole.tui.checkpoints import text as ct
 from fvconsole.tui.checkpoints.preflight import PreflightVerdict
 from fvconsole.tui.checkpoints.prune import PruneMarks
@@ -114,7 +114,10 @@ class CheckpointsView(PreflightVerdict, PruneMarks, BaseView):
     def __init__(self, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self._details: dict[str, CheckpointDetail] = {}
-        self._pruning = False
+        #: The detail pane's claim: a cursor move's summary or w's report, whichever came last (w in preflight.py);
+        #: the preflight panel's: the latest listing's verdict.
+        self.detail_claim, self.panel_claim = Claim(), Claim()
+        self._prune_running = False
         self._banner = FitStatic(id="ckpt-banner", classes="banner")
         self._preflight_panel = FitStatic(id="ckpt-preflight")
         self._detail = FitStatic("Select a checkpoint.", id="ckpt-detail")
@@ -178,6 +181,7 @@ class CheckpointsView(PreflightVerdict, PruneMarks, BaseView):
             rows, path, filter_text = self.listed, self.app.state.checkpoints_path or "", self.filter_text
             self._banner.show(lambda width: ct.counts_text(rows, path, filter_text, shown, width))
         if not shown:
+            self.detail_claim.take()
             self._detail.update(f"No checkpoint matches '{text}'." if text and self.listed else "No checkpoints.")
 
     # ------------------------------------------------------------ selection + detail
@@ -194,14 +198,15 @@ class CheckpointsView(PreflightVerdict, PruneMarks, BaseView):
         if event.row_key is None or row is None:
             return
         cached = self._details.get(row.info.path)
+        claim = self.detail_claim.take()
         self._show_summary(row, cached)
         if cached is None:
-            self.read_detail(row, self.app.state.run_config)
+            self.read_detail(row, self.app.state.run_config, claim)
 
     @work(thread=True, exclusive=True, group="ckpt-detail", exit_on_error=False)
-    def read_detail(self, row: CheckpointRow, run_config: RunConfig | None) -> None:
+    def read_detail(self, row: CheckpointRow, run_config: RunConfig | None, claim: int) -> None:
         with self.failures():
-            self.deliver(CheckpointDetailRead(row, checkpoint_detail(row.info.path, run_config)))
+            self.deliver(CheckpointDetailRead(row, checkpoint_detail(row.info.path, run_config), claim))
 
     def on_strip_table_row_selected(self, event: FastTable.RowSelected) -> None:
         event.stop()
@@ -212,7 +217,7 @@ class CheckpointsView(PreflightVerdict, PruneMarks, BaseView):
 
     def on_checkpoint_detail_read(self, message: CheckpointDetailRead) -> None:
         self._details[message.row.info.path] = message.detail
-        if message.row.info.path == self.table.selected:
+        if self.detail_claim.holds(message.claim):  # no newer move, w or emptied table since the read began
             self._show_summary(message.row, message.detail)
 
     def action_copy_path(self) -> None:

@@ -1,7 +1,7 @@
 """View 2: migrate a legacy checkpoint to rank-local sidecars.
 
 Preview → (confirm) → execute, through the same core calls as ``fvconsole migrate``:
-``plan_migration(request)`` builds the plan (output dir rules included, as the dry run),
+``preview_migration(request)`` builds the plan (output dir rules included, as the dry run),
 ``execute_migration(plan)`` writes exactly that plan, ``verify_sidecars`` checks a written set.
 """
 
@@ -29,7 +29,7 @@ from fvconsole.core.migration import (
     defaults_from_published,
     migration_defaults,
     next_sample_ids,
-    plan_migration,
+    preview_migration,
     verify_sidecars,
 )
 from fvconsole.core.shared import FvError, PartialFailure, Progress, plural, run_locked
@@ -232,7 +232,7 @@ class MigrationView(BaseView):
     @work(thread=True, exclusive=True, group="mig-preview", exit_on_error=False)
     def run_preview(self, request: MigrationRequest, progress: Progress) -> None:
         with self.failures(MigrationActionFailed):
-            self.deliver(MigrationPreviewed(plan_migration(request, progress)))
+            self.deliver(MigrationPreviewed(preview_migration(request, progress)))
 
     def _journaled(self, journal: JournalWrite | None) -> None:
         """Say when the journal line could not be appended (the action stands); refresh History."""
