@@ -78,7 +78,8 @@ def plan_migration(req: MigrationRequest, sources: Sources) -> MigrationPreview:
 
     Reads nothing: the confirmations, the target's layout (its shards and their orders made
     once, handed on to the reshard's accounting and the cursors), the reshard, the cursors, the
-    plan record and the room rule are computed from the request and ``sources`` alone.
+    plan record and the room rule are computed from the request and ``sources`` alone (the
+    receipt whose size the room rule counts resolves its source paths: :func:`.receipt.set_files`).
     """
     if sources.refused:
         return MigrationPreview(req, (), refusals_of(sources.refused), (), None)
