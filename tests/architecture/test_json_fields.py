@@ -34,6 +34,8 @@ NOT_EMITTED: dict[str, dict[str, str]] = {
         "newest_mtime": "what retention's scan judges ages by; `checkpoints prune` words the age in its reasons",
         "total_limit": "the embedded cleanup limit: `checkpoints ls --json` shows FastVideo's reading of it under `fastvideo`",
         "dcp_error": "the DCP metadata reader's line, which `problems` already holds; the migration warns it",
+        "gaps": "why it is incomplete, typed, for the callers that decide by it (a prune's reason, a migration's "
+                "warning); `complete` and `problems` say it",
     },
     "core/shared/locks/interface.py:LockState": {
         "mode": "`cache evict --yes --json`'s `lock` object predates shared holding: an eviction holds its root "

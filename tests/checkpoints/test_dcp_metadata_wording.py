@@ -1,11 +1,13 @@
 """One wording for a ``dcp/.metadata`` that is missing, truncated or not a DCP pickle, through every caller.
 
 A real legacy DCP checkpoint (torch CPU, the fixture builder), its ``.metadata`` then removed, cut
-in half, or replaced by a pickle of something else. ``checkpoints show`` (keys and ``--tensors``),
+in half, replaced by a pickle of something else, by a FIFO or by a directory. ``checkpoints show`` (keys and ``--tensors``),
 ``checkpoints ls``, ``migrate`` and ``preflight`` each say the same line, naming the file; the
 expected lines are written here by hand, never read from the reader. Before the one reader, show's
 keys said "cannot read DCP metadata (No such file or directory)" where its ``--tensors`` said
-"(missing)" and preflight "missing (an interrupted save: ...)".
+"(missing)" and preflight "missing (an interrupted save: ...)"; a FIFO or a directory there was
+listed as missing, and ``migrate`` did not refuse it (its presence check only asked whether the
+path exists) but warned "incomplete (interrupted save?): " with no reason.
 """
 
 from __future__ import annotations
@@ -31,15 +33,29 @@ def _damage(meta: str, how: str) -> str:
             data = fh.read()
         with open(meta, "wb") as fh:
             fh.write(data[: len(data) // 2])
-        return f"{meta}: unreadable DCP metadata: the pickle is malformed (truncated or corrupt"
+        # The VM's own reason follows: where the cut lands decides which ("truncated or corrupt ...",
+        # "ends before its STOP opcode").
+        return f"{meta}: unreadable DCP metadata: the pickle is malformed ("
     if how == "not-dcp":  # a well-formed pickle of what a DCP Metadata holds, but a plain dict
         with open(meta, "wb") as fh:
             pickle.dump({"state_dict_metadata": {"model.w": 1}, "storage_data": {}}, fh)
         return f"{meta}: unreadable DCP metadata: top-level object is dict, not a DCP Metadata"
+    os.unlink(meta)
+    if how == "fifo":
+        os.mkfifo(meta)
+        return f"{meta}: DCP metadata must be a regular file, but it is a FIFO"
+    if how == "directory":
+        os.mkdir(meta)
+        return f"{meta}: DCP metadata must be a regular file, but it is a directory"
     raise AssertionError(how)
 
 
-@pytest.fixture(params=["missing", "truncated", "not-dcp"])
+#: Not there as a regular file: FastVideo's dcp.load cannot open it, so the checkpoint is incomplete
+#: and a migration refuses it (a damaged file that is there is only warned of: its kind is unknown).
+ABSENT = ("missing", "fifo", "directory")
+
+
+@pytest.fixture(params=["missing", "truncated", "not-dcp", "fifo", "directory"])
 def damaged(request, tmp_path):
     legacy = build_legacy(str(tmp_path))
     meta = os.path.join(os.path.realpath(legacy.checkpoint), "dcp", ".metadata")
@@ -48,7 +64,7 @@ def damaged(request, tmp_path):
 
 def _says(text: str, line: str) -> bool:
     """``text`` is ``line`` (a truncated pickle's line goes on with the VM's own reason)."""
-    return text == line or (line.endswith("corrupt") and text.startswith(line))
+    return text == line or (line.endswith("(") and text.startswith(line) and text.endswith(")"))
 
 
 def test_the_reader_says_the_line(damaged) -> None:
@@ -72,7 +88,7 @@ def test_checkpoints_ls_says_it(damaged, cli) -> None:
     legacy, _, line, _ = damaged
     code, out, _ = cli(["checkpoints", "ls", legacy.run.output_dir, "--json"])
     (info,) = json.loads(out)["checkpoints"]
-    assert info["complete"] is (damaged[3] != "missing") and info["kind"] == "unknown"
+    assert info["complete"] is (damaged[3] not in ABSENT) and info["kind"] == "unknown"
     assert [p for p in info["problems"] if _says(p, line)], info["problems"]
 
 
@@ -80,13 +96,29 @@ def test_migrate_says_it(damaged, cli) -> None:
     legacy, _, line, how = damaged
     code, out, _ = cli(legacy.migrate_argv("--json"))
     data = one_json(out)
-    if how == "missing":  # FastVideo cannot load it at all: refused
+    refusal = f"checkpoint.dcp: {line}; FastVideo cannot resume from this checkpoint"
+    if how in ABSENT:  # FastVideo cannot load it at all: refused, and the incomplete warning says why
         assert code == 1
-        assert any(r["field"] == "checkpoint.dcp" and r["message"] == f"checkpoint.dcp: {line}; FastVideo cannot "
-                   "resume from this checkpoint" for r in data["refusals"]), data["refusals"]
+        assert any(r["field"] == "checkpoint.dcp" and r["message"] == refusal for r in data["refusals"]), data
+        incomplete = f"checkpoint {legacy.checkpoint} is incomplete (interrupted save?): {line}"
+        assert incomplete in data["warnings"], data["warnings"]
     else:  # the legacy key cannot be confirmed: warned, naming the file (reliability-defects.md)
         assert [w for w in data["warnings"] if _says(w, line)], data["warnings"]
     assert not os.path.lexists(legacy.out)
+
+
+@pytest.mark.parametrize("how", ["fifo", "directory"])
+def test_migrate_refuses_what_is_not_a_regular_file_in_text_and_with_yes(how, tmp_path, cli) -> None:
+    """The text report refuses with the reader's line, and ``--yes`` writes nothing (it refused before)."""
+    legacy = build_legacy(str(tmp_path))
+    line = _damage(os.path.join(os.path.realpath(legacy.checkpoint), "dcp", ".metadata"), how)
+    refusal = f"checkpoint.dcp: {line}; FastVideo cannot resume from this checkpoint"
+    for extra in ((), ("--yes",)):
+        code, out, err = cli(legacy.migrate_argv(*extra))
+        assert code == 1, (out, err)
+        assert f"  - {refusal}" in out.splitlines() and f"error: {refusal}" in err.splitlines(), (out, err)
+        assert "no dcp/.metadata to read" not in out + err, (out, err)
+        assert not os.path.lexists(legacy.out)
 
 
 def test_preflight_says_it(damaged, cli) -> None:

@@ -146,12 +146,26 @@ def test_a_rebuild_that_changes_the_fingerprint_refuses(run, tmp_path, cli) -> N
 
 
 def test_an_unknown_type_is_a_config_problem_naming_file_and_field(run, tmp_path, cli) -> None:
+    import yaml
+
+    with open(run.config_path) as f:
+        config = yaml.safe_load(f)
+    config["training"]["data"]["preprocessed_data_type"] = "t2vx"
+    with open(run.config_path, "w") as f:
+        yaml.safe_dump(config, f)
+    code, _, err = preview(cli, run, tmp_path)
+    errors = [line for line in err.splitlines() if not line.startswith("warning: ")]  # warnings: stderr too
+    assert code == 1 and len(errors) == 1
+    assert errors[0].startswith(f"error: {TYPE}: is 't2vx' in {run.config_path}; FastVideo accepts 't2v', "
+                                "'i2v_track', 'text_only'")
+
+
+def test_an_unknown_type_given_by_an_override_names_the_override(run, tmp_path, cli) -> None:
     code, _, err = preview(cli, run, tmp_path, "--set", f"{TYPE}=t2vx")
     errors = [line for line in err.splitlines() if not line.startswith("warning: ")]  # warnings: stderr too
     assert code == 1 and len(errors) == 1
-    err = errors[0]
-    assert err.startswith(f"error: {TYPE}: is 't2vx' in {run.config_path}; FastVideo accepts 't2v', 'i2v_track', "
-                          "'text_only'")
+    assert errors[0].startswith(f"error: {TYPE}: is 't2vx' in the override {TYPE}=t2vx; FastVideo accepts 't2v', "
+                                "'i2v_track', 'text_only'")
 
 
 @pytest.mark.tui

@@ -11,7 +11,8 @@ large or not a regular file (the read door's words), not a DCP metadata pickle.
 Its callers (the listing's loader keys, ``checkpoints show`` and its ``--tensors``, the console's
 detail pane, preflight's storage check, the migration's inputs) ask :func:`read_dcp_metadata`
 for one :class:`DcpMetadata`, or the listing :func:`dataloader_key_count` (remembered verdicts);
-nothing else in ``fvconsole/`` decodes the file (``tests/architecture/test_doors.py``, row
+whether a regular file is there at all, :func:`dcp_metadata_gap` (typed: the listing's ``gaps``)
+or :func:`dcp_metadata_refusal` (a migration's refusal), in the same words; nothing else in ``fvconsole/`` decodes the file (``tests/architecture/test_doors.py``, row
 ``dcp-metadata``).
 """
 
@@ -24,6 +25,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
+from fvconsole.core.checkpoints.gaps import INTERRUPTED, Gap, GapKind
 from fvconsole.core.checkpoints.tensors import DcpTensors, dataclass_state, tensors_of
 from fvconsole.core.checkpoints.verdicts import VerdictCache, identity
 from fvconsole.core.formats.inert_pickle import (
@@ -36,7 +38,7 @@ from fvconsole.core.formats.inert_pickle import (
     load_recorded,
 )
 from fvconsole.core.shared.errors import FvError
-from fvconsole.core.shared.safe_read import read_regular_file
+from fvconsole.core.shared.safe_read import not_regular_text, read_regular_file
 from fvconsole.core.shared.untrusted import INT64_MAX
 
 DATALOADER_KEY = "dataloader"
@@ -103,33 +105,34 @@ def dcp_metadata_path(checkpoint_dir: str | os.PathLike[str]) -> str:
     return os.path.join(os.fspath(checkpoint_dir), "dcp", ".metadata")
 
 
-def missing_text(checkpoint_dir: str | os.PathLike[str]) -> str:
-    """The one wording of an absent ``dcp/.metadata``, for a caller that only looked whether it is there."""
-    return _missing(dcp_metadata_path(checkpoint_dir))
+def dcp_metadata_gap(checkpoint_dir: str | os.PathLike[str]) -> Gap | None:
+    """None when ``dcp/.metadata`` is a regular file (through links, as ``dcp.load`` opens it); else why
+    not, typed (missing, or something else there: a FIFO, a directory) and in the reader's one line.
 
-
-def not_present_text(checkpoint_dir: str | os.PathLike[str]) -> str:
-    """Why ``dcp/.metadata`` is not a regular file (:func:`dcp_metadata_present` said so), in the reader's
-    words: missing, or what the read door found there instead (a FIFO, a directory)."""
+    Only ``stat``s the file. PermissionError when ``dcp/`` cannot be searched: unreadable, not absent.
+    """
     meta = dcp_metadata_path(checkpoint_dir)
     try:
-        _read(meta)
-    except FvError as exc:
-        return str(exc)
-    return _missing(meta)  # a save finished writing it since: it was missing when looked at
-
-
-def dcp_metadata_present(checkpoint_dir: str | os.PathLike[str]) -> bool:
-    """``dcp/.metadata`` is a regular file (through links, as ``dcp.load`` opens it).
-
-    PermissionError when ``dcp/`` cannot be searched: unreadable, not absent.
-    """
-    try:
-        return stat.S_ISREG(os.stat(dcp_metadata_path(checkpoint_dir)).st_mode)
+        st = os.stat(meta)
     except PermissionError:
         raise
-    except OSError:
-        return False
+    except FileNotFoundError:
+        return Gap(GapKind.DCP_METADATA_MISSING, _missing(meta))
+    except OSError as exc:
+        return Gap(GapKind.DCP_METADATA_UNREADABLE, _cannot_read(meta, exc))
+    if stat.S_ISREG(st.st_mode):
+        return None
+    return Gap(GapKind.DCP_METADATA_UNREADABLE, not_regular_text(meta, WHAT, st.st_mode))
+
+
+def dcp_metadata_refusal(checkpoint_dir: str | os.PathLike[str]) -> str | None:
+    """Why ``dcp.load`` cannot even open ``dcp/.metadata`` (the reader's one line), None when it is a regular
+    file: missing, not a regular file, or ``dcp/`` not searchable. For a caller that refuses on it (a migration)."""
+    try:
+        gap = dcp_metadata_gap(checkpoint_dir)
+    except PermissionError as exc:
+        return _cannot_read(dcp_metadata_path(checkpoint_dir), exc)
+    return gap.text if gap is not None else None
 
 
 #: Records by file identity (a DCP metadata file is written once by its save): ``checkpoints
@@ -202,12 +205,16 @@ def _read(meta: str) -> bytes:
     except FileNotFoundError:
         raise FvError(_missing(meta)) from None
     except OSError as exc:
-        raise FvError(f"{meta}: cannot read DCP metadata ({exc.strerror or exc})") from None
+        raise FvError(_cannot_read(meta, exc)) from None
+
+
+def _cannot_read(meta: str, exc: OSError) -> str:
+    return f"{meta}: cannot read DCP metadata ({exc.strerror or exc})"
 
 
 def _missing(meta: str) -> str:
     """The one wording of an absent file: ``dcp.save`` writes it last, so without it the save was cut off."""
-    return f"{meta}: missing (interrupted save)"
+    return f"{meta}: missing{INTERRUPTED}"
 
 
 def _not_dcp(meta: str, why: str) -> FvError:

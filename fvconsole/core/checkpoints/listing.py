@@ -16,11 +16,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from fvconsole.core.checkpoints.dcp_metadata import (
-    dataloader_key_count,
-    dcp_metadata_present,
-    not_present_text,
-)
+from fvconsole.core.checkpoints.dcp_metadata import dataloader_key_count, dcp_metadata_gap
+from fvconsole.core.checkpoints.gaps import INTERRUPTED, Gap, GapKind
 from fvconsole.core.checkpoints.kind import RunKind, run_kind
 from fvconsole.core.checkpoints.verdicts import VerdictCache, default_path
 from fvconsole.core.formats.sidecar_files import SIDECAR_RE
@@ -81,13 +78,18 @@ class CheckpointInfo:
     #: Why ``dcp/.metadata`` could not be decoded (its reader's one line, also in ``problems``); None
     #: when it was, or was not read. Not in ``to_json``: ``problems`` says it.
     dcp_error: str | None = None
+    #: Why it is not complete, typed (empty when complete); each one's line is in ``problems`` too.
+    #: What a caller decides by (a prune's reason, a migration's warning), never the words. Not in
+    #: ``to_json``: ``complete`` and ``problems`` say it.
+    gaps: tuple[Gap, ...] = ()
 
     @property
     def name(self) -> str:
         return os.path.basename(self.path)
 
     def to_json(self) -> dict:
-        return fields_json(self, omit=("run_kind", "files", "newest_mtime", "total_limit", "dcp_error"), name=self.name)
+        return fields_json(self, omit=("run_kind", "files", "newest_mtime", "total_limit", "dcp_error", "gaps"),
+                           name=self.name)
 
 
 def checkpoint_step(path: str | os.PathLike[str]) -> int | None:
@@ -221,19 +223,14 @@ def _read_embedded(path: str, has_meta: bool, step: int, problems: list[str]) ->
     return found
 
 
-def _completeness(path: str, has_dcp: bool, dcp_meta: bool, rng: set[int], world: int | None,
-                  problems: list[str]) -> bool:
-    """Complete: ``dcp/.metadata`` and an RNG file per rank of the embedded world size (§1)."""
-    if not has_dcp:
-        problems.append("dcp/ directory is missing")
-    elif not dcp_meta:
-        problems.append(not_present_text(path))
-    if world is None:
-        return dcp_meta
-    missing_rng = world - sum(1 for r in range(world) if r in rng)
-    if missing_rng:
-        problems.append(f"{missing_rng} of {plural(world, 'rng_state_rank<r>.pt file')} missing (interrupted save)")
-    return dcp_meta and not missing_rng
+def _gaps(has_dcp: bool, dcp_gap: Gap | None, rng: set[int], world: int | None) -> list[Gap]:
+    """Why it is not complete (§1: ``dcp/.metadata`` and an RNG file per rank of the embedded world size)."""
+    gaps = [Gap(GapKind.NO_DCP, "dcp/ directory is missing")] if not has_dcp else []
+    gaps += [dcp_gap] if dcp_gap is not None else []
+    if world is not None and (missing_rng := world - sum(1 for r in range(world) if r in rng)):
+        what = plural(world, "rng_state_rank<r>.pt file")
+        gaps.append(Gap(GapKind.RNG_MISSING, f"{missing_rng} of {what} missing{INTERRUPTED}"))
+    return gaps
 
 
 def _kind(path: str, sidecars: set[int], dcp_meta: bool, read_dcp: bool, verdicts: VerdictCache | None,
@@ -274,7 +271,7 @@ def _unreadable(path: str, step: int, exc: OSError, problems: list[str]) -> Chec
     why = f"cannot be read ({exc.strerror or exc})"
     return CheckpointInfo(path=path, step=step, complete=False, kind="unknown", rank_sidecars=0, rng_states=0,
                           has_config=False, bytes=0, metadata_step=None, problems=(*problems, why),
-                          size_complete=False, unreadable=why)
+                          gaps=(Gap(GapKind.UNREADABLE, why),), size_complete=False, unreadable=why)
 
 
 def inspect_checkpoint(path: str | os.PathLike[str], *, read_dcp: bool = True,
@@ -295,14 +292,16 @@ def inspect_checkpoint(path: str | os.PathLike[str], *, read_dcp: bool = True,
     problems: list[str] = ["checkpoint directory is a symlink"] if os.path.islink(path) else []
     try:
         entries = _scan_rank_files(path)
-        dcp_meta = entries.has_dcp and dcp_metadata_present(path)
+        dcp_gap = dcp_metadata_gap(path) if entries.has_dcp else None
     except PermissionError as exc:
         return _unreadable(path, step, exc, problems)
     rng, sidecars, has_dcp = entries.rng, entries.sidecars, entries.has_dcp
     view_of = _viewed(path, entries)
     embedded = _read_embedded(path, entries.has_meta, step, problems)
     world = _world_size(embedded.config)
-    complete = _completeness(path, has_dcp, dcp_meta, rng, world, problems)
+    dcp_meta = has_dcp and dcp_gap is None
+    gaps = _gaps(has_dcp, dcp_gap, rng, world)
+    problems += [gap.text for gap in gaps]
     if sidecars and world is not None and sidecars != set(range(world)) and view_of is None:
         # A view's sidecars are the target world's (its receipt says which); the embedded config is the source's.
         problems.append(f"{plural(len(sidecars), 'dataloader_state_rank<r>.pt file')} for world size {world}")
@@ -313,7 +312,7 @@ def inspect_checkpoint(path: str | os.PathLike[str], *, read_dcp: bool = True,
     return CheckpointInfo(
         path=path,
         step=step,
-        complete=complete,
+        complete=not gaps,
         kind=kind,
         rank_sidecars=len(sidecars),
         rng_states=len(rng),
@@ -322,6 +321,7 @@ def inspect_checkpoint(path: str | os.PathLike[str], *, read_dcp: bool = True,
         size_complete=size.complete,
         metadata_step=embedded.step,
         problems=tuple(problems),
+        gaps=tuple(gaps),
         world_size=world,
         has_dcp=has_dcp,
         has_dcp_metadata=dcp_meta,

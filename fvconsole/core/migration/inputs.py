@@ -207,7 +207,7 @@ def rank_local_refusal(facts: CheckpointFacts) -> Reason | None:
 
 def inspect_source(ckpt: str) -> Inspected:
     """Directory name, dcp/, metadata.json and its embedded config; kind and completeness."""
-    from fvconsole.core.checkpoints.dcp_metadata import dcp_metadata_path, missing_text
+    from fvconsole.core.checkpoints.dcp_metadata import dcp_metadata_refusal
     from fvconsole.core.checkpoints.listing import checkpoint_step
 
     dir_step = checkpoint_step(ckpt)
@@ -223,10 +223,10 @@ def inspect_source(ckpt: str) -> Inspected:
     dcp = os.path.join(ckpt, "dcp")
     if not os.path.isdir(dcp):
         refused.append(invalid("checkpoint.dcp", f"missing DCP directory {dcp}"))
-    elif not os.path.lexists(dcp_metadata_path(ckpt)):
-        # dcp.save writes .metadata last: without it the save was interrupted and FastVideo
-        # cannot load this checkpoint at all, so sidecars for it could never be used.
-        refused.append(invalid("checkpoint.dcp", f"{missing_text(ckpt)}; FastVideo cannot resume from this checkpoint"))
+    elif (no_metadata := dcp_metadata_refusal(ckpt)) is not None:
+        # dcp.save writes .metadata last: without it (or with a FIFO or a directory in its place)
+        # FastVideo cannot load this checkpoint at all, so sidecars for it could never be used.
+        refused.append(invalid("checkpoint.dcp", f"{no_metadata}; FastVideo cannot resume from this checkpoint"))
     facts, why = _read_metadata(CheckpointFacts(ckpt, dir_step))
     refused += [why] if why is not None else []
     if dir_step is None:
@@ -255,6 +255,7 @@ def _read_metadata(facts: CheckpointFacts) -> tuple[CheckpointFacts, Reason | No
 
 def _inspect_kind(ckpt: str) -> tuple[str | None, int, tuple[Reason, ...]]:
     """The checkpoint's kind, its rank-local sidecar count, and the warnings its inspection gives."""
+    from fvconsole.core.checkpoints.gaps import GapKind
     from fvconsole.core.checkpoints.listing import inspect_checkpoint
 
     try:
@@ -264,14 +265,14 @@ def _inspect_kind(ckpt: str) -> tuple[str | None, int, tuple[Reason, ...]]:
     warned = []
     if not info.complete:
         warned.append(invalid("warning", (
-            f"checkpoint {ckpt} is incomplete (interrupted save?): "
-            + "; ".join(p for p in info.problems if "missing" in p or "interrupted" in p))))
+            f"checkpoint {ckpt} is incomplete (interrupted save?): " + "; ".join(g.text for g in info.gaps))))
     if info.kind == "none":
         warned.append(invalid("warning", (
             f"checkpoint {ckpt} has no 'dataloader' state in DCP (kind 'none', expected 'legacy'); the "
             "sidecars are reconstructed from the step alone")))
     elif info.kind == "unknown":
-        why = "DCP metadata unreadable" if info.has_dcp_metadata else "no dcp/.metadata to read"
+        unreadable = info.has_dcp_metadata or any(g.kind is GapKind.DCP_METADATA_UNREADABLE for g in info.gaps)
+        why = "DCP metadata unreadable" if unreadable else "no dcp/.metadata to read"
         warned.append(invalid("warning", f"checkpoint {ckpt} kind is unknown ({why}); expected 'legacy'"))
     if info.dcp_error is not None:
         warned.append(invalid("warning", info.dcp_error))

@@ -53,7 +53,7 @@ def _interrupted_warning(chosen: str, infos: tuple[CheckpointInfo, ...], out: st
     complete = max((i for i in infos if i.complete), key=lambda i: i.step, default=None)
     if complete is None:
         return None
-    why = "; ".join(info.problems[:2]) or "incomplete"
+    why = "; ".join(g.text for g in info.gaps) or "incomplete"  # what it lacks, not just its first problems
     return Check("resolve", "warn", f"latest picks {info.name}, an interrupted save ({why}), while "
                  f"{complete.name} is complete", fix=prune_command(out))
 

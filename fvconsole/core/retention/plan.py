@@ -227,8 +227,8 @@ def _judge_incomplete(ck: ScannedCheckpoint, rules: PruneRules, newest_complete:
             keeps.append(reason("keep.age_unknown", "grace", why="its size walk did not finish"))
         elif age < rules.grace:
             keeps.append(reason("keep.grace", "grace", age=human_age(age), grace=format_duration(rules.grace)))
-    why = next((p.replace(" (interrupted save)", "") for p in ck.info.problems
-                if "interrupted" in p or "missing" in p), "incomplete")
+    # The listing's first typed gap (dcp/, its .metadata, then the RNG files), never a match on its words.
+    why = ck.info.gaps[0].summary if ck.info.gaps else "incomplete"
     return keeps, [reason("prune.incomplete", "incomplete", why=why, age=human_age(age))]
 
 

@@ -69,6 +69,11 @@ def file_kind(mode: int) -> str:
     return next((name for test, name in _FILE_KINDS if test(mode)), "not a regular file")
 
 
+def not_regular_text(shown: str, what: str, mode: int) -> str:
+    """The one wording of a refused non-regular file, for a caller that only ``stat``ed it."""
+    return f"{shown}: {what} must be a regular file, but it is {file_kind(mode)}"
+
+
 @contextlib.contextmanager
 def open_regular(path: str | os.PathLike[str], what: str, max_bytes: int | None = None) -> Iterator[BinaryIO]:
     """A binary file object on ``path``, once fstat on its fd shows a regular file of at most ``max_bytes``.
@@ -97,7 +102,7 @@ def _open_checked(path: str | os.PathLike[str], what: str, max_bytes: int | None
     try:
         st = os.fstat(fd)
         if not stat.S_ISREG(st.st_mode):
-            raise FvError(f"{shown}: {what} must be a regular file, but it is {file_kind(st.st_mode)}")
+            raise FvError(not_regular_text(shown, what, st.st_mode))
         if max_bytes is not None and st.st_size > max_bytes:
             raise FvError(f"{shown}: {what} is larger than {max_bytes} bytes ({st.st_size}); refusing to read it")
         os.set_blocking(fd, True)
