@@ -22,7 +22,7 @@ from textual.geometry import Region
 
 from fvconsole.tui.widgets.strip_table import StripTable
 
-HEADER, CURSOR, EVEN, ODD, BASE = "#0000ff", "#ff0000", "#222222", "#000000", "#000000"
+HEADER, CURSOR, EVEN, ODD, BASE, HOVER = "#0000ff", "#ff0000", "#222222", "#000000", "#000000", "#00ffff"
 CSS = f"""
 StripTable, StripTable:focus {{ width: 30; height: 8; background: {BASE}; color: #ffffff; background-tint: {BASE} 0%; }}
 StripTable > .table--header, StripTable:focus > .table--header {{
@@ -30,6 +30,8 @@ StripTable > .table--header, StripTable:focus > .table--header {{
 StripTable > .table--cursor, StripTable:focus > .table--cursor {{ background: {CURSOR}; color: #00ff00; text-style: none; }}
 StripTable > .table--even-row {{ background: {EVEN}; }}
 StripTable > .table--odd-row {{ background: {ODD}; }}
+StripTable > .table--hover {{ background: {HOVER}; }}
+StripTable > .table--header-hover {{ background: {HOVER}; }}
 """
 
 
@@ -209,3 +211,24 @@ def test_a_changed_cell_is_drawn_again() -> None:
     assert before.startswith(" 2    a-ver…  2000")
     assert after.startswith(" 2    beta    2000")
     assert row == ["2", "beta", "2000"] and cell == "beta"
+
+
+def test_the_row_under_the_mouse_is_marked_until_a_key_is_pressed() -> None:
+    async def steps(pilot: Any, table: StripTable) -> list[list[set[str]]]:
+        table.focus()
+        shots = []
+        for action in ("hover row", "hover header", "key"):
+            if action == "hover row":
+                await pilot.hover(StripTable, offset=(2, 2))  # the second row
+            elif action == "hover header":
+                await pilot.hover(StripTable, offset=(2, 0))
+            else:
+                await pilot.press("down")
+            await pilot.pause()
+            shots.append([backgrounds(line) for line in lines(table)[:4]])
+        return shots
+
+    row, header, key = run(three_rows, steps)
+    assert row == [{HEADER}, {CURSOR}, {HOVER}, {EVEN}]
+    assert header == [{HOVER}, {CURSOR}, {ODD}, {EVEN}]
+    assert key == [{HEADER}, {EVEN}, {CURSOR}, {EVEN}]  # rows 0 and 2 even; the cursor moved to row 1
