@@ -22,7 +22,7 @@ NOT_EMITTED: dict[str, dict[str, str]] = {
     "core/preflight/model.py:Check": {
         "fix": "the text's `fix:` line and the console word it; the issue's JSON of a check is check, status, detail, ranks",
     },
-    "core/migration/columns.py:ColumnCheck": {
+    "core/formats/column_check.py:ColumnCheck": {
         "rebuilt_rows": "per-row-group rows of the predicted rebuild: what preflight lays the shards out with",
     },
     "core/cache/plan.py:EvictionPlan": {

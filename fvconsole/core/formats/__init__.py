@@ -1,7 +1,8 @@
 """The file formats fvconsole reads without torch, each bounded in time and memory: pickles
 (:mod:`.inert_pickle`, :mod:`.pickle_shape`, :mod:`.torch_zip`), the run config
-(:mod:`.runconfig`, :mod:`.bounded_yaml`), the dataset manifest (:mod:`.manifest`,
-:mod:`.fastjson`, :mod:`.parquet_columns`), FastVideo's streaming cursor (:mod:`.streaming`)
+(:mod:`.runconfig`, :mod:`.bounded_yaml`) and its values typed and checked (:mod:`.run_params`),
+the dataset manifest (:mod:`.manifest`, :mod:`.fastjson`, :mod:`.parquet_columns`) and what
+FastVideo's loader does with its columns at resume (:mod:`.column_check`), FastVideo's streaming cursor (:mod:`.streaming`)
 and the names of a sidecar set (:mod:`.sidecar_files`). docs/formats.md describes each.
 Imports only the shared layer.
 """

@@ -21,7 +21,7 @@ The cursor arithmetic itself is :mod:`fvconsole.core.formats.streaming`.
 
 from __future__ import annotations
 
-from fvconsole.core.migration.columns import ColumnCheck
+from fvconsole.core.formats.column_check import ColumnCheck
 from fvconsole.core.migration.defaults import MigrationDefaults, config_output_dir, migration_defaults
 from fvconsole.core.migration.failure import MigrationFailed, MigrationFailure
 from fvconsole.core.migration.locked import MigrationOperation, execute_migration

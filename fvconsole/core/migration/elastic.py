@@ -25,6 +25,7 @@ from fvconsole.core.shared.reasons import Reason, invalid
 from fvconsole.core.shared.walk import listing
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
+    from fvconsole.core.formats.run_params import Params
     from fvconsole.core.migration import inputs
     from fvconsole.core.migration.request import MigrationRequest
 
@@ -101,7 +102,7 @@ def groups_refusal(world: int, sp: int, manifest: Any, where: str = "") -> Found
     return None
 
 
-def source_layout(topology: tuple[int, int], params: inputs.Params,
+def source_layout(topology: tuple[int, int], params: Params,
                   manifest: Any) -> tuple[SourceLayout | None, tuple[Found, ...]]:
     """The checkpoint's layout on the same rows and batch, or None (refused) when it cannot feed every group."""
     world, sp = topology
@@ -118,7 +119,7 @@ def source_layout(topology: tuple[int, int], params: inputs.Params,
     return SourceLayout(topo, shards, spw, ShardOrders(shards, params.seed, params.shuffle)), ()
 
 
-def source_topology(layout: SourceLayout, params: inputs.Params) -> dict[str, Any]:
+def source_topology(layout: SourceLayout, params: Params) -> dict[str, Any]:
     """The source loader's topology as FastVideo's state names it (less ``global_rank``/``sp_group_index``)."""
     topo = layout.topo
     return streaming.dataset_state(

@@ -11,11 +11,9 @@ from __future__ import annotations
 import os
 import shlex
 from dataclasses import dataclass, replace
-from typing import Any
 
-from fvconsole.core.formats.parquet_columns import COLUMNS, DEFAULT_TYPE, TYPE_PATH, DataType, data_type
+from fvconsole.core.formats.run_params import Params, read_params
 from fvconsole.core.formats.runconfig import (
-    MISSING,
     Mismatch,
     RunConfig,
     TrainingKeys,
@@ -27,127 +25,6 @@ from fvconsole.core.shared.errors import FvError
 from fvconsole.core.shared.humanize import plural
 from fvconsole.core.shared.reasons import Reason, invalid
 from fvconsole.core.shared.safe_read import sha256_regular_file
-
-
-@dataclass(frozen=True)
-class Params:
-    """Values read from the run config; None where missing or invalid (already refused)."""
-
-    world: int | None = None
-    sp: int | None = None
-    batch: int | None = None
-    read_batch: int | None = None
-    accum: int | None = None
-    seed: int | None = None
-    shuffle: bool | None = None
-    workers: int | None = None
-    loader_type: str | None = None
-    manifest_path: str | None = None
-    data_path: str | None = None
-    #: The projection FastVideo's loader will use (None: a value FastVideo refuses, already refused).
-    data_type: DataType | None = None
-
-
-#: What a check of one value returns: the value (None: missing or invalid) and its refusal (None: none).
-Checked = tuple[Any, Reason | None]
-
-
-def _int_param(keys: TrainingKeys, name: str, where: str, minimum: int | None) -> Checked:
-    value, dotted = getattr(keys, name), keys.path(name)
-    missing, where = _missing(keys, name, where), keys.where(name, where)  # the value's source: file or override
-    if value is MISSING:
-        return None, invalid(dotted, missing)
-    if isinstance(value, bool) or not isinstance(value, int):
-        return None, invalid(dotted, f"must be an integer in {where} (got {value!r})")
-    if minimum is not None and value < minimum:
-        return None, invalid(dotted, f"must be >= {minimum} in {where} (got {value})")
-    return value, None
-
-
-def _str_param(keys: TrainingKeys, name: str, where: str) -> Checked:
-    value, dotted = getattr(keys, name), keys.path(name)
-    missing, where = _missing(keys, name, where), keys.where(name, where)  # the value's source: file or override
-    if value is MISSING or value is None:
-        return None, invalid(dotted, missing)
-    if not isinstance(value, str) or not value.strip():
-        return None, invalid(dotted, f"must be a non-empty string in {where} (got {value!r})")
-    if "\x00" in value:
-        return None, invalid(dotted, f"contains a NUL byte in {where} (got {value!r})")
-    return value, None
-
-
-def _bool_param(keys: TrainingKeys, name: str, where: str) -> Checked:
-    value = getattr(keys, name)
-    if isinstance(value, bool):
-        return value, None
-    at = keys.where(name, f"the run config {where}")
-    return None, invalid(keys.path(name), _missing(keys, name, where) if value is MISSING else
-                         f"must be true or false (got {value!r}) in {at}")
-
-
-def _missing(keys: TrainingKeys, name: str, where: str) -> str:
-    """A key absent from the run config ``where``, or from the mapping an override put above it."""
-    override = keys.override(name)
-    return f"missing from the run config {where}" if override is None else f"missing after the override {override}"
-
-
-def read_params(keys: TrainingKeys, where: str, max_workers: int = 0) -> tuple[Params, tuple[Reason, ...]]:
-    """The run config's values, each checked, and every refusal in the keys' order; ``max_workers``:
-    the most ``dataloader_num_workers`` allowed (1: a native reshard)."""
-    checked = {
-        "world": _int_param(keys, "num_gpus", where, 1),
-        "sp": _int_param(keys, "sp_size", where, 1),
-        "batch": _int_param(keys, "train_batch_size", where, 1),
-        "read_batch": _int_param(keys, "streaming_read_batch_size", where, 1),
-        "accum": _int_param(keys, "gradient_accumulation_steps", where, 1),
-        "seed": _int_param(keys, "seed", where, None),
-        "workers": _int_param(keys, "dataloader_num_workers", where, 0),
-        "shuffle": _bool_param(keys, "streaming_shuffle_row_groups", where),
-        "loader_type": _str_param(keys, "dataloader_type", where),
-        "manifest_path": _str_param(keys, "streaming_manifest_path", where),
-        "data_path": _str_param(keys, "data_path", where),
-        "data_type": _data_type(keys.preprocessed_data_type, keys.where("preprocessed_data_type", where)),
-    }
-    p = Params(**{name: value for name, (value, _) in checked.items()})
-    refused = tuple(why for _, why in checked.values() if why is not None)
-    return p, refused + _together(p, keys, where, max_workers)
-
-
-def _together(p: Params, keys: TrainingKeys, where: str, max_workers: int) -> tuple[Reason, ...]:
-    """What the values refuse in each other's light: the loader, its workers, sp_size against num_gpus
-    (each named in the source of the value refused: the override that set it, else ``where``)."""
-    found = []
-    if p.loader_type is not None and "".join(p.loader_type.split()).lower() != "streaming":
-        found.append(invalid(
-            "training.data.dataloader_type",
-            f"is {p.loader_type!r} in {keys.where('dataloader_type', where)}; "
-            "only the 'streaming' dataloader can be migrated",
-        ))
-    if p.workers is not None and p.workers > max_workers:
-        at = keys.where("dataloader_num_workers", where)
-        found.append(invalid(
-            "training.data.dataloader_num_workers",
-            f"is {p.workers} in {at}; legacy migration requires 0 (one reader per rank)" if max_workers == 0 else
-            f"is {p.workers} in {at}; a reshard requires 0 or 1: FastVideo's dataset state is one worker's cursor",
-        ))
-    if p.world is not None and p.sp is not None and p.world % p.sp:
-        found.append(invalid(
-            "training.distributed.sp_size",
-            f"{p.sp} does not divide training.distributed.num_gpus {p.world} in "
-            f"{keys.where('sp_size', keys.where('num_gpus', where))}",
-        ))
-    return tuple(found)
-
-
-def _data_type(value: Any, where: str) -> Checked:
-    """``training.data.preprocessed_data_type`` as FastVideo reads it (absent: ``t2v``); refused if it refuses it."""
-    found = data_type(None if value is MISSING else value)
-    if found is None:
-        accepted = ", ".join(repr(name) for name in COLUMNS)
-        return None, invalid(TYPE_PATH, f"is {value!r} in {where}; FastVideo accepts {accepted} (not set: "
-                             f"{DEFAULT_TYPE!r}) and will not start with another value")
-    return found, None
-
 
 #: The two critical keys a reshard may change (docs/formats.md §2).
 TOPOLOGY_PATHS = ("training.distributed.num_gpus", "training.distributed.sp_size")
@@ -287,28 +164,50 @@ def topology_change(mismatches: tuple[Mismatch, ...]) -> tuple[Mismatch, ...]:
 
 @dataclass(frozen=True)
 class ConfigRead:
-    """The run config (None: refused), its mismatch report against the checkpoint's, what they refuse and warn of."""
+    """The run config read once (None: refused) and what the reading stage makes of it: its mismatch
+    report against the checkpoint's, whether the plan reshards, its checked values, what they refuse
+    and warn of."""
 
     config: RunConfig | None
-    mismatches: tuple[Mismatch, ...]
-    refusals: tuple[Found, ...]
-    warnings: tuple[Reason, ...]
+    #: The run config's path as refusals name it.
+    where: str
+    mismatches: tuple[Mismatch, ...] = ()
+    #: The topology changes, or a mode was chosen; ``native``: a rank-local checkpoint resharded (a checkpoint view).
+    resharding: bool = False
+    native: bool = False
+    #: The run config's checked values (the target's, when resharding).
+    params: Params = Params()
+    refusals: tuple[Found, ...] = ()
+    warnings: tuple[Reason, ...] = ()
 
 
-def read_config(config_path: str, overrides: tuple[str, ...], embedded: dict | None,
+def read_config(config_path: str, overrides: tuple[str, ...], facts: CheckpointFacts,
                 reshard: str | None) -> ConfigRead:
-    """The run config and its mismatch report; a world/sp change refuses here only as part of another mismatch.
+    """The run config, its mismatch report against ``facts``' embedded config and its values, checked
+    (``dataloader_num_workers`` as a native reshard allows it: 0 or 1; else 0)."""
+    try:
+        cfg = load_run_config(config_path, overrides)
+    except FvError as exc:
+        chosen = reshard is not None
+        return ConfigRead(None, config_path, resharding=chosen, native=chosen and facts.kind == "rank-local",
+                          refusals=(invalid("config", str(exc)),))
+    compared = () if facts.embedded is None else compare_configs(facts.embedded, cfg.data)
+    mismatches, refused, warned = _judge(compared, cfg.path, reshard)
+    resharding = reshard is not None or bool(topology_change(mismatches))
+    native = resharding and facts.kind == "rank-local"
+    where = cfg.path or config_path
+    params, param_refusals = read_params(cfg.keys, where, max_workers=1 if native else 0)
+    return ConfigRead(cfg, where, mismatches, resharding, native, params, (*refused, *param_refusals), warned)
+
+
+def _judge(mismatches: tuple[Mismatch, ...], config: str | None,
+           reshard: str | None) -> tuple[tuple[Mismatch, ...], tuple[Found, ...], tuple[Reason, ...]]:
+    """The mismatch report of the run config ``config``, what it refuses and warns of; a world/sp change
+    refuses here only as part of another mismatch.
 
     A topology change alone is the reshard's (the planner refuses it without a mode); with
     a mode chosen (``reshard``) its rows are reported as non-critical.
     """
-    try:
-        cfg = load_run_config(config_path, overrides)
-    except FvError as exc:
-        return ConfigRead(None, (), (invalid("config", str(exc)),), ())
-    if embedded is None:
-        return ConfigRead(cfg, (), (), ())
-    mismatches = compare_configs(embedded, cfg.data)
     carried = topology_change(mismatches)
     if carried and reshard is not None:
         mismatches = tuple(Mismatch(m.path, m.checkpoint, m.config, False) if m in carried else m
@@ -316,7 +215,7 @@ def read_config(config_path: str, overrides: tuple[str, ...], embedded: dict | N
     critical = [m for m in mismatches if m.critical and m not in carried]
     refused: tuple[Found, ...] = ()
     if critical:
-        differs = (f"run config {cfg.path} differs from the checkpoint's embedded config on "
+        differs = (f"run config {config} differs from the checkpoint's embedded config on "
                    f"{plural(len(critical), 'critical key')}: " + "; ".join(m.describe() for m in critical))
         fixes = [m.override for m in critical]
         # each is a launch override the form or --set can repeat; not for a value of another type than the
@@ -329,4 +228,4 @@ def read_config(config_path: str, overrides: tuple[str, ...], embedded: dict | N
     others = sum(1 for m in mismatches if not m.critical and m.path not in TOPOLOGY_PATHS)
     warned = (invalid("warning", "the run config differs from the checkpoint's embedded config on "
                       f"{plural(others, 'non-critical key')}"),) if others else ()
-    return ConfigRead(cfg, mismatches, refused, warned)
+    return mismatches, refused, warned

@@ -23,7 +23,7 @@ from fvconsole.core.migration.reshard import Reshard
 from fvconsole.core.shared.reasons import Reason
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
-    from fvconsole.core.migration.columns import ColumnCheck
+    from fvconsole.core.formats.column_check import ColumnCheck
 
 
 @dataclass(frozen=True)

@@ -32,7 +32,7 @@ from fvconsole.core.shared.progress import Progress, no_progress
 from fvconsole.core.shared.reasons import Reason, invalid
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
-    from fvconsole.core.migration.columns import ColumnCheck
+    from fvconsole.core.formats.column_check import ColumnCheck
     from fvconsole.core.migration.inputs import CheckpointFacts
 
 

@@ -21,17 +21,16 @@ from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
 from fvconsole.core.formats.parquet_columns import TYPE_PATH
+from fvconsole.core.formats.run_params import Params
 from fvconsole.core.formats.runconfig import Mismatch, RunConfig
 from fvconsole.core.migration import output_dir
 from fvconsole.core.migration.elastic import ReshardSources, checkpoint_links, source_layout, source_topology
 from fvconsole.core.migration.inputs import (
     CheckpointFacts,
-    Params,
+    ConfigRead,
     inspect_source,
     rank_local_refusal,
     read_config,
-    read_params,
-    topology_change,
 )
 from fvconsole.core.migration.request import Finding, Found, MigrationRequest
 from fvconsole.core.migration.reshard import MODES
@@ -43,8 +42,8 @@ from fvconsole.core.shared.reasons import Reason, invalid
 from fvconsole.core.shared.walk import listing
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
+    from fvconsole.core.formats.column_check import ColumnCheck
     from fvconsole.core.formats.manifest import Manifest
-    from fvconsole.core.migration.columns import ColumnCheck
 
 #: The preview's progress steps: the checkpoint, the run config, the manifest, its columns, the cursors.
 STEPS = 5
@@ -138,24 +137,18 @@ def read_sources(req: MigrationRequest, progress: Progress | None = None, *, out
     inspected = inspect_source(ckpt)
     facts = inspected.facts
     progress(1, STEPS, "reading run config")
-    read = read_config(req.config_path, req.overrides, facts.embedded, req.reshard)
-    resharding = req.reshard is not None or bool(topology_change(read.mismatches))
-    native = resharding and facts.kind == "rank-local"
-    where = (read.config.path if read.config is not None else None) or req.config_path
-    params, param_refusals = Params(), ()
-    if read.config is not None:
-        params, param_refusals = read_params(read.config.keys, where, max_workers=1 if native else 0)
-    rank_local = None if resharding else rank_local_refusal(facts)
+    read = read_config(req.config_path, req.overrides, facts, req.reshard)
+    rank_local = None if read.resharding else rank_local_refusal(facts)
     out = output_dir.resolve(req.output_dir)
-    output_refusals = _output_rules(req.overwrite, ckpt, out, facts, read.config, params, native) if output_rules else ()
+    output_refusals = _output_rules(req.overwrite, ckpt, out, facts, read) if output_rules else ()
     progress(2, STEPS, "loading manifest")
-    dataset = _read_dataset(req.skip_source_check, params, progress)
+    dataset = _read_dataset(req.skip_source_check, read.params, progress)
     sources = Sources(
-        checkpoint=ckpt, output_dir=out, facts=facts, config=read.config, config_where=where,
-        mismatches=read.mismatches, params=params, resharding=resharding, native=native,
+        checkpoint=ckpt, output_dir=out, facts=facts, config=read.config, config_where=read.where,
+        mismatches=read.mismatches, params=read.params, resharding=read.resharding, native=read.native,
         manifest=dataset.manifest, columns=dataset.columns, output_rules=output_rules,
         checkpoint_refusals=(*inspected.refusals, *([rank_local] if rank_local is not None else [])),
-        config_refusals=(*read.refusals, *param_refusals), output_refusals=output_refusals,
+        config_refusals=read.refusals, output_refusals=output_refusals,
         dataset_refusals=dataset.refusals, warnings=(*inspected.warnings, *read.warnings, *dataset.warnings),
     )
     return _read_rest(sources, req.reshard is not None, progress, break_lock)
@@ -173,13 +166,12 @@ def _read_rest(sources: Sources, chosen: bool, progress: Progress, break_lock: b
     return replace(sources, reshard=reshard, links=links, review=review, space=space)
 
 
-def _output_rules(overwrite: bool, ckpt: str, out: str, facts: CheckpointFacts, config: RunConfig | None,
-                  params: Params, native: bool) -> tuple[Reason, ...]:
+def _output_rules(overwrite: bool, ckpt: str, out: str, facts: CheckpointFacts, read: ConfigRead) -> tuple[Reason, ...]:
     """Every output dir rule (and a checkpoint view's), as execution would apply them."""
-    data_root = None if params.data_path is None else real(params.data_path)
+    data_root = None if read.params.data_path is None else real(read.params.data_path)
     found = output_dir.output_dir_rules(out, ckpt, data_root, overwrite).reasons
-    if native and facts.step is not None:
-        found += output_dir.checkpoint_view_rules(out, facts.step, _run_output_dirs(config, facts))
+    if read.native and facts.step is not None:
+        found += output_dir.checkpoint_view_rules(out, facts.step, _run_output_dirs(read.config, facts))
     return found
 
 
@@ -196,8 +188,8 @@ def _run_output_dirs(cfg: RunConfig | None, facts: CheckpointFacts) -> tuple[str
 
 def _read_dataset(skip_source_check: bool, params: Params, progress: Progress) -> _Dataset:
     """The manifest named by the config, its integrity, (unless skipped) its source check and its columns."""
+    from fvconsole.core.formats.column_check import check_columns
     from fvconsole.core.formats.manifest import check_manifest, load_manifest
-    from fvconsole.core.migration.columns import check_columns
 
     if params.manifest_path is None:
         return _Dataset()

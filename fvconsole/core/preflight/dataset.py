@@ -3,7 +3,7 @@
 ``load_or_create_streaming_manifest`` reuses the manifest at ``streaming_manifest_path`` only when
 its version, dataset root and columns match and every listed file's size and mtime_ns still do
 (``core/formats/manifest.py: check_manifest``); otherwise it rescans the dataset's Parquet files
-(``core/migration/columns.py: predict_rescan``, footers only). A missing or stale manifest that
+(``core/formats/column_check.py: predict_rescan``, footers only). A missing or stale manifest that
 rebuilds to the same fingerprint resumes; a dataset with no Parquet file left, or a file without
 a projected column, is FastVideo's failure. Each rank's state was made against a fingerprint, and
 the streaming dataset refuses another one at the first batch.
@@ -14,9 +14,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from fvconsole.core.formats.column_check import predict_rescan
 from fvconsole.core.formats.manifest import MANIFEST_VERSION, Manifest, check_manifest, load_manifest
 from fvconsole.core.formats.parquet_columns import DataType
-from fvconsole.core.migration.columns import predict_rescan
 from fvconsole.core.preflight.model import Check, Status, per_rank
 from fvconsole.core.shared.errors import FvError
 from fvconsole.core.shared.fsutil import real

@@ -13,6 +13,7 @@ import os
 from collections.abc import Mapping
 from typing import Any
 
+from fvconsole.core.formats.run_params import read_params
 from fvconsole.core.formats.runconfig import (
     RunConfig,
     TrainingKeys,
@@ -22,7 +23,6 @@ from fvconsole.core.formats.runconfig import (
 )
 from fvconsole.core.formats.sidecar_files import RECEIPT_NAME
 from fvconsole.core.migration.defaults import suggest_output_dir
-from fvconsole.core.migration.inputs import read_params
 from fvconsole.core.migration.published import published_for, read_published_set
 from fvconsole.core.migration.receipt import MAX_RECEIPT_BYTES
 from fvconsole.core.migration.verify import verify_sidecars
