@@ -191,7 +191,7 @@ def read_config(config_path: str, overrides: tuple[str, ...], facts: CheckpointF
         chosen = reshard is not None
         return ConfigRead(None, config_path, resharding=chosen, native=chosen and facts.kind == "rank-local",
                           refusals=(invalid("config", str(exc)),))
-    compared = () if facts.embedded is None else compare_configs(facts.embedded, cfg.data)
+    compared = () if facts.embedded is None else compare_configs(facts.embedded, cfg.data, cfg.overrides)
     mismatches, refused, warned = _judge(compared, cfg.path, reshard)
     resharding = reshard is not None or bool(topology_change(mismatches))
     native = resharding and facts.kind == "rank-local"
@@ -210,13 +210,13 @@ def _judge(mismatches: tuple[Mismatch, ...], config: str | None,
     """
     carried = topology_change(mismatches)
     if carried and reshard is not None:
-        mismatches = tuple(Mismatch(m.path, m.checkpoint, m.config, False) if m in carried else m
-                           for m in mismatches)
+        mismatches = tuple(replace(m, critical=False) if m in carried else m for m in mismatches)
     critical = [m for m in mismatches if m.critical and m not in carried]
     refused: tuple[Found, ...] = ()
     if critical:
-        differs = (f"run config {config} differs from the checkpoint's embedded config on "
-                   f"{plural(len(critical), 'critical key')}: " + "; ".join(m.describe() for m in critical))
+        # each key names where its value came from: a --set override, else the file (not the file for all)
+        differs = ("the run config differs from the checkpoint's embedded config on "
+                   f"{plural(len(critical), 'critical key')}: " + "; ".join(m.describe(config) for m in critical))
         fixes = [m.override for m in critical]
         # each is a launch override the form or --set can repeat; not for a value of another type than the
         # checkpoint's (num_gpus: eight): that value is refused as such, repeating the checkpoint's is no fix
