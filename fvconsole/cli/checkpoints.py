@@ -63,26 +63,30 @@ def short(value: Any, width: int = 48) -> str:  # a config value: any YAML value
     return text if len(text) <= width else text[: width - 3] + "..."
 
 
-def mismatch_rows(mismatches: Sequence[Mismatch]) -> list[list[str]]:
+def mismatch_rows(mismatches: Sequence[Mismatch], config_file: str) -> list[list[str]]:
+    """One row per mismatch; ``from`` names where the config side came from: the ``--set`` that set it, else the file."""
     rows = []
     for data in mismatches_json(mismatches):
         missing = data.get("missing")
         ck = "<missing>" if missing in ("checkpoint", "both") else short(data.get("checkpoint"))
         cfg = "<missing>" if missing in ("config", "both") else short(data.get("config"))
-        rows.append(["!" if data.get("critical") else "", str(data.get("path")), ck, cfg])
+        set_by = data.get("config_set_by")
+        source = config_file if set_by is None else f"{flags.SET} {set_by}"
+        rows.append(["!" if data.get("critical") else "", str(data.get("path")), ck, cfg, source])
     return rows
 
 
-def format_mismatches(mismatches: Sequence[Mismatch], *, limit: int = 40) -> str | Block:
-    """Critical rows first (the caller's order is already critical-first), marked with '!'."""
+def format_mismatches(mismatches: Sequence[Mismatch], config_file: str, *, limit: int = 40) -> str | Block:
+    """Critical rows first (the caller's order is already critical-first), marked with '!'; ``config_file``
+    as the user named it."""
     if not mismatches:
         return "config: matches the checkpoint's embedded config on every key"
-    rows = mismatch_rows(mismatches)
+    rows = mismatch_rows(mismatches, config_file)
     critical = sum(1 for r in rows if r[0])
     head, omitted, tail = head_tail(rows, head=limit, tail=4)
-    shown = head + ([["", f"... {omitted} more", "", ""]] if omitted else []) + tail
+    shown = head + ([["", f"... {omitted} more", "", "", ""]] if omitted else []) + tail
     title = f"config mismatches: {critical} critical ('!'), {len(rows) - critical} other"
-    return block([title, format_table(["", "path", "checkpoint", "config"], shown)])
+    return block([title, format_table(["", "path", "checkpoint", "config", "from"], shown)])
 
 
 def mismatches_json(mismatches: Sequence[Mismatch]) -> list[dict]:
@@ -269,7 +273,7 @@ def _show(args: argparse.Namespace, _invocation: Invocation) -> int:
         from fvconsole.core.formats import compare_configs, load_run_config
 
         cfg = load_run_config(args.config, args.overrides)
-        mismatches = compare_configs(embedded if isinstance(embedded, dict) else {}, cfg.data)
+        mismatches = compare_configs(embedded if isinstance(embedded, dict) else {}, cfg.data, cfg.overrides)
     summary = dcp_summary(keys)
     tensors = dcp.tensors if dcp is not None else None
     if args.json:
@@ -310,7 +314,7 @@ def _show(args: argparse.Namespace, _invocation: Invocation) -> int:
     if args.tensors:
         say("", *tensor_lines(tensors, dcp_error))
     if mismatches is not None:
-        say("", format_mismatches(mismatches))
+        say("", format_mismatches(mismatches, args.config))
     return _metadata_exit(metadata_error)
 
 

@@ -168,7 +168,7 @@ def _run(args: argparse.Namespace, invocation: Invocation) -> int | Interruption
             emit_json({"executed": False, "plan": plan.to_json(), "mismatches": mismatches,
                        "receipt": None, "warnings": warnings})
         else:
-            say(_report(plan, preview))
+            say(_report(plan, preview, args.config))
             warn(*extra)
             say("", f"dry run: nothing written; re-run with --yes to write {plural(plan.world_size, 'sidecar')} "
                 f"to {os.path.abspath(plan.output_dir)}")
@@ -179,7 +179,7 @@ def _run(args: argparse.Namespace, invocation: Invocation) -> int | Interruption
 
     base = {"executed": False, "plan": plan.to_json(), "mismatches": mismatches, "receipt": None, "warnings": warnings}
     if not args.json:
-        say(_report(plan, preview))
+        say(_report(plan, preview, args.config))
         warn(*extra)
 
     def execution_warning(why: Reason) -> None:  # execution's own findings (staging dirs left alone), once each
@@ -267,7 +267,7 @@ def _refuse(args: argparse.Namespace, preview: MigrationPreview, refusals: list[
     if not refusals:
         refusals = [Refusal(invalid("plan", "no plan could be computed"))]
     if not args.json:
-        lines = [format_mismatches(preview.mismatches)] if preview.mismatches else []
+        lines = [format_mismatches(preview.mismatches, args.config)] if preview.mismatches else []
         if lines:
             say(*lines)
         warn(*warnings)
@@ -293,11 +293,11 @@ def _columns_text(columns: ColumnCheck) -> str:
     return "not checked (see the warning)" if columns.verdict == "not-checked" else columns.message
 
 
-def _report(plan: MigrationPlan, preview: MigrationPreview) -> Block:
+def _report(plan: MigrationPlan, preview: MigrationPreview, config_file: str) -> Block:
     """Mismatches, warnings, plan summary and the per-rank table (head/tail for long ones)."""
     lines = []
     if preview.mismatches:
-        lines += [format_mismatches(preview.mismatches), ""]
+        lines += [format_mismatches(preview.mismatches, config_file), ""]
     else:
         lines += ["config: the run config equals the checkpoint's embedded config (all keys)", ""]
     groups = plan.world_size // plan.sp_world_size if plan.sp_world_size else plan.world_size

@@ -59,6 +59,7 @@ def test_show_with_config_mismatch(legacy, cli) -> None:
     assert "legacy dataloader state in DCP" in out
     row = next(line for line in out.splitlines() if "training.distributed.num_gpus" in line and "16" in line)
     assert row.lstrip().startswith("!")
+    assert row.rstrip().endswith(" --set training.distributed.num_gpus=16")  # the value's source, not the file
     code, out, _ = cli(
         ["checkpoints", "show", ckpt, "--config", legacy.run.config_path,
          "--set", "training.distributed.num_gpus=16", "--json"])
@@ -68,6 +69,7 @@ def test_show_with_config_mismatch(legacy, cli) -> None:
     assert data["critical_config"]["training.distributed.num_gpus"] == 8
     assert data["mismatches"][0] == {
         "path": "training.distributed.num_gpus", "checkpoint": 8, "config": 16, "critical": True,
+        "config_set_by": "training.distributed.num_gpus=16",
     }
 
 

@@ -373,3 +373,29 @@ def test_a_value_the_overrides_leave_alone_still_names_the_file(legacy, cli) -> 
     code, _, err = cli(legacy.migrate_argv("--set", "training.distributed.num_gpus=8"))
     assert code == 1
     assert f"training.data.seed: must be an integer in {legacy.run.config_path} (got " in err, err
+
+
+def test_a_config_mismatch_names_where_each_new_value_came_from(legacy, cli) -> None:
+    """The refusal said 'run config FILE differs' for a difference a --set made: each key names its source."""
+    path = legacy.run.config_path
+    with open(path, encoding="utf-8") as fh:
+        text = fh.read()
+    assert "seed: 42\n" in text
+    with open(path, "w", encoding="utf-8") as fh:
+        fh.write(text.replace("seed: 42\n", "seed: 7\n", 1))  # the file differs on the seed
+    code, out, err = cli(legacy.migrate_argv("--set", "training.data.train_batch_size=3"))  # an override, the batch
+    assert code == 1
+    assert err.startswith("error: config: the run config differs from the checkpoint's embedded config on 2 critical keys: "
+                          "training.data.train_batch_size: checkpoint=2, config=3 (in the override "
+                          "training.data.train_batch_size=3); "
+                          f"training.data.seed: checkpoint=42, config=7 (in {path}); "), err
+    rows = {line.split()[1]: line.split()[-2:] for line in out.splitlines() if line.startswith("!  training.")}
+    assert rows == {"training.data.train_batch_size": ["--set", "training.data.train_batch_size=3"],
+                    "training.data.seed": ["7", path]}
+    code, out, _ = cli(legacy.migrate_argv("--set", "training.data.train_batch_size=3", "--json"))
+    assert code == 1
+    mismatches = {m["path"]: m for m in one_json(out)["mismatches"]}
+    assert mismatches["training.data.train_batch_size"] == {
+        "path": "training.data.train_batch_size", "checkpoint": 2, "config": 3, "critical": True,
+        "config_set_by": "training.data.train_batch_size=3"}
+    assert mismatches["training.data.seed"]["config_set_by"] is None

@@ -125,9 +125,26 @@ def test_critical_rows_first_then_sorted_non_critical(tmp_path) -> None:
     assert "training.loop.max_train_steps" in non and "training.tracker.project_name" in non
     assert "training.distributed.hsdp_shard_dim" in non  # derived from num_gpus by the builder
     seed = next(r for r in rows if r.path == "training.data.seed")
-    assert seed.to_json() == {"path": "training.data.seed", "checkpoint": 42, "config": 7, "critical": True}
+    assert seed.to_json() == {"path": "training.data.seed", "checkpoint": 42, "config": 7, "critical": True,
+                              "config_set_by": None}
     assert "checkpoint=42" in seed.describe() and "config=7" in seed.describe()
     json.dumps([r.to_json() for r in rows])
+
+
+def test_each_row_names_the_override_that_set_its_config_value(tmp_path) -> None:
+    """A row an override made names it (the last that set the key or a mapping above it); the file's rows none."""
+    old = _cfg(tmp_path)
+    overrides = ("training.data.seed=8", "training.data.seed=7", "training.loop={max_train_steps: 5}")
+    new = apply_overrides(_cfg(tmp_path, num_gpus=16), overrides)
+    rows = {r.path: r for r in compare_configs(old, new, overrides)}
+    assert rows["training.data.seed"].set_by == "training.data.seed=7"
+    assert rows["training.loop.max_train_steps"].set_by == "training.loop={max_train_steps: 5}"
+    assert rows["training.distributed.num_gpus"].set_by is None  # the file's 16
+    assert rows["training.data.seed"].describe("run.yaml") == (
+        "training.data.seed: checkpoint=42, config=7 (in the override training.data.seed=7)")
+    assert rows["training.distributed.num_gpus"].describe("run.yaml") == (
+        "training.distributed.num_gpus: checkpoint=8, config=16 (in run.yaml)")
+    assert rows["training.distributed.num_gpus"].to_json()["config_set_by"] is None
 
 
 def test_missing_on_either_side_is_a_row_not_a_crash(tmp_path) -> None:

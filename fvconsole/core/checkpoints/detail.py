@@ -48,7 +48,7 @@ def checkpoint_detail(path: str, run_config: RunConfig | None) -> CheckpointDeta
     mismatches = None
     embedded = metadata.get("config")
     if run_config is not None and isinstance(embedded, dict):
-        mismatches = tuple(compare_configs(embedded, run_config.data))
+        mismatches = tuple(compare_configs(embedded, run_config.data, run_config.overrides))
     elif run_config is not None:
         problems.append(f"{os.path.join(path, 'metadata.json')}: field 'config' missing: "
                         "cannot compare with the run config")

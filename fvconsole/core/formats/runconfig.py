@@ -11,7 +11,7 @@ import copy
 import hashlib
 import os
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import cached_property
 from typing import Any
 
@@ -294,6 +294,9 @@ class Mismatch:
     checkpoint: Any
     config: Any
     critical: bool
+    #: The override (``KEY=VALUE``, as given) that set the config side's value or a mapping above it;
+    #: None: the value (or its absence) is the run config file's.
+    set_by: str | None = None
 
     @property
     def missing(self) -> str | None:
@@ -328,16 +331,23 @@ class Mismatch:
             "checkpoint": None if self.checkpoint is MISSING else _jsonable(self.checkpoint),
             "config": None if self.config is MISSING else _jsonable(self.config),
             "critical": self.critical,
+            "config_set_by": self.set_by,
         }
         if self.missing:
             out["missing"] = self.missing
         return out
 
-    def describe(self) -> str:
-        """``path: checkpoint=..., config=...`` for one-line messages."""
+    def source(self, config_file: str | None) -> str | None:
+        """Where the config side came from: ``the override KEY=VALUE`` that set it, else ``config_file``."""
+        return config_file if self.set_by is None else f"the override {self.set_by}"
+
+    def describe(self, config_file: str | None = None) -> str:
+        """``path: checkpoint=..., config=... (in WHERE)`` for one-line messages: WHERE is :meth:`source`
+        (left out when neither an override nor ``config_file`` names it)."""
         left = "<missing>" if self.checkpoint is MISSING else repr(self.checkpoint)
         right = "<missing>" if self.config is MISSING else repr(self.config)
-        return f"{self.path}: checkpoint={left}, config={right}"
+        where = self.source(config_file)
+        return f"{self.path}: checkpoint={left}, config={right}" + (f" (in {where})" if where else "")
 
 
 def _jsonable(value: Any) -> Any:
@@ -393,9 +403,17 @@ def _leaves(mapping: Mapping[str, Any], prefix: str, out: dict[str, Any]) -> Non
 LAUNCH_ONLY_PATHS = frozenset({"training.checkpoint.resume_from_checkpoint"})
 
 
-def compare_configs(checkpoint_cfg: Mapping[str, Any], run_cfg: Mapping[str, Any]) -> tuple[Mismatch, ...]:
+def compare_configs(checkpoint_cfg: Mapping[str, Any], run_cfg: Mapping[str, Any],
+                    overrides: Sequence[str] = ()) -> tuple[Mismatch, ...]:
     """Critical mismatches (CRITICAL_PATHS order) then non-critical leaf differences (sorted), leaving
-    out LAUNCH_ONLY_PATHS."""
+    out LAUNCH_ONLY_PATHS; ``overrides`` (those that made ``run_cfg``) name each row's ``set_by``."""
+    rows = _compared(checkpoint_cfg, run_cfg)
+    if not overrides:
+        return rows
+    return tuple(replace(m, set_by=override_source(overrides, m.path)) for m in rows)
+
+
+def _compared(checkpoint_cfg: Mapping[str, Any], run_cfg: Mapping[str, Any]) -> tuple[Mismatch, ...]:
     rows: list[Mismatch] = []
     for path in CRITICAL_PATHS:
         old = get_path(checkpoint_cfg, path)

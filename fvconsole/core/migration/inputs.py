@@ -308,16 +308,16 @@ def read_config(config_path: str, overrides: tuple[str, ...], embedded: dict | N
         return ConfigRead(None, (), (invalid("config", str(exc)),), ())
     if embedded is None:
         return ConfigRead(cfg, (), (), ())
-    mismatches = compare_configs(embedded, cfg.data)
+    mismatches = compare_configs(embedded, cfg.data, cfg.overrides)
     carried = topology_change(mismatches)
     if carried and reshard is not None:
-        mismatches = tuple(Mismatch(m.path, m.checkpoint, m.config, False) if m in carried else m
-                           for m in mismatches)
+        mismatches = tuple(replace(m, critical=False) if m in carried else m for m in mismatches)
     critical = [m for m in mismatches if m.critical and m not in carried]
     refused: tuple[Found, ...] = ()
     if critical:
-        differs = (f"run config {cfg.path} differs from the checkpoint's embedded config on "
-                   f"{plural(len(critical), 'critical key')}: " + "; ".join(m.describe() for m in critical))
+        # each key names where its value came from: a --set override, else the file (not the file for all)
+        differs = ("the run config differs from the checkpoint's embedded config on "
+                   f"{plural(len(critical), 'critical key')}: " + "; ".join(m.describe(cfg.path) for m in critical))
         fixes = [m.override for m in critical]
         # each is a launch override the form or --set can repeat; not for a value of another type than the
         # checkpoint's (num_gpus: eight): that value is refused as such, repeating the checkpoint's is no fix

@@ -39,7 +39,7 @@ def render_mismatches(mismatches: tuple[Mismatch, ...] | None, limit: int = 40) 
         text.append(f"✗ {plural(len(critical), 'critical mismatch', 'critical mismatches')}: migration will refuse\n", style="bold red")
     for m in critical:
         text.append(f"  {m.path}\n", style="bold red")
-        text.append(f"    checkpoint={m.checkpoint!r}  config={m.config!r}\n", style="red")
+        text.append(f"    checkpoint={m.checkpoint!r}  config={m.config!r}{_set_by(m)}\n", style="red")
     if other:
         text.append(f"{plural(len(other), 'other difference')} (not critical):\n", style="yellow")
     _mismatch_lines(text, other, limit, "grey62")
@@ -49,9 +49,14 @@ def render_mismatches(mismatches: tuple[Mismatch, ...] | None, limit: int = 40) 
 def _mismatch_lines(text: Text, mismatches: list[Mismatch], limit: int, style: str, more: str = "") -> None:
     """One line per mismatch (at most ``limit``), then how many more."""
     for m in mismatches[:limit]:
-        text.append(f"  {m.path}: checkpoint={m.checkpoint!r} config={m.config!r}\n", style=style)
+        text.append(f"  {m.path}: checkpoint={m.checkpoint!r} config={m.config!r}{_set_by(m)}\n", style=style)
     if len(mismatches) > limit:
         text.append(f"  … {len(mismatches) - limit} more{more}\n", style=style)
+
+
+def _set_by(m: Mismatch) -> str:
+    """`` (in the override KEY=VALUE)`` when an override set the config's value; the loaded file's otherwise."""
+    return f" (in {m.source(None)})" if m.set_by is not None else ""
 
 
 def critical_first(mismatches: tuple[Mismatch, ...] | None, limit: int = 3) -> Text:
