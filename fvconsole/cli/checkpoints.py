@@ -292,7 +292,7 @@ def _show(args: argparse.Namespace, _invocation: Invocation) -> int:
         return _metadata_exit(metadata_error)
     say(f"checkpoint: {info.path}",
         step_line(info.step, metadata.get("step"), metadata_error is not None),
-        f"complete: {'yes' if info.complete else 'NO (interrupted save)'}; kind: {info.kind}; "
+        f"complete: {info.completeness}; kind: {info.kind}; "
         f"rank sidecars: {info.rank_sidecars}; rng states: {info.rng_states}; "
         f"size: {human_bytes(info.bytes) if info.size_complete else 'unknown'}")
     if info.kind == "legacy":

@@ -43,9 +43,10 @@ A dry run unless --yes: it lists what would go and what stays, and why.
 
 Complete checkpoints are selected by --keep-last N (beyond the N newest complete ones) and
 --older-than D (newest file modified more than D ago); with both, a checkpoint goes only
-when it is beyond the newest N *and* older than D. Interrupted saves (no dcp/.metadata, or
-an rng_state_rank<r>.pt missing) are selected by --incomplete; one newer than the newest
-complete checkpoint only once older than --grace (default 10m). --step N selects
+when it is beyond the newest N *and* older than D. Incomplete checkpoints (no dcp/ directory,
+dcp/.metadata missing or not a readable regular file, or an rng_state_rank<r>.pt missing;
+`checkpoints show` says which) are selected by --incomplete; one newer than the
+newest complete checkpoint only once older than --grace (default 10m). --step N selects
 checkpoint-N, complete or not, by name (as the console's marked prune; a step that is not
 there refuses the prune). --keep-every K (complete checkpoints whose step is a multiple of K)
 and --keep STEP only keep.
@@ -107,7 +108,7 @@ def register_prune(commands: argparse._SubParsersAction) -> None:
     # something else here: a checkpoint's newest file, a step kept. Declared here, once each.
     prune.add_argument(flags.OLDER_THAN, metavar="D",
                        help="select complete checkpoints whose newest file is older than D (e.g. 7d, 12h)")
-    prune.add_argument(flags.INCOMPLETE, action="store_true", help="select interrupted saves")
+    prune.add_argument(flags.INCOMPLETE, action="store_true", help="select incomplete checkpoints (any of the gaps named above)")
     add_grace(prune, "an interrupted save newer than the newest complete one goes only once older "
                      "than D (default 10m: it may still be being written)", default="10m")
     prune.add_argument(flags.STEP, metavar="N", type=_bounded(0, MAX_STEP), action="append", default=[],

@@ -8,6 +8,7 @@ warning a migration gives, the reason preflight names — is read from a :class:
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from enum import Enum
 
@@ -36,3 +37,28 @@ class Gap:
     def summary(self) -> str:
         """The line without its "(interrupted save)", for a reason that says that already (a prune's)."""
         return self.text.removesuffix(INTERRUPTED)
+
+
+#: Each kind in a few words: the one vocabulary a line naming a checkpoint's gaps by kind uses
+#: (``checkpoints show``'s and the console's "complete NO (...)"; ``checkpoints prune --help`` says the same).
+WORDS: Mapping[GapKind, str] = {
+    GapKind.NO_DCP: "no dcp/ directory",
+    GapKind.DCP_METADATA_MISSING: "dcp/.metadata missing",
+    GapKind.DCP_METADATA_UNREADABLE: "dcp/.metadata not a readable regular file",
+    GapKind.RNG_MISSING: "an rng_state_rank<r>.pt missing",
+    GapKind.UNREADABLE: "the checkpoint cannot be read",
+}
+
+#: The kinds FastVideo's save order explains as a save cut off: ``dcp.save`` writes ``.metadata`` last,
+#: the RNG files come after it. A FIFO or a directory there, or no ``dcp/`` at all, is not what a cut-off
+#: save leaves, so it is not called one.
+CUT_OFF = frozenset({GapKind.DCP_METADATA_MISSING, GapKind.RNG_MISSING})
+
+
+def gap_words(gaps: Iterable[Gap]) -> str:
+    """Which gaps, worded from their kinds: ``interrupted save: dcp/.metadata missing, an rng_state_rank<r>.pt
+    missing`` for a cut-off save's, each other kind on its own (``dcp/.metadata not a readable regular file``)."""
+    kinds = list(dict.fromkeys(g.kind for g in gaps))
+    cut = [WORDS[k] for k in kinds if k in CUT_OFF]
+    parts = [WORDS[k] for k in kinds if k not in CUT_OFF] + ([f"interrupted save: {', '.join(cut)}"] if cut else [])
+    return "; ".join(parts) or "incomplete"

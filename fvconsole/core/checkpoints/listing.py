@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from fvconsole.core.checkpoints.dcp_metadata import dataloader_key_count, dcp_metadata_gap
-from fvconsole.core.checkpoints.gaps import INTERRUPTED, Gap, GapKind
+from fvconsole.core.checkpoints.gaps import INTERRUPTED, Gap, GapKind, gap_words
 from fvconsole.core.checkpoints.kind import RunKind, run_kind
 from fvconsole.core.checkpoints.verdicts import VerdictCache, default_path
 from fvconsole.core.formats.sidecar_files import SIDECAR_RE
@@ -86,6 +86,12 @@ class CheckpointInfo:
     @property
     def name(self) -> str:
         return os.path.basename(self.path)
+
+    @property
+    def completeness(self) -> str:
+        """``yes``, or ``NO (which gaps)`` in :func:`gap_words`'s words: the one wording of the record's
+        completeness (``checkpoints show`` and the console's detail pane)."""
+        return "yes" if self.complete else f"NO ({gap_words(self.gaps)})"
 
     def to_json(self) -> dict:
         return fields_json(self, omit=("run_kind", "files", "newest_mtime", "total_limit", "dcp_error", "gaps"),

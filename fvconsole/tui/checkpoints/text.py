@@ -150,7 +150,7 @@ def summary_text(row: CheckpointRow, detail: CheckpointDetail | None, width: int
     text.append("kind ")
     text.append(info.kind, style="bold yellow" if info.kind == "legacy" else "bold")
     text.append("   complete ")
-    text.append("yes" if info.complete else "NO", style="" if info.complete else "bold red")
+    text.append(info.completeness, style="" if info.complete else "bold red")
     # The same count as the table's "sidecars" column, saying where they are.
     where = ("in the checkpoint" if info.rank_sidecars
              else "in its migrated set" if row.published is not None else "none yet")
