@@ -12,8 +12,10 @@ from typing import Any
 from benchmarks import inputs
 from benchmarks.harness import Row
 
-# The console's settling helper lives with the snapshot tour in tests/ (not shipped in the package).
+# The console's settling helper lives with the snapshot tour in tests/ (not shipped in the package),
+# the frame hook with the tests' other uses of Textual's private API.
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "tests"))
+from textual_test_private import on_each_frame  # noqa: E402 - after the sys.path line above
 from tour import settle as _settle  # noqa: E402 - after the sys.path line above
 
 SIZE = (160, 48)
@@ -37,7 +39,7 @@ async def _first_screen(state: Any) -> tuple[float, float]:
 
 
 class FrameClock:
-    """Timestamps every frame the app composes (``App._display``), rendering it to terminal bytes.
+    """Timestamps every frame the app composes (``on_each_frame``), rendering it to terminal bytes.
 
     Pilot's own ``press``/``pause`` wait for three idle periods of 20 ms each, so they cannot
     measure anything below ~60 ms; the frame timestamps can. Headless apps skip turning a frame
@@ -48,14 +50,12 @@ class FrameClock:
     def __init__(self, app: Any) -> None:
         self.frames: list[tuple[float, float]] = []
         self._app = app
-        self._display = app._display
-        app._display = self._hook
+        on_each_frame(app, self._hook)
 
     def _hook(self, screen: Any, renderable: Any) -> None:
         if renderable is not None and hasattr(renderable, "render_segments"):
             renderable.render_segments(self._app.console)
             self.frames.append((time.perf_counter(), time.process_time()))
-        self._display(screen, renderable)
 
     @staticmethod
     def now() -> tuple[float, float]:

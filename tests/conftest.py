@@ -22,7 +22,9 @@ in this process (``--snapshot-update`` needs it; so may a single file).
 
 Plain helpers live in modules named after what they hold: ``console_apps`` (``make_app``, the
 console on given paths; ``run_console`` and ``running``, that console started; ``wait_until``, a condition against a deadline;
-``work_copy``, a test's own copy of a demo's output dir and cache), ``mounts`` (real tmpfs and
+``work_copy``, a test's own copy of a demo's output dir and cache; ``Notified`` and
+``shown_notifications``, its notifications), ``textual_test_private`` (the tests' only uses of
+Textual's private API), ``mounts`` (real tmpfs and
 bind mounts), ``cache_roots`` (a cache root's refusal in the command line's words),
 ``lean_checks`` (what a lean install must hold and show),
 ``migration_runs`` (real legacy

@@ -1,7 +1,8 @@
 """The console under test: ``make_app`` (the real ``FvConsoleApp`` on given paths), ``run_console``
 (that app started headless at a size, then a test's body), ``running`` (the same as an ``async with``, for a test's own body), ``read_until`` (what the console in a pseudo-terminal drew, up to a needle), ``wait_until`` (a condition awaited
 against a deadline, never a fixed number of pauses: a loaded machine only takes longer), ``Notified``
-(every notification the console raised, kept as it appears: a toast expires) and ``work_copy`` (one test's own copy
+(every notification the console raised, kept as it appears: a toast expires), ``shown_notifications``
+(those it still shows; both read what ``App.notify`` posts, Textual's store of them is private) and ``work_copy`` (one test's own copy
 of a demo workspace's output dir and cache, which tests may migrate into and evict from while
 the session's workspace stays as built)."""
 
@@ -13,12 +14,14 @@ import os
 import select
 import shutil
 import time
+import weakref
 from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from textual.notifications import Notification, Notifications
+    from textual.message import Message
+    from textual.notifications import Notification
 
     from fvconsole.demo.workspace import DemoWorkspace
     from fvconsole.tui.app import FvConsoleApp
@@ -36,8 +39,10 @@ def make_app(config: PathArg = None, output: PathArg = None, cache: PathArg = No
     def text(path: PathArg) -> str | None:
         return None if path is None else os.fspath(path)
 
-    return FvConsoleApp(ConsoleState(config_path=text(config), checkpoints_path=text(output),
-                                     cache_root=text(cache), read_only=read_only, journal_path=text(journal)))
+    app = FvConsoleApp(ConsoleState(config_path=text(config), checkpoints_path=text(output),
+                                    cache_root=text(cache), read_only=read_only, journal_path=text(journal)))
+    watch_notifications(app)
+    return app
 
 
 def work_copy(demo_ws: DemoWorkspace, base: Path, cache_name: str = "shard-cache") -> dict[str, str]:
@@ -80,6 +85,7 @@ async def running(app: FvConsoleApp, size: tuple[int, int]) -> AsyncIterator[obj
     """``app.run_test(size=size)``, entered once the console loaded its paths (``headless.started``): the pilot."""
     from tour import started
 
+    watch_notifications(app)
     async with app.run_test(size=size) as pilot:
         await started(app, pilot)
         yield pilot
@@ -94,29 +100,70 @@ async def wait_until(pilot: object, condition: Callable[[], object], what: str, 
         await pilot.pause(0.05)
 
 
+class NotificationLog:
+    """Every notification ``app`` raised, kept as ``App.notify`` posts it to the app (a public
+    ``Notify`` message, seen through the app's public ``post_message``): the same
+    ``Notification`` the app shows, after the console made it plain text. ``shown()`` is what
+    the app still shows: neither expired nor cleared (``clear_notifications``)."""
+
+    def __init__(self, app: FvConsoleApp) -> None:
+        from textual.notifications import Notify
+
+        self.raised: list[Notification] = []
+        self._cleared = 0
+        post, clear = app.post_message, app.clear_notifications
+
+        def kept(message: Message) -> bool:
+            posted = post(message)
+            if posted and isinstance(message, Notify):
+                self.raised.append(message.notification)
+            return posted
+
+        def cleared() -> None:
+            self._cleared = len(self.raised)
+            clear()
+
+        app.post_message = kept  # type: ignore[method-assign]
+        app.clear_notifications = cleared  # type: ignore[method-assign]
+
+    def shown(self) -> list[Notification]:
+        return [n for n in self.raised[self._cleared:] if not n.has_expired]
+
+
+_LOGS: weakref.WeakKeyDictionary[FvConsoleApp, NotificationLog] = weakref.WeakKeyDictionary()
+
+
+def watch_notifications(app: FvConsoleApp) -> NotificationLog:
+    """``app``'s notification log, started now unless it was already (``make_app`` and
+    ``running`` start it, before the app can raise any)."""
+    if app not in _LOGS:
+        _LOGS[app] = NotificationLog(app)
+    return _LOGS[app]
+
+
+def shown_notifications(app: FvConsoleApp) -> list[Notification]:
+    """The notifications ``app`` shows now (oldest first), as its toasts would list them."""
+    assert app in _LOGS, "the app's notifications are not watched: make it with make_app or run it with running"
+    return _LOGS[app].shown()
+
+
 class Notified:
-    """Every notification ``app`` raises from now on (and those still shown), kept by identity as
-    the app adds it: ``notified = Notified(app)``, then ``notified()`` → their messages, oldest first.
+    """Every notification ``app`` raises from now on (and those still shown):
+    ``notified = Notified(app)``, then ``notified()`` → their messages, oldest first.
 
     The app forgets a notification once it expires (5 s unless its ``timeout`` says otherwise),
-    so a test that reads ``app._notifications`` a few settles after the action found an early
+    so a test that reads ``shown_notifications`` a few settles after the action found an early
     one gone on a loaded machine. Asserting on what was raised, not on what is still shown,
     does not depend on how long the steps in between took.
     """
 
     def __init__(self, app: FvConsoleApp) -> None:
-        shown = app._notifications
-        self.seen: dict[str, Notification] = {n.identity: n for n in shown}
-        add = shown.add
-
-        def keep(notification: Notification) -> Notifications:
-            self.seen[notification.identity] = notification
-            return add(notification)
-
-        shown.add = keep  # the app adds each notification here (App._on_notify) as it shows it
+        self.log = watch_notifications(app)
+        self.before = self.log.shown()
+        self.start = len(self.log.raised)
 
     def __call__(self) -> list[str]:
-        return [str(n.message) for n in self.seen.values()]
+        return [str(n.message) for n in self.before + self.log.raised[self.start:]]
 
 
 def read_until(fd: int, needle: bytes, seconds: float) -> bytes:

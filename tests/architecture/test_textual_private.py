@@ -129,6 +129,19 @@ def _classes(body: list[ast.stmt], prefix: str = "") -> Iterator[tuple[str, ast.
             yield from _classes(node.body, f"{prefix}{node.name}.")
 
 
+def every_class(node: ast.AST, prefix: str = "") -> Iterator[tuple[str, ast.ClassDef]]:
+    """Every class statement under ``node``, in functions and blocks too (a test defines its app
+    inside the test), named by the classes and functions around it: ``test_x.main.Pane``."""
+    for child in ast.iter_child_nodes(node):
+        if isinstance(child, ast.ClassDef):
+            yield prefix + child.name, child
+            yield from every_class(child, f"{prefix}{child.name}.")
+        elif isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            yield from every_class(child, f"{prefix}{child.name}.")
+        else:
+            yield from every_class(child, prefix)
+
+
 @functools.cache
 def textual_private_members() -> Mapping[tuple[str, str], frozenset[str]]:
     """(module, class qualname) -> the private members that class of the installed Textual
@@ -204,17 +217,22 @@ def _other_modules(tree: ast.Module) -> set[str]:
     return names
 
 
-def private_member_uses(source: str, namespace: Mapping[str, Any], own: set[str]) -> list[str]:
+def private_member_uses(source: str, namespace: Mapping[str, Any], own: set[str], *,
+                        anywhere: bool = False) -> list[str]:
     """Every use in ``source`` of a private member Textual defines (``line: what``), as the
     module doc says. ``namespace`` holds the module's objects (its classes, to find their
-    Textual bases); ``own`` is the private names the console defines itself."""
+    Textual bases; a class is looked up by its qualified name, else by the path to it);
+    ``own`` is the private names the console defines itself. With ``anywhere``, the classes
+    inside functions are checked too (named as :func:`every_class` names them)."""
     tree = ast.parse(source)
     found: list[str] = []
     in_classes: set[int] = set()
-    for qualname, node in _classes(tree.body):
-        cls: Any = namespace.get(qualname.split(".")[0])
-        for part in qualname.split(".")[1:]:
-            cls = getattr(cls, part, None)
+    for qualname, node in (every_class(tree) if anywhere else _classes(tree.body)):
+        cls: Any = namespace.get(qualname)
+        if cls is None:
+            cls = namespace.get(qualname.split(".")[0])
+            for part in qualname.split(".")[1:]:
+                cls = getattr(cls, part, None)
         textuals = textual_members_of(cls) if inspect.isclass(cls) else frozenset()
         found += [f"{line}: {qualname} defines {name}, a member of its Textual base"
                   for name, line in _class_private_names(node, assigned=False).items() if name in textuals]
@@ -332,18 +350,27 @@ def test_the_scan_leaves(source: str) -> None:
     assert private_textual_names(source) == []
 
 
+#: Two classes overriding private members of Textual's, as text: the tests' own source must not
+#: hold one (tests/architecture/test_textual_private_outside.py scans it).
+OVERRIDES = """
+from textual.widgets import Checkbox, DataTable
+
+class Drawn(DataTable):
+    def _render_line(self, *args: object) -> None: ...
+
+    def render_line(self, y: int) -> None: ...
+
+class Ticked(Checkbox):
+    @property
+    def _button(self) -> None: ...
+"""
+
+
 def test_an_override_of_a_private_member_is_caught() -> None:
-    from textual.widgets import Checkbox, DataTable
+    from textual.widgets import DataTable
 
-    class Drawn(DataTable):
-        def _render_line(self, *args: object) -> None: ...
-
-        def render_line(self, y: int) -> None: ...
-
-    class Ticked(Checkbox):
-        @property
-        def _button(self) -> None: ...
-
+    classes = _run(OVERRIDES)
+    Drawn, Ticked = classes["Drawn"], classes["Ticked"]  # noqa: N806 - the classes, by their names
     assert private_overrides(Drawn) == [
         "Drawn._render_line overrides textual.widgets._data_table.DataTable._render_line"]
     assert len(private_overrides(Ticked)) == 1

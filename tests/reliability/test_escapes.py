@@ -19,7 +19,7 @@ import shutil
 from pathlib import Path
 
 import pytest
-from console_apps import make_app
+from console_apps import make_app, shown_notifications
 from migration_runs import migrate_argv
 
 from fvconsole.core.shared.terminal_text import printable
@@ -393,7 +393,7 @@ def test_console_error_notification_is_plain_text(tmp_path: Path, trials) -> Non
             await press(app, pilot, "3")
             await pilot.pause(0.1)
             assert app.is_running
-            messages = [n.message for n in app._notifications]
+            messages = [n.message for n in shown_notifications(app)]
             assert any(printable(str(missing)) in m for m in messages), messages
             assert all(RAW_CONTROL.search(m) is None for m in messages), messages
             toasts = [str(toast.render()) for toast in app.screen.query("Toast")]

@@ -14,7 +14,7 @@ import threading
 from pathlib import Path
 
 import pytest
-from console_apps import make_app
+from console_apps import make_app, shown_notifications
 from slurm_cluster import write_fake_srun
 from textual.widgets import Button, Input, Static
 from tour import press, settle
@@ -148,7 +148,7 @@ async def test_failed_node_is_shown_and_read_only_refuses(fleet: dict) -> None:
         view.query_one("#fleet-matrix", FastTable).focus()
         await press(app, pilot, "i")
         assert not isinstance(app.screen, ConfirmScreen)
-        assert any("read-only" in n.message for n in app._notifications)
+        assert any("read-only" in n.message for n in shown_notifications(app))
         assert _entries(fleet["base"], "a2") == sorted([KEY, OTHER])
 
 
@@ -194,7 +194,7 @@ async def test_filter_and_r_rescan_in_fleet_view(fleet: dict) -> None:
         assert app.focused is view.query_one("#fleet-scan")  # Scan first: the global keys act, no field types them
         await pilot.press("r")  # r before any scan runs no srun
         assert view.view_result is None
-        assert any("nothing scanned yet" in n.message for n in app._notifications)
+        assert any("nothing scanned yet" in n.message for n in shown_notifications(app))
         view.action_scan()
         await settle(app, pilot)
         matrix = view.query_one("#fleet-matrix", FastTable)

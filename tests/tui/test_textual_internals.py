@@ -1,10 +1,13 @@
-"""What ``tui/widgets/textual_private.py`` relies on of Textual's private API is still there.
+"""What ``tui/widgets/textual_private.py`` relies on of Textual's private API is still there, and
+what the tests' own ``tests/textual_test_private.py`` relies on.
 
 ``RELIED_ON`` names each private method it overrides or calls, with its parameters, and
 ``RELIED_ON_ATTRIBUTES`` each private attribute it reads or sets (the command palette's,
 the Linux driver's output file and thread). A Textual that moved, renamed or gave
 other parameters to any of them fails here, naming each, instead of drawing something else or
-hanging on a dead terminal.
+hanging on a dead terminal. The tests' module lists its own the same way (``key_event``'s key
+tables, the app's frame display, the Input's completion): a change there fails here, not as keys
+that send something else or a benchmark that times nothing.
 """
 
 from __future__ import annotations
@@ -13,10 +16,11 @@ import inspect
 import io
 from collections.abc import Callable, Mapping
 
+import textual_test_private
 from textual.app import App
-from textual.drivers._writer_thread import WriterThread
 from textual.drivers.linux_driver import LinuxDriver
 from textual.widgets import DataTable
+from textual_test_private import WriterThread
 
 from fvconsole.tui.widgets.textual_private import RELIED_ON, RELIED_ON_ATTRIBUTES
 
@@ -29,6 +33,14 @@ EXPECTED_ATTRIBUTES = {
     "LinuxDriver": ("_file", "_writer_thread"),
     "WriterThread": ("_queue",),
     "CommandPalette": ("_GATHER_COMMANDS_GROUP",),
+}
+#: What ``tests/textual_test_private.py`` relies on, written here by hand the same way.
+EXPECTED_TEST_MEMBERS = {
+    "textual.keys": {"_character_to_key": ("character",), "_get_unicode_name_from_key": ("key",)},
+}
+EXPECTED_TEST_ATTRIBUTES = {
+    "App": ("_display",),
+    "Input": ("_suggestion",),
 }
 
 #: An instance to look an attribute up on, for a class whose ``__init__`` sets it (others: the class).
@@ -75,3 +87,17 @@ async def test_a_changed_member_is_named() -> None:
                     {LinuxDriver: ("_writer_thread", "_no_such_file"), WriterThread: ("_no_such_queue",)}) == [
         "DataTable._render_line('self', 'y', 'x1', 'x2', 'base_style'): textual_private.py expects ('self', 'y')",
         "DataTable._no_such_method is gone", "LinuxDriver._no_such_file is gone", "WriterThread._no_such_queue is gone"]
+
+
+async def test_the_private_textual_api_the_tests_rely_on_is_still_there() -> None:
+    """The same for ``tests/textual_test_private.py``: each private function it calls has the
+    parameters it passes, each private attribute it reads or sets is still there."""
+    import textual
+
+    relied_on = textual_test_private.RELIED_ON
+    assert {holder.__name__: dict(members) for holder, members in relied_on.items()} == EXPECTED_TEST_MEMBERS
+    assert ({cls.__name__: names for cls, names in textual_test_private.RELIED_ON_ATTRIBUTES.items()}
+            == EXPECTED_TEST_ATTRIBUTES)
+    found = problems(relied_on, textual_test_private.RELIED_ON_ATTRIBUTES)
+    assert not found, (f"Textual {textual.__version__} changed what tests/textual_test_private.py relies on: "
+                       + "; ".join(found))

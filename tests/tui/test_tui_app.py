@@ -10,9 +10,10 @@ import shutil
 from pathlib import Path
 
 import pytest
-from console_apps import Notified, make_app, running, work_copy
+from console_apps import Notified, make_app, running, shown_notifications, work_copy
 from migration_runs import migrate_argv
 from rich.console import Console
+from textual_test_private import input_suggestion
 from tour import line_slice, press, screen_lines, select_row, settle, started
 
 from fvconsole.cli import main as cli_main
@@ -63,7 +64,7 @@ async def execute_confirmed(app: FvConsoleApp, pilot) -> None:
 
 
 def notifications(app: FvConsoleApp) -> list[str]:
-    return [n.message for n in app._notifications]
+    return [n.message for n in shown_notifications(app)]
 
 
 # --------------------------------------------------------------------------- migration
@@ -406,10 +407,10 @@ async def test_missing_paths_are_picked_in_app(demo_ws: DemoWorkspace) -> None:
         box = app.screen.query_one("#path-config")
         box.value = demo_ws.config_path[:-2]
         for _ in range(500):  # the completion is computed in a thread
-            if box._suggestion:
+            if input_suggestion(box):
                 break
             await pilot.pause(0.01)
-        assert box._suggestion == demo_ws.config_path
+        assert input_suggestion(box) == demo_ws.config_path
         await pilot.press("right")  # accept the path completion ("run.yaml")
         await pilot.press("enter")
         await started(app, pilot)

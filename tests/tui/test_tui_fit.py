@@ -14,7 +14,7 @@ import sys
 from collections.abc import Awaitable, Callable
 
 import pytest
-from console_apps import run_console, running, work_copy
+from console_apps import run_console, running, shown_notifications, work_copy
 from textual.widgets import Button
 from tour import check_cells, check_tables, drawn_form_of, line_slice, press, screen_lines, settle
 
@@ -314,7 +314,7 @@ async def open_fleet(app: FvConsoleApp, pilot, fleet: dict[str, str]) -> None:
 
 
 def messages(app: FvConsoleApp) -> list[str]:
-    return [f"{n.title} {n.message}" for n in app._notifications]
+    return [f"{n.title} {n.message}" for n in shown_notifications(app)]
 
 
 def test_read_only_palette_actions_say_why_like_their_key(work: dict[str, str]) -> None:

@@ -13,7 +13,7 @@ import os
 from pathlib import Path
 
 import pytest
-from console_apps import Notified, make_app, running, work_copy
+from console_apps import Notified, make_app, running, shown_notifications, work_copy
 from migration_runs import migrate_argv
 from mounts import tmpfs
 from sized_cache import MIB, fs_free, key_of, sized_entry
@@ -53,7 +53,7 @@ def rendered(app: FvConsoleApp, selector: str) -> str:
 
 
 def notifications(app: FvConsoleApp) -> list[str]:
-    return [n.message for n in app._notifications]
+    return [n.message for n in shown_notifications(app)]
 
 
 # --------------------------------------------------------------------------- the History view
@@ -174,7 +174,7 @@ async def test_a_console_migration_is_journaled_like_migrate_yes(work: dict[str,
         assert line.text == export and len(export) > 80
         assert line.query_one("PlainStatic").size.height == 1
         await pilot.press("y")
-        assert app._clipboard == export
+        assert app.clipboard == export
         await press(app, pilot, "5")
         assert [r.action for r in app.query_one(HistoryView).records] == ["migrate"]
     [record] = lines(journal)

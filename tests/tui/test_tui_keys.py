@@ -1,8 +1,8 @@
 """Keys at any speed: bursts of keys with no pause between them (as a terminal delivers a
 paste or a fast typist), quit in the middle included, never produce a traceback.
 
-Keys are handed to the app the way its terminal driver does (``driver.send_message``) but
-without waiting for the app to process each one, so screens are pushed while the app is
+Keys are queued on the app (``app.post_message``, where its terminal driver hands them) as
+``Pilot.press`` builds them, but without waiting for the app to process each one, so screens are pushed while the app is
 still handling the previous key, or already shutting down. ``run_test`` re-raises whatever
 the app raised, so a test that returns saw no traceback.
 """
@@ -13,12 +13,10 @@ import asyncio
 import os
 import random
 import time
-import unicodedata
 
 import pytest
 from console_apps import make_app, running, work_copy
-from textual import events
-from textual.keys import REPLACED_KEYS, _character_to_key, _get_unicode_name_from_key
+from textual_test_private import key_event
 from tour import settle, started
 
 from fvconsole.core.shared.errors import FvError
@@ -37,23 +35,12 @@ ALPHABET = (
 )
 
 
-def key_event(key: str) -> events.Key:
-    """The Key event Textual's driver sends for ``key`` (as ``Pilot.press`` builds it)."""
-    if len(key) == 1 and not key.isalnum():
-        key = _character_to_key(key)
-    try:
-        char = unicodedata.lookup(_get_unicode_name_from_key(REPLACED_KEYS.get(key, key)))
-    except KeyError:
-        char = key if len(key) == 1 else None
-    return events.Key(key, char)
-
-
 def send_burst(app: FvConsoleApp, keys: list[str]) -> None:
     """Queue every key at once: none waits for the app to handle the one before."""
     for key in keys:
         event = key_event(key)
         event.set_sender(app)
-        app._driver.send_message(event)
+        app.post_message(event)
 
 
 class NoSlurm:
@@ -73,10 +60,10 @@ async def drain(app: FvConsoleApp, pilot, seconds: float = 120.0) -> None:
     deadline, not a number of pauses: on a loaded machine the keys take longer, and a test that
     went on before they were handled would check a half-handled burst."""
     deadline = time.monotonic() + seconds
-    while not app._exit:
-        if app._message_queue.empty() and not any(w.is_running for w in app.workers):
+    while app.return_code is None:
+        if app.message_queue_size == 0 and not any(w.is_running for w in app.workers):
             await settle(app, pilot)
-            if app._exit or app._message_queue.empty():
+            if app.return_code is not None or app.message_queue_size == 0:
                 return
         assert time.monotonic() < deadline, f"the app did not handle its keys within {seconds:g}s"
         await pilot.pause(0.02)
@@ -132,7 +119,7 @@ def test_random_key_bursts_never_raise(demo_ws: DemoWorkspace, tmp_path, monkeyp
             for burst in bursts:
                 send_burst(app, burst)
                 await drain(app, pilot)
-                if app._exit:
+                if app.return_code is not None:
                     break
                 assert app.is_running
 

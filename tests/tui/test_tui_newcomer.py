@@ -73,7 +73,7 @@ async def test_global_keys_act_on_arrival_in_the_fleet_view(work: dict[str, str]
         await press(app, pilot, "1", "2")
         assert job.value == "12" and app.query_one("#views").active == "fleet"
         await press(app, pilot, "escape", "q")
-        await wait_until(pilot, lambda: app._exit, "q after Esc quits")
+        await wait_until(pilot, lambda: app.return_code is not None, "q after Esc quits")
 
 
 # ----------------------------------------------------------------------------- item 8

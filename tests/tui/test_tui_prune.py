@@ -8,7 +8,7 @@ import json
 from pathlib import Path
 
 import pytest
-from console_apps import make_app, running, wait_until
+from console_apps import make_app, running, shown_notifications, wait_until
 from retention_runs import DAY, make_checkpoint
 from tour import press, select_row, settle
 
@@ -29,7 +29,7 @@ def out(tmp_path: Path) -> Path:
 
 
 def notes(app) -> list[str]:
-    return [n.message for n in app._notifications]
+    return [n.message for n in shown_notifications(app)]
 
 
 def dialog_text(app) -> str:

@@ -252,8 +252,8 @@ def test_a_fit_static_lays_the_screen_out_again_only_when_its_height_changes() -
         async with app.run_test(size=(40, 20)) as pilot:
             pane = app.query_one(FitStatic)
             layouts = []
-            screen_layout = app.screen._refresh_layout
-            app.screen._refresh_layout = lambda *a, **k: (layouts.append(1), screen_layout(*a, **k))[1]
+            app.screen.screen_layout_refresh_signal.subscribe(app.screen, lambda _screen: layouts.append(1),
+                                                              immediate=True)
 
             async def shown(build, **kwargs) -> tuple[int, str, int]:
                 before = len(layouts)

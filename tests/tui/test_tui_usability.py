@@ -13,7 +13,7 @@ import re
 from collections.abc import Awaitable, Callable
 
 import pytest
-from console_apps import Notified, run_console, wait_until, work_copy
+from console_apps import Notified, run_console, shown_notifications, wait_until, work_copy
 from tour import line_slice, press, screen_lines, settle
 
 from fvconsole.cli import main as cli_main
@@ -350,8 +350,8 @@ def test_a_migrated_checkpoint_is_recognised_and_offered_after_a_restart(work: d
         assert not set(line) & set("│┃╭╮╰╯║"), line
         app.query_one("#mig-ranks").focus()
         await pilot.press("y")
-        assert app._clipboard == export
-        assert any(f"sent to the terminal's clipboard: {export}" == str(n.message) for n in app._notifications)
+        assert app.clipboard == export
+        assert any(f"sent to the terminal's clipboard: {export}" == str(n.message) for n in shown_notifications(app))
         await press(app, pilot, "ctrl+y")
         assert "verify: 8 sidecars match" in str(app.query_one("#mig-banner").render())
 
