@@ -1,12 +1,15 @@
 """The run config's values as FastVideo's streaming loader reads them: typed, range-checked, each refusal a value.
 
-:class:`~.runconfig.TrainingKeys` holds the values as found (MISSING where absent); :func:`read_params`
-checks each one's type and range (an integer >= 1, true or false, a non-empty string without a
-NUL byte, a ``preprocessed_data_type`` FastVideo accepts) and the values against each other (the
-loader's kind, its workers, sp_size dividing num_gpus), and returns the checked values
-(:class:`Params`, None where missing or invalid) with every refusal in the keys' order. Each
-refusal names the value's source: the override ``KEY=VALUE`` that set it, else the run config
-file. The migration's reading stage and preflight read a run config through it. Pure: no I/O.
+:class:`~.runconfig.TrainingKeys` holds the values as found (MISSING where absent);
+:func:`read_params` checks each one's type and range (an integer, >= 1 for a size and >= 0 for the
+workers; true or false; a non-empty string without a NUL byte, a ``preprocessed_data_type``
+FastVideo accepts) and the values against each other (the loader's kind, its workers, sp_size
+dividing num_gpus), and returns the checked values (:class:`Params`, None where missing or invalid)
+with every refusal in the keys' order. Each refusal names the value's source: the override
+``KEY=VALUE`` that set it, else the run config file. The migration's reading stage and preflight
+read a run config through it; the reading stage also asks :func:`topology_change` which rows of a
+mismatch report change the topology with valid values on both sides (what a reshard carries over)
+before it checks the values. Pure: no I/O.
 """
 
 from __future__ import annotations
@@ -15,7 +18,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from fvconsole.core.formats.parquet_columns import COLUMNS, DEFAULT_TYPE, TYPE_PATH, DataType, data_type
-from fvconsole.core.formats.runconfig import MISSING, TrainingKeys
+from fvconsole.core.formats.runconfig import MISSING, Mismatch, TrainingKeys
 from fvconsole.core.shared.reasons import Reason, invalid
 
 
@@ -137,3 +140,14 @@ def _data_type(value: Any, where: str) -> Checked:
         return None, invalid(TYPE_PATH, f"is {value!r} in {where}; FastVideo accepts {accepted} (not set: "
                              f"{DEFAULT_TYPE!r}) and will not start with another value")
     return found, None
+
+
+#: The two critical keys a reshard may change (docs/formats.md §2).
+TOPOLOGY_PATHS = ("training.distributed.num_gpus", "training.distributed.sp_size")
+
+
+def topology_change(mismatches: tuple[Mismatch, ...]) -> tuple[Mismatch, ...]:
+    """The world-size and sp-size rows of a mismatch report whose both values are valid (an integer >= 1):
+    what a reshard carries over (any other row of theirs refuses)."""
+    return tuple(m for m in mismatches if m.critical and m.path in TOPOLOGY_PATHS
+                 and all(isinstance(v, int) and not isinstance(v, bool) and v >= 1 for v in (m.checkpoint, m.config)))

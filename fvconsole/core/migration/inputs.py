@@ -12,7 +12,7 @@ import os
 import shlex
 from dataclasses import dataclass, replace
 
-from fvconsole.core.formats.run_params import Params, read_params
+from fvconsole.core.formats.run_params import TOPOLOGY_PATHS, Params, read_params, topology_change
 from fvconsole.core.formats.runconfig import (
     Mismatch,
     RunConfig,
@@ -25,9 +25,6 @@ from fvconsole.core.shared.errors import FvError
 from fvconsole.core.shared.humanize import plural
 from fvconsole.core.shared.reasons import Reason, invalid
 from fvconsole.core.shared.safe_read import sha256_regular_file
-
-#: The two critical keys a reshard may change (docs/formats.md §2).
-TOPOLOGY_PATHS = ("training.distributed.num_gpus", "training.distributed.sp_size")
 
 
 @dataclass(frozen=True)
@@ -156,12 +153,6 @@ def _inspect_kind(ckpt: str) -> tuple[str | None, int, tuple[Reason, ...]]:
     return info.kind, info.rank_sidecars if info.kind == "rank-local" else 0, tuple(warned)
 
 
-def topology_change(mismatches: tuple[Mismatch, ...]) -> tuple[Mismatch, ...]:
-    """The world-size and sp-size rows a reshard carries over (both sides valid numbers; any other row refuses)."""
-    return tuple(m for m in mismatches if m.critical and m.path in TOPOLOGY_PATHS
-                 and all(isinstance(v, int) and not isinstance(v, bool) and v >= 1 for v in (m.checkpoint, m.config)))
-
-
 @dataclass(frozen=True)
 class ConfigRead:
     """The run config read once (None: refused) and what the reading stage makes of it: its mismatch
@@ -192,23 +183,23 @@ def read_config(config_path: str, overrides: tuple[str, ...], facts: CheckpointF
         return ConfigRead(None, config_path, resharding=chosen, native=chosen and facts.kind == "rank-local",
                           refusals=(invalid("config", str(exc)),))
     compared = () if facts.embedded is None else compare_configs(facts.embedded, cfg.data, cfg.overrides)
-    mismatches, refused, warned = _judge(compared, cfg.path, reshard)
-    resharding = reshard is not None or bool(topology_change(mismatches))
+    carried = topology_change(compared)
+    resharding = reshard is not None or bool(carried)
     native = resharding and facts.kind == "rank-local"
     where = cfg.path or config_path
     params, param_refusals = read_params(cfg.keys, where, max_workers=1 if native else 0)
+    mismatches, refused, warned = _judge(compared, carried, cfg.path, reshard)
     return ConfigRead(cfg, where, mismatches, resharding, native, params, (*refused, *param_refusals), warned)
 
 
-def _judge(mismatches: tuple[Mismatch, ...], config: str | None,
+def _judge(mismatches: tuple[Mismatch, ...], carried: tuple[Mismatch, ...], config: str | None,
            reshard: str | None) -> tuple[tuple[Mismatch, ...], tuple[Found, ...], tuple[Reason, ...]]:
     """The mismatch report of the run config ``config``, what it refuses and warns of; a world/sp change
-    refuses here only as part of another mismatch.
+    (``carried``: its rows) refuses here only as part of another mismatch.
 
     A topology change alone is the reshard's (the planner refuses it without a mode); with
     a mode chosen (``reshard``) its rows are reported as non-critical.
     """
-    carried = topology_change(mismatches)
     if carried and reshard is not None:
         mismatches = tuple(replace(m, critical=False) if m in carried else m for m in mismatches)
     critical = [m for m in mismatches if m.critical and m not in carried]
