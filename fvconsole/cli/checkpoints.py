@@ -108,7 +108,7 @@ def ls_warnings(infos: Sequence[CheckpointInfo]) -> list[str]:
     latest = _latest_resume(infos)
     if latest is not None and not latest.complete:
         warnings.append(
-            f"{latest.path}: newest checkpoint is incomplete (interrupted save); "
+            f"{latest.path}: newest checkpoint is incomplete ({latest.gaps_brief}); "
             "FastVideo's \"latest\" resume would pick it — resume from an explicit complete checkpoint"
         )
     for info in infos:

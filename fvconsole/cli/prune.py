@@ -109,7 +109,7 @@ def register_prune(commands: argparse._SubParsersAction) -> None:
     prune.add_argument(flags.OLDER_THAN, metavar="D",
                        help="select complete checkpoints whose newest file is older than D (e.g. 7d, 12h)")
     prune.add_argument(flags.INCOMPLETE, action="store_true", help="select incomplete checkpoints (any of the gaps named above)")
-    add_grace(prune, "an interrupted save newer than the newest complete one goes only once older "
+    add_grace(prune, "an incomplete checkpoint newer than the newest complete one goes only once older "
                      "than D (default 10m: it may still be being written)", default="10m")
     prune.add_argument(flags.STEP, metavar="N", type=_bounded(0, MAX_STEP), action="append", default=[],
                        help="select checkpoint-N (repeatable), as the console's marked prune does: still never "

@@ -5,6 +5,7 @@ hides it. The real console under run_test, on a real output dir."""
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import pytest
@@ -105,3 +106,30 @@ async def test_the_view_stays_shown_while_a_prune_is_judged(out: Path) -> None:
         assert view.display and view.table.display
         await wait_until(pilot, lambda: isinstance(app.screen, ConfirmScreen), "the confirmation")
         assert view.display
+
+
+@pytest.mark.parametrize(("how", "opens"), [("fifo", "dcp/.metadata not a readable regular file"),
+                                            ("rng", "interrupted save")])
+async def test_a_fresh_incomplete_checkpoint_is_kept_for_what_it_lacks(out: Path, how: str, opens: str) -> None:
+    """The detail pane's retention line and the confirmation's Keep line name the gaps as `checkpoints prune`
+    does: "interrupted save" only for a cut-off save (both said it of a FIFO at dcp/.metadata before)."""
+    ckpt = make_checkpoint(out, 500, age=60)
+    if how == "fifo":
+        (ckpt / "dcp" / ".metadata").unlink()
+        os.mkfifo(ckpt / "dcp" / ".metadata")
+    else:
+        (ckpt / "rng_state_rank1.pt").unlink()
+    says = f"{opens}, newer than the newest complete one, modified "
+    app = make_app(output=out)
+    async with running(app, (160, 48)) as pilot:
+        await select_row(app, pilot, "#ckpt-table", "checkpoint-500")
+        await settle(app, pilot)
+        detail = " ".join(str(app.query_one("#ckpt-detail").render()).split())
+        assert f"retention: kept: {says}" in detail and "(within the 10m grace: it may still be being written)" \
+            in detail, detail
+        await mark(app, pilot, 100, 500)
+        await press(app, pilot, "p")
+        await wait_until(pilot, lambda: isinstance(app.screen, ConfirmScreen), "the confirmation")
+        body = dialog_text(app)
+        assert f"checkpoint-500  {says}" in body, body
+        await press(app, pilot, "escape")

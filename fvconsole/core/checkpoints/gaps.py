@@ -40,7 +40,8 @@ class Gap:
 
 
 #: Each kind in a few words: the one vocabulary a line naming a checkpoint's gaps by kind uses
-#: (``checkpoints show``'s and the console's "complete NO (...)"; ``checkpoints prune --help`` says the same).
+#: (``checkpoints show``'s and the console's "complete NO (...)"; ``checkpoints prune --help`` says the same;
+#: a prune's reasons and ``checkpoints ls``'s warning through :func:`gap_brief`).
 WORDS: Mapping[GapKind, str] = {
     GapKind.NO_DCP: "no dcp/ directory",
     GapKind.DCP_METADATA_MISSING: "dcp/.metadata missing",
@@ -55,10 +56,22 @@ WORDS: Mapping[GapKind, str] = {
 CUT_OFF = frozenset({GapKind.DCP_METADATA_MISSING, GapKind.RNG_MISSING})
 
 
+def _worded(gaps: Iterable[Gap], cut_off: str) -> str:
+    """Each kind not a cut-off save's in its WORDS, then the cut-off save's kinds as ``cut_off`` words them."""
+    kinds = list(dict.fromkeys(g.kind for g in gaps))
+    cut = [WORDS[k] for k in kinds if k in CUT_OFF]
+    parts = [WORDS[k] for k in kinds if k not in CUT_OFF] + ([cut_off.format(", ".join(cut))] if cut else [])
+    return "; ".join(parts) or "incomplete"
+
+
 def gap_words(gaps: Iterable[Gap]) -> str:
     """Which gaps, worded from their kinds: ``interrupted save: dcp/.metadata missing, an rng_state_rank<r>.pt
     missing`` for a cut-off save's, each other kind on its own (``dcp/.metadata not a readable regular file``)."""
-    kinds = list(dict.fromkeys(g.kind for g in gaps))
-    cut = [WORDS[k] for k in kinds if k in CUT_OFF]
-    parts = [WORDS[k] for k in kinds if k not in CUT_OFF] + ([f"interrupted save: {', '.join(cut)}"] if cut else [])
-    return "; ".join(parts) or "incomplete"
+    return _worded(gaps, "interrupted save: {}")
+
+
+def gap_brief(gaps: Iterable[Gap]) -> str:
+    """:func:`gap_words` without the cut-off save's list: ``interrupted save`` for it, each other kind on its
+    own (``no dcp/ directory``): what a line that names the gap's file elsewhere opens with (a prune's reason,
+    ``checkpoints ls``'s warning on the checkpoint ``latest`` picks)."""
+    return _worded(gaps, "interrupted save")

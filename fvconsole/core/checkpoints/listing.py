@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from fvconsole.core.checkpoints.dcp_metadata import dataloader_key_count, dcp_metadata_gap
-from fvconsole.core.checkpoints.gaps import INTERRUPTED, Gap, GapKind, gap_words
+from fvconsole.core.checkpoints.gaps import INTERRUPTED, Gap, GapKind, gap_brief, gap_words
 from fvconsole.core.checkpoints.kind import RunKind, run_kind
 from fvconsole.core.checkpoints.verdicts import VerdictCache, default_path
 from fvconsole.core.formats.sidecar_files import SIDECAR_RE
@@ -92,6 +92,12 @@ class CheckpointInfo:
         """``yes``, or ``NO (which gaps)`` in :func:`gap_words`'s words: the one wording of the record's
         completeness (``checkpoints show`` and the console's detail pane)."""
         return "yes" if self.complete else f"NO ({gap_words(self.gaps)})"
+
+    @property
+    def gaps_brief(self) -> str:
+        """The gaps in :func:`gap_brief`'s words (``interrupted save`` only for a cut-off save's, ``no dcp/
+        directory``): the one wording a prune's reasons and ``checkpoints ls``'s warning open with."""
+        return gap_brief(self.gaps)
 
     def to_json(self) -> dict:
         return fields_json(self, omit=("run_kind", "files", "newest_mtime", "total_limit", "dcp_error", "gaps"),

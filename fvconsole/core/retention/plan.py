@@ -215,31 +215,33 @@ def _judge_complete(ck: ScannedCheckpoint, rules: PruneRules, last: set[int],
 
 def _judge_incomplete(ck: ScannedCheckpoint, rules: PruneRules, newest_complete: int | None,
                       now: float) -> tuple[list[Reason], list[Reason]]:
-    """(keep reasons, delete reasons) of the rules for an interrupted save."""
+    """(keep reasons, delete reasons) of the rules for an incomplete checkpoint (each worded by its gaps)."""
     keeps: list[Reason] = []
     if ck.step in rules.keep_steps:
         keeps.append(reason("keep.step", "keep_steps", step=ck.step))
     if not rules.incomplete:
-        return keeps + [reason("keep.incomplete_unselected", "incomplete")], []
+        return keeps + [reason("keep.incomplete_unselected", "incomplete", gaps=ck.info.gaps_brief)], []
     age = _age(ck, now)
     if newest_complete is None or ck.step > newest_complete:
         if age is None:
             keeps.append(reason("keep.age_unknown", "grace", why="its size walk did not finish"))
         elif age < rules.grace:
-            keeps.append(reason("keep.grace", "grace", age=human_age(age), grace=format_duration(rules.grace)))
+            keeps.append(reason("keep.grace", "grace", gaps=ck.info.gaps_brief, age=human_age(age),
+                                grace=format_duration(rules.grace)))
     # The listing's first typed gap (dcp/, its .metadata, then the RNG files), never a match on its words.
     why = ck.info.gaps[0].summary if ck.info.gaps else "incomplete"
-    return keeps, [reason("prune.incomplete", "incomplete", why=why, age=human_age(age))]
+    return keeps, [reason("prune.incomplete", "incomplete", gaps=ck.info.gaps_brief, why=why, age=human_age(age))]
 
 
 def _judge_marked(ck: ScannedCheckpoint, rules: PruneRules, newest_complete: int | None,
                   now: float) -> tuple[list[Reason], list[Reason]]:
-    """A marked checkpoint goes, unless it is an interrupted save that may still be being written."""
+    """A marked checkpoint goes, unless it is an incomplete one that may still be being written."""
     keeps: list[Reason] = []
     if not ck.complete and (newest_complete is None or ck.step > newest_complete):
         age = _age(ck, now)
         if age is None or age < rules.grace:
-            keeps.append(reason("keep.grace", "grace", age=human_age(age), grace=format_duration(rules.grace)))
+            keeps.append(reason("keep.grace", "grace", gaps=ck.info.gaps_brief, age=human_age(age),
+                                grace=format_duration(rules.grace)))
     return keeps, [reason("prune.marked", "marked", step=ck.step)]
 
 

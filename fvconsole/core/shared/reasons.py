@@ -369,19 +369,18 @@ KINDS: Mapping[str, Kind] = _kinds(
     Kind("keep.age_unknown", "age unknown ({why}): never deleted by age"),
     Kind("keep.unselected", "complete; no rule selects complete checkpoints",
          "complete; no rule selects it (--keep-last N or --older-than D select complete checkpoints)"),
-    Kind("keep.incomplete_unselected", "interrupted save; not selected",
-         "interrupted save; --incomplete would select it"),
-    Kind("keep.grace", "interrupted save newer than the newest complete one, modified {age} ago "
+    # {gaps}: the checkpoint's gaps in core/checkpoints/gaps.py's words (gap_brief: "interrupted save" or what else)
+    Kind("keep.incomplete_unselected", "{gaps}; not selected", "{gaps}; --incomplete would select it"),
+    Kind("keep.grace", "{gaps}, newer than the newest complete one, modified {age} ago "
          "(within the {grace} grace: it may still be being written)",
-         "interrupted save newer than the newest complete one, modified {age} ago "
+         "{gaps}, newer than the newest complete one, modified {age} ago "
          "(within --grace {grace}: it may still be being written)"),
     # retention: why a checkpoint goes
     Kind("prune.beyond_last", "beyond the {count} newest complete checkpoints",
          "beyond the {count} newest complete checkpoints (--keep-last {count})"),
     Kind("prune.older_than", "modified {age} ago, older than {limit}",
          "modified {age} ago, older than {limit} (--older-than)"),
-    Kind("prune.incomplete", "interrupted save ({why}), modified {age} ago",
-         "interrupted save ({why}), modified {age} ago (--incomplete)"),
+    Kind("prune.incomplete", "{gaps} ({why}), modified {age} ago", "{gaps} ({why}), modified {age} ago (--incomplete)"),
     Kind("prune.marked", "marked for pruning in the console", "selected by its step (--step {step})"),
     Kind("prune.leftover", "leftover of an interrupted prune ({name}): finished first"),
     Kind("prune.leftover_running", "{path}: {name} being pruned by pid {pid}, which still runs on this host: "
