@@ -333,3 +333,26 @@ def test_a_wrong_typed_override_is_named_as_the_source_of_its_value(cli, tmp_pat
     assert code == 1
     assert _blocking(doc)[0]["detail"] == ("the next config: training.data.seed: must be an integer in the override "
                                            "training.data.seed=abc (got 'abc')")
+
+
+def test_the_config_check_names_where_each_differing_value_came_from(cli, tmp_path) -> None:
+    """As ``migrate``'s mismatch report: the --set override that set a key, else the run config file (the
+    check named neither before: it compared the config without its overrides' names)."""
+    run = _native(tmp_path)
+    config = Path(run.config_path)
+    config.write_text(config.read_text(encoding="utf-8").replace("seed: 42", "seed: 7"), encoding="utf-8")
+    read_batch = "training.data.streaming_read_batch_size=4"
+    says = ("2 differences from the embedded config: training.data.streaming_read_batch_size: checkpoint=8, "
+            f"config=4 (in the override {read_batch}); training.data.seed: checkpoint=42, config=7 "
+            f"(in {run.config_path})")
+    _, doc = _preflight(cli, run, "--set", read_batch)
+    (check,) = [c for c in doc["checks"] if c["check"] == "config"]
+    assert (check["status"], check["detail"]) == ("warn", says), check
+    _, out, _ = cli(["preflight", "--config", run.config_path, "--set", read_batch, "--resume", "latest"])
+    assert f"warn  config      {says}" in out.splitlines(), out
+    # --world-size is the override of num_gpus the fix commands repeat
+    _, doc = _preflight(cli, run, "--world-size", "8")
+    (check,) = [c for c in doc["checks"] if c["check"] == "config"]
+    assert check["detail"].startswith("2 differences from the embedded config: training.distributed.num_gpus: "
+                                      "checkpoint=4, config=8 (in the override training.distributed.num_gpus=8); "
+                                      f"training.data.seed: checkpoint=42, config=7 (in {run.config_path})"), check

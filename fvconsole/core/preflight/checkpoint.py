@@ -10,7 +10,7 @@ dataloader state and the dataset, which carry the fail.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -69,15 +69,18 @@ def read_checkpoint(point: ResumePoint, fix: str | None) -> CheckpointFacts:
     return CheckpointFacts(storage, embedded, tuple(checks))
 
 
-def config_check(embedded: Mapping[str, Any] | None, config: Mapping[str, Any], reshard: str | None) -> Check:
-    """The next config against the embedded one (``reshard``: the accounting of a set resharded for the target)."""
+def config_check(embedded: Mapping[str, Any] | None, config: Mapping[str, Any], reshard: str | None, *,
+                 overrides: Sequence[str], config_file: str | None) -> Check:
+    """The next config against the embedded one (``reshard``: the accounting of a set resharded for the target);
+    each key named ends with where its value came from, as ``migrate``'s refusal says it: the override of
+    ``overrides`` that set it, else ``config_file``."""
     if embedded is None:
         return Check("config", "skip", "the checkpoint has no readable embedded config to compare with")
-    mismatches = compare_configs(embedded, config)
+    mismatches = compare_configs(embedded, config, overrides)
     if not mismatches:
         return Check("config", "ok", "the next config equals the checkpoint's embedded config")
     critical = [m for m in mismatches if m.critical] or list(mismatches)
-    named = "; ".join(m.describe() for m in critical[:MAX_NAMED])
+    named = "; ".join(m.describe(config_file) for m in critical[:MAX_NAMED])
     more = len(mismatches) - min(len(critical), MAX_NAMED)
     text = f"{plural(len(mismatches), 'difference')} from the embedded config: {named}"
     if more:

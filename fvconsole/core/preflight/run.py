@@ -191,7 +191,9 @@ def _resume_checks(req: PreflightRequest, cfg: RunConfig, point: ResumePoint, in
                 checks.append(Check("dataloader", "warn", f"a published sidecar set for {point.name} is in "
                                     f"{published.output_dir}, but no override dir was given: "
                                     f"{pass_state_dir(STATE_DIR_ENV)}"))
-    checks.append(config_check(facts.embedded, target, _reshard_note(set_dir, world)))
+    # --world-size counts as the override of num_gpus the fix commands repeat
+    checks.append(config_check(facts.embedded, target, _reshard_note(set_dir, world), overrides=overrides,
+                               config_file=cfg.path))
     checks += check_rng(point.checkpoint, own, world)
     checks.append(check_room(point.checkpoint, infos))
     if req.cache_root:
