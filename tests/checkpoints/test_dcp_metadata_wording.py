@@ -93,14 +93,17 @@ def test_checkpoints_ls_says_it(damaged, cli) -> None:
 
 
 def test_migrate_says_it(damaged, cli) -> None:
-    legacy, _, line, how = damaged
+    legacy, meta, line, how = damaged
     code, out, _ = cli(legacy.migrate_argv("--json"))
     data = one_json(out)
     refusal = f"checkpoint.dcp: {line}; FastVideo cannot resume from this checkpoint"
     if how in ABSENT:  # FastVideo cannot load it at all: refused, and the incomplete warning says why
         assert code == 1
         assert any(r["field"] == "checkpoint.dcp" and r["message"] == refusal for r in data["refusals"]), data
-        incomplete = f"checkpoint {legacy.checkpoint} is incomplete (interrupted save?): {line}"
+        # "interrupted save" only for a missing file: a FIFO or a directory there is no cut-off save's (gaps.py)
+        gap = (f"(interrupted save): {meta}: missing" if how == "missing" else
+               f"(dcp/.metadata not a readable regular file): {line}")
+        incomplete = f"checkpoint {legacy.checkpoint} is incomplete {gap}"
         assert incomplete in data["warnings"], data["warnings"]
     else:  # the legacy key cannot be confirmed: warned, naming the file (reliability-defects.md)
         assert [w for w in data["warnings"] if _says(w, line)], data["warnings"]

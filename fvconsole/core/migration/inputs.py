@@ -139,7 +139,7 @@ def _inspect_kind(ckpt: str) -> tuple[str | None, int, tuple[Reason, ...]]:
     warned = []
     if not info.complete:
         warned.append(invalid("warning", (
-            f"checkpoint {ckpt} is incomplete (interrupted save?): " + "; ".join(g.text for g in info.gaps))))
+            f"checkpoint {ckpt} is incomplete ({info.gaps_brief}): " + "; ".join(g.summary for g in info.gaps))))
     if info.kind == "none":
         warned.append(invalid("warning", (
             f"checkpoint {ckpt} has no 'dataloader' state in DCP (kind 'none', expected 'legacy'); the "

@@ -5,8 +5,9 @@ highest ``checkpoint-<step>`` of ``output_dir`` with a ``dcp/`` directory (none,
 a fresh start); a path is resolved (``expanduser`` + ``resolve``) and must exist; a ``dcp/``
 dir stands for its checkpoint; a ``checkpoint-<step>`` dir must hold ``dcp/``; any other dir is
 an output dir whose latest is taken, and none there is FastVideo's ``ValueError``. ``latest``
-is retention's reading of the output dir (``core/retention/fastvideo.py``); an interrupted save
-that it picks while a complete one exists is a warning.
+is retention's reading of the output dir (``core/retention/fastvideo.py``); an incomplete checkpoint
+that it picks while a complete one exists is a warning naming its gaps in ``core/checkpoints/gaps.py``'s
+words ("an interrupted save" only for a missing ``dcp/.metadata`` or RNG file).
 """
 
 from __future__ import annotations
@@ -46,15 +47,19 @@ def _latest(out: str, config: Any) -> tuple[str | None, tuple[CheckpointInfo, ..
     return found or os.path.join(out, f"checkpoint-{step}"), infos
 
 
-def _interrupted_warning(chosen: str, infos: tuple[CheckpointInfo, ...], out: str) -> Check | None:
+def _incomplete_warning(chosen: str, infos: tuple[CheckpointInfo, ...], out: str) -> Check | None:
+    """The warning when ``latest`` picks an incomplete checkpoint while a complete one exists: its gaps by
+    kind (``gap_brief``: a FIFO at ``dcp/.metadata`` is no interrupted save), then each gap's line."""
     info = next((i for i in infos if i.path == chosen), None)
     if info is None or info.complete:
         return None
     complete = max((i for i in infos if i.complete), key=lambda i: i.step, default=None)
     if complete is None:
         return None
-    why = "; ".join(g.text for g in info.gaps) or "incomplete"  # what it lacks, not just its first problems
-    return Check("resolve", "warn", f"latest picks {info.name}, an interrupted save ({why}), while "
+    why = "; ".join(g.summary for g in info.gaps) or "incomplete"  # what it lacks, not just its first problems
+    brief = info.gaps_brief
+    what = "an interrupted save" if brief == "interrupted save" else f"incomplete: {brief}"
+    return Check("resolve", "warn", f"latest picks {info.name}, {what} ({why}), while "
                  f"{complete.name} is complete", fix=prune_command(out))
 
 
@@ -78,7 +83,7 @@ def resolve_resume(value: Any, output_dir: Any, config: Any) -> Resolution:
             return Resolution(None, Check("resolve", "warn", f"latest: no checkpoint-<step> with dcp/ under "
                                           f"{out}: FastVideo starts from scratch"), infos)
         point = ResumePoint(chosen, checkpoint_step(chosen) or 0)
-        warning = _interrupted_warning(chosen, infos, out)
+        warning = _incomplete_warning(chosen, infos, out)
         return Resolution(point, warning or Check("resolve", "ok", f"latest: {point.name} (step {point.step}) "
                                                   f"in {out}"), infos)
     return _resolve_path(str(value), config)
