@@ -174,7 +174,7 @@ EXTRAS = {
     "torch": {"torch"},
     "fast": {"orjson"},
     "test": HEAVY | {"pytest", "pytest-timeout", "pytest-xdist", "pytest-textual-snapshot", "hypothesis", "ruff", "import-linter",
-                     "vulture", "prometheus-client", "packaging"},
+                     "vulture", "prometheus-client", "packaging", "radon"},
 }
 
 
