@@ -58,3 +58,12 @@ def test_a_pickle_naming_anything_else_is_refused_and_persistent_ids_only_on_req
     with pytest.raises(PickleRefused, match="persistent id"):
         load(b"\x80\x02X\x01\x00\x00\x00aQ.", _rng_global)
     assert load(b"\x80\x02X\x01\x00\x00\x00aQ.", _rng_global, persistent=True).pid == "a"
+
+
+def test_rng_rank_reads_fastvideos_names_only() -> None:
+    from fvconsole.core.formats.rng_files import rng_rank
+
+    assert [rng_rank(n) for n in ("rng_state_rank0.pt", "rng_state_rank12.pt", "rng_state_rank4095.pt")] == [0, 12, 4095]
+    for other in ("rng_state_rank01.pt", "rng_state.pt", "rng_state_rank.pt", "rng_state_rank1.pt.tmp",
+                  "xrng_state_rank1.pt", "rng_state_rank-1.pt"):
+        assert rng_rank(other) is None, other

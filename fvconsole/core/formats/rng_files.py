@@ -32,7 +32,8 @@ from fvconsole.core.formats.inert_pickle import (
 from fvconsole.core.shared.errors import FvError
 from fvconsole.core.shared.safe_read import read_regular_file
 
-RNG_RE = re.compile(r"^rng_state_rank(\d+)\.pt$")
+#: ``rng_state_rank<r>.pt`` as FastVideo names it: ``r`` in decimal, no leading zero (``rank01`` is no rank's).
+_RNG_NAME = re.compile(r"rng_state_rank(0|[1-9][0-9]*)\.pt")
 #: The older single snapshot ``load_rng_snapshot`` falls back to.
 LEGACY_RNG_NAME = "rng_state.pt"
 #: Keys ``load_rng_snapshot`` indexes unconditionally, and those it restores only when present.
@@ -47,6 +48,12 @@ _MT_WORDS = 624
 def rng_name(rank: int) -> str:
     """``rng_state_rank<r>.pt``: the file FastVideo restores ``rank`` from."""
     return f"rng_state_rank{rank}.pt"
+
+
+def rng_rank(name: str) -> int | None:
+    """The rank whose snapshot the file ``name`` is (:func:`rng_name`'s inverse); None for any other name."""
+    found = _RNG_NAME.fullmatch(name)
+    return int(found[1]) if found else None
 
 
 def _rng_global(module: str, name: str) -> str:

@@ -16,11 +16,11 @@ reading refused nothing.
 from __future__ import annotations
 
 import os
-import re
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
 from fvconsole.core.formats.parquet_columns import TYPE_PATH
+from fvconsole.core.formats.rng_files import LEGACY_RNG_NAME, rng_rank
 from fvconsole.core.formats.run_params import Params
 from fvconsole.core.formats.runconfig import Mismatch, RunConfig
 from fvconsole.core.migration import output_dir
@@ -218,9 +218,6 @@ def _read_dataset(skip_source_check: bool, params: Params, progress: Progress) -
     return _Dataset(manifest, columns, tuple(refused), tuple(warned))
 
 
-_RNG_FILE = re.compile(r"rng_state_rank(0|[1-9][0-9]*)\.pt")
-
-
 def _read_reshard(sources: Sources, chosen: bool, progress: Progress) -> ReshardSources | None:
     """The checkpoint's layout on the run's rows, a native checkpoint's loader states, its RNG files.
 
@@ -243,10 +240,9 @@ def _read_reshard(sources: Sources, chosen: bool, progress: Progress) -> Reshard
         return ReshardSources(layout, refused, states)
     try:
         with listing(facts.path) as entries:  # one listing, not a stat per target rank
-            names = [e.name for e in entries if _RNG_FILE.fullmatch(e.name)]
+            named = [(e.name, rank) for e in entries if (rank := rng_rank(e.name)) is not None]
     except OSError:
-        names = []
-    ranks = frozenset(int(_RNG_FILE.fullmatch(name)[1]) for name in names
-                      if os.path.isfile(os.path.join(facts.path, name)))
-    fallback = os.path.isfile(os.path.join(facts.path, "rng_state.pt"))
+        named = []
+    ranks = frozenset(rank for name, rank in named if os.path.isfile(os.path.join(facts.path, name)))
+    fallback = os.path.isfile(os.path.join(facts.path, LEGACY_RNG_NAME))
     return ReshardSources(layout, refused, states, ranks, fallback)
