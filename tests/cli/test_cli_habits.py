@@ -12,6 +12,7 @@ import time
 from pathlib import Path
 
 import pytest
+from terminals import read_until_closed
 
 from fvconsole.cli import main
 from fvconsole.demo.cache_builders import make_key, write_cache_entry
@@ -207,18 +208,8 @@ def test_a_refusal_is_not_printed_twice_on_one_terminal(ws, tmp_path: Path) -> N
     proc = subprocess.Popen([sys.executable, "-m", "fvconsole", *argv], stdin=subprocess.DEVNULL, stdout=follower,
                             stderr=follower, env={**os.environ, "COLUMNS": "200"})
     os.close(follower)
-    chunks = []
-    while True:
-        try:
-            chunk = os.read(leader, 65536)
-        except OSError:  # EIO: the child closed the terminal
-            break
-        if not chunk:
-            break
-        chunks.append(chunk)
+    text = read_until_closed(leader).decode()
     assert proc.wait(timeout=120) == 1
-    os.close(leader)
-    text = b"".join(chunks).decode()
     first = "training.distributed.num_gpus: must be an integer"
     assert text.count(first) == 1, text  # on the error line only
     assert "error: " + first in text
